@@ -1,0 +1,45 @@
+# Helpers that give every stagehand target the same warnings, include paths and naming.
+
+set(STAGEHAND_WARNINGS
+    -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
+    -Wold-style-cast -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+
+function(stagehand_apply_warnings target)
+  target_compile_options(${target} PRIVATE ${STAGEHAND_WARNINGS})
+  if(STAGEHAND_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# stagehand_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Creates the static library stagehand_<name> with the alias stagehand::<name>.
+function(stagehand_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target stagehand_${name})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  add_library(stagehand::${name} ALIAS ${target})
+  target_include_directories(${target}
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
+    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
+  stagehand_apply_warnings(${target})
+endfunction()
+
+# stagehand_test(<name> SOURCES ... DEPS ... LABELS <label> [LABELS <label>...])
+# Builds one GoogleTest binary and registers each test case with CTest under the given labels.
+function(stagehand_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    STAGEHAND_VECTORS_DIR="${PROJECT_SOURCE_DIR}/tests/vectors"
+    STAGEHAND_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  stagehand_apply_warnings(${name})
+  set(label_args)
+  foreach(label IN LISTS ARG_LABELS)
+    list(APPEND label_args LABELS ${label})
+  endforeach()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${label_args})
+endfunction()

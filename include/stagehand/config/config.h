@@ -1,0 +1,88 @@
+// Configuration trees in Backstage's shape (app-config.yaml), read the way @backstage/config's
+// ConfigReader reads them: dotted keys, typed getters, numeric strings accepted as numbers, and
+// errors that name the full key and the file the value came from.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "stagehand/base/status.h"
+
+namespace stagehand {
+
+struct ConfigNode;
+using ConfigNodePtr = std::shared_ptr<const ConfigNode>;
+
+// One value in a config tree. `source` names the file (or context) it came from. Objects keep
+// their keys in insertion order. Immutable once built; thread-safe to share.
+struct ConfigNode {
+  using Null = std::monostate;
+  using Array = std::vector<ConfigNodePtr>;
+  using Object = std::vector<std::pair<std::string, ConfigNodePtr>>;
+
+  std::variant<Null, bool, double, std::string, Array, Object> value;
+  std::shared_ptr<const std::string> source;
+  int line = 0;  // 1-based line in `source`, 0 if unknown.
+
+  // Returns Backstage's type name: "null", "boolean", "number", "string", "empty-string" (the
+  // empty string), "array" or "object".
+  std::string_view TypeName() const;
+};
+
+// A read-only view of a config subtree at some key prefix. Cheap to copy; thread-safe.
+class Config {
+ public:
+  // Parses YAML text. `context` names the source in error messages (usually the file path).
+  // Errors: kInvalidArgument with the context, line and the parser's reason.
+  static Result<Config> FromYaml(std::string_view text, std::string context);
+  // Reads and parses a YAML file. Errors: kInvalidArgument (unreadable or malformed), naming it.
+  static Result<Config> FromYamlFile(const std::string& path);
+  // Parses JSON text (tests and fixtures). Errors: kInvalidArgument.
+  static Result<Config> FromJson(std::string_view text, std::string context);
+  // Deep-merges `layers` in order: later objects override earlier keys; non-objects replace.
+  static Config Merge(const std::vector<Config>& layers);
+  // An empty object.
+  static Config Empty(std::string context = "empty");
+
+  // Returns whether a value exists at `key` (a dotted path relative to this view).
+  bool Has(std::string_view key) const;
+  // Returns the keys of this object view, in order. Empty if this view is not an object.
+  std::vector<std::string> Keys() const;
+  // Returns the node at `key`, or nullptr. `key` may be empty for this view's own node.
+  const ConfigNode* Node(std::string_view key = {}) const;
+
+  // Getters. "Optional" getters return nullopt when the key is missing; the others fail with
+  // "Missing required config value at '{fullKey}' in '{context}'". A value of the wrong type
+  // fails with "Invalid type in config for key '{fullKey}' in '{context}', got {type}, wanted
+  // {wanted}". Numbers accept numeric strings; a non-numeric string fails with
+  // "Unable to convert config value for key '{fullKey}' in '{context}' to a number".
+  // Every error is kInvalidArgument.
+  Result<Config> GetConfig(std::string_view key) const;
+  Result<std::optional<Config>> GetOptionalConfig(std::string_view key) const;
+  Result<std::vector<Config>> GetConfigArray(std::string_view key) const;
+  Result<std::string> GetString(std::string_view key) const;
+  Result<std::optional<std::string>> GetOptionalString(std::string_view key) const;
+  Result<double> GetNumber(std::string_view key) const;
+  Result<std::optional<double>> GetOptionalNumber(std::string_view key) const;
+  Result<bool> GetBoolean(std::string_view key) const;
+  Result<std::optional<bool>> GetOptionalBoolean(std::string_view key) const;
+  Result<std::vector<std::string>> GetStringArray(std::string_view key) const;
+
+  // Returns the dotted key of `key` from the root ("backend.database.client").
+  std::string FullKey(std::string_view key = {}) const;
+  // Returns the name of the source the value at `key` came from (this view's own if missing).
+  std::string Context(std::string_view key = {}) const;
+
+ private:
+  Config(ConfigNodePtr node, std::string prefix) : node_(std::move(node)), prefix_(std::move(prefix)) {}
+
+  ConfigNodePtr node_;
+  std::string prefix_;
+};
+
+}  // namespace stagehand
