@@ -1,0 +1,39 @@
+// The state of one task as the REST listing shows it (Backstage's `taskState` and `workerState`).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace stagehand {
+
+// Backstage's taskState: idle (with the next start) or running (with start and timeout). All times
+// are ISO-8601 strings exactly as they are to appear on the wire. Plain value type.
+struct TaskState {
+  enum class Status { kIdle, kRunning };
+  Status status = Status::kIdle;
+  std::optional<std::string> starts_at;         // idle only
+  std::optional<std::string> started_at;        // running only
+  std::optional<std::string> times_out_at;      // running only
+  std::optional<std::string> last_run_ended_at;
+  std::optional<std::string> last_run_error;    // the raw error JSON text
+
+  // Returns the JSON object Backstage serves, keys in its order, absent values omitted:
+  // {"status":"idle","startsAt":...,"lastRunEndedAt":...,"lastRunError":...} or
+  // {"status":"running","startedAt":...,"timesOutAt":...,"lastRunEndedAt":...,"lastRunError":...}.
+  std::string ToJson() const;
+
+  friend bool operator==(const TaskState&, const TaskState&) = default;
+};
+
+// Backstage's workerState: what this process's worker for a task is doing.
+enum class WorkerStatus { kInitialWait, kIdle, kRunning };
+
+// Returns "initial-wait", "idle" or "running".
+std::string_view WorkerStatusName(WorkerStatus status);
+
+// Returns Backstage's serialized error JSON for a plain error: {"name":"Error","message":"..."}
+// (serialize-error shape; `name` defaults to "Error").
+std::string ErrorJson(std::string_view message, std::string_view name = "Error");
+
+}  // namespace stagehand

@@ -1,0 +1,71 @@
+// An in-memory TaskStore for engine unit tests and for users' tests. It follows the same contract
+// as the SQL stores (the contract suite in tests/contract keeps them honest with each other), but
+// its "database clock" is the injected Clock, so tests drive readiness and expiry with a
+// testing::ManualClock.
+#pragma once
+
+#include <functional>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stagehand/store/task_store.h"
+
+namespace stagehand::testing {
+
+// The shared table behind one or more MemoryTaskStores, standing in for one plugin database.
+// Several stores on one table behave like several hosts on one database, and receive each
+// other's events like PostgreSQL LISTEN/NOTIFY. Thread-safe.
+class MemoryTaskTable;
+
+// Thread-safe.
+class MemoryTaskStore final : public TaskStore {
+ public:
+  // A store with a table of its own.
+  MemoryTaskStore(std::string plugin_id, const Clock& clock);
+  // A store on `table`, shared with other stores.
+  MemoryTaskStore(std::string plugin_id, const Clock& clock,
+                  std::shared_ptr<MemoryTaskTable> table);
+  ~MemoryTaskStore() override;
+
+  // Returns the table, to open another store on it.
+  std::shared_ptr<MemoryTaskTable> table() const { return table_; }
+
+  // Makes every later operation fail with kUnavailable (true) or work again (false), to test how
+  // callers survive a lost database.
+  void SetUnavailable(bool unavailable);
+
+  // Returns how many operations reached the "database" (for statement-budget tests).
+  std::uint64_t statement_count() const;
+
+  // Replaces a row verbatim, as another writer (e.g. a Backstage worker) would.
+  void PutRow(const TaskRow& row);
+
+  const std::string& plugin_id() const override { return plugin_id_; }
+  Status Migrate() override;
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override;
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override;
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override;
+  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
+                          std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds lease) override;
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override;
+  Status Trigger(const std::string& id) override;
+  Status Cancel(const std::string& id, const TimeZone& zone) override;
+  Result<std::vector<std::string>> SweepExpired() override;
+  Result<std::vector<TaskRow>> States() override;
+  Status Delete(const std::string& id) override;
+  Result<WallTime> DatabaseNow() override;
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+
+ private:
+  std::string plugin_id_;
+  const Clock& clock_;
+  std::shared_ptr<MemoryTaskTable> table_;
+};
+
+}  // namespace stagehand::testing

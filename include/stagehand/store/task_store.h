@@ -1,0 +1,192 @@
+// The task store: the one place where SQL lives. It holds a plugin's `backstage_backend_tasks__tasks`
+// table, through which every host (stagehand or Backstage) coordinates that plugin's global tasks.
+// Every operation is one database round trip unless its comment says otherwise. The database's
+// clock is the authority: readiness, claims, expiry and duration cadences use the database's now().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stagehand/base/status.h"
+#include "stagehand/model/task_settings.h"
+#include "stagehand/model/task_state.h"
+#include "stagehand/time/clock.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand {
+
+// One row of the tasks table, as stored. Times are UTC instants.
+struct TaskRow {
+  std::string id;
+  std::string settings_json;
+  std::optional<WallTime> next_run_start_at;
+  std::optional<std::string> current_run_ticket;
+  std::optional<WallTime> current_run_started_at;
+  std::optional<WallTime> current_run_expires_at;
+  std::optional<std::string> last_run_error_json;
+  std::optional<WallTime> last_run_ended_at;
+
+  friend bool operator==(const TaskRow&, const TaskRow&) = default;
+};
+
+// Returns the REST taskState of `row` (Backstage's taskStates()): running iff
+// current_run_started_at is set; timestamps formatted with FormatIsoInstant in `zone`; an empty
+// last_run_error_json counts as absent.
+TaskState ToTaskState(const TaskRow& row, const TimeZone& zone);
+
+// What the store needs to compute a task's next start: its settings and the zone its cron
+// cadence is evaluated in.
+struct TaskSchedule {
+  TaskSettingsV2 settings;
+  TimeZone zone = TimeZone::Utc();
+};
+
+// The outcome of Upsert: the row's next start after the write, and the database's clock.
+struct UpsertResult {
+  std::optional<WallTime> next_run_start_at;
+  WallTime db_now;
+};
+
+// Readiness of one polled task.
+enum class Readiness {
+  kReady,            // next_run_start_at <= now and no ticket: claim it.
+  kNotReady,         // Not due yet, manual, or running.
+  kMissing,          // No row: the task was unregistered; its worker stops.
+  kInvalidSettings,  // The row's settings_json does not parse or validate; its worker stops.
+};
+
+struct PollEntry {
+  std::string id;
+  Readiness readiness = Readiness::kNotReady;
+  std::optional<TaskSettingsV2> settings;  // kReady and kNotReady: the row's (latest) settings
+  std::string settings_error;              // kInvalidSettings: why
+  std::optional<WallTime> next_run_start_at;
+  bool running = false;                    // the row holds a ticket
+  std::optional<WallTime> current_run_expires_at;
+};
+
+// The outcome of Poll.
+struct PollResult {
+  std::vector<PollEntry> entries;         // one per requested id, in request order
+  std::optional<WallTime> earliest_next;  // earliest next_run_start_at among idle polled rows
+  std::vector<std::string> swept_ids;     // ids whose expired run the sweep reset (if requested)
+  WallTime db_now;                        // the database's clock when the statement ran
+};
+
+// The outcome of Claim.
+struct ClaimResult {
+  bool claimed = false;
+  WallTime db_now;                          // the database's clock at the claim
+  std::optional<WallTime> expires_at;       // current_run_expires_at written (when claimed)
+};
+
+// A change announced by a writer, delivered to listeners (PostgreSQL LISTEN/NOTIFY; in-process
+// for the memory store).
+struct StoreEvent {
+  enum class Kind {
+    kUpsert,   // a task was registered or its schedule changed
+    kTrigger,  // a task was made due now
+    kCancel,   // a running task's ticket was cleared by a cancel
+    kRelease,  // a run ended and the task was rescheduled
+    kSweep,    // an expired run was reset by the janitor
+    kDelete,   // a row was deleted
+    kResync,   // notifications may have been lost (e.g. reconnect): re-poll everything
+  };
+  Kind kind = Kind::kResync;
+  std::string task_id;  // empty for kResync
+};
+
+// A live subscription to a store's events. Destroying it stops delivery; after the destructor
+// returns the handler is never called again. Not thread-safe.
+class Notifications {
+ public:
+  virtual ~Notifications() = default;
+};
+
+// One plugin's task table. Implementations are thread-safe: any thread may call any method; each
+// call borrows a connection for its duration.
+class TaskStore {
+ public:
+  virtual ~TaskStore() = default;
+
+  // Returns the plugin id this store serves (used in every error message).
+  virtual const std::string& plugin_id() const = 0;
+
+  // Creates or updates the schema exactly as Backstage's knex migrations do, under knex's lock
+  // protocol, so that neither side re-runs the other's migrations. Several round trips.
+  // Errors: kFailedPrecondition if the bookkeeping table lists a migration this version does not
+  // know (a newer Backstage or stagehand migrated this database); kUnavailable if the database
+  // cannot be reached or the lock is held for too long.
+  virtual Status Migrate() = 0;
+
+  // Registers a task (Backstage's persistTask, §4.3). A new row starts at: now + initial delay if
+  // one is set; else the next cron time - 1 s; NULL for manual; now for durations. An existing
+  // row keeps its next start unless the new cadence's next start (cron next - 1 s, NULL for
+  // manual, now + cadence) is earlier, or it had none. The settings must be valid.
+  // Errors: kInvalidArgument (invalid settings), kUnavailable.
+  virtual Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) = 0;
+
+  // Reports the readiness of every id in one statement (§5). When `sweep_expired` is set, the same
+  // round trip first resets expired runs (as SweepExpired) and counts them as unclaimed.
+  // Errors: kUnavailable.
+  virtual Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) = 0;
+
+  // Claims a due, unclaimed task for a run with `ticket`: sets the ticket, started = now and
+  // expires = now + min(timeout, lease). Succeeds iff the row exists, is due
+  // (next_run_start_at <= now) and holds no ticket. Errors: kUnavailable.
+  virtual Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                                    std::chrono::milliseconds timeout,
+                                    std::chrono::milliseconds lease) = 0;
+
+  // Extends the run's expiry to min(started + timeout, now + lease) while `ticket` still holds the
+  // row. Returns false if the ticket is gone (cancelled, swept, deleted). Errors: kUnavailable.
+  virtual Result<bool> RenewLease(const std::string& id, const std::string& ticket,
+                                  std::chrono::milliseconds timeout,
+                                  std::chrono::milliseconds lease) = 0;
+
+  // Ends the run held by `ticket` (§4.6): clears the ticket and run times, sets last_run_ended_at
+  // = now and last_run_error_json = `error_json` (NULL on success), and moves next_run_start_at to
+  // the next cron time, NULL for manual, or greatest(next + cadence, now) for durations. Returns
+  // false, changing nothing, if the ticket no longer holds the row. Errors: kUnavailable.
+  virtual Result<bool> Release(const std::string& id, const std::string& ticket,
+                               const TaskSchedule& schedule,
+                               const std::optional<std::string>& error_json) = 0;
+
+  // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
+  // "Task {id} is currently running"; kUnavailable.
+  virtual Status Trigger(const std::string& id) = 0;
+
+  // Cancels a task's current run (§4.9): clears the ticket, records
+  // {"name":"Error","message":"Task was cancelled"} and reschedules from the row's own settings
+  // (cron evaluated in `zone`). Up to two round trips. Errors: kNotFound "Task {id} does not
+  // exist"; kConflict "Task {id} is not running"; kInvalidArgument if the row's settings do not
+  // parse; kUnavailable.
+  virtual Status Cancel(const std::string& id, const TimeZone& zone) = 0;
+
+  // Resets every run whose expiry has passed (the janitor, §7), recording
+  // {"name":"Error","message":"Task timed out"}; next_run_start_at is kept so the task is due
+  // again at once. Returns the reset ids. Errors: kUnavailable.
+  virtual Result<std::vector<std::string>> SweepExpired() = 0;
+
+  // Returns every row, ordered by id. Errors: kUnavailable.
+  virtual Result<std::vector<TaskRow>> States() = 0;
+
+  // Deletes a task's row. Deleting a missing row is not an error. Errors: kUnavailable.
+  virtual Status Delete(const std::string& id) = 0;
+
+  // Returns the database's current time. Errors: kUnavailable.
+  virtual Result<WallTime> DatabaseNow() = 0;
+
+  // Starts delivering this store's events (and other writers' where the database can tell) to
+  // `handler`, on a thread owned by the returned object. `handler` must not block. Returns
+  // nullptr if this store cannot notify (SQLite): callers then rely on polling alone.
+  virtual std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) = 0;
+};
+
+}  // namespace stagehand

@@ -1,0 +1,86 @@
+#include "store/next_run.h"
+
+#include "stagehand/time/cron.h"
+#include "stagehand/time/duration.h"
+
+namespace stagehand::store_internal {
+
+namespace {
+
+Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now,
+                             std::chrono::seconds shift) {
+  Result<CronExpression> cron = CronExpression::Parse(schedule.settings.cadence);
+  if (!cron.ok()) return cron.status();
+  Result<WallTime> next = cron->NextAfter(db_now, schedule.zone);
+  if (!next.ok()) return next.status();
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next - shift};
+}
+
+}  // namespace
+
+Result<double> IsoDurationSeconds(const std::string& iso) {
+  if (iso.empty()) return 0.0;
+  Result<HumanDuration> parsed = ParseIsoDuration(iso);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("Invalid ISO duration '" + iso + "': " + parsed.status().message());
+  }
+  return ToMillisecondsCasual(*parsed) / 1000.0;
+}
+
+Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_now) {
+  const TaskSettingsV2& settings = schedule.settings;
+  if (settings.initial_delay_duration && !settings.initial_delay_duration->empty()) {
+    Result<double> delay = IsoDurationSeconds(*settings.initial_delay_duration);
+    if (!delay.ok()) return delay.status();
+    if (*delay == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
+    return NextRunPlan{NextRunPlan::Kind::kNowPlus, *delay};
+  }
+  switch (settings.cadence_kind()) {
+    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(1));
+    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kDuration: return NextRunPlan{NextRunPlan::Kind::kNow};
+  }
+  return InternalError("unknown cadence kind");
+}
+
+Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime db_now) {
+  switch (schedule.settings.cadence_kind()) {
+    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(1));
+    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kDuration: {
+      Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
+      if (!cadence.ok()) return cadence.status();
+      if (*cadence == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
+      return NextRunPlan{NextRunPlan::Kind::kNowPlus, *cadence};
+    }
+  }
+  return InternalError("unknown cadence kind");
+}
+
+Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now) {
+  switch (schedule.settings.cadence_kind()) {
+    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(0));
+    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kDuration: {
+      Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
+      if (!cadence.ok()) return cadence.status();
+      return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, *cadence};
+    }
+  }
+  return InternalError("unknown cadence kind");
+}
+
+void DatabaseClock::Observe(WallTime sent, WallTime received, WallTime db_now) {
+  const WallTime midpoint = sent + (received - sent) / 2;
+  const auto offset = std::chrono::duration_cast<std::chrono::microseconds>(db_now - midpoint);
+  std::lock_guard lock(mu_);
+  offset_ = offset;
+}
+
+WallTime DatabaseClock::Now() const {
+  const WallTime local = clock_.Now();
+  std::lock_guard lock(mu_);
+  return offset_ ? local + *offset_ : local;
+}
+
+}  // namespace stagehand::store_internal
