@@ -62,6 +62,13 @@ bool IsValidIsoDuration(std::string_view text);
 //   "The value cannot be a plain number; try adding a unit like 'ms' or 'seconds'"
 //   "Not a valid duration string, try a number followed by a unit such as '1d' or '2 seconds'"
 //   "Negative durations are not allowed"
+//   "val is not a non-empty string or a valid number. val=\"\"" (empty or all-whitespace text;
+//   the `ms` package's own error, which Backstage passes through)
 Result<HumanDuration> ParseDurationString(std::string_view text);
+
+// Returns `text` without the leading and trailing whitespace that JavaScript's String#trim
+// removes (ASCII whitespace and line breaks, and their Unicode kin such as U+00A0 and U+FEFF, as
+// UTF-8). ParseDurationString trims this way; config readers quote the trimmed value in errors.
+std::string_view TrimJsWhitespace(std::string_view text);
 
 }  // namespace stagehand
