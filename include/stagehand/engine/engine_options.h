@@ -1,0 +1,27 @@
+// Tuning knobs of the scheduling engine, with the defaults a production fleet should use.
+#pragma once
+
+#include <chrono>
+
+namespace stagehand {
+
+struct EngineOptions {
+  // How long a claim on a global task's row lasts without renewal. A running task renews every
+  // lease/3; a host that dies is taken over about one lease after its last renewal.
+  std::chrono::milliseconds lease{10000};
+  // The safety-net poll: how often waiting global tasks are polled even when nothing announced a
+  // change (catches writers that do not notify: Backstage workers, other processes on SQLite).
+  std::chrono::milliseconds poll_interval{5000};
+  // How often expired runs are swept (the janitor). Folded into a poll when one is due anyway.
+  // Zero means "equal to the lease".
+  std::chrono::milliseconds janitor_interval{0};
+  // Most task functions running at once in this plugin; a due task is not claimed without a free
+  // slot.
+  int max_concurrency = 32;
+  // How long Shutdown waits for running tasks to return after signalling their stop tokens.
+  std::chrono::milliseconds shutdown_grace{10000};
+  // Pause before retrying after the database failed.
+  std::chrono::milliseconds retry_backoff{1000};
+};
+
+}  // namespace stagehand

@@ -1,0 +1,47 @@
+// Instrumentation hooks of the scheduling engine. The backend turns them into Backstage's metric
+// names; tests use them to wait for events.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "stagehand/model/schedule.h"
+
+namespace stagehand {
+
+// Identifies one run of one task in hook calls.
+struct RunInfo {
+  std::string_view plugin_id;
+  std::string_view task_id;
+  TaskScope scope = TaskScope::kGlobal;
+  std::string_view ticket;  // empty for local runs
+};
+
+// Receives engine events. Called from engine threads without engine locks held; implementations
+// must be thread-safe and quick. Every method has an empty default.
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+
+  // A run started; `lag` is the actual start minus the scheduled time (zero when unknown).
+  virtual void OnRunStarted(const RunInfo& /*run*/, std::chrono::nanoseconds /*lag*/) {}
+  // A run returned successfully after `duration`.
+  virtual void OnRunCompleted(const RunInfo& /*run*/, std::chrono::nanoseconds /*duration*/) {}
+  // A run failed (threw or returned an error) after `duration`; `error_json` as stored.
+  virtual void OnRunFailed(const RunInfo& /*run*/, std::chrono::nanoseconds /*duration*/,
+                           std::string_view /*error_json*/) {}
+  // Another host claimed a task this host had seen ready.
+  virtual void OnClaimLost(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // A running task's lease was extended.
+  virtual void OnLeaseRenewed(const RunInfo& /*run*/) {}
+  // A lease renewal failed (database unavailable); the run continues until its fence deadline.
+  virtual void OnLeaseRenewalFailed(const RunInfo& /*run*/) {}
+  // This host stopped treating a run as its own: its ticket vanished (cancel, janitor) or its
+  // lease could not be renewed in time (self-fencing).
+  virtual void OnLeaseLost(const RunInfo& /*run*/) {}
+  // The janitor reset an expired run of `task_id` (whoever held it).
+  virtual void OnReclaimed(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+};
+
+}  // namespace stagehand

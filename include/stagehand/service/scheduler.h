@@ -1,0 +1,150 @@
+// The scheduler API that plugins use: the C++ shape of Backstage's SchedulerService. One instance
+// per plugin. A task registered with scope global runs on one host at a time across every host
+// that shares the plugin's database; a local task runs in every process, never overlapping itself.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "stagehand/base/status.h"
+#include "stagehand/model/schedule.h"
+#include "stagehand/model/task_settings.h"
+#include "stagehand/model/task_state.h"
+
+namespace stagehand {
+
+// The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a
+// lost lease, and should return soon after. A run fails when the function throws or returns a
+// non-OK Status; a function returning void succeeds unless it throws.
+class TaskFunction {
+ public:
+  TaskFunction() = default;
+  template <typename F>
+    requires std::invocable<F&, std::stop_token>
+  TaskFunction(F fn)  // NOLINT(google-explicit-constructor)
+      : fn_(Wrap(std::move(fn))) {}
+
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+  Status operator()(std::stop_token stop) const { return fn_(std::move(stop)); }
+
+ private:
+  template <typename F>
+  static std::function<Status(std::stop_token)> Wrap(F fn) {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, std::stop_token>>) {
+      return [fn = std::move(fn)](std::stop_token stop) mutable {
+        fn(std::move(stop));
+        return Status::Ok();
+      };
+    } else {
+      return [fn = std::move(fn)](std::stop_token stop) mutable -> Status {
+        return fn(std::move(stop));
+      };
+    }
+  }
+
+  std::function<Status(std::stop_token)> fn_;
+};
+
+// What to run: Backstage's SchedulerServiceTaskInvocationDefinition.
+struct TaskInvocation {
+  std::string id;
+  TaskFunction fn;
+  // Requesting stop on this token ends the task's recurrence in this process (a run in progress
+  // also sees its stop token fire).
+  std::stop_token stop;
+};
+
+// A task: schedule plus invocation (Backstage's scheduleTask argument).
+struct TaskDefinition {
+  std::string id;
+  Frequency frequency = ManualFrequency{};
+  DurationSpec timeout = std::chrono::milliseconds(0);
+  std::optional<DurationSpec> initial_delay;
+  TaskScope scope = TaskScope::kGlobal;
+  TaskFunction fn;
+  std::stop_token stop;
+};
+
+// Returns the task made of `schedule` and `invocation`; the schedule's fields win, as in Backstage.
+TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvocation invocation);
+
+// A registered task as GetScheduledTasks reports it.
+struct TaskDescriptor {
+  std::string id;
+  TaskScope scope = TaskScope::kGlobal;
+  TaskSettingsV2 settings;
+};
+
+// One task as the REST listing shows it: the descriptor, the task's state (cluster-wide for
+// global tasks, from the database) and this process's worker state. Either state may be unknown
+// (JSON null) when there is no database row or no worker.
+struct TaskListing {
+  TaskDescriptor descriptor;
+  std::optional<TaskState> task_state;
+  std::optional<WorkerStatus> worker_state;
+};
+
+class SchedulerService;
+
+// A schedule waiting for its function: Run() registers the task. Backstage's
+// SchedulerServiceTaskRunner. Holds a reference to its scheduler, which must outlive it.
+class ScheduledTaskRunner {
+ public:
+  ScheduledTaskRunner(SchedulerService& scheduler, ScheduleDefinition schedule)
+      : scheduler_(&scheduler), schedule_(std::move(schedule)) {}
+
+  // Registers the invocation with this runner's schedule (see SchedulerService::ScheduleTask).
+  Status Run(TaskInvocation invocation);
+
+ private:
+  SchedulerService* scheduler_;
+  ScheduleDefinition schedule_;
+};
+
+// One plugin's scheduler. Thread-safe: any thread may call any method.
+class SchedulerService {
+ public:
+  virtual ~SchedulerService() = default;
+
+  // Registers and starts a task. For global tasks the database row is written before this returns.
+  // Errors: kInvalidArgument for an invalid id ("{id} is not a valid ID, expected non-empty
+  // string") or schedule (naming the field); kConflict if this process already has an active task
+  // with that id; kUnavailable if the database cannot be reached.
+  virtual Status ScheduleTask(TaskDefinition task) = 0;
+
+  // Runs a task as soon as possible: a local task of this process first, else the database row
+  // (so a global task registered only on another host can be triggered).
+  // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";
+  // kUnavailable.
+  virtual Status TriggerTask(std::string_view id) = 0;
+
+  // Stops the current run of a task: local first, else the database row.
+  // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is not running";
+  // kUnavailable.
+  virtual Status CancelTask(std::string_view id) = 0;
+
+  // Returns the tasks registered in this process, in registration order.
+  virtual std::vector<TaskDescriptor> GetScheduledTasks() const = 0;
+
+  // Returns the REST listing of this process's tasks. Errors: kUnavailable.
+  virtual Result<std::vector<TaskListing>> ListTasks() const = 0;
+
+  // Returns a runner that registers tasks with `schedule`.
+  ScheduledTaskRunner CreateScheduledTaskRunner(ScheduleDefinition schedule) {
+    return ScheduledTaskRunner(*this, std::move(schedule));
+  }
+};
+
+// Returns InvalidArgument "{id} is not a valid ID, expected non-empty string" when `id` is empty
+// or only whitespace (Backstage's validateId), else OK.
+Status ValidateTaskId(std::string_view id);
+
+}  // namespace stagehand

@@ -1,0 +1,52 @@
+#include "stagehand/base/status.h"
+
+#include <gtest/gtest.h>
+
+namespace stagehand {
+namespace {
+
+Result<int> Half(int value) {
+  if (value % 2 != 0) return InvalidArgumentError("odd value");
+  return value / 2;
+}
+
+Status Chain(int value, int* out) {
+  Result<int> half = Half(value);
+  STAGEHAND_RETURN_IF_ERROR(half);
+  *out = *half;
+  return Status::Ok();
+}
+
+TEST(StatusTest, CarriesCodeAndMessage) {
+  const Status status = NotFoundError("Task x does not exist");
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "Task x does not exist");
+  EXPECT_EQ(status.ToString(), "NOT_FOUND: Task x does not exist");
+  EXPECT_EQ(Status::Ok().ToString(), "OK");
+}
+
+TEST(StatusTest, WithPrefixKeepsTheCode) {
+  const Status status = UnavailableError("down").WithPrefix("plugin 'p': ");
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), "plugin 'p': down");
+}
+
+TEST(ResultTest, HoldsValueOrStatus) {
+  EXPECT_EQ(*Half(8), 4);
+  EXPECT_EQ(Half(3).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ResultTest, ReturnIfErrorPropagates) {
+  int out = 0;
+  EXPECT_TRUE(Chain(10, &out).ok());
+  EXPECT_EQ(out, 5);
+  EXPECT_EQ(Chain(7, &out).message(), "odd value");
+}
+
+TEST(ResultDeathTest, ValueOfErrorIsABug) {
+  EXPECT_DEATH((void)Half(3).value(), "check failed");
+}
+
+}  // namespace
+}  // namespace stagehand
