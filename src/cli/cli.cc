@@ -2,7 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <iterator>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -73,8 +73,9 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
 
   // CLI11 takes the arguments in reverse order, without the program name.
   std::vector<std::string> reversed;
-  if (!args.empty()) {
-    reversed.assign(args.rbegin(), std::prev(args.rend()));
+  reversed.reserve(args.size());
+  for (std::size_t i = args.size(); i > 1; --i) {
+    reversed.push_back(args[i - 1]);
   }
   try {
     app.parse(reversed);

@@ -21,11 +21,16 @@ struct Outcome {
   std::string err;
 };
 
-Outcome RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "stagehand");
+Outcome RunCli(const std::vector<std::string>& args) {
+  std::vector<std::string> command_line;
+  command_line.reserve(args.size() + 1);
+  command_line.emplace_back("stagehand");
+  for (const std::string& arg : args) {
+    command_line.push_back(arg);
+  }
   std::ostringstream out;
   std::ostringstream err;
-  int exit_code = Run(args, out, err);
+  int exit_code = Run(command_line, out, err);
   return {exit_code, out.str(), err.str()};
 }
 
