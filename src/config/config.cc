@@ -1,5 +1,7 @@
 #include "stagehand/config/config.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -8,7 +10,6 @@
 #include <utility>
 
 #include "config/config_internal.h"
-#include "fmt/format.h"
 
 namespace stagehand {
 namespace {

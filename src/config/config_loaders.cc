@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -9,7 +10,6 @@
 #include <utility>
 
 #include "config/config_internal.h"
-#include "fmt/format.h"
 
 namespace stagehand::config_internal {
 namespace {

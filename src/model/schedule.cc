@@ -1,1 +1,236 @@
-// placeholder
+#include "stagehand/model/schedule.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "stagehand/time/cron.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand {
+namespace {
+
+struct DurationUnit {
+  const char* name;
+  std::optional<double> HumanDuration::*field;
+};
+
+constexpr std::array<DurationUnit, 8> kUnits = {{
+    {"years", &HumanDuration::years},
+    {"months", &HumanDuration::months},
+    {"weeks", &HumanDuration::weeks},
+    {"days", &HumanDuration::days},
+    {"hours", &HumanDuration::hours},
+    {"minutes", &HumanDuration::minutes},
+    {"seconds", &HumanDuration::seconds},
+    {"milliseconds", &HumanDuration::milliseconds},
+}};
+
+constexpr std::string_view kUnitList =
+    "'years', 'months', 'weeks', 'days', 'hours', 'minutes', 'seconds', 'milliseconds'";
+
+bool IsKnownUnit(std::string_view name) {
+  for (const DurationUnit& unit : kUnits) {
+    if (name == unit.name) return true;
+  }
+  return false;
+}
+
+// Returns `status`'s message as JavaScript prints the error Backstage's ConfigReader would have
+// thrown: type errors are TypeErrors, missing values and failed conversions plain Errors.
+std::string AsJsError(const Status& status) {
+  const std::string& message = status.message();
+  const bool type_error = message.rfind("Invalid type in config", 0) == 0 ||
+                          message.rfind("Invalid config key", 0) == 0;
+  return fmt::format("{}: {}", type_error ? "TypeError" : "Error", message);
+}
+
+// Returns whether JavaScript would treat `node` as truthy.
+bool IsTruthy(const ConfigNode& node) {
+  if (std::holds_alternative<ConfigNode::Null>(node.value)) return false;
+  if (const auto* flag = std::get_if<bool>(&node.value)) return *flag;
+  if (const auto* number = std::get_if<double>(&node.value)) {
+    return *number != 0 && !std::isnan(*number);
+  }
+  if (const auto* text = std::get_if<std::string>(&node.value)) return !text->empty();
+  return true;
+}
+
+Result<CronFrequency> ReadCronFrequency(const Config& config) {
+  auto expression = config.GetString("frequency.cron");
+  if (!expression.ok()) return expression.status();
+  if (auto parsed = CronExpression::Parse(*expression); !parsed.ok()) {
+    return InvalidArgumentError(
+        fmt::format("Invalid cron expression at '{}' in '{}': {}", config.FullKey("frequency.cron"),
+                    config.Context("frequency.cron"), parsed.status().message()));
+  }
+  auto time_zone = config.GetOptionalString("frequency.timeZone");
+  if (!time_zone.ok()) return time_zone.status();
+  CronFrequency frequency{*std::move(expression), ""};
+  if (time_zone->has_value()) {
+    if (auto zone = TimeZone::Locate(**time_zone); !zone.ok()) {
+      return InvalidArgumentError(
+          fmt::format("Invalid time zone at '{}' in '{}': {}", config.FullKey("frequency.timeZone"),
+                      config.Context("frequency.timeZone"), zone.status().message()));
+    }
+    frequency.time_zone = **std::move(time_zone);
+  }
+  return frequency;
+}
+
+Result<Frequency> ReadFrequency(const Config& config) {
+  const ConfigNode* node = config.Node("frequency");
+  if (node == nullptr) {
+    return InvalidArgumentError(fmt::format("Missing required config value at '{}' in '{}'",
+                                            config.FullKey("frequency"), config.Context()));
+  }
+  if (std::holds_alternative<ConfigNode::Object>(node->value)) {
+    const ConfigNode* cron = config.Node("frequency.cron");
+    if (cron != nullptr && IsTruthy(*cron)) {
+      auto frequency = ReadCronFrequency(config);
+      if (!frequency.ok()) return frequency.status();
+      return Frequency(*std::move(frequency));
+    }
+    const ConfigNode* trigger = config.Node("frequency.trigger");
+    if (trigger != nullptr) {
+      const auto* text = std::get_if<std::string>(&trigger->value);
+      if (text != nullptr && *text == "manual") return Frequency(ManualFrequency{});
+    }
+  }
+  auto duration = ReadDurationFromConfig(config, "frequency");
+  if (!duration.ok()) return duration.status();
+  return Frequency(*std::move(duration));
+}
+
+}  // namespace
+
+std::string_view TaskScopeName(TaskScope scope) {
+  switch (scope) {
+    case TaskScope::kGlobal:
+      return "global";
+    case TaskScope::kLocal:
+      return "local";
+  }
+  return "global";
+}
+
+std::string FormatDurationSpec(const DurationSpec& duration) {
+  return std::visit([](const auto& d) { return FormatIsoDuration(d); }, duration);
+}
+
+std::chrono::milliseconds ToMilliseconds(const DurationSpec& duration) {
+  if (const auto* human = std::get_if<HumanDuration>(&duration))
+    return ToChronoMilliseconds(*human);
+  return std::get<std::chrono::milliseconds>(duration);
+}
+
+TaskSettingsV2 BuildTaskSettings(const ScheduleDefinition& schedule) {
+  struct CadenceVisitor {
+    std::string operator()(const CronFrequency& cron) const { return cron.expression; }
+    std::string operator()(const HumanDuration& d) const { return FormatIsoDuration(d); }
+    std::string operator()(std::chrono::milliseconds d) const { return FormatIsoDuration(d); }
+    std::string operator()(const ManualFrequency&) const { return "manual"; }
+  };
+  TaskSettingsV2 settings;
+  settings.cadence = std::visit(CadenceVisitor{}, schedule.frequency);
+  if (schedule.initial_delay) {
+    settings.initial_delay_duration = FormatDurationSpec(*schedule.initial_delay);
+  }
+  settings.timeout_after_duration = FormatDurationSpec(schedule.timeout);
+  return settings;
+}
+
+Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_view key) {
+  if (!key.empty()) {
+    const ConfigNode* node = config.Node(key);
+    if (node != nullptr && std::holds_alternative<std::string>(node->value)) {
+      auto raw = config.GetString(key);
+      if (!raw.ok()) return raw.status();
+      const std::string_view value = TrimJsWhitespace(*raw);
+      auto parsed = ParseDurationString(value);
+      if (!parsed.ok()) {
+        return InvalidArgumentError(
+            fmt::format("Invalid duration '{}' in config at '{}', Error: {}", value, key,
+                        parsed.status().message()));
+      }
+      return parsed;
+    }
+  }
+
+  Config root = config;
+  if (!key.empty()) {
+    auto sub = config.GetConfig(key);
+    if (!sub.ok()) {
+      return InvalidArgumentError(
+          fmt::format("Failed to read duration from config, {}", AsJsError(sub.status())));
+    }
+    root = *std::move(sub);
+  }
+  HumanDuration result;
+  bool found = false;
+  for (const DurationUnit& unit : kUnits) {
+    auto value = root.GetOptionalNumber(unit.name);
+    if (!value.ok()) {
+      return InvalidArgumentError(
+          fmt::format("Failed to read duration from config, {}", AsJsError(value.status())));
+    }
+    if (value->has_value()) {
+      result.*unit.field = **value;
+      found = true;
+    }
+  }
+
+  const std::string prefix = key.empty()
+                                 ? std::string("Failed to read duration from config")
+                                 : fmt::format("Failed to read duration from config at '{}'", key);
+  if (!found) {
+    return InvalidArgumentError(
+        fmt::format("{}, Error: Needs one or more of {}", prefix, kUnitList));
+  }
+  std::vector<std::string> unknown;
+  for (const std::string& name : root.Keys()) {
+    if (!IsKnownUnit(name)) unknown.push_back(fmt::format("'{}'", name));
+  }
+  if (!unknown.empty()) {
+    return InvalidArgumentError(fmt::format("{}, Error: Unknown {} {}; expected one or more of {}",
+                                            prefix, unknown.size() == 1 ? "property" : "properties",
+                                            fmt::join(unknown, ", "), kUnitList));
+  }
+  return result;
+}
+
+Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config) {
+  ScheduleDefinition schedule;
+  auto frequency = ReadFrequency(config);
+  if (!frequency.ok()) return frequency.status();
+  schedule.frequency = *std::move(frequency);
+
+  auto timeout = ReadDurationFromConfig(config, "timeout");
+  if (!timeout.ok()) return timeout.status();
+  schedule.timeout = *std::move(timeout);
+
+  if (config.Has("initialDelay")) {
+    auto initial_delay = ReadDurationFromConfig(config, "initialDelay");
+    if (!initial_delay.ok()) return initial_delay.status();
+    schedule.initial_delay = *std::move(initial_delay);
+  }
+
+  auto scope = config.GetOptionalString("scope");
+  if (!scope.ok()) return scope.status();
+  if (scope->has_value()) {
+    if (**scope == "global") {
+      schedule.scope = TaskScope::kGlobal;
+    } else if (**scope == "local") {
+      schedule.scope = TaskScope::kLocal;
+    } else {
+      return InvalidArgumentError(fmt::format(
+          R"(Only "global" or "local" are allowed for TaskScheduleDefinition.scope, but got: {})",
+          **scope));
+    }
+  }
+  return schedule;
+}
+
+}  // namespace stagehand
