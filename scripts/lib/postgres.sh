@@ -120,7 +120,7 @@ CONF
   fi
 
   PGPASSWORD=stagehand "${bin}/psql" -q -X -v ON_ERROR_STOP=1 "${STAGEHAND_TEST_POSTGRES_URL}" \
-    -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
+    -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null || return 1
   echo "postgres.sh: PostgreSQL $("${bin}/postgres" --version | awk '{print $3}') on 127.0.0.1:${port}"
 }
 

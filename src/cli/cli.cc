@@ -1,8 +1,8 @@
 #include "stagehand/cli/cli.h"
 
 #include <CLI/CLI.hpp>
-#include <iostream>
 #include <cstddef>
+#include <iostream>
 #include <string>
 #include <vector>
 

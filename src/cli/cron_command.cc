@@ -48,8 +48,8 @@ int RunCronNext(const CronNextOptions& options, const Context& context) {
   if (options.from) {
     Result<WallTime> parsed = ParseIsoInstant(*options.from);
     if (!parsed.ok()) {
-      return UsageError(context, "invalid --from '" + *options.from +
-                                     "': " + parsed.status().message());
+      return UsageError(context,
+                        "invalid --from '" + *options.from + "': " + parsed.status().message());
     }
     instant = *parsed;
   }
@@ -75,14 +75,14 @@ void AddCronCommand(CLI::App& app, Action& action) {
 
   auto options = std::make_shared<CronNextOptions>();
   CLI::App* next = cron->add_subcommand(
-      "next", "Print the next fire times of a cron expression, one per line (ISO-8601 with the "
-              "zone's UTC offset)");
+      "next",
+      "Print the next fire times of a cron expression, one per line (ISO-8601 with the "
+      "zone's UTC offset)");
   next->add_option("expression", options->expression,
                    "5 fields (minute hour day-of-month month day-of-week), 6 with seconds "
                    "first, or a preset such as @daily")
       ->required();
-  next->add_option("-n,--count", options->count, "How many fire times to print")
-      ->default_val(5);
+  next->add_option("-n,--count", options->count, "How many fire times to print")->default_val(5);
   next->add_option("--from", options->from,
                    "Start strictly after this ISO-8601 instant, e.g. 2026-03-07T12:00:00Z "
                    "(default: now)");

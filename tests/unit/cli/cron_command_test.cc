@@ -50,9 +50,9 @@ TEST(CronNextCommandTest, PrintsSixFieldFireTimesInUtc) {
   Outcome outcome = RunCli({"cron", "next", "*/10 * * * * *", "--count", "3", "--from",
                             "2026-03-07T12:00:00Z", "--tz", "UTC"});
   EXPECT_EQ(outcome.exit_code, kExitOk);
-  EXPECT_THAT(outcome.lines, ElementsAre("2026-03-07T12:00:10.000+00:00",
-                                         "2026-03-07T12:00:20.000+00:00",
-                                         "2026-03-07T12:00:30.000+00:00"));
+  EXPECT_THAT(outcome.lines,
+              ElementsAre("2026-03-07T12:00:10.000+00:00", "2026-03-07T12:00:20.000+00:00",
+                          "2026-03-07T12:00:30.000+00:00"));
   EXPECT_THAT(outcome.err, IsEmpty());
 }
 
@@ -69,9 +69,9 @@ TEST(CronNextCommandTest, SkippedLocalTimeFiresAtTheDstJump) {
   Outcome outcome = RunCli({"cron", "next", "30 2 * * *", "--tz", "America/New_York", "--from",
                             "2026-03-07T12:00:00Z", "--count", "3"});
   EXPECT_EQ(outcome.exit_code, kExitOk);
-  EXPECT_THAT(outcome.lines, ElementsAre("2026-03-08T03:00:00.000-04:00",
-                                         "2026-03-09T02:30:00.000-04:00",
-                                         "2026-03-10T02:30:00.000-04:00"));
+  EXPECT_THAT(outcome.lines,
+              ElementsAre("2026-03-08T03:00:00.000-04:00", "2026-03-09T02:30:00.000-04:00",
+                          "2026-03-10T02:30:00.000-04:00"));
 }
 
 TEST(CronNextCommandTest, RepeatedLocalHourFiresOnce) {
@@ -104,8 +104,8 @@ TEST(CronNextCommandTest, DefaultsToFiveTimesFromTheClockInTheDefaultZone) {
   ASSERT_TRUE(tokyo.ok()) << tokyo.status().ToString();
   std::ostringstream out;
   std::ostringstream err;
-  int exit_code = RunWithContext({"stagehand", "cron", "next", "0 0 * * *"},
-                                 Context{out, err, clock, &*tokyo});
+  int exit_code =
+      RunWithContext({"stagehand", "cron", "next", "0 0 * * *"}, Context{out, err, clock, &*tokyo});
   EXPECT_EQ(exit_code, kExitOk) << err.str();
   EXPECT_THAT(SplitLines(out.str()),
               ElementsAre("2026-01-02T00:00:00.000+09:00", "2026-01-03T00:00:00.000+09:00",
@@ -158,8 +158,8 @@ TEST(CronNextCommandTest, MalformedFromIsAUsageError) {
 TEST(CronNextCommandTest, CountBelowOneIsRejected) {
   for (const char* count : {"0", "-3"}) {
     SCOPED_TRACE(count);
-    Outcome outcome = RunCli({"cron", "next", "* * * * *", "--tz", "UTC", "--count=" +
-                                                                          std::string(count)});
+    Outcome outcome =
+        RunCli({"cron", "next", "* * * * *", "--tz", "UTC", "--count=" + std::string(count)});
     EXPECT_EQ(outcome.exit_code, kExitUsage);
     EXPECT_THAT(outcome.lines, IsEmpty());
     EXPECT_THAT(outcome.err, HasSubstr("--count"));
