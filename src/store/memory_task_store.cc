@@ -1,1 +1,413 @@
-// placeholder
+#include "stagehand/store/memory_task_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "stagehand/model/task_state.h"
+#include "store/next_run.h"
+
+namespace stagehand::testing {
+
+namespace {
+
+using store_internal::NextRunPlan;
+
+// The memory store keeps times as std::chrono::system_clock nanoseconds, which cover about ±292
+// years; longer offsets (absurd cadences such as P1000Y) are clamped rather than overflowing.
+constexpr double kMaxOffsetSeconds = 200.0 * 365 * 24 * 3600;
+
+std::chrono::milliseconds OffsetOf(double seconds) {
+  const double clamped = std::clamp(seconds, -kMaxOffsetSeconds, kMaxOffsetSeconds);
+  return std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(clamped));
+}
+
+// Evaluates `plan` as the SQL stores' statements do, with `now` as the database's now() and
+// `scheduled` as the row's current next_run_start_at. greatest() ignores a NULL scheduled time,
+// as PostgreSQL's does.
+std::optional<WallTime> Evaluate(const NextRunPlan& plan, WallTime now,
+                                 const std::optional<WallTime>& scheduled) {
+  switch (plan.kind) {
+    case NextRunPlan::Kind::kNull: return std::nullopt;
+    case NextRunPlan::Kind::kNow: return now;
+    case NextRunPlan::Kind::kNowPlus: return now + OffsetOf(plan.seconds);
+    case NextRunPlan::Kind::kInstant:
+      return WallTime(std::chrono::floor<std::chrono::milliseconds>(plan.instant));
+    case NextRunPlan::Kind::kScheduledPlusCadence:
+      if (!scheduled) return now;
+      return std::max(*scheduled + OffsetOf(plan.seconds), now);
+  }
+  return std::nullopt;
+}
+
+bool HoldsTicket(const TaskRow& row, const std::string& ticket) {
+  return row.current_run_ticket && *row.current_run_ticket == ticket;
+}
+
+void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json) {
+  row.current_run_ticket.reset();
+  row.current_run_started_at.reset();
+  row.current_run_expires_at.reset();
+  row.last_run_ended_at = now;
+  row.last_run_error_json = std::move(error_json);
+}
+
+}  // namespace
+
+// The rows of one plugin's table and the listeners of every store opened on it. Thread-safe: the
+// rows and the listener list are guarded by `mu`; each listener's handler runs under that
+// listener's own `call_mu`, never under `mu`.
+class MemoryTaskTable {
+ public:
+  struct Listener {
+    std::function<void(const StoreEvent&)> handler;
+    // Held while the handler runs; recursive so that a handler whose own write notifies it again
+    // does not deadlock on itself.
+    std::recursive_mutex call_mu;
+    bool active = true;  // guarded by call_mu
+  };
+
+  // Runs `fn(rows)` under the table lock and returns its result.
+  template <typename Fn>
+  auto WithRows(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    return std::forward<Fn>(fn)(rows_);
+  }
+
+  void AddListener(std::shared_ptr<Listener> listener) {
+    std::lock_guard lock(mu_);
+    listeners_.push_back(std::move(listener));
+  }
+
+  void RemoveListener(const std::shared_ptr<Listener>& listener) {
+    std::lock_guard lock(mu_);
+    std::erase(listeners_, listener);
+  }
+
+  // Delivers `events` to every active listener, synchronously on the calling thread. Must not be
+  // called with the table lock held.
+  void Publish(const std::vector<StoreEvent>& events) {
+    if (events.empty()) return;
+    std::vector<std::shared_ptr<Listener>> targets;
+    {
+      std::lock_guard lock(mu_);
+      targets = listeners_;
+    }
+    for (const std::shared_ptr<Listener>& listener : targets) {
+      std::lock_guard call_lock(listener->call_mu);
+      if (!listener->active) continue;
+      for (const StoreEvent& event : events) listener->handler(event);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, TaskRow> rows_;                 // by id, so States() is ordered
+  std::vector<std::shared_ptr<Listener>> listeners_;
+};
+
+namespace {
+
+// A subscription on a MemoryTaskTable. Destruction unregisters the listener, then waits for a
+// delivery in progress on another thread to finish, so no call starts or runs after it returns.
+class MemoryNotifications final : public Notifications {
+ public:
+  MemoryNotifications(std::shared_ptr<MemoryTaskTable> table,
+                      std::shared_ptr<MemoryTaskTable::Listener> listener)
+      : table_(std::move(table)), listener_(std::move(listener)) {}
+
+  ~MemoryNotifications() override {
+    table_->RemoveListener(listener_);
+    std::lock_guard call_lock(listener_->call_mu);
+    listener_->active = false;
+  }
+
+  MemoryNotifications(const MemoryNotifications&) = delete;
+  MemoryNotifications& operator=(const MemoryNotifications&) = delete;
+
+ private:
+  std::shared_ptr<MemoryTaskTable> table_;
+  std::shared_ptr<MemoryTaskTable::Listener> listener_;
+};
+
+// Resets every run whose expiry has passed and returns the reset ids (the janitor, §7).
+std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, WallTime now) {
+  std::vector<std::string> swept;
+  for (auto& [id, row] : rows) {
+    if (row.current_run_expires_at && *row.current_run_expires_at < now) {
+      EndRun(row, now, ErrorJson("Task timed out"));
+      swept.push_back(id);
+    }
+  }
+  return swept;
+}
+
+std::vector<StoreEvent> EventsFor(StoreEvent::Kind kind, const std::vector<std::string>& ids) {
+  std::vector<StoreEvent> events;
+  events.reserve(ids.size());
+  for (const std::string& id : ids) events.push_back(StoreEvent{kind, id});
+  return events;
+}
+
+}  // namespace
+
+MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock)
+    : MemoryTaskStore(std::move(plugin_id), clock, std::make_shared<MemoryTaskTable>()) {}
+
+MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock,
+                                 std::shared_ptr<MemoryTaskTable> table)
+    : plugin_id_(std::move(plugin_id)), clock_(clock), table_(std::move(table)) {
+  STAGEHAND_CHECK(table_ != nullptr);
+}
+
+MemoryTaskStore::~MemoryTaskStore() = default;
+
+void MemoryTaskStore::SetUnavailable(bool unavailable) { unavailable_ = unavailable; }
+
+std::uint64_t MemoryTaskStore::statement_count() const { return statement_count_; }
+
+void MemoryTaskStore::PutRow(const TaskRow& row) {
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) { rows[row.id] = row; });
+}
+
+Status MemoryTaskStore::BeginStatement() {
+  if (unavailable_) {
+    return UnavailableError(fmt::format("plugin {}: database unavailable (simulated)", plugin_id_));
+  }
+  ++statement_count_;
+  return Status::Ok();
+}
+
+WallTime MemoryTaskStore::DatabaseTime() const {
+  return std::chrono::floor<std::chrono::milliseconds>(clock_.Now());
+}
+
+Status MemoryTaskStore::Migrate() { return BeginStatement(); }
+
+Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
+  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+  const WallTime now = DatabaseTime();
+  Result<NextRunPlan> insert_plan = store_internal::PlanInsertStart(schedule, now);
+  if (!insert_plan.ok()) return insert_plan.status();
+  Result<NextRunPlan> reregister_plan = store_internal::PlanReregisterStart(schedule, now);
+  if (!reregister_plan.ok()) return reregister_plan.status();
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+
+  const std::string settings_json = schedule.settings.ToJson();
+  UpsertResult result{std::nullopt, now};
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto [it, inserted] = rows.try_emplace(id);
+    TaskRow& row = it->second;
+    if (inserted) {
+      row.id = id;
+      row.next_run_start_at = Evaluate(*insert_plan, now, std::nullopt);
+    } else {
+      const std::optional<WallTime> candidate = Evaluate(*reregister_plan, now, std::nullopt);
+      // SQL: CASE WHEN existing IS NULL OR candidate < existing THEN candidate ELSE existing END.
+      if (!row.next_run_start_at || (candidate && *candidate < *row.next_run_start_at)) {
+        row.next_run_start_at = candidate;
+      }
+    }
+    row.settings_json = settings_json;
+    result.next_run_start_at = row.next_run_start_at;
+  });
+  table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
+  return result;
+}
+
+Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  PollResult result;
+  result.db_now = now;
+  std::vector<std::optional<TaskRow>> found(ids.size());
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    if (sweep_expired) result.swept_ids = SweepRows(rows, now);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (auto it = rows.find(ids[i]); it != rows.end()) found[i] = it->second;
+    }
+  });
+  table_->Publish(EventsFor(StoreEvent::Kind::kSweep, result.swept_ids));
+
+  result.entries.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    PollEntry& entry = result.entries.emplace_back();
+    entry.id = ids[i];
+    if (!found[i]) {
+      entry.readiness = Readiness::kMissing;
+      continue;
+    }
+    const TaskRow& row = *found[i];
+    entry.next_run_start_at = row.next_run_start_at;
+    entry.running = row.current_run_ticket.has_value();
+    entry.current_run_expires_at = row.current_run_expires_at;
+    if (!entry.running && row.next_run_start_at &&
+        (!result.earliest_next || *row.next_run_start_at < *result.earliest_next)) {
+      result.earliest_next = row.next_run_start_at;
+    }
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(row.settings_json);
+    if (!settings.ok()) {
+      entry.readiness = Readiness::kInvalidSettings;
+      entry.settings_error = settings.status().message();
+      continue;
+    }
+    entry.settings = std::move(*settings);
+    const bool due = row.next_run_start_at && *row.next_run_start_at <= now;
+    entry.readiness = due && !entry.running ? Readiness::kReady : Readiness::kNotReady;
+  }
+  return result;
+}
+
+Result<ClaimResult> MemoryTaskStore::Claim(const std::string& id, const std::string& ticket,
+                                           std::chrono::milliseconds timeout,
+                                           std::chrono::milliseconds lease) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  ClaimResult result;
+  result.db_now = now;
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end()) return;
+    TaskRow& row = it->second;
+    if (row.current_run_ticket || !row.next_run_start_at || *row.next_run_start_at > now) return;
+    row.current_run_ticket = ticket;
+    row.current_run_started_at = now;
+    row.current_run_expires_at = now + std::min(timeout, lease);
+    result.claimed = true;
+    result.expires_at = row.current_run_expires_at;
+  });
+  return result;
+}
+
+Result<bool> MemoryTaskStore::RenewLease(const std::string& id, const std::string& ticket,
+                                         std::chrono::milliseconds timeout,
+                                         std::chrono::milliseconds lease) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  return table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
+    TaskRow& row = it->second;
+    const WallTime started = row.current_run_started_at.value_or(now);
+    row.current_run_expires_at = std::min(started + timeout, now + lease);
+    return true;
+  });
+}
+
+Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& ticket,
+                                      const TaskSchedule& schedule,
+                                      const std::optional<std::string>& error_json) {
+  const WallTime now = DatabaseTime();
+  Result<NextRunPlan> plan = store_internal::PlanReleaseNext(schedule, now);
+  if (!plan.ok()) return plan.status();
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
+    TaskRow& row = it->second;
+    row.next_run_start_at = Evaluate(*plan, now, row.next_run_start_at);
+    EndRun(row, now, error_json);
+    return true;
+  });
+  if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
+  return released;
+}
+
+Status MemoryTaskStore::Trigger(const std::string& id) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
+    if (it->second.current_run_ticket) {
+      return ConflictError(fmt::format("Task {} is currently running", id));
+    }
+    it->second.next_run_start_at = now;
+    return Status::Ok();
+  });
+  if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kTrigger, id}});
+  return status;
+}
+
+Status MemoryTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  std::optional<TaskRow> read = table_->WithRows(
+      [&](std::map<std::string, TaskRow>& rows) -> std::optional<TaskRow> {
+        auto it = rows.find(id);
+        if (it == rows.end()) return std::nullopt;
+        return it->second;
+      });
+  if (!read) return NotFoundError(fmt::format("Task {} does not exist", id));
+  if (!read->current_run_ticket || read->current_run_ticket->empty()) {
+    return ConflictError(fmt::format("Task {} is not running", id));
+  }
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->settings_json);
+  if (!settings.ok()) {
+    return InvalidArgumentError(fmt::format("plugin {}: task {} has invalid settings_json: {}",
+                                            plugin_id_, id, settings.status().message()));
+  }
+  const WallTime now = DatabaseTime();
+  Result<NextRunPlan> plan =
+      store_internal::PlanReleaseNext(TaskSchedule{std::move(*settings), zone}, now);
+  if (!plan.ok()) return plan.status();
+
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const std::string& ticket = *read->current_run_ticket;
+  const bool cancelled = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
+    TaskRow& row = it->second;
+    row.next_run_start_at = Evaluate(*plan, now, row.next_run_start_at);
+    EndRun(row, now, ErrorJson("Task was cancelled"));
+    return true;
+  });
+  if (!cancelled) return ConflictError(fmt::format("Task {} is not running", id));
+  table_->Publish({StoreEvent{StoreEvent::Kind::kCancel, id}});
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> MemoryTaskStore::SweepExpired() {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  std::vector<std::string> swept = table_->WithRows(
+      [&](std::map<std::string, TaskRow>& rows) { return SweepRows(rows, now); });
+  table_->Publish(EventsFor(StoreEvent::Kind::kSweep, swept));
+  return swept;
+}
+
+Result<std::vector<TaskRow>> MemoryTaskStore::States() {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  return table_->WithRows([](std::map<std::string, TaskRow>& rows) {
+    std::vector<TaskRow> out;
+    out.reserve(rows.size());
+    for (const auto& entry : rows) out.push_back(entry.second);
+    return out;
+  });
+}
+
+Status MemoryTaskStore::Delete(const std::string& id) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const bool erased = table_->WithRows(
+      [&](std::map<std::string, TaskRow>& rows) { return rows.erase(id) > 0; });
+  if (erased) table_->Publish({StoreEvent{StoreEvent::Kind::kDelete, id}});
+  return Status::Ok();
+}
+
+Result<WallTime> MemoryTaskStore::DatabaseNow() {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  return DatabaseTime();
+}
+
+std::unique_ptr<Notifications> MemoryTaskStore::Listen(
+    std::function<void(const StoreEvent&)> handler) {
+  auto listener = std::make_shared<MemoryTaskTable::Listener>();
+  listener->handler = std::move(handler);
+  table_->AddListener(listener);
+  return std::make_unique<MemoryNotifications>(table_, std::move(listener));
+}
+
+}  // namespace stagehand::testing

@@ -4,8 +4,9 @@
 // testing::ManualClock.
 #pragma once
 
-#include <functional>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -63,9 +64,16 @@ class MemoryTaskStore final : public TaskStore {
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
 
  private:
+  // Counts one statement, or fails with kUnavailable while the store is marked unavailable.
+  Status BeginStatement();
+  // Returns the "database" clock: the injected clock, at the SQL stores' 1 ms precision.
+  WallTime DatabaseTime() const;
+
   std::string plugin_id_;
   const Clock& clock_;
   std::shared_ptr<MemoryTaskTable> table_;
+  std::atomic<bool> unavailable_{false};
+  std::atomic<std::uint64_t> statement_count_{0};
 };
 
 }  // namespace stagehand::testing
