@@ -1,1 +1,241 @@
-// placeholder
+#include "stagehand/time/time_zone.h"
+
+#include <date/tz.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "time/civil.h"
+#include "time/time_zone_internal.h"
+
+namespace stagehand {
+namespace {
+
+using time_internal::CivilDate;
+using time_internal::CivilFromDays;
+using time_internal::DaysFromCivil;
+using time_internal::DaysInMonth;
+using time_internal::FloorDiv;
+using time_internal::kSecondsPerDay;
+
+const date::time_zone* Native(const TimeZone& zone) {
+  return static_cast<const date::time_zone*>(zone.native());
+}
+
+const date::time_zone* LocateNative(std::string_view name) {
+  try {
+    return date::locate_zone(name);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+std::int64_t FloorSeconds(WallTime instant) {
+  return std::chrono::floor<std::chrono::seconds>(instant).time_since_epoch().count();
+}
+
+std::int64_t FloorMillis(WallTime instant) {
+  return std::chrono::floor<std::chrono::milliseconds>(instant).time_since_epoch().count();
+}
+
+// Formats the local calendar time `local_millis` (milliseconds since 1970 in local time) as
+// "YYYY-MM-DDTHH:MM:SS.mmm". WallTime spans years 1677-2262, so the year always has 4 digits.
+std::string FormatLocalMillis(std::int64_t local_millis) {
+  const std::int64_t days = FloorDiv(local_millis, kSecondsPerDay * 1000);
+  const std::int64_t millis_of_day = local_millis - days * kSecondsPerDay * 1000;
+  const CivilDate date = CivilFromDays(days);
+  const std::int64_t seconds_of_day = millis_of_day / 1000;
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}", date.year, date.month, date.day,
+                     seconds_of_day / 3600, seconds_of_day / 60 % 60, seconds_of_day % 60,
+                     millis_of_day % 1000);
+}
+
+// A cursor over the text of an ISO instant.
+class IsoScanner {
+ public:
+  explicit IsoScanner(std::string_view text) : text_(text) {}
+
+  bool AtEnd() const { return pos_ == text_.size(); }
+  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
+
+  bool Consume(char c) {
+    if (Peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  // Reads exactly `width` decimal digits.
+  std::optional<int> Digits(int width) {
+    int value = 0;
+    for (int i = 0; i < width; ++i) {
+      const char c = Peek();
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + (c - '0');
+      ++pos_;
+    }
+    return value;
+  }
+
+  // Reads 1 to 9 digits of a decimal fraction, returned as nanoseconds.
+  std::optional<std::int64_t> FractionNanos() {
+    std::int64_t nanos = 0;
+    int count = 0;
+    while (Peek() >= '0' && Peek() <= '9') {
+      if (++count > 9) return std::nullopt;
+      nanos = nanos * 10 + (Peek() - '0');
+      ++pos_;
+    }
+    if (count == 0) return std::nullopt;
+    for (; count < 9; ++count) nanos *= 10;
+    return nanos;
+  }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+Status IsoError(std::string_view text) {
+  return InvalidArgumentError(
+      fmt::format("invalid ISO-8601 instant '{}' (expected e.g. 2026-03-07T12:00:00Z or "
+                  "2026-03-07T12:00:00.250+01:00)",
+                  text));
+}
+
+}  // namespace
+
+TimeZone TimeZone::Utc() {
+  static const TimeZone utc = [] {
+    const date::time_zone* native = LocateNative("UTC");
+    STAGEHAND_CHECK(native != nullptr);  // Every tz database has UTC.
+    return TimeZone(native);
+  }();
+  return utc;
+}
+
+TimeZone TimeZone::ProcessDefault() {
+  static const TimeZone zone = [] {
+    const char* tz = std::getenv("TZ");  // NOLINT(concurrency-mt-unsafe): read once, at first use
+    return time_internal::ResolveProcessZone(tz == nullptr ? std::nullopt
+                                                           : std::optional<std::string_view>(tz));
+  }();
+  return zone;
+}
+
+Result<TimeZone> TimeZone::Locate(std::string_view name) {
+  const date::time_zone* native = name.empty() ? nullptr : LocateNative(name);
+  if (native == nullptr) {
+    return InvalidArgumentError(fmt::format("unknown time zone '{}'", name));
+  }
+  return TimeZone(native);
+}
+
+const std::string& TimeZone::name() const { return Native(*this)->name(); }
+
+std::chrono::seconds TimeZone::OffsetAt(WallTime instant) const {
+  return std::chrono::seconds(time_internal::LookupSpan(*this, FloorSeconds(instant)).offset_seconds);
+}
+
+std::string FormatIsoInstant(WallTime instant, const TimeZone& zone) {
+  const std::int64_t millis = FloorMillis(instant);
+  const std::int32_t offset =
+      time_internal::LookupSpan(zone, FloorDiv(millis, 1000)).offset_seconds;
+  const std::int32_t magnitude = offset < 0 ? -offset : offset;
+  return fmt::format("{}{}{:02}:{:02}", FormatLocalMillis(millis + std::int64_t{offset} * 1000),
+                     offset < 0 ? '-' : '+', magnitude / 3600, magnitude / 60 % 60);
+}
+
+std::string FormatIsoInstantUtc(WallTime instant) {
+  return FormatLocalMillis(FloorMillis(instant)) + "Z";
+}
+
+Result<WallTime> ParseIsoInstant(std::string_view text) {
+  IsoScanner in(text);
+  const std::optional<int> year = in.Digits(4);
+  if (!year || !in.Consume('-')) return IsoError(text);
+  const std::optional<int> month = in.Digits(2);
+  if (!month || !in.Consume('-')) return IsoError(text);
+  const std::optional<int> day = in.Digits(2);
+  if (!day || !(in.Consume('T') || in.Consume('t') || in.Consume(' '))) return IsoError(text);
+  const std::optional<int> hour = in.Digits(2);
+  if (!hour || !in.Consume(':')) return IsoError(text);
+  const std::optional<int> minute = in.Digits(2);
+  if (!minute || !in.Consume(':')) return IsoError(text);
+  const std::optional<int> second = in.Digits(2);
+  if (!second) return IsoError(text);
+  std::int64_t nanos = 0;
+  if (in.Consume('.') || in.Consume(',')) {
+    const std::optional<std::int64_t> fraction = in.FractionNanos();
+    if (!fraction) return IsoError(text);
+    nanos = *fraction;
+  }
+  std::int64_t offset_seconds = 0;
+  if (!(in.Consume('Z') || in.Consume('z'))) {
+    const char sign = in.Peek();
+    if (!(in.Consume('+') || in.Consume('-'))) return IsoError(text);
+    const std::optional<int> offset_hours = in.Digits(2);
+    if (!offset_hours) return IsoError(text);
+    in.Consume(':');
+    const std::optional<int> offset_minutes = in.Digits(2);
+    if (!offset_minutes || *offset_hours > 23 || *offset_minutes > 59) return IsoError(text);
+    offset_seconds = (*offset_hours * 3600 + *offset_minutes * 60) * (sign == '-' ? -1 : 1);
+  }
+  if (!in.AtEnd()) return IsoError(text);
+  if (*month < 1 || *month > 12 || *day < 1 ||
+      static_cast<unsigned>(*day) > DaysInMonth(*year, static_cast<unsigned>(*month)) ||
+      *hour > 23 || *minute > 59 || *second > 59) {
+    return IsoError(text);
+  }
+
+  const std::int64_t utc_seconds =
+      DaysFromCivil(*year, static_cast<unsigned>(*month), static_cast<unsigned>(*day)) *
+          kSecondsPerDay +
+      *hour * 3600 + *minute * 60 + *second - offset_seconds;
+  // WallTime counts nanoseconds in 64 bits: years 1677 to 2262.
+  constexpr std::int64_t kLimitSeconds = std::numeric_limits<std::int64_t>::max() / 1'000'000'000 - 1;
+  if (utc_seconds < -kLimitSeconds || utc_seconds > kLimitSeconds) {
+    return InvalidArgumentError(fmt::format("instant '{}' is out of range", text));
+  }
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(
+      std::chrono::seconds(utc_seconds) + std::chrono::nanoseconds(nanos)));
+}
+
+namespace time_internal {
+
+ZoneSpan LookupSpan(const TimeZone& zone, std::int64_t utc_seconds) {
+  const date::sys_info info = Native(zone)->get_info(date::sys_seconds(std::chrono::seconds(utc_seconds)));
+  return ZoneSpan{info.begin.time_since_epoch().count(), info.end.time_since_epoch().count(),
+                  static_cast<std::int32_t>(info.offset.count())};
+}
+
+TimeZone ResolveProcessZone(std::optional<std::string_view> tz_env) {
+  if (!tz_env) {
+    try {
+      if (const date::time_zone* current = date::current_zone(); current != nullptr) {
+        if (Result<TimeZone> zone = TimeZone::Locate(current->name()); zone.ok()) return *zone;
+      }
+    } catch (const std::exception&) {
+      // No usable /etc/localtime: fall through to UTC.
+    }
+    return TimeZone::Utc();
+  }
+  std::string_view name = *tz_env;
+  if (!name.empty() && name.front() == ':') name.remove_prefix(1);
+  if (constexpr std::string_view kZoneInfo = "zoneinfo/"; !name.empty() && name.front() == '/') {
+    if (const std::size_t at = name.rfind(kZoneInfo); at != std::string_view::npos) {
+      name.remove_prefix(at + kZoneInfo.size());
+    }
+  }
+  Result<TimeZone> zone = TimeZone::Locate(name);
+  return zone.ok() ? *zone : TimeZone::Utc();
+}
+
+}  // namespace time_internal
+}  // namespace stagehand
