@@ -1,0 +1,57 @@
+// The real SchedulerService of one plugin: validates and registers tasks, then hands them to the
+// scheduling engine (src/engine), which coordinates global tasks through the plugin's TaskStore.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "stagehand/base/logger.h"
+#include "stagehand/engine/engine_options.h"
+#include "stagehand/engine/observer.h"
+#include "stagehand/service/scheduler.h"
+#include "stagehand/store/task_store.h"
+#include "stagehand/time/clock.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand {
+
+struct PluginSchedulerOptions {
+  std::string plugin_id;
+  // The plugin's task table, already migrated. May be null when the plugin only has local tasks;
+  // global tasks then fail with kUnavailable.
+  std::shared_ptr<TaskStore> store;
+  // Must outlive the scheduler. The system clock when null.
+  Clock* clock = nullptr;
+  std::shared_ptr<Logger> logger;
+  std::shared_ptr<SchedulerObserver> observer;
+  EngineOptions engine;
+  // The zone cron cadences are evaluated in when a task names none, and in which REST timestamps
+  // are shown. The process zone (TZ) by default.
+  TimeZone default_zone = TimeZone::ProcessDefault();
+};
+
+// Thread-safe. Destroying it runs Shutdown().
+class PluginScheduler final : public SchedulerService {
+ public:
+  explicit PluginScheduler(PluginSchedulerOptions options);
+  ~PluginScheduler() override;
+
+  Status ScheduleTask(TaskDefinition task) override;
+  Status TriggerTask(std::string_view id) override;
+  Status CancelTask(std::string_view id) override;
+  std::vector<TaskDescriptor> GetScheduledTasks() const override;
+  Result<std::vector<TaskListing>> ListTasks() const override;
+
+  // Stops the plugin's tasks in the engine's shutdown order (see src/engine/task_engine.h): stop
+  // claiming, signal running tasks, wait up to the grace period, release tickets, stop threads.
+  // Idempotent; later calls to ScheduleTask fail with kUnavailable.
+  void Shutdown();
+
+  const std::string& plugin_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stagehand

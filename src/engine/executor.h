@@ -1,0 +1,51 @@
+// A bounded pool of threads that run task functions for one plugin. A slot is reserved before a
+// task is claimed, so the engine never claims a task it has no thread to run.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace stagehand::engine_internal {
+
+// Threads are started lazily, up to `max_threads`, and joined by Stop() or the destructor.
+// Thread-safe.
+class Executor {
+ public:
+  // `on_slot_freed` is called (without locks held) each time a job finishes.
+  Executor(int max_threads, std::function<void()> on_slot_freed);
+  ~Executor();
+
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Reserves a slot for one job. Returns false when every slot is taken or the pool is stopped.
+  bool TryReserve();
+  // Gives back a reservation that will not be used.
+  void CancelReservation();
+  // Runs `job` on a pool thread. Requires a reservation, which the job consumes; its slot frees
+  // when the job returns.
+  void Submit(std::function<void()> job);
+  // Returns the number of reserved or running slots.
+  int busy() const;
+  // Refuses new reservations, lets queued and running jobs finish, and joins every thread.
+  void Stop();
+
+ private:
+  void WorkerLoop(std::stop_token stop);
+
+  const int max_threads_;
+  std::function<void()> on_slot_freed_;
+  mutable std::mutex mu_;
+  std::condition_variable_any work_available_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::jthread> threads_;
+  int busy_ = 0;
+  int idle_threads_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace stagehand::engine_internal

@@ -1,0 +1,827 @@
+#include "engine/task_engine.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "stagehand/base/uuid.h"
+#include "stagehand/time/duration.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand::engine_internal {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+// Converts a database instant to this process's monotonic clock, given the database's clock
+// `db_now` as observed at monotonic time `mono_ref`.
+MonoTime MonoFromDb(WallTime instant, WallTime db_now, MonoTime mono_ref) {
+  const auto delta = std::chrono::duration_cast<nanoseconds>(instant - db_now);
+  constexpr auto kFar = std::chrono::hours(24 * 365 * 10);
+  if (delta > kFar) return kMonoInfinity;
+  if (delta < -kFar) return mono_ref - kFar;
+  return mono_ref + delta;
+}
+
+// How long before the database's expiry a run stops being treated as ours.
+nanoseconds FenceMargin(milliseconds span) { return std::chrono::duration_cast<nanoseconds>(span) / 5; }
+
+}  // namespace
+
+struct TaskEngine::Run {
+  std::string ticket;  // empty for local runs
+  std::stop_source stop;
+  TaskSchedule schedule;  // the settings to release with (the row's latest for global runs)
+  MonoTime started{};     // for global runs: when the claim was sent
+  MonoTime timeout_at = kMonoInfinity;
+  MonoTime renew_at = kMonoInfinity;
+  MonoTime fence_at = kMonoInfinity;
+  nanoseconds lag{0};
+  bool ours = true;  // global: this host still holds the ticket as far as it knows
+  bool timeout_signalled = false;
+};
+
+struct TaskEngine::Task {
+  enum class Phase { kRegistering, kInitialWait, kWaiting, kRunning, kFinished };
+
+  EngineTask def;
+  Phase phase = Phase::kRegistering;
+  MonoTime wake_at = kMonoInfinity;
+  bool poll_requested = false;
+  bool recurrence_stopped = false;
+  std::shared_ptr<Run> run;
+  std::optional<CronExpression> cron;           // local cron cadence
+  std::optional<milliseconds> cadence;          // local duration cadence
+  TaskState local_state;
+  std::unique_ptr<std::stop_callback<std::function<void()>>> caller_stop;
+};
+
+TaskEngine::TaskEngine(EngineContext context)
+    : context_(std::move(context)),
+      clock_(*context_.clock),
+      logger_(context_.logger ? context_.logger : NullLogger()),
+      observer_(context_.observer ? context_.observer : std::make_shared<SchedulerObserver>()),
+      janitor_interval_(context_.options.janitor_interval.count() > 0
+                            ? context_.options.janitor_interval
+                            : context_.options.lease),
+      next_safety_poll_(clock_.MonoNow()),
+      next_sweep_(clock_.MonoNow()),
+      executor_(context_.options.max_concurrency, [this] { Kick(); }) {
+  if (context_.store != nullptr) {
+    notifications_ = context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
+  }
+  dispatcher_ = std::jthread([this](std::stop_token stop) { DispatcherLoop(stop); });
+  timer_ = std::jthread([this](std::stop_token stop) { TimerLoop(stop); });
+}
+
+TaskEngine::~TaskEngine() { Shutdown(); }
+
+void TaskEngine::Kick() {
+  {
+    std::lock_guard lock(mu_);
+    kicked_dispatcher_ = true;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+}
+
+RunInfo TaskEngine::InfoOf(const Task& task, const Run& run) const {
+  return RunInfo{context_.plugin_id, task.def.id, task.def.scope, run.ticket};
+}
+
+Status TaskEngine::Register(EngineTask def) {
+  const std::string id = def.id;
+  const bool global = def.scope == TaskScope::kGlobal;
+  if (global && context_.store == nullptr) {
+    return UnavailableError("plugin '" + context_.plugin_id +
+                            "' has no database, so it cannot schedule global task " + id);
+  }
+  auto task = std::make_shared<Task>();
+  task->def = std::move(def);
+  const TaskSettingsV2& settings = task->def.schedule.settings;
+  if (!global) {
+    switch (settings.cadence_kind()) {
+      case CadenceKind::kCron: {
+        Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
+        if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
+        task->cron = *std::move(cron);
+        break;
+      }
+      case CadenceKind::kDuration: {
+        Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
+        if (!duration.ok()) return InvalidArgumentError(duration.status().message());
+        task->cadence = ToChronoMilliseconds(*duration);
+        break;
+      }
+      case CadenceKind::kManual: break;
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return UnavailableError("the scheduler of plugin '" + context_.plugin_id + "' is shutting down");
+    auto it = tasks_.find(id);
+    if (it != tasks_.end() && it->second->phase != Task::Phase::kFinished) {
+      return ConflictError("Task " + id + " is already scheduled in this process");
+    }
+    tasks_[id] = task;
+  }
+
+  std::optional<WallTime> row_next;
+  WallTime db_now{};
+  MonoTime mono_ref{};
+  if (global) {
+    Result<UpsertResult> upserted = context_.store->Upsert(id, task->def.schedule);
+    mono_ref = clock_.MonoNow();
+    if (!upserted.ok()) {
+      std::lock_guard lock(mu_);
+      if (tasks_[id] == task) tasks_.erase(id);
+      return upserted.status().WithPrefix("Failed to persist task, ");
+    }
+    row_next = upserted->next_run_start_at;
+    db_now = upserted->db_now;
+  }
+  logger_->Info("Registered scheduled task: " + id + ", " + settings.ToJson(), {{"task", id}});
+
+  {
+    std::lock_guard lock(mu_);
+    const MonoTime now = clock_.MonoNow();
+    if (task->def.has_initial_delay) {
+      task->phase = Task::Phase::kInitialWait;
+      task->wake_at = now + task->def.initial_delay;
+      if (!global) {
+        task->local_state = TaskState{};
+        task->local_state.starts_at =
+            FormatIsoInstantUtc(clock_.Now() + task->def.initial_delay);
+      }
+    } else {
+      task->phase = Task::Phase::kWaiting;
+      if (global) {
+        task->wake_at = row_next ? MonoFromDb(*row_next, db_now, mono_ref) : kMonoInfinity;
+      } else {
+        task->wake_at =
+            settings.cadence_kind() == CadenceKind::kManual ? kMonoInfinity : now;
+      }
+    }
+    kicked_dispatcher_ = true;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+
+  if (task->def.stop.stop_possible()) {
+    // Constructed outside mu_: it runs the callback at once if stop was already requested.
+    task->caller_stop = std::make_unique<std::stop_callback<std::function<void()>>>(
+        task->def.stop, std::function<void()>([this, id] { StopRecurrence(id); }));
+  }
+  return Status::Ok();
+}
+
+void TaskEngine::StopRecurrence(const std::string& id) {
+  std::stop_source to_signal;
+  bool signal = false;
+  bool finished_now = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) return;
+    Task& task = *it->second;
+    task.recurrence_stopped = true;
+    if (task.run) {
+      to_signal = task.run->stop;
+      signal = true;
+    } else if (task.phase != Task::Phase::kFinished) {
+      task.phase = Task::Phase::kFinished;
+      finished_now = true;
+    }
+  }
+  if (signal) to_signal.request_stop();
+  if (finished_now) logger_->Info("Task worker finished: " + id, {{"task", id}});
+  Kick();
+}
+
+Status TaskEngine::Trigger(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it != tasks_.end() && it->second->def.scope == TaskScope::kLocal &&
+        it->second->phase != Task::Phase::kFinished) {
+      Task& task = *it->second;
+      if (task.phase == Task::Phase::kRunning || task.run) {
+        return ConflictError("Task " + id + " is currently running");
+      }
+      task.phase = Task::Phase::kWaiting;
+      task.wake_at = clock_.MonoNow();
+      kicked_timer_ = true;
+      cv_.notify_all();
+      return Status::Ok();
+    }
+  }
+  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
+  STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id));
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it != tasks_.end() && it->second->phase == Task::Phase::kWaiting) {
+      it->second->poll_requested = true;
+      kicked_dispatcher_ = true;
+    }
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status TaskEngine::Cancel(const std::string& id) {
+  TimeZone zone = TimeZone::ProcessDefault();
+  {
+    std::stop_source to_signal;
+    {
+      std::lock_guard lock(mu_);
+      auto it = tasks_.find(id);
+      if (it != tasks_.end()) zone = it->second->def.schedule.zone;
+      if (it != tasks_.end() && it->second->def.scope == TaskScope::kLocal &&
+          it->second->phase != Task::Phase::kFinished) {
+        if (!it->second->run) return ConflictError("Task " + id + " is not running");
+        to_signal = it->second->run->stop;
+      }
+    }
+    if (to_signal.stop_possible()) {
+      to_signal.request_stop();
+      return Status::Ok();
+    }
+  }
+  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
+  STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, zone));
+  std::stop_source to_signal;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it != tasks_.end() && it->second->run && it->second->run->ours) {
+      it->second->run->ours = false;
+      it->second->run->fence_at = kMonoInfinity;
+      to_signal = it->second->run->stop;
+    }
+  }
+  if (to_signal.stop_possible()) to_signal.request_stop();
+  return Status::Ok();
+}
+
+bool TaskEngine::HasLocalTask(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  return it != tasks_.end() && it->second->def.scope == TaskScope::kLocal;
+}
+
+std::optional<TaskState> TaskEngine::LocalTaskState(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second->def.scope != TaskScope::kLocal) return std::nullopt;
+  return it->second->local_state;
+}
+
+std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::nullopt;
+  switch (it->second->phase) {
+    case Task::Phase::kInitialWait: return WorkerStatus::kInitialWait;
+    case Task::Phase::kRunning: return WorkerStatus::kRunning;
+    default: return it->second->run ? WorkerStatus::kRunning : WorkerStatus::kIdle;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatcher: database work for global tasks.
+
+bool TaskEngine::DispatcherHasWork(MonoTime now) const {
+  if (shutting_down_ || context_.store == nullptr) return false;
+  if (executor_.busy() >= context_.options.max_concurrency) return false;
+  bool any_waiting = false;
+  for (const auto& [id, task] : tasks_) {
+    if (task->def.scope != TaskScope::kGlobal || task->phase != Task::Phase::kWaiting) continue;
+    any_waiting = true;
+    if (task->poll_requested || task->wake_at <= now) return true;
+  }
+  return any_waiting && (now >= next_safety_poll_ || now >= next_sweep_);
+}
+
+MonoTime TaskEngine::NextDispatcherWake() const {
+  MonoTime next = kMonoInfinity;
+  const bool can_claim = !shutting_down_ && context_.store != nullptr &&
+                         executor_.busy() < context_.options.max_concurrency;
+  bool any_waiting = false;
+  for (const auto& [id, task] : tasks_) {
+    if (task->def.scope != TaskScope::kGlobal) continue;
+    if (task->run && task->run->ours && !task->run->ticket.empty()) {
+      next = std::min(next, task->run->renew_at);
+    }
+    if (can_claim && task->phase == Task::Phase::kWaiting) {
+      any_waiting = true;
+      next = std::min(next, task->wake_at);
+    }
+  }
+  if (any_waiting) next = std::min({next, next_safety_poll_, next_sweep_});
+  return next;
+}
+
+void TaskEngine::DispatcherLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    bool renew = false;
+    bool poll = false;
+    bool sweep = false;
+    {
+      std::unique_lock lock(mu_);
+      clock_.WaitUntil(lock, cv_, NextDispatcherWake(), stop, [&] { return kicked_dispatcher_; });
+      if (stop.stop_requested()) return;
+      kicked_dispatcher_ = false;
+      const MonoTime now = clock_.MonoNow();
+      for (const auto& [id, task] : tasks_) {
+        if (task->run && task->run->ours && !task->run->ticket.empty() && task->run->renew_at <= now) {
+          renew = true;
+        }
+      }
+      poll = DispatcherHasWork(now);
+      sweep = poll && now >= next_sweep_;
+    }
+    if (renew) RenewLeases();
+    if (poll) PollAndClaim(sweep);
+  }
+}
+
+void TaskEngine::RenewLeases() {
+  struct Due {
+    std::shared_ptr<Task> task;
+    std::shared_ptr<Run> run;
+  };
+  std::vector<Due> due;
+  {
+    std::lock_guard lock(mu_);
+    const MonoTime now = clock_.MonoNow();
+    for (const auto& [id, task] : tasks_) {
+      const std::shared_ptr<Run>& run = task->run;
+      if (run && run->ours && !run->ticket.empty() && run->renew_at <= now) {
+        run->renew_at = kMonoInfinity;
+        due.push_back({task, run});
+      }
+    }
+  }
+  const milliseconds lease = context_.options.lease;
+  for (const Due& item : due) {
+    const MonoTime sent = clock_.MonoNow();
+    Result<bool> renewed =
+        context_.store->RenewLease(item.task->def.id, item.run->ticket, item.task->def.timeout, lease);
+    const RunInfo info = InfoOf(*item.task, *item.run);
+    bool lost = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!item.run->ours) continue;
+      if (!renewed.ok()) {
+        item.run->renew_at = clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
+      } else if (*renewed) {
+        const MonoTime lease_end = std::min(sent + lease, item.run->started + item.task->def.timeout);
+        item.run->fence_at = lease_end - FenceMargin(std::min(lease, item.task->def.timeout));
+        item.run->renew_at = sent + lease / 3;
+      } else {
+        item.run->ours = false;
+        item.run->fence_at = kMonoInfinity;
+        lost = true;
+      }
+      kicked_timer_ = true;
+    }
+    cv_.notify_all();
+    if (!renewed.ok()) {
+      logger_->Warn("Failed to renew the lease of task \"" + item.task->def.id + "\", " +
+                        renewed.status().message(),
+                    {{"task", item.task->def.id}});
+      observer_->OnLeaseRenewalFailed(info);
+    } else if (*renewed) {
+      observer_->OnLeaseRenewed(info);
+    } else if (lost) {
+      logger_->Info("Task ticket for \"" + item.task->def.id +
+                        "\" is no longer valid; aborting execution",
+                    {{"task", item.task->def.id}});
+      item.run->stop.request_stop();
+      observer_->OnLeaseLost(info);
+    }
+  }
+}
+
+void TaskEngine::PollAndClaim(bool sweep) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, task] : tasks_) {
+      if (task->def.scope == TaskScope::kGlobal && task->phase == Task::Phase::kWaiting) {
+        ids.push_back(id);
+        task->poll_requested = false;
+      }
+    }
+  }
+  if (ids.empty()) return;
+  Result<PollResult> polled = context_.store->Poll(ids, sweep);
+  const MonoTime mono_ref = clock_.MonoNow();
+  if (!polled.ok()) {
+    logger_->Warn("Task state poll failed, " + polled.status().message());
+    std::lock_guard lock(mu_);
+    next_safety_poll_ = mono_ref + context_.options.retry_backoff;
+    for (const std::string& id : ids) {
+      auto it = tasks_.find(id);
+      if (it != tasks_.end() && it->second->phase == Task::Phase::kWaiting) {
+        it->second->wake_at = std::max(it->second->wake_at, next_safety_poll_);
+      }
+    }
+    if (sweep) next_sweep_ = next_safety_poll_;
+    return;
+  }
+
+  struct Candidate {
+    std::shared_ptr<Task> task;
+    PollEntry entry;
+  };
+  std::vector<Candidate> ready;
+  std::vector<std::string> finished_missing;
+  std::vector<std::pair<std::string, std::string>> finished_invalid;
+  {
+    std::lock_guard lock(mu_);
+    next_safety_poll_ = mono_ref + context_.options.poll_interval;
+    if (sweep) next_sweep_ = mono_ref + janitor_interval_;
+    for (PollEntry& entry : polled->entries) {
+      auto it = tasks_.find(entry.id);
+      if (it == tasks_.end() || it->second->phase != Task::Phase::kWaiting) continue;
+      Task& task = *it->second;
+      switch (entry.readiness) {
+        case Readiness::kMissing:
+          task.phase = Task::Phase::kFinished;
+          finished_missing.push_back(entry.id);
+          break;
+        case Readiness::kInvalidSettings:
+          task.phase = Task::Phase::kFinished;
+          finished_invalid.emplace_back(entry.id, entry.settings_error);
+          break;
+        case Readiness::kReady:
+          ready.push_back({it->second, entry});
+          break;
+        case Readiness::kNotReady:
+          if (entry.running) {
+            task.wake_at = kMonoInfinity;
+            if (entry.current_run_expires_at) {
+              next_sweep_ = std::min(
+                  next_sweep_, MonoFromDb(*entry.current_run_expires_at, polled->db_now, mono_ref) +
+                                   milliseconds(1));
+            }
+          } else if (entry.next_run_start_at) {
+            task.wake_at = MonoFromDb(*entry.next_run_start_at, polled->db_now, mono_ref);
+          } else {
+            task.wake_at = kMonoInfinity;
+          }
+          break;
+      }
+    }
+  }
+  for (const std::string& id : finished_missing) {
+    logger_->Info("No longer able to find task \"" + id +
+                      "\"; aborting and assuming that it has been unregistered or expired",
+                  {{"task", id}});
+  }
+  for (const auto& [id, why] : finished_invalid) {
+    logger_->Info("Task \"" + id +
+                      "\" is no longer able to parse task settings; aborting and assuming that a "
+                      "newer version of the task has been issued and is being handled by other "
+                      "workers, " + why,
+                  {{"task", id}});
+  }
+  for (const std::string& id : polled->swept_ids) {
+    logger_->Warn("Task timed out and was lost: " + id, {{"task", id}});
+    observer_->OnReclaimed(context_.plugin_id, id);
+  }
+
+  for (const Candidate& candidate : ready) {
+    {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) return;
+    }
+    if (!executor_.TryReserve()) {
+      std::lock_guard lock(mu_);
+      candidate.task->poll_requested = true;  // retried when a slot frees (the executor kicks)
+      continue;
+    }
+    StartGlobalRun(candidate.task, candidate.entry);
+  }
+}
+
+void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEntry& entry) {
+  const std::string ticket = NewUuidV4();
+  const MonoTime sent = clock_.MonoNow();
+  const milliseconds lease = context_.options.lease;
+  Result<ClaimResult> claim = context_.store->Claim(task->def.id, ticket, task->def.timeout, lease);
+  if (!claim.ok() || !claim->claimed) {
+    executor_.CancelReservation();
+    if (!claim.ok()) {
+      logger_->Warn("Failed to claim task \"" + task->def.id + "\", " + claim.status().message(),
+                    {{"task", task->def.id}});
+      std::lock_guard lock(mu_);
+      task->wake_at = std::max(task->wake_at, clock_.MonoNow() + context_.options.retry_backoff);
+    } else {
+      observer_->OnClaimLost(context_.plugin_id, task->def.id);
+      std::lock_guard lock(mu_);
+      task->wake_at = kMonoInfinity;
+    }
+    return;
+  }
+  auto run = std::make_shared<Run>();
+  run->ticket = ticket;
+  run->schedule = task->def.schedule;
+  if (entry.settings) run->schedule.settings = *entry.settings;
+  run->started = sent;
+  run->timeout_at = sent + task->def.timeout;
+  run->renew_at = sent + lease / 3;
+  run->fence_at = std::min(sent + lease, sent + task->def.timeout) -
+                  FenceMargin(std::min(lease, task->def.timeout));
+  if (entry.next_run_start_at && claim->db_now > *entry.next_run_start_at) {
+    run->lag = std::chrono::duration_cast<nanoseconds>(claim->db_now - *entry.next_run_start_at);
+  }
+  {
+    std::lock_guard lock(mu_);
+    task->run = run;
+    task->phase = Task::Phase::kRunning;
+    ++runs_in_flight_;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+  executor_.Submit([this, task, run] { ExecuteGlobalRun(task, run); });
+}
+
+std::optional<std::string> TaskEngine::Invoke(const Task& task, Run& run) {
+  try {
+    Status status = task.def.fn(run.stop.get_token());
+    if (status.ok()) return std::nullopt;
+    return ErrorJson(status.message());
+  } catch (const std::exception& error) {
+    return ErrorJson(error.what());
+  } catch (...) {
+    return ErrorJson("<no reason given>", "Unknown");
+  }
+}
+
+void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run) {
+  const RunInfo info = InfoOf(*task, *run);
+  observer_->OnRunStarted(info, run->lag);
+  const MonoTime began = clock_.MonoNow();
+  const std::optional<std::string> error = Invoke(*task, *run);
+  const nanoseconds duration = clock_.MonoNow() - began;
+  if (error) {
+    logger_->Error("Task " + task->def.id + " failed, " + *error, {{"task", task->def.id}});
+  }
+  bool ours = false;
+  {
+    std::lock_guard lock(mu_);
+    ours = run->ours;
+    run->ours = false;  // no more renewals: the release below ends the claim
+  }
+  if (ours) {
+    Result<bool> released =
+        context_.store->Release(task->def.id, run->ticket, run->schedule, error);
+    if (!released.ok()) {
+      logger_->Warn("Failed to release task \"" + task->def.id + "\", " +
+                        released.status().message() + "; its lease will lapse",
+                    {{"task", task->def.id}});
+    }
+  }
+  if (error) {
+    observer_->OnRunFailed(info, duration, *error);
+  } else {
+    observer_->OnRunCompleted(info, duration);
+  }
+  bool finished = false;
+  {
+    std::lock_guard lock(mu_);
+    if (task->run == run) task->run.reset();
+    if (task->phase == Task::Phase::kRunning) {
+      finished = task->recurrence_stopped;
+      task->phase = finished ? Task::Phase::kFinished : Task::Phase::kWaiting;
+      task->poll_requested = true;
+    }
+    --runs_in_flight_;
+    kicked_dispatcher_ = true;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+  if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timer: local runs, timeouts and fences. No I/O.
+
+MonoTime TaskEngine::LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const {
+  const MonoTime now = clock_.MonoNow();
+  if (task.cadence) return std::max(now, run_started + *task.cadence);
+  if (task.cron) {
+    Result<WallTime> next = task.cron->NextAfter(wall_now, task.def.schedule.zone);
+    if (!next.ok()) return kMonoInfinity;
+    return now + (*next - wall_now);
+  }
+  return kMonoInfinity;
+}
+
+MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
+  MonoTime next = kMonoInfinity;
+  for (const auto& [id, task_ptr] : tasks_) {
+    Task& task = *task_ptr;
+    const bool local = task.def.scope == TaskScope::kLocal;
+    if (task.phase == Task::Phase::kInitialWait) {
+      if (task.wake_at <= now) {
+        task.phase = Task::Phase::kWaiting;
+        if (local) {
+          const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+          task.wake_at = manual ? kMonoInfinity : now;
+        } else {
+          task.poll_requested = true;
+          kicked_dispatcher_ = true;
+        }
+      } else {
+        next = std::min(next, task.wake_at);
+      }
+    }
+    if (local && task.phase == Task::Phase::kWaiting && !shutting_down_) {
+      if (task.wake_at <= now) {
+        if (executor_.TryReserve()) {
+          auto run = std::make_shared<Run>();
+          run->schedule = task.def.schedule;
+          run->started = now;
+          run->timeout_at = now + task.def.timeout;
+          run->lag = now - task.wake_at;
+          task.run = run;
+          task.phase = Task::Phase::kRunning;
+          ++runs_in_flight_;
+          const WallTime wall = clock_.Now();
+          TaskState state;
+          state.status = TaskState::Status::kRunning;
+          state.started_at = FormatIsoInstantUtc(wall);
+          state.times_out_at = FormatIsoInstantUtc(wall + task.def.timeout);
+          state.last_run_ended_at = task.local_state.last_run_ended_at;
+          state.last_run_error = task.local_state.last_run_error;
+          task.local_state = std::move(state);
+          actions->to_start.push_back(task_ptr);
+        }
+      } else {
+        next = std::min(next, task.wake_at);
+      }
+    }
+    if (task.run) {
+      Run& run = *task.run;
+      if (!run.timeout_signalled) {
+        if (run.timeout_at <= now) {
+          run.timeout_signalled = true;
+          actions->to_signal.push_back(run.stop);
+        } else {
+          next = std::min(next, run.timeout_at);
+        }
+      }
+      if (!local && run.ours) {
+        if (run.fence_at <= now) {
+          run.ours = false;
+          actions->to_signal.push_back(run.stop);
+          actions->fenced.push_back({task_ptr, task.run});
+        } else {
+          next = std::min(next, run.fence_at);
+        }
+      }
+    }
+  }
+  return next;
+}
+
+void TaskEngine::TimerLoop(std::stop_token stop) {
+  MonoTime next = clock_.MonoNow();
+  while (!stop.stop_requested()) {
+    TimerActions actions;
+    {
+      std::unique_lock lock(mu_);
+      clock_.WaitUntil(lock, cv_, next, stop, [&] { return kicked_timer_; });
+      if (stop.stop_requested()) return;
+      kicked_timer_ = false;
+      next = TimerStep(clock_.MonoNow(), &actions);
+    }
+    cv_.notify_all();
+    for (std::stop_source& source : actions.to_signal) source.request_stop();
+    for (const auto& [task, run] : actions.fenced) {
+      logger_->Warn("Task \"" + task->def.id +
+                        "\" could not renew its lease in time; stopping the run",
+                    {{"task", task->def.id}});
+      observer_->OnLeaseLost(InfoOf(*task, *run));
+    }
+    for (const std::shared_ptr<Task>& task : actions.to_start) {
+      std::shared_ptr<Run> run;
+      {
+        std::lock_guard lock(mu_);
+        run = task->run;
+      }
+      executor_.Submit([this, task, run] { ExecuteLocalRun(task, run); });
+    }
+  }
+}
+
+void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run) {
+  const RunInfo info = InfoOf(*task, *run);
+  observer_->OnRunStarted(info, run->lag);
+  const MonoTime began = clock_.MonoNow();
+  const std::optional<std::string> error = Invoke(*task, *run);
+  const nanoseconds duration = clock_.MonoNow() - began;
+  if (error) {
+    observer_->OnRunFailed(info, duration, *error);
+  } else {
+    observer_->OnRunCompleted(info, duration);
+  }
+  bool finished = false;
+  {
+    std::lock_guard lock(mu_);
+    const WallTime wall = clock_.Now();
+    task->run.reset();
+    task->local_state.last_run_ended_at = FormatIsoInstantUtc(wall);
+    task->local_state.last_run_error = error;
+    finished = task->recurrence_stopped;
+    if (finished) {
+      task->phase = Task::Phase::kFinished;
+    } else {
+      task->phase = Task::Phase::kWaiting;
+      task->wake_at = LocalNextWake(*task, run->started, wall);
+    }
+    TaskState state;
+    if (!finished && task->wake_at != kMonoInfinity) {
+      state.starts_at =
+          FormatIsoInstant(wall + (task->wake_at - clock_.MonoNow()), TimeZone::ProcessDefault());
+    }
+    state.last_run_ended_at = task->local_state.last_run_ended_at;
+    state.last_run_error = task->local_state.last_run_error;
+    task->local_state = std::move(state);
+    --runs_in_flight_;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+  if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
+}
+
+void TaskEngine::OnStoreEvent(const StoreEvent& event) {
+  {
+    std::lock_guard lock(mu_);
+    const MonoTime now = clock_.MonoNow();
+    for (const auto& [id, task] : tasks_) {
+      if (task->def.scope != TaskScope::kGlobal) continue;
+      if (event.kind != StoreEvent::Kind::kResync && id != event.task_id) continue;
+      if (task->run && task->run->ours &&
+          (event.kind == StoreEvent::Kind::kCancel || event.kind == StoreEvent::Kind::kSweep ||
+           event.kind == StoreEvent::Kind::kResync || event.kind == StoreEvent::Kind::kDelete)) {
+        task->run->renew_at = now;  // verify the ticket now
+      }
+      if (task->phase == Task::Phase::kWaiting) task->poll_requested = true;
+    }
+    kicked_dispatcher_ = true;
+  }
+  cv_.notify_all();
+}
+
+void TaskEngine::Shutdown() {
+  std::vector<std::stop_source> to_signal;
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) {
+      if (stopped_) return;
+    }
+    shutting_down_ = true;
+    for (const auto& [id, task] : tasks_) {
+      if (task->run) to_signal.push_back(task->run->stop);
+    }
+    kicked_dispatcher_ = true;
+    kicked_timer_ = true;
+  }
+  cv_.notify_all();
+  for (std::stop_source& source : to_signal) source.request_stop();
+  std::vector<std::string> abandoned;
+  {
+    std::unique_lock lock(mu_);
+    const MonoTime deadline = clock_.MonoNow() + context_.options.shutdown_grace;
+    const bool drained =
+        clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; });
+    if (!drained) {
+      for (const auto& [id, task] : tasks_) {
+        if (task->run) abandoned.push_back(id);
+      }
+    }
+  }
+  for (const std::string& id : abandoned) {
+    logger_->Warn("Task \"" + id +
+                      "\" did not stop within the shutdown grace period; its lease will lapse",
+                  {{"task", id}});
+  }
+  notifications_.reset();
+  dispatcher_.request_stop();
+  timer_.request_stop();
+  cv_.notify_all();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  if (timer_.joinable()) timer_.join();
+  executor_.Stop();
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+}
+
+}  // namespace stagehand::engine_internal

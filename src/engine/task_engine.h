@@ -1,0 +1,148 @@
+// The scheduling engine of one plugin: every task of the plugin, global and local, driven by two
+// threads instead of one loop per task.
+//
+// - The dispatcher thread does all database work for global tasks: it polls every waiting task in
+//   one statement (with the janitor sweep folded in when due), claims the ready ones it has a free
+//   executor slot for, and renews the leases of this host's runs. It sleeps until the earliest due
+//   time it knows of, the next renewal, the safety-net poll, or until an event wakes it: an
+//   in-process registration, trigger or cancel, or a store notification (PostgreSQL NOTIFY).
+// - The timer thread does no I/O: it starts local runs when due, signals runs at their timeout, and
+//   fences runs whose lease could not be renewed in time, so a slow database never delays them.
+// - Task functions run on a bounded executor; each run releases its own ticket when it returns.
+//
+// Shutdown order (Shutdown(), also run by the destructor):
+//   1. stop claiming and stop starting local runs (leases of running tasks keep being renewed);
+//   2. signal every running task's stop token;
+//   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket, so
+//      other hosts can take over at once);
+//   4. stop the dispatcher and timer threads and the store subscription (a run still going after
+//      the grace period is no longer renewed: its lease lapses and another host takes over);
+//   5. join the executor threads.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/executor.h"
+#include "stagehand/base/logger.h"
+#include "stagehand/base/status.h"
+#include "stagehand/engine/engine_options.h"
+#include "stagehand/engine/observer.h"
+#include "stagehand/engine/task_function.h"
+#include "stagehand/model/task_state.h"
+#include "stagehand/store/task_store.h"
+#include "stagehand/time/clock.h"
+#include "stagehand/time/cron.h"
+
+namespace stagehand::engine_internal {
+
+// Everything the engine needs from its owner.
+struct EngineContext {
+  std::string plugin_id;
+  TaskStore* store = nullptr;  // may be null when the plugin has only local tasks
+  Clock* clock = nullptr;
+  std::shared_ptr<Logger> logger;
+  std::shared_ptr<SchedulerObserver> observer;
+  EngineOptions options;
+};
+
+// A task ready to be registered: validated, with its settings and zone resolved.
+struct EngineTask {
+  std::string id;
+  TaskScope scope = TaskScope::kGlobal;
+  TaskSchedule schedule;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds initial_delay{0};
+  bool has_initial_delay = false;
+  TaskFunction fn;
+  std::stop_token stop;
+};
+
+// Thread-safe.
+class TaskEngine {
+ public:
+  explicit TaskEngine(EngineContext context);
+  ~TaskEngine();
+
+  TaskEngine(const TaskEngine&) = delete;
+  TaskEngine& operator=(const TaskEngine&) = delete;
+
+  // Registers a task and starts scheduling it. Global tasks are upserted first.
+  // Errors: kConflict if an active task with this id exists; kUnavailable (store); kInvalidArgument.
+  Status Register(EngineTask task);
+  // Local first, then the store. See SchedulerService::TriggerTask.
+  Status Trigger(const std::string& id);
+  // Local first, then the store. See SchedulerService::CancelTask.
+  Status Cancel(const std::string& id);
+
+  // Returns whether this process has a local task with `id`.
+  bool HasLocalTask(const std::string& id) const;
+  // Returns the state of a local task (nullopt if there is none).
+  std::optional<TaskState> LocalTaskState(const std::string& id) const;
+  // Returns this process's worker state for a task (nullopt if it has no worker for it).
+  std::optional<WorkerStatus> WorkerState(const std::string& id) const;
+
+  // Runs the shutdown order above. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Run;
+  struct Task;
+
+  void DispatcherLoop(std::stop_token stop);
+  void TimerLoop(std::stop_token stop);
+
+  // Dispatcher steps. Each returns having done its I/O without holding mu_.
+  void RenewLeases();
+  void PollAndClaim(bool sweep);
+  void StartGlobalRun(const std::shared_ptr<Task>& task, const PollEntry& entry);
+  void ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
+  void ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
+  // Calls the task function, catching exceptions. Returns the error JSON (nullopt on success).
+  std::optional<std::string> Invoke(const Task& task, Run& run);
+
+  MonoTime NextDispatcherWake() const;   // requires mu_
+  bool DispatcherHasWork(MonoTime now) const;  // requires mu_
+  struct TimerActions {
+    std::vector<std::shared_ptr<Task>> to_start;
+    std::vector<std::stop_source> to_signal;
+    std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> fenced;
+  };
+  MonoTime TimerStep(MonoTime now, TimerActions* actions);  // requires mu_
+  MonoTime LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const;
+  void StopRecurrence(const std::string& id);
+  void OnStoreEvent(const StoreEvent& event);
+  void Kick();  // wakes both threads
+  RunInfo InfoOf(const Task& task, const Run& run) const;
+
+  EngineContext context_;
+  Clock& clock_;
+  std::shared_ptr<Logger> logger_;
+  std::shared_ptr<SchedulerObserver> observer_;
+  std::chrono::milliseconds janitor_interval_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::map<std::string, std::shared_ptr<Task>> tasks_;
+  bool kicked_dispatcher_ = false;
+  bool kicked_timer_ = false;
+  bool shutting_down_ = false;
+  bool stopped_ = false;
+  int runs_in_flight_ = 0;
+  MonoTime next_safety_poll_;
+  MonoTime next_sweep_;
+
+  Executor executor_;
+  std::unique_ptr<Notifications> notifications_;
+  std::jthread dispatcher_;
+  std::jthread timer_;
+};
+
+}  // namespace stagehand::engine_internal

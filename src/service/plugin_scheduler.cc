@@ -1,0 +1,138 @@
+#include "stagehand/service/plugin_scheduler.h"
+
+#include <map>
+#include <mutex>
+
+#include "engine/task_engine.h"
+#include "stagehand/time/cron.h"
+
+namespace stagehand {
+
+namespace {
+
+ScheduleDefinition ScheduleOf(const TaskDefinition& task) {
+  ScheduleDefinition schedule;
+  schedule.frequency = task.frequency;
+  schedule.timeout = task.timeout;
+  schedule.initial_delay = task.initial_delay;
+  schedule.scope = task.scope;
+  return schedule;
+}
+
+// Resolves the zone a task's cron cadence is evaluated in.
+Result<TimeZone> ZoneOf(const TaskDefinition& task, const TimeZone& fallback) {
+  const auto* cron = std::get_if<CronFrequency>(&task.frequency);
+  if (cron == nullptr || cron->time_zone.empty()) return fallback;
+  Result<TimeZone> zone = TimeZone::Locate(cron->time_zone);
+  if (!zone.ok()) {
+    return InvalidArgumentError("Invalid time zone for task " + task.id + ": " +
+                                zone.status().message());
+  }
+  return zone;
+}
+
+}  // namespace
+
+struct PluginScheduler::Impl {
+  explicit Impl(PluginSchedulerOptions opts)
+      : options(std::move(opts)),
+        clock(options.clock != nullptr ? options.clock : &SystemClock::Instance()),
+        engine(engine_internal::EngineContext{
+            options.plugin_id, options.store.get(), clock,
+            options.logger ? ChildLogger(options.logger, {{"plugin", options.plugin_id}})
+                           : NullLogger(),
+            options.observer, options.engine}) {}
+
+  PluginSchedulerOptions options;
+  Clock* clock;
+  mutable std::mutex mu;
+  std::vector<TaskDescriptor> descriptors;
+  engine_internal::TaskEngine engine;
+};
+
+PluginScheduler::PluginScheduler(PluginSchedulerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+PluginScheduler::~PluginScheduler() { Shutdown(); }
+
+const std::string& PluginScheduler::plugin_id() const { return impl_->options.plugin_id; }
+
+Status PluginScheduler::ScheduleTask(TaskDefinition task) {
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(task.id));
+  if (!task.fn) return InvalidArgumentError("Task " + task.id + " has no function to run");
+  const ScheduleDefinition schedule = ScheduleOf(task);
+  TaskSettingsV2 settings = BuildTaskSettings(schedule);
+  if (Status valid = settings.Validate(); !valid.ok()) {
+    return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
+  }
+  if (settings.cadence_kind() == CadenceKind::kCron) {
+    Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
+    if (!cron.ok()) {
+      return InvalidArgumentError("Invalid cron expression '" + settings.cadence + "' for task " +
+                                  task.id + ": " + cron.status().message());
+    }
+  }
+  Result<TimeZone> zone = ZoneOf(task, impl_->options.default_zone);
+  if (!zone.ok()) return zone.status();
+
+  engine_internal::EngineTask engine_task;
+  engine_task.id = task.id;
+  engine_task.scope = task.scope;
+  engine_task.schedule = TaskSchedule{settings, *zone};
+  engine_task.timeout = ToMilliseconds(task.timeout);
+  if (task.initial_delay) {
+    engine_task.has_initial_delay = true;
+    engine_task.initial_delay = ToMilliseconds(*task.initial_delay);
+  }
+  engine_task.fn = std::move(task.fn);
+  engine_task.stop = std::move(task.stop);
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Register(std::move(engine_task)));
+
+  std::lock_guard lock(impl_->mu);
+  impl_->descriptors.push_back(TaskDescriptor{task.id, task.scope, std::move(settings)});
+  return Status::Ok();
+}
+
+Status PluginScheduler::TriggerTask(std::string_view id) {
+  return impl_->engine.Trigger(std::string(id));
+}
+
+Status PluginScheduler::CancelTask(std::string_view id) {
+  return impl_->engine.Cancel(std::string(id));
+}
+
+std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->descriptors;
+}
+
+Result<std::vector<TaskListing>> PluginScheduler::ListTasks() const {
+  const std::vector<TaskDescriptor> descriptors = GetScheduledTasks();
+  std::map<std::string, TaskRow> rows;
+  if (impl_->options.store) {
+    Result<std::vector<TaskRow>> states = impl_->options.store->States();
+    if (!states.ok()) return states.status();
+    for (TaskRow& row : *states) {
+      std::string id = row.id;
+      rows.emplace(std::move(id), std::move(row));
+    }
+  }
+  std::vector<TaskListing> listing;
+  listing.reserve(descriptors.size());
+  for (const TaskDescriptor& descriptor : descriptors) {
+    TaskListing item;
+    item.descriptor = descriptor;
+    if (impl_->engine.HasLocalTask(descriptor.id)) {
+      item.task_state = impl_->engine.LocalTaskState(descriptor.id);
+    } else if (auto row = rows.find(descriptor.id); row != rows.end()) {
+      item.task_state = ToTaskState(row->second, impl_->options.default_zone);
+    }
+    item.worker_state = impl_->engine.WorkerState(descriptor.id);
+    listing.push_back(std::move(item));
+  }
+  return listing;
+}
+
+void PluginScheduler::Shutdown() { impl_->engine.Shutdown(); }
+
+}  // namespace stagehand

@@ -1,0 +1,34 @@
+#include "stagehand/service/scheduler.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace stagehand {
+
+TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvocation invocation) {
+  TaskDefinition task;
+  task.id = std::move(invocation.id);
+  task.fn = std::move(invocation.fn);
+  task.stop = std::move(invocation.stop);
+  task.frequency = schedule.frequency;
+  task.timeout = schedule.timeout;
+  task.initial_delay = schedule.initial_delay;
+  task.scope = schedule.scope.value_or(TaskScope::kGlobal);
+  return task;
+}
+
+Status ScheduledTaskRunner::Run(TaskInvocation invocation) {
+  return scheduler_->ScheduleTask(MakeTaskDefinition(schedule_, std::move(invocation)));
+}
+
+Status ValidateTaskId(std::string_view id) {
+  const bool blank = std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) != 0;
+  });
+  if (blank) {
+    return InvalidArgumentError(std::string(id) + " is not a valid ID, expected non-empty string");
+  }
+  return Status::Ok();
+}
+
+}  // namespace stagehand
