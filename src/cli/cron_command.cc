@@ -48,8 +48,7 @@ int RunCronNext(const CronNextOptions& options, const Context& context) {
   if (options.from) {
     Result<WallTime> parsed = ParseIsoInstant(*options.from);
     if (!parsed.ok()) {
-      return UsageError(context,
-                        "invalid --from '" + *options.from + "': " + parsed.status().message());
+      return UsageError(context, "invalid --from: " + parsed.status().message());
     }
     instant = *parsed;
   }
