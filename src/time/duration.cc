@@ -100,7 +100,7 @@ double JsRound(double x) {
 }
 
 // JavaScript's parseFloat for text the grammars below have already validated as
-// `-?digits(.digits)?`.
+// `-?digits(.digits)?` or `-?.digits`.
 double ParseDecimal(std::string_view text) {
   double value = 0;
   const char* first = text.data();
@@ -346,13 +346,7 @@ std::optional<double> ParseMsString(std::string_view text) {
     unit_ms = *found;
   }
 
-  // parseFloat accepts "-.5" and ".5"; from_chars needs the leading zero.
-  std::string normalized(number);
-  std::size_t dot = normalized.find('.');
-  if (dot != std::string::npos && (dot == 0 || normalized[dot - 1] == '-')) {
-    normalized.insert(dot, "0");
-  }
-  return ParseDecimal(normalized) * unit_ms;
+  return ParseDecimal(number) * unit_ms;
 }
 
 // Backstage's parseMsDuration.
