@@ -39,6 +39,9 @@ class StoreFixture {
 
   // The database clock's granularity for stored times (1 ms for all stagehand writes).
   virtual std::chrono::milliseconds time_resolution() const { return std::chrono::milliseconds(1); }
+
+  // How many rounds the claim race runs (8 stores claiming one due row per round).
+  virtual int claim_race_rounds() const { return 200; }
 };
 
 // Defined once per contract binary.

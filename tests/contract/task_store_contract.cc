@@ -1,1 +1,1216 @@
-// placeholder
+// The TaskStore contract: every operation of the TaskStore interface, checked through the
+// StoreFixture seam so that the memory, SQLite and PostgreSQL stores are held to the same
+// behaviour. It covers the database-related cases of Backstage's TaskWorker.test.ts and
+// PluginTaskSchedulerJanitor.test.ts (spec §15) and the stagehand additions (leases, batched
+// polls, notifications).
+//
+// Time: the database clock is only moved with LetTimePass, which sleeps for real on the SQL
+// stores, so the waits here are short. Expected times are bracketed by DatabaseNow() before and
+// after the operation, widened by the fixture's time resolution.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "contract/store_fixture.h"
+#include "stagehand/model/task_state.h"
+#include "stagehand/store/task_store.h"
+#include "stagehand/time/cron.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand::contract {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+constexpr char kCancelledJson[] = R"({"name":"Error","message":"Task was cancelled"})";
+constexpr char kTimedOutJson[] = R"({"name":"Error","message":"Task timed out"})";
+
+TaskSchedule Schedule(std::string cadence, std::optional<std::string> initial_delay = std::nullopt,
+                      std::string timeout = "PT1M") {
+  TaskSchedule schedule;
+  schedule.settings.cadence = std::move(cadence);
+  schedule.settings.initial_delay_duration = std::move(initial_delay);
+  schedule.settings.timeout_after_duration = std::move(timeout);
+  schedule.zone = TimeZone::Utc();
+  return schedule;
+}
+
+std::string Show(const std::optional<WallTime>& t) {
+  if (!t) return "NULL";
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t->time_since_epoch()).count() % 1000;
+  return FormatIsoInstantUtc(*t) + "+" + std::to_string(micros) + "us";
+}
+
+// Returns the first fire time of `expression` strictly after `after`, in UTC.
+WallTime CronNext(const std::string& expression, WallTime after) {
+  Result<CronExpression> cron = CronExpression::Parse(expression);
+  if (!cron.ok()) {
+    ADD_FAILURE() << cron.status().ToString();
+    return after;
+  }
+  Result<WallTime> next = cron->NextAfter(after, TimeZone::Utc());
+  if (!next.ok()) {
+    ADD_FAILURE() << next.status().ToString();
+    return after;
+  }
+  return *next;
+}
+
+WallTime WholeSeconds(WallTime t) { return std::chrono::floor<seconds>(t); }
+
+TaskRow RawRow(std::string id, std::string settings_json) {
+  TaskRow row;
+  row.id = std::move(id);
+  row.settings_json = std::move(settings_json);
+  return row;
+}
+
+class TaskStoreContractTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_ = MakeStoreFixture();
+    ASSERT_NE(fixture_, nullptr);
+    store_ = fixture_->OpenStore();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  WallTime Now() {
+    Result<WallTime> now = store_->DatabaseNow();
+    EXPECT_TRUE(now.ok()) << now.status().ToString();
+    return now.ok() ? *now : WallTime{};
+  }
+
+  TaskRow Row(const std::string& id) {
+    std::optional<TaskRow> row = fixture_->GetRawRow(id);
+    if (!row) {
+      ADD_FAILURE() << "row " << id << " is missing";
+      return TaskRow{};
+    }
+    return *row;
+  }
+
+  std::optional<WallTime> Upsert(const std::string& id, const TaskSchedule& schedule) {
+    Result<UpsertResult> result = store_->Upsert(id, schedule);
+    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    return result.ok() ? result->next_run_start_at : std::nullopt;
+  }
+
+  bool Claim(const std::string& id, const std::string& ticket,
+             milliseconds timeout = minutes(1), milliseconds lease = minutes(1)) {
+    Result<ClaimResult> result = store_->Claim(id, ticket, timeout, lease);
+    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    return result.ok() && result->claimed;
+  }
+
+  bool Release(const std::string& id, const std::string& ticket, const TaskSchedule& schedule,
+               const std::optional<std::string>& error_json = std::nullopt) {
+    Result<bool> result = store_->Release(id, ticket, schedule, error_json);
+    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    return result.ok() && *result;
+  }
+
+  PollResult Poll(const std::vector<std::string>& ids, bool sweep = false) {
+    Result<PollResult> result = store_->Poll(ids, sweep);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? std::move(*result) : PollResult{};
+  }
+
+  Readiness ReadinessOf(const std::string& id) {
+    PollResult poll = Poll({id});
+    return poll.entries.size() == 1 ? poll.entries[0].readiness : Readiness::kMissing;
+  }
+
+  // Checks lo <= t <= hi, widened by the store's time resolution.
+  ::testing::AssertionResult Within(const std::optional<WallTime>& t, WallTime lo, WallTime hi) {
+    const milliseconds slack = fixture_->time_resolution();
+    if (!t) {
+      return ::testing::AssertionFailure()
+             << "is NULL, expected within [" << Show(lo) << ", " << Show(hi) << "]";
+    }
+    if (*t < lo - slack || *t > hi + slack) {
+      return ::testing::AssertionFailure()
+             << Show(t) << " is not within [" << Show(lo) << ", " << Show(hi) << "]";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult Same(const std::optional<WallTime>& t, WallTime expected) {
+    return Within(t, expected, expected);
+  }
+
+  std::unique_ptr<StoreFixture> fixture_;
+  std::unique_ptr<TaskStore> store_;
+};
+
+// --- Schema and clock ------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, MigrateIsIdempotent) {
+  EXPECT_TRUE(store_->Migrate().ok());
+  EXPECT_TRUE(store_->Migrate().ok());
+  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
+  EXPECT_TRUE(other->Migrate().ok());
+  ASSERT_TRUE(Upsert("after-migrate", Schedule("PT10M")).has_value());
+  EXPECT_TRUE(store_->Migrate().ok());
+  EXPECT_TRUE(fixture_->GetRawRow("after-migrate").has_value());
+}
+
+TEST_F(TaskStoreContractTest, DatabaseNowFollowsTheClock) {
+  const WallTime first = Now();
+  const WallTime host = fixture_->clock().Now();
+  EXPECT_LT(std::chrono::abs(first - host), seconds(2)) << Show(first) << " vs " << Show(host);
+  fixture_->LetTimePass(milliseconds(20));
+  EXPECT_TRUE(Within(Now(), first + milliseconds(20), first + seconds(5)));
+}
+
+TEST_F(TaskStoreContractTest, StatesAreOrderedById) {
+  Upsert("b", Schedule("PT10M"));
+  Upsert("c", Schedule("manual"));
+  Upsert("a", Schedule("0 * * * *"));
+  fixture_->PutRawRow(RawRow("0-raw", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})"));
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  std::vector<std::string> ids;
+  for (const TaskRow& row : *states) {
+    ids.push_back(row.id);
+    EXPECT_EQ(row, Row(row.id)) << row.id;
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"0-raw", "a", "b", "c"}));
+}
+
+TEST_F(TaskStoreContractTest, StatesOfAnEmptyTableIsEmpty) {
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  EXPECT_TRUE(states->empty());
+}
+
+// --- TaskWorker.test.ts: goes through the expected states -----------------------------------
+
+TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
+  const TimeZone utc = TimeZone::Utc();
+  const TaskSchedule schedule = Schedule("* * * * * *", "PT0.3S", "PT1M");
+
+  WallTime before = Now();
+  Result<UpsertResult> upsert = store_->Upsert("states", schedule);
+  WallTime after = Now();
+  ASSERT_TRUE(upsert.ok()) << upsert.status().ToString();
+  TaskRow row = Row("states");
+  EXPECT_EQ(row.id, "states");
+  EXPECT_EQ(row.settings_json,
+            R"({"version":2,"cadence":"* * * * * *","initialDelayDuration":"PT0.3S",)"
+            R"("timeoutAfterDuration":"PT1M"})");
+  EXPECT_TRUE(Within(row.next_run_start_at, before + milliseconds(300), after + milliseconds(300)));
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_FALSE(row.current_run_started_at.has_value());
+  EXPECT_FALSE(row.current_run_expires_at.has_value());
+  EXPECT_FALSE(row.last_run_error_json.has_value());
+  EXPECT_FALSE(row.last_run_ended_at.has_value());
+  EXPECT_EQ(upsert->next_run_start_at, row.next_run_start_at);
+  EXPECT_TRUE(Within(upsert->db_now, before, after));
+
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 1u);
+  EXPECT_EQ((*states)[0], row);
+  TaskState idle;
+  idle.status = TaskState::Status::kIdle;
+  idle.starts_at = FormatIsoInstant(*row.next_run_start_at, utc);
+  EXPECT_EQ(ToTaskState((*states)[0], utc), idle);
+
+  // The initial delay holds the first run back (checked only while it has not yet passed, so a
+  // slow machine cannot make this flaky).
+  PollResult early = Poll({"states"});
+  ASSERT_EQ(early.entries.size(), 1u);
+  EXPECT_EQ(early.entries[0].readiness, early.db_now >= *row.next_run_start_at
+                                            ? Readiness::kReady
+                                            : Readiness::kNotReady);
+  Result<ClaimResult> early_claim = store_->Claim("states", "too-early", minutes(1), minutes(1));
+  ASSERT_TRUE(early_claim.ok());
+  EXPECT_EQ(early_claim->claimed, early_claim->db_now >= *row.next_run_start_at);
+  if (early_claim->claimed) {
+    ASSERT_TRUE(Release("states", "too-early", schedule));
+    ASSERT_TRUE(store_->Trigger("states").ok());
+    row = Row("states");
+  }
+
+  fixture_->LetTimePass(milliseconds(350));
+  EXPECT_EQ(ReadinessOf("states"), Readiness::kReady);
+
+  before = Now();
+  Result<ClaimResult> claim = store_->Claim("states", "ticket-1", minutes(1), minutes(1));
+  after = Now();
+  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  ASSERT_TRUE(claim->claimed);
+  TaskRow running = Row("states");
+  EXPECT_EQ(running.current_run_ticket, "ticket-1");
+  EXPECT_TRUE(Within(running.current_run_started_at, before, after));
+  EXPECT_TRUE(Within(claim->db_now, before, after));
+  ASSERT_TRUE(running.current_run_started_at.has_value());
+  EXPECT_TRUE(Same(running.current_run_expires_at, *running.current_run_started_at + minutes(1)));
+  EXPECT_EQ(claim->expires_at, running.current_run_expires_at);
+  EXPECT_EQ(running.next_run_start_at, row.next_run_start_at);  // the claim leaves it alone
+  EXPECT_EQ(ReadinessOf("states"), Readiness::kNotReady);
+
+  states = store_->States();
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 1u);
+  TaskState running_state;
+  running_state.status = TaskState::Status::kRunning;
+  running_state.started_at = FormatIsoInstant(*running.current_run_started_at, utc);
+  running_state.times_out_at = FormatIsoInstant(*running.current_run_expires_at, utc);
+  EXPECT_EQ(ToTaskState((*states)[0], utc), running_state);
+
+  before = Now();
+  EXPECT_TRUE(Release("states", "ticket-1", schedule));
+  after = Now();
+  TaskRow released = Row("states");
+  EXPECT_FALSE(released.current_run_ticket.has_value());
+  EXPECT_FALSE(released.current_run_started_at.has_value());
+  EXPECT_FALSE(released.current_run_expires_at.has_value());
+  EXPECT_FALSE(released.last_run_error_json.has_value());
+  EXPECT_TRUE(Within(released.last_run_ended_at, before, after));
+  EXPECT_TRUE(Within(released.next_run_start_at, CronNext("* * * * * *", before),
+                     CronNext("* * * * * *", after)));
+
+  states = store_->States();
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 1u);
+  TaskState idle_again;
+  idle_again.status = TaskState::Status::kIdle;
+  idle_again.starts_at = FormatIsoInstant(*released.next_run_start_at, utc);
+  idle_again.last_run_ended_at = FormatIsoInstant(*released.last_run_ended_at, utc);
+  EXPECT_EQ(ToTaskState((*states)[0], utc), idle_again);
+}
+
+TEST_F(TaskStoreContractTest, FailedRunRecordsTheErrorAndASuccessClearsIt) {
+  const TimeZone utc = TimeZone::Utc();
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("fails", schedule);
+  ASSERT_TRUE(Claim("fails", "t1"));
+  const std::string error = ErrorJson("failed");
+  WallTime before = Now();
+  ASSERT_TRUE(Release("fails", "t1", schedule, error));
+  WallTime after = Now();
+  TaskRow row = Row("fails");
+  EXPECT_EQ(row.last_run_error_json, error);
+  EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
+
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 1u);
+  const TaskState state = ToTaskState((*states)[0], utc);
+  EXPECT_EQ(state.status, TaskState::Status::kIdle);
+  EXPECT_EQ(state.last_run_error, error);
+  EXPECT_NE(state.ToJson().find(R"("lastRunError":"{\"name\":\"Error\",\"message\":\"failed\"}")"),
+            std::string::npos)
+      << state.ToJson();
+
+  ASSERT_TRUE(store_->Trigger("fails").ok());
+  ASSERT_TRUE(Claim("fails", "t2"));
+  fixture_->LetTimePass(milliseconds(5));
+  before = Now();
+  ASSERT_TRUE(Release("fails", "t2", schedule));
+  after = Now();
+  row = Row("fails");
+  EXPECT_FALSE(row.last_run_error_json.has_value());
+  EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
+}
+
+// --- TaskWorker.test.ts: tickets and rows that go away --------------------------------------
+
+TEST_F(TaskStoreContractTest, DoesNotClobberATicketLockWhenStolen) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("stolen", schedule);
+  ASSERT_TRUE(Claim("stolen", "mine"));
+
+  const WallTime base = WholeSeconds(Now());
+  TaskRow stolen = Row("stolen");
+  stolen.current_run_ticket = "theirs";
+  stolen.current_run_started_at = base - seconds(1);
+  stolen.current_run_expires_at = base + minutes(5);
+  fixture_->PutRawRow(stolen);
+
+  Result<bool> released = store_->Release("stolen", "mine", schedule, std::nullopt);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_FALSE(*released);
+  Result<bool> renewed = store_->RenewLease("stolen", "mine", minutes(1), minutes(1));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(Row("stolen"), stolen);
+}
+
+TEST_F(TaskStoreContractTest, GracefullyHandlesADisappearedRow) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("gone", schedule);
+  ASSERT_TRUE(store_->Delete("gone").ok());
+  EXPECT_FALSE(Claim("gone", "t1"));
+  EXPECT_FALSE(fixture_->GetRawRow("gone").has_value());
+
+  Upsert("gone", schedule);
+  ASSERT_TRUE(Claim("gone", "t2"));
+  ASSERT_TRUE(store_->Delete("gone").ok());
+  Result<bool> released = store_->Release("gone", "t2", schedule, std::nullopt);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_FALSE(*released);
+  Result<bool> renewed = store_->RenewLease("gone", "t2", minutes(1), minutes(1));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_FALSE(*renewed);
+  EXPECT_FALSE(fixture_->GetRawRow("gone").has_value());
+  EXPECT_EQ(ReadinessOf("gone"), Readiness::kMissing);
+}
+
+TEST_F(TaskStoreContractTest, DeleteRemovesOnlyThatRowAndToleratesMissingRows) {
+  Upsert("keep", Schedule("PT10M"));
+  Upsert("drop", Schedule("PT10M"));
+  ASSERT_TRUE(store_->Delete("drop").ok());
+  EXPECT_FALSE(fixture_->GetRawRow("drop").has_value());
+  EXPECT_TRUE(fixture_->GetRawRow("keep").has_value());
+  EXPECT_TRUE(store_->Delete("drop").ok());
+  EXPECT_TRUE(store_->Delete("never-existed").ok());
+}
+
+// --- TaskWorker.test.ts: next_run_start_at is always the min between schedule changes -------
+
+TEST_F(TaskStoreContractTest, CronChangesNeverMoveTheNextRunLater) {
+  WallTime before = Now();
+  Upsert("cron", Schedule("*/15 * * * *", "PT2M"));
+  WallTime after = Now();
+  const std::optional<WallTime> delayed = Row("cron").next_run_start_at;
+  ASSERT_TRUE(Within(delayed, before + minutes(2), after + minutes(2)));
+
+  before = Now();
+  Result<UpsertResult> faster = store_->Upsert("cron", Schedule("*/2 * * * *"));
+  after = Now();
+  ASSERT_TRUE(faster.ok());
+  const std::optional<WallTime> every_two = Row("cron").next_run_start_at;
+  EXPECT_TRUE(Within(every_two, CronNext("*/2 * * * *", before) - seconds(1),
+                     CronNext("*/2 * * * *", after) - seconds(1)));
+  EXPECT_LT(every_two, delayed);
+  EXPECT_EQ(faster->next_run_start_at, every_two);
+  EXPECT_EQ(Row("cron").settings_json,
+            R"({"version":2,"cadence":"*/2 * * * *","timeoutAfterDuration":"PT1M"})");
+
+  fixture_->LetTimePass(milliseconds(10));
+  before = Now();
+  Upsert("cron", Schedule("*/15 * * * *"));
+  const std::optional<WallTime> back = Row("cron").next_run_start_at;
+  ASSERT_TRUE(back.has_value());
+  ASSERT_TRUE(every_two.has_value());
+  EXPECT_LE(*back, *every_two) << Show(back) << " moved later than " << Show(every_two);
+  EXPECT_GE(*back, std::min(*every_two, CronNext("*/15 * * * *", before) - seconds(1)))
+      << Show(back);
+  EXPECT_LT(std::chrono::abs(*back - *every_two), seconds(60));
+}
+
+TEST_F(TaskStoreContractTest, DurationChangesNeverMoveTheNextRunLater) {
+  const TaskSchedule slow = Schedule("PT120M");
+  Upsert("duration", slow);
+  const std::optional<WallTime> scheduled = Row("duration").next_run_start_at;
+  ASSERT_TRUE(scheduled.has_value());
+  ASSERT_TRUE(Claim("duration", "t1"));
+  ASSERT_TRUE(Release("duration", "t1", slow));
+  EXPECT_TRUE(Same(Row("duration").next_run_start_at, *scheduled + minutes(120)));
+
+  const WallTime before = Now();
+  Upsert("duration", Schedule("PT60M"));
+  const WallTime after = Now();
+  const std::optional<WallTime> sooner = Row("duration").next_run_start_at;
+  EXPECT_TRUE(Within(sooner, before + minutes(60), after + minutes(60)));
+
+  fixture_->LetTimePass(milliseconds(10));
+  Upsert("duration", Schedule("PT60M"));
+  EXPECT_EQ(Row("duration").next_run_start_at, sooner);
+  Upsert("duration", slow);
+  EXPECT_EQ(Row("duration").next_run_start_at, sooner);
+}
+
+TEST_F(TaskStoreContractTest, DurationChangesNeverMoveTheNextRunLaterWithInitialDelay) {
+  const TaskSchedule slow = Schedule("PT120M", "PT0.2S");
+  WallTime before = Now();
+  Upsert("delayed", slow);
+  WallTime after = Now();
+  const std::optional<WallTime> first = Row("delayed").next_run_start_at;
+  ASSERT_TRUE(Within(first, before + milliseconds(200), after + milliseconds(200)));
+
+  fixture_->LetTimePass(milliseconds(250));
+  ASSERT_TRUE(Claim("delayed", "t1"));
+  ASSERT_TRUE(Release("delayed", "t1", slow));
+  // Anchored on the delayed start, not on the end of the run.
+  EXPECT_TRUE(Same(Row("delayed").next_run_start_at, *first + minutes(120)));
+
+  // The initial delay plays no part when the row exists.
+  before = Now();
+  Upsert("delayed", Schedule("PT60M", "PT0.2S"));
+  after = Now();
+  EXPECT_TRUE(Within(Row("delayed").next_run_start_at, before + minutes(60), after + minutes(60)));
+}
+
+// --- TaskWorker.test.ts: manual tasks and transitions ---------------------------------------
+
+TEST_F(TaskStoreContractTest, ManualTaskNeverGetsANextRun) {
+  const TaskSchedule manual = Schedule("manual");
+  Result<UpsertResult> upsert = store_->Upsert("manual", manual);
+  ASSERT_TRUE(upsert.ok());
+  EXPECT_FALSE(upsert->next_run_start_at.has_value());
+  EXPECT_FALSE(Row("manual").next_run_start_at.has_value());
+  EXPECT_EQ(Row("manual").settings_json,
+            R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
+
+  PollResult poll = Poll({"manual"});
+  ASSERT_EQ(poll.entries.size(), 1u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kNotReady);
+  ASSERT_TRUE(poll.entries[0].settings.has_value());
+  EXPECT_EQ(poll.entries[0].settings->cadence, "manual");
+  EXPECT_FALSE(poll.entries[0].next_run_start_at.has_value());
+  EXPECT_FALSE(poll.earliest_next.has_value());
+  EXPECT_FALSE(Claim("manual", "not-due"));
+
+  ASSERT_TRUE(store_->Trigger("manual").ok());
+  EXPECT_EQ(ReadinessOf("manual"), Readiness::kReady);
+  ASSERT_TRUE(Claim("manual", "t1"));
+  ASSERT_TRUE(Release("manual", "t1", manual));
+  TaskRow row = Row("manual");
+  EXPECT_FALSE(row.next_run_start_at.has_value());
+  EXPECT_TRUE(row.last_run_ended_at.has_value());
+
+  Upsert("manual", manual);
+  EXPECT_FALSE(Row("manual").next_run_start_at.has_value());
+}
+
+TEST_F(TaskStoreContractTest, FreshManualTaskWithInitialDelayStartsAfterTheDelay) {
+  const WallTime before = Now();
+  Upsert("manual-delayed", Schedule("manual", "PT10M"));
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("manual-delayed").next_run_start_at, before + minutes(10),
+                     after + minutes(10)));
+}
+
+TEST_F(TaskStoreContractTest, ManualToDurationPopulatesTheNextRun) {
+  Upsert("m2d", Schedule("manual"));
+  ASSERT_FALSE(Row("m2d").next_run_start_at.has_value());
+  const WallTime before = Now();
+  Upsert("m2d", Schedule("PT4H"));
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("m2d").next_run_start_at, before + hours(4), after + hours(4)));
+}
+
+TEST_F(TaskStoreContractTest, ManualToCronPopulatesTheNextRun) {
+  Upsert("m2c", Schedule("manual"));
+  ASSERT_FALSE(Row("m2c").next_run_start_at.has_value());
+  const WallTime before = Now();
+  Upsert("m2c", Schedule("0 * * * *"));
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("m2c").next_run_start_at, CronNext("0 * * * *", before) - seconds(1),
+                     CronNext("0 * * * *", after) - seconds(1)));
+}
+
+TEST_F(TaskStoreContractTest, CadenceToManualKeepsThePendingRun) {
+  Upsert("d2m", Schedule("PT10M"));
+  const std::optional<WallTime> pending = Row("d2m").next_run_start_at;
+  ASSERT_TRUE(pending.has_value());
+  Result<UpsertResult> upsert = store_->Upsert("d2m", Schedule("manual"));
+  ASSERT_TRUE(upsert.ok());
+  EXPECT_EQ(upsert->next_run_start_at, pending);
+  EXPECT_EQ(Row("d2m").next_run_start_at, pending);
+  EXPECT_EQ(Row("d2m").settings_json,
+            R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
+  // It still runs once more; its release then leaves it without a next run.
+  ASSERT_TRUE(Claim("d2m", "t1"));
+  ASSERT_TRUE(Release("d2m", "t1", Schedule("manual")));
+  EXPECT_FALSE(Row("d2m").next_run_start_at.has_value());
+
+  Upsert("c2m", Schedule("0 * * * *"));
+  const std::optional<WallTime> cron_pending = Row("c2m").next_run_start_at;
+  ASSERT_TRUE(cron_pending.has_value());
+  Upsert("c2m", Schedule("manual"));
+  EXPECT_EQ(Row("c2m").next_run_start_at, cron_pending);
+}
+
+// --- Registration -----------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, NewDurationTaskIsDueAtOnceAndCronTaskAtItsFirstFireTime) {
+  WallTime before = Now();
+  Upsert("new-duration", Schedule("PT1H"));
+  WallTime after = Now();
+  EXPECT_TRUE(Within(Row("new-duration").next_run_start_at, before, after));
+  EXPECT_EQ(ReadinessOf("new-duration"), Readiness::kReady);
+
+  before = Now();
+  Upsert("new-cron", Schedule("0 0 * * * *"));
+  after = Now();
+  EXPECT_TRUE(Within(Row("new-cron").next_run_start_at, CronNext("0 0 * * * *", before) - seconds(1),
+                     CronNext("0 0 * * * *", after) - seconds(1)));
+
+  // Every second: due immediately thanks to the one-second head start.
+  Upsert("every-second", Schedule("* * * * * *"));
+  EXPECT_EQ(ReadinessOf("every-second"), Readiness::kReady);
+}
+
+TEST_F(TaskStoreContractTest, UpsertRewritesTheSettings) {
+  Upsert("rewrite", Schedule("PT10M"));
+  Upsert("rewrite", Schedule("PT5M", "PT30S", "PT2M"));
+  EXPECT_EQ(Row("rewrite").settings_json,
+            R"({"version":2,"cadence":"PT5M","initialDelayDuration":"PT30S",)"
+            R"("timeoutAfterDuration":"PT2M"})");
+}
+
+TEST_F(TaskStoreContractTest, UpsertRejectsInvalidSettingsWithoutWriting) {
+  for (const TaskSchedule& bad : {Schedule("not a cron"), Schedule("PT10M", std::nullopt, "1 min"),
+                                  Schedule("PT10M", "soon"), Schedule("0 0 30 2 *")}) {
+    Result<UpsertResult> result = store_->Upsert("bad", bad);
+    ASSERT_FALSE(result.ok()) << bad.settings.ToJson();
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << result.status().ToString();
+  }
+  EXPECT_FALSE(fixture_->GetRawRow("bad").has_value());
+}
+
+// --- Claim and leases -------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, ClaimNeedsADueUnclaimedRow) {
+  Upsert("future", Schedule("PT10M", "PT1H"));
+  EXPECT_FALSE(Claim("future", "t1"));
+  EXPECT_FALSE(Row("future").current_run_ticket.has_value());
+
+  Upsert("due", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("due", "first"));
+  EXPECT_FALSE(Claim("due", "second"));
+  EXPECT_EQ(Row("due").current_run_ticket, "first");
+
+  EXPECT_FALSE(Claim("missing", "t1"));
+  EXPECT_FALSE(fixture_->GetRawRow("missing").has_value());
+}
+
+TEST_F(TaskStoreContractTest, ClaimExpiresAfterTheShorterOfLeaseAndTimeout) {
+  Upsert("lease", Schedule("PT10M"));
+  Result<ClaimResult> short_lease = store_->Claim("lease", "t1", minutes(1), seconds(5));
+  ASSERT_TRUE(short_lease.ok());
+  ASSERT_TRUE(short_lease->claimed);
+  TaskRow row = Row("lease");
+  ASSERT_TRUE(row.current_run_started_at.has_value());
+  EXPECT_TRUE(Same(row.current_run_expires_at, *row.current_run_started_at + seconds(5)));
+  EXPECT_TRUE(Same(short_lease->expires_at, *row.current_run_started_at + seconds(5)));
+
+  Upsert("timeout", Schedule("PT10M"));
+  Result<ClaimResult> short_timeout = store_->Claim("timeout", "t2", seconds(3), minutes(1));
+  ASSERT_TRUE(short_timeout.ok());
+  ASSERT_TRUE(short_timeout->claimed);
+  row = Row("timeout");
+  ASSERT_TRUE(row.current_run_started_at.has_value());
+  EXPECT_TRUE(Same(row.current_run_expires_at, *row.current_run_started_at + seconds(3)));
+}
+
+TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
+  Upsert("renew", Schedule("PT10M"));
+  Result<ClaimResult> claim = store_->Claim("renew", "t1", seconds(2), milliseconds(100));
+  ASSERT_TRUE(claim.ok());
+  ASSERT_TRUE(claim->claimed);
+  const TaskRow claimed = Row("renew");
+  ASSERT_TRUE(claimed.current_run_started_at.has_value());
+  const WallTime started = *claimed.current_run_started_at;
+  EXPECT_TRUE(Same(claimed.current_run_expires_at, started + milliseconds(100)));
+
+  fixture_->LetTimePass(milliseconds(20));
+  WallTime before = Now();
+  Result<bool> renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
+  WallTime after = Now();
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_TRUE(*renewed);
+  TaskRow row = Row("renew");
+  EXPECT_TRUE(Within(row.current_run_expires_at, before + milliseconds(500),
+                     after + milliseconds(500)));
+  EXPECT_EQ(row.current_run_ticket, "t1");
+  EXPECT_EQ(row.current_run_started_at, claimed.current_run_started_at);
+
+  renewed = store_->RenewLease("renew", "t1", seconds(2), hours(1));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_TRUE(*renewed);
+  EXPECT_TRUE(Same(Row("renew").current_run_expires_at, started + seconds(2)));
+
+  const TaskRow before_wrong = Row("renew");
+  renewed = store_->RenewLease("renew", "not-mine", seconds(2), hours(1));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(Row("renew"), before_wrong);
+
+  ASSERT_TRUE(store_->Cancel("renew", TimeZone::Utc()).ok());
+  renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_FALSE(*renewed);
+  EXPECT_FALSE(Row("renew").current_run_expires_at.has_value());
+}
+
+// --- Release ----------------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, ReleaseOfAnOnTimeDurationRunKeepsThePhase) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("on-time", schedule);
+  const std::optional<WallTime> scheduled = Row("on-time").next_run_start_at;
+  ASSERT_TRUE(scheduled.has_value());
+  fixture_->LetTimePass(milliseconds(30));
+  ASSERT_TRUE(Claim("on-time", "t1"));
+  fixture_->LetTimePass(milliseconds(20));
+  ASSERT_TRUE(Release("on-time", "t1", schedule));
+  EXPECT_TRUE(Same(Row("on-time").next_run_start_at, *scheduled + minutes(10)));
+  EXPECT_EQ(ReadinessOf("on-time"), Readiness::kNotReady);
+}
+
+TEST_F(TaskStoreContractTest, ReleaseOfALateDurationRunIsDueImmediately) {
+  const TaskSchedule schedule = Schedule("PT0.1S");
+  Upsert("late", schedule);
+  ASSERT_TRUE(Claim("late", "t1"));
+  fixture_->LetTimePass(milliseconds(150));
+  const WallTime before = Now();
+  ASSERT_TRUE(Release("late", "t1", schedule));
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("late").next_run_start_at, before, after));
+  EXPECT_EQ(ReadinessOf("late"), Readiness::kReady);
+}
+
+TEST_F(TaskStoreContractTest, ReleaseOfACronRunMovesToTheNextFireTimeAfterNow) {
+  const TaskSchedule every_second = Schedule("* * * * * *");
+  Upsert("cron-release", every_second);
+  ASSERT_TRUE(Claim("cron-release", "t1"));
+  WallTime before = Now();
+  ASSERT_TRUE(Release("cron-release", "t1", every_second));
+  WallTime after = Now();
+  const std::optional<WallTime> next = Row("cron-release").next_run_start_at;
+  EXPECT_TRUE(Within(next, CronNext("* * * * * *", before), CronNext("* * * * * *", after)));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GT(*next, before);
+
+  // The release uses the settings the worker ran with (they may be newer than the row's).
+  const TaskSchedule hourly = Schedule("0 0 * * * *");
+  ASSERT_TRUE(store_->Trigger("cron-release").ok());
+  ASSERT_TRUE(Claim("cron-release", "t2"));
+  before = Now();
+  ASSERT_TRUE(Release("cron-release", "t2", hourly));
+  after = Now();
+  EXPECT_TRUE(Within(Row("cron-release").next_run_start_at, CronNext("0 0 * * * *", before),
+                     CronNext("0 0 * * * *", after)));
+}
+
+// --- Trigger ----------------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, TriggerMakesAnIdleTaskDueNow) {
+  Upsert("trigger", Schedule("PT10M", "PT1H"));
+  const std::string settings = Row("trigger").settings_json;
+  ASSERT_EQ(ReadinessOf("trigger"), Readiness::kNotReady);
+  const WallTime before = Now();
+  ASSERT_TRUE(store_->Trigger("trigger").ok());
+  const WallTime after = Now();
+  const TaskRow row = Row("trigger");
+  EXPECT_TRUE(Within(row.next_run_start_at, before, after));
+  EXPECT_EQ(row.settings_json, settings);
+  EXPECT_EQ(ReadinessOf("trigger"), Readiness::kReady);
+}
+
+TEST_F(TaskStoreContractTest, TriggerOfAMissingTaskIsNotFound) {
+  const Status status = store_->Trigger("nope");
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "Task nope does not exist");
+  EXPECT_FALSE(fixture_->GetRawRow("nope").has_value());
+}
+
+TEST_F(TaskStoreContractTest, TriggerOfARunningTaskIsAConflict) {
+  Upsert("busy", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("busy", "t1"));
+  const TaskRow running = Row("busy");
+  const Status status = store_->Trigger("busy");
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task busy is currently running");
+  EXPECT_EQ(Row("busy"), running);
+}
+
+// --- Cancel -----------------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, CanCancelARunningTask) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("cancel", schedule);
+  const std::optional<WallTime> scheduled = Row("cancel").next_run_start_at;
+  ASSERT_TRUE(scheduled.has_value());
+  ASSERT_TRUE(Claim("cancel", "t1"));
+  const WallTime before = Now();
+  const Status status = store_->Cancel("cancel", TimeZone::Utc());
+  const WallTime after = Now();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  const TaskRow row = Row("cancel");
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_FALSE(row.current_run_started_at.has_value());
+  EXPECT_FALSE(row.current_run_expires_at.has_value());
+  EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
+  EXPECT_EQ(row.last_run_error_json, kCancelledJson);
+  EXPECT_TRUE(Same(row.next_run_start_at, *scheduled + minutes(10)));
+
+  // The cancelled run's own release no longer matches.
+  Result<bool> released = store_->Release("cancel", "t1", schedule, std::nullopt);
+  ASSERT_TRUE(released.ok());
+  EXPECT_FALSE(*released);
+  EXPECT_EQ(Row("cancel"), row);
+}
+
+TEST_F(TaskStoreContractTest, CancelReschedulesACronTaskFromNow) {
+  Upsert("cancel-cron", Schedule("* * * * * *"));
+  ASSERT_TRUE(Claim("cancel-cron", "t1"));
+  const WallTime before = Now();
+  ASSERT_TRUE(store_->Cancel("cancel-cron", TimeZone::Utc()).ok());
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("cancel-cron").next_run_start_at, CronNext("* * * * * *", before),
+                     CronNext("* * * * * *", after)));
+}
+
+TEST_F(TaskStoreContractTest, CannotCancelANonExistentTask) {
+  const Status status = store_->Cancel("nope", TimeZone::Utc());
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "Task nope does not exist");
+}
+
+TEST_F(TaskStoreContractTest, CannotCancelATaskThatIsNotRunning) {
+  Upsert("idle", Schedule("PT10M"));
+  const TaskRow idle = Row("idle");
+  const Status status = store_->Cancel("idle", TimeZone::Utc());
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task idle is not running");
+  EXPECT_EQ(Row("idle"), idle);
+}
+
+// --- PluginTaskSchedulerJanitor.test.ts and sweeps ------------------------------------------
+
+TEST_F(TaskStoreContractTest, JanitorResetsRunsWhoseExpiryHasPassed) {
+  const WallTime base = WholeSeconds(Now());
+  const std::string settings = R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
+  TaskRow expired = RawRow("expired", settings);
+  expired.next_run_start_at = base - minutes(10);
+  expired.current_run_ticket = "lost-ticket";
+  expired.current_run_started_at = base - hours(48);
+  expired.current_run_expires_at = base - hours(24);
+  TaskRow no_expiry = RawRow("no-expiry", settings);
+  no_expiry.next_run_start_at = base - hours(1);
+  no_expiry.current_run_ticket = "forever";
+  no_expiry.current_run_started_at = base - hours(48);
+  TaskRow live = RawRow("live", settings);
+  live.next_run_start_at = base - seconds(5);
+  live.current_run_ticket = "live-ticket";
+  live.current_run_started_at = base - seconds(5);
+  live.current_run_expires_at = base + hours(1);
+  TaskRow idle = RawRow("idle", settings);
+  idle.next_run_start_at = base - minutes(1);
+  for (const TaskRow& row : {expired, no_expiry, live, idle}) fixture_->PutRawRow(row);
+
+  const WallTime before = Now();
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  const WallTime after = Now();
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, std::vector<std::string>{"expired"});
+
+  const TaskRow reset = Row("expired");
+  EXPECT_FALSE(reset.current_run_ticket.has_value());
+  EXPECT_FALSE(reset.current_run_started_at.has_value());
+  EXPECT_FALSE(reset.current_run_expires_at.has_value());
+  EXPECT_TRUE(Within(reset.last_run_ended_at, before, after));
+  EXPECT_EQ(reset.last_run_error_json, kTimedOutJson);
+  EXPECT_EQ(reset.next_run_start_at, expired.next_run_start_at);
+  EXPECT_EQ(reset.settings_json, settings);
+  EXPECT_EQ(Row("no-expiry"), no_expiry);
+  EXPECT_EQ(Row("live"), live);
+  EXPECT_EQ(Row("idle"), idle);
+  EXPECT_EQ(ReadinessOf("expired"), Readiness::kReady);
+
+  swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+}
+
+TEST_F(TaskStoreContractTest, SweepReclaimsARunWhoseLeaseLapsed) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("lapsed", schedule);
+  ASSERT_TRUE(Claim("lapsed", "dead-host", minutes(1), milliseconds(50)));
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+  fixture_->LetTimePass(milliseconds(100));
+  swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_EQ(*swept, std::vector<std::string>{"lapsed"});
+  Result<bool> renewed = store_->RenewLease("lapsed", "dead-host", minutes(1), minutes(1));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_FALSE(*renewed);
+  EXPECT_TRUE(Claim("lapsed", "new-host"));
+}
+
+// --- TaskStatePoller.test.ts: one statement for every outcome -------------------------------
+
+TEST_F(TaskStoreContractTest, PollBatchesEveryOutcomeIntoOneResult) {
+  const WallTime base = WholeSeconds(Now());
+  const TaskSchedule ready_schedule = Schedule("PT10M");
+  Upsert("ready", ready_schedule);
+  Upsert("future", Schedule("PT10M", "PT1H"));
+  Upsert("running", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("running", "t1"));
+  Upsert("manual", Schedule("manual"));
+  TaskRow bad_json = RawRow("bad-json", "{not json");
+  fixture_->PutRawRow(bad_json);
+  TaskRow version_one = RawRow(
+      "v1", R"({"version":1,"recurringAtMostEveryDuration":"PT1M","timeoutAfterDuration":"PT1M"})");
+  version_one.next_run_start_at = base + hours(2);
+  fixture_->PutRawRow(version_one);
+
+  const std::vector<std::string> ids = {"future", "missing", "ready", "bad-json",
+                                        "running", "v1", "manual"};
+  const WallTime before = Now();
+  const PollResult poll = Poll(ids);
+  const WallTime after = Now();
+  ASSERT_EQ(poll.entries.size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(poll.entries[i].id, ids[i]);
+  EXPECT_TRUE(Within(poll.db_now, before, after));
+  EXPECT_TRUE(poll.swept_ids.empty());
+
+  const PollEntry& future = poll.entries[0];
+  EXPECT_EQ(future.readiness, Readiness::kNotReady);
+  EXPECT_TRUE(future.settings.has_value());
+  EXPECT_EQ(future.next_run_start_at, Row("future").next_run_start_at);
+  EXPECT_FALSE(future.running);
+
+  EXPECT_EQ(poll.entries[1].readiness, Readiness::kMissing);
+
+  const PollEntry& ready = poll.entries[2];
+  EXPECT_EQ(ready.readiness, Readiness::kReady);
+  EXPECT_EQ(ready.settings, ready_schedule.settings);
+  EXPECT_EQ(ready.next_run_start_at, Row("ready").next_run_start_at);
+  EXPECT_FALSE(ready.running);
+
+  EXPECT_EQ(poll.entries[3].readiness, Readiness::kInvalidSettings);
+  EXPECT_FALSE(poll.entries[3].settings_error.empty());
+  EXPECT_FALSE(poll.entries[3].settings.has_value());
+
+  const PollEntry& running = poll.entries[4];
+  EXPECT_EQ(running.readiness, Readiness::kNotReady);
+  EXPECT_TRUE(running.running);
+  EXPECT_EQ(running.current_run_expires_at, Row("running").current_run_expires_at);
+
+  EXPECT_EQ(poll.entries[5].readiness, Readiness::kInvalidSettings);
+  EXPECT_FALSE(poll.entries[5].settings_error.empty());
+
+  EXPECT_EQ(poll.entries[6].readiness, Readiness::kNotReady);
+  EXPECT_FALSE(poll.entries[6].next_run_start_at.has_value());
+
+  // The earliest next start among the idle polled rows is the ready row's (a running row's
+  // scheduled time does not count).
+  EXPECT_EQ(poll.earliest_next, Row("ready").next_run_start_at);
+  EXPECT_EQ(Poll({"future", "manual", "running"}).earliest_next, Row("future").next_run_start_at);
+  EXPECT_FALSE(Poll({"manual", "missing"}).earliest_next.has_value());
+  EXPECT_TRUE(Poll({}).entries.empty());
+}
+
+TEST_F(TaskStoreContractTest, PollWithSweepResetsExpiredRunsAndCountsThemUnclaimed) {
+  const WallTime base = WholeSeconds(Now());
+  TaskRow expired =
+      RawRow("expired", R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})");
+  expired.next_run_start_at = base - minutes(10);
+  expired.current_run_ticket = "lost";
+  expired.current_run_started_at = base - minutes(10);
+  expired.current_run_expires_at = base - minutes(9);
+  fixture_->PutRawRow(expired);
+  TaskRow elsewhere = expired;
+  elsewhere.id = "expired-unpolled";
+  fixture_->PutRawRow(elsewhere);
+
+  PollResult poll = Poll({"expired"}, /*sweep=*/false);
+  ASSERT_EQ(poll.entries.size(), 1u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kNotReady);
+  EXPECT_TRUE(poll.entries[0].running);
+  EXPECT_TRUE(poll.swept_ids.empty());
+  EXPECT_EQ(Row("expired"), expired);
+
+  poll = Poll({"expired"}, /*sweep=*/true);
+  ASSERT_EQ(poll.entries.size(), 1u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kReady);
+  EXPECT_FALSE(poll.entries[0].running);
+  std::vector<std::string> swept = poll.swept_ids;
+  std::sort(swept.begin(), swept.end());
+  EXPECT_EQ(swept, (std::vector<std::string>{"expired", "expired-unpolled"}));
+  EXPECT_EQ(poll.earliest_next, expired.next_run_start_at);
+  const TaskRow row = Row("expired");
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_EQ(row.last_run_error_json, kTimedOutJson);
+  EXPECT_EQ(row.next_run_start_at, expired.next_run_start_at);
+  EXPECT_FALSE(Row("expired-unpolled").current_run_ticket.has_value());
+}
+
+// --- Rows written by Backstage ----------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
+  const TimeZone utc = TimeZone::Utc();
+  const WallTime base = WholeSeconds(Now());
+  TaskRow duration =
+      RawRow("bs-duration", R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})");
+  duration.next_run_start_at = base - seconds(30);
+  TaskRow cron_delay = RawRow(
+      "bs-cron-delay",
+      R"({"version":2,"cadence":"*/2 * * * * *","initialDelayDuration":"PT3S","timeoutAfterDuration":"PT1M"})");
+  cron_delay.next_run_start_at = base + hours(1);
+  TaskRow manual =
+      RawRow("bs-manual", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
+  TaskRow failed =
+      RawRow("bs-failed", R"({"version":2,"cadence":"PT1H","timeoutAfterDuration":"PT1M"})");
+  failed.next_run_start_at = base + minutes(30);
+  failed.last_run_error_json = R"({"name":"TypeError","message":"bad type"})";
+  failed.last_run_ended_at = base - minutes(30);
+  TaskRow running =
+      RawRow("bs-running", R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})");
+  running.next_run_start_at = base - seconds(5);
+  running.current_run_ticket = "0f8e7a52-3c1d-4b6e-9a2f-5d4c3b2a1908";
+  running.current_run_started_at = base - seconds(5);
+  running.current_run_expires_at = base + seconds(55);
+  running.last_run_ended_at = base - seconds(605);
+  const std::vector<TaskRow> rows = {cron_delay, duration, failed, manual, running};
+  for (const TaskRow& row : rows) fixture_->PutRawRow(row);
+
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  EXPECT_EQ(*states, rows);
+  const TaskState running_state = ToTaskState(running, utc);
+  EXPECT_EQ(running_state.ToJson(),
+            R"({"status":"running","startedAt":")" + FormatIsoInstant(base - seconds(5), utc) +
+                R"(","timesOutAt":")" + FormatIsoInstant(base + seconds(55), utc) +
+                R"(","lastRunEndedAt":")" + FormatIsoInstant(base - seconds(605), utc) + R"("})");
+  EXPECT_NE(running_state.started_at->find(".000+00:00"), std::string::npos);
+
+  const PollResult poll =
+      Poll({"bs-duration", "bs-cron-delay", "bs-manual", "bs-failed", "bs-running"});
+  ASSERT_EQ(poll.entries.size(), 5u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kReady);
+  ASSERT_TRUE(poll.entries[0].settings.has_value());
+  EXPECT_EQ(poll.entries[0].settings->cadence, "PT10M");
+  EXPECT_EQ(poll.entries[0].settings->timeout_after_duration, "PT1M");
+  EXPECT_FALSE(poll.entries[0].settings->initial_delay_duration.has_value());
+  EXPECT_EQ(poll.entries[1].readiness, Readiness::kNotReady);
+  ASSERT_TRUE(poll.entries[1].settings.has_value());
+  EXPECT_EQ(poll.entries[1].settings->initial_delay_duration, "PT3S");
+  EXPECT_EQ(poll.entries[1].settings->cadence, "*/2 * * * * *");
+  EXPECT_EQ(poll.entries[2].readiness, Readiness::kNotReady);
+  EXPECT_EQ(poll.entries[3].readiness, Readiness::kNotReady);
+  EXPECT_EQ(poll.entries[4].readiness, Readiness::kNotReady);
+  EXPECT_TRUE(poll.entries[4].running);
+  EXPECT_EQ(poll.earliest_next, base - seconds(30));
+
+  // A due Backstage row is claimed and released with the cadence anchored on its stored time.
+  const TaskSchedule duration_schedule = Schedule("PT10M");
+  ASSERT_TRUE(Claim("bs-duration", "ours"));
+  ASSERT_TRUE(Release("bs-duration", "ours", duration_schedule));
+  EXPECT_TRUE(Same(Row("bs-duration").next_run_start_at, base - seconds(30) + minutes(10)));
+  EXPECT_FALSE(Claim("bs-cron-delay", "ours"));
+  EXPECT_FALSE(Claim("bs-running", "ours"));
+
+  // A Backstage worker's run is cancelled from here.
+  ASSERT_TRUE(store_->Cancel("bs-running", utc).ok());
+  const TaskRow cancelled = Row("bs-running");
+  EXPECT_FALSE(cancelled.current_run_ticket.has_value());
+  EXPECT_EQ(cancelled.last_run_error_json, kCancelledJson);
+  EXPECT_TRUE(Same(cancelled.next_run_start_at, base - seconds(5) + minutes(10)));
+
+  // A Backstage manual row runs when triggered and stays without a next run.
+  ASSERT_TRUE(store_->Trigger("bs-manual").ok());
+  ASSERT_TRUE(Claim("bs-manual", "ours"));
+  ASSERT_TRUE(Release("bs-manual", "ours", Schedule("manual")));
+  EXPECT_FALSE(Row("bs-manual").next_run_start_at.has_value());
+
+  // Re-registering keeps the earlier Backstage time and writes Backstage's exact JSON.
+  Upsert("bs-failed", Schedule("PT1H"));
+  const TaskRow reregistered = Row("bs-failed");
+  EXPECT_EQ(reregistered.next_run_start_at, failed.next_run_start_at);
+  EXPECT_EQ(reregistered.settings_json, failed.settings_json);
+  EXPECT_EQ(reregistered.last_run_error_json, failed.last_run_error_json);
+}
+
+TEST_F(TaskStoreContractTest, UnparsableSettingsAreReportedNotFatal) {
+  const WallTime base = WholeSeconds(Now());
+  TaskRow broken_running = RawRow("broken-running", "not json at all");
+  broken_running.next_run_start_at = base - seconds(10);
+  broken_running.current_run_ticket = "t1";
+  broken_running.current_run_started_at = base - seconds(10);
+  broken_running.current_run_expires_at = base + minutes(1);
+  fixture_->PutRawRow(broken_running);
+  TaskRow broken_idle = RawRow("broken-idle", R"({"version":2,"cadence":"every day"})");
+  broken_idle.next_run_start_at = base - seconds(10);
+  fixture_->PutRawRow(broken_idle);
+
+  const PollResult poll = Poll({"broken-running", "broken-idle"});
+  ASSERT_EQ(poll.entries.size(), 2u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kInvalidSettings);
+  EXPECT_EQ(poll.entries[1].readiness, Readiness::kInvalidSettings);
+  EXPECT_FALSE(poll.entries[1].settings_error.empty());
+
+  const Status cancel = store_->Cancel("broken-running", TimeZone::Utc());
+  EXPECT_EQ(cancel.code(), StatusCode::kInvalidArgument) << cancel.ToString();
+  EXPECT_EQ(Row("broken-running"), broken_running);
+
+  const Status idle_cancel = store_->Cancel("broken-idle", TimeZone::Utc());
+  EXPECT_EQ(idle_cancel.code(), StatusCode::kConflict) << idle_cancel.ToString();
+  EXPECT_EQ(idle_cancel.message(), "Task broken-idle is not running");
+
+  Result<std::vector<TaskRow>> states = store_->States();
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  EXPECT_EQ(states->size(), 2u);
+}
+
+// --- Notifications ----------------------------------------------------------------------------
+
+// Collects events delivered to a listener. Thread-safe.
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<StoreEvent> events;
+
+  void Add(const StoreEvent& event) {
+    {
+      std::lock_guard lock(mu);
+      events.push_back(event);
+    }
+    changed.notify_all();
+  }
+
+  // Waits (bounded, in real time) until an event of `kind` for `task_id` has arrived.
+  bool WaitFor(StoreEvent::Kind kind, const std::string& task_id) {
+    std::unique_lock lock(mu);
+    return changed.wait_for(lock, seconds(10), [&] {
+      return std::any_of(events.begin(), events.end(), [&](const StoreEvent& event) {
+        return event.kind == kind && event.task_id == task_id;
+      });
+    });
+  }
+
+  std::size_t size() {
+    std::lock_guard lock(mu);
+    return events.size();
+  }
+};
+
+TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
+  if (!fixture_->supports_notifications()) {
+    GTEST_SKIP() << "this store does not deliver notifications";
+  }
+  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
+  auto inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription =
+      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
+  ASSERT_NE(subscription, nullptr);
+  using Kind = StoreEvent::Kind;
+  const TaskSchedule schedule = Schedule("PT10M");
+
+  Upsert("note", schedule);
+  EXPECT_TRUE(inbox->WaitFor(Kind::kUpsert, "note"));
+  ASSERT_TRUE(Claim("note", "t1"));
+  ASSERT_TRUE(Release("note", "t1", schedule));
+  EXPECT_TRUE(inbox->WaitFor(Kind::kRelease, "note"));
+  ASSERT_TRUE(store_->Trigger("note").ok());
+  EXPECT_TRUE(inbox->WaitFor(Kind::kTrigger, "note"));
+  ASSERT_TRUE(Claim("note", "t2"));
+  ASSERT_TRUE(store_->Cancel("note", TimeZone::Utc()).ok());
+  EXPECT_TRUE(inbox->WaitFor(Kind::kCancel, "note"));
+
+  const WallTime base = WholeSeconds(Now());
+  TaskRow expired = RawRow("note-expired", schedule.settings.ToJson());
+  expired.next_run_start_at = base - minutes(1);
+  expired.current_run_ticket = "lost";
+  expired.current_run_started_at = base - minutes(1);
+  expired.current_run_expires_at = base - seconds(1);
+  fixture_->PutRawRow(expired);
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(inbox->WaitFor(Kind::kSweep, "note-expired"));
+
+  ASSERT_TRUE(store_->Delete("note").ok());
+  EXPECT_TRUE(inbox->WaitFor(Kind::kDelete, "note"));
+
+  // After the subscription is gone, nothing more is delivered.
+  subscription.reset();
+  const std::size_t delivered = inbox->size();
+  ASSERT_TRUE(store_->Trigger("note-expired").ok());
+  Upsert("note-after", schedule);
+  EXPECT_EQ(inbox->size(), delivered);
+}
+
+// --- Mutual exclusion -------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, ExactlyOneOfEightHostsWinsEachClaimRace) {
+  constexpr int kHosts = 8;
+  const int rounds = fixture_->claim_race_rounds();
+  const TaskSchedule schedule = Schedule("PT0S");
+  std::vector<std::unique_ptr<TaskStore>> hosts;
+  for (int i = 0; i < kHosts; ++i) {
+    hosts.push_back(fixture_->OpenStore());
+    ASSERT_NE(hosts.back(), nullptr);
+  }
+  ASSERT_TRUE(Upsert("race", schedule).has_value());
+
+  enum Outcome : int { kLost = 0, kWon = 1, kFailed = 2 };
+  std::array<std::atomic<int>, kHosts> outcomes{};
+  std::barrier sync(kHosts + 1);
+  std::vector<std::jthread> threads;
+  threads.reserve(kHosts);
+  for (int h = 0; h < kHosts; ++h) {
+    threads.emplace_back([&, h] {
+      for (int round = 0; round < rounds; ++round) {
+        sync.arrive_and_wait();
+        const std::string ticket = "r" + std::to_string(round) + "-h" + std::to_string(h);
+        Result<ClaimResult> claim =
+            hosts[static_cast<std::size_t>(h)]->Claim("race", ticket, minutes(1), minutes(1));
+        outcomes[static_cast<std::size_t>(h)] =
+            !claim.ok() ? kFailed : (claim->claimed ? kWon : kLost);
+        sync.arrive_and_wait();
+      }
+    });
+  }
+
+  int bad_rounds = 0;
+  int failed_claims = 0;
+  int failed_releases = 0;
+  std::string first_bad;
+  for (int round = 0; round < rounds; ++round) {
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();
+    int winners = 0;
+    int winner = -1;
+    for (int h = 0; h < kHosts; ++h) {
+      const int outcome = outcomes[static_cast<std::size_t>(h)];
+      if (outcome == kWon) {
+        ++winners;
+        winner = h;
+      } else if (outcome == kFailed) {
+        ++failed_claims;
+      }
+    }
+    if (winners != 1) {
+      if (bad_rounds++ == 0) {
+        first_bad = "round " + std::to_string(round) + " had " + std::to_string(winners) + " winners";
+      }
+    }
+    if (winner >= 0) {
+      const std::string ticket = "r" + std::to_string(round) + "-h" + std::to_string(winner);
+      Result<bool> released = store_->Release("race", ticket, schedule, std::nullopt);
+      if (!released.ok() || !*released) ++failed_releases;
+    }
+  }
+  threads.clear();
+  EXPECT_EQ(bad_rounds, 0) << first_bad << " (of " << rounds << " rounds)";
+  EXPECT_EQ(failed_claims, 0);
+  EXPECT_EQ(failed_releases, 0);
+}
+
+}  // namespace
+}  // namespace stagehand::contract
