@@ -1,1 +1,415 @@
-// placeholder
+#include "stagehand/store/sqlite_task_store.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "stagehand/model/task_state.h"
+#include "store/next_run.h"
+#include "store/sqlite/sqlite_database.h"
+#include "store/sqlite/sqlite_migrations.h"
+#include "store/sqlite/sqlite_sql.h"
+#include "store/sqlite/sqlite_time.h"
+
+namespace stagehand {
+
+namespace {
+
+using store_internal::DatabaseClock;
+using store_internal::NextRunPlan;
+using store_internal::SqliteDatabase;
+using store_internal::SqliteStatement;
+using store_internal::SqliteTransaction;
+namespace sql = store_internal::sqlite_sql;
+
+// Returns `ids` as a JSON array of strings for json_each(). Bytes other than quotes, backslashes
+// and control characters pass through unchanged; SQLite's JSON reader returns them as they were.
+std::string JsonArray(std::span<const std::string> ids) {
+  std::string json = "[";
+  for (const std::string& id : ids) {
+    if (json.size() > 1) json += ',';
+    json += '"';
+    for (const char c : id) {
+      if (c == '"' || c == '\\') {
+        json += '\\';
+        json += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        json += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+      } else {
+        json += c;
+      }
+    }
+    json += '"';
+  }
+  json += ']';
+  return json;
+}
+
+std::string DurationModifier(std::chrono::milliseconds duration) {
+  return store_internal::SecondsModifier(std::chrono::duration<double>(duration).count());
+}
+
+void BindPlan(SqliteStatement& stmt, int param, const NextRunPlan& plan) {
+  switch (plan.kind) {
+    case NextRunPlan::Kind::kNowPlus:
+    case NextRunPlan::Kind::kScheduledPlusCadence:
+      stmt.Bind(param, store_internal::SecondsModifier(plan.seconds));
+      break;
+    case NextRunPlan::Kind::kInstant:
+      stmt.Bind(param, store_internal::FormatSqliteTime(plan.instant));
+      break;
+    case NextRunPlan::Kind::kNull:
+    case NextRunPlan::Kind::kNow:
+      break;
+  }
+}
+
+// The SQLite TaskStore: one connection, serialised by a mutex. Thread-safe.
+class SqliteTaskStore final : public TaskStore {
+ public:
+  SqliteTaskStore(std::string plugin_id, std::unique_ptr<SqliteDatabase> db, const Clock& clock)
+      : plugin_id_(std::move(plugin_id)), clock_(clock), db_clock_(clock), db_(std::move(db)) {}
+
+  const std::string& plugin_id() const override { return plugin_id_; }
+
+  Status Migrate() override {
+    std::lock_guard lock(mu_);
+    return store_internal::MigrateSqlite(*db_, clock_);
+  }
+
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
+    STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+    const WallTime db_now = db_clock_.Now();
+    Result<NextRunPlan> start = store_internal::PlanInsertStart(schedule, db_now);
+    if (!start.ok()) return start.status();
+    Result<NextRunPlan> reregister = store_internal::PlanReregisterStart(schedule, db_now);
+    if (!reregister.ok()) return reregister.status();
+    std::lock_guard lock(mu_);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::Upsert(start->kind, reregister->kind));
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id).Bind(2, schedule.settings.ToJson());
+    BindPlan(*stmt, 3, *start);
+    BindPlan(*stmt, 4, *reregister);
+    const WallTime sent = clock_.Now();
+    Result<bool> row = stmt->Step("registering a task");
+    if (!row.ok()) return row.status();
+    STAGEHAND_CHECK(*row);
+    Result<std::optional<WallTime>> next = ReadTime(*stmt, 0, id, "next_run_start_at");
+    if (!next.ok()) return next.status();
+    Result<WallTime> now = ObserveNow(*stmt, 1, sent);
+    if (!now.ok()) return now.status();
+    return UpsertResult{*next, *now};
+  }
+
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
+    std::lock_guard lock(mu_);
+    PollResult result;
+    SqliteTransaction transaction(*db_);
+    if (sweep_expired) {
+      STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+      Result<std::vector<std::string>> swept = SweepLocked();
+      if (!swept.ok()) return swept.status();
+      result.swept_ids = std::move(*swept);
+    }
+    std::optional<WallTime> now;
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kPoll);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, JsonArray(ids));
+      const WallTime sent = clock_.Now();
+      while (true) {
+        Result<bool> row = stmt->Step("polling tasks");
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        if (!now) {
+          Result<WallTime> observed = ObserveNow(*stmt, 7, sent);
+          if (!observed.ok()) return observed.status();
+          now = *observed;
+        }
+        Result<PollEntry> entry = ReadPollEntry(*stmt);
+        if (!entry.ok()) return entry.status();
+        result.entries.push_back(std::move(*entry));
+      }
+    }
+    if (!now) {
+      Result<WallTime> observed = NowLocked();
+      if (!observed.ok()) return observed.status();
+      now = *observed;
+    }
+    result.db_now = *now;
+    if (sweep_expired) STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    for (const PollEntry& entry : result.entries) {
+      const bool scheduled = entry.readiness == Readiness::kReady ||
+                             entry.readiness == Readiness::kNotReady;
+      if (!scheduled || entry.running || !entry.next_run_start_at) continue;
+      if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
+        result.earliest_next = entry.next_run_start_at;
+      }
+    }
+    return result;
+  }
+
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override {
+    std::lock_guard lock(mu_);
+    ClaimResult result;
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kClaim);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(std::min(timeout, lease)));
+      const WallTime sent = clock_.Now();
+      Result<bool> row = stmt->Step("claiming a task");
+      if (!row.ok()) return row.status();
+      if (*row) {
+        Result<WallTime> started = ObserveNow(*stmt, 0, sent);
+        if (!started.ok()) return started.status();
+        Result<std::optional<WallTime>> expires =
+            ReadTime(*stmt, 1, id, "current_run_expires_at");
+        if (!expires.ok()) return expires.status();
+        result.claimed = true;
+        result.db_now = *started;
+        result.expires_at = *expires;
+        STAGEHAND_RETURN_IF_ERROR(stmt->Run("claiming a task"));
+        return result;
+      }
+    }
+    Result<WallTime> now = NowLocked();
+    if (!now.ok()) return now.status();
+    result.db_now = *now;
+    return result;
+  }
+
+  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
+                          std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds lease) override {
+    std::lock_guard lock(mu_);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kRenewLease);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(timeout)).Bind(4,
+                                                                            DurationModifier(lease));
+    STAGEHAND_RETURN_IF_ERROR(stmt->Run("renewing a lease"));
+    return db_->Changes() == 1;
+  }
+
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override {
+    Result<NextRunPlan> next = store_internal::PlanReleaseNext(schedule, db_clock_.Now());
+    if (!next.ok()) return next.status();
+    std::lock_guard lock(mu_);
+    return ReleaseLocked(id, ticket, *next, error_json);
+  }
+
+  Status Trigger(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kTrigger);
+      if (!stmt.ok()) return stmt.status();
+      STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("triggering a task"));
+      if (db_->Changes() == 1) return Status::Ok();
+    }
+    Result<SqliteStatement> exists = db_->Prepare(sql::kTaskExists);
+    if (!exists.ok()) return exists.status();
+    Result<bool> row = exists->Bind(1, id).Step("triggering a task");
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
+    return ConflictError(fmt::format("Task {} is currently running", id));
+  }
+
+  Status Cancel(const std::string& id, const TimeZone& zone) override {
+    std::lock_guard lock(mu_);
+    std::string settings_json;
+    std::string ticket;
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kReadForCancel);
+      if (!stmt.ok()) return stmt.status();
+      Result<bool> row = stmt->Bind(1, id).Step("cancelling a task");
+      if (!row.ok()) return row.status();
+      if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
+      settings_json = stmt->Text(0);
+      ticket = stmt->OptionalText(1).value_or("");
+    }
+    if (ticket.empty()) return ConflictError(fmt::format("Task {} is not running", id));
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(settings_json);
+    if (!settings.ok()) {
+      return db_->Error(StatusCode::kInvalidArgument,
+                        fmt::format("task '{}' has unparsable settings: {}", id,
+                                    settings.status().message()));
+    }
+    Result<NextRunPlan> next =
+        store_internal::PlanReleaseNext(TaskSchedule{*settings, zone}, db_clock_.Now());
+    if (!next.ok()) return next.status();
+    Result<bool> released = ReleaseLocked(id, ticket, *next, ErrorJson("Task was cancelled"));
+    if (!released.ok()) return released.status();
+    if (!*released) return ConflictError(fmt::format("Task {} is not running", id));
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> SweepExpired() override {
+    std::lock_guard lock(mu_);
+    return SweepLocked();
+  }
+
+  Result<std::vector<TaskRow>> States() override {
+    std::lock_guard lock(mu_);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kStates);
+    if (!stmt.ok()) return stmt.status();
+    std::vector<TaskRow> rows;
+    while (true) {
+      Result<bool> row = stmt->Step("listing tasks");
+      if (!row.ok()) return row.status();
+      if (!*row) return rows;
+      TaskRow task;
+      task.id = stmt->Text(0);
+      task.settings_json = stmt->Text(1);
+      task.current_run_ticket = stmt->OptionalText(3);
+      task.last_run_error_json = stmt->OptionalText(6);
+      const std::pair<int, std::optional<WallTime>*> times[] = {
+          {2, &task.next_run_start_at},
+          {4, &task.current_run_started_at},
+          {5, &task.current_run_expires_at},
+          {7, &task.last_run_ended_at},
+      };
+      static constexpr std::string_view kNames[] = {
+          "", "", "next_run_start_at", "", "current_run_started_at", "current_run_expires_at",
+          "", "last_run_ended_at"};
+      for (const auto& [column, field] : times) {
+        Result<std::optional<WallTime>> time =
+            ReadTime(*stmt, column, task.id, kNames[column]);
+        if (!time.ok()) return time.status();
+        *field = *time;
+      }
+      rows.push_back(std::move(task));
+    }
+  }
+
+  Status Delete(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kDelete);
+    if (!stmt.ok()) return stmt.status();
+    return stmt->Bind(1, id).Run("deleting a task");
+  }
+
+  Result<WallTime> DatabaseNow() override {
+    std::lock_guard lock(mu_);
+    return NowLocked();
+  }
+
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)>) override {
+    return nullptr;
+  }
+
+ private:
+  // Reads a timestamp column: NULL, our or Backstage's text, or integer epoch milliseconds.
+  Result<std::optional<WallTime>> ReadTime(const SqliteStatement& stmt, int column,
+                                           std::string_view id, std::string_view name) const {
+    if (stmt.IsNull(column)) return std::optional<WallTime>();
+    if (stmt.IsInteger(column)) {
+      return std::optional<WallTime>(store_internal::FromEpochMilliseconds(stmt.Int(column)));
+    }
+    Result<WallTime> time = store_internal::ParseSqliteTime(stmt.Text(column));
+    if (!time.ok()) {
+      return db_->Error(StatusCode::kFailedPrecondition,
+                        fmt::format("task '{}': {}: {}", id, name, time.status().message()));
+    }
+    return std::optional<WallTime>(*time);
+  }
+
+  // Reads the database's now from `column` and feeds the clock estimate.
+  Result<WallTime> ObserveNow(const SqliteStatement& stmt, int column, WallTime sent) {
+    const WallTime received = clock_.Now();
+    Result<WallTime> now = store_internal::ParseSqliteTime(stmt.Text(column));
+    if (!now.ok()) return db_->Error(StatusCode::kInternal, now.status().message());
+    db_clock_.Observe(sent, received, *now);
+    return *now;
+  }
+
+  Result<WallTime> NowLocked() {
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kDatabaseNow);
+    if (!stmt.ok()) return stmt.status();
+    const WallTime sent = clock_.Now();
+    Result<bool> row = stmt->Step("reading the database clock");
+    if (!row.ok()) return row.status();
+    STAGEHAND_CHECK(*row);
+    return ObserveNow(*stmt, 0, sent);
+  }
+
+  Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt) const {
+    PollEntry entry;
+    entry.id = stmt.Text(0);
+    if (stmt.Int(1) == 0) {
+      entry.readiness = Readiness::kMissing;
+      return entry;
+    }
+    Result<std::optional<WallTime>> next = ReadTime(stmt, 3, entry.id, "next_run_start_at");
+    if (!next.ok()) return next.status();
+    Result<std::optional<WallTime>> expires =
+        ReadTime(stmt, 5, entry.id, "current_run_expires_at");
+    if (!expires.ok()) return expires.status();
+    entry.next_run_start_at = *next;
+    entry.current_run_expires_at = *expires;
+    entry.running = !stmt.IsNull(4);
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(stmt.Text(2));
+    if (!settings.ok()) {
+      entry.readiness = Readiness::kInvalidSettings;
+      entry.settings_error = settings.status().message();
+      return entry;
+    }
+    entry.settings = std::move(*settings);
+    entry.readiness = stmt.Int(6) != 0 ? Readiness::kReady : Readiness::kNotReady;
+    return entry;
+  }
+
+  Result<std::vector<std::string>> SweepLocked() {
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kSweepExpired);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, ErrorJson("Task timed out"));
+    std::vector<std::string> ids;
+    while (true) {
+      Result<bool> row = stmt->Step("resetting expired runs");
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      ids.push_back(stmt->Text(0));
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  Result<bool> ReleaseLocked(const std::string& id, const std::string& ticket,
+                             const NextRunPlan& next,
+                             const std::optional<std::string>& error_json) {
+    Result<SqliteStatement> stmt = db_->Prepare(sql::Release(next.kind));
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id).Bind(2, ticket).BindOptional(3, error_json);
+    BindPlan(*stmt, 4, next);
+    STAGEHAND_RETURN_IF_ERROR(stmt->Run("releasing a task"));
+    return db_->Changes() == 1;
+  }
+
+  const std::string plugin_id_;
+  const Clock& clock_;
+  DatabaseClock db_clock_;
+  std::mutex mu_;
+  std::unique_ptr<SqliteDatabase> db_;  // guarded by mu_
+};
+
+}  // namespace
+
+std::string SqlitePluginDatabasePath(const std::string& directory, const std::string& plugin_id) {
+  return (std::filesystem::path(directory) / (plugin_id + ".sqlite")).string();
+}
+
+Result<std::unique_ptr<TaskStore>> OpenSqliteTaskStore(const std::string& plugin_id,
+                                                       const SqliteStoreOptions& options,
+                                                       const Clock& clock) {
+  Result<std::unique_ptr<SqliteDatabase>> db =
+      SqliteDatabase::Open(plugin_id, options.path, options.busy_timeout);
+  if (!db.ok()) return db.status();
+  return std::unique_ptr<TaskStore>(new SqliteTaskStore(plugin_id, std::move(*db), clock));
+}
+
+}  // namespace stagehand

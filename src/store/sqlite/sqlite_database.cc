@@ -1,0 +1,193 @@
+#include "store/sqlite/sqlite_database.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+namespace stagehand::store_internal {
+
+namespace {
+
+StatusCode CodeFor(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_ERROR:       // e.g. "no such table": the schema is not what we expect
+    case SQLITE_SCHEMA:
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+      return StatusCode::kFailedPrecondition;
+    case SQLITE_MISUSE:
+    case SQLITE_RANGE:
+      return StatusCode::kInternal;
+    default:  // BUSY, LOCKED, IOERR, CANTOPEN, FULL, READONLY, CORRUPT, NOTADB, NOMEM, ...
+      return StatusCode::kUnavailable;
+  }
+}
+
+bool IsFilePath(const std::string& path) {
+  return !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
+}
+
+}  // namespace
+
+SqliteStatement::~SqliteStatement() {
+  if (stmt_ == nullptr) return;
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+SqliteStatement& SqliteStatement::Bind(int index, std::string_view text) {
+  const int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                                     SQLITE_UTF8);
+  STAGEHAND_CHECK(rc == SQLITE_OK);
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::Bind(int index, std::int64_t value) {
+  const int rc = sqlite3_bind_int64(stmt_, index, value);
+  STAGEHAND_CHECK(rc == SQLITE_OK);
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::BindOptional(int index,
+                                               const std::optional<std::string>& text) {
+  return text ? Bind(index, std::string_view(*text)) : BindNull(index);
+}
+
+SqliteStatement& SqliteStatement::BindNull(int index) {
+  const int rc = sqlite3_bind_null(stmt_, index);
+  STAGEHAND_CHECK(rc == SQLITE_OK);
+  return *this;
+}
+
+Result<bool> SqliteStatement::Step(std::string_view what) {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return db_->Error(rc, what);
+}
+
+Status SqliteStatement::Run(std::string_view what) {
+  while (true) {
+    Result<bool> row = Step(what);
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+  }
+}
+
+bool SqliteStatement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+std::string SqliteStatement::Text(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) return {};
+  const int size = sqlite3_column_bytes(stmt_, column);
+  return std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(size));
+}
+
+std::optional<std::string> SqliteStatement::OptionalText(int column) const {
+  if (IsNull(column)) return std::nullopt;
+  return Text(column);
+}
+
+std::int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+bool SqliteStatement::IsInteger(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_INTEGER;
+}
+
+Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& plugin_id,
+                                                             const std::string& path,
+                                                             std::chrono::milliseconds busy_timeout) {
+  const auto fail = [&](std::string_view reason) {
+    return UnavailableError(
+        fmt::format("plugin '{}': cannot open SQLite database '{}': {}", plugin_id, path, reason));
+  };
+  if (IsFilePath(path)) {
+    const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!directory.empty() && !std::filesystem::is_directory(directory, ec)) {
+      std::filesystem::create_directories(directory, ec);
+      if (ec) {
+        return fail(fmt::format("cannot create directory '{}': {}", directory.string(),
+                                ec.message()));
+      }
+    }
+  }
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                                     SQLITE_OPEN_URI,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string reason = raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    sqlite3_close(raw);
+    return fail(reason);
+  }
+  std::unique_ptr<SqliteDatabase> db(new SqliteDatabase(raw, plugin_id, path));
+  sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout.count()));
+  // Switching to WAL reads the file, so a missing directory, a file that is not a database or an
+  // unwritable location is reported here rather than at the first statement.
+  if (IsFilePath(path)) {
+    if (Status status = db->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"); !status.ok()) {
+      return fail(sqlite3_errmsg(raw));
+    }
+  }
+  if (sqlite3_db_readonly(raw, "main") == 1) return fail("the database is read-only");
+  return db;
+}
+
+SqliteDatabase::~SqliteDatabase() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Result<SqliteStatement> SqliteDatabase::Prepare(std::string_view sql) {
+  auto it = statements_.find(std::string(sql));
+  if (it == statements_.end()) {
+    sqlite3_stmt* stmt = nullptr;
+    const int rc =
+        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                           &stmt, nullptr);
+    if (rc != SQLITE_OK) return Error(rc, "preparing a statement");
+    it = statements_.emplace(std::string(sql), stmt).first;
+  }
+  return SqliteStatement(*this, it->second);
+}
+
+Status SqliteDatabase::Exec(std::string_view sql) {
+  const int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return Error(rc, sql);
+  return Status::Ok();
+}
+
+int SqliteDatabase::Changes() const { return sqlite3_changes(db_); }
+
+Status SqliteDatabase::Error(int rc, std::string_view what) const {
+  return Error(CodeFor(rc), fmt::format("{}: {}", what, sqlite3_errmsg(db_)));
+}
+
+Status SqliteDatabase::Error(StatusCode code, std::string_view message) const {
+  return Status(code,
+                fmt::format("plugin '{}': SQLite database '{}': {}", plugin_id_, path_, message));
+}
+
+SqliteTransaction::~SqliteTransaction() {
+  if (open_) (void)db_.Exec("ROLLBACK");
+}
+
+Status SqliteTransaction::Begin() {
+  STAGEHAND_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+  open_ = true;
+  return Status::Ok();
+}
+
+Status SqliteTransaction::Commit() {
+  STAGEHAND_RETURN_IF_ERROR(db_.Exec("COMMIT"));
+  open_ = false;
+  return Status::Ok();
+}
+
+}  // namespace stagehand::store_internal

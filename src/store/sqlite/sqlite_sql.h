@@ -1,0 +1,153 @@
+// Every SQL statement of the SQLite task store, in one place. Statements are fixed text with bound
+// parameters; the only composed statements (Upsert, Release) splice in fixed fragments chosen by the
+// kind of next-run plan. Timestamps are UTC text, compared as strings as Backstage does; our writes
+// carry milliseconds: strftime('%Y-%m-%d %H:%M:%f', ...).
+#pragma once
+
+#include <array>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "store/next_run.h"
+
+namespace stagehand::store_internal::sqlite_sql {
+
+// ---- knex bookkeeping (Backstage §3.2), byte-for-byte what knex creates on SQLite ----
+
+inline constexpr std::string_view kTableExists =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1";
+
+inline constexpr std::string_view kMigrationsTable = "backstage_backend_tasks__knex_migrations";
+inline constexpr std::string_view kLockTable = "backstage_backend_tasks__knex_migrations_lock";
+
+inline constexpr std::string_view kCreateMigrationsTable =
+    "create table `backstage_backend_tasks__knex_migrations` (`id` integer not null primary key "
+    "autoincrement, `name` varchar(255), `batch` integer, `migration_time` datetime)";
+inline constexpr std::string_view kCreateLockTable =
+    "create table `backstage_backend_tasks__knex_migrations_lock` (`index` integer not null "
+    "primary key autoincrement, `is_locked` integer)";
+inline constexpr std::string_view kCountLockRows =
+    "SELECT count(*) FROM backstage_backend_tasks__knex_migrations_lock";
+inline constexpr std::string_view kInsertLockRow =
+    "insert into `backstage_backend_tasks__knex_migrations_lock` (`is_locked`) values (0)";
+inline constexpr std::string_view kIsLocked =
+    "SELECT is_locked FROM backstage_backend_tasks__knex_migrations_lock ORDER BY `index` LIMIT 1";
+inline constexpr std::string_view kTakeLock =
+    "UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0";
+inline constexpr std::string_view kFreeLock =
+    "UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0";
+inline constexpr std::string_view kCompletedMigrations =
+    "SELECT name FROM backstage_backend_tasks__knex_migrations ORDER BY id";
+inline constexpr std::string_view kLatestBatch =
+    "SELECT coalesce(max(batch), 0) FROM backstage_backend_tasks__knex_migrations";
+// migration_time is bound as integer epoch milliseconds, as the JavaScript driver stores a Date.
+inline constexpr std::string_view kRecordMigration =
+    "insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, `migration_time`) "
+    "values (?1, ?2, ?3)";
+
+// One of Backstage's scheduler migrations: its file name and the statements knex runs for it.
+struct Migration {
+  std::string_view name;
+  std::span<const std::string_view> statements;
+};
+
+inline constexpr std::array<std::string_view, 1> kInitStatements = {
+    "create table `backstage_backend_tasks__tasks` (`id` varchar(255) not null, `settings_json` "
+    "text not null, `next_run_start_at` datetime not null, `current_run_ticket` text null, "
+    "`current_run_started_at` datetime null, `current_run_expires_at` datetime null, primary key "
+    "(`id`))",
+};
+
+// knex alters a SQLite column by rebuilding the table; the rename leaves the table name
+// double-quoted in sqlite_master, as in a Backstage-migrated database.
+inline constexpr std::array<std::string_view, 4> kNullableNextRunStatements = {
+    "CREATE TABLE `_knex_temp_alter111` (`id` varchar(255) NOT NULL, `settings_json` text NOT "
+    "NULL, `next_run_start_at` datetime, `current_run_ticket` text NULL, `current_run_started_at` "
+    "datetime NULL, `current_run_expires_at` datetime NULL, PRIMARY KEY (`id`))",
+    "INSERT INTO `_knex_temp_alter111` (`id`, `settings_json`, `next_run_start_at`, "
+    "`current_run_ticket`, `current_run_started_at`, `current_run_expires_at`) SELECT `id`, "
+    "`settings_json`, `next_run_start_at`, `current_run_ticket`, `current_run_started_at`, "
+    "`current_run_expires_at` FROM `backstage_backend_tasks__tasks`",
+    "DROP TABLE \"backstage_backend_tasks__tasks\"",
+    "ALTER TABLE \"_knex_temp_alter111\" RENAME TO \"backstage_backend_tasks__tasks\"",
+};
+
+inline constexpr std::array<std::string_view, 2> kLastRunStatements = {
+    "alter table `backstage_backend_tasks__tasks` add column `last_run_error_json` text null",
+    "alter table `backstage_backend_tasks__tasks` add column `last_run_ended_at` datetime null",
+};
+
+// In the order knex applies them (lexical file order).
+inline constexpr std::array<Migration, 3> kMigrations = {{
+    {"20210928160613_init.js", kInitStatements},
+    {"20240712211735_nullable_next_run.js", kNullableNextRunStatements},
+    {"20250411000000_last_run.js", kLastRunStatements},
+}};
+
+// ---- task operations ----
+
+inline constexpr std::string_view kDatabaseNow = "SELECT strftime('%Y-%m-%d %H:%M:%f','now')";
+
+// ?1 JSON array of ids. One row per requested id, in request order; a missing row has NULLs.
+// Columns: requested id, row exists, settings_json, next_run_start_at, current_run_ticket,
+// current_run_expires_at, ready, now.
+inline constexpr std::string_view kPoll =
+    "WITH clock(now) AS MATERIALIZED (SELECT strftime('%Y-%m-%d %H:%M:%f','now')) "
+    "SELECT ids.value, t.id IS NOT NULL, t.settings_json, t.next_run_start_at, "
+    "t.current_run_ticket, t.current_run_expires_at, "
+    "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now "
+    "FROM json_each(?1) AS ids CROSS JOIN clock "
+    "LEFT JOIN backstage_backend_tasks__tasks AS t ON t.id = ids.value "
+    "ORDER BY ids.key";
+
+// ?1 error JSON. Returns the reset ids.
+inline constexpr std::string_view kSweepExpired =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
+    "current_run_started_at = NULL, current_run_expires_at = NULL, "
+    "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), last_run_error_json = ?1 "
+    "WHERE current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now') RETURNING id";
+
+// ?1 id, ?2 ticket, ?3 modifier for the expiry (now + min(timeout, lease)).
+inline constexpr std::string_view kClaim =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?2, "
+    "current_run_started_at = strftime('%Y-%m-%d %H:%M:%f','now'), "
+    "current_run_expires_at = strftime('%Y-%m-%d %H:%M:%f','now',?3) "
+    "WHERE id = ?1 AND current_run_ticket IS NULL "
+    "AND next_run_start_at <= strftime('%Y-%m-%d %H:%M:%f','now') "
+    "RETURNING current_run_started_at, current_run_expires_at";
+
+// ?1 id, ?2 ticket, ?3 modifier for the timeout, ?4 modifier for the lease.
+inline constexpr std::string_view kRenewLease =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_expires_at = min("
+    "coalesce(strftime('%Y-%m-%d %H:%M:%f',current_run_started_at,?3), "
+    "strftime('%Y-%m-%d %H:%M:%f','now',?4)), strftime('%Y-%m-%d %H:%M:%f','now',?4)) "
+    "WHERE id = ?1 AND current_run_ticket = ?2";
+
+// ?1 id.
+inline constexpr std::string_view kTrigger =
+    "UPDATE backstage_backend_tasks__tasks "
+    "SET next_run_start_at = strftime('%Y-%m-%d %H:%M:%f','now') "
+    "WHERE id = ?1 AND current_run_ticket IS NULL";
+inline constexpr std::string_view kTaskExists =
+    "SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = ?1";
+inline constexpr std::string_view kReadForCancel =
+    "SELECT settings_json, current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
+
+inline constexpr std::string_view kStates =
+    "SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at, "
+    "current_run_expires_at, last_run_error_json, last_run_ended_at "
+    "FROM backstage_backend_tasks__tasks ORDER BY id";
+
+inline constexpr std::string_view kDelete =
+    "DELETE FROM backstage_backend_tasks__tasks WHERE id = ?1";
+
+// Registration (Backstage §4.3): ?1 id, ?2 settings JSON, ?3 the insert start's parameter, ?4 the
+// re-registration start's parameter. Returns next_run_start_at and now.
+std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister);
+
+// End of a run or a cancel (§4.6, §4.9): ?1 id, ?2 ticket, ?3 error JSON or NULL, ?4 the plan's
+// parameter.
+std::string Release(NextRunPlan::Kind next);
+
+}  // namespace stagehand::store_internal::sqlite_sql
