@@ -1,9 +1,9 @@
 // Costs of the duration conversions on the registration path: formatting settings_json values
 // and parsing config duration strings.
+#include <benchmark/benchmark.h>
+
 #include <string>
 #include <string_view>
-
-#include <benchmark/benchmark.h>
 
 #include "stagehand/time/duration.h"
 

@@ -3,7 +3,6 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <system_error>
@@ -36,7 +35,7 @@ constexpr double kSecondMs = 1000.0;
 constexpr double kMsPackageYearMs = 365.25 * kDayMs;
 
 // Returns the shortest decimal text that reads back as `value`, laid out as JavaScript's
-// Number#toString does: plain decimal for 1e-7 <= |x| < 1e21, exponent form ("1e+21",
+// Number#toString does: plain decimal for 1e-6 <= |x| < 1e21, exponent form ("1e+21",
 // "1.5e-7") otherwise.
 std::string FormatJsNumber(double value) {
   if (std::isnan(value)) return "NaN";
@@ -49,8 +48,8 @@ std::string FormatJsNumber(double value) {
     value = -value;
   }
   std::array<char, 64> buf{};
-  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), value,
-                                 std::chars_format::scientific);
+  auto [end, ec] =
+      std::to_chars(buf.data(), buf.data() + buf.size(), value, std::chars_format::scientific);
   STAGEHAND_CHECK(ec == std::errc());
   std::string_view sci(buf.data(), static_cast<std::size_t>(end - buf.data()));
   std::size_t e_pos = sci.find('e');
@@ -133,9 +132,9 @@ enum IsoGroup { kYears, kMonths, kWeeks, kDays, kHours, kMinutes, kSeconds, kFra
 
 // One `-?\d{1,20}([.,]-?\d{1,20})?` token followed by a designator letter.
 struct IsoToken {
-  std::string_view number;  // Sign, integer digits and, for '.' fractions, the fraction.
+  std::string_view number;   // Sign, integer digits and, for '.' fractions, the fraction.
   std::string_view integer;  // Sign and integer digits.
-  char separator = 0;  // '.', ',' or 0.
+  char separator = 0;        // '.', ',' or 0.
   bool fraction_signed = false;
   std::string_view fraction;  // Fraction digits with their sign, if any.
   char designator = 0;
@@ -291,23 +290,22 @@ char AsciiLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 
 // unknown unit. `unit` is already lower-case.
 std::optional<double> MsUnitLength(std::string_view unit) {
   struct Unit {
-    std::string_view name;
     double ms;
+    std::array<std::string_view, 5> names;  // Unused slots are empty.
   };
-  static constexpr std::array<Unit, 31> kUnits = {{
-      {"milliseconds", 1}, {"millisecond", 1}, {"msecs", 1}, {"msec", 1}, {"ms", 1},
-      {"seconds", kSecondMs}, {"second", kSecondMs}, {"secs", kSecondMs}, {"sec", kSecondMs},
-      {"s", kSecondMs},
-      {"minutes", kMinuteMs}, {"minute", kMinuteMs}, {"mins", kMinuteMs}, {"min", kMinuteMs},
-      {"m", kMinuteMs},
-      {"hours", kHourMs}, {"hour", kHourMs}, {"hrs", kHourMs}, {"hr", kHourMs}, {"h", kHourMs},
-      {"days", kDayMs}, {"day", kDayMs}, {"d", kDayMs},
-      {"weeks", kWeekMs}, {"week", kWeekMs}, {"w", kWeekMs},
-      {"years", kMsPackageYearMs}, {"year", kMsPackageYearMs}, {"yrs", kMsPackageYearMs},
-      {"yr", kMsPackageYearMs}, {"y", kMsPackageYearMs},
+  static constexpr std::array<Unit, 7> kUnits = {{
+      {1, {"milliseconds", "millisecond", "msecs", "msec", "ms"}},
+      {kSecondMs, {"seconds", "second", "secs", "sec", "s"}},
+      {kMinuteMs, {"minutes", "minute", "mins", "min", "m"}},
+      {kHourMs, {"hours", "hour", "hrs", "hr", "h"}},
+      {kDayMs, {"days", "day", "d"}},
+      {kWeekMs, {"weeks", "week", "w"}},
+      {kMsPackageYearMs, {"years", "year", "yrs", "yr", "y"}},
   }};
   for (const Unit& u : kUnits) {
-    if (u.name == unit) return u.ms;
+    for (std::string_view name : u.names) {
+      if (!name.empty() && name == unit) return u.ms;
+    }
   }
   return std::nullopt;
 }
@@ -389,7 +387,12 @@ std::size_t JsWhitespaceAt(std::string_view text, std::size_t pos) {
   };
   const unsigned b0 = byte(0);
   switch (b0) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
       return 1;
     case 0xC2:
       return byte(1) == 0xA0 ? 2 : 0;  // U+00A0

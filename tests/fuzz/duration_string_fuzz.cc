@@ -63,8 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Require(!trimmed.empty());
   if (trimmed.front() != 'P') {
     Require(stagehand::ToMillisecondsCasual(d) >= 0);
-    for (const auto& field : {d.years, d.months, d.weeks, d.days, d.hours, d.minutes, d.seconds,
-                              d.milliseconds}) {
+    for (const auto& field :
+         {d.years, d.months, d.weeks, d.days, d.hours, d.minutes, d.seconds, d.milliseconds}) {
       Require(!field || *field >= 0);
     }
   } else {

@@ -1,6 +1,10 @@
 // Table tests for durations: the examples of the behaviour reference (§2.2 toISO, §2.3 luxon's
 // ISO parser and casual length, §10.2 config duration strings), JavaScript number formatting,
 // trimming, rounding and a seeded format/parse round trip.
+#include "stagehand/time/duration.h"
+
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,10 +14,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <gtest/gtest.h>
-
-#include "stagehand/time/duration.h"
 
 namespace stagehand {
 namespace {
@@ -32,17 +32,22 @@ constexpr const char* kNegativeError = "Negative durations are not allowed";
 
 // Builds a HumanDuration from (unit, value) pairs, e.g. Human({{"days", 2}, {"hours", 6}}).
 HumanDuration Human(std::initializer_list<std::pair<std::string_view, double>> fields) {
+  using Field = std::optional<double> HumanDuration::*;
+  static constexpr std::pair<std::string_view, Field> kFields[] = {
+      {"years", &HumanDuration::years},     {"months", &HumanDuration::months},
+      {"weeks", &HumanDuration::weeks},     {"days", &HumanDuration::days},
+      {"hours", &HumanDuration::hours},     {"minutes", &HumanDuration::minutes},
+      {"seconds", &HumanDuration::seconds}, {"milliseconds", &HumanDuration::milliseconds}};
   HumanDuration d;
   for (const auto& [unit, value] : fields) {
-    if (unit == "years") d.years = value;
-    else if (unit == "months") d.months = value;
-    else if (unit == "weeks") d.weeks = value;
-    else if (unit == "days") d.days = value;
-    else if (unit == "hours") d.hours = value;
-    else if (unit == "minutes") d.minutes = value;
-    else if (unit == "seconds") d.seconds = value;
-    else if (unit == "milliseconds") d.milliseconds = value;
-    else ADD_FAILURE() << "unknown unit " << unit;
+    bool known = false;
+    for (const auto& [name, field] : kFields) {
+      if (name == unit) {
+        d.*field = value;
+        known = true;
+      }
+    }
+    EXPECT_TRUE(known) << "unknown unit " << unit;
   }
   return d;
 }
@@ -184,13 +189,13 @@ TEST(ParseIsoDurationTest, AcceptsLuxonGrammar) {
       {"PT1,5S", Human({{"seconds", 1}, {"milliseconds", 500}})},
       {"PT3.1S", Human({{"seconds", 3}, {"milliseconds", 100}})},
       {"P1Y2M3W4DT5H6M7.8S", Human({{"years", 1},
-                                     {"months", 2},
-                                     {"weeks", 3},
-                                     {"days", 4},
-                                     {"hours", 5},
-                                     {"minutes", 6},
-                                     {"seconds", 7},
-                                     {"milliseconds", 800}})},
+                                    {"months", 2},
+                                    {"weeks", 3},
+                                    {"days", 4},
+                                    {"hours", 5},
+                                    {"minutes", 6},
+                                    {"seconds", 7},
+                                    {"milliseconds", 800}})},
       {"-PT5M", Human({{"minutes", -5}})},
       {"PT-5M", Human({{"minutes", -5}})},
       {"-PT-5M", Human({{"minutes", 5}})},
@@ -216,14 +221,46 @@ TEST(ParseIsoDurationTest, AcceptsLuxonGrammar) {
 }
 
 TEST(ParseIsoDurationTest, RejectsEverythingElse) {
-  const std::string_view cases[] = {
-      "p1d", "PT5s", "P 1D", "1d", "", "manual", "P1L", "P 1Y", "T1H",
-      "P1H", "PT1D", "P1DT1D", "P1D1Y", "PT1S1M", "P1M1M", "P1Y1Y", "P1.5", "P1",
-      "P1.D", "P.5D", "P1,5D", "PT1,5M", "P1.-5D", "PT1.5.5S", "P--1D", "--P1D", "+P1D",
-      "P+1D", "PT1S ", " PT1S", "PT1S\n", "P1DTT", "P1DT1", "PT1.S",
-      "P123456789012345678901Y", "P1.123456789012345678901Y", "PT1.123456789012345678901S",
-      "PT-S", "P-D", "PTS",
-  };
+  const std::string_view cases[] = {"p1d",
+                                    "PT5s",
+                                    "P 1D",
+                                    "1d",
+                                    "",
+                                    "manual",
+                                    "P1L",
+                                    "P 1Y",
+                                    "T1H",
+                                    "P1H",
+                                    "PT1D",
+                                    "P1DT1D",
+                                    "P1D1Y",
+                                    "PT1S1M",
+                                    "P1M1M",
+                                    "P1Y1Y",
+                                    "P1.5",
+                                    "P1",
+                                    "P1.D",
+                                    "P.5D",
+                                    "P1,5D",
+                                    "PT1,5M",
+                                    "P1.-5D",
+                                    "PT1.5.5S",
+                                    "P--1D",
+                                    "--P1D",
+                                    "+P1D",
+                                    "P+1D",
+                                    "PT1S ",
+                                    " PT1S",
+                                    "PT1S\n",
+                                    "P1DTT",
+                                    "P1DT1",
+                                    "PT1.S",
+                                    "P123456789012345678901Y",
+                                    "P1.123456789012345678901Y",
+                                    "PT1.123456789012345678901S",
+                                    "PT-S",
+                                    "P-D",
+                                    "PTS"};
   for (std::string_view text : cases) {
     ExpectInvalid(ParseIsoDuration(text), kIsoFormatError, text);
     EXPECT_FALSE(IsValidIsoDuration(text)) << text;
@@ -285,13 +322,13 @@ TEST(ParseDurationStringTest, IsoFormKeepsNonZeroComponents) {
       {"PT0.5S", Human({{"milliseconds", 500}})},
       {"PT3.1S", Human({{"seconds", 3}, {"milliseconds", 100}})},
       {"P1Y2M3W4DT5H6M7.8S", Human({{"years", 1},
-                                     {"months", 2},
-                                     {"weeks", 3},
-                                     {"days", 4},
-                                     {"hours", 5},
-                                     {"minutes", 6},
-                                     {"seconds", 7},
-                                     {"milliseconds", 800}})},
+                                    {"months", 2},
+                                    {"weeks", 3},
+                                    {"days", 4},
+                                    {"hours", 5},
+                                    {"minutes", 6},
+                                    {"seconds", 7},
+                                    {"milliseconds", 800}})},
       {"P2DT0H30M", Human({{"days", 2}, {"minutes", 30}})},
       {"PT0S", Human({{"milliseconds", 0}})},
       {"P0D", Human({{"milliseconds", 0}})},
@@ -349,8 +386,12 @@ TEST(ParseDurationStringTest, MsFormDecomposesGreedily) {
       {"0 s", Human({{"milliseconds", 0}})},
       {"-0s", Human({{"milliseconds", 0}})},
       {".0d", Human({{"milliseconds", 0}})},
-      {"\xC2\xA0" "10m\xE2\x80\xA8", Human({{"minutes", 10}})},
-      {"\xEF\xBB\xBF" "1d\xE3\x80\x80", Human({{"days", 1}})},
+      {"\xC2\xA0"
+       "10m\xE2\x80\xA8",
+       Human({{"minutes", 10}})},
+      {"\xEF\xBB\xBF"
+       "1d\xE3\x80\x80",
+       Human({{"days", 1}})},
   };
   for (const auto& [text, want] : cases) {
     ExpectParsesTo(ParseDurationString(text), want, text);
@@ -398,7 +439,8 @@ TEST(ParseDurationStringTest, MsFormIsLimitedToOneHundredCharacters) {
 
 TEST(TrimJsWhitespaceTest, TrimsWhatJavaScriptTrims) {
   EXPECT_EQ(TrimJsWhitespace(" \t\n\v\f\r5m \r\n"), "5m");
-  EXPECT_EQ(TrimJsWhitespace("\xC2\xA0\xE1\x9A\x80\xE2\x80\x80\xE2\x80\x8A" "a"
+  EXPECT_EQ(TrimJsWhitespace("\xC2\xA0\xE1\x9A\x80\xE2\x80\x80\xE2\x80\x8A"
+                             "a"
                              "\xE2\x80\xA8\xE2\x80\xA9\xE2\x80\xAF\xE2\x81\x9F\xE3\x80\x80"
                              "\xEF\xBB\xBF"),
             "a");
@@ -406,7 +448,10 @@ TEST(TrimJsWhitespaceTest, TrimsWhatJavaScriptTrims) {
   EXPECT_EQ(TrimJsWhitespace("   "), "");
   EXPECT_EQ(TrimJsWhitespace(""), "");
   // U+0085 (NEL) and U+200B (zero width space) are not whitespace in JavaScript.
-  EXPECT_EQ(TrimJsWhitespace("\xC2\x85" "a"), "\xC2\x85" "a");
+  EXPECT_EQ(TrimJsWhitespace("\xC2\x85"
+                             "a"),
+            "\xC2\x85"
+            "a");
   EXPECT_EQ(TrimJsWhitespace("a\xE2\x80\x8B"), "a\xE2\x80\x8B");
   // A truncated sequence is left alone.
   EXPECT_EQ(TrimJsWhitespace("a\xE2\x80"), "a\xE2\x80");
@@ -423,10 +468,14 @@ TEST(DurationRoundTripTest, FormatParseFormatIsStable) {
   std::uniform_real_distribution<double> any(-1e6, 1e6);
   auto value = [&]() -> double {
     switch (kind(rng)) {
-      case 0: return static_cast<double>(whole(rng));
-      case 1: return static_cast<double>(cents(rng)) / 100;
-      case 2: return any(rng);
-      default: return static_cast<double>(std::abs(whole(rng)));
+      case 0:
+        return static_cast<double>(whole(rng));
+      case 1:
+        return static_cast<double>(cents(rng)) / 100;
+      case 2:
+        return any(rng);
+      default:
+        return static_cast<double>(std::abs(whole(rng)));
     }
   };
   for (int i = 0; i < 5000; ++i) {
@@ -448,9 +497,9 @@ TEST(DurationRoundTripTest, FormatParseFormatIsStable) {
 
 TEST(DurationRoundTripTest, ConfigStringsSurviveFormatting) {
   const std::pair<std::string_view, std::string_view> cases[] = {
-      {"10m", "PT10M"},         {"1850ms", "PT1.85S"}, {"400d", "P1Y4W6DT18H"},
-      {"1.5d", "P1DT12H"},      {"0ms", "PT0S"},        {"P2DT0H30M", "P2DT30M"},
-      {"PT0.5S", "PT0.5S"},     {"3.5 seconds", "PT3.5S"},
+      {"10m", "PT10M"},     {"1850ms", "PT1.85S"},     {"400d", "P1Y4W6DT18H"},
+      {"1.5d", "P1DT12H"},  {"0ms", "PT0S"},           {"P2DT0H30M", "P2DT30M"},
+      {"PT0.5S", "PT0.5S"}, {"3.5 seconds", "PT3.5S"},
   };
   for (const auto& [text, iso] : cases) {
     Result<HumanDuration> parsed = ParseDurationString(text);

@@ -1,14 +1,14 @@
 // Conformance with the reference vectors computed by luxon and Backstage's readDurationFromConfig:
 // every line of durations.jsonl and every string line of config-durations.jsonl. (Object lines of
 // config-durations.jsonl belong to the config reader's tests.)
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "stagehand/time/duration.h"
 
