@@ -1,1 +1,619 @@
-// placeholder
+#include "stagehand/store/postgres_task_store.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "stagehand/model/task_state.h"
+#include "store/next_run.h"
+#include "store/postgres/connection_pool.h"
+#include "store/postgres/pg_connection.h"
+#include "store/postgres/pg_notifications.h"
+#include "store/postgres/pg_time.h"
+#include "store/postgres/statements.h"
+
+namespace stagehand {
+
+namespace {
+
+using store_internal::ConnectionPool;
+using store_internal::DatabaseClock;
+using store_internal::NextRunPlan;
+using store_internal::PgConnection;
+using store_internal::PgConnectParams;
+using store_internal::PgParams;
+using store_internal::PgResult;
+using store_internal::PgStatement;
+
+namespace sql = store_internal::pg_sql;
+
+// Migration lock attempts while another migrator holds knex's lock row, and the pause between them.
+constexpr int kMigrationLockAttempts = 20;
+constexpr std::chrono::milliseconds kMigrationLockPause{250};
+
+// SQLSTATEs the store treats specially.
+constexpr std::string_view kDuplicateDatabase = "42P04";
+constexpr std::string_view kDuplicateSchema = "42P06";
+constexpr std::string_view kUniqueViolation = "23505";
+constexpr std::string_view kUndefinedTable = "42P01";
+constexpr std::string_view kStringTooLong = "22001";
+
+// Binds `plan` as the three parameters the statements' plan expressions read.
+void AddPlan(PgParams& params, const NextRunPlan& plan) {
+  switch (plan.kind) {
+    case NextRunPlan::Kind::kNull: params.Add(sql::kPlanNull); break;
+    case NextRunPlan::Kind::kNow: params.Add(sql::kPlanNow); break;
+    case NextRunPlan::Kind::kNowPlus: params.Add(sql::kPlanNowPlus); break;
+    case NextRunPlan::Kind::kInstant: params.Add(sql::kPlanInstant); break;
+    case NextRunPlan::Kind::kScheduledPlusCadence: params.Add(sql::kPlanScheduledPlus); break;
+  }
+  params.Add(plan.seconds);
+  if (plan.kind == NextRunPlan::Kind::kInstant) {
+    params.Add(store_internal::FormatPgTimestamp(plan.instant));
+  } else {
+    params.AddNull();
+  }
+}
+
+// Returns `ids` as a PostgreSQL text[] literal.
+std::string TextArray(std::span<const std::string> ids) {
+  std::string out = "{";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : ids[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+// A statement's result with the host's wall-clock times around it, to feed the DatabaseClock.
+struct Executed {
+  PgResult result;
+  WallTime sent;
+  WallTime received;
+};
+
+class PostgresTaskStore final : public TaskStore {
+ public:
+  PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where, int pool_size,
+                    const Clock& clock)
+      : plugin_id_(std::move(plugin_id)),
+        where_(std::move(where)),
+        channel_(store_internal::NotificationChannel(params.search_path)),
+        clock_(clock),
+        db_clock_(clock),
+        pool_(std::move(params), pool_size) {}
+
+  ConnectionPool& pool() { return pool_; }
+  DatabaseClock& db_clock() { return db_clock_; }
+
+  const std::string& plugin_id() const override { return plugin_id_; }
+
+  Status Migrate() override;
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override;
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override;
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override;
+  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
+                          std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds lease) override;
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override;
+  Status Trigger(const std::string& id) override;
+  Status Cancel(const std::string& id, const TimeZone& zone) override;
+  Result<std::vector<std::string>> SweepExpired() override;
+  Result<std::vector<TaskRow>> States() override;
+  Status Delete(const std::string& id) override;
+  Result<WallTime> DatabaseNow() override;
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+
+ private:
+  // Runs one prepared statement on a pooled session. Errors: see ErrorOf.
+  Result<Executed> Run(std::string_view operation, const PgStatement& statement,
+                       const PgParams& params);
+  // Returns the Status for a failed statement, naming the plugin, the database and `operation`.
+  Status ErrorOf(std::string_view operation, const PgResult& result) const;
+  // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
+  Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
+  Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
+
+  // One attempt at the whole migration in one transaction. Sets `lock_busy` when knex's lock row
+  // was already taken (the caller retries).
+  Status MigrateOnce(PgConnection& connection, bool& lock_busy);
+
+  const std::string plugin_id_;
+  const std::string where_;  // "plugin 'x', database 'y'" for messages
+  const std::string channel_;
+  const Clock& clock_;
+  DatabaseClock db_clock_;
+  ConnectionPool pool_;
+};
+
+Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
+  const std::string state = result.SqlState();
+  const std::string message =
+      state.empty() ? fmt::format("{}: {} failed: {}", where_, operation, result.error())
+                    : fmt::format("{}: {} failed: {} (SQLSTATE {})", where_, operation,
+                                  result.error(), state);
+  if (result.connection_lost()) return UnavailableError(message);
+  if (state == kUndefinedTable) {
+    return FailedPreconditionError(message + "; the tasks table is missing (run the migrations)");
+  }
+  if (state == kStringTooLong) return InvalidArgumentError(message);
+  // 40: transaction rollback (serialization, deadlock); 53: insufficient resources; 55: object not
+  // in prerequisite state (lock not available); 57: operator intervention (statement timeout,
+  // shutdown).
+  const std::string_view state_class = std::string_view(state).substr(0, 2);
+  if (state.empty() || state_class == "40" || state_class == "53" || state_class == "55" ||
+      state_class == "57") {
+    return UnavailableError(message);
+  }
+  return InternalError(message);
+}
+
+Result<Executed> PostgresTaskStore::Run(std::string_view operation, const PgStatement& statement,
+                                        const PgParams& params) {
+  Result<ConnectionPool::Lease> lease = pool_.Acquire();
+  if (!lease.ok()) {
+    return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, operation,
+                                        lease.status().message()));
+  }
+  const WallTime sent = clock_.Now();
+  PgResult result = (*lease)->Execute(statement, params);
+  const WallTime received = clock_.Now();
+  if (!result.ok()) return ErrorOf(operation, result);
+  return Executed{std::move(result), sent, received};
+}
+
+Result<std::optional<WallTime>> PostgresTaskStore::TimeAt(const PgResult& result, int row,
+                                                          int column) const {
+  if (result.IsNull(row, column)) return std::optional<WallTime>();
+  Result<WallTime> parsed = store_internal::ParsePgTimestamp(result.Get(row, column));
+  if (!parsed.ok()) {
+    return InternalError(fmt::format("{}: {}", where_, parsed.status().message()));
+  }
+  return std::optional<WallTime>(*parsed);
+}
+
+Result<WallTime> PostgresTaskStore::ObserveNow(const Executed& executed, int row, int column) {
+  Result<std::optional<WallTime>> now = TimeAt(executed.result, row, column);
+  if (!now.ok()) return now.status();
+  if (!now->has_value()) return InternalError(fmt::format("{}: now() returned NULL", where_));
+  db_clock_.Observe(executed.sent, executed.received, **now);
+  return **now;
+}
+
+Status PostgresTaskStore::Migrate() {
+  Result<ConnectionPool::Lease> lease = pool_.Acquire();
+  if (!lease.ok()) {
+    return UnavailableError(
+        fmt::format("{}: migration failed: cannot connect: {}", where_, lease.status().message()));
+  }
+  for (int attempt = 1;; ++attempt) {
+    bool lock_busy = false;
+    Status status = MigrateOnce(**lease, lock_busy);
+    if (!lock_busy) return status;
+    if (attempt == kMigrationLockAttempts) {
+      return UnavailableError(fmt::format(
+          "{}: migration failed: backstage_backend_tasks__knex_migrations_lock stays locked by "
+          "another migrator (is_locked = 1)",
+          where_));
+    }
+    // The store holds only a const Clock, so the pause happens on the server.
+    PgParams pause;
+    pause.Add(std::chrono::duration<double>(kMigrationLockPause).count());
+    if (PgResult r = (*lease)->ExecuteText(sql::kPause, pause); !r.ok()) {
+      return ErrorOf("migration (wait for lock)", r);
+    }
+  }
+}
+
+// Reproduces knex's migrate.latest(): bookkeeping tables, lock row 0 -> 1, the missing migrations
+// recorded with batch = max + 1, lock row back to 0, all in one transaction. The advisory lock
+// makes concurrent stagehand migrators wait for each other instead of failing.
+Status PostgresTaskStore::MigrateOnce(PgConnection& connection, bool& lock_busy) {
+  const auto fail = [&](std::string_view step, const PgResult& result) {
+    if (!result.connection_lost()) connection.ExecuteScript(sql::kRollback);
+    return ErrorOf(fmt::format("migration ({})", step), result);
+  };
+  const auto script = [&](const char* text) { return connection.ExecuteScript(text); };
+
+  if (PgResult r = script(sql::kBegin); !r.ok()) return fail("begin", r);
+  if (PgResult r = script(sql::kMigrationAdvisoryLock); !r.ok()) return fail("advisory lock", r);
+  if (PgResult r = script(sql::kCreateMigrationsTable); !r.ok()) {
+    return fail("create migrations table", r);
+  }
+  if (PgResult r = script(sql::kCreateMigrationsLockTable); !r.ok()) {
+    return fail("create lock table", r);
+  }
+  if (PgResult r = script(sql::kInsertLockRowIfMissing); !r.ok()) return fail("lock row", r);
+
+  PgResult locked = script(sql::kReadMigrationLock);
+  if (!locked.ok()) return fail("read lock", locked);
+  if (locked.rows() > 0 && locked.GetInt(0, 0) != 0) {
+    connection.ExecuteScript(sql::kRollback);
+    lock_busy = true;
+    return Status::Ok();
+  }
+  PgResult taken = script(sql::kTakeMigrationLock);
+  if (!taken.ok()) return fail("take lock", taken);
+  if (taken.affected() < 1) {
+    connection.ExecuteScript(sql::kRollback);
+    lock_busy = true;
+    return Status::Ok();
+  }
+
+  PgResult listed = script(sql::kListMigrations);
+  if (!listed.ok()) return fail("list migrations", listed);
+  std::vector<std::string> applied;
+  std::vector<std::string> unknown;
+  for (int row = 0; row < listed.rows(); ++row) {
+    std::string name = listed.GetOptional(row, 0).value_or("");
+    const bool known = std::any_of(std::begin(sql::kMigrations), std::end(sql::kMigrations),
+                                   [&](const sql::Migration& m) { return name == m.name; });
+    (known ? applied : unknown).push_back(std::move(name));
+  }
+  if (!unknown.empty()) {
+    connection.ExecuteScript(sql::kRollback);
+    return FailedPreconditionError(fmt::format(
+        "{}: backstage_backend_tasks__knex_migrations lists migrations this version does not "
+        "know: {} (the database was migrated by a newer Backstage or stagehand)",
+        where_, fmt::join(unknown, ", ")));
+  }
+
+  PgResult latest = script(sql::kLatestBatch);
+  if (!latest.ok()) return fail("latest batch", latest);
+  const long long batch = latest.GetInt(0, 0) + 1;
+  for (const sql::Migration& migration : sql::kMigrations) {
+    if (std::find(applied.begin(), applied.end(), migration.name) != applied.end()) continue;
+    if (PgResult r = script(migration.ddl); !r.ok()) return fail(migration.name, r);
+    PgParams record;
+    record.Add(migration.name).Add(batch);
+    if (PgResult r = connection.ExecuteText(sql::kRecordMigration, record); !r.ok()) {
+      return fail(migration.name, r);
+    }
+  }
+
+  if (PgResult r = script(sql::kFreeMigrationLock); !r.ok()) return fail("free lock", r);
+  if (PgResult r = script(sql::kCommit); !r.ok()) return fail("commit", r);
+  return Status::Ok();
+}
+
+Result<UpsertResult> PostgresTaskStore::Upsert(const std::string& id,
+                                               const TaskSchedule& schedule) {
+  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+  const WallTime db_now = db_clock_.Now();
+  Result<NextRunPlan> start = store_internal::PlanInsertStart(schedule, db_now);
+  if (!start.ok()) return start.status();
+  Result<NextRunPlan> next = store_internal::PlanReregisterStart(schedule, db_now);
+  if (!next.ok()) return next.status();
+
+  PgParams params;
+  params.Add(id).Add(schedule.settings.ToJson());
+  AddPlan(params, *start);
+  AddPlan(params, *next);
+  params.Add(channel_);
+  Result<Executed> executed = Run("upsert", sql::TaskStatements().upsert, params);
+  if (!executed.ok()) return executed.status();
+  Result<std::optional<WallTime>> stored = TimeAt(executed->result, 0, 0);
+  if (!stored.ok()) return stored.status();
+  Result<WallTime> now = ObserveNow(*executed, 0, 1);
+  if (!now.ok()) return now.status();
+  return UpsertResult{*stored, *now};
+}
+
+Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
+  PgParams params;
+  params.Add(TextArray(ids));
+  if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  const sql::Statements& statements = sql::TaskStatements();
+  Result<Executed> executed =
+      Run("poll", sweep_expired ? statements.poll_and_sweep : statements.poll, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+
+  PollResult poll;
+  std::map<std::string, int, std::less<>> rows_by_id;
+  for (int row = 0; row < result.rows(); ++row) {
+    const std::string_view kind = result.Get(row, 0);
+    if (kind == "clock") {
+      Result<WallTime> now = ObserveNow(*executed, row, 7);
+      if (!now.ok()) return now.status();
+      poll.db_now = *now;
+    } else if (kind == "swept") {
+      poll.swept_ids.emplace_back(result.Get(row, 1));
+    } else {
+      rows_by_id.emplace(std::string(result.Get(row, 1)), row);
+    }
+  }
+
+  poll.entries.reserve(ids.size());
+  for (const std::string& id : ids) {
+    PollEntry& entry = poll.entries.emplace_back();
+    entry.id = id;
+    const auto found = rows_by_id.find(id);
+    if (found == rows_by_id.end()) {
+      entry.readiness = Readiness::kMissing;
+      continue;
+    }
+    const int row = found->second;
+    Result<std::optional<WallTime>> next = TimeAt(result, row, 3);
+    if (!next.ok()) return next.status();
+    Result<std::optional<WallTime>> expires = TimeAt(result, row, 5);
+    if (!expires.ok()) return expires.status();
+    entry.next_run_start_at = *next;
+    entry.running = result.GetBool(row, 4);
+    entry.current_run_expires_at = *expires;
+    if (!entry.running && entry.next_run_start_at &&
+        (!poll.earliest_next || *entry.next_run_start_at < *poll.earliest_next)) {
+      poll.earliest_next = entry.next_run_start_at;
+    }
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(result.Get(row, 2));
+    if (!settings.ok()) {
+      entry.readiness = Readiness::kInvalidSettings;
+      entry.settings_error = settings.status().message();
+      continue;
+    }
+    entry.settings = std::move(*settings);
+    entry.readiness = result.GetBool(row, 6) ? Readiness::kReady : Readiness::kNotReady;
+  }
+  return poll;
+}
+
+Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::string& ticket,
+                                             std::chrono::milliseconds timeout,
+                                             std::chrono::milliseconds lease) {
+  PgParams params;
+  params.Add(id)
+      .Add(ticket)
+      .Add(static_cast<long long>(timeout.count()))
+      .Add(static_cast<long long>(lease.count()));
+  Result<Executed> executed = Run("claim", sql::TaskStatements().claim, params);
+  if (!executed.ok()) return executed.status();
+  Result<WallTime> now = ObserveNow(*executed, 0, 0);
+  if (!now.ok()) return now.status();
+  Result<std::optional<WallTime>> expires = TimeAt(executed->result, 0, 1);
+  if (!expires.ok()) return expires.status();
+  return ClaimResult{expires->has_value(), *now, *expires};
+}
+
+Result<bool> PostgresTaskStore::RenewLease(const std::string& id, const std::string& ticket,
+                                           std::chrono::milliseconds timeout,
+                                           std::chrono::milliseconds lease) {
+  PgParams params;
+  params.Add(id)
+      .Add(ticket)
+      .Add(static_cast<long long>(timeout.count()))
+      .Add(static_cast<long long>(lease.count()));
+  Result<Executed> executed = Run("renew lease", sql::TaskStatements().renew_lease, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) return false;
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  return true;
+}
+
+Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string& ticket,
+                                        const TaskSchedule& schedule,
+                                        const std::optional<std::string>& error_json) {
+  Result<NextRunPlan> next = store_internal::PlanReleaseNext(schedule, db_clock_.Now());
+  if (!next.ok()) return next.status();
+  PgParams params;
+  params.Add(id).Add(ticket);
+  AddPlan(params, *next);
+  params.Add(error_json).Add(channel_).Add("release");
+  Result<Executed> executed = Run("release", sql::TaskStatements().release, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) return false;
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  return true;
+}
+
+Status PostgresTaskStore::Trigger(const std::string& id) {
+  PgParams params;
+  params.Add(id).Add(channel_);
+  Result<Executed> executed = Run("trigger", sql::TaskStatements().trigger, params);
+  if (!executed.ok()) return executed.status();
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
+  if (!executed->result.GetBool(0, 0)) {
+    return NotFoundError(fmt::format("Task {} does not exist", id));
+  }
+  if (!executed->result.GetBool(0, 1)) {
+    return ConflictError(fmt::format("Task {} is currently running", id));
+  }
+  return Status::Ok();
+}
+
+Status PostgresTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
+  const sql::Statements& statements = sql::TaskStatements();
+  PgParams read_params;
+  read_params.Add(id);
+  Result<Executed> read = Run("cancel", statements.read_for_cancel, read_params);
+  if (!read.ok()) return read.status();
+  if (read->result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
+  Result<WallTime> now = ObserveNow(*read, 0, 2);
+  if (!now.ok()) return now.status();
+  const std::optional<std::string> ticket = read->result.GetOptional(0, 1);
+  if (!ticket || ticket->empty()) return ConflictError(fmt::format("Task {} is not running", id));
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->result.Get(0, 0));
+  if (!settings.ok()) {
+    return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,
+                                            settings.status().message()));
+  }
+  Result<NextRunPlan> next =
+      store_internal::PlanReleaseNext(TaskSchedule{std::move(*settings), zone}, *now);
+  if (!next.ok()) return next.status();
+
+  PgParams params;
+  params.Add(id).Add(*ticket);
+  AddPlan(params, *next);
+  params.Add(ErrorJson("Task was cancelled")).Add(channel_).Add("cancel");
+  Result<Executed> executed = Run("cancel", statements.release, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) {
+    return ConflictError(fmt::format("Task {} is not running", id));
+  }
+  if (Result<WallTime> observed = ObserveNow(*executed, 0, 0); !observed.ok()) {
+    return observed.status();
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> PostgresTaskStore::SweepExpired() {
+  PgParams params;
+  params.Add(ErrorJson("Task timed out")).Add(channel_);
+  Result<Executed> executed = Run("sweep", sql::TaskStatements().sweep, params);
+  if (!executed.ok()) return executed.status();
+  std::vector<std::string> ids;
+  ids.reserve(static_cast<size_t>(executed->result.rows()));
+  for (int row = 0; row < executed->result.rows(); ++row) {
+    ids.emplace_back(executed->result.Get(row, 0));
+  }
+  if (!ids.empty()) {
+    if (Result<WallTime> now = ObserveNow(*executed, 0, 1); !now.ok()) return now.status();
+  }
+  return ids;
+}
+
+Result<std::vector<TaskRow>> PostgresTaskStore::States() {
+  Result<Executed> executed = Run("states", sql::TaskStatements().states, PgParams());
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  std::vector<TaskRow> rows;
+  rows.reserve(static_cast<size_t>(result.rows()));
+  for (int row = 0; row < result.rows(); ++row) {
+    TaskRow& out = rows.emplace_back();
+    out.id = result.Get(row, 0);
+    out.settings_json = result.Get(row, 1);
+    out.current_run_ticket = result.GetOptional(row, 3);
+    out.last_run_error_json = result.GetOptional(row, 6);
+    const std::pair<int, std::optional<WallTime>*> times[] = {
+        {2, &out.next_run_start_at},
+        {4, &out.current_run_started_at},
+        {5, &out.current_run_expires_at},
+        {7, &out.last_run_ended_at},
+    };
+    for (const auto& [column, target] : times) {
+      Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
+      if (!parsed.ok()) return parsed.status();
+      *target = *parsed;
+    }
+  }
+  if (!rows.empty()) {
+    if (Result<WallTime> now = ObserveNow(*executed, 0, 8); !now.ok()) return now.status();
+  }
+  return rows;
+}
+
+Status PostgresTaskStore::Delete(const std::string& id) {
+  PgParams params;
+  params.Add(id).Add(channel_);
+  Result<Executed> executed = Run("delete", sql::TaskStatements().remove, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() > 0) {
+    if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  }
+  return Status::Ok();
+}
+
+Result<WallTime> PostgresTaskStore::DatabaseNow() {
+  Result<Executed> executed = Run("read the clock", sql::TaskStatements().now, PgParams());
+  if (!executed.ok()) return executed.status();
+  return ObserveNow(*executed, 0, 0);
+}
+
+std::unique_ptr<Notifications> PostgresTaskStore::Listen(
+    std::function<void(const StoreEvent&)> handler) {
+  return std::make_unique<store_internal::PgNotifications>(pool_.params(), channel_,
+                                                           std::move(handler));
+}
+
+// Creates `database` through the connection's own database when it does not exist. Another
+// process creating it at the same moment is fine.
+Status EnsureDatabase(const PgConnectParams& params, const std::string& where) {
+  PgConnectParams admin = params;
+  admin.database.clear();
+  admin.search_path.clear();
+  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(admin);
+  if (!opened.ok()) {
+    return UnavailableError(fmt::format("{}: cannot connect to create the database: {}", where,
+                                        opened.status().message()));
+  }
+  PgConnection& connection = **opened;
+  PgParams name;
+  name.Add(params.database);
+  PgResult exists = connection.ExecuteText(sql::kDatabaseExists, name);
+  if (!exists.ok()) {
+    return UnavailableError(
+        fmt::format("{}: cannot look up the database: {}", where, exists.error()));
+  }
+  if (exists.rows() > 0) return Status::Ok();
+  Result<std::string> quoted = connection.QuoteIdentifier(params.database);
+  if (!quoted.ok()) return quoted.status().WithPrefix(where + ": ");
+  PgResult created = connection.ExecuteScript(sql::CreateDatabase(*quoted).c_str());
+  const std::string state = created.SqlState();
+  if (created.ok() || state == kDuplicateDatabase || state == kUniqueViolation) {
+    return Status::Ok();
+  }
+  return UnavailableError(
+      fmt::format("{}: cannot create the database: {}", where, created.error()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plugin_id,
+                                                         const PostgresStoreOptions& options,
+                                                         const Clock& clock) {
+  PgConnectParams params;
+  params.conninfo = options.connection;
+  params.database = options.database;
+  params.search_path = options.schema;
+  params.connect_timeout = options.connect_timeout;
+  params.statement_timeout = options.statement_timeout;
+  std::string where =
+      fmt::format("plugin '{}', database '{}'", plugin_id, store_internal::DatabaseNameOf(params));
+  if (!options.schema.empty()) where += fmt::format(", schema '{}'", options.schema);
+
+  WallTime sent = clock.Now();
+  WallTime db_now{};
+  Result<std::unique_ptr<PgConnection>> first = PgConnection::Open(params, &db_now);
+  if (!first.ok() && !options.database.empty()) {
+    Status created = EnsureDatabase(params, where);
+    if (!created.ok()) return created;
+    sent = clock.Now();
+    first = PgConnection::Open(params, &db_now);
+  }
+  if (!first.ok()) {
+    return UnavailableError(
+        fmt::format("{}: cannot connect: {}", where, first.status().message()));
+  }
+  const WallTime received = clock.Now();
+
+  if (!options.schema.empty()) {
+    Result<std::string> quoted = (*first)->QuoteIdentifier(options.schema);
+    if (!quoted.ok()) return quoted.status().WithPrefix(where + ": ");
+    PgResult created = (*first)->ExecuteScript(sql::CreateSchema(*quoted).c_str());
+    const std::string state = created.SqlState();
+    if (!created.ok() && state != kDuplicateSchema && state != kUniqueViolation) {
+      return UnavailableError(
+          fmt::format("{}: cannot create the schema: {}", where, created.error()));
+    }
+  }
+
+  auto store = std::make_unique<PostgresTaskStore>(plugin_id, params, std::move(where),
+                                                   options.pool_size, clock);
+  store->db_clock().Observe(sent, received, db_now);
+  store->pool().Adopt(std::move(*first));
+  return std::unique_ptr<TaskStore>(std::move(store));
+}
+
+}  // namespace stagehand

@@ -1,0 +1,77 @@
+#include "store/postgres/connection_pool.h"
+
+#include <utility>
+
+namespace stagehand::store_internal {
+
+ConnectionPool::Lease::Lease(Lease&& other) noexcept
+    : pool_(other.pool_),
+      connection_(std::move(other.connection_)),
+      generation_(other.generation_) {}
+
+ConnectionPool::Lease::~Lease() {
+  if (connection_) pool_->Return(std::move(connection_), generation_);
+}
+
+ConnectionPool::ConnectionPool(PgConnectParams params, int size)
+    : params_(std::move(params)), size_(size < 1 ? 1 : size) {}
+
+ConnectionPool::~ConnectionPool() {
+  std::lock_guard lock(mu_);
+  STAGEHAND_CHECK(open_ == static_cast<int>(idle_.size()));  // no lease outlives the pool
+}
+
+void ConnectionPool::Adopt(std::unique_ptr<PgConnection> connection) {
+  std::lock_guard lock(mu_);
+  ++open_;
+  idle_.push_back(Idle{std::move(connection), generation_});
+  returned_.notify_one();
+}
+
+Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    while (!idle_.empty()) {
+      Idle idle = std::move(idle_.back());
+      idle_.pop_back();
+      if (idle.generation < generation_) {
+        --open_;
+        continue;
+      }
+      lock.unlock();
+      if (idle.connection->Healthy()) return Lease(this, std::move(idle.connection), idle.generation);
+      idle.connection.reset();
+      lock.lock();
+      --open_;
+      ++generation_;
+    }
+    if (open_ < size_) {
+      ++open_;
+      const std::uint64_t generation = generation_;
+      lock.unlock();
+      Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params_);
+      if (opened.ok()) return Lease(this, std::move(*opened), generation);
+      lock.lock();
+      --open_;
+      returned_.notify_one();
+      return opened.status();
+    }
+    returned_.wait(lock);
+  }
+}
+
+void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation) {
+  const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
+                      PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;
+  if (!usable) connection.reset();  // closes it outside the lock
+  std::lock_guard lock(mu_);
+  if (usable) {
+    idle_.push_back(Idle{std::move(connection), generation});
+  } else {
+    --open_;
+    ++generation_;
+  }
+  returned_.notify_one();
+}
+
+}  // namespace stagehand::store_internal

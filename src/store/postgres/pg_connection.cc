@@ -1,0 +1,248 @@
+#include "store/postgres/pg_connection.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <charconv>
+#include <cstdlib>
+
+#include "store/postgres/pg_time.h"
+#include "store/postgres/statements.h"
+
+namespace stagehand::store_internal {
+
+namespace {
+
+// Returns the first line of a libpq message, without the "ERROR:  " style prefix.
+std::string OneLine(const char* message) {
+  std::string_view text = message == nullptr ? "" : message;
+  if (const size_t end = text.find('\n'); end != std::string_view::npos) text = text.substr(0, end);
+  for (std::string_view prefix : {"ERROR:  ", "FATAL:  ", "PANIC:  "}) {
+    if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.remove_suffix(1);
+  return text.empty() ? std::string("unknown libpq error") : std::string(text);
+}
+
+// SQLSTATEs after which the session is gone: class 08 (connection exception) and the operator
+// or crash shutdowns of class 57.
+bool IsConnectionSqlState(std::string_view state) {
+  return state.substr(0, 2) == "08" || state == "57P01" || state == "57P02" || state == "57P03";
+}
+
+std::string Seconds(std::chrono::milliseconds duration) {
+  const long long seconds = (duration.count() + 999) / 1000;
+  return std::to_string(seconds < 1 ? 1 : seconds);
+}
+
+}  // namespace
+
+PgParams& PgParams::Add(std::string value) {
+  values_.emplace_back(std::move(value));
+  return *this;
+}
+
+PgParams& PgParams::Add(double value) { return Add(fmt::format("{}", value)); }
+
+PgParams& PgParams::Add(long long value) { return Add(std::to_string(value)); }
+
+PgParams& PgParams::Add(bool value) { return Add(std::string(value ? "true" : "false")); }
+
+PgParams& PgParams::Add(const std::optional<std::string>& value) {
+  values_.push_back(value);
+  return *this;
+}
+
+PgParams& PgParams::AddNull() {
+  values_.emplace_back(std::nullopt);
+  return *this;
+}
+
+std::vector<const char*> PgParams::Pointers() const {
+  std::vector<const char*> pointers;
+  pointers.reserve(values_.size());
+  for (const auto& value : values_) pointers.push_back(value ? value->c_str() : nullptr);
+  return pointers;
+}
+
+PgResult::PgResult(PGresult* result, std::string error, bool connection_lost)
+    : result_(result), error_(std::move(error)), connection_lost_(connection_lost) {}
+
+bool PgResult::ok() const {
+  if (!result_) return false;
+  const ExecStatusType status = PQresultStatus(result_.get());
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+std::string PgResult::SqlState() const {
+  if (!result_) return "";
+  const char* state = PQresultErrorField(result_.get(), PG_DIAG_SQLSTATE);
+  return state == nullptr ? "" : state;
+}
+
+int PgResult::rows() const { return result_ ? PQntuples(result_.get()) : 0; }
+
+bool PgResult::IsNull(int row, int column) const {
+  return PQgetisnull(result_.get(), row, column) != 0;
+}
+
+std::string_view PgResult::Get(int row, int column) const {
+  return {PQgetvalue(result_.get(), row, column),
+          static_cast<size_t>(PQgetlength(result_.get(), row, column))};
+}
+
+std::optional<std::string> PgResult::GetOptional(int row, int column) const {
+  if (IsNull(row, column)) return std::nullopt;
+  return std::string(Get(row, column));
+}
+
+bool PgResult::GetBool(int row, int column) const {
+  return !IsNull(row, column) && Get(row, column) == "t";
+}
+
+long long PgResult::GetInt(int row, int column) const {
+  const std::string_view text = Get(row, column);
+  long long value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+long long PgResult::affected() const {
+  if (!result_) return 0;
+  const char* text = PQcmdTuples(result_.get());
+  return text == nullptr || *text == '\0' ? 0 : std::atoll(text);
+}
+
+Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& params,
+                                                         WallTime* db_now) {
+  const std::string connect_timeout = Seconds(params.connect_timeout);
+  // Unacknowledged data is given up on a little after the statement timeout would have fired.
+  const std::string tcp_user_timeout =
+      std::to_string(params.statement_timeout.count() + params.connect_timeout.count());
+  std::vector<const char*> keywords = {"dbname",           "connect_timeout",
+                                       "keepalives",       "keepalives_idle",
+                                       "keepalives_interval", "keepalives_count",
+                                       "tcp_user_timeout", "client_encoding",
+                                       "fallback_application_name"};
+  std::vector<const char*> values = {params.conninfo.c_str(), connect_timeout.c_str(),
+                                     "1",                     "10",
+                                     "5",                     "3",
+                                     tcp_user_timeout.c_str(), "UTF8",
+                                     "stagehand"};
+  if (!params.database.empty()) {
+    // A later dbname overrides the one inside the expanded connection string.
+    keywords.push_back("dbname");
+    values.push_back(params.database.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+
+  PGconn* raw = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+  if (raw == nullptr) return UnavailableError("out of memory creating a connection");
+  std::unique_ptr<PgConnection> connection(new PgConnection(raw));
+  if (PQstatus(raw) != CONNECTION_OK) return UnavailableError(OneLine(PQerrorMessage(raw)));
+  // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
+  PQsetNoticeProcessor(raw, [](void*, const char*) {}, nullptr);
+
+  std::string search_path;
+  if (!params.search_path.empty()) {
+    Result<std::string> quoted = connection->QuoteIdentifier(params.search_path);
+    if (!quoted.ok()) return quoted.status();
+    search_path = *quoted;
+  }
+  PgParams setup;
+  setup.Add(std::to_string(params.statement_timeout.count())).Add(search_path);
+  PgResult result = connection->ExecuteText(pg_sql::kSessionSetup, setup);
+  if (!result.ok()) return UnavailableError("session setup failed: " + result.error());
+  if (db_now != nullptr && result.rows() == 1) {
+    if (Result<WallTime> now = ParsePgTimestamp(result.Get(0, 4)); now.ok()) *db_now = *now;
+  }
+  return connection;
+}
+
+PgConnection::~PgConnection() { PQfinish(conn_); }
+
+PgResult PgConnection::Wrap(PGresult* result) {
+  const ExecStatusType status = result == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(result);
+  if (result != nullptr && (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)) {
+    return PgResult(result, "", false);
+  }
+  std::string error;
+  std::string state;
+  if (result != nullptr) {
+    const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+    error = primary != nullptr ? primary : OneLine(PQresultErrorMessage(result));
+    const char* code = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+    if (code != nullptr) state = code;
+  } else {
+    error = OneLine(PQerrorMessage(conn_));
+  }
+  const bool lost = PQstatus(conn_) != CONNECTION_OK || IsConnectionSqlState(state);
+  return PgResult(result, std::move(error), lost);
+}
+
+PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
+  STAGEHAND_CHECK(statement.index >= 0 && statement.index < kMaxStatements);
+  if (!prepared_[statement.index]) {
+    PgResult prepared = Wrap(PQprepare(conn_, statement.name, statement.sql, 0, nullptr));
+    if (!prepared.ok() && prepared.SqlState() != "42P05") return prepared;  // 42P05: exists
+    prepared_[statement.index] = true;
+  }
+  const std::vector<const char*> values = params.Pointers();
+  return Wrap(PQexecPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,
+                             /*resultFormat=*/0));
+}
+
+PgResult PgConnection::ExecuteText(const char* sql, const PgParams& params) {
+  const std::vector<const char*> values = params.Pointers();
+  return Wrap(PQexecParams(conn_, sql, params.size(), nullptr, values.data(), nullptr, nullptr,
+                           /*resultFormat=*/0));
+}
+
+PgResult PgConnection::ExecuteScript(const char* sql) { return Wrap(PQexec(conn_, sql)); }
+
+bool PgConnection::Healthy() {
+  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  pollfd readable{PQsocket(conn_), POLLIN, 0};
+  if (::poll(&readable, 1, 0) > 0) {
+    // An idle session only receives something when the server is closing it (or sends a notice).
+    if (PQconsumeInput(conn_) == 0) return false;
+    while (PGnotify* notify = PQnotifies(conn_)) PQfreemem(notify);
+  }
+  return PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+}
+
+Result<std::string> PgConnection::QuoteIdentifier(std::string_view identifier) {
+  char* quoted = PQescapeIdentifier(conn_, identifier.data(), identifier.size());
+  if (quoted == nullptr) {
+    return InvalidArgumentError(
+        fmt::format("cannot quote identifier: {}", OneLine(PQerrorMessage(conn_))));
+  }
+  std::string result(quoted);
+  PQfreemem(quoted);
+  return result;
+}
+
+std::string DatabaseNameOf(const PgConnectParams& params) {
+  if (!params.database.empty()) return params.database;
+  std::string name;
+  std::string user;
+  if (PQconninfoOption* options = PQconninfoParse(params.conninfo.c_str(), nullptr)) {
+    for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+      if (option->val == nullptr || *option->val == '\0') continue;
+      if (std::string_view(option->keyword) == "dbname") name = option->val;
+      if (std::string_view(option->keyword) == "user") user = option->val;
+    }
+    PQconninfoFree(options);
+  }
+  if (name.empty()) {
+    if (const char* env = std::getenv("PGDATABASE")) name = env;
+  }
+  if (name.empty()) name = user;
+  if (name.empty()) {
+    if (const char* env = std::getenv("PGUSER")) name = env;
+  }
+  return name.empty() ? std::string("(default)") : name;
+}
+
+}  // namespace stagehand::store_internal

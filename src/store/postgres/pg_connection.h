@@ -1,0 +1,134 @@
+// A thin RAII layer over libpq for the PostgreSQL task store: one connection with lazily prepared
+// statements, query results, bound parameters and the classification of errors into "the
+// connection is gone" and "the statement failed".
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagehand/base/status.h"
+#include "stagehand/time/clock.h"
+
+namespace stagehand::store_internal {
+
+// A named statement, prepared once per connection the first time it is executed.
+struct PgStatement {
+  int index;         // dense, unique among all statements (slot in each connection's cache)
+  const char* name;  // the server-side prepared statement name
+  const char* sql;   // every parameter carries an explicit cast
+};
+
+// The number of PgStatement slots a connection keeps.
+inline constexpr int kMaxStatements = 32;
+
+// Bound parameters in text format; nullopt binds SQL NULL. Plain value type.
+class PgParams {
+ public:
+  PgParams& Add(std::string value);
+  PgParams& Add(std::string_view value) { return Add(std::string(value)); }
+  PgParams& Add(const char* value) { return Add(std::string(value)); }
+  PgParams& Add(double value);
+  PgParams& Add(long long value);
+  PgParams& Add(bool value);
+  PgParams& Add(const std::optional<std::string>& value);
+  PgParams& AddNull();
+
+  int size() const { return static_cast<int>(values_.size()); }
+  // Returns the libpq parameter array; valid until this object changes.
+  std::vector<const char*> Pointers() const;
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+// The outcome of one statement: its rows, or the error that stopped it. Move-only.
+class PgResult {
+ public:
+  PgResult() = default;
+  PgResult(PGresult* result, std::string error, bool connection_lost);
+  PgResult(PgResult&&) noexcept = default;
+  PgResult& operator=(PgResult&&) noexcept = default;
+
+  bool ok() const;
+  // The SQLSTATE of a failed statement ("" when libpq produced no result).
+  std::string SqlState() const;
+  // A one-line description of the failure.
+  const std::string& error() const { return error_; }
+  // Whether the failure means the connection can no longer be used.
+  bool connection_lost() const { return connection_lost_; }
+
+  int rows() const;
+  bool IsNull(int row, int column) const;
+  std::string_view Get(int row, int column) const;
+  std::optional<std::string> GetOptional(int row, int column) const;
+  bool GetBool(int row, int column) const;
+  long long GetInt(int row, int column) const;
+  // Rows changed by an INSERT/UPDATE/DELETE.
+  long long affected() const;
+
+ private:
+  struct Clear {
+    void operator()(PGresult* result) const { PQclear(result); }
+  };
+  std::unique_ptr<PGresult, Clear> result_;
+  std::string error_;
+  bool connection_lost_ = false;
+};
+
+// How to reach one database. Plain value type.
+struct PgConnectParams {
+  std::string conninfo;  // libpq connection string or URL (may hold a password: never print it)
+  std::string database;  // overrides the database of `conninfo` when not empty
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds statement_timeout{10000};
+  std::string search_path;  // a schema name (unescaped); empty keeps the server's default
+};
+
+// One open session with its session settings applied (UTC, ISO dates, statement_timeout,
+// search_path). Thread-compatible: one thread at a time.
+class PgConnection {
+ public:
+  // Connects and applies the session settings. Returns the database's now() at connect in
+  // `db_now` when given. Errors: kUnavailable with libpq's reason (never the password).
+  static Result<std::unique_ptr<PgConnection>> Open(const PgConnectParams& params,
+                                                    WallTime* db_now = nullptr);
+
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Executes `statement`, preparing it on this connection first if needed.
+  PgResult Execute(const PgStatement& statement, const PgParams& params);
+  // Executes SQL text with parameters (unnamed statement).
+  PgResult ExecuteText(const char* sql, const PgParams& params);
+  // Executes one or more parameterless statements with the simple protocol (DDL, BEGIN).
+  PgResult ExecuteScript(const char* sql);
+
+  // Whether the session is usable as far as libpq knows; reads any pending input from the server
+  // first, without blocking, so that a connection the server has closed is noticed before use.
+  bool Healthy();
+
+  // Returns `identifier` quoted for SQL (PQescapeIdentifier). Errors: kInvalidArgument.
+  Result<std::string> QuoteIdentifier(std::string_view identifier);
+
+  PGconn* raw() { return conn_; }
+
+ private:
+  explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  PgResult Wrap(PGresult* result);
+
+  PGconn* conn_;
+  bool prepared_[kMaxStatements] = {};
+};
+
+// Returns the database `params` names: `database`, else the one in `conninfo`, else the user name
+// libpq would use by default.
+std::string DatabaseNameOf(const PgConnectParams& params);
+
+}  // namespace stagehand::store_internal

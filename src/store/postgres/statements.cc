@@ -1,0 +1,268 @@
+#include "store/postgres/statements.h"
+
+#include <fmt/format.h>
+
+namespace stagehand::store_internal::pg_sql {
+
+namespace {
+
+// The next-run expression of a plan bound at parameters $kind, $kind+1, $kind+2. Only an UPDATE
+// can use 'scheduled_plus', which reads the row's own next_run_start_at.
+std::string Plan(int kind, bool in_update) {
+  const std::string scheduled_plus =
+      in_update ? fmt::format(" WHEN 'scheduled_plus' THEN"
+                              " greatest(next_run_start_at + ${}::float8 * interval '1 second', now())",
+                              kind + 1)
+                : "";
+  return fmt::format(
+      "CASE ${0}::text"
+      " WHEN 'null' THEN NULL"
+      " WHEN 'now' THEN now()"
+      " WHEN 'now_plus' THEN now() + ${1}::float8 * interval '1 second'"
+      " WHEN 'instant' THEN ${2}::timestamptz"
+      "{3}"
+      " END",
+      kind, kind + 1, kind + 2, scheduled_plus);
+}
+
+struct Texts {
+  std::string upsert = fmt::format(R"sql(
+INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
+VALUES ($1::text, {start}, $2::text)
+ON CONFLICT (id) DO UPDATE SET
+  settings_json = excluded.settings_json,
+  next_run_start_at = CASE
+    WHEN t.next_run_start_at IS NULL OR {next} < t.next_run_start_at THEN {next}
+    ELSE t.next_run_start_at
+  END
+RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id)
+)sql",
+                                   fmt::arg("start", Plan(3, false)),
+                                   fmt::arg("next", Plan(6, false)));
+
+  std::string poll = R"sql(
+SELECT 'task', id, settings_json, next_run_start_at,
+       current_run_ticket IS NOT NULL,
+       current_run_expires_at,
+       coalesce(next_run_start_at <= now() AND current_run_ticket IS NULL, false),
+       now()
+FROM backstage_backend_tasks__tasks
+WHERE id = ANY ($1::text[])
+UNION ALL
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now()
+)sql";
+
+  // The outer query sees the table as it was before `swept` changed it, so a polled row that the
+  // sweep released counts as idle here.
+  std::string poll_and_sweep = R"sql(
+WITH swept AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET current_run_ticket = NULL,
+      current_run_started_at = NULL,
+      current_run_expires_at = NULL,
+      last_run_ended_at = now(),
+      last_run_error_json = $2::text
+  WHERE current_run_expires_at < now()
+  RETURNING id, pg_notify($3::text, 'sweep:' || id)
+)
+SELECT 'task', t.id, t.settings_json, t.next_run_start_at,
+       t.current_run_ticket IS NOT NULL AND s.id IS NULL,
+       CASE WHEN s.id IS NULL THEN t.current_run_expires_at END,
+       coalesce(t.next_run_start_at <= now() AND (t.current_run_ticket IS NULL OR s.id IS NOT NULL),
+                false),
+       now()
+FROM backstage_backend_tasks__tasks AS t
+LEFT JOIN swept AS s ON s.id = t.id
+WHERE t.id = ANY ($1::text[])
+UNION ALL
+SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now() FROM swept
+UNION ALL
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now()
+)sql";
+
+  std::string claim = R"sql(
+WITH claimed AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET current_run_ticket = $2::text,
+      current_run_started_at = now(),
+      current_run_expires_at = now() + least($3::float8, $4::float8) * interval '1 millisecond'
+  WHERE id = $1::text AND current_run_ticket IS NULL AND next_run_start_at <= now()
+  RETURNING current_run_expires_at
+)
+SELECT now(), (SELECT current_run_expires_at FROM claimed)
+)sql";
+
+  std::string renew_lease = R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET current_run_expires_at = least(current_run_started_at + $3::float8 * interval '1 millisecond',
+                                   now() + $4::float8 * interval '1 millisecond')
+WHERE id = $1::text AND current_run_ticket = $2::text
+RETURNING now()
+)sql";
+
+  std::string release = fmt::format(R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET next_run_start_at = {next},
+    current_run_ticket = NULL,
+    current_run_started_at = NULL,
+    current_run_expires_at = NULL,
+    last_run_ended_at = now(),
+    last_run_error_json = $6::text
+WHERE id = $1::text AND current_run_ticket = $2::text
+RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
+)sql",
+                                    fmt::arg("next", Plan(3, true)));
+
+  std::string trigger = R"sql(
+WITH target AS (
+  SELECT id FROM backstage_backend_tasks__tasks WHERE id = $1::text
+), triggered AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET next_run_start_at = now()
+  WHERE id = $1::text AND current_run_ticket IS NULL
+  RETURNING pg_notify($2::text, 'trigger:' || id)
+)
+SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM triggered) > 0, now()
+)sql";
+
+  std::string read_for_cancel = R"sql(
+SELECT settings_json, current_run_ticket, now()
+FROM backstage_backend_tasks__tasks
+WHERE id = $1::text
+)sql";
+
+  std::string sweep = R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET current_run_ticket = NULL,
+    current_run_started_at = NULL,
+    current_run_expires_at = NULL,
+    last_run_ended_at = now(),
+    last_run_error_json = $1::text
+WHERE current_run_expires_at < now()
+RETURNING id, now(), pg_notify($2::text, 'sweep:' || id)
+)sql";
+
+  std::string states = R"sql(
+SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at,
+       current_run_expires_at, last_run_error_json, last_run_ended_at, now()
+FROM backstage_backend_tasks__tasks
+ORDER BY id COLLATE "C"
+)sql";
+
+  std::string remove = R"sql(
+DELETE FROM backstage_backend_tasks__tasks
+WHERE id = $1::text
+RETURNING now(), pg_notify($2::text, 'delete:' || id)
+)sql";
+
+  std::string now = "SELECT now()";
+};
+
+}  // namespace
+
+const Statements& TaskStatements() {
+  static const Texts* const texts = new Texts();
+  static const Statements statements{
+      .upsert = {0, "stagehand_upsert", texts->upsert.c_str()},
+      .poll = {1, "stagehand_poll", texts->poll.c_str()},
+      .poll_and_sweep = {2, "stagehand_poll_and_sweep", texts->poll_and_sweep.c_str()},
+      .claim = {3, "stagehand_claim", texts->claim.c_str()},
+      .renew_lease = {4, "stagehand_renew_lease", texts->renew_lease.c_str()},
+      .release = {5, "stagehand_release", texts->release.c_str()},
+      .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
+      .read_for_cancel = {7, "stagehand_read_for_cancel", texts->read_for_cancel.c_str()},
+      .sweep = {8, "stagehand_sweep", texts->sweep.c_str()},
+      .states = {9, "stagehand_states", texts->states.c_str()},
+      .remove = {10, "stagehand_delete", texts->remove.c_str()},
+      .now = {11, "stagehand_now", texts->now.c_str()},
+  };
+  return statements;
+}
+
+const char* const kSessionSetup = R"sql(
+SELECT set_config('statement_timeout', $1::text, false),
+       set_config('TimeZone', 'UTC', false),
+       set_config('DateStyle', 'ISO, YMD', false),
+       CASE WHEN $2::text <> '' THEN set_config('search_path', $2::text, false) END,
+       now()
+)sql";
+
+const char* const kDatabaseExists = "SELECT 1 FROM pg_database WHERE datname = $1::text";
+
+std::string CreateDatabase(std::string_view quoted_name) {
+  return fmt::format("CREATE DATABASE {}", quoted_name);
+}
+
+std::string CreateSchema(std::string_view quoted_name) {
+  return fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quoted_name);
+}
+
+std::string Listen(std::string_view quoted_channel) {
+  return fmt::format("LISTEN {}", quoted_channel);
+}
+
+const char* const kBegin = "BEGIN";
+const char* const kCommit = "COMMIT";
+const char* const kRollback = "ROLLBACK";
+
+const char* const kMigrationAdvisoryLock = R"sql(
+SELECT pg_advisory_xact_lock(
+  hashtextextended('stagehand:backstage_backend_tasks__knex_migrations:' || current_schema(), 0))
+)sql";
+
+// Knex's own DDL for its bookkeeping tables.
+const char* const kCreateMigrationsTable =
+    R"sql(create table if not exists "backstage_backend_tasks__knex_migrations" ("id" serial primary key, "name" varchar(255), "batch" integer, "migration_time" timestamptz))sql";
+
+const char* const kCreateMigrationsLockTable =
+    R"sql(create table if not exists "backstage_backend_tasks__knex_migrations_lock" ("index" serial primary key, "is_locked" integer))sql";
+
+const char* const kInsertLockRowIfMissing = R"sql(
+INSERT INTO backstage_backend_tasks__knex_migrations_lock (is_locked)
+SELECT 0 WHERE NOT EXISTS (SELECT FROM backstage_backend_tasks__knex_migrations_lock)
+)sql";
+
+const char* const kReadMigrationLock = R"sql(
+SELECT is_locked FROM backstage_backend_tasks__knex_migrations_lock ORDER BY "index" FOR UPDATE
+)sql";
+
+const char* const kTakeMigrationLock = R"sql(
+UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0
+)sql";
+
+const char* const kFreeMigrationLock =
+    "UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0";
+
+const char* const kListMigrations =
+    "SELECT name FROM backstage_backend_tasks__knex_migrations ORDER BY id";
+
+const char* const kLatestBatch =
+    "SELECT coalesce(max(batch), 0) FROM backstage_backend_tasks__knex_migrations";
+
+const char* const kRecordMigration = R"sql(
+INSERT INTO backstage_backend_tasks__knex_migrations (name, batch, migration_time)
+VALUES ($1::text, $2::int4, now())
+)sql";
+
+const char* const kPause = "SELECT pg_sleep($1::float8)";
+
+// The DDL knex generates for Backstage's migrations/scheduler/*.js on PostgreSQL.
+const Migration kMigrations[3] = {
+    {"20210928160613_init.js",
+     R"sql(create table "backstage_backend_tasks__tasks" ("id" varchar(255) not null, "settings_json" text not null, "next_run_start_at" timestamptz not null, "current_run_ticket" text null, "current_run_started_at" timestamptz null, "current_run_expires_at" timestamptz null, constraint "backstage_backend_tasks__tasks_pkey" primary key ("id"));
+comment on table "backstage_backend_tasks__tasks" is 'Tasks used for scheduling work on multiple workers';
+comment on column "backstage_backend_tasks__tasks"."id" is 'The unique ID of this particular task';
+comment on column "backstage_backend_tasks__tasks"."settings_json" is 'JSON serialized object with properties for this task';
+comment on column "backstage_backend_tasks__tasks"."next_run_start_at" is 'The next time that the task should be started';
+comment on column "backstage_backend_tasks__tasks"."current_run_ticket" is 'A unique ticket for the current task run';
+comment on column "backstage_backend_tasks__tasks"."current_run_started_at" is 'The time that the current task run started';
+comment on column "backstage_backend_tasks__tasks"."current_run_expires_at" is 'The time that the current task run will time out')sql"},
+    {"20240712211735_nullable_next_run.js",
+     R"sql(alter table "backstage_backend_tasks__tasks" alter column "next_run_start_at" drop not null)sql"},
+    {"20250411000000_last_run.js",
+     R"sql(alter table "backstage_backend_tasks__tasks" add column "last_run_error_json" text null, add column "last_run_ended_at" timestamptz null;
+comment on column "backstage_backend_tasks__tasks"."last_run_error_json" is 'JSON serialized error object from the last task run, if it failed';
+comment on column "backstage_backend_tasks__tasks"."last_run_ended_at" is 'The last time that the task ended')sql"},
+};
+
+}  // namespace stagehand::store_internal::pg_sql

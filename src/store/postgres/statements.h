@@ -1,0 +1,99 @@
+// Every SQL text the PostgreSQL task store sends, in one place. Statements that take input bind it
+// as parameters; the only identifiers spliced into text (database, schema, LISTEN channel) are
+// quoted with PQescapeIdentifier by the caller.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "store/postgres/pg_connection.h"
+
+namespace stagehand::store_internal::pg_sql {
+
+// A NextRunPlan is bound as three parameters: its kind ('null', 'now', 'now_plus', 'instant',
+// 'scheduled_plus'), its seconds (float8) and its instant (timestamptz or NULL).
+inline constexpr std::string_view kPlanNull = "null";
+inline constexpr std::string_view kPlanNow = "now";
+inline constexpr std::string_view kPlanNowPlus = "now_plus";
+inline constexpr std::string_view kPlanInstant = "instant";
+inline constexpr std::string_view kPlanScheduledPlus = "scheduled_plus";
+
+// The prepared statements of the task table. Each comment lists the parameters and the columns.
+struct Statements {
+  // $1 id, $2 settings_json, $3..$5 insert plan, $6..$8 re-register plan, $9 channel
+  // → next_run_start_at, now()
+  PgStatement upsert;
+  // $1 ids (text[]) → kind ('task' | 'clock'), id, settings_json, next_run_start_at, running,
+  //   current_run_expires_at, ready, now()
+  PgStatement poll;
+  // $1 ids (text[]), $2 timeout error JSON, $3 channel → as `poll`, plus kind 'swept' rows (id)
+  PgStatement poll_and_sweep;
+  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not claimed)
+  PgStatement claim;
+  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now() (no row: the ticket is gone)
+  PgStatement renew_lease;
+  // $1 id, $2 ticket, $3..$5 next plan, $6 error JSON, $7 channel, $8 event kind → now()
+  PgStatement release;
+  // $1 id, $2 channel → exists, triggered, now()
+  PgStatement trigger;
+  // $1 id → settings_json, current_run_ticket, now()
+  PgStatement read_for_cancel;
+  // $1 timeout error JSON, $2 channel → id, now()
+  PgStatement sweep;
+  // → id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at,
+  //   current_run_expires_at, last_run_error_json, last_run_ended_at, now()
+  PgStatement states;
+  // $1 id, $2 channel → now() (no row: nothing deleted)
+  PgStatement remove;
+  // → now()
+  PgStatement now;
+};
+
+// Returns the statements (built once; thread-safe).
+const Statements& TaskStatements();
+
+// Session settings applied on connect: $1 statement_timeout (ms, text), $2 search_path ('' keeps
+// the default) → now().
+extern const char* const kSessionSetup;
+
+// $1 database name → one row if the database exists.
+extern const char* const kDatabaseExists;
+// Returns the statement creating database `quoted_name`.
+std::string CreateDatabase(std::string_view quoted_name);
+// Returns the statement creating schema `quoted_name` when missing.
+std::string CreateSchema(std::string_view quoted_name);
+// Returns the statement subscribing to `quoted_channel`.
+std::string Listen(std::string_view quoted_channel);
+
+// Migration, knex-compatible (see Migrate in postgres_task_store.cc for the protocol).
+extern const char* const kBegin;
+extern const char* const kCommit;
+extern const char* const kRollback;
+// Serializes stagehand migrators of this schema for the rest of the transaction.
+extern const char* const kMigrationAdvisoryLock;
+extern const char* const kCreateMigrationsTable;
+extern const char* const kCreateMigrationsLockTable;
+extern const char* const kInsertLockRowIfMissing;
+// → is_locked of the lock row, row-locked for the transaction
+extern const char* const kReadMigrationLock;
+// → rows changed (1 when the lock was taken)
+extern const char* const kTakeMigrationLock;
+extern const char* const kFreeMigrationLock;
+// → name, in the order applied
+extern const char* const kListMigrations;
+// → max(batch) or 0
+extern const char* const kLatestBatch;
+// $1 name, $2 batch
+extern const char* const kRecordMigration;
+// $1 seconds: waits on the server
+extern const char* const kPause;
+
+// One Backstage migration: its knex name (with ".js") and its DDL.
+struct Migration {
+  const char* name;
+  const char* ddl;
+};
+// Backstage's scheduler migrations, in the order knex applies them.
+extern const Migration kMigrations[3];
+
+}  // namespace stagehand::store_internal::pg_sql
