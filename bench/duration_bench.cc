@@ -13,7 +13,9 @@ namespace {
 void BM_FormatIsoDurationSimple(benchmark::State& state) {
   HumanDuration d;
   d.minutes = 90;
-  for (auto _ : state) benchmark::DoNotOptimize(FormatIsoDuration(d));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(FormatIsoDuration(d));
+  }
 }
 BENCHMARK(BM_FormatIsoDurationSimple);
 
@@ -27,7 +29,9 @@ void BM_FormatIsoDurationFull(benchmark::State& state) {
   d.minutes = 6;
   d.seconds = 7;
   d.milliseconds = 800.25;
-  for (auto _ : state) benchmark::DoNotOptimize(FormatIsoDuration(d));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(FormatIsoDuration(d));
+  }
 }
 BENCHMARK(BM_FormatIsoDurationFull);
 
@@ -39,7 +43,9 @@ void BM_FormatIsoDurationMilliseconds(benchmark::State& state) {
 BENCHMARK(BM_FormatIsoDurationMilliseconds);
 
 void ParseString(benchmark::State& state, std::string_view text) {
-  for (auto _ : state) benchmark::DoNotOptimize(ParseDurationString(text));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ParseDurationString(text));
+  }
 }
 BENCHMARK_CAPTURE(ParseString, ms_form, std::string_view("2 hours"));
 BENCHMARK_CAPTURE(ParseString, ms_form_decomposed, std::string_view("400d"));
@@ -47,7 +53,9 @@ BENCHMARK_CAPTURE(ParseString, iso_form, std::string_view("P1Y2M3W4DT5H6M7.8S"))
 BENCHMARK_CAPTURE(ParseString, invalid, std::string_view("1 fortnight"));
 
 void BM_ParseIsoDuration(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(ParseIsoDuration("P2DT6H30M"));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ParseIsoDuration("P2DT6H30M"));
+  }
 }
 BENCHMARK(BM_ParseIsoDuration);
 

@@ -38,9 +38,15 @@ constexpr double kMsPackageYearMs = 365.25 * kDayMs;
 // Number#toString does: plain decimal for 1e-6 <= |x| < 1e21, exponent form ("1e+21",
 // "1.5e-7") otherwise.
 std::string FormatJsNumber(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value < 0 ? "-Infinity" : "Infinity";
-  if (value == 0) return "0";
+  if (std::isnan(value)) {
+    return "NaN";
+  }
+  if (std::isinf(value)) {
+    return value < 0 ? "-Infinity" : "Infinity";
+  }
+  if (value == 0) {
+    return "0";
+  }
 
   std::string out;
   if (value < 0) {
@@ -57,11 +63,15 @@ std::string FormatJsNumber(double value) {
 
   std::string digits;
   for (char c : sci.substr(0, e_pos)) {
-    if (c != '.') digits.push_back(c);
+    if (c != '.') {
+      digits.push_back(c);
+    }
   }
   int exponent = 0;
   std::string_view exp_text = sci.substr(e_pos + 1);
-  if (!exp_text.empty() && exp_text.front() == '+') exp_text.remove_prefix(1);
+  if (!exp_text.empty() && exp_text.front() == '+') {
+    exp_text.remove_prefix(1);
+  }
   std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(), exponent);
 
   // ECMAScript Number::toString: value = 0.d1d2...dk x 10^n.
@@ -94,7 +104,9 @@ std::string FormatJsNumber(double value) {
 // JavaScript's Math.round: nearest integer, ties toward +infinity.
 double JsRound(double x) {
   double r = std::floor(x);
-  if (x - r >= 0.5) r += 1.0;
+  if (x - r >= 0.5) {
+    r += 1.0;
+  }
   return r;
 }
 
@@ -143,11 +155,17 @@ struct IsoToken {
 // Reads a token at `pos`; returns false if the text there cannot start one.
 bool ReadIsoToken(std::string_view text, std::size_t& pos, IsoToken& token) {
   const std::size_t start = pos;
-  if (pos < text.size() && text[pos] == '-') ++pos;
+  if (pos < text.size() && text[pos] == '-') {
+    ++pos;
+  }
   std::size_t digits_start = pos;
-  while (pos < text.size() && IsDigit(text[pos])) ++pos;
+  while (pos < text.size() && IsDigit(text[pos])) {
+    ++pos;
+  }
   std::size_t digits = pos - digits_start;
-  if (digits < 1 || digits > 20) return false;
+  if (digits < 1 || digits > 20) {
+    return false;
+  }
   token.integer = text.substr(start, pos - start);
   token.separator = 0;
   token.fraction_signed = false;
@@ -160,13 +178,19 @@ bool ReadIsoToken(std::string_view text, std::size_t& pos, IsoToken& token) {
       ++pos;
     }
     digits_start = pos;
-    while (pos < text.size() && IsDigit(text[pos])) ++pos;
+    while (pos < text.size() && IsDigit(text[pos])) {
+      ++pos;
+    }
     digits = pos - digits_start;
-    if (digits < 1 || digits > 20) return false;
+    if (digits < 1 || digits > 20) {
+      return false;
+    }
     token.fraction = text.substr(fraction_start, pos - fraction_start);
   }
   token.number = text.substr(start, pos - start);
-  if (pos >= text.size()) return false;
+  if (pos >= text.size()) {
+    return false;
+  }
   token.designator = text[pos++];
   return true;
 }
@@ -182,35 +206,53 @@ std::optional<IsoCaptures> MatchIso(std::string_view text) {
     captures.negative_prefix = true;
     ++pos;
   }
-  if (pos >= text.size() || text[pos] != 'P') return std::nullopt;
+  if (pos >= text.size() || text[pos] != 'P') {
+    return std::nullopt;
+  }
   ++pos;
 
   constexpr std::string_view kDateDesignators = "YMWD";
   std::size_t next_date = 0;
   while (pos < text.size() && text[pos] != 'T') {
     IsoToken token;
-    if (!ReadIsoToken(text, pos, token)) return std::nullopt;
-    if (token.separator == ',' || token.fraction_signed) return std::nullopt;
+    if (!ReadIsoToken(text, pos, token)) {
+      return std::nullopt;
+    }
+    if (token.separator == ',' || token.fraction_signed) {
+      return std::nullopt;
+    }
     std::size_t index = kDateDesignators.find(token.designator, next_date);
-    if (index == std::string_view::npos) return std::nullopt;
+    if (index == std::string_view::npos) {
+      return std::nullopt;
+    }
     captures.groups[index] = token.number;
     next_date = index + 1;
   }
-  if (pos == text.size()) return captures;
+  if (pos == text.size()) {
+    return captures;
+  }
 
   ++pos;  // 'T'
   constexpr std::string_view kTimeDesignators = "HMS";
   std::size_t next_time = 0;
   while (pos < text.size()) {
     IsoToken token;
-    if (!ReadIsoToken(text, pos, token)) return std::nullopt;
+    if (!ReadIsoToken(text, pos, token)) {
+      return std::nullopt;
+    }
     std::size_t index = kTimeDesignators.find(token.designator, next_time);
-    if (index == std::string_view::npos) return std::nullopt;
+    if (index == std::string_view::npos) {
+      return std::nullopt;
+    }
     if (token.designator == 'S') {
       captures.groups[kSeconds] = token.integer;
-      if (token.separator != 0) captures.groups[kFraction] = token.fraction;
+      if (token.separator != 0) {
+        captures.groups[kFraction] = token.fraction;
+      }
     } else {
-      if (token.separator == ',' || token.fraction_signed) return std::nullopt;
+      if (token.separator == ',' || token.fraction_signed) {
+        return std::nullopt;
+      }
       captures.groups[kHours + index] = token.number;
     }
     next_time = index + 1;
@@ -225,13 +267,19 @@ std::array<std::optional<double>, 8> IsoValues(const IsoCaptures& captures) {
   const auto& groups = captures.groups;
   // JavaScript negates only "truthy" numbers (not 0 or -0) for the prefix, unless forced.
   auto maybe_negate = [&](std::optional<double>& v, bool force) {
-    if (v && (force || (*v != 0 && !std::isnan(*v) && captures.negative_prefix))) *v = -*v;
+    if (v && (force || (*v != 0 && !std::isnan(*v) && captures.negative_prefix))) {
+      *v = -*v;
+    }
   };
   for (int i = kYears; i <= kSeconds; ++i) {
     const auto index = static_cast<std::size_t>(i);
-    if (groups[index]) values[index] = ParseDecimal(*groups[index]);
+    if (groups[index]) {
+      values[index] = ParseDecimal(*groups[index]);
+    }
   }
-  for (int i = kYears; i < kSeconds; ++i) maybe_negate(values[static_cast<std::size_t>(i)], false);
+  for (int i = kYears; i < kSeconds; ++i) {
+    maybe_negate(values[static_cast<std::size_t>(i)], false);
+  }
   maybe_negate(values[kSeconds], groups[kSeconds] && *groups[kSeconds] == "-0");
 
   if (groups[kFraction]) {
@@ -265,12 +313,16 @@ HumanDuration ToHuman(const std::array<std::optional<double>, 8>& v) {
 
 Result<HumanDuration> ParseIsoConfigDuration(std::string_view text) {
   std::optional<IsoCaptures> captures = MatchIso(text);
-  if (!captures) return InvalidArgumentError(kIsoFormatError);
+  if (!captures) {
+    return InvalidArgumentError(kIsoFormatError);
+  }
   std::array<std::optional<double>, 8> values = IsoValues(*captures);
   bool any = false;
   bool any_non_zero = false;
   for (auto& v : values) {
-    if (!v) continue;
+    if (!v) {
+      continue;
+    }
     any = true;
     // Backstage keeps only truthy numbers.
     if (*v == 0 || std::isnan(*v)) {
@@ -279,8 +331,12 @@ Result<HumanDuration> ParseIsoConfigDuration(std::string_view text) {
       any_non_zero = true;
     }
   }
-  if (!any) return InvalidArgumentError(kIsoNoValuesError);
-  if (!any_non_zero) return OnlyMilliseconds(0.0);
+  if (!any) {
+    return InvalidArgumentError(kIsoNoValuesError);
+  }
+  if (!any_non_zero) {
+    return OnlyMilliseconds(0.0);
+  }
   return ToHuman(values);
 }
 
@@ -304,7 +360,9 @@ std::optional<double> MsUnitLength(std::string_view unit) {
   }};
   for (const Unit& u : kUnits) {
     for (std::string_view name : u.names) {
-      if (!name.empty() && name == unit) return u.ms;
+      if (!name.empty() && name == unit) {
+        return u.ms;
+      }
     }
   }
   return std::nullopt;
@@ -313,9 +371,13 @@ std::optional<double> MsUnitLength(std::string_view unit) {
 // The `ms` package's parse(): returns milliseconds, or nullopt where it returns undefined.
 // Grammar (case-insensitive): ^(-?(?:\d+)?\.?\d+) *(unit)?$, at most 100 characters.
 std::optional<double> ParseMsString(std::string_view text) {
-  if (text.size() > 100) return std::nullopt;
+  if (text.size() > 100) {
+    return std::nullopt;
+  }
   std::size_t pos = 0;
-  if (pos < text.size() && text[pos] == '-') ++pos;
+  if (pos < text.size() && text[pos] == '-') {
+    ++pos;
+  }
   std::size_t integer_digits = 0;
   while (pos < text.size() && IsDigit(text[pos])) {
     ++pos;
@@ -328,19 +390,27 @@ std::optional<double> ParseMsString(std::string_view text) {
       ++pos;
       ++fraction_digits;
     }
-    if (fraction_digits == 0) return std::nullopt;
+    if (fraction_digits == 0) {
+      return std::nullopt;
+    }
   } else if (integer_digits == 0) {
     return std::nullopt;
   }
   std::string_view number = text.substr(0, pos);
-  while (pos < text.size() && text[pos] == ' ') ++pos;
+  while (pos < text.size() && text[pos] == ' ') {
+    ++pos;
+  }
 
   std::string unit;
-  for (char c : text.substr(pos)) unit.push_back(AsciiLower(c));
+  for (char c : text.substr(pos)) {
+    unit.push_back(AsciiLower(c));
+  }
   double unit_ms = 1;
   if (!unit.empty()) {
     std::optional<double> found = MsUnitLength(unit);
-    if (!found) return std::nullopt;
+    if (!found) {
+      return std::nullopt;
+    }
     unit_ms = *found;
   }
 
@@ -350,15 +420,27 @@ std::optional<double> ParseMsString(std::string_view text) {
 // Backstage's parseMsDuration.
 Result<HumanDuration> ParseMsConfigDuration(std::string_view text) {
   bool all_digits = !text.empty();
-  for (char c : text) all_digits = all_digits && IsDigit(c);
-  if (all_digits) return InvalidArgumentError(kPlainNumberError);
-  if (text.empty()) return InvalidArgumentError(kEmptyMsError);
+  for (char c : text) {
+    all_digits = all_digits && IsDigit(c);
+  }
+  if (all_digits) {
+    return InvalidArgumentError(kPlainNumberError);
+  }
+  if (text.empty()) {
+    return InvalidArgumentError(kEmptyMsError);
+  }
 
   std::optional<double> parsed = ParseMsString(text);
-  if (!parsed || !std::isfinite(*parsed)) return InvalidArgumentError(kNotDurationError);
+  if (!parsed || !std::isfinite(*parsed)) {
+    return InvalidArgumentError(kNotDurationError);
+  }
   double ms = *parsed;
-  if (ms < 0) return InvalidArgumentError(kNegativeError);
-  if (ms == 0) return OnlyMilliseconds(0.0);
+  if (ms < 0) {
+    return InvalidArgumentError(kNegativeError);
+  }
+  if (ms == 0) {
+    return OnlyMilliseconds(0.0);
+  }
 
   // The same double arithmetic as Backstage, so fractional inputs decompose identically.
   HumanDuration d;
@@ -375,7 +457,9 @@ Result<HumanDuration> ParseMsConfigDuration(std::string_view text) {
   take(kHourMs, d.hours);
   take(kMinuteMs, d.minutes);
   take(kSecondMs, d.seconds);
-  if (ms > 0) d.milliseconds = ms;
+  if (ms > 0) {
+    d.milliseconds = ms;
+  }
   return d;
 }
 
@@ -420,7 +504,9 @@ std::string_view TrimJsWhitespace(std::string_view text) {
   std::size_t begin = 0;
   while (begin < text.size()) {
     const std::size_t n = JsWhitespaceAt(text, begin);
-    if (n == 0) break;
+    if (n == 0) {
+      break;
+    }
     begin += n;
   }
   std::size_t end = text.size();
@@ -432,7 +518,9 @@ std::string_view TrimJsWhitespace(std::string_view text) {
         break;
       }
     }
-    if (n == 0) break;
+    if (n == 0) {
+      break;
+    }
     end -= n;
   }
   return text.substr(begin, end - begin);
@@ -443,7 +531,9 @@ double ToMillisecondsCasual(const HumanDuration& d) {
   // largest first, and the integer and fractional parts are then recombined.
   double own = 0;
   auto add = [&own](const std::optional<double>& v, double unit_ms) {
-    if (v) own += unit_ms * *v;
+    if (v) {
+      own += unit_ms * *v;
+    }
   };
   add(d.years, kCasualYearMs);
   add(d.months, kCasualMonthMs);
@@ -452,25 +542,37 @@ double ToMillisecondsCasual(const HumanDuration& d) {
   add(d.hours, kHourMs);
   add(d.minutes, kMinuteMs);
   add(d.seconds, kSecondMs);
-  if (d.milliseconds) own += *d.milliseconds;
+  if (d.milliseconds) {
+    own += *d.milliseconds;
+  }
   const double integer = std::trunc(own);
   const double fraction = (own * 1000 - integer * 1000) / 1000;
   // Past about 1.8e305 ms luxon's recombination overflows to NaN, which its getter reports as
   // 0; a huge duration must not turn into an immediate one, so keep the plain sum there.
-  if (!std::isfinite(fraction)) return own;
+  if (!std::isfinite(fraction)) {
+    return own;
+  }
   double result = integer;
-  if (fraction != 0) result += fraction;
+  if (fraction != 0) {
+    result += fraction;
+  }
   return result;
 }
 
 std::chrono::milliseconds ToChronoMilliseconds(const HumanDuration& d) {
   using Rep = std::chrono::milliseconds::rep;
   const double ms = std::round(ToMillisecondsCasual(d));
-  if (std::isnan(ms)) return std::chrono::milliseconds(0);
+  if (std::isnan(ms)) {
+    return std::chrono::milliseconds(0);
+  }
   // 2^63 is exactly representable; anything at or above it saturates.
   constexpr double kLimit = 9223372036854775808.0;
-  if (ms >= kLimit) return std::chrono::milliseconds(std::numeric_limits<Rep>::max());
-  if (ms < -kLimit) return std::chrono::milliseconds(std::numeric_limits<Rep>::min());
+  if (ms >= kLimit) {
+    return std::chrono::milliseconds(std::numeric_limits<Rep>::max());
+  }
+  if (ms < -kLimit) {
+    return std::chrono::milliseconds(std::numeric_limits<Rep>::min());
+  }
   return std::chrono::milliseconds(static_cast<Rep>(ms));
 }
 
@@ -497,14 +599,18 @@ std::string FormatIsoDuration(const HumanDuration& d) {
   append(months, 'M');
   append(weeks, 'W');
   append(days, 'D');
-  if (hours != 0 || minutes != 0 || seconds != 0 || milliseconds != 0) s.push_back('T');
+  if (hours != 0 || minutes != 0 || seconds != 0 || milliseconds != 0) {
+    s.push_back('T');
+  }
   append(hours, 'H');
   append(minutes, 'M');
   if (seconds != 0 || milliseconds != 0) {
     s += FormatJsNumber(JsRound((seconds + milliseconds / 1000) * 1000) / 1000);
     s.push_back('S');
   }
-  if (s == "P") s = "PT0S";
+  if (s == "P") {
+    s = "PT0S";
+  }
   return s;
 }
 
@@ -514,7 +620,9 @@ std::string FormatIsoDuration(std::chrono::milliseconds d) {
 
 Result<HumanDuration> ParseIsoDuration(std::string_view text) {
   std::optional<IsoCaptures> captures = MatchIso(text);
-  if (!captures) return InvalidArgumentError(kIsoFormatError);
+  if (!captures) {
+    return InvalidArgumentError(kIsoFormatError);
+  }
   return ToHuman(IsoValues(*captures));
 }
 
@@ -522,7 +630,9 @@ bool IsValidIsoDuration(std::string_view text) { return MatchIso(text).has_value
 
 Result<HumanDuration> ParseDurationString(std::string_view text) {
   std::string_view trimmed = TrimJsWhitespace(text);
-  if (!trimmed.empty() && trimmed.front() == 'P') return ParseIsoConfigDuration(trimmed);
+  if (!trimmed.empty() && trimmed.front() == 'P') {
+    return ParseIsoConfigDuration(trimmed);
+  }
   return ParseMsConfigDuration(trimmed);
 }
 

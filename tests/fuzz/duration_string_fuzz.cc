@@ -15,7 +15,9 @@ namespace {
 constexpr double kStableSecondsLimit = 1e12;
 
 void Require(bool condition) {
-  if (!condition) std::abort();
+  if (!condition) {
+    std::abort();
+  }
 }
 
 bool IsKnownMessage(const std::string& message) {
@@ -40,11 +42,17 @@ bool SecondsAreModerate(const stagehand::HumanDuration& d) {
 // Returns `iso` without a trailing "0S" component: FormatIsoDuration writes one when a
 // sub-millisecond remainder rounds to zero, and it reads back as a zero second, which is omitted.
 std::string WithoutZeroSeconds(const std::string& iso) {
-  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) return iso;
+  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) {
+    return iso;
+  }
   const char before = iso[iso.size() - 3];
-  if (before != 'T' && before != 'H' && before != 'M') return iso;
+  if (before != 'T' && before != 'H' && before != 'M') {
+    return iso;
+  }
   std::string out = iso.substr(0, iso.size() - 2);
-  if (out.back() == 'T') out.pop_back();
+  if (out.back() == 'T') {
+    out.pop_back();
+  }
   return out == "P" ? "PT0S" : out;
 }
 
@@ -74,7 +82,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const std::string first = stagehand::FormatIsoDuration(d);
   stagehand::Result<stagehand::HumanDuration> reparsed = stagehand::ParseDurationString(first);
-  if (!reparsed.ok() || !SecondsAreModerate(*reparsed)) return 0;
+  if (!reparsed.ok() || !SecondsAreModerate(*reparsed)) {
+    return 0;
+  }
   Require(stagehand::FormatIsoDuration(*reparsed) == WithoutZeroSeconds(first));
   return 0;
 }

@@ -16,7 +16,9 @@ namespace {
 constexpr double kStableSecondsLimit = 1e12;
 
 void Require(bool condition) {
-  if (!condition) std::abort();
+  if (!condition) {
+    std::abort();
+  }
 }
 
 bool SecondsAreModerate(const stagehand::HumanDuration& d) {
@@ -27,11 +29,17 @@ bool SecondsAreModerate(const stagehand::HumanDuration& d) {
 // Returns `iso` without a trailing "0S" component: FormatIsoDuration writes one when a
 // sub-millisecond remainder rounds to zero, and it reads back as a zero second, which is omitted.
 std::string WithoutZeroSeconds(const std::string& iso) {
-  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) return iso;
+  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) {
+    return iso;
+  }
   const char before = iso[iso.size() - 3];
-  if (before != 'T' && before != 'H' && before != 'M') return iso;
+  if (before != 'T' && before != 'H' && before != 'M') {
+    return iso;
+  }
   std::string out = iso.substr(0, iso.size() - 2);
-  if (out.back() == 'T') out.pop_back();
+  if (out.back() == 'T') {
+    out.pop_back();
+  }
   return out == "P" ? "PT0S" : out;
 }
 
@@ -51,7 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Require(!first.empty() && first.front() == 'P');
   stagehand::Result<stagehand::HumanDuration> reparsed = stagehand::ParseIsoDuration(first);
   // Text with exponents ("1e+21") or more than 20 digits is outside luxon's grammar.
-  if (!reparsed.ok() || !SecondsAreModerate(*reparsed)) return 0;
+  if (!reparsed.ok() || !SecondsAreModerate(*reparsed)) {
+    return 0;
+  }
   Require(stagehand::FormatIsoDuration(*reparsed) == WithoutZeroSeconds(first));
   return 0;
 }

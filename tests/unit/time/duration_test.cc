@@ -55,7 +55,9 @@ HumanDuration Human(std::initializer_list<std::pair<std::string_view, double>> f
 std::string Describe(const HumanDuration& d) {
   std::string out = "{";
   auto field = [&out](const char* name, const std::optional<double>& v) {
-    if (!v) return;
+    if (!v) {
+      return;
+    }
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s%s:%.17g", out.size() > 1 ? "," : "", name, *v);
     out += buf;
@@ -482,7 +484,9 @@ TEST(DurationRoundTripTest, FormatParseFormatIsStable) {
     HumanDuration d;
     for (std::optional<double>* field : {&d.years, &d.months, &d.weeks, &d.days, &d.hours,
                                          &d.minutes, &d.seconds, &d.milliseconds}) {
-      if (coin(rng) == 0) *field = value();
+      if (coin(rng) == 0) {
+        *field = value();
+      }
     }
     const std::string first = FormatIsoDuration(d);
     Result<HumanDuration> parsed = ParseIsoDuration(first);

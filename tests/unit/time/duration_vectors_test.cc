@@ -32,7 +32,9 @@ std::vector<json> ReadJsonLines(const std::string& name) {
   std::vector<json> lines;
   std::string line;
   while (std::getline(in, line)) {
-    if (!line.empty()) lines.push_back(json::parse(line));
+    if (!line.empty()) {
+      lines.push_back(json::parse(line));
+    }
   }
   return lines;
 }
@@ -40,11 +42,15 @@ std::vector<json> ReadJsonLines(const std::string& name) {
 HumanDuration FromJson(const json& object) {
   HumanDuration d;
   for (int i = 0; i < 8; ++i) {
-    if (object.contains(kUnits[i])) Field(d, i) = object[kUnits[i]].get<double>();
+    if (object.contains(kUnits[i])) {
+      Field(d, i) = object[kUnits[i]].get<double>();
+    }
   }
   for (const auto& [key, value] : object.items()) {
     bool known = false;
-    for (const char* unit : kUnits) known = known || key == unit;
+    for (const char* unit : kUnits) {
+      known = known || key == unit;
+    }
     EXPECT_TRUE(known) << "unexpected key " << key;
   }
   return d;
@@ -55,7 +61,9 @@ std::string Describe(const HumanDuration& d) {
   std::string out = "{";
   for (int i = 0; i < 8; ++i) {
     const std::optional<double>& v = Field(copy, i);
-    if (!v) continue;
+    if (!v) {
+      continue;
+    }
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s%s:%.17g", out.size() > 1 ? "," : "", kUnits[i], *v);
     out += buf;
@@ -66,18 +74,26 @@ std::string Describe(const HumanDuration& d) {
 // Returns `iso` without a "0S" component, which toISO writes when milliseconds round to zero
 // but which reads back as an absent (zero) second: "P1YT2H0S" -> "P1YT2H", "P1DT0S" -> "P1D".
 std::string WithoutZeroSeconds(const std::string& iso) {
-  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) return iso;
+  if (iso == "PT0S" || iso.size() < 3 || iso.compare(iso.size() - 2, 2, "0S") != 0) {
+    return iso;
+  }
   const char before = iso[iso.size() - 3];
-  if (before != 'T' && before != 'H' && before != 'M') return iso;
+  if (before != 'T' && before != 'H' && before != 'M') {
+    return iso;
+  }
   std::string out = iso.substr(0, iso.size() - 2);
-  if (out.back() == 'T') out.pop_back();
+  if (out.back() == 'T') {
+    out.pop_back();
+  }
   return out == "P" ? "PT0S" : out;
 }
 
 TEST(DurationVectorsTest, HumanDurationsFormatAndMeasureLikeLuxon) {
   int checked = 0;
   for (const json& v : ReadJsonLines("durations.jsonl")) {
-    if (!v.contains("human")) continue;
+    if (!v.contains("human")) {
+      continue;
+    }
     const HumanDuration d = FromJson(v["human"]);
     const std::string iso = v["iso"].get<std::string>();
     const double ms = v["milliseconds"].get<double>();
@@ -99,7 +115,9 @@ TEST(DurationVectorsTest, HumanDurationsFormatAndMeasureLikeLuxon) {
 TEST(DurationVectorsTest, IsoStringsParseLikeLuxon) {
   int checked = 0;
   for (const json& v : ReadJsonLines("durations.jsonl")) {
-    if (!v.contains("parse")) continue;
+    if (!v.contains("parse")) {
+      continue;
+    }
     const std::string text = v["parse"].get<std::string>();
     const bool valid = v["valid"].get<bool>();
     EXPECT_EQ(IsValidIsoDuration(text), valid) << v.dump();
@@ -123,7 +141,9 @@ TEST(DurationVectorsTest, ConfigStringsParseLikeReadDurationFromConfig) {
   constexpr std::string_view kErrorMarker = ", Error: ";
   int checked = 0;
   for (const json& v : ReadJsonLines("config-durations.jsonl")) {
-    if (!v["input"].is_string()) continue;
+    if (!v["input"].is_string()) {
+      continue;
+    }
     const std::string input = v["input"].get<std::string>();
     Result<HumanDuration> parsed = ParseDurationString(input);
     if (v.contains("error")) {
