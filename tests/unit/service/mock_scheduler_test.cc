@@ -1,0 +1,480 @@
+#include "stagehand/service/mock_scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace stagehand {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::MockScheduler;
+using testing::MockSchedulerOptions;
+
+// How long a test waits for something another thread does before it gives up and fails.
+constexpr std::chrono::seconds kRealTimeout{10};
+
+// Stands in for a task function: records each call and the state of its stop token, and can hold
+// a call until its stop token fires. Thread-safe; kept alive by the functions it hands out.
+class TaskProbe : public std::enable_shared_from_this<TaskProbe> {
+ public:
+  // Returns a function that records the call and returns `result`.
+  TaskFunction Returning(Status result = Status::Ok()) {
+    auto self = shared_from_this();
+    return [self, result](std::stop_token stop) {
+      self->Enter(stop);
+      self->Leave(stop);
+      return result;
+    };
+  }
+
+  // Returns a function that records the call and throws `message`.
+  TaskFunction Throwing(std::string message) {
+    auto self = shared_from_this();
+    return [self, message](std::stop_token stop) {
+      self->Enter(stop);
+      self->Leave(stop);
+      throw std::runtime_error(message);
+    };
+  }
+
+  // Returns a function that records the call, then blocks until its stop token fires or
+  // ReleaseAll() was called.
+  TaskFunction Blocking() {
+    auto self = shared_from_this();
+    return [self](std::stop_token stop) {
+      self->Enter(stop);
+      {
+        std::unique_lock lock(self->mu_);
+        self->cv_.wait(lock, stop, [&] { return self->released_; });
+      }
+      self->Leave(stop);
+    };
+  }
+
+  // Makes every blocked call, and every later call of Blocking(), return at once.
+  void ReleaseAll() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Blocks until `n` calls have started (or returned), or kRealTimeout passes.
+  bool WaitForStarts(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_start_.size() >= n; });
+  }
+  bool WaitForReturns(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_return_.size() >= n; });
+  }
+
+  std::size_t starts() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_start_.size();
+  }
+  // Whether each call's stop token had fired when the call started / returned.
+  std::vector<bool> stopped_at_start() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_start_;
+  }
+  std::vector<bool> stopped_at_return() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_return_;
+  }
+
+ private:
+  void Enter(const std::stop_token& stop) {
+    {
+      std::lock_guard lock(mu_);
+      stopped_at_start_.push_back(stop.stop_requested());
+    }
+    cv_.notify_all();
+  }
+  void Leave(const std::stop_token& stop) {
+    {
+      std::lock_guard lock(mu_);
+      stopped_at_return_.push_back(stop.stop_requested());
+    }
+    cv_.notify_all();
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool released_ = false;
+  std::vector<bool> stopped_at_start_;
+  std::vector<bool> stopped_at_return_;
+};
+
+// Runs `body` on a thread of its own. Destruction first releases `probe`, so that a test that
+// failed half-way does not hang on a task that is still blocked, then joins.
+class Background {
+ public:
+  Background(std::shared_ptr<TaskProbe> probe, std::function<void()> body)
+      : probe_(std::move(probe)), thread_(std::move(body)) {}
+  ~Background() { Join(); }
+
+  void Join() {
+    if (!thread_.joinable()) return;
+    probe_->ReleaseAll();
+    thread_.join();
+  }
+
+ private:
+  std::shared_ptr<TaskProbe> probe_;
+  std::thread thread_;
+};
+
+TaskDefinition Task(std::string id, TaskFunction fn, Frequency frequency = std::chrono::minutes(5)) {
+  TaskDefinition task;
+  task.id = std::move(id);
+  task.frequency = std::move(frequency);
+  task.timeout = std::chrono::minutes(1);
+  task.fn = std::move(fn);
+  return task;
+}
+
+std::vector<std::string> IdsOf(const std::vector<TaskDescriptor>& descriptors) {
+  std::vector<std::string> ids;
+  for (const TaskDescriptor& descriptor : descriptors) ids.push_back(descriptor.id);
+  return ids;
+}
+
+bool IsReady(const std::shared_future<Status>& future) {
+  return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+TEST(MockSchedulerTest, RunsATaskOnlyWhenTriggered) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  EXPECT_EQ(probe->starts(), 0U);
+
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_EQ(probe->starts(), 1U);
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_EQ(probe->starts(), 2U);
+  EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
+}
+
+TEST(MockSchedulerTest, RunStartupRunsPlainAndLocalTasksButNotDelayedOrManualOnes) {
+  MockScheduler scheduler;
+  auto plain = std::make_shared<TaskProbe>();
+  auto local = std::make_shared<TaskProbe>();
+  auto delayed = std::make_shared<TaskProbe>();
+  auto manual = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+  TaskDefinition local_task = Task("local", local->Returning());
+  local_task.scope = TaskScope::kLocal;
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(local_task)).ok());
+  TaskDefinition delayed_task = Task("delayed", delayed->Returning());
+  delayed_task.initial_delay = std::chrono::minutes(1);
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+
+  scheduler.RunStartup();
+
+  EXPECT_EQ(plain->starts(), 1U);
+  EXPECT_EQ(local->starts(), 1U);
+  EXPECT_EQ(delayed->starts(), 0U);
+  EXPECT_EQ(manual->starts(), 0U);
+}
+
+TEST(MockSchedulerTest, RunStartupDoesNothingWhenSkipped) {
+  MockScheduler scheduler(MockSchedulerOptions{.skip_task_run_on_startup = true});
+  auto plain = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+
+  scheduler.RunStartup();
+
+  EXPECT_EQ(plain->starts(), 0U);
+}
+
+TEST(MockSchedulerTest, RunStartupRunsEveryTaskWhenConfigured) {
+  MockScheduler scheduler(MockSchedulerOptions{.include_manual_tasks_on_startup = true,
+                                               .include_initial_delayed_tasks_on_startup = true});
+  auto plain = std::make_shared<TaskProbe>();
+  auto delayed = std::make_shared<TaskProbe>();
+  auto manual = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+  TaskDefinition delayed_task = Task("delayed", delayed->Returning());
+  delayed_task.initial_delay = std::chrono::minutes(1);
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+
+  scheduler.RunStartup();
+
+  EXPECT_EQ(plain->starts(), 1U);
+  EXPECT_EQ(delayed->starts(), 1U);
+  EXPECT_EQ(manual->starts(), 1U);
+}
+
+TEST(MockSchedulerTest, RunStartupIncludesOnlyTheKindItIsToldTo) {
+  MockScheduler scheduler(MockSchedulerOptions{.include_manual_tasks_on_startup = true});
+  auto delayed = std::make_shared<TaskProbe>();
+  auto manual = std::make_shared<TaskProbe>();
+  TaskDefinition delayed_task = Task("delayed", delayed->Returning());
+  delayed_task.initial_delay = std::chrono::minutes(1);
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+
+  scheduler.RunStartup();
+
+  EXPECT_EQ(delayed->starts(), 0U);
+  EXPECT_EQ(manual->starts(), 1U);
+}
+
+// Each task waits for the other to have started, so the startup run only finishes if the two run
+// at the same time (a sequential run makes the first one give up after kRealTimeout).
+TEST(MockSchedulerTest, RunStartupRunsTasksInParallelAndWaitsForAll) {
+  MockScheduler scheduler;
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  int finished = 0;
+  bool met = true;
+  auto rendezvous = [&](std::stop_token) {
+    std::unique_lock lock(mu);
+    ++started;
+    cv.notify_all();
+    if (!cv.wait_for(lock, kRealTimeout, [&] { return started == 2; })) met = false;
+    ++finished;
+  };
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("one", rendezvous)).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("two", rendezvous)).ok());
+
+  scheduler.RunStartup();
+
+  std::lock_guard lock(mu);
+  EXPECT_EQ(finished, 2);
+  EXPECT_TRUE(met);
+}
+
+TEST(MockSchedulerTest, WaitForTaskResolvesWithTheNextCompletedRun) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+
+  std::shared_future<Status> done = scheduler.WaitForTask("a");
+  EXPECT_FALSE(IsReady(done));
+  EXPECT_FALSE(IsReady(scheduler.WaitForTask("a")));
+
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_TRUE(IsReady(done));
+  EXPECT_TRUE(done.get().ok());
+
+  std::shared_future<Status> next = scheduler.WaitForTask("a");
+  EXPECT_FALSE(IsReady(next));
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_TRUE(IsReady(next));
+}
+
+TEST(MockSchedulerTest, WaitForTaskResolvesWhenARunInProgressCompletes) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  std::shared_future<Status> done = scheduler.WaitForTask("a");
+  EXPECT_FALSE(IsReady(done));
+  probe->ReleaseAll();
+
+  ASSERT_EQ(done.wait_for(kRealTimeout), std::future_status::ready);
+  EXPECT_TRUE(done.get().ok());
+}
+
+TEST(MockSchedulerTest, WaitForTaskHoldsTheErrorOfAFailingRun) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(
+      scheduler.ScheduleTask(Task("a", probe->Returning(UnavailableError("no upstream")))).ok());
+  std::shared_future<Status> done = scheduler.WaitForTask("a");
+
+  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+
+  ASSERT_TRUE(IsReady(done));
+  EXPECT_EQ(done.get(), UnavailableError("no upstream"));
+}
+
+TEST(MockSchedulerTest, WaitForTaskHoldsTheErrorOfAThrowingRun) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Throwing("it broke"))).ok());
+  std::shared_future<Status> done = scheduler.WaitForTask("a");
+
+  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+
+  ASSERT_TRUE(IsReady(done));
+  EXPECT_FALSE(done.get().ok());
+  EXPECT_EQ(done.get().message(), "it broke");
+}
+
+TEST(MockSchedulerTest, WaitForTaskOfAnUnknownTaskIsNotFound) {
+  MockScheduler scheduler;
+  std::shared_future<Status> done = scheduler.WaitForTask("x");
+  ASSERT_TRUE(IsReady(done));
+  EXPECT_EQ(done.get(), NotFoundError("Task x not found"));
+}
+
+TEST(MockSchedulerTest, CancelStopsARunningTaskAndTheNextTriggerGetsAFreshToken) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  ASSERT_TRUE(scheduler.CancelTask("a").ok());
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  trigger.Join();
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+
+  probe->ReleaseAll();
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true, false));
+}
+
+TEST(MockSchedulerTest, TriggerWhileRunningReturnsAtOnceWithoutASecondRun) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_EQ(probe->starts(), 1U);
+
+  probe->ReleaseAll();
+  trigger.Join();
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+TEST(MockSchedulerTest, ListTasksShowsRunningAndIdleWorkers) {
+  MockScheduler scheduler;
+  auto busy = std::make_shared<TaskProbe>();
+  auto idle = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("busy", busy->Blocking())).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("idle", idle->Returning())).ok());
+  Background trigger(busy, [&] { EXPECT_TRUE(scheduler.TriggerTask("busy").ok()); });
+  ASSERT_TRUE(busy->WaitForStarts(1));
+
+  Result<std::vector<TaskListing>> listing = scheduler.ListTasks();
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->size(), 2U);
+  EXPECT_EQ((*listing)[0].descriptor.id, "busy");
+  EXPECT_EQ((*listing)[0].worker_state, WorkerStatus::kRunning);
+  EXPECT_FALSE((*listing)[0].task_state.has_value());
+  EXPECT_EQ((*listing)[1].descriptor.id, "idle");
+  EXPECT_EQ((*listing)[1].worker_state, WorkerStatus::kIdle);
+
+  busy->ReleaseAll();
+}
+
+TEST(MockSchedulerTest, ShutdownSignalsRunningTasks) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  scheduler.Shutdown();
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+}
+
+// As in Backstage's mock, the shutdown hook aborts each task's controller without replacing it.
+TEST(MockSchedulerTest, ShutdownSignalsTheTokensOfIdleTasks) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+
+  scheduler.Shutdown();
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+
+  EXPECT_THAT(probe->stopped_at_start(), ElementsAre(true));
+}
+
+TEST(MockSchedulerTest, UnknownTasksAreNotFound) {
+  MockScheduler scheduler;
+  EXPECT_EQ(scheduler.TriggerTask("x"), NotFoundError("Task x not found"));
+  EXPECT_EQ(scheduler.CancelTask("x"), NotFoundError("Task x not found"));
+}
+
+TEST(MockSchedulerTest, CancellingAnIdleTaskIsAConflict) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("x", probe->Returning())).ok());
+  EXPECT_EQ(scheduler.CancelTask("x"), ConflictError("Task x is not running"));
+  ASSERT_TRUE(scheduler.TriggerTask("x").ok());
+  EXPECT_EQ(scheduler.CancelTask("x"), ConflictError("Task x is not running"));
+}
+
+TEST(MockSchedulerTest, GetScheduledTasksListsEachIdOnceInRegistrationOrder) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("b", probe->Returning())).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  TaskDefinition again = Task("b", probe->Returning(), std::chrono::seconds(5));
+  again.scope = TaskScope::kLocal;
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(again)).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("c", probe->Returning())).ok());
+
+  const std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
+  EXPECT_THAT(IdsOf(tasks), ElementsAre("b", "a", "c"));
+  EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
+  EXPECT_EQ(tasks[0].settings.cadence, "PT5S");
+  EXPECT_EQ(tasks[1].scope, TaskScope::kGlobal);
+  EXPECT_EQ(tasks[1].settings.cadence, "PT300S");
+}
+
+TEST(MockSchedulerTest, ReRegistrationReplacesTheFunction) {
+  MockScheduler scheduler;
+  auto first = std::make_shared<TaskProbe>();
+  auto second = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", first->Returning())).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", second->Returning())).ok());
+
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+
+  EXPECT_EQ(first->starts(), 0U);
+  EXPECT_EQ(second->starts(), 1U);
+}
+
+TEST(MockSchedulerTest, ScheduledTaskRunnerRegistersWithTheRunnersSchedule) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ScheduleDefinition schedule;
+  schedule.frequency = CronFrequency{"*/5 * * * *", ""};
+  schedule.timeout = std::chrono::seconds(30);
+  schedule.scope = TaskScope::kLocal;
+  ScheduledTaskRunner runner = scheduler.CreateScheduledTaskRunner(schedule);
+
+  ASSERT_TRUE(runner.Run(TaskInvocation{"a", probe->Returning(), {}}).ok());
+
+  const std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
+  ASSERT_EQ(tasks.size(), 1U);
+  EXPECT_EQ(tasks[0].id, "a");
+  EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
+  EXPECT_EQ(tasks[0].settings.cadence, "*/5 * * * *");
+  EXPECT_EQ(tasks[0].settings.timeout_after_duration, "PT30S");
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+}  // namespace
+}  // namespace stagehand
