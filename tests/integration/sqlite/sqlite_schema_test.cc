@@ -1,0 +1,255 @@
+// Schema and migration compatibility with Backstage's knex migrations on SQLite (spec §3.2, §3.3).
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sqlite_test_util.h"
+#include "stagehand/store/sqlite_task_store.h"
+
+namespace stagehand {
+namespace {
+
+using sqlite_test::RawDb;
+using sqlite_test::SchemaDump;
+using sqlite_test::TempDir;
+using ::testing::HasSubstr;
+using Rows = std::vector<std::vector<std::string>>;
+
+constexpr char kInit[] = "20210928160613_init.js";
+constexpr char kNullableNextRun[] = "20240712211735_nullable_next_run.js";
+constexpr char kLastRun[] = "20250411000000_last_run.js";
+
+// The statements knex runs on SQLite, written out here independently of the store.
+constexpr char kKnexMigrationsTable[] =
+    "create table `backstage_backend_tasks__knex_migrations` (`id` integer not null primary key "
+    "autoincrement, `name` varchar(255), `batch` integer, `migration_time` datetime);"
+    "create table `backstage_backend_tasks__knex_migrations_lock` (`index` integer not null "
+    "primary key autoincrement, `is_locked` integer);"
+    "insert into `backstage_backend_tasks__knex_migrations_lock` (`is_locked`) values (0);";
+constexpr char kKnexInitTable[] =
+    "create table `backstage_backend_tasks__tasks` (`id` varchar(255) not null, `settings_json` "
+    "text not null, `next_run_start_at` datetime not null, `current_run_ticket` text null, "
+    "`current_run_started_at` datetime null, `current_run_expires_at` datetime null, "
+    "primary key (`id`))";
+// Spec §3.3, "SQLite final".
+constexpr char kFinalTasksTable[] =
+    "CREATE TABLE \"backstage_backend_tasks__tasks\" (`id` varchar(255) NOT NULL, `settings_json` "
+    "text NOT NULL, `next_run_start_at` datetime, `current_run_ticket` text NULL, "
+    "`current_run_started_at` datetime NULL, `current_run_expires_at` datetime NULL, "
+    "`last_run_error_json` text null, `last_run_ended_at` datetime null, PRIMARY KEY (`id`))";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::unique_ptr<TaskStore> Open(const std::string& path, const std::string& plugin = "sched") {
+  Result<std::unique_ptr<TaskStore>> store =
+      OpenSqliteTaskStore(plugin, SqliteStoreOptions{path}, SystemClock::Instance());
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+Rows MigrationRows(RawDb& db) {
+  return db.Query(
+      "SELECT id, name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id");
+}
+
+TEST(SqliteSchemaTest, MigratedDatabaseMatchesTheCheckedInDump) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate().ok());
+  RawDb db(path);
+  EXPECT_EQ(SchemaDump(db),
+            ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
+  EXPECT_EQ(db.Query("SELECT sql FROM sqlite_master WHERE name = 'backstage_backend_tasks__tasks'"),
+            (Rows{{kFinalTasksTable}}));
+}
+
+TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  const auto before = std::chrono::system_clock::now();
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  const auto after = std::chrono::system_clock::now();
+  RawDb db(path);
+  EXPECT_EQ(MigrationRows(db), (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "1"},
+                                     {"3", kLastRun, "1"}}));
+  EXPECT_EQ(db.Query("SELECT `index`, is_locked FROM backstage_backend_tasks__knex_migrations_lock"),
+            (Rows{{"1", "0"}}));
+  // migration_time is integer epoch milliseconds, as the JavaScript driver stores a Date.
+  const Rows times = db.Query(
+      "SELECT typeof(migration_time), migration_time FROM backstage_backend_tasks__knex_migrations");
+  ASSERT_EQ(times.size(), 3u);
+  const auto ms = [](auto t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  };
+  for (const std::vector<std::string>& row : times) {
+    EXPECT_EQ(row[0], "integer");
+    EXPECT_GE(std::stoll(row[1]), ms(before));
+    EXPECT_LE(std::stoll(row[1]), ms(after));
+  }
+}
+
+TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_TRUE(store->Migrate().ok());
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("kept", schedule).ok());
+  RawDb db(path);
+  const std::string dump = SchemaDump(db);
+  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  EXPECT_EQ(SchemaDump(db), dump);
+  EXPECT_EQ(MigrationRows(db).size(), 3u);
+  EXPECT_EQ(db.Query("SELECT count(*) FROM backstage_backend_tasks__tasks"), (Rows{{"1"}}));
+}
+
+TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  {
+    RawDb db(path);
+    db.Exec(kKnexMigrationsTable);
+    db.Exec(std::string(kFinalTasksTable) + ";");
+    // Backstage applied the migrations over three upgrades.
+    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+            "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000), "
+            "('20240712211735_nullable_next_run.js', 2, 1721000000000), "
+            "('20250411000000_last_run.js', 3, 1744500000000)");
+    db.Exec("insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
+            "values ('bs', '{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":"
+            "\"PT1M\"}', '2026-11-30 04:18:13')");
+  }
+  RawDb db(path);
+  const std::string dump = SchemaDump(db);
+  const Rows bookkeeping = db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations");
+  EXPECT_EQ(dump, ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
+
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_TRUE(store->Migrate().ok());
+  EXPECT_EQ(SchemaDump(db), dump);
+  EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations"), bookkeeping);
+  Result<std::vector<TaskRow>> rows = store->States();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, "bs");
+}
+
+TEST(SqliteSchemaTest, DatabaseFromAnOlderBackstageGetsTheMissingMigrationsAsTheNextBatch) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  {
+    RawDb db(path);
+    db.Exec(kKnexMigrationsTable);
+    db.Exec(std::string(kKnexInitTable) + ";");
+    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+            "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000)");
+    db.Exec("insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at, "
+            "current_run_ticket, current_run_started_at, current_run_expires_at) values ('old', "
+            "'{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":\"PT1M\"}', "
+            "'2026-11-30 04:18:13', 'tick', '2026-11-30 04:18:14', '2026-11-30 04:19:14')");
+  }
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  RawDb db(path);
+  EXPECT_EQ(SchemaDump(db),
+            ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
+  EXPECT_EQ(MigrationRows(db), (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "2"},
+                                     {"3", kLastRun, "2"}}));
+  EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__tasks"),
+            (Rows{{"old", R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})",
+                   "2026-11-30 04:18:13", "tick", "2026-11-30 04:18:14", "2026-11-30 04:19:14",
+                   "NULL", "NULL"}}));
+  // next_run_start_at is nullable now.
+  db.Exec("UPDATE backstage_backend_tasks__tasks SET next_run_start_at = NULL");
+}
+
+TEST(SqliteSchemaTest, UnknownMigrationIsAFailedPreconditionNamingPluginFileAndMigration) {
+  TempDir dir;
+  const std::string path = dir.File("catalog.sqlite");
+  ASSERT_TRUE(Open(path, "catalog")->Migrate().ok());
+  RawDb db(path);
+  db.Exec("insert into backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
+          "values ('20990101000000_future.js', 2, 4070908800000)");
+  const std::string dump = SchemaDump(db);
+
+  const Status status = Open(path, "catalog")->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr("plugin 'catalog'"));
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("20990101000000_future.js"));
+  EXPECT_EQ(SchemaDump(db), dump);
+  EXPECT_EQ(db.Query("SELECT is_locked FROM backstage_backend_tasks__knex_migrations_lock"),
+            (Rows{{"0"}}));
+}
+
+TEST(SqliteSchemaTest, MigrationRecordedOutOfOrderIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  {
+    RawDb db(path);
+    db.Exec(kKnexMigrationsTable);
+    db.Exec(std::string(kKnexInitTable) + ";");
+    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+            "`migration_time`) values ('20210928160613_init.js', 1, 1), "
+            "('20250411000000_last_run.js', 1, 1)");
+  }
+  const Status status = Open(path)->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr(kNullableNextRun));
+}
+
+TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  RawDb db(path);
+  db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1");
+  const Status status = Open(path)->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr("already locked"));
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0");
+  EXPECT_TRUE(Open(path)->Migrate().ok());
+}
+
+TEST(SqliteSchemaTest, InMemoryDatabaseMigratesAndWorks) {
+  std::unique_ptr<TaskStore> store = Open(":memory:");
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_TRUE(store->Migrate().ok());
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("mem", schedule).ok());
+  const std::vector<std::string> ids = {"mem"};
+  Result<PollResult> poll = store->Poll(ids, true);
+  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_EQ(poll->entries.size(), 1u);
+  EXPECT_EQ(poll->entries[0].readiness, Readiness::kReady);
+}
+
+TEST(SqliteSchemaTest, PluginDatabasePathIsNamedAsBackstageNamesIt) {
+  EXPECT_EQ(SqlitePluginDatabasePath("/var/lib/backstage", "catalog"),
+            "/var/lib/backstage/catalog.sqlite");
+  EXPECT_EQ(SqlitePluginDatabasePath("/var/lib/backstage/", "catalog"),
+            "/var/lib/backstage/catalog.sqlite");
+}
+
+}  // namespace
+}  // namespace stagehand
