@@ -113,6 +113,7 @@ class RawConnection {
   // Runs `sql` and returns the result whatever its status.
   RawResult TryExec(const std::string& sql,
                     const std::vector<std::optional<std::string>>& params = {}) {
+    if (params.empty()) return RawResult(PQexec(conn_, sql.c_str()));  // may hold several statements
     std::vector<const char*> values;
     for (const auto& param : params) values.push_back(param ? param->c_str() : nullptr);
     return RawResult(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,

@@ -1,0 +1,535 @@
+// Compatibility of the PostgreSQL store with Backstage's database: the schema a stagehand
+// migration leaves equals the checked-in dump of knex's, knex's bookkeeping and lock protocol are
+// reproduced, databases prepared by Backstage are used as they are, Backstage's own statements and
+// ours interoperate on one table, and concurrent migrators never fail.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/postgres/test_server.h"
+#include "stagehand/model/task_state.h"
+#include "stagehand/store/postgres_task_store.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+constexpr char kPluginId[] = "schema";
+
+// The DDL knex generates for Backstage's three scheduler migrations and for its bookkeeping
+// tables, copied from the spec (§3.3) independently of the store's own text.
+constexpr char kKnexBookkeepingDdl[] = R"sql(
+create table "backstage_backend_tasks__knex_migrations" ("id" serial primary key, "name" varchar(255), "batch" integer, "migration_time" timestamptz);
+create table "backstage_backend_tasks__knex_migrations_lock" ("index" serial primary key, "is_locked" integer);
+insert into "backstage_backend_tasks__knex_migrations_lock" ("is_locked") values (0);
+)sql";
+
+constexpr char kKnexInitDdl[] = R"sql(
+create table "backstage_backend_tasks__tasks" ("id" varchar(255) not null, "settings_json" text not null, "next_run_start_at" timestamptz not null, "current_run_ticket" text null, "current_run_started_at" timestamptz null, "current_run_expires_at" timestamptz null, constraint "backstage_backend_tasks__tasks_pkey" primary key ("id"));
+comment on table "backstage_backend_tasks__tasks" is 'Tasks used for scheduling work on multiple workers';
+comment on column "backstage_backend_tasks__tasks"."id" is 'The unique ID of this particular task';
+comment on column "backstage_backend_tasks__tasks"."settings_json" is 'JSON serialized object with properties for this task';
+comment on column "backstage_backend_tasks__tasks"."next_run_start_at" is 'The next time that the task should be started';
+comment on column "backstage_backend_tasks__tasks"."current_run_ticket" is 'A unique ticket for the current task run';
+comment on column "backstage_backend_tasks__tasks"."current_run_started_at" is 'The time that the current task run started';
+comment on column "backstage_backend_tasks__tasks"."current_run_expires_at" is 'The time that the current task run will time out';
+)sql";
+
+constexpr char kKnexNullableDdl[] = R"sql(
+alter table "backstage_backend_tasks__tasks" alter column "next_run_start_at" drop not null;
+)sql";
+
+constexpr char kKnexLastRunDdl[] = R"sql(
+alter table "backstage_backend_tasks__tasks" add column "last_run_error_json" text null, add column "last_run_ended_at" timestamptz null;
+comment on column "backstage_backend_tasks__tasks"."last_run_error_json" is 'JSON serialized error object from the last task run, if it failed';
+comment on column "backstage_backend_tasks__tasks"."last_run_ended_at" is 'The last time that the task ended';
+)sql";
+
+constexpr char kSettingsPT10M[] = R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
+
+// Returns a readable dump of every table, column (type, nullability, default, comment),
+// constraint, index and sequence in the session's current schema.
+std::string DumpSchema(pg_test::RawConnection& db) {
+  std::ostringstream out;
+  const auto text = [](PGresult* r, int row, int column) -> std::string {
+    return PQgetisnull(r, row, column) ? "-" : PQgetvalue(r, row, column);
+  };
+  pg_test::RawResult tables = db.Exec(
+      "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+      "JOIN pg_namespace n ON n.oid = c.relnamespace "
+      "WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY c.relname");
+  for (int t = 0; t < PQntuples(tables.get()); ++t) {
+    const std::string table = text(tables.get(), t, 0);
+    out << "table " << table << "\n  comment: " << text(tables.get(), t, 1) << "\n";
+    pg_test::RawResult columns = db.Exec(
+        "SELECT c.column_name, c.data_type, c.character_maximum_length, c.is_nullable, "
+        "c.column_default, col_description(to_regclass(quote_ident(c.table_name)), "
+        "c.ordinal_position::int) "
+        "FROM information_schema.columns c "
+        "WHERE c.table_schema = current_schema() AND c.table_name = $1 "
+        "ORDER BY c.ordinal_position",
+        {table});
+    for (int c = 0; c < PQntuples(columns.get()); ++c) {
+      out << "  column " << text(columns.get(), c, 0) << ": " << text(columns.get(), c, 1);
+      if (!PQgetisnull(columns.get(), c, 2)) out << "(" << text(columns.get(), c, 2) << ")";
+      out << (text(columns.get(), c, 3) == "YES" ? " null" : " not null")
+          << ", default " << text(columns.get(), c, 4) << ", comment " << text(columns.get(), c, 5)
+          << "\n";
+    }
+    pg_test::RawResult constraints = db.Exec(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = to_regclass(quote_ident($1)) ORDER BY conname",
+        {table});
+    for (int c = 0; c < PQntuples(constraints.get()); ++c) {
+      out << "  constraint " << text(constraints.get(), c, 0) << ": "
+          << text(constraints.get(), c, 1) << "\n";
+    }
+    pg_test::RawResult indexes = db.Exec(
+        "SELECT i.relname, x.indisunique, x.indisprimary, "
+        "array_to_string(ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) "
+        "FROM generate_series(1, x.indnkeyatts) AS k ORDER BY k), ', ') "
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "WHERE x.indrelid = to_regclass(quote_ident($1)) ORDER BY i.relname",
+        {table});
+    for (int i = 0; i < PQntuples(indexes.get()); ++i) {
+      out << "  index " << text(indexes.get(), i, 0) << ":"
+          << (text(indexes.get(), i, 1) == "t" ? " unique" : "")
+          << (text(indexes.get(), i, 2) == "t" ? " primary" : "") << " ("
+          << text(indexes.get(), i, 3) << ")\n";
+    }
+  }
+  pg_test::RawResult sequences = db.Exec(
+      "SELECT sequence_name, data_type FROM information_schema.sequences "
+      "WHERE sequence_schema = current_schema() ORDER BY sequence_name");
+  for (int s = 0; s < PQntuples(sequences.get()); ++s) {
+    out << "sequence " << text(sequences.get(), s, 0) << ": " << text(sequences.get(), s, 1)
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string ExpectedSchema() {
+  std::ifstream file(STAGEHAND_SOURCE_DIR "/tests/integration/postgres/fixtures/schema.txt");
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+struct Bookkeeping {
+  std::vector<std::string> names;
+  std::vector<int> batches;
+  std::string lock_rows;  // "index:is_locked" per row
+};
+
+Bookkeeping ReadBookkeeping(pg_test::RawConnection& db) {
+  Bookkeeping result;
+  pg_test::RawResult rows = db.Exec(
+      "SELECT name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id");
+  for (int r = 0; r < PQntuples(rows.get()); ++r) {
+    result.names.emplace_back(PQgetvalue(rows.get(), r, 0));
+    result.batches.push_back(std::stoi(PQgetvalue(rows.get(), r, 1)));
+  }
+  pg_test::RawResult lock = db.Exec(
+      "SELECT \"index\", is_locked FROM backstage_backend_tasks__knex_migrations_lock "
+      "ORDER BY \"index\"");
+  for (int r = 0; r < PQntuples(lock.get()); ++r) {
+    if (r > 0) result.lock_rows += ",";
+    result.lock_rows += std::string(PQgetvalue(lock.get(), r, 0)) + ":" + PQgetvalue(lock.get(), r, 1);
+  }
+  return result;
+}
+
+const std::vector<std::string> kAllMigrations = {"20210928160613_init.js",
+                                                 "20240712211735_nullable_next_run.js",
+                                                 "20250411000000_last_run.js"};
+
+class PostgresSchemaTest : public pg_test::ServerTest {
+ protected:
+  void SetUp() override {
+    pg_test::ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    database_ = pg_test::UniqueDatabaseName("stagehand_schema");
+  }
+
+  void TearDown() override {
+    if (!database_.empty()) pg_test::DropDatabase(url(), database_);
+  }
+
+  PostgresStoreOptions Options(const std::string& schema = "") const {
+    PostgresStoreOptions options;
+    options.connection = url();
+    options.database = database_;
+    options.schema = schema;
+    options.pool_size = 2;
+    return options;
+  }
+
+  std::unique_ptr<TaskStore> Open(const std::string& schema = "") {
+    Result<std::unique_ptr<TaskStore>> store =
+        OpenPostgresTaskStore(kPluginId, Options(schema), SystemClock::Instance());
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  std::unique_ptr<TaskStore> OpenMigrated(const std::string& schema = "") {
+    std::unique_ptr<TaskStore> store = Open(schema);
+    if (store == nullptr) return nullptr;
+    const Status migrated = store->Migrate();
+    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    return migrated.ok() ? std::move(store) : nullptr;
+  }
+
+  // A database prepared by hand the way Backstage's knex leaves it after `migrations`.
+  void PrepareLikeKnex(const std::vector<const char*>& ddl, int applied) {
+    pg_test::CreateDatabase(url(), database_);
+    pg_test::RawConnection db(url(), database_);
+    db.Exec(kKnexBookkeepingDdl);
+    for (const char* statement : ddl) db.Exec(statement);
+    for (int i = 0; i < applied; ++i) {
+      db.Exec(
+          "insert into \"backstage_backend_tasks__knex_migrations\" (\"name\", \"batch\", "
+          "\"migration_time\") values ($1, 1, '2025-05-01T10:00:00.000Z')",
+          {kAllMigrations[static_cast<size_t>(i)]});
+    }
+  }
+
+  std::string database_;
+};
+
+TEST_F(PostgresSchemaTest, SchemaOfAMigratedDatabaseMatchesTheFixture) {
+  ASSERT_NE(OpenMigrated(), nullptr);
+  pg_test::RawConnection db(url(), database_);
+  const std::string expected = ExpectedSchema();
+  ASSERT_FALSE(expected.empty()) << "fixtures/schema.txt is missing";
+  EXPECT_EQ(DumpSchema(db), expected);
+}
+
+TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  Bookkeeping first = ReadBookkeeping(db);
+  EXPECT_EQ(first.names, kAllMigrations);
+  EXPECT_EQ(first.batches, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(first.lock_rows, "1:0");
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations "
+                      "WHERE migration_time IS NULL"),
+            "0");
+
+  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_NE(OpenMigrated(), nullptr);
+  Bookkeeping again = ReadBookkeeping(db);
+  EXPECT_EQ(again.names, first.names);
+  EXPECT_EQ(again.batches, first.batches);
+  EXPECT_EQ(again.lock_rows, "1:0");
+  EXPECT_EQ(DumpSchema(db), ExpectedSchema());
+}
+
+TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
+  PrepareLikeKnex({kKnexInitDdl, kKnexNullableDdl, kKnexLastRunDdl}, 3);
+  pg_test::RawConnection db(url(), database_);
+  const std::string knex_schema = DumpSchema(db);
+  EXPECT_EQ(knex_schema, ExpectedSchema());
+  const std::string knex_times = db.Scalar(
+      "SELECT string_agg(id || '@' || migration_time::text, ',' ORDER BY id) "
+      "FROM backstage_backend_tasks__knex_migrations");
+
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(DumpSchema(db), knex_schema);
+  const Bookkeeping after = ReadBookkeeping(db);
+  EXPECT_EQ(after.names, kAllMigrations);
+  EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(after.lock_rows, "1:0");
+  EXPECT_EQ(db.Scalar("SELECT string_agg(id || '@' || migration_time::text, ',' ORDER BY id) "
+                      "FROM backstage_backend_tasks__knex_migrations"),
+            knex_times);
+
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("on-knex", schedule).ok());
+  Result<ClaimResult> claim = store->Claim("on-knex", "t", minutes(1), minutes(1));
+  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  EXPECT_TRUE(claim->claimed);
+}
+
+TEST_F(PostgresSchemaTest, OlderBackstageDatabaseGetsTheMissingMigrationInTheNextBatch) {
+  PrepareLikeKnex({kKnexInitDdl, kKnexNullableDdl}, 2);
+  ASSERT_NE(OpenMigrated(), nullptr);
+  pg_test::RawConnection db(url(), database_);
+  const Bookkeeping after = ReadBookkeeping(db);
+  EXPECT_EQ(after.names, kAllMigrations);
+  EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 2}));
+  EXPECT_EQ(after.lock_rows, "1:0");
+  EXPECT_EQ(DumpSchema(db), ExpectedSchema());
+}
+
+TEST_F(PostgresSchemaTest, UnknownMigrationIsAFailedPreconditionNamingIt) {
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec(
+      "INSERT INTO backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
+      "VALUES ('20990101000000_future.js', 2, now())");
+
+  const Status status = store->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_NE(status.message().find("20990101000000_future.js"), std::string::npos);
+  EXPECT_NE(status.message().find(kPluginId), std::string::npos);
+  EXPECT_NE(status.message().find(database_), std::string::npos);
+  // Nothing was recorded and knex's lock is free again.
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations"), "4");
+  EXPECT_EQ(ReadBookkeeping(db).lock_rows, "1:0");
+}
+
+TEST_F(PostgresSchemaTest, MigrationLockHeldByAnotherMigratorIsUnavailable) {
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1");
+
+  const Status status = store->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_NE(status.message().find("locked"), std::string::npos) << status.message();
+
+  db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0");
+  EXPECT_TRUE(store->Migrate().ok());
+}
+
+TEST_F(PostgresSchemaTest, ThreeMigratorsOnAFreshDatabaseAllSucceed) {
+  constexpr int kMigrators = 3;
+  std::barrier start(kMigrators);
+  std::vector<Status> outcomes(kMigrators);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < kMigrators; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        Result<std::unique_ptr<TaskStore>> store =
+            OpenPostgresTaskStore(kPluginId, Options(), SystemClock::Instance());
+        outcomes[static_cast<size_t>(i)] = store.ok() ? (*store)->Migrate() : store.status();
+      });
+    }
+  }
+  for (const Status& outcome : outcomes) EXPECT_TRUE(outcome.ok()) << outcome.ToString();
+  pg_test::RawConnection db(url(), database_);
+  const Bookkeeping after = ReadBookkeeping(db);
+  EXPECT_EQ(after.names, kAllMigrations);
+  EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(after.lock_rows, "1:0");
+}
+
+TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) {
+  const std::string long_schema(60, 's');  // "stagehand_tasks_" + 60 bytes exceeds 63: hashed
+  std::unique_ptr<TaskStore> a = OpenMigrated("plugin_a");
+  std::unique_ptr<TaskStore> b = OpenMigrated(long_schema);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<std::string> seen;
+  auto listener = [&](const std::string& name) {
+    return [&, name](const StoreEvent& event) {
+      std::lock_guard lock(mu);
+      seen.push_back(name + ":" + event.task_id);
+      changed.notify_all();
+    };
+  };
+  std::unique_ptr<Notifications> on_a = a->Listen(listener("a"));
+  std::unique_ptr<Notifications> on_b = b->Listen(listener("b"));
+
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(a->Upsert("only-in-a", schedule).ok());
+  ASSERT_TRUE(b->Upsert("only-in-b", schedule).ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(changed.wait_for(lock, seconds(10), [&] { return seen.size() >= 2; }));
+  }
+  on_a.reset();
+  on_b.reset();
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a:only-in-a", "b:only-in-b"}));
+
+  Result<std::vector<TaskRow>> rows_a = a->States();
+  Result<std::vector<TaskRow>> rows_b = b->States();
+  ASSERT_TRUE(rows_a.ok() && rows_b.ok());
+  ASSERT_EQ(rows_a->size(), 1u);
+  EXPECT_EQ(rows_a->front().id, "only-in-a");
+  ASSERT_EQ(rows_b->size(), 1u);
+  EXPECT_EQ(rows_b->front().id, "only-in-b");
+
+  pg_test::RawConnection db(url(), database_);
+  db.Exec("SET search_path = plugin_a");
+  EXPECT_EQ(DumpSchema(db), ExpectedSchema());
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM pg_tables WHERE tablename = "
+                      "'backstage_backend_tasks__tasks' AND schemaname = 'public'"),
+            "0");
+}
+
+TEST_F(PostgresSchemaTest, IdentifiersAndIdsNeedNoCareFromCallers) {
+  database_ = pg_test::UniqueDatabaseName("stagehand \"odd\" name;");
+  std::unique_ptr<TaskStore> store = OpenMigrated("odd \"schema\"");
+  ASSERT_NE(store, nullptr);
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  const std::vector<std::string> ids = {"a\"b", "c\\d", "e,f", "{g}", "h'); DROP TABLE x; --",
+                                        "NULL", ""};
+  for (const std::string& id : ids) ASSERT_TRUE(store->Upsert(id, schedule).ok()) << id;
+  Result<PollResult> poll = store->Poll(ids, true);
+  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_EQ(poll->entries.size(), ids.size());
+  for (const PollEntry& entry : poll->entries) {
+    EXPECT_EQ(entry.readiness, Readiness::kReady) << entry.id;
+  }
+  Result<PollResult> missing = store->Poll(std::vector<std::string>{"a", "a\"b"}, false);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->entries[0].readiness, Readiness::kMissing);
+  EXPECT_EQ(missing->entries[1].readiness, Readiness::kReady);
+}
+
+// Backstage's own statements (spec §4.3–4.6, §5, §7, with knex's PostgreSQL bindings) run against
+// a stagehand-migrated table, interleaved with the store's operations: each side reads what the
+// other wrote.
+TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection backstage(url(), database_);
+
+  // persistTask of a cron task from a Backstage host (nextStartAt bound as an ISO string).
+  const char* const cron_settings =
+      R"({"version":2,"cadence":"0 0 * * *","timeoutAfterDuration":"PT30M"})";
+  backstage.Exec(
+      "insert into \"backstage_backend_tasks__tasks\" (\"id\", \"next_run_start_at\", "
+      "\"settings_json\") values ($1, $2, $3) on conflict (\"id\") do update set "
+      "\"settings_json\" = \"excluded\".\"settings_json\",\"next_run_start_at\" = CASE WHEN "
+      "\"backstage_backend_tasks__tasks\".\"next_run_start_at\" IS NULL OR $4 < "
+      "\"backstage_backend_tasks__tasks\".\"next_run_start_at\" THEN $5 ELSE "
+      "\"backstage_backend_tasks__tasks\".\"next_run_start_at\" END",
+      {"bs-cron", "2099-11-30T23:59:59.000+00:00", cron_settings, "2099-11-30T23:59:59.000+00:00",
+       "2099-11-30T23:59:59.000+00:00"});
+  // persistTask of a duration task (startAt CURRENT_TIMESTAMP).
+  backstage.Exec(
+      "insert into \"backstage_backend_tasks__tasks\" (\"id\", \"next_run_start_at\", "
+      "\"settings_json\") values ($1, CURRENT_TIMESTAMP, $2) on conflict (\"id\") do update set "
+      "\"settings_json\" = \"excluded\".\"settings_json\",\"next_run_start_at\" = CASE WHEN "
+      "\"backstage_backend_tasks__tasks\".\"next_run_start_at\" IS NULL OR now() + interval "
+      "'600 seconds' < \"backstage_backend_tasks__tasks\".\"next_run_start_at\" THEN now() + "
+      "interval '600 seconds' ELSE \"backstage_backend_tasks__tasks\".\"next_run_start_at\" END",
+      {"bs-duration", kSettingsPT10M});
+
+  Result<std::vector<TaskRow>> rows = store->States();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].id, "bs-cron");
+  EXPECT_EQ((*rows)[0].settings_json, cron_settings);
+  Result<WallTime> expected_cron = ParseIsoInstant("2099-11-30T23:59:59Z");
+  ASSERT_TRUE(expected_cron.ok());
+  EXPECT_EQ((*rows)[0].next_run_start_at, *expected_cron);
+  EXPECT_EQ(ToTaskState((*rows)[0], TimeZone::Utc()).starts_at, "2099-11-30T23:59:59.000+00:00");
+
+  // We see Backstage's duration row as due, claim it, and release it with an error.
+  Result<PollResult> poll = store->Poll(std::vector<std::string>{"bs-cron", "bs-duration"}, false);
+  ASSERT_TRUE(poll.ok());
+  EXPECT_EQ(poll->entries[0].readiness, Readiness::kNotReady);
+  EXPECT_EQ(poll->entries[1].readiness, Readiness::kReady);
+  Result<ClaimResult> claim = store->Claim("bs-duration", "ours", minutes(1), minutes(1));
+  ASSERT_TRUE(claim.ok() && claim->claimed);
+
+  // Backstage's poller query sees our claim; its claim fails on our ticket.
+  const std::string poller_query =
+      "SELECT id AS id, settings_json AS \"settingsJson\", CASE WHEN next_run_start_at <= "
+      "CURRENT_TIMESTAMP AND current_run_ticket IS NULL THEN TRUE ELSE FALSE END AS ready FROM "
+      "backstage_backend_tasks__tasks WHERE id IN ($1)";
+  EXPECT_EQ(backstage.Scalar(
+                "SELECT ready::text FROM (" + poller_query + ") AS p", {"bs-duration"}),
+            "false");
+  pg_test::RawResult stolen = backstage.Exec(
+      "update \"backstage_backend_tasks__tasks\" set \"current_run_ticket\" = $1, "
+      "\"current_run_started_at\" = CURRENT_TIMESTAMP, \"current_run_expires_at\" = now() + "
+      "interval '60 seconds' where \"id\" = $2 and \"current_run_ticket\" is null",
+      {"theirs", "bs-duration"});
+  EXPECT_STREQ(PQcmdTuples(stolen.get()), "0");
+
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  const std::string error = R"({"name":"TypeError","message":"bad type"})";
+  Result<bool> released = store->Release("bs-duration", "ours", schedule, error);
+  ASSERT_TRUE(released.ok() && *released);
+  EXPECT_EQ(backstage.Scalar("SELECT last_run_error_json FROM backstage_backend_tasks__tasks "
+                             "WHERE id = 'bs-duration'"),
+            error);
+  EXPECT_EQ(backstage.Scalar("SELECT ready::text FROM (" + poller_query + ") AS p",
+                             {"bs-duration"}),
+            "false");
+
+  // Backstage triggers it, claims it and releases it; we read its run and its error.
+  backstage.Exec(
+      "update \"backstage_backend_tasks__tasks\" set \"next_run_start_at\" = CURRENT_TIMESTAMP "
+      "where \"id\" = $1 and \"current_run_ticket\" is null",
+      {"bs-duration"});
+  pg_test::RawResult claimed = backstage.Exec(
+      "update \"backstage_backend_tasks__tasks\" set \"current_run_ticket\" = $1, "
+      "\"current_run_started_at\" = CURRENT_TIMESTAMP, \"current_run_expires_at\" = now() + "
+      "interval '60 seconds' where \"id\" = $2 and \"current_run_ticket\" is null",
+      {"theirs", "bs-duration"});
+  ASSERT_STREQ(PQcmdTuples(claimed.get()), "1");
+  rows = store->States();
+  ASSERT_TRUE(rows.ok());
+  const TaskState running = ToTaskState((*rows)[1], TimeZone::Utc());
+  EXPECT_EQ(running.status, TaskState::Status::kRunning);
+  EXPECT_EQ(running.last_run_error, error);
+  ASSERT_TRUE((*rows)[1].current_run_started_at && (*rows)[1].current_run_expires_at);
+  EXPECT_EQ(*(*rows)[1].current_run_expires_at - *(*rows)[1].current_run_started_at, seconds(60));
+
+  const std::string cancelled = R"({"name":"Error","message":"Task was cancelled"})";
+  ASSERT_TRUE(store->Cancel("bs-duration", TimeZone::Utc()).ok());
+  pg_test::RawResult their_release = backstage.Exec(
+      "update \"backstage_backend_tasks__tasks\" set \"next_run_start_at\" = "
+      "greatest(next_run_start_at + interval '600 seconds', now()), \"current_run_ticket\" = "
+      "null, \"current_run_started_at\" = null, \"current_run_expires_at\" = null, "
+      "\"last_run_ended_at\" = CURRENT_TIMESTAMP, \"last_run_error_json\" = $1 where \"id\" = $2 "
+      "and \"current_run_ticket\" = $3",
+      {std::nullopt, "bs-duration", "theirs"});
+  EXPECT_STREQ(PQcmdTuples(their_release.get()), "0");  // our cancel took its ticket
+  EXPECT_EQ(backstage.Scalar("SELECT last_run_error_json FROM backstage_backend_tasks__tasks "
+                             "WHERE id = 'bs-duration'"),
+            cancelled);
+
+  // Backstage's janitor resets a run of ours whose expiry passed.
+  ASSERT_TRUE(store->Trigger("bs-duration").ok());
+  claim = store->Claim("bs-duration", "short", milliseconds(1), milliseconds(1));
+  ASSERT_TRUE(claim.ok() && claim->claimed);
+  backstage.Exec("SELECT pg_sleep(0.01)");
+  pg_test::RawResult janitor = backstage.Exec(
+      "update \"backstage_backend_tasks__tasks\" set \"current_run_ticket\" = null, "
+      "\"current_run_started_at\" = null, \"current_run_expires_at\" = null, "
+      "\"last_run_ended_at\" = CURRENT_TIMESTAMP, \"last_run_error_json\" = $1 where "
+      "\"current_run_expires_at\" < CURRENT_TIMESTAMP returning \"id\"",
+      {R"({"name":"Error","message":"Task timed out"})"});
+  ASSERT_EQ(PQntuples(janitor.get()), 1);
+  Result<bool> late = store->Release("bs-duration", "short", schedule, std::nullopt);
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late);
+}
+
+}  // namespace
+}  // namespace stagehand
