@@ -545,7 +545,7 @@ Status EnsureDatabase(const PgConnectParams& params, const std::string& where) {
   admin.search_path.clear();
   Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(admin);
   if (!opened.ok()) {
-    return UnavailableError(fmt::format("{}: cannot connect to create the database: {}", where,
+    return UnavailableError(fmt::format("{}: cannot connect: {}", where,
                                         opened.status().message()));
   }
   PgConnection& connection = **opened;

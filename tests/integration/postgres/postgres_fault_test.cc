@@ -1,0 +1,316 @@
+// Faults around the PostgreSQL store: a server that cannot be reached at startup, a wrong password,
+// and a server stopped and restarted under the store (operations fail "unavailable", never crash,
+// and work again afterwards; the listener reconnects and asks for a resync). The restart tests
+// stop the test server, so CTest runs this binary alone (RUN_SERIAL).
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/postgres/test_server.h"
+#include "stagehand/store/postgres_task_store.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+constexpr char kPluginId[] = "faults";
+
+// Returns a port on 127.0.0.1 that nothing listens on (bound, then released).
+int ClosedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+TaskSchedule Every10Minutes() {
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  return schedule;
+}
+
+// Collects events delivered to a listener. Thread-safe.
+class Inbox {
+ public:
+  void Add(const StoreEvent& event) {
+    std::lock_guard lock(mu_);
+    events_.push_back(event);
+    changed_.notify_all();
+  }
+
+  // Waits (bounded, in real time) for an event of `kind` for `task_id` after the first `skip`.
+  bool WaitFor(StoreEvent::Kind kind, const std::string& task_id, size_t skip = 0) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, seconds(20), [&] {
+      for (size_t i = skip; i < events_.size(); ++i) {
+        if (events_[i].kind == kind && events_[i].task_id == task_id) return true;
+      }
+      return false;
+    });
+  }
+
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return events_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<StoreEvent> events_;
+};
+
+class PostgresFaultTest : public pg_test::ServerTest {
+ protected:
+  void TearDown() override {
+    if (!database_.empty()) pg_test::DropDatabase(url(), database_);
+  }
+
+  std::unique_ptr<TaskStore> OpenFresh() {
+    if (database_.empty()) database_ = pg_test::UniqueDatabaseName("stagehand_faults");
+    PostgresStoreOptions options;
+    options.connection = url();
+    options.database = database_;
+    options.pool_size = 3;
+    options.connect_timeout = seconds(2);
+    Result<std::unique_ptr<TaskStore>> store =
+        OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return nullptr;
+    const Status migrated = (*store)->Migrate();
+    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    return std::move(*store);
+  }
+
+  // Whether this run may stop and start the server (scripts/test-postgres exports how).
+  static bool CanControlServer() {
+    return !Env("STAGEHAND_TEST_PG_CTL").empty() && !Env("STAGEHAND_TEST_POSTGRES_DATA").empty();
+  }
+
+  static void PgCtl(const std::string& action) {
+    std::string command = Env("STAGEHAND_TEST_PG_CTL") + " -D '" +
+                          Env("STAGEHAND_TEST_POSTGRES_DATA") + "' -w -t 60 -m fast";
+    if (!Env("STAGEHAND_TEST_POSTGRES_LOG").empty()) {
+      command += " -l '" + Env("STAGEHAND_TEST_POSTGRES_LOG") + "'";
+    }
+    command += " " + action + " > /dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+
+  // Checks that `status` is kUnavailable and names the plugin and the database.
+  ::testing::AssertionResult IsUnavailable(const Status& status) {
+    if (status.code() != StatusCode::kUnavailable) {
+      return ::testing::AssertionFailure() << "expected UNAVAILABLE, got " << status.ToString();
+    }
+    if (status.message().find(kPluginId) == std::string::npos ||
+        status.message().find(database_) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "message does not name the plugin and database: " << status.message();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  std::string database_;
+};
+
+TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAndDatabase) {
+  const std::string secret = "pw-s3cret-xyzzy";
+  PostgresStoreOptions options;
+  options.connection =
+      "postgresql://stagehand:" + secret + "@127.0.0.1:" + std::to_string(ClosedPort()) + "/postgres";
+  options.database = "backstage_plugin_catalog";
+  options.connect_timeout = seconds(2);
+  Result<std::unique_ptr<TaskStore>> store =
+      OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("'catalog'"), std::string::npos)
+      << store.status().message();
+  EXPECT_NE(store.status().message().find("backstage_plugin_catalog"), std::string::npos)
+      << store.status().message();
+  EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
+
+  // Without a plugin database the connection's own database is named.
+  options.database.clear();
+  store = OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(store.status().message().find("database 'postgres'"), std::string::npos)
+      << store.status().message();
+  EXPECT_EQ(store.status().message().find(secret), std::string::npos);
+}
+
+TEST_F(PostgresFaultTest, WrongPasswordIsUnavailableWithoutShowingIt) {
+  const std::string secret = "wrong-pw-q7Zk";
+  std::string bad_url = url();
+  const size_t at = bad_url.find('@');
+  const size_t colon = bad_url.rfind(':', at);
+  if (at == std::string::npos || colon == std::string::npos || colon < bad_url.find("//")) {
+    GTEST_SKIP() << "the test URL carries no password to replace";
+  }
+  bad_url.replace(colon + 1, at - colon - 1, secret);
+  PostgresStoreOptions options;
+  options.connection = bad_url;
+  options.database = "backstage_plugin_secret";
+  Result<std::unique_ptr<TaskStore>> store =
+      OpenPostgresTaskStore("secret", options, SystemClock::Instance());
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("backstage_plugin_secret"), std::string::npos);
+  EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
+}
+
+TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain) {
+  if (!CanControlServer()) GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
+  std::unique_ptr<TaskStore> store = OpenFresh();
+  std::unique_ptr<TaskStore> other = OpenFresh();
+  ASSERT_NE(store, nullptr);
+  ASSERT_NE(other, nullptr);
+  const TaskSchedule schedule = Every10Minutes();
+  auto inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription =
+      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
+  ASSERT_TRUE(store->Upsert("before", schedule).ok());
+  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kUpsert, "before"));
+  ASSERT_TRUE(store->Upsert("running", schedule).ok());
+  Result<ClaimResult> claimed = store->Claim("running", "t1", minutes(1), minutes(1));
+  ASSERT_TRUE(claimed.ok() && claimed->claimed);
+
+  PgCtl("stop");
+  const std::vector<std::string> ids = {"before", "running"};
+  EXPECT_TRUE(IsUnavailable(store->DatabaseNow().status()));
+  EXPECT_TRUE(IsUnavailable(store->Upsert("during", schedule).status()));
+  EXPECT_TRUE(IsUnavailable(store->Poll(ids, true).status()));
+  EXPECT_TRUE(IsUnavailable(store->Claim("before", "t2", minutes(1), minutes(1)).status()));
+  EXPECT_TRUE(IsUnavailable(store->RenewLease("running", "t1", minutes(1), minutes(1)).status()));
+  EXPECT_TRUE(IsUnavailable(store->Release("running", "t1", schedule, std::nullopt).status()));
+  EXPECT_TRUE(IsUnavailable(store->Trigger("before")));
+  EXPECT_TRUE(IsUnavailable(store->Cancel("running", TimeZone::Utc())));
+  EXPECT_TRUE(IsUnavailable(store->SweepExpired().status()));
+  EXPECT_TRUE(IsUnavailable(store->States().status()));
+  EXPECT_TRUE(IsUnavailable(store->Delete("before")));
+  EXPECT_TRUE(IsUnavailable(store->Migrate()));
+  EXPECT_TRUE(IsUnavailable(other->DatabaseNow().status()));
+  const size_t before_restart = inbox->size();
+  PgCtl("start");
+
+  // Broken sessions were dropped while the server was down: the first call after the restart
+  // already works.
+  Result<WallTime> now = store->DatabaseNow();
+  EXPECT_TRUE(now.ok()) << now.status().ToString();
+  Result<bool> renewed = store->RenewLease("running", "t1", minutes(1), minutes(1));
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_TRUE(*renewed);
+  Result<bool> released = store->Release("running", "t1", schedule, std::nullopt);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_TRUE(*released);
+  Result<PollResult> poll = store->Poll(ids, true);
+  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  EXPECT_EQ(poll->entries[0].readiness, Readiness::kReady);
+  EXPECT_EQ(poll->entries[1].readiness, Readiness::kNotReady);
+
+  // The listener reconnected: it asks for a resync, then delivers new writes again.
+  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kResync, "", before_restart));
+  ASSERT_TRUE(store->Upsert("after", schedule).ok());
+  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kUpsert, "after", before_restart));
+  ASSERT_TRUE(other->Trigger("after").ok());
+  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kTrigger, "after", before_restart));
+}
+
+TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
+  if (!CanControlServer()) GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
+  constexpr int kWorkers = 4;
+  std::unique_ptr<TaskStore> store = OpenFresh();
+  ASSERT_NE(store, nullptr);
+  const TaskSchedule schedule = [] {
+    TaskSchedule s;
+    s.settings.cadence = "PT0S";
+    s.settings.timeout_after_duration = "PT1M";
+    return s;
+  }();
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_TRUE(store->Upsert("load-" + std::to_string(w), schedule).ok());
+  }
+
+  std::mutex mu;
+  std::condition_variable changed;
+  std::atomic<bool> restarted{false};
+  int recovered = 0;  // workers with a success after the restart; guarded by mu
+  std::map<std::string, int> unexpected;  // guarded by mu
+  int unavailable = 0;                    // guarded by mu
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w](std::stop_token stop) {
+        const std::string id = "load-" + std::to_string(w);
+        bool counted = false;
+        for (int round = 0; !stop.stop_requested(); ++round) {
+          const bool after = restarted.load();
+          const std::string ticket = id + "-" + std::to_string(round);
+          Status status = store->Poll(std::vector<std::string>{id}, true).status();
+          if (status.ok()) {
+            Result<ClaimResult> claim = store->Claim(id, ticket, minutes(1), minutes(1));
+            status = claim.status();
+            if (claim.ok() && claim->claimed) {
+              status = store->Release(id, ticket, schedule, std::nullopt).status();
+            }
+          }
+          std::lock_guard lock(mu);
+          if (status.ok() && after && !counted) {
+            counted = true;
+            ++recovered;
+            changed.notify_all();
+          } else if (status.code() == StatusCode::kUnavailable) {
+            ++unavailable;
+          } else if (!status.ok()) {
+            ++unexpected[status.ToString()];
+          }
+        }
+      });
+    }
+    PgCtl("restart");
+    restarted = true;
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(changed.wait_for(lock, seconds(30), [&] { return recovered == kWorkers; }))
+        << recovered << " of " << kWorkers << " workers recovered";
+  }
+  RecordProperty("unavailable_during_restart", unavailable);
+  EXPECT_TRUE(unexpected.empty()) << unexpected.size() << " unexpected outcomes, e.g. "
+                                  << (unexpected.empty() ? "" : unexpected.begin()->first);
+  // A worker that claimed before the restart and lost its release leaves a run that only the
+  // sweep can reset; the rows are all still there and readable.
+  Result<std::vector<TaskRow>> rows = store->States();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->size(), static_cast<size_t>(kWorkers));
+}
+
+}  // namespace
+}  // namespace stagehand
