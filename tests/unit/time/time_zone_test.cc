@@ -1,0 +1,161 @@
+#include "stagehand/time/time_zone.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "time/time_zone_internal.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using time_internal::LookupSpan;
+using time_internal::ResolveProcessZone;
+using ::testing::HasSubstr;
+
+WallTime FromUnixSeconds(std::int64_t s) { return WallTime(seconds(s)); }
+
+TimeZone Zone(const std::string& name) {
+  Result<TimeZone> zone = TimeZone::Locate(name);
+  EXPECT_TRUE(zone.ok()) << zone.status().ToString();
+  return zone.ok() ? *zone : TimeZone::Utc();
+}
+
+TEST(TimeZoneTest, UtcHasNoOffset) {
+  EXPECT_EQ(TimeZone::Utc().name(), "UTC");
+  EXPECT_EQ(TimeZone::Utc().OffsetAt(FromUnixSeconds(1'780'000'000)), seconds(0));
+  EXPECT_EQ(TimeZone::Utc(), TimeZone::Utc());
+}
+
+TEST(TimeZoneTest, LocatesIanaNames) {
+  const TimeZone berlin = Zone("Europe/Berlin");
+  EXPECT_EQ(berlin.name(), "Europe/Berlin");
+  EXPECT_EQ(berlin, Zone("Europe/Berlin"));
+  EXPECT_FALSE(berlin == TimeZone::Utc());
+}
+
+TEST(TimeZoneTest, LocateRejectsUnknownNames) {
+  for (const char* name : {"Mars/Olympus_Mons", "", "europe/berlin", "Europe/Berlin "}) {
+    SCOPED_TRACE(name);
+    Result<TimeZone> zone = TimeZone::Locate(name);
+    ASSERT_FALSE(zone.ok());
+    EXPECT_EQ(zone.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(zone.status().message(), HasSubstr(std::string("'") + name + "'"));
+  }
+}
+
+TEST(TimeZoneTest, OffsetFollowsDaylightSaving) {
+  const TimeZone new_york = Zone("America/New_York");
+  const WallTime jump = *ParseIsoInstant("2026-03-08T07:00:00Z");
+  EXPECT_EQ(new_york.OffsetAt(jump - seconds(1)), seconds(-5 * 3600));
+  EXPECT_EQ(new_york.OffsetAt(jump), seconds(-4 * 3600));
+  EXPECT_EQ(Zone("Asia/Kolkata").OffsetAt(jump), seconds(5 * 3600 + 1800));
+}
+
+TEST(TimeZoneTest, SpansCoverTheInstantAndEndAtTheNextChange) {
+  const TimeZone new_york = Zone("America/New_York");
+  const std::int64_t jump = ParseIsoInstant("2026-03-08T07:00:00Z")->time_since_epoch() / seconds(1);
+  const time_internal::ZoneSpan winter = LookupSpan(new_york, jump - 1);
+  EXPECT_EQ(winter.end, jump);
+  EXPECT_EQ(winter.offset_seconds, -5 * 3600);
+  const time_internal::ZoneSpan summer = LookupSpan(new_york, jump);
+  EXPECT_EQ(summer.begin, jump);
+  EXPECT_EQ(summer.offset_seconds, -4 * 3600);
+  const time_internal::ZoneSpan utc = LookupSpan(TimeZone::Utc(), jump);
+  EXPECT_LT(utc.begin, 0);
+  EXPECT_GT(utc.end, jump + 1000LL * 365 * 86400);
+}
+
+TEST(TimeZoneTest, ProcessZoneComesFromTz) {
+  EXPECT_EQ(ResolveProcessZone("Europe/Berlin").name(), "Europe/Berlin");
+  EXPECT_EQ(ResolveProcessZone(":America/New_York").name(), "America/New_York");
+  EXPECT_EQ(ResolveProcessZone(":/usr/share/zoneinfo/Asia/Tokyo").name(), "Asia/Tokyo");
+  EXPECT_EQ(ResolveProcessZone("UTC").name(), "UTC");
+}
+
+TEST(TimeZoneTest, UnknownOrEmptyTzMeansUtc) {
+  EXPECT_EQ(ResolveProcessZone("Not/A_Zone"), TimeZone::Utc());
+  EXPECT_EQ(ResolveProcessZone(""), TimeZone::Utc());
+  EXPECT_EQ(ResolveProcessZone(":"), TimeZone::Utc());
+}
+
+TEST(TimeZoneTest, UnsetTzUsesTheSystemZone) {
+  // Whatever /etc/localtime says on this machine, the result is a usable zone.
+  const TimeZone zone = ResolveProcessZone(std::nullopt);
+  EXPECT_FALSE(zone.name().empty());
+  EXPECT_TRUE(TimeZone::Locate(zone.name()).ok());
+}
+
+TEST(TimeZoneTest, ProcessDefaultIsStable) {
+  EXPECT_EQ(TimeZone::ProcessDefault(), TimeZone::ProcessDefault());
+}
+
+TEST(FormatIsoInstantTest, UsesTheZonesOffsetAndMilliseconds) {
+  const WallTime jump = *ParseIsoInstant("2026-03-08T07:00:00Z");
+  EXPECT_EQ(FormatIsoInstant(jump, Zone("America/New_York")), "2026-03-08T03:00:00.000-04:00");
+  EXPECT_EQ(FormatIsoInstant(jump - milliseconds(1), Zone("America/New_York")),
+            "2026-03-08T01:59:59.999-05:00");
+  EXPECT_EQ(FormatIsoInstant(jump, TimeZone::Utc()), "2026-03-08T07:00:00.000+00:00");
+  EXPECT_EQ(FormatIsoInstant(jump, Zone("Asia/Kolkata")), "2026-03-08T12:30:00.000+05:30");
+  EXPECT_EQ(FormatIsoInstant(jump, Zone("America/St_Johns")), "2026-03-08T04:30:00.000-02:30");
+  EXPECT_EQ(FormatIsoInstant(jump - hours(24 * 60), Zone("America/St_Johns")),
+            "2026-01-07T03:30:00.000-03:30");
+}
+
+TEST(FormatIsoInstantTest, TruncatesToMilliseconds) {
+  const WallTime instant = FromUnixSeconds(0) + std::chrono::nanoseconds(1'999'999);
+  EXPECT_EQ(FormatIsoInstantUtc(instant), "1970-01-01T00:00:00.001Z");
+  EXPECT_EQ(FormatIsoInstantUtc(FromUnixSeconds(0) - std::chrono::nanoseconds(1)),
+            "1969-12-31T23:59:59.999Z");
+}
+
+TEST(FormatIsoInstantTest, UtcFormUsesZ) {
+  EXPECT_EQ(FormatIsoInstantUtc(*ParseIsoInstant("2026-03-08T03:00:00.250-04:00")),
+            "2026-03-08T07:00:00.250Z");
+  EXPECT_EQ(FormatIsoInstantUtc(*ParseIsoInstant("2000-02-29T23:59:59Z")),
+            "2000-02-29T23:59:59.000Z");
+}
+
+TEST(ParseIsoInstantTest, AcceptsZuluOffsetsFractionsAndASpace) {
+  const WallTime expected = FromUnixSeconds(1'772'884'800);  // 2026-03-07T12:00:00Z
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T12:00:00Z"), expected);
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07 12:00:00Z"), expected);
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T13:00:00+01:00"), expected);
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T07:00:00-05:00"), expected);
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T07:00:00-0500"), expected);
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T12:00:00.250Z"), expected + milliseconds(250));
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T12:00:00.000000001Z"),
+            expected + std::chrono::nanoseconds(1));
+  EXPECT_EQ(*ParseIsoInstant("2026-03-07T13:00:00.5+01:00"), expected + milliseconds(500));
+}
+
+TEST(ParseIsoInstantTest, RejectsMalformedText) {
+  for (const char* text :
+       {"", "yesterday", "2026-03-07", "2026-03-07T12:00:00", "2026-03-07T12:00Z",
+        "2026-13-07T12:00:00Z", "2026-02-29T12:00:00Z", "2026-03-07T24:00:00Z",
+        "2026-03-07T12:60:00Z", "2026-03-07T12:00:60Z", "2026-03-07T12:00:00.Z",
+        "2026-03-07T12:00:00.0000000001Z", "2026-03-07T12:00:00+1:00", "2026-03-07T12:00:00+25:00",
+        "2026-03-07T12:00:00Z ", " 2026-03-07T12:00:00Z", "2026-3-07T12:00:00Z",
+        "2026-03-07X12:00:00Z", "9999-03-07T12:00:00Z"}) {
+    SCOPED_TRACE(text);
+    Result<WallTime> parsed = ParseIsoInstant(text);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(ParseIsoInstantTest, RoundTripsWithTheFormatters) {
+  const WallTime instant = FromUnixSeconds(1'790'000'000) + milliseconds(123);
+  const TimeZone berlin = Zone("Europe/Berlin");
+  EXPECT_EQ(*ParseIsoInstant(FormatIsoInstant(instant, berlin)), instant);
+  EXPECT_EQ(*ParseIsoInstant(FormatIsoInstantUtc(instant)), instant);
+}
+
+}  // namespace
+}  // namespace stagehand
