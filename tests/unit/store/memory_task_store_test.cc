@@ -1,0 +1,183 @@
+// What the contract suite cannot see from outside: the memory store's statement counting, its
+// simulated outage, its time precision and its in-process notification delivery.
+#include "stagehand/store/memory_task_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stagehand/time/manual_clock.h"
+
+namespace stagehand::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+
+TaskSchedule Schedule(std::string cadence) {
+  return TaskSchedule{TaskSettingsV2{std::move(cadence), std::nullopt, "PT1M"}, TimeZone::Utc()};
+}
+
+class MemoryTaskStoreTest : public ::testing::Test {
+ protected:
+  ManualClock clock_;
+  MemoryTaskStore store_{"plugin-a", clock_};
+};
+
+TEST_F(MemoryTaskStoreTest, CountsOneStatementPerRoundTrip) {
+  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  ASSERT_TRUE(store_.Upsert("b", Schedule("manual")).ok());
+  std::uint64_t count = store_.statement_count();
+
+  const std::vector<std::string> ids = {"a", "b", "missing"};
+  ASSERT_TRUE(store_.Poll(ids, /*sweep_expired=*/true).ok());
+  EXPECT_EQ(store_.statement_count(), count + 1);
+
+  ASSERT_TRUE(store_.Claim("a", "t", minutes(1), minutes(1)).ok());
+  EXPECT_EQ(store_.statement_count(), count + 2);
+  // Cancel reads, then writes.
+  ASSERT_TRUE(store_.Cancel("a", TimeZone::Utc()).ok());
+  EXPECT_EQ(store_.statement_count(), count + 4);
+
+  // Rejected before reaching the table.
+  count = store_.statement_count();
+  EXPECT_FALSE(store_.Upsert("c", Schedule("not a cron")).ok());
+  // Written behind the store's back.
+  TaskRow raw;
+  raw.id = "raw";
+  raw.settings_json = "{}";
+  store_.PutRow(raw);
+  EXPECT_EQ(store_.statement_count(), count);
+}
+
+TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsEveryOperationAndTouchesNothing) {
+  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  const std::vector<TaskRow> rows = *store_.States();
+  const std::uint64_t count = store_.statement_count();
+  store_.SetUnavailable(true);
+
+  const std::string message = "plugin plugin-a: database unavailable (simulated)";
+  auto expect_unavailable = [&](const Status& status) {
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+    EXPECT_EQ(status.message(), message);
+  };
+  const std::vector<std::string> ids = {"a"};
+  expect_unavailable(store_.Migrate());
+  expect_unavailable(store_.Upsert("a", Schedule("PT1M")).status());
+  expect_unavailable(store_.Poll(ids, true).status());
+  expect_unavailable(store_.Claim("a", "t", minutes(1), minutes(1)).status());
+  expect_unavailable(store_.RenewLease("a", "t", minutes(1), minutes(1)).status());
+  expect_unavailable(store_.Release("a", "t", Schedule("PT10M"), std::nullopt).status());
+  expect_unavailable(store_.Trigger("a"));
+  expect_unavailable(store_.Cancel("a", TimeZone::Utc()));
+  expect_unavailable(store_.SweepExpired().status());
+  expect_unavailable(store_.States().status());
+  expect_unavailable(store_.Delete("a"));
+  expect_unavailable(store_.DatabaseNow().status());
+  EXPECT_EQ(store_.statement_count(), count);
+
+  // Another host on the same table still reaches it.
+  MemoryTaskStore other("plugin-a", clock_, store_.table());
+  Result<std::vector<TaskRow>> seen = other.States();
+  ASSERT_TRUE(seen.ok());
+  EXPECT_EQ(*seen, rows);
+
+  store_.SetUnavailable(false);
+  EXPECT_TRUE(store_.Trigger("a").ok());
+}
+
+TEST_F(MemoryTaskStoreTest, StoresTimesAtMillisecondPrecision) {
+  clock_.Advance(std::chrono::nanoseconds(1'234'567'891));
+  Result<WallTime> now = store_.DatabaseNow();
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(*now, ManualClock::DefaultStart() + milliseconds(1234));
+  Result<UpsertResult> upsert = store_.Upsert("a", Schedule("PT0.0005S"));
+  ASSERT_TRUE(upsert.ok());
+  EXPECT_EQ(upsert->next_run_start_at, *now);
+  ASSERT_TRUE(store_.Claim("a", "t", milliseconds(1500), minutes(1)).ok());
+  EXPECT_EQ(store_.States()->at(0).current_run_expires_at, *now + milliseconds(1500));
+}
+
+TEST_F(MemoryTaskStoreTest, ListenersOfEveryStoreOnTheTableHearEveryWriteSynchronously) {
+  MemoryTaskStore other("plugin-a", clock_, store_.table());
+  std::vector<StoreEvent> mine;
+  std::vector<StoreEvent> theirs;
+  auto mine_sub = store_.Listen([&](const StoreEvent& e) { mine.push_back(e); });
+  auto theirs_sub = other.Listen([&](const StoreEvent& e) { theirs.push_back(e); });
+  ASSERT_NE(mine_sub, nullptr);
+
+  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  ASSERT_EQ(theirs.size(), 1u);
+  EXPECT_EQ(theirs[0].kind, StoreEvent::Kind::kUpsert);
+  EXPECT_EQ(theirs[0].task_id, "a");
+  EXPECT_EQ(mine.size(), 1u);
+
+  // Neither a claim, a lost release, a failed trigger nor a missing delete announces anything.
+  ASSERT_TRUE(store_.Claim("a", "t", minutes(1), minutes(1))->claimed);
+  ASSERT_FALSE(*store_.Release("a", "other", Schedule("PT10M"), std::nullopt));
+  ASSERT_FALSE(store_.Trigger("a").ok());
+  ASSERT_TRUE(store_.Delete("missing").ok());
+  EXPECT_EQ(theirs.size(), 1u);
+
+  ASSERT_TRUE(*store_.Release("a", "t", Schedule("PT10M"), std::nullopt));
+  ASSERT_EQ(theirs.size(), 2u);
+  EXPECT_EQ(theirs[1].kind, StoreEvent::Kind::kRelease);
+}
+
+TEST_F(MemoryTaskStoreTest, HandlerMayWriteToTheStore) {
+  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  ASSERT_TRUE(store_.Upsert("b", Schedule("manual")).ok());
+  std::vector<StoreEvent> events;
+  auto sub = store_.Listen([&](const StoreEvent& e) {
+    events.push_back(e);
+    if (e.kind == StoreEvent::Kind::kTrigger && e.task_id == "a") {
+      EXPECT_TRUE(store_.Trigger("b").ok());
+    }
+  });
+  ASSERT_TRUE(store_.Trigger("a").ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].task_id, "b");
+}
+
+TEST_F(MemoryTaskStoreTest, NoDeliveryAfterTheSubscriptionIsDestroyed) {
+  ASSERT_TRUE(store_.Upsert("a", Schedule("manual")).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> late_calls{0};
+  std::atomic<int> calls{0};
+  MemoryTaskStore writer("plugin-a", clock_, store_.table());
+  std::jthread writing([&] {
+    while (!stop) {
+      EXPECT_TRUE(writer.Trigger("a").ok());
+      std::this_thread::yield();
+    }
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; i < 1000; ++i) {
+    auto alive = std::make_shared<std::atomic<bool>>(true);
+    auto heard = std::make_shared<std::atomic<bool>>(false);
+    auto sub = store_.Listen([&calls, &late_calls, alive, heard](const StoreEvent&) {
+      ++calls;
+      if (!*alive) ++late_calls;
+      *heard = true;
+      // Stay inside the handler for a while: the destructor must wait for it.
+      for (int spin = 0; spin < 3; ++spin) std::this_thread::yield();
+      if (!*alive) ++late_calls;
+    });
+    // Destroy the subscription while the writer is delivering to it.
+    while (!*heard && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    sub.reset();
+    *alive = false;
+  }
+  stop = true;
+  writing.join();
+  EXPECT_EQ(late_calls, 0);
+  EXPECT_GE(calls, 1000);
+}
+
+}  // namespace
+}  // namespace stagehand::testing

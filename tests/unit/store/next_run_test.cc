@@ -1,0 +1,158 @@
+#include "store/next_run.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "stagehand/time/manual_clock.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand::store_internal {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = NextRunPlan::Kind;
+
+WallTime At(std::string_view iso) {
+  Result<WallTime> t = ParseIsoInstant(iso);
+  EXPECT_TRUE(t.ok()) << iso;
+  return t.ok() ? *t : WallTime{};
+}
+
+TaskSchedule Schedule(std::string cadence, std::optional<std::string> delay = std::nullopt,
+                      TimeZone zone = TimeZone::Utc()) {
+  return TaskSchedule{TaskSettingsV2{std::move(cadence), std::move(delay), "PT1M"}, zone};
+}
+
+NextRunPlan Plan(Kind kind, double seconds = 0, WallTime instant = WallTime{}) {
+  return NextRunPlan{kind, seconds, instant};
+}
+
+TEST(PlanInsertStartTest, DurationStartsNowUnlessDelayed) {
+  const WallTime now = At("2026-03-01T10:00:00.250Z");
+  EXPECT_EQ(*PlanInsertStart(Schedule("PT10M"), now), Plan(Kind::kNow));
+  EXPECT_EQ(*PlanInsertStart(Schedule("PT10M", "PT30S"), now), Plan(Kind::kNowPlus, 30));
+  EXPECT_EQ(*PlanInsertStart(Schedule("PT10M", "PT0.3S"), now), Plan(Kind::kNowPlus, 0.3));
+  EXPECT_EQ(*PlanInsertStart(Schedule("PT10M", "PT0S"), now), Plan(Kind::kNow));
+  EXPECT_EQ(*PlanInsertStart(Schedule("PT10M", ""), now), Plan(Kind::kNow));
+}
+
+TEST(PlanInsertStartTest, ManualHasNoStartUnlessDelayed) {
+  const WallTime now = At("2026-03-01T10:00:00Z");
+  EXPECT_EQ(*PlanInsertStart(Schedule("manual"), now), Plan(Kind::kNull));
+  EXPECT_EQ(*PlanInsertStart(Schedule("manual", "PT2M"), now), Plan(Kind::kNowPlus, 120));
+}
+
+TEST(PlanInsertStartTest, CronStartsOneSecondBeforeItsFirstFireTime) {
+  EXPECT_EQ(*PlanInsertStart(Schedule("0 * * * *"), At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:59:59Z")));
+  // Every second: the head start makes it due at once.
+  EXPECT_EQ(*PlanInsertStart(Schedule("* * * * * *"), At("2026-03-01T10:30:00.500Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:30:00Z")));
+  // An initial delay wins over the cron time.
+  EXPECT_EQ(*PlanInsertStart(Schedule("0 * * * *", "PT3S"), At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kNowPlus, 3));
+}
+
+TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
+  Result<TimeZone> berlin = TimeZone::Locate("Europe/Berlin");
+  ASSERT_TRUE(berlin.ok());
+  // 00:30Z is 01:30 in Berlin; the next local midnight is 23:00Z.
+  EXPECT_EQ(*PlanInsertStart(Schedule("0 0 * * *", std::nullopt, *berlin),
+                             At("2026-01-01T00:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-01-01T22:59:59Z")));
+}
+
+TEST(PlanInsertStartTest, RejectsBadCadencesAndDelays) {
+  const WallTime now = At("2026-03-01T10:00:00Z");
+  Result<NextRunPlan> bad_cron = PlanInsertStart(Schedule("not a cron"), now);
+  ASSERT_FALSE(bad_cron.ok());
+  EXPECT_EQ(bad_cron.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(PlanInsertStart(Schedule("0 0 30 2 *"), now).ok());
+  Result<NextRunPlan> bad_delay = PlanInsertStart(Schedule("PT10M", "soon"), now);
+  ASSERT_FALSE(bad_delay.ok());
+  EXPECT_THAT(bad_delay.status().message(), HasSubstr("soon"));
+}
+
+TEST(PlanReregisterStartTest, IgnoresTheInitialDelay) {
+  const WallTime now = At("2026-03-01T10:30:00Z");
+  EXPECT_EQ(*PlanReregisterStart(Schedule("PT10M", "PT1H"), now), Plan(Kind::kNowPlus, 600));
+  EXPECT_EQ(*PlanReregisterStart(Schedule("PT0S"), now), Plan(Kind::kNow));
+  EXPECT_EQ(*PlanReregisterStart(Schedule("manual", "PT1H"), now), Plan(Kind::kNull));
+  EXPECT_EQ(*PlanReregisterStart(Schedule("*/15 * * * *", "PT2M"), now),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:44:59Z")));
+}
+
+TEST(PlanReregisterStartTest, UsesCasualUnitsForDurations) {
+  const WallTime now = At("2026-03-01T10:30:00Z");
+  EXPECT_EQ(*PlanReregisterStart(Schedule("P1D"), now), Plan(Kind::kNowPlus, 86400));
+  EXPECT_EQ(*PlanReregisterStart(Schedule("P1M"), now), Plan(Kind::kNowPlus, 2592000));
+  EXPECT_EQ(*PlanReregisterStart(Schedule("PT1H30M"), now), Plan(Kind::kNowPlus, 5400));
+}
+
+TEST(PlanReleaseNextTest, CronMovesToTheNextFireTimeWithoutHeadStart) {
+  EXPECT_EQ(*PlanReleaseNext(Schedule("0 * * * *"), At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T11:00:00Z")));
+  EXPECT_EQ(*PlanReleaseNext(Schedule("* * * * * *"), At("2026-03-01T10:30:00.500Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:30:01Z")));
+  // Strictly after: a release exactly on a fire time moves to the following one.
+  EXPECT_EQ(*PlanReleaseNext(Schedule("0 * * * *"), At("2026-03-01T11:00:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T12:00:00Z")));
+}
+
+TEST(PlanReleaseNextTest, DurationIsAnchoredOnTheScheduledTime) {
+  const WallTime now = At("2026-03-01T10:30:00Z");
+  EXPECT_EQ(*PlanReleaseNext(Schedule("PT10M"), now), Plan(Kind::kScheduledPlusCadence, 600));
+  EXPECT_EQ(*PlanReleaseNext(Schedule("PT0.1S"), now), Plan(Kind::kScheduledPlusCadence, 0.1));
+  EXPECT_EQ(*PlanReleaseNext(Schedule("PT0S"), now), Plan(Kind::kScheduledPlusCadence, 0));
+  EXPECT_EQ(*PlanReleaseNext(Schedule("manual"), now), Plan(Kind::kNull));
+}
+
+TEST(IsoDurationSecondsTest, ConvertsCasually) {
+  EXPECT_EQ(*IsoDurationSeconds(""), 0.0);
+  EXPECT_EQ(*IsoDurationSeconds("PT1M"), 60.0);
+  EXPECT_EQ(*IsoDurationSeconds("PT0.5S"), 0.5);
+  EXPECT_EQ(*IsoDurationSeconds("P1Y"), 31536000.0);
+  EXPECT_EQ(*IsoDurationSeconds("P1M"), 2592000.0);
+  EXPECT_EQ(*IsoDurationSeconds("P1W"), 604800.0);
+  EXPECT_EQ(*IsoDurationSeconds("-PT5M"), -300.0);
+}
+
+TEST(IsoDurationSecondsTest, NamesTheBadText) {
+  Result<double> bad = IsoDurationSeconds("5 minutes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("'5 minutes'"));
+}
+
+TEST(DatabaseClockTest, FollowsTheHostClockUntilItObservesTheDatabase) {
+  testing::ManualClock clock;
+  DatabaseClock db(clock);
+  EXPECT_EQ(db.Now(), clock.Now());
+  EXPECT_EQ(db.LocalNow(), clock.Now());
+  clock.Advance(std::chrono::seconds(3));
+  EXPECT_EQ(db.Now(), clock.Now());
+}
+
+TEST(DatabaseClockTest, AppliesTheObservedOffsetAtTheRoundTripMidpoint) {
+  testing::ManualClock clock;
+  DatabaseClock db(clock);
+  const WallTime sent = clock.Now();
+  const WallTime received = sent + std::chrono::milliseconds(100);
+  // The database answered 10 s ahead of the host, measured at the middle of the round trip.
+  db.Observe(sent, received, sent + std::chrono::milliseconds(50) + std::chrono::seconds(10));
+  EXPECT_EQ(db.Now(), clock.Now() + std::chrono::seconds(10));
+  clock.Advance(std::chrono::minutes(1));
+  EXPECT_EQ(db.Now(), clock.Now() + std::chrono::seconds(10));
+
+  // A later observation replaces the offset (here: the database is behind).
+  db.Observe(clock.Now(), clock.Now(), clock.Now() - std::chrono::seconds(2));
+  EXPECT_EQ(db.Now(), clock.Now() - std::chrono::seconds(2));
+  EXPECT_EQ(db.LocalNow(), clock.Now());
+}
+
+}  // namespace
+}  // namespace stagehand::store_internal
