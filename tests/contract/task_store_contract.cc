@@ -262,7 +262,8 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   EXPECT_TRUE(Within(claim->db_now, before, after));
   ASSERT_TRUE(running.current_run_started_at.has_value());
   EXPECT_TRUE(Same(running.current_run_expires_at, *running.current_run_started_at + minutes(1)));
-  EXPECT_EQ(claim->expires_at, running.current_run_expires_at);
+  ASSERT_TRUE(running.current_run_expires_at.has_value());
+  EXPECT_TRUE(Same(claim->expires_at, *running.current_run_expires_at));
   EXPECT_EQ(running.next_run_start_at, row.next_run_start_at);  // the claim leaves it alone
   EXPECT_EQ(ReadinessOf("states"), Readiness::kNotReady);
 
@@ -414,7 +415,6 @@ TEST_F(TaskStoreContractTest, CronChangesNeverMoveTheNextRunLater) {
   EXPECT_LE(*back, *every_two) << Show(back) << " moved later than " << Show(every_two);
   EXPECT_GE(*back, std::min(*every_two, CronNext("*/15 * * * *", before) - seconds(1)))
       << Show(back);
-  EXPECT_LT(std::chrono::abs(*back - *every_two), seconds(60));
 }
 
 TEST_F(TaskStoreContractTest, DurationChangesNeverMoveTheNextRunLater) {
@@ -838,11 +838,11 @@ TEST_F(TaskStoreContractTest, JanitorResetsRunsWhoseExpiryHasPassed) {
 TEST_F(TaskStoreContractTest, SweepReclaimsARunWhoseLeaseLapsed) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("lapsed", schedule);
-  ASSERT_TRUE(Claim("lapsed", "dead-host", minutes(1), milliseconds(50)));
+  ASSERT_TRUE(Claim("lapsed", "dead-host", minutes(1), milliseconds(150)));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
   EXPECT_TRUE(swept->empty());
-  fixture_->LetTimePass(milliseconds(100));
+  fixture_->LetTimePass(milliseconds(200));
   swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
   EXPECT_EQ(*swept, std::vector<std::string>{"lapsed"});
