@@ -1,8 +1,9 @@
-// Runs the TaskStore contract suite against SqliteTaskStore: each fixture is a fresh database file in
-// its own temporary directory; every OpenStore() is another connection to that file, as another
+// Runs the TaskStore contract suite against SqliteTaskStore: each fixture is a fresh database file
+// in its own temporary directory; every OpenStore() is another connection to that file, as another
 // host would open it. Raw rows are written and read with plain sqlite3 calls in Backstage's text
 // forms, independently of the store's own code.
 
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 
@@ -13,8 +14,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "contract/store_fixture.h"
 #include "stagehand/store/sqlite_task_store.h"

@@ -1,10 +1,12 @@
 #include "store/sqlite/sqlite_database.h"
 
+#include <fmt/format.h>
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <system_error>
 
-#include <fmt/format.h>
-#include <sqlite3.h>
+#include "store/sqlite/sqlite_sql.h"
 
 namespace stagehand::store_internal {
 
@@ -12,7 +14,7 @@ namespace {
 
 StatusCode CodeFor(int rc) {
   switch (rc & 0xff) {
-    case SQLITE_ERROR:       // e.g. "no such table": the schema is not what we expect
+    case SQLITE_ERROR:  // e.g. "no such table": the schema is not what we expect
     case SQLITE_SCHEMA:
     case SQLITE_CONSTRAINT:
     case SQLITE_MISMATCH:
@@ -38,8 +40,8 @@ SqliteStatement::~SqliteStatement() {
 }
 
 SqliteStatement& SqliteStatement::Bind(int index, std::string_view text) {
-  const int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
-                                     SQLITE_UTF8);
+  const int rc =
+      sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   STAGEHAND_CHECK(rc == SQLITE_OK);
   return *this;
 }
@@ -50,8 +52,7 @@ SqliteStatement& SqliteStatement::Bind(int index, std::int64_t value) {
   return *this;
 }
 
-SqliteStatement& SqliteStatement::BindOptional(int index,
-                                               const std::optional<std::string>& text) {
+SqliteStatement& SqliteStatement::BindOptional(int index, const std::optional<std::string>& text) {
   return text ? Bind(index, std::string_view(*text)) : BindNull(index);
 }
 
@@ -98,9 +99,8 @@ bool SqliteStatement::IsInteger(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_INTEGER;
 }
 
-Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& plugin_id,
-                                                             const std::string& path,
-                                                             std::chrono::milliseconds busy_timeout) {
+Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
+    const std::string& plugin_id, const std::string& path, std::chrono::milliseconds busy_timeout) {
   const auto fail = [&](std::string_view reason) {
     return UnavailableError(
         fmt::format("plugin '{}': cannot open SQLite database '{}': {}", plugin_id, path, reason));
@@ -111,16 +111,15 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& 
     if (!directory.empty() && !std::filesystem::is_directory(directory, ec)) {
       std::filesystem::create_directories(directory, ec);
       if (ec) {
-        return fail(fmt::format("cannot create directory '{}': {}", directory.string(),
-                                ec.message()));
+        return fail(
+            fmt::format("cannot create directory '{}': {}", directory.string(), ec.message()));
       }
     }
   }
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
-                                     SQLITE_OPEN_URI,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &raw,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nullptr);
   if (rc != SQLITE_OK) {
     const std::string reason = raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
     sqlite3_close(raw);
@@ -131,7 +130,7 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const std::string& 
   // Switching to WAL reads the file, so a missing directory, a file that is not a database or an
   // unwritable location is reported here rather than at the first statement.
   if (IsFilePath(path)) {
-    if (Status status = db->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"); !status.ok()) {
+    if (Status status = db->Exec(sqlite_sql::kConnectionSetup); !status.ok()) {
       return fail(sqlite3_errmsg(raw));
     }
   }
@@ -148,9 +147,8 @@ Result<SqliteStatement> SqliteDatabase::Prepare(std::string_view sql) {
   auto it = statements_.find(std::string(sql));
   if (it == statements_.end()) {
     sqlite3_stmt* stmt = nullptr;
-    const int rc =
-        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                           &stmt, nullptr);
+    const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "preparing a statement");
     it = statements_.emplace(std::string(sql), stmt).first;
   }
@@ -175,17 +173,17 @@ Status SqliteDatabase::Error(StatusCode code, std::string_view message) const {
 }
 
 SqliteTransaction::~SqliteTransaction() {
-  if (open_) (void)db_.Exec("ROLLBACK");
+  if (open_) (void)db_.Exec(sqlite_sql::kRollback);
 }
 
 Status SqliteTransaction::Begin() {
-  STAGEHAND_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+  STAGEHAND_RETURN_IF_ERROR(db_.Exec(sqlite_sql::kBegin));
   open_ = true;
   return Status::Ok();
 }
 
 Status SqliteTransaction::Commit() {
-  STAGEHAND_RETURN_IF_ERROR(db_.Exec("COMMIT"));
+  STAGEHAND_RETURN_IF_ERROR(db_.Exec(sqlite_sql::kCommit));
   open_ = false;
   return Status::Ok();
 }

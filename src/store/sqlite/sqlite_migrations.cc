@@ -1,12 +1,12 @@
 #include "store/sqlite/sqlite_migrations.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "store/sqlite/sqlite_sql.h"
 
@@ -16,8 +16,8 @@ namespace {
 
 namespace sql = sqlite_sql;
 
-Result<std::int64_t> QueryInt(SqliteDatabase& db, std::string_view statement,
-                              std::string_view what, std::optional<std::string_view> param = {}) {
+Result<std::int64_t> QueryInt(SqliteDatabase& db, std::string_view statement, std::string_view what,
+                              std::optional<std::string_view> param = {}) {
   Result<SqliteStatement> stmt = db.Prepare(statement);
   if (!stmt.ok()) return stmt.status();
   if (param) stmt->Bind(1, *param);
@@ -75,10 +75,11 @@ Result<std::vector<const sql::Migration*>> PendingMigrations(
     if (!known) unknown.push_back(name);
   }
   if (!unknown.empty()) {
-    return db.Error(StatusCode::kFailedPrecondition,
-                    fmt::format("{} lists migration(s) this version of stagehand does not know: {}; "
-                                "the database was migrated by a newer Backstage or stagehand",
-                                sql::kMigrationsTable, fmt::join(unknown, ", ")));
+    return db.Error(
+        StatusCode::kFailedPrecondition,
+        fmt::format("{} lists migration(s) this version of stagehand does not know: {}; "
+                    "the database was migrated by a newer Backstage or stagehand",
+                    sql::kMigrationsTable, fmt::join(unknown, ", ")));
   }
   const std::set<std::string, std::less<>> done(completed.begin(), completed.end());
   std::vector<const sql::Migration*> pending;
@@ -110,9 +111,9 @@ Status ApplyPending(SqliteDatabase& db, const Clock& clock) {
         return status.WithPrefix(fmt::format("migration {}: ", migration->name));
       }
     }
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            clock.Now().time_since_epoch())
-                            .count();
+    const auto now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock.Now().time_since_epoch())
+            .count();
     Result<SqliteStatement> record = db.Prepare(sql::kRecordMigration);
     if (!record.ok()) return record.status();
     record->Bind(1, migration->name).Bind(2, batch).Bind(3, static_cast<std::int64_t>(now_ms));

@@ -1,7 +1,7 @@
 // Every SQL statement of the SQLite task store, in one place. Statements are fixed text with bound
-// parameters; the only composed statements (Upsert, Release) splice in fixed fragments chosen by the
-// kind of next-run plan. Timestamps are UTC text, compared as strings as Backstage does; our writes
-// carry milliseconds: strftime('%Y-%m-%d %H:%M:%f', ...).
+// parameters; the only composed statements (Upsert, Release) splice in fixed fragments chosen by
+// the kind of next-run plan. Timestamps are UTC text, compared as strings as Backstage does; our
+// writes carry milliseconds: strftime('%Y-%m-%d %H:%M:%f', ...).
 #pragma once
 
 #include <array>
@@ -12,6 +12,17 @@
 #include "store/next_run.h"
 
 namespace stagehand::store_internal::sqlite_sql {
+
+// ---- connection ----
+
+// WAL lets readers run beside the one writer; NORMAL sync is safe (consistent) in WAL mode.
+inline constexpr std::string_view kConnectionSetup =
+    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL";
+// IMMEDIATE takes the write lock up front, waiting for it under the busy timeout, so a
+// transaction never fails half-way on a lock upgrade.
+inline constexpr std::string_view kBegin = "BEGIN IMMEDIATE";
+inline constexpr std::string_view kCommit = "COMMIT";
+inline constexpr std::string_view kRollback = "ROLLBACK";
 
 // ---- knex bookkeeping (Backstage §3.2), byte-for-byte what knex creates on SQLite ----
 

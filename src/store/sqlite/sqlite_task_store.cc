@@ -1,11 +1,11 @@
 #include "stagehand/store/sqlite_task_store.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
@@ -142,8 +142,8 @@ class SqliteTaskStore final : public TaskStore {
     result.db_now = *now;
     if (sweep_expired) STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
     for (const PollEntry& entry : result.entries) {
-      const bool scheduled = entry.readiness == Readiness::kReady ||
-                             entry.readiness == Readiness::kNotReady;
+      const bool scheduled =
+          entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
       if (!scheduled || entry.running || !entry.next_run_start_at) continue;
       if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
         result.earliest_next = entry.next_run_start_at;
@@ -167,8 +167,7 @@ class SqliteTaskStore final : public TaskStore {
       if (*row) {
         Result<WallTime> started = ObserveNow(*stmt, 0, sent);
         if (!started.ok()) return started.status();
-        Result<std::optional<WallTime>> expires =
-            ReadTime(*stmt, 1, id, "current_run_expires_at");
+        Result<std::optional<WallTime>> expires = ReadTime(*stmt, 1, id, "current_run_expires_at");
         if (!expires.ok()) return expires.status();
         result.claimed = true;
         result.db_now = *started;
@@ -189,8 +188,10 @@ class SqliteTaskStore final : public TaskStore {
     std::lock_guard lock(mu_);
     Result<SqliteStatement> stmt = db_->Prepare(sql::kRenewLease);
     if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(timeout)).Bind(4,
-                                                                            DurationModifier(lease));
+    stmt->Bind(1, id)
+        .Bind(2, ticket)
+        .Bind(3, DurationModifier(timeout))
+        .Bind(4, DurationModifier(lease));
     STAGEHAND_RETURN_IF_ERROR(stmt->Run("renewing a lease"));
     return db_->Changes() == 1;
   }
@@ -236,9 +237,9 @@ class SqliteTaskStore final : public TaskStore {
     if (ticket.empty()) return ConflictError(fmt::format("Task {} is not running", id));
     Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(settings_json);
     if (!settings.ok()) {
-      return db_->Error(StatusCode::kInvalidArgument,
-                        fmt::format("task '{}' has unparsable settings: {}", id,
-                                    settings.status().message()));
+      return db_->Error(
+          StatusCode::kInvalidArgument,
+          fmt::format("task '{}' has unparsable settings: {}", id, settings.status().message()));
     }
     Result<NextRunPlan> next =
         store_internal::PlanReleaseNext(TaskSchedule{*settings, zone}, db_clock_.Now());
@@ -274,12 +275,16 @@ class SqliteTaskStore final : public TaskStore {
           {5, &task.current_run_expires_at},
           {7, &task.last_run_ended_at},
       };
-      static constexpr std::string_view kNames[] = {
-          "", "", "next_run_start_at", "", "current_run_started_at", "current_run_expires_at",
-          "", "last_run_ended_at"};
+      static constexpr std::string_view kNames[] = {"",
+                                                    "",
+                                                    "next_run_start_at",
+                                                    "",
+                                                    "current_run_started_at",
+                                                    "current_run_expires_at",
+                                                    "",
+                                                    "last_run_ended_at"};
       for (const auto& [column, field] : times) {
-        Result<std::optional<WallTime>> time =
-            ReadTime(*stmt, column, task.id, kNames[column]);
+        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, task.id, kNames[column]);
         if (!time.ok()) return time.status();
         *field = *time;
       }
@@ -347,8 +352,7 @@ class SqliteTaskStore final : public TaskStore {
     }
     Result<std::optional<WallTime>> next = ReadTime(stmt, 3, entry.id, "next_run_start_at");
     if (!next.ok()) return next.status();
-    Result<std::optional<WallTime>> expires =
-        ReadTime(stmt, 5, entry.id, "current_run_expires_at");
+    Result<std::optional<WallTime>> expires = ReadTime(stmt, 5, entry.id, "current_run_expires_at");
     if (!expires.ok()) return expires.status();
     entry.next_run_start_at = *next;
     entry.current_run_expires_at = *expires;

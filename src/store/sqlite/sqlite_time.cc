@@ -1,8 +1,8 @@
 #include "store/sqlite/sqlite_time.h"
 
-#include <chrono>
-
 #include <fmt/format.h>
+
+#include <chrono>
 
 namespace stagehand::store_internal {
 

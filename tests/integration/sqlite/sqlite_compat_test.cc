@@ -1,14 +1,14 @@
 // Rows in the exact form Backstage writes on SQLite, Backstage's own statements run against rows
 // stagehand wrote, the stored time format, and bad input.
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "sqlite_test_util.h"
 #include "stagehand/model/task_state.h"
@@ -57,8 +57,8 @@ class SqliteCompatTest : public ::testing::Test {
   }
 
   std::string Column(const std::string& column, const std::string& id) {
-    const Rows rows = raw_->Query(
-        "SELECT " + column + " FROM backstage_backend_tasks__tasks WHERE id = ?", {id});
+    const Rows rows =
+        raw_->Query("SELECT " + column + " FROM backstage_backend_tasks__tasks WHERE id = ?", {id});
     return rows.size() == 1 ? rows[0][0] : "<missing>";
   }
 
@@ -93,7 +93,8 @@ TEST_F(SqliteCompatTest, ReadsTheRowsOfTheSpecsListingExample) {
 TEST_F(SqliteCompatTest, ReadsARunClaimedByBackstage) {
   raw_->Exec(
       "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) values "
-      "('bs', '" + std::string(kSettings) + "', CURRENT_TIMESTAMP)");
+      "('bs', '" +
+      std::string(kSettings) + "', CURRENT_TIMESTAMP)");
   // Backstage's claim, as knex sends it to better-sqlite3 (spec §4.4).
   raw_->Query(
       "update `backstage_backend_tasks__tasks` set `current_run_ticket` = ?, "
@@ -246,8 +247,8 @@ TEST(SqliteOpenTest, UnopenablePathsAreUnavailableNamingPluginAndFile) {
   std::ofstream(not_a_dir) << "x";
   std::ofstream(dir.File("garbage.sqlite")) << std::string(4096, 'g');
   std::filesystem::create_directory(dir.File("a-directory.sqlite"));
-  for (const std::string& path :
-       {not_a_dir + "/catalog.sqlite", dir.File("garbage.sqlite"), dir.File("a-directory.sqlite")}) {
+  for (const std::string& path : {not_a_dir + "/catalog.sqlite", dir.File("garbage.sqlite"),
+                                  dir.File("a-directory.sqlite")}) {
     Result<std::unique_ptr<TaskStore>> store =
         OpenSqliteTaskStore("catalog", SqliteStoreOptions{path}, SystemClock::Instance());
     ASSERT_FALSE(store.ok()) << path;
@@ -295,9 +296,9 @@ TEST(SqliteTimeTest, ParsesBackstageAndStagehandForms) {
   EXPECT_EQ(At("2026-11-30 04:42:26.5"), base + milliseconds(500));
   EXPECT_EQ(At("2026-11-30 04:42:26.123"), base + milliseconds(123));
   EXPECT_EQ(At("2026-11-30T04:42:26.123Z"), base + milliseconds(123));
-  for (const char* bad : {"", "2026-11-30", "2026-11-30 04:42", "2026-13-01 00:00:00",
-                          "2026-02-30 00:00:00", "2026-11-30 24:00:00", "2026-11-30 04:42:26.",
-                          "2026-11-30 04:42:26+01:00", "tomorrow"}) {
+  for (const char* bad :
+       {"", "2026-11-30", "2026-11-30 04:42", "2026-13-01 00:00:00", "2026-02-30 00:00:00",
+        "2026-11-30 24:00:00", "2026-11-30 04:42:26.", "2026-11-30 04:42:26+01:00", "tomorrow"}) {
     EXPECT_FALSE(store_internal::ParseSqliteTime(bad).ok()) << bad;
   }
 }

@@ -2,13 +2,13 @@
 // database: concurrent migrations and the claim race. Children are forked before the parent opens
 // anything, each opens its own store, and rounds are paced over pipes (no sleeps).
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
@@ -54,10 +54,11 @@ TEST(SqliteProcessesTest, ThreeProcessesMigratingAFreshFileAtOnceAllSucceed) {
   for (auto& child : children) EXPECT_EQ(child->Wait(), 0);
 
   RawDb db(path);
-  EXPECT_EQ(db.Query("SELECT name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id"),
-            (Rows{{"20210928160613_init.js", "1"},
-                  {"20240712211735_nullable_next_run.js", "1"},
-                  {"20250411000000_last_run.js", "1"}}));
+  EXPECT_EQ(
+      db.Query("SELECT name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id"),
+      (Rows{{"20210928160613_init.js", "1"},
+            {"20240712211735_nullable_next_run.js", "1"},
+            {"20250411000000_last_run.js", "1"}}));
   EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations_lock"),
             (Rows{{"1", "0"}}));
   EXPECT_EQ(db.Query("PRAGMA journal_mode"), (Rows{{"wal"}}));

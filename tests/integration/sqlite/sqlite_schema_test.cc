@@ -1,14 +1,14 @@
 // Schema and migration compatibility with Backstage's knex migrations on SQLite (spec §3.2, §3.3).
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
@@ -84,13 +84,15 @@ TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
   ASSERT_TRUE(Open(path)->Migrate().ok());
   const auto after = std::chrono::system_clock::now();
   RawDb db(path);
-  EXPECT_EQ(MigrationRows(db), (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "1"},
-                                     {"3", kLastRun, "1"}}));
-  EXPECT_EQ(db.Query("SELECT `index`, is_locked FROM backstage_backend_tasks__knex_migrations_lock"),
-            (Rows{{"1", "0"}}));
+  EXPECT_EQ(MigrationRows(db),
+            (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "1"}, {"3", kLastRun, "1"}}));
+  EXPECT_EQ(
+      db.Query("SELECT `index`, is_locked FROM backstage_backend_tasks__knex_migrations_lock"),
+      (Rows{{"1", "0"}}));
   // migration_time is integer epoch milliseconds, as the JavaScript driver stores a Date.
   const Rows times = db.Query(
-      "SELECT typeof(migration_time), migration_time FROM backstage_backend_tasks__knex_migrations");
+      "SELECT typeof(migration_time), migration_time FROM "
+      "backstage_backend_tasks__knex_migrations");
   ASSERT_EQ(times.size(), 3u);
   const auto ms = [](auto t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -128,13 +130,15 @@ TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
     db.Exec(kKnexMigrationsTable);
     db.Exec(std::string(kFinalTasksTable) + ";");
     // Backstage applied the migrations over three upgrades.
-    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
-            "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000), "
-            "('20240712211735_nullable_next_run.js', 2, 1721000000000), "
-            "('20250411000000_last_run.js', 3, 1744500000000)");
-    db.Exec("insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
-            "values ('bs', '{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":"
-            "\"PT1M\"}', '2026-11-30 04:18:13')");
+    db.Exec(
+        "insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+        "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000), "
+        "('20240712211735_nullable_next_run.js', 2, 1721000000000), "
+        "('20250411000000_last_run.js', 3, 1744500000000)");
+    db.Exec(
+        "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
+        "values ('bs', '{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":"
+        "\"PT1M\"}', '2026-11-30 04:18:13')");
   }
   RawDb db(path);
   const std::string dump = SchemaDump(db);
@@ -158,19 +162,21 @@ TEST(SqliteSchemaTest, DatabaseFromAnOlderBackstageGetsTheMissingMigrationsAsThe
     RawDb db(path);
     db.Exec(kKnexMigrationsTable);
     db.Exec(std::string(kKnexInitTable) + ";");
-    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
-            "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000)");
-    db.Exec("insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at, "
-            "current_run_ticket, current_run_started_at, current_run_expires_at) values ('old', "
-            "'{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":\"PT1M\"}', "
-            "'2026-11-30 04:18:13', 'tick', '2026-11-30 04:18:14', '2026-11-30 04:19:14')");
+    db.Exec(
+        "insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+        "`migration_time`) values ('20210928160613_init.js', 1, 1633000000000)");
+    db.Exec(
+        "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at, "
+        "current_run_ticket, current_run_started_at, current_run_expires_at) values ('old', "
+        "'{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":\"PT1M\"}', "
+        "'2026-11-30 04:18:13', 'tick', '2026-11-30 04:18:14', '2026-11-30 04:19:14')");
   }
   ASSERT_TRUE(Open(path)->Migrate().ok());
   RawDb db(path);
   EXPECT_EQ(SchemaDump(db),
             ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
-  EXPECT_EQ(MigrationRows(db), (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "2"},
-                                     {"3", kLastRun, "2"}}));
+  EXPECT_EQ(MigrationRows(db),
+            (Rows{{"1", kInit, "1"}, {"2", kNullableNextRun, "2"}, {"3", kLastRun, "2"}}));
   EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__tasks"),
             (Rows{{"old", R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})",
                    "2026-11-30 04:18:13", "tick", "2026-11-30 04:18:14", "2026-11-30 04:19:14",
@@ -184,8 +190,9 @@ TEST(SqliteSchemaTest, UnknownMigrationIsAFailedPreconditionNamingPluginFileAndM
   const std::string path = dir.File("catalog.sqlite");
   ASSERT_TRUE(Open(path, "catalog")->Migrate().ok());
   RawDb db(path);
-  db.Exec("insert into backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
-          "values ('20990101000000_future.js', 2, 4070908800000)");
+  db.Exec(
+      "insert into backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
+      "values ('20990101000000_future.js', 2, 4070908800000)");
   const std::string dump = SchemaDump(db);
 
   const Status status = Open(path, "catalog")->Migrate();
@@ -205,9 +212,10 @@ TEST(SqliteSchemaTest, MigrationRecordedOutOfOrderIsRefused) {
     RawDb db(path);
     db.Exec(kKnexMigrationsTable);
     db.Exec(std::string(kKnexInitTable) + ";");
-    db.Exec("insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
-            "`migration_time`) values ('20210928160613_init.js', 1, 1), "
-            "('20250411000000_last_run.js', 1, 1)");
+    db.Exec(
+        "insert into `backstage_backend_tasks__knex_migrations` (`name`, `batch`, "
+        "`migration_time`) values ('20210928160613_init.js', 1, 1), "
+        "('20250411000000_last_run.js', 1, 1)");
   }
   const Status status = Open(path)->Migrate();
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();

@@ -1,5 +1,6 @@
 #include "sqlite_test_util.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -8,8 +9,6 @@
 
 #include <cerrno>
 #include <cstdio>
-
-#include <gtest/gtest.h>
 
 namespace stagehand::sqlite_test {
 
@@ -80,9 +79,9 @@ std::string RawDb::QueryLines(const std::string& sql) {
 std::string SchemaDump(RawDb& db) {
   std::string dump = "# sqlite_master: type|name|tbl_name|sql\n";
   dump += db.QueryLines("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name");
-  for (const char* table : {"backstage_backend_tasks__knex_migrations",
-                            "backstage_backend_tasks__knex_migrations_lock",
-                            "backstage_backend_tasks__tasks"}) {
+  for (const char* table :
+       {"backstage_backend_tasks__knex_migrations", "backstage_backend_tasks__knex_migrations_lock",
+        "backstage_backend_tasks__tasks"}) {
     dump += std::string("# table_info ") + table + ": cid|name|type|notnull|dflt_value|pk\n";
     dump += db.QueryLines(std::string("PRAGMA table_info(`") + table + "`)");
   }

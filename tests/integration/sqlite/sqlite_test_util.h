@@ -41,8 +41,8 @@ class RawDb {
   void Exec(const std::string& sql);
   // Runs one statement with text parameters (nullopt binds NULL) and returns its rows; NULL
   // columns read as "NULL".
-  std::vector<std::vector<std::string>> Query(const std::string& sql,
-                                              const std::vector<std::optional<std::string>>& params = {});
+  std::vector<std::vector<std::string>> Query(
+      const std::string& sql, const std::vector<std::optional<std::string>>& params = {});
   // Returns the rows of Query joined as "a|b|c" lines.
   std::string QueryLines(const std::string& sql);
 
