@@ -95,6 +95,11 @@ std::optional<std::string> SqliteStatement::OptionalText(int column) const {
 
 std::int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
 
+std::string_view SqliteStatement::ColumnName(int column) const {
+  const char* name = sqlite3_column_name(stmt_, column);
+  return name != nullptr ? name : "";
+}
+
 bool SqliteStatement::IsInteger(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_INTEGER;
 }

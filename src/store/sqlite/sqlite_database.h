@@ -47,6 +47,8 @@ class SqliteStatement {
   std::string Text(int column) const;
   std::optional<std::string> OptionalText(int column) const;
   std::int64_t Int(int column) const;
+  // The column's name in the result (e.g. "next_run_start_at").
+  std::string_view ColumnName(int column) const;
   // Whether the column holds an integer (not text).
   bool IsInteger(int column) const;
 

@@ -97,7 +97,7 @@ class SqliteTaskStore final : public TaskStore {
     Result<bool> row = stmt->Step("registering a task");
     if (!row.ok()) return row.status();
     STAGEHAND_CHECK(*row);
-    Result<std::optional<WallTime>> next = ReadTime(*stmt, 0, id, "next_run_start_at");
+    Result<std::optional<WallTime>> next = ReadTime(*stmt, 0, id);
     if (!next.ok()) return next.status();
     Result<WallTime> now = ObserveNow(*stmt, 1, sent);
     if (!now.ok()) return now.status();
@@ -167,7 +167,7 @@ class SqliteTaskStore final : public TaskStore {
       if (*row) {
         Result<WallTime> started = ObserveNow(*stmt, 0, sent);
         if (!started.ok()) return started.status();
-        Result<std::optional<WallTime>> expires = ReadTime(*stmt, 1, id, "current_run_expires_at");
+        Result<std::optional<WallTime>> expires = ReadTime(*stmt, 1, id);
         if (!expires.ok()) return expires.status();
         result.claimed = true;
         result.db_now = *started;
@@ -275,16 +275,8 @@ class SqliteTaskStore final : public TaskStore {
           {5, &task.current_run_expires_at},
           {7, &task.last_run_ended_at},
       };
-      static constexpr std::string_view kNames[] = {"",
-                                                    "",
-                                                    "next_run_start_at",
-                                                    "",
-                                                    "current_run_started_at",
-                                                    "current_run_expires_at",
-                                                    "",
-                                                    "last_run_ended_at"};
       for (const auto& [column, field] : times) {
-        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, task.id, kNames[column]);
+        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, task.id);
         if (!time.ok()) return time.status();
         *field = *time;
       }
@@ -309,17 +301,19 @@ class SqliteTaskStore final : public TaskStore {
   }
 
  private:
-  // Reads a timestamp column: NULL, our or Backstage's text, or integer epoch milliseconds.
+  // Reads a timestamp column of task `id`: NULL, our or Backstage's text, or integer epoch
+  // milliseconds.
   Result<std::optional<WallTime>> ReadTime(const SqliteStatement& stmt, int column,
-                                           std::string_view id, std::string_view name) const {
+                                           std::string_view id) const {
     if (stmt.IsNull(column)) return std::optional<WallTime>();
     if (stmt.IsInteger(column)) {
       return std::optional<WallTime>(store_internal::FromEpochMilliseconds(stmt.Int(column)));
     }
     Result<WallTime> time = store_internal::ParseSqliteTime(stmt.Text(column));
     if (!time.ok()) {
-      return db_->Error(StatusCode::kFailedPrecondition,
-                        fmt::format("task '{}': {}: {}", id, name, time.status().message()));
+      return db_->Error(
+          StatusCode::kFailedPrecondition,
+          fmt::format("task '{}': {}: {}", id, stmt.ColumnName(column), time.status().message()));
     }
     return std::optional<WallTime>(*time);
   }
@@ -350,9 +344,9 @@ class SqliteTaskStore final : public TaskStore {
       entry.readiness = Readiness::kMissing;
       return entry;
     }
-    Result<std::optional<WallTime>> next = ReadTime(stmt, 3, entry.id, "next_run_start_at");
+    Result<std::optional<WallTime>> next = ReadTime(stmt, 3, entry.id);
     if (!next.ok()) return next.status();
-    Result<std::optional<WallTime>> expires = ReadTime(stmt, 5, entry.id, "current_run_expires_at");
+    Result<std::optional<WallTime>> expires = ReadTime(stmt, 5, entry.id);
     if (!expires.ok()) return expires.status();
     entry.next_run_start_at = *next;
     entry.current_run_expires_at = *expires;

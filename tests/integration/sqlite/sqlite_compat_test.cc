@@ -212,6 +212,33 @@ TEST_F(SqliteCompatTest, UnparsableSettingsAreReportedPerTask) {
   EXPECT_EQ(Column("current_run_ticket", "broken"), "t");
 }
 
+TEST_F(SqliteCompatTest, PollHandlesIdsThatNeedEscapingAndRepeats) {
+  const std::vector<std::string> ids = {"quote\"d",
+                                        "back\\slash",
+                                        "tab\tid",
+                                        "\xc3\xbc"
+                                        "n"
+                                        "\xc3\xaf"
+                                        "code",
+                                        "[1]",
+                                        "quote\"d"};
+  for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+    ASSERT_TRUE(store_->Upsert(ids[i], Schedule("PT10M")).ok()) << ids[i];
+  }
+  Result<PollResult> poll = store_->Poll(ids, false);
+  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_EQ(poll->entries.size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(poll->entries[i].id, ids[i]);
+    EXPECT_EQ(poll->entries[i].readiness, Readiness::kReady) << ids[i];
+  }
+  const std::vector<std::string> missing = {"quote"};
+  poll = store_->Poll(missing, false);
+  ASSERT_TRUE(poll.ok());
+  ASSERT_EQ(poll->entries.size(), 1u);
+  EXPECT_EQ(poll->entries[0].readiness, Readiness::kMissing);
+}
+
 TEST_F(SqliteCompatTest, UnreadableTimestampNamesTaskColumnPluginAndFile) {
   raw_->Query(
       "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) values "
@@ -225,6 +252,12 @@ TEST_F(SqliteCompatTest, UnreadableTimestampNamesTaskColumnPluginAndFile) {
   EXPECT_THAT(rows.status().message(), HasSubstr("'odd'"));
   EXPECT_THAT(rows.status().message(), HasSubstr("next_run_start_at"));
   EXPECT_THAT(rows.status().message(), HasSubstr("tomorrow"));
+
+  const std::vector<std::string> ids = {"odd"};
+  Result<PollResult> poll = store_->Poll(ids, false);
+  ASSERT_FALSE(poll.ok());
+  EXPECT_EQ(poll.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(poll.status().message(), HasSubstr("next_run_start_at"));
 }
 
 TEST_F(SqliteCompatTest, BusyDatabaseIsUnavailableAfterTheTimeout) {
