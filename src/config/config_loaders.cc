@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include <exception>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <unordered_set>
 #include <utility>
 
@@ -103,6 +105,25 @@ ConfigNodePtr ResolvePlainScalar(const std::string& text, const Source& source, 
   }
   return MakeNode(text, source, line);
 }
+
+// Records where each document starts and ignores everything else.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> marks;
+};
 
 class YamlConverter {
  public:
@@ -267,17 +288,22 @@ std::optional<double> ParseJsNumber(std::string_view text) {
 Result<ConfigNodePtr> ParseYamlTree(std::string_view text, const Source& source) {
   YamlConverter converter(source);
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.size() > 1) {
-      return converter.Error(documents[1].Mark(), "the source contains more than one document");
+    // Documents are counted with a bounded loop: yaml-cpp 0.7's LoadAll never returns on some
+    // malformed inputs, whose parser keeps reporting empty documents.
+    std::istringstream stream{std::string(text)};
+    YAML::Parser parser(stream);
+    DocumentMarks documents;
+    while (documents.marks.size() < 2 && parser.HandleNextDocument(documents)) {
     }
-    if (documents.empty() || documents[0].IsNull()) {
-      return MakeNode(ConfigNode::Object{}, source, documents.empty() ? 0 : 1);
+    if (documents.marks.size() > 1) {
+      return converter.Error(documents.marks[1], "the source contains more than one document");
     }
-    if (!documents[0].IsMap()) {
-      return converter.Error(documents[0].Mark(), "expected an object at the config root");
+    const YAML::Node root = YAML::Load(std::string(text));
+    if (root.IsNull()) {
+      return MakeNode(ConfigNode::Object{}, source, documents.marks.empty() ? 0 : 1);
     }
-    return converter.Convert(documents[0], 0);
+    if (!root.IsMap()) return converter.Error(root.Mark(), "expected an object at the config root");
+    return converter.Convert(root, 0);
   } catch (const YAML::Exception& e) {
     return converter.Error(e.mark, e.msg);
   } catch (const std::exception& e) {

@@ -30,7 +30,7 @@ struct ConfigNode {
   int line = 0;  // 1-based line in `source`, 0 if unknown.
 
   // Returns Backstage's type name: "null", "boolean", "number", "string", "empty-string" (the
-  // empty string), "array" or "object".
+  // empty string), "array" or "object"; "nan" for a YAML `.nan`, as JavaScript's typeOf reports.
   std::string_view TypeName() const;
 };
 
@@ -61,7 +61,11 @@ class Config {
   // fails with "Invalid type in config for key '{fullKey}' in '{context}', got {type}, wanted
   // {wanted}". Numbers accept numeric strings; a non-numeric string fails with
   // "Unable to convert config value for key '{fullKey}' in '{context}' to a number".
-  // Every error is kInvalidArgument.
+  // Walking a dotted key through a value that is not an object is a type error on the part walked
+  // ("wanted object"); a key with an empty part fails with "Invalid config key '{key}'". Booleans
+  // also accept 1/0 and the strings y/yes/true/1/on and n/no/false/0/off, as Backstage does.
+  // Array getters name the bad element as "{fullKey}[{index}]" and want "string-array" or
+  // "object-array". Every error is kInvalidArgument.
   Result<Config> GetConfig(std::string_view key) const;
   Result<std::optional<Config>> GetOptionalConfig(std::string_view key) const;
   Result<std::vector<Config>> GetConfigArray(std::string_view key) const;

@@ -210,6 +210,16 @@ TEST(ConfigYamlTest, BoundsAliasExpansion) {
   EXPECT_THAT(ErrorOf(Config::FromYaml(yaml, "bomb.yaml")), HasSubstr("too many nodes"));
 }
 
+// yaml-cpp 0.7's LoadAll loops forever on this input (found by fuzzing): its parser keeps
+// reporting empty documents.
+TEST(ConfigYamlTest, EndlessEmptyDocumentsRegression) {
+  static constexpr char kInput[] =
+      "\x00\x00\x00,:2e\x22risveonr\x22:\x22.T1MZ}\x04\xff\xff\x00{\x22v\x00\x00\x00,:2e"
+      "\x22risveonr\x22:\x22.T1MZ}\x04\xff\xff\x00";
+  const auto result = Config::FromYaml(std::string_view(kInput, sizeof(kInput) - 1), "fuzz.yaml");
+  EXPECT_THAT(ErrorOf(result), HasSubstr("more than one document"));
+}
+
 TEST(ConfigYamlTest, ReadsFiles) {
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() /
