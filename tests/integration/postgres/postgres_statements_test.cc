@@ -1,0 +1,146 @@
+// Checks of the PostgreSQL store's pieces that need no server: timestamp text conversions,
+// notification channels and payloads, and that the pgbench script of the claim benchmark runs
+// exactly the store's own claim and release statements.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "store/postgres/pg_notifications.h"
+#include "store/postgres/pg_time.h"
+#include "store/postgres/statements.h"
+
+namespace stagehand::store_internal {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::seconds;
+
+WallTime At(long long epoch_us) { return WallTime(microseconds(epoch_us)); }
+
+TEST(PgTimeTest, FormatsMicrosecondsInUtc) {
+  EXPECT_EQ(FormatPgTimestamp(At(1'796'083'199'000'000)), "2026-11-30 23:59:59.000000+00");
+  EXPECT_EQ(FormatPgTimestamp(At(1'796'083'199'123'456)), "2026-11-30 23:59:59.123456+00");
+  EXPECT_EQ(FormatPgTimestamp(At(-1)), "1969-12-31 23:59:59.999999+00");
+  // Nanoseconds below a microsecond are truncated, as the column stores microseconds.
+  EXPECT_EQ(FormatPgTimestamp(At(1'000'000) + std::chrono::nanoseconds(999)),
+            "1970-01-01 00:00:01.000000+00");
+}
+
+TEST(PgTimeTest, ParsesServerOutputWithAnyFractionAndOffset) {
+  const WallTime base = At(1'796'083'199'000'000);
+  EXPECT_EQ(*ParsePgTimestamp("2026-11-30 23:59:59+00"), base);
+  EXPECT_EQ(*ParsePgTimestamp("2026-11-30 23:59:59.5+00"), base + std::chrono::milliseconds(500));
+  EXPECT_EQ(*ParsePgTimestamp("2026-11-30 23:59:59.123456+00"), base + microseconds(123'456));
+  EXPECT_EQ(*ParsePgTimestamp("2026-12-01 01:29:59+01:30"), base);
+  EXPECT_EQ(*ParsePgTimestamp("2026-11-30 18:59:59-05"), base);
+  EXPECT_EQ(*ParsePgTimestamp("2026-11-30 23:59:59.000+00:00:00"), base);
+  EXPECT_EQ(*ParsePgTimestamp("infinity"), WallTime::max());
+  EXPECT_EQ(*ParsePgTimestamp("-infinity"), WallTime::min());
+  EXPECT_EQ(*ParsePgTimestamp("0099-01-01 00:00:00+00 BC"), WallTime::min());
+  EXPECT_EQ(*ParsePgTimestamp("294276-12-31 23:59:59+00"), WallTime::max());
+  for (const char* bad : {"", "2026-11-30", "2026-11-30T23:59:59Z", "2026-13-01 00:00:00+00",
+                          "2026-11-30 23:59:59.+00", "2026-11-30 23:59:59+00 junk"}) {
+    EXPECT_FALSE(ParsePgTimestamp(bad).ok()) << bad;
+  }
+}
+
+TEST(PgTimeTest, RoundTripsEveryMicrosecond) {
+  for (long long us : {0LL, 1LL, 999'999LL, 1'796'083'199'000'001LL, -86'400'000'001LL}) {
+    EXPECT_EQ(*ParsePgTimestamp(FormatPgTimestamp(At(us))), At(us)) << us;
+  }
+}
+
+TEST(PgNotificationsTest, ChannelIsPerSchemaAndFitsPostgresLimit) {
+  EXPECT_EQ(NotificationChannel(""), "stagehand_tasks");
+  EXPECT_EQ(NotificationChannel("catalog"), "stagehand_tasks_catalog");
+  const std::string long_a = NotificationChannel(std::string(60, 'a'));
+  const std::string long_b = NotificationChannel(std::string(59, 'a') + "b");
+  EXPECT_LE(long_a.size(), 63u);
+  EXPECT_EQ(long_a.rfind("stagehand_tasks_", 0), 0u);
+  EXPECT_NE(long_a, long_b);
+  EXPECT_EQ(NotificationChannel(std::string(47, 'x')).size(), 63u);  // still spelled out
+}
+
+TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
+  StoreEvent event;
+  ASSERT_TRUE(ParseNotification("release:a:b", event));
+  EXPECT_EQ(event.kind, StoreEvent::Kind::kRelease);
+  EXPECT_EQ(event.task_id, "a:b");
+  const std::map<std::string, StoreEvent::Kind> kinds = {
+      {"upsert", StoreEvent::Kind::kUpsert}, {"trigger", StoreEvent::Kind::kTrigger},
+      {"cancel", StoreEvent::Kind::kCancel}, {"sweep", StoreEvent::Kind::kSweep},
+      {"delete", StoreEvent::Kind::kDelete}};
+  for (const auto& [name, kind] : kinds) {
+    ASSERT_TRUE(ParseNotification(name + ":x", event)) << name;
+    EXPECT_EQ(event.kind, kind);
+  }
+  EXPECT_TRUE(ParseNotification("upsert:", event));
+  EXPECT_EQ(event.task_id, "");
+  EXPECT_FALSE(ParseNotification("resync", event));
+  EXPECT_FALSE(ParseNotification("other:x", event));
+}
+
+std::string Squeeze(const std::string& sql) {
+  return std::regex_replace(std::regex_replace(sql, std::regex("\\s+"), " "),
+                            std::regex("^ | $"), "");
+}
+
+// The SQL commands of a pgbench script: everything but comments and meta-commands, split at ';'.
+std::vector<std::string> PgbenchCommands(const std::string& path) {
+  std::ifstream file(path);
+  std::string line;
+  std::string text;
+  while (std::getline(file, line)) {
+    if (line.rfind("--", 0) == 0 || line.rfind("\\", 0) == 0) continue;
+    text += line + "\n";
+  }
+  std::vector<std::string> commands;
+  std::stringstream stream(text);
+  std::string command;
+  while (std::getline(stream, command, ';')) {
+    if (!Squeeze(command).empty()) commands.push_back(Squeeze(command));
+  }
+  return commands;
+}
+
+// Replaces pgbench variables (and the literal NULLs pgbench cannot bind) with the store's
+// parameter numbers.
+std::string AsParameters(std::string sql, const std::vector<std::pair<std::string, std::string>>&
+                                              mapping) {
+  for (const auto& [from, to] : mapping) {
+    for (size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size())) {
+      sql.replace(at, from.size(), to);
+    }
+  }
+  return sql;
+}
+
+TEST(PgbenchScriptTest, RunsTheStoresOwnClaimAndReleaseStatements) {
+  const std::vector<std::string> commands =
+      PgbenchCommands(STAGEHAND_SOURCE_DIR "/bench/pgbench/claim_release.sql");
+  ASSERT_EQ(commands.size(), 2u);
+  const pg_sql::Statements& statements = pg_sql::TaskStatements();
+  EXPECT_EQ(AsParameters(commands[0], {{":id::", "$1::"},
+                                       {":ticket::", "$2::"},
+                                       {":timeout_ms::", "$3::"},
+                                       {":lease_ms::", "$4::"}}),
+            Squeeze(statements.claim.sql));
+  EXPECT_EQ(AsParameters(commands[1], {{":id::", "$1::"},
+                                       {":ticket::", "$2::"},
+                                       {":plan_kind::", "$3::"},
+                                       {":seconds::", "$4::"},
+                                       {"NULL::timestamptz", "$5::timestamptz"},
+                                       {"NULL::text", "$6::text"},
+                                       {":channel::", "$7::"},
+                                       {":event::", "$8::"}}),
+            Squeeze(statements.release.sql));
+}
+
+}  // namespace
+}  // namespace stagehand::store_internal
