@@ -287,24 +287,25 @@ Status CronParser::ParseRange(std::string_view range, std::string_view field, Un
     if (pos == start) return std::nullopt;
     return value;
   };
-  const Status unparsable =
-      InvalidArgumentError(fmt::format("Field ({}) cannot be parsed", spec.name));
+  const auto unparsable = [&] {
+    return InvalidArgumentError(fmt::format("Field ({}) cannot be parsed", spec.name));
+  };
 
   const std::optional<std::int64_t> lower = number();
-  if (!lower) return unparsable;
+  if (!lower) return unparsable();
   std::optional<std::int64_t> upper;
   std::optional<std::int64_t> step;
   if (pos < range.size() && range[pos] == '-') {
     ++pos;
     upper = number();
-    if (!upper) return unparsable;
+    if (!upper) return unparsable();
   }
   if (pos < range.size() && range[pos] == '/') {
     ++pos;
     step = number();
-    if (!step) return unparsable;
+    if (!step) return unparsable();
   }
-  if (pos != range.size()) return unparsable;
+  if (pos != range.size()) return unparsable();
 
   if (step && *step == 0) {
     return InvalidArgumentError(fmt::format("Field ({}) has a step of zero", spec.name));
