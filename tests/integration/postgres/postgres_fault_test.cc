@@ -188,6 +188,35 @@ TEST_F(PostgresFaultTest, WrongPasswordIsUnavailableWithoutShowingIt) {
   EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
 }
 
+TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStaysUsable) {
+  database_ = pg_test::UniqueDatabaseName("stagehand_faults");
+  PostgresStoreOptions options;
+  options.connection = url();
+  options.database = database_;
+  options.pool_size = 1;
+  options.statement_timeout = milliseconds(300);
+  Result<std::unique_ptr<TaskStore>> opened =
+      OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  TaskStore& store = **opened;
+  ASSERT_TRUE(store.Migrate().ok());
+  ASSERT_TRUE(store.Upsert("locked", Every10Minutes()).ok());
+
+  // Another session holds the row lock, so the claim waits until its statement timeout.
+  pg_test::RawConnection blocker(url(), database_);
+  blocker.Exec("BEGIN");
+  blocker.Exec("SELECT * FROM backstage_backend_tasks__tasks WHERE id = 'locked' FOR UPDATE");
+  Result<ClaimResult> claim = store.Claim("locked", "t1", minutes(1), minutes(1));
+  EXPECT_TRUE(IsUnavailable(claim.status()));
+  EXPECT_NE(claim.status().message().find("57014"), std::string::npos) << claim.status().message();
+  blocker.Exec("ROLLBACK");
+
+  // The pool's only session was not lost: the next statements run on it.
+  claim = store.Claim("locked", "t1", minutes(1), minutes(1));
+  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  EXPECT_TRUE(claim->claimed);
+}
+
 TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain) {
   if (!CanControlServer()) GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
   std::unique_ptr<TaskStore> store = OpenFresh();
