@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 
 namespace stagehand {
 
@@ -33,6 +34,10 @@ Status Status::WithPrefix(std::string_view prefix) const {
   std::string message(prefix);
   message += message_;
   return {code_, std::move(message)};
+}
+
+std::ostream& operator<<(std::ostream& out, const Status& status) {
+  return out << status.ToString();
 }
 
 Status InvalidArgumentError(std::string message) {

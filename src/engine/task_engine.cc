@@ -25,9 +25,6 @@ MonoTime MonoFromDb(WallTime instant, WallTime db_now, MonoTime mono_ref) {
   return mono_ref + delta;
 }
 
-// How long before the database's expiry a run stops being treated as ours.
-nanoseconds FenceMargin(milliseconds span) { return std::chrono::duration_cast<nanoseconds>(span) / 5; }
-
 }  // namespace
 
 struct TaskEngine::Run {
@@ -77,6 +74,20 @@ TaskEngine::TaskEngine(EngineContext context)
 }
 
 TaskEngine::~TaskEngine() { Shutdown(); }
+
+void TaskEngine::SetLeaseDeadlines(Run& run, milliseconds timeout, MonoTime lease_sent) const {
+  const milliseconds lease = context_.options.lease;
+  if (lease_sent + lease >= run.started + timeout) {
+    // The database caps the expiry at started + timeout: nothing left to renew, and the timeout
+    // (which signals the stop token) comes before the expiry.
+    run.renew_at = kMonoInfinity;
+    run.fence_at = kMonoInfinity;
+    return;
+  }
+  // The database's expiry is at least lease_sent + lease; stop a fifth of a lease before it.
+  run.renew_at = lease_sent + lease / 3;
+  run.fence_at = lease_sent + lease - lease / 5;
+}
 
 void TaskEngine::Kick() {
   {
@@ -234,7 +245,7 @@ Status TaskEngine::Trigger(const std::string& id) {
 Status TaskEngine::Cancel(const std::string& id) {
   TimeZone zone = TimeZone::ProcessDefault();
   {
-    std::stop_source to_signal;
+    std::stop_source to_signal(std::nostopstate);
     {
       std::lock_guard lock(mu_);
       auto it = tasks_.find(id);
@@ -252,7 +263,7 @@ Status TaskEngine::Cancel(const std::string& id) {
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
   STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, zone));
-  std::stop_source to_signal;
+  std::stop_source to_signal(std::nostopstate);
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
@@ -331,7 +342,11 @@ void TaskEngine::DispatcherLoop(std::stop_token stop) {
     bool sweep = false;
     {
       std::unique_lock lock(mu_);
-      clock_.WaitUntil(lock, cv_, NextDispatcherWake(), stop, [&] { return kicked_dispatcher_; });
+      dispatcher_parked_ = true;
+      dispatcher_deadline_ = NextDispatcherWake();
+      cv_.notify_all();
+      clock_.WaitUntil(lock, cv_, dispatcher_deadline_, stop, [&] { return kicked_dispatcher_; });
+      dispatcher_parked_ = false;
       if (stop.stop_requested()) return;
       kicked_dispatcher_ = false;
       const MonoTime now = clock_.MonoNow();
@@ -378,9 +393,7 @@ void TaskEngine::RenewLeases() {
       if (!renewed.ok()) {
         item.run->renew_at = clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
       } else if (*renewed) {
-        const MonoTime lease_end = std::min(sent + lease, item.run->started + item.task->def.timeout);
-        item.run->fence_at = lease_end - FenceMargin(std::min(lease, item.task->def.timeout));
-        item.run->renew_at = sent + lease / 3;
+        SetLeaseDeadlines(*item.run, item.task->def.timeout, sent);
       } else {
         item.run->ours = false;
         item.run->fence_at = kMonoInfinity;
@@ -534,9 +547,7 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
   if (entry.settings) run->schedule.settings = *entry.settings;
   run->started = sent;
   run->timeout_at = sent + task->def.timeout;
-  run->renew_at = sent + lease / 3;
-  run->fence_at = std::min(sent + lease, sent + task->def.timeout) -
-                  FenceMargin(std::min(lease, task->def.timeout));
+  SetLeaseDeadlines(*run, task->def.timeout, sent);
   if (entry.next_run_start_at && claim->db_now > *entry.next_run_start_at) {
     run->lag = std::chrono::duration_cast<nanoseconds>(claim->db_now - *entry.next_run_start_at);
   }
@@ -587,11 +598,6 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
                     {{"task", task->def.id}});
     }
   }
-  if (error) {
-    observer_->OnRunFailed(info, duration, *error);
-  } else {
-    observer_->OnRunCompleted(info, duration);
-  }
   bool finished = false;
   {
     std::lock_guard lock(mu_);
@@ -606,7 +612,17 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
     kicked_timer_ = true;
   }
   cv_.notify_all();
+  ReportRunEnd(info, duration, error);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
+}
+
+void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
+                              const std::optional<std::string>& error) {
+  if (error) {
+    observer_->OnRunFailed(info, duration, *error);
+  } else {
+    observer_->OnRunCompleted(info, duration);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -697,7 +713,11 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
     TimerActions actions;
     {
       std::unique_lock lock(mu_);
+      timer_parked_ = true;
+      timer_deadline_ = next;
+      cv_.notify_all();
       clock_.WaitUntil(lock, cv_, next, stop, [&] { return kicked_timer_; });
+      timer_parked_ = false;
       if (stop.stop_requested()) return;
       kicked_timer_ = false;
       next = TimerStep(clock_.MonoNow(), &actions);
@@ -727,11 +747,6 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
   const MonoTime began = clock_.MonoNow();
   const std::optional<std::string> error = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
-  if (error) {
-    observer_->OnRunFailed(info, duration, *error);
-  } else {
-    observer_->OnRunCompleted(info, duration);
-  }
   bool finished = false;
   {
     std::lock_guard lock(mu_);
@@ -758,7 +773,18 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     kicked_timer_ = true;
   }
   cv_.notify_all();
+  ReportRunEnd(info, duration, error);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
+}
+
+bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
+  SystemClock& real = SystemClock::Instance();
+  std::unique_lock lock(mu_);
+  return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
+    const MonoTime now = clock_.MonoNow();
+    return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
+           dispatcher_deadline_ > now && timer_deadline_ > now;
+  });
 }
 
 void TaskEngine::OnStoreEvent(const StoreEvent& event) {

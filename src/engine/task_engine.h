@@ -92,6 +92,10 @@ class TaskEngine {
   // Runs the shutdown order above. Idempotent.
   void Shutdown();
 
+  // Test hook: blocks until the dispatcher and the timer are both parked with no wake-up pending,
+  // or until `real_timeout` of real time passes. Returns whether they were parked.
+  bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
+
  private:
   struct Run;
   struct Task;
@@ -107,6 +111,8 @@ class TaskEngine {
   void ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
   // Calls the task function, catching exceptions. Returns the error JSON (nullopt on success).
   std::optional<std::string> Invoke(const Task& task, Run& run);
+  void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
+                    const std::optional<std::string>& error);
 
   MonoTime NextDispatcherWake() const;   // requires mu_
   bool DispatcherHasWork(MonoTime now) const;  // requires mu_
@@ -121,6 +127,9 @@ class TaskEngine {
   void OnStoreEvent(const StoreEvent& event);
   void Kick();  // wakes both threads
   RunInfo InfoOf(const Task& task, const Run& run) const;
+  // Sets when `run` renews its lease and when it fences itself, after a successful claim or
+  // renewal whose statement was sent at `lease_sent`.
+  void SetLeaseDeadlines(Run& run, std::chrono::milliseconds timeout, MonoTime lease_sent) const;
 
   EngineContext context_;
   Clock& clock_;
@@ -134,6 +143,11 @@ class TaskEngine {
   bool kicked_dispatcher_ = false;
   bool kicked_timer_ = false;
   bool shutting_down_ = false;
+  // Test-hook bookkeeping: each thread's current wait deadline while it is parked.
+  bool dispatcher_parked_ = false;
+  bool timer_parked_ = false;
+  MonoTime dispatcher_deadline_{};
+  MonoTime timer_deadline_{};
   bool stopped_ = false;
   int runs_in_flight_ = 0;
   MonoTime next_safety_poll_;

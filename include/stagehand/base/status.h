@@ -2,6 +2,7 @@
 // Bugs are not Statuses: they abort through STAGEHAND_CHECK (base/check.h).
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +52,9 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
 };
+
+// Writes status.ToString() (test failure messages, logs).
+std::ostream& operator<<(std::ostream& out, const Status& status);
 
 Status InvalidArgumentError(std::string message);
 Status NotFoundError(std::string message);

@@ -1,0 +1,312 @@
+// Global tasks on one host: registration, polling, claims, releases, triggers, cancels, timeouts.
+#include <gtest/gtest.h>
+
+#include "engine_harness.h"
+
+namespace stagehand::engine_internal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST_F(EngineTest, DurationTaskRunsAtOnceThenOncePerCadence) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  EXPECT_EQ(probe.calls(), 1);
+
+  clock_.Advance(seconds(59));
+  Settle();
+  EXPECT_EQ(probe.calls(), 1);
+
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  Settle();
+  EXPECT_EQ(probe.calls(), 2);
+  const std::optional<TaskRow> row = Row("t");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->current_run_ticket, std::nullopt);
+  EXPECT_EQ(row->next_run_start_at, clock_.Now() + seconds(60));
+}
+
+TEST_F(EngineTest, CronEverySecondRunsEverySlotWithoutLag) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("c", Schedule("* * * * * *"), probe.Fn())).ok());
+  // Registration sets the first run to the next slot minus one second: due at once.
+  ASSERT_TRUE(recorder_->WaitFor("completed", "c", 1));
+  for (int slot = 2; slot <= 30; ++slot) {
+    Settle();
+    ASSERT_TRUE(clock_.AdvanceToNextDeadline());
+    ASSERT_TRUE(recorder_->WaitFor("completed", "c", slot)) << "slot " << slot;
+  }
+  Settle();
+  EXPECT_EQ(probe.calls(), 30);
+  const auto lags = recorder_->Lags("c");
+  ASSERT_EQ(lags.size(), 30U);
+  for (std::size_t i = 1; i < lags.size(); ++i) EXPECT_EQ(lags[i], std::chrono::nanoseconds(0));
+}
+
+TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  clock_.Advance(std::chrono::hours(1));
+  Settle();
+  EXPECT_EQ(probe.calls(), 0);
+
+  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
+  Settle();
+  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(Row("m")->next_run_start_at, std::nullopt);
+}
+
+TEST_F(EngineTest, TriggerAndCancelReportBackstageErrors) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+
+  EXPECT_EQ(engine.Trigger("nope"), NotFoundError("Task nope does not exist"));
+  EXPECT_EQ(engine.Cancel("nope"), NotFoundError("Task nope does not exist"));
+  EXPECT_EQ(engine.Cancel("t"), ConflictError("Task t is not running"));
+
+  ASSERT_TRUE(engine.Trigger("t").ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  EXPECT_EQ(engine.Trigger("t"), ConflictError("Task t is currently running"));
+  EXPECT_EQ(engine.WorkerState("t"), WorkerStatus::kRunning);
+
+  ASSERT_TRUE(engine.Cancel("t").ok());
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  const std::optional<TaskRow> row = Row("t");
+  EXPECT_EQ(row->current_run_ticket, std::nullopt);
+  EXPECT_EQ(row->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  EXPECT_EQ(engine.WorkerState("t"), WorkerStatus::kIdle);
+}
+
+TEST_F(EngineTest, TimeoutSignalsTheStopToken) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  AdvanceBy(seconds(29));
+  EXPECT_EQ(probe.active(), 1);
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+}
+
+TEST_F(EngineTest, FailingRunIsRecordedAndTheTaskKeepsRunning) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Throw();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("failed", "t", 1));
+  Settle();
+  EXPECT_EQ(Row("t")->last_run_error_json, R"({"name":"Error","message":"boom"})");
+  clock_.Advance(seconds(10));
+  ASSERT_TRUE(recorder_->WaitFor("failed", "t", 2));
+}
+
+TEST_F(EngineTest, ErrorStatusFailsTheRunWithItsMessage) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.FailWith(UnavailableError("upstream down"));
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("failed", "t", 1));
+  Settle();
+  EXPECT_EQ(Row("t")->last_run_error_json, R"({"name":"Error","message":"upstream down"})");
+}
+
+TEST_F(EngineTest, LongRunCatchesUpOnceWithoutPilingUp) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S", "PT10M"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  AdvanceBy(seconds(35));  // three and a half cadences late
+  probe.Release();
+  ASSERT_TRUE(probe.WaitCalls(2));  // due at once: greatest(scheduled + cadence, now)
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  Settle();
+  EXPECT_EQ(probe.calls(), 2);
+  EXPECT_EQ(Row("t")->next_run_start_at, clock_.Now() + seconds(10));
+}
+
+TEST_F(EngineTest, InitialDelayHoldsTheFirstPoll) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M", "PT1M", "PT30S"), probe.Fn())).ok());
+  Settle();
+  EXPECT_EQ(engine.WorkerState("t"), WorkerStatus::kInitialWait);
+  clock_.Advance(seconds(29));
+  Settle();
+  EXPECT_EQ(probe.calls(), 0);
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+}
+
+TEST_F(EngineTest, LeaseIsRenewedWhileTheTaskRuns) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  const WallTime first_expiry = *Row("t")->current_run_expires_at;
+  EXPECT_EQ(first_expiry, clock_.Now() + seconds(10));
+  for (int i = 1; i <= 6; ++i) {
+    ASSERT_TRUE(clock_.AdvanceToNextDeadline());
+    ASSERT_TRUE(recorder_->WaitFor("renewed", "t", i));
+    Settle();
+  }
+  EXPECT_GT(*Row("t")->current_run_expires_at, first_expiry + seconds(15));
+  EXPECT_EQ(probe.active(), 1);
+  EXPECT_EQ(recorder_->Count("lease-lost", "t"), 0);
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+}
+
+TEST_F(EngineTest, FencesItselfBeforeTheLeaseLapsesWhenRenewalsFail) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  const WallTime expiry = *Row("t")->current_run_expires_at;
+  store_->SetUnavailable(true);
+  while (recorder_->Count("lease-lost", "t") == 0) {
+    ASSERT_TRUE(clock_.AdvanceToNextDeadline());
+    Settle();
+    ASSERT_LT(clock_.Now(), expiry) << "the run outlived its lease";
+  }
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  EXPECT_GE(recorder_->Count("renewal-failed", "t"), 1);
+  store_->SetUnavailable(false);
+  Settle();
+  // The fenced run released nothing: its ticket stays until the janitor or the lease expiry.
+  EXPECT_TRUE(Row("t")->current_run_ticket.has_value());
+}
+
+TEST_F(EngineTest, StopTokenOfTheCallerEndsTheRecurrence) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  std::stop_source caller;
+  EngineTask task = Task("t", Schedule("PT10S"), probe.Fn());
+  task.stop = caller.get_token();
+  ASSERT_TRUE(engine.Register(std::move(task)).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  caller.request_stop();
+  Settle();
+  clock_.Advance(seconds(60));
+  Settle();
+  EXPECT_EQ(probe.calls(), 1);
+  // A finished task may be registered again.
+  EXPECT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+}
+
+TEST_F(EngineTest, DuplicateActiveIdIsAConflict) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  const Status again = engine.Register(Task("t", Schedule("manual"), probe.Fn()));
+  EXPECT_EQ(again.code(), StatusCode::kConflict);
+  EXPECT_EQ(again.message(), "Task t is already scheduled in this process");
+}
+
+TEST_F(EngineTest, UnavailableStoreFailsRegistrationAndRegistersNothing) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  store_->SetUnavailable(true);
+  const Status status = engine.Register(Task("t", Schedule("PT1M"), probe.Fn()));
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(engine.WorkerState("t"), std::nullopt);
+  store_->SetUnavailable(false);
+  EXPECT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+}
+
+TEST_F(EngineTest, NeverClaimsWithoutAFreeSlot) {
+  EngineOptions options = Options();
+  options.max_concurrency = 1;
+  TaskEngine& engine = StartEngine(store_, options);
+  Probe& first = MakeProbe();
+  Probe& second = MakeProbe();
+  first.Hold();
+  ASSERT_TRUE(engine.Register(Task("a", Schedule("PT1M", "PT1H"), first.Fn())).ok());
+  ASSERT_TRUE(first.WaitCalls(1));
+  ASSERT_TRUE(engine.Register(Task("b", Schedule("PT1M"), second.Fn())).ok());
+  Settle();
+  EXPECT_EQ(second.calls(), 0);
+  EXPECT_FALSE(Row("b")->current_run_ticket.has_value());
+  first.Release();
+  ASSERT_TRUE(second.WaitCalls(1));
+  EXPECT_EQ(std::max(first.max_active(), second.max_active()), 1);
+}
+
+TEST_F(EngineTest, TaskStopsWhenItsRowDisappearsOrItsSettingsBreak) {
+  TaskEngine& engine = StartEngine();
+  Probe& gone = MakeProbe();
+  Probe& broken = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("gone", Schedule("PT10S"), gone.Fn())).ok());
+  ASSERT_TRUE(engine.Register(Task("broken", Schedule("PT10S"), broken.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "gone", 1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "broken", 1));
+  Settle();
+  ASSERT_TRUE(store_->Delete("gone").ok());
+  TaskRow row = *Row("broken");
+  row.settings_json = R"({"version":1})";
+  store_->PutRow(row);
+  clock_.Advance(seconds(60));
+  Settle();
+  EXPECT_EQ(gone.calls(), 1);
+  EXPECT_EQ(broken.calls(), 1);
+}
+
+TEST_F(EngineTest, IdleTasksCostAStatementEveryPollInterval) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())).ok());
+  }
+  Settle();
+  const std::uint64_t before = store_->statement_count();
+  for (int i = 0; i < 60; ++i) {
+    clock_.Advance(seconds(1));
+    Settle();
+  }
+  const std::uint64_t statements = store_->statement_count() - before;
+  EXPECT_LE(statements, 12U) << "more than 0.2 statements per second while idle";
+  EXPECT_GE(statements, 6U) << "the safety-net poll did not run";
+  EXPECT_EQ(probe.calls(), 0);
+}
+
+TEST_F(EngineTest, ShutdownSignalsRunsAndReleasesTheirTickets) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  engine.Shutdown();
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  const std::optional<TaskRow> row = Row("t");
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_TRUE(row->last_run_ended_at.has_value());
+  EXPECT_EQ(engine.Register(Task("u", Schedule("manual"), probe.Fn())).code(),
+            StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
