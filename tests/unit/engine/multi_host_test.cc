@@ -1,0 +1,131 @@
+// Several engines ("hosts") on one shared table: mutual exclusion, cross-host trigger and cancel,
+// takeover of a dead host's run.
+#include <gtest/gtest.h>
+
+#include "engine_harness.h"
+
+namespace stagehand::engine_internal {
+namespace {
+
+using std::chrono::seconds;
+
+TEST_F(EngineTest, TwoHostsNeverOverlapAGlobalTask) {
+  TaskEngine& a = StartEngine();
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(a.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  for (int i = 0; i < 20; ++i) {
+    AdvanceBy(seconds(1));
+    EXPECT_EQ(probe.active(), 1);
+  }
+  EXPECT_EQ(probe.calls(), 1);
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  for (int i = 0; i < 10; ++i) {
+    AdvanceBy(seconds(1));
+    probe.Release();
+  }
+  EXPECT_EQ(probe.max_active(), 1);
+  EXPECT_GE(probe.calls(), 5);
+}
+
+TEST_F(EngineTest, TriggerOnOneHostRunsTheTaskRegisteredOnAnother) {
+  TaskEngine& a = StartEngine();
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(a.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  ASSERT_TRUE(b.Trigger("m").ok());
+  // The other host hears about it through the store's notification: no time has to pass.
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
+  EXPECT_EQ(probe.calls(), 1);
+}
+
+TEST_F(EngineTest, CancelOnOneHostStopsTheRunOnAnother) {
+  TaskEngine& a = StartEngine();
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(a.Register(Task("m", Schedule("manual", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  ASSERT_TRUE(b.Cancel("m").ok());
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  ASSERT_TRUE(recorder_->WaitFor("lease-lost", "m", 1));
+  Settle();
+  EXPECT_EQ(Row("m")->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+}
+
+TEST_F(EngineTest, DeadHostsRunIsTakenOverAfterTheLease) {
+  TaskEngine& b = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  // Another host claimed the task and died: its row holds a ticket that expires in one lease.
+  TaskRow row = *Row("t");
+  row.next_run_start_at = clock_.Now();
+  row.current_run_ticket = "dead-host-ticket";
+  row.current_run_started_at = clock_.Now();
+  row.current_run_expires_at = clock_.Now() + seconds(10);
+  store_->PutRow(row);
+  ASSERT_TRUE(b.Trigger("t").code() == StatusCode::kConflict);
+  const MonoTime died = clock_.MonoNow();
+  while (probe.calls() < 2) {
+    ASSERT_TRUE(clock_.AdvanceToNextDeadline());
+    Settle();
+    ASSERT_LE(clock_.MonoNow() - died, seconds(11)) << "no takeover within lease + 1 s";
+  }
+  EXPECT_EQ(recorder_->Count("reclaimed", "t"), 1);
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+}
+
+TEST_F(EngineTest, HostThatLosesItsTicketToTheJanitorStopsTheRun) {
+  TaskEngine& a = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(a.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  // Another writer (say, a Backstage janitor) resets the run.
+  TaskRow row = *Row("t");
+  row.current_run_ticket.reset();
+  row.current_run_started_at.reset();
+  row.current_run_expires_at.reset();
+  store_->PutRow(row);
+  AdvanceBy(seconds(4));  // the next renewal finds the ticket gone
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  EXPECT_EQ(recorder_->Count("lease-lost", "t"), 1);
+}
+
+TEST_F(EngineTest, ConcurrentTriggersAndCancelsKeepOneRunAtATime) {
+  TaskEngine& a = StartEngine();
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(a.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_TRUE(b.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  std::vector<std::jthread> callers;
+  std::atomic<int> unexpected{0};
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      TaskEngine& engine = t % 2 == 0 ? a : b;
+      for (int i = 0; i < 200; ++i) {
+        const Status status = (i + t) % 3 == 0 ? engine.Cancel("m") : engine.Trigger("m");
+        if (!status.ok() && status.code() != StatusCode::kConflict) ++unexpected;
+      }
+    });
+  }
+  callers.clear();
+  Settle();
+  EXPECT_EQ(unexpected, 0);
+  EXPECT_EQ(probe.max_active(), 1);
+  EXPECT_GE(probe.calls(), 1);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
