@@ -41,9 +41,12 @@ std::string TaskState::ToJson() const {
 
 std::string_view WorkerStatusName(WorkerStatus status) {
   switch (status) {
-    case WorkerStatus::kInitialWait: return "initial-wait";
-    case WorkerStatus::kIdle: return "idle";
-    case WorkerStatus::kRunning: return "running";
+    case WorkerStatus::kInitialWait:
+      return "initial-wait";
+    case WorkerStatus::kIdle:
+      return "idle";
+    case WorkerStatus::kRunning:
+      return "running";
   }
   return "idle";
 }

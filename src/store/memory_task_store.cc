@@ -32,9 +32,12 @@ std::chrono::milliseconds OffsetOf(double seconds) {
 std::optional<WallTime> Evaluate(const NextRunPlan& plan, WallTime now,
                                  const std::optional<WallTime>& scheduled) {
   switch (plan.kind) {
-    case NextRunPlan::Kind::kNull: return std::nullopt;
-    case NextRunPlan::Kind::kNow: return now;
-    case NextRunPlan::Kind::kNowPlus: return now + OffsetOf(plan.seconds);
+    case NextRunPlan::Kind::kNull:
+      return std::nullopt;
+    case NextRunPlan::Kind::kNow:
+      return now;
+    case NextRunPlan::Kind::kNowPlus:
+      return now + OffsetOf(plan.seconds);
     case NextRunPlan::Kind::kInstant:
       return WallTime(std::chrono::floor<std::chrono::milliseconds>(plan.instant));
     case NextRunPlan::Kind::kScheduledPlusCadence:
@@ -106,7 +109,7 @@ class MemoryTaskTable {
 
  private:
   std::mutex mu_;
-  std::map<std::string, TaskRow> rows_;                 // by id, so States() is ordered
+  std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
   std::vector<std::shared_ptr<Listener>> listeners_;
 };
 
@@ -335,8 +338,8 @@ Status MemoryTaskStore::Trigger(const std::string& id) {
 
 Status MemoryTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  std::optional<TaskRow> read = table_->WithRows(
-      [&](std::map<std::string, TaskRow>& rows) -> std::optional<TaskRow> {
+  std::optional<TaskRow> read =
+      table_->WithRows([&](std::map<std::string, TaskRow>& rows) -> std::optional<TaskRow> {
         auto it = rows.find(id);
         if (it == rows.end()) return std::nullopt;
         return it->second;
@@ -373,8 +376,8 @@ Status MemoryTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
 Result<std::vector<std::string>> MemoryTaskStore::SweepExpired() {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
-  std::vector<std::string> swept = table_->WithRows(
-      [&](std::map<std::string, TaskRow>& rows) { return SweepRows(rows, now); });
+  std::vector<std::string> swept =
+      table_->WithRows([&](std::map<std::string, TaskRow>& rows) { return SweepRows(rows, now); });
   table_->Publish(EventsFor(StoreEvent::Kind::kSweep, swept));
   return swept;
 }
@@ -391,8 +394,8 @@ Result<std::vector<TaskRow>> MemoryTaskStore::States() {
 
 Status MemoryTaskStore::Delete(const std::string& id) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const bool erased = table_->WithRows(
-      [&](std::map<std::string, TaskRow>& rows) { return rows.erase(id) > 0; });
+  const bool erased =
+      table_->WithRows([&](std::map<std::string, TaskRow>& rows) { return rows.erase(id) > 0; });
   if (erased) table_->Publish({StoreEvent{StoreEvent::Kind::kDelete, id}});
   return Status::Ok();
 }

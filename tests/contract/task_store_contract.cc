@@ -111,8 +111,8 @@ class TaskStoreContractTest : public ::testing::Test {
     return result.ok() ? result->next_run_start_at : std::nullopt;
   }
 
-  bool Claim(const std::string& id, const std::string& ticket,
-             milliseconds timeout = minutes(1), milliseconds lease = minutes(1)) {
+  bool Claim(const std::string& id, const std::string& ticket, milliseconds timeout = minutes(1),
+             milliseconds lease = minutes(1)) {
     Result<ClaimResult> result = store_->Claim(id, ticket, timeout, lease);
     EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
     return result.ok() && result->claimed;
@@ -182,7 +182,8 @@ TEST_F(TaskStoreContractTest, StatesAreOrderedById) {
   Upsert("b", Schedule("PT10M"));
   Upsert("c", Schedule("manual"));
   Upsert("a", Schedule("0 * * * *"));
-  fixture_->PutRawRow(RawRow("0-raw", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})"));
+  fixture_->PutRawRow(
+      RawRow("0-raw", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})"));
   Result<std::vector<TaskRow>> states = store_->States();
   ASSERT_TRUE(states.ok()) << states.status().ToString();
   std::vector<std::string> ids;
@@ -236,9 +237,8 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   // slow machine cannot make this flaky).
   PollResult early = Poll({"states"});
   ASSERT_EQ(early.entries.size(), 1u);
-  EXPECT_EQ(early.entries[0].readiness, early.db_now >= *row.next_run_start_at
-                                            ? Readiness::kReady
-                                            : Readiness::kNotReady);
+  EXPECT_EQ(early.entries[0].readiness,
+            early.db_now >= *row.next_run_start_at ? Readiness::kReady : Readiness::kNotReady);
   Result<ClaimResult> early_claim = store_->Claim("states", "too-early", minutes(1), minutes(1));
   ASSERT_TRUE(early_claim.ok());
   EXPECT_EQ(early_claim->claimed, early_claim->db_now >= *row.next_run_start_at);
@@ -496,8 +496,8 @@ TEST_F(TaskStoreContractTest, FreshManualTaskWithInitialDelayStartsAfterTheDelay
   const WallTime before = Now();
   Upsert("manual-delayed", Schedule("manual", "PT10M"));
   const WallTime after = Now();
-  EXPECT_TRUE(Within(Row("manual-delayed").next_run_start_at, before + minutes(10),
-                     after + minutes(10)));
+  EXPECT_TRUE(
+      Within(Row("manual-delayed").next_run_start_at, before + minutes(10), after + minutes(10)));
 }
 
 TEST_F(TaskStoreContractTest, ManualToDurationPopulatesTheNextRun) {
@@ -553,7 +553,8 @@ TEST_F(TaskStoreContractTest, NewDurationTaskIsDueAtOnceAndCronTaskAtItsFirstFir
   before = Now();
   Upsert("new-cron", Schedule("0 0 * * * *"));
   after = Now();
-  EXPECT_TRUE(Within(Row("new-cron").next_run_start_at, CronNext("0 0 * * * *", before) - seconds(1),
+  EXPECT_TRUE(Within(Row("new-cron").next_run_start_at,
+                     CronNext("0 0 * * * *", before) - seconds(1),
                      CronNext("0 0 * * * *", after) - seconds(1)));
 
   // Every second: due immediately thanks to the one-second head start.
@@ -631,8 +632,8 @@ TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
   EXPECT_TRUE(*renewed);
   TaskRow row = Row("renew");
-  EXPECT_TRUE(Within(row.current_run_expires_at, before + milliseconds(500),
-                     after + milliseconds(500)));
+  EXPECT_TRUE(
+      Within(row.current_run_expires_at, before + milliseconds(500), after + milliseconds(500)));
   EXPECT_EQ(row.current_run_ticket, "t1");
   EXPECT_EQ(row.current_run_started_at, claimed.current_run_started_at);
 
@@ -869,8 +870,8 @@ TEST_F(TaskStoreContractTest, PollBatchesEveryOutcomeIntoOneResult) {
   version_one.next_run_start_at = base + hours(2);
   fixture_->PutRawRow(version_one);
 
-  const std::vector<std::string> ids = {"future", "missing", "ready", "bad-json",
-                                        "running", "v1", "manual"};
+  const std::vector<std::string> ids = {"future",  "missing", "ready", "bad-json",
+                                        "running", "v1",      "manual"};
   const WallTime before = Now();
   const PollResult poll = Poll(ids);
   const WallTime after = Now();
@@ -1197,7 +1198,8 @@ TEST_F(TaskStoreContractTest, ExactlyOneOfEightHostsWinsEachClaimRace) {
     }
     if (winners != 1) {
       if (bad_rounds++ == 0) {
-        first_bad = "round " + std::to_string(round) + " had " + std::to_string(winners) + " winners";
+        first_bad =
+            "round " + std::to_string(round) + " had " + std::to_string(winners) + " winners";
       }
     }
     if (winner >= 0) {

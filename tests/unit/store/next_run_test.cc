@@ -61,9 +61,9 @@ TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
   Result<TimeZone> berlin = TimeZone::Locate("Europe/Berlin");
   ASSERT_TRUE(berlin.ok());
   // 00:30Z is 01:30 in Berlin; the next local midnight is 23:00Z.
-  EXPECT_EQ(*PlanInsertStart(Schedule("0 0 * * *", std::nullopt, *berlin),
-                             At("2026-01-01T00:30:00Z")),
-            Plan(Kind::kInstant, 0, At("2026-01-01T22:59:59Z")));
+  EXPECT_EQ(
+      *PlanInsertStart(Schedule("0 0 * * *", std::nullopt, *berlin), At("2026-01-01T00:30:00Z")),
+      Plan(Kind::kInstant, 0, At("2026-01-01T22:59:59Z")));
 }
 
 TEST(PlanInsertStartTest, RejectsBadCadencesAndDelays) {

@@ -96,10 +96,9 @@ TEST(TaskStateToJsonTest, IdleWithEveryField) {
   state.starts_at = "2026-11-30T04:42:26.000+00:00";
   state.last_run_ended_at = "2026-11-30T04:32:26.000+00:00";
   state.last_run_error = R"({"name":"Error","message":"failed"})";
-  EXPECT_EQ(state.ToJson(),
-            R"({"status":"idle","startsAt":"2026-11-30T04:42:26.000+00:00",)"
-            R"("lastRunEndedAt":"2026-11-30T04:32:26.000+00:00",)"
-            R"("lastRunError":"{\"name\":\"Error\",\"message\":\"failed\"}"})");
+  EXPECT_EQ(state.ToJson(), R"({"status":"idle","startsAt":"2026-11-30T04:42:26.000+00:00",)"
+                            R"("lastRunEndedAt":"2026-11-30T04:32:26.000+00:00",)"
+                            R"("lastRunError":"{\"name\":\"Error\",\"message\":\"failed\"}"})");
 }
 
 TEST(TaskStateToJsonTest, RunningWithEveryField) {
@@ -121,7 +120,8 @@ TEST(TaskStateToJsonTest, OmitsAbsentFields) {
   TaskState running;
   running.status = TaskState::Status::kRunning;
   running.started_at = "2026-11-30T04:42:27.000+00:00";
-  EXPECT_EQ(running.ToJson(), R"({"status":"running","startedAt":"2026-11-30T04:42:27.000+00:00"})");
+  EXPECT_EQ(running.ToJson(),
+            R"({"status":"running","startedAt":"2026-11-30T04:42:27.000+00:00"})");
 }
 
 TEST(TaskStateToJsonTest, EscapesLikeJsonStringify) {
