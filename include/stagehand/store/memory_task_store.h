@@ -19,6 +19,9 @@ namespace stagehand::testing {
 // other's events like PostgreSQL LISTEN/NOTIFY. Thread-safe.
 class MemoryTaskTable;
 
+// One "host" on a MemoryTaskTable. Times are the injected clock's, truncated to milliseconds like
+// the SQL stores'. Listen() handlers run synchronously on the writing thread (of whichever store
+// on the table wrote), after the table lock is released, so a handler may call the store.
 // Thread-safe.
 class MemoryTaskStore final : public TaskStore {
  public:
@@ -32,14 +35,16 @@ class MemoryTaskStore final : public TaskStore {
   // Returns the table, to open another store on it.
   std::shared_ptr<MemoryTaskTable> table() const { return table_; }
 
-  // Makes every later operation fail with kUnavailable (true) or work again (false), to test how
-  // callers survive a lost database.
+  // Makes every later operation of this store fail with kUnavailable (true) or work again (false),
+  // to test how callers survive a lost database. Other stores on the table are unaffected.
   void SetUnavailable(bool unavailable);
 
-  // Returns how many operations reached the "database" (for statement-budget tests).
+  // Returns how many statements this store sent to the "database" (for statement-budget tests):
+  // one per operation, two for a Cancel that reaches its update; none for PutRow or rejected input.
   std::uint64_t statement_count() const;
 
-  // Replaces a row verbatim, as another writer (e.g. a Backstage worker) would.
+  // Replaces a row verbatim, as another writer (e.g. a Backstage worker) would. Notifies nobody
+  // and works even while the store is unavailable.
   void PutRow(const TaskRow& row);
 
   const std::string& plugin_id() const override { return plugin_id_; }
