@@ -26,10 +26,15 @@ class CronExpression {
 
   // Returns the first whole second strictly after `after` that matches, evaluated in `zone`.
   // A local time skipped by a DST jump fires at the jump; a repeated local hour fires once (at
-  // its first occurrence). Errors: kInvalidArgument if nothing matches within 8 years.
+  // its first occurrence). As in the cron package, the jump fires only if the day after it
+  // matches both day fields and the month field selects that month and the next one; and when
+  // `after` lies inside the second occurrence of a repeated hour, the rest of that occurrence
+  // still counts. Errors: kInvalidArgument if nothing matches within 8 years.
   Result<WallTime> NextAfter(WallTime after, const TimeZone& zone) const;
 
-  // Returns whether the whole second containing `instant` matches, in `zone`.
+  // Returns whether the whole second containing `instant` is a fire time in `zone`, by the
+  // rules of NextAfter: a DST jump counts when it fires, and the second occurrence of a repeated
+  // local time never does. NextAfter(t - 1s) == t for every fire time t.
   bool Matches(WallTime instant, const TimeZone& zone) const;
 
   // The expression as given to Parse (not normalised).

@@ -16,7 +16,8 @@ class TimeZone {
   // Returns UTC.
   static TimeZone Utc();
   // Returns the zone of the process: the `TZ` environment variable if set (an IANA name, with an
-  // optional leading ':'), else /etc/localtime, else UTC.
+  // optional leading ':'), else /etc/localtime, else UTC. A TZ that names no known zone means
+  // UTC, as it does for Node and glibc. Resolved once, at the first call.
   static TimeZone ProcessDefault();
   // Looks up an IANA zone by name ("Europe/Berlin"). Errors: kInvalidArgument naming the zone.
   static Result<TimeZone> Locate(std::string_view name);
