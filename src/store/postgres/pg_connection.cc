@@ -30,6 +30,39 @@ bool IsConnectionSqlState(std::string_view state) {
   return state.substr(0, 2) == "08" || state == "57P01" || state == "57P02" || state == "57P03";
 }
 
+// Removes the password from a libpq message about `conninfo`: libpq echoes a malformed URI
+// verbatim, and any other mention of the password value is masked as well.
+std::string Redact(std::string message, const std::string& conninfo) {
+  const auto replace_all = [&message](const std::string& secret, std::string_view mask) {
+    if (secret.empty()) return;
+    for (size_t at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + mask.size())) {
+      message.replace(at, secret.size(), mask);
+    }
+  };
+  if (PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), nullptr)) {
+    for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+      if (option->val != nullptr && std::string_view(option->keyword) == "password") {
+        replace_all(option->val, "***");
+      }
+    }
+    PQconninfoFree(options);
+  }
+  replace_all(conninfo, "<connection string>");
+  // A URI's user:password@ part, when the URI did not parse.
+  for (std::string_view scheme : {"postgresql://", "postgres://"}) {
+    for (size_t at = message.find(scheme); at != std::string::npos;
+         at = message.find(scheme, at + 1)) {
+      const size_t start = at + scheme.size();
+      const size_t end = message.find_first_of("@/\" ", start);
+      if (end == std::string::npos || message[end] != '@') continue;
+      const size_t colon = message.find(':', start);
+      if (colon != std::string::npos && colon < end) message.replace(colon + 1, end - colon - 1, "***");
+    }
+  }
+  return message;
+}
+
 std::string Seconds(std::chrono::milliseconds duration) {
   const long long seconds = (duration.count() + 999) / 1000;
   return std::to_string(seconds < 1 ? 1 : seconds);
@@ -140,7 +173,9 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   PGconn* raw = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
   if (raw == nullptr) return UnavailableError("out of memory creating a connection");
   std::unique_ptr<PgConnection> connection(new PgConnection(raw));
-  if (PQstatus(raw) != CONNECTION_OK) return UnavailableError(OneLine(PQerrorMessage(raw)));
+  if (PQstatus(raw) != CONNECTION_OK) {
+    return UnavailableError(Redact(OneLine(PQerrorMessage(raw)), params.conninfo));
+  }
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(raw, [](void*, const char*) {}, nullptr);
 

@@ -168,6 +168,25 @@ TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAnd
   EXPECT_EQ(store.status().message().find(secret), std::string::npos);
 }
 
+TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingThePassword) {
+  const std::string secret = "pw-s3cret-malformed";
+  // libpq echoes a URI it cannot parse, password included.
+  for (const std::string& connection :
+       {"postgresql://stagehand:" + secret + "@[::1/postgres",
+        "host=127.0.0.1 password=" + secret + " port=1 junk"}) {
+    PostgresStoreOptions options;
+    options.connection = connection;
+    options.database = "backstage_plugin_catalog";
+    Result<std::unique_ptr<TaskStore>> store =
+        OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(store.status().message().find("backstage_plugin_catalog"), std::string::npos);
+    EXPECT_EQ(store.status().message().find(secret), std::string::npos)
+        << store.status().message();
+  }
+}
+
 TEST_F(PostgresFaultTest, WrongPasswordIsUnavailableWithoutShowingIt) {
   const std::string secret = "wrong-pw-q7Zk";
   std::string bad_url = url();
