@@ -4,9 +4,9 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <utility>
 
 #include "config/config_internal.h"
@@ -28,14 +28,18 @@ const ConfigNode::Object* AsObject(const ConfigNode& node) {
 
 ConfigNodePtr FindChild(const ConfigNode::Object& object, std::string_view name) {
   for (const auto& [key, child] : object) {
-    if (key == name) return child;
+    if (key == name) {
+      return child;
+    }
   }
   return nullptr;
 }
 
 std::string JoinKey(std::string_view prefix, std::string_view key) {
   std::string out(prefix);
-  if (!prefix.empty() && !key.empty()) out += '.';
+  if (!prefix.empty() && !key.empty()) {
+    out += '.';
+  }
   out += key;
   return out;
 }
@@ -63,7 +67,9 @@ Status ConvertError(std::string_view full_key, std::string_view context, std::st
 Result<ConfigNodePtr> ReadValue(const ConfigNodePtr& root, std::string_view prefix,
                                 std::string_view key) {
   ConfigNodePtr node = root;
-  if (key.empty()) return node;
+  if (key.empty()) {
+    return node;
+  }
   std::size_t start = 0;
   while (true) {
     const std::size_t dot = key.find('.', start);
@@ -80,7 +86,9 @@ Result<ConfigNodePtr> ReadValue(const ConfigNodePtr& root, std::string_view pref
         return TypeError(walked, SourceName(*node), node->TypeName(), "object");
       }
     }
-    if (dot == std::string_view::npos) break;
+    if (dot == std::string_view::npos) {
+      break;
+    }
     start = dot + 1;
   }
   return node;
@@ -89,7 +97,9 @@ Result<ConfigNodePtr> ReadValue(const ConfigNodePtr& root, std::string_view pref
 // Reports `node` (found at `key`) as a type error if `valid` is false.
 Status CheckType(bool valid, const ConfigNode& node, std::string_view full_key,
                  std::string_view wanted) {
-  if (valid) return Status::Ok();
+  if (valid) {
+    return Status::Ok();
+  }
   return TypeError(full_key, SourceName(node), node.TypeName(), wanted);
 }
 
@@ -102,7 +112,9 @@ bool IsNonEmptyString(const ConfigNode& node) {
 std::string AsciiLower(std::string_view text) {
   std::string out(text);
   for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
   }
   return out;
 }
@@ -111,15 +123,21 @@ std::string_view TrimJsWhitespace(std::string_view text) {
   const auto is_space = [](char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
   };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  while (!text.empty() && is_space(text.front())) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && is_space(text.back())) {
+    text.remove_suffix(1);
+  }
   return text;
 }
 
 ConfigNodePtr MergeNodes(const ConfigNodePtr& base, const ConfigNodePtr& over) {
   const auto* base_object = AsObject(*base);
   const auto* over_object = AsObject(*over);
-  if (base_object == nullptr || over_object == nullptr) return over;
+  if (base_object == nullptr || over_object == nullptr) {
+    return over;
+  }
   ConfigNode::Object merged = *base_object;
   for (const auto& [key, child] : *over_object) {
     bool replaced = false;
@@ -130,7 +148,9 @@ ConfigNodePtr MergeNodes(const ConfigNodePtr& base, const ConfigNodePtr& over) {
         break;
       }
     }
-    if (!replaced) merged.emplace_back(key, child);
+    if (!replaced) {
+      merged.emplace_back(key, child);
+    }
   }
   return MakeNode(std::move(merged), over->source, over->line);
 }
@@ -156,7 +176,9 @@ std::string_view ConfigNode::TypeName() const {
 Result<Config> Config::FromYaml(std::string_view text, std::string context) {
   auto tree =
       config_internal::ParseYamlTree(text, std::make_shared<const std::string>(std::move(context)));
-  if (!tree.ok()) return tree.status();
+  if (!tree.ok()) {
+    return tree.status();
+  }
   return Config(*std::move(tree), "");
 }
 
@@ -164,7 +186,8 @@ Result<Config> Config::FromYamlFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     return InvalidArgumentError(
-        fmt::format("Unable to read config file '{}': {}", path, std::strerror(errno)));
+        fmt::format("Unable to read config file '{}': {}", path,
+                    std::error_code(errno, std::generic_category()).message()));
   }
   std::ostringstream contents;
   contents << file.rdbuf();
@@ -177,20 +200,26 @@ Result<Config> Config::FromYamlFile(const std::string& path) {
 Result<Config> Config::FromJson(std::string_view text, std::string context) {
   auto tree =
       config_internal::ParseJsonTree(text, std::make_shared<const std::string>(std::move(context)));
-  if (!tree.ok()) return tree.status();
+  if (!tree.ok()) {
+    return tree.status();
+  }
   return Config(*std::move(tree), "");
 }
 
 Config Config::Merge(const std::vector<Config>& layers) {
-  if (layers.empty()) return Empty();
+  if (layers.empty()) {
+    return Empty();
+  }
   ConfigNodePtr merged = layers.front().node_;
-  for (std::size_t i = 1; i < layers.size(); ++i) merged = MergeNodes(merged, layers[i].node_);
-  return Config(std::move(merged), "");
+  for (std::size_t i = 1; i < layers.size(); ++i) {
+    merged = MergeNodes(merged, layers[i].node_);
+  }
+  return {std::move(merged), ""};
 }
 
 Config Config::Empty(std::string context) {
-  return Config(
-      MakeNode(ConfigNode::Object{}, std::make_shared<const std::string>(std::move(context))), "");
+  return {MakeNode(ConfigNode::Object{}, std::make_shared<const std::string>(std::move(context))),
+          ""};
 }
 
 bool Config::Has(std::string_view key) const {
@@ -202,7 +231,9 @@ std::vector<std::string> Config::Keys() const {
   std::vector<std::string> keys;
   if (const auto* object = AsObject(*node_)) {
     keys.reserve(object->size());
-    for (const auto& entry : *object) keys.push_back(entry.first);
+    for (const auto& entry : *object) {
+      keys.push_back(entry.first);
+    }
   }
   return keys;
 }
@@ -221,23 +252,35 @@ std::string Config::Context(std::string_view key) const {
 
 Result<std::optional<Config>> Config::GetOptionalConfig(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return std::optional<Config>();
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return std::optional<Config>();
+  }
   STAGEHAND_RETURN_IF_ERROR(CheckType(AsObject(**node) != nullptr, **node, FullKey(key), "object"));
   return std::optional<Config>(Config(*node, FullKey(key)));
 }
 
 Result<Config> Config::GetConfig(std::string_view key) const {
   auto config = GetOptionalConfig(key);
-  if (!config.ok()) return config.status();
-  if (!config->has_value()) return MissingError(FullKey(key), Context());
+  if (!config.ok()) {
+    return config.status();
+  }
+  if (!config->has_value()) {
+    return MissingError(FullKey(key), Context());
+  }
   return **std::move(config);
 }
 
 Result<std::vector<Config>> Config::GetConfigArray(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return MissingError(FullKey(key), Context());
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return MissingError(FullKey(key), Context());
+  }
   const auto* items = std::get_if<ConfigNode::Array>(&(*node)->value);
   STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, **node, FullKey(key), "object-array"));
   std::vector<Config> configs;
@@ -254,49 +297,79 @@ Result<std::vector<Config>> Config::GetConfigArray(std::string_view key) const {
 
 Result<std::optional<std::string>> Config::GetOptionalString(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return std::optional<std::string>();
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return std::optional<std::string>();
+  }
   STAGEHAND_RETURN_IF_ERROR(CheckType(IsNonEmptyString(**node), **node, FullKey(key), "string"));
   return std::optional<std::string>(std::get<std::string>((*node)->value));
 }
 
 Result<std::string> Config::GetString(std::string_view key) const {
   auto value = GetOptionalString(key);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return MissingError(FullKey(key), Context());
+  if (!value.ok()) {
+    return value.status();
+  }
+  if (!value->has_value()) {
+    return MissingError(FullKey(key), Context());
+  }
   return **std::move(value);
 }
 
 Result<std::optional<double>> Config::GetOptionalNumber(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return std::optional<double>();
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return std::optional<double>();
+  }
   const ConfigNode& value = **node;
-  if (const auto* number = std::get_if<double>(&value.value)) return std::optional<double>(*number);
+  if (const auto* number = std::get_if<double>(&value.value)) {
+    return std::optional<double>(*number);
+  }
   const auto* text = std::get_if<std::string>(&value.value);
   STAGEHAND_RETURN_IF_ERROR(CheckType(text != nullptr, value, FullKey(key), "number"));
   const std::optional<double> converted = config_internal::ParseJsNumber(*text);
-  if (!converted) return ConvertError(FullKey(key), SourceName(value), "number");
+  if (!converted) {
+    return ConvertError(FullKey(key), SourceName(value), "number");
+  }
   return converted;
 }
 
 Result<double> Config::GetNumber(std::string_view key) const {
   auto value = GetOptionalNumber(key);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return MissingError(FullKey(key), Context());
+  if (!value.ok()) {
+    return value.status();
+  }
+  if (!value->has_value()) {
+    return MissingError(FullKey(key), Context());
+  }
   return **value;
 }
 
 Result<std::optional<bool>> Config::GetOptionalBoolean(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return std::optional<bool>();
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return std::optional<bool>();
+  }
   const ConfigNode& value = **node;
-  if (const auto* flag = std::get_if<bool>(&value.value)) return std::optional<bool>(*flag);
+  if (const auto* flag = std::get_if<bool>(&value.value)) {
+    return std::optional<bool>(*flag);
+  }
   std::string text;
   if (const auto* number = std::get_if<double>(&value.value)) {
-    if (*number == 1) return std::optional<bool>(true);
-    if (*number == 0) return std::optional<bool>(false);
+    if (*number == 1) {
+      return std::optional<bool>(true);
+    }
+    if (*number == 0) {
+      return std::optional<bool>(false);
+    }
   } else if (const auto* string = std::get_if<std::string>(&value.value)) {
     text = AsciiLower(TrimJsWhitespace(*string));
   } else {
@@ -313,15 +386,23 @@ Result<std::optional<bool>> Config::GetOptionalBoolean(std::string_view key) con
 
 Result<bool> Config::GetBoolean(std::string_view key) const {
   auto value = GetOptionalBoolean(key);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return MissingError(FullKey(key), Context());
+  if (!value.ok()) {
+    return value.status();
+  }
+  if (!value->has_value()) {
+    return MissingError(FullKey(key), Context());
+  }
   return **value;
 }
 
 Result<std::vector<std::string>> Config::GetStringArray(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) return node.status();
-  if (*node == nullptr) return MissingError(FullKey(key), Context());
+  if (!node.ok()) {
+    return node.status();
+  }
+  if (*node == nullptr) {
+    return MissingError(FullKey(key), Context());
+  }
   const auto* items = std::get_if<ConfigNode::Array>(&(*node)->value);
   STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, **node, FullKey(key), "string-array"));
   std::vector<std::string> strings;

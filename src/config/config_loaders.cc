@@ -28,19 +28,29 @@ bool IsJsWhitespace(char c) {
 }
 
 int DigitValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'z') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'Z') {
+    return c - 'A' + 10;
+  }
   return 99;
 }
 
 // Returns the value of a non-empty run of digits in `base`, or nullopt if a character is not one.
 std::optional<double> ParseRadixDigits(std::string_view digits, int base) {
-  if (digits.empty()) return std::nullopt;
+  if (digits.empty()) {
+    return std::nullopt;
+  }
   double value = 0;
   for (char c : digits) {
     const int digit = DigitValue(c);
-    if (digit >= base) return std::nullopt;
+    if (digit >= base) {
+      return std::nullopt;
+    }
     value = value * base + digit;
   }
   return value;
@@ -50,21 +60,35 @@ std::optional<double> ParseRadixDigits(std::string_view digits, int base) {
 // JavaScript's StrDecimalLiteral and the YAML 1.2 core schema float agree on this form.
 bool IsDecimalLiteral(std::string_view text) {
   std::size_t i = 0;
-  if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) {
+    ++i;
+  }
   std::size_t int_digits = 0;
-  while (i < text.size() && IsDigit(text[i])) ++i, ++int_digits;
+  while (i < text.size() && IsDigit(text[i])) {
+    ++i, ++int_digits;
+  }
   std::size_t frac_digits = 0;
   if (i < text.size() && text[i] == '.') {
     ++i;
-    while (i < text.size() && IsDigit(text[i])) ++i, ++frac_digits;
+    while (i < text.size() && IsDigit(text[i])) {
+      ++i, ++frac_digits;
+    }
   }
-  if (int_digits == 0 && frac_digits == 0) return false;
+  if (int_digits == 0 && frac_digits == 0) {
+    return false;
+  }
   if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
     ++i;
-    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) {
+      ++i;
+    }
     std::size_t exp_digits = 0;
-    while (i < text.size() && IsDigit(text[i])) ++i, ++exp_digits;
-    if (exp_digits == 0) return false;
+    while (i < text.size() && IsDigit(text[i])) {
+      ++i, ++exp_digits;
+    }
+    if (exp_digits == 0) {
+      return false;
+    }
   }
   return i == text.size();
 }
@@ -75,7 +99,9 @@ double ToDouble(std::string_view decimal_literal) {
 }
 
 std::string LineSuffix(const YAML::Mark& mark) {
-  if (mark.is_null()) return "";
+  if (mark.is_null()) {
+    return "";
+  }
   return fmt::format(" at line {}, column {}", mark.line + 1, mark.column + 1);
 }
 
@@ -84,13 +110,21 @@ ConfigNodePtr ResolvePlainScalar(const std::string& text, const Source& source, 
   if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
     return MakeNode(ConfigNode::Null{}, source, line);
   }
-  if (text == "true" || text == "True" || text == "TRUE") return MakeNode(true, source, line);
-  if (text == "false" || text == "False" || text == "FALSE") return MakeNode(false, source, line);
+  if (text == "true" || text == "True" || text == "TRUE") {
+    return MakeNode(true, source, line);
+  }
+  if (text == "false" || text == "False" || text == "FALSE") {
+    return MakeNode(false, source, line);
+  }
   if (text.size() > 2 && text[0] == '0' && (text[1] == 'o' || text[1] == 'x')) {
     const auto value = ParseRadixDigits(std::string_view(text).substr(2), text[1] == 'o' ? 8 : 16);
-    if (value) return MakeNode(*value, source, line);
+    if (value) {
+      return MakeNode(*value, source, line);
+    }
   }
-  if (IsDecimalLiteral(text)) return MakeNode(ToDouble(text), source, line);
+  if (IsDecimalLiteral(text)) {
+    return MakeNode(ToDouble(text), source, line);
+  }
   std::string_view rest(text);
   double sign = 1;
   if (!rest.empty() && (rest[0] == '-' || rest[0] == '+')) {
@@ -134,10 +168,15 @@ class YamlConverter {
   Result<ConfigNodePtr> Convert(const YAML::Node& node, int depth, int key_line = 0) {
     const YAML::Mark mark = node.Mark();
     int line = mark.is_null() ? 0 : mark.line + 1;
-    if (key_line != 0 && node.IsNull()) line = key_line;
-    if (depth > kMaxDepth)
+    if (key_line != 0 && node.IsNull()) {
+      line = key_line;
+    }
+    if (depth > kMaxDepth) {
       return Error(mark, fmt::format("nesting deeper than {} levels", kMaxDepth));
-    if (++visited_ > kMaxNodes) return Error(mark, "too many nodes (alias expansion)");
+    }
+    if (++visited_ > kMaxNodes) {
+      return Error(mark, "too many nodes (alias expansion)");
+    }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -149,7 +188,9 @@ class YamlConverter {
         items.reserve(node.size());
         for (const auto& item : node) {
           auto converted = Convert(item, depth + 1);
-          if (!converted.ok()) return converted.status();
+          if (!converted.ok()) {
+            return converted.status();
+          }
           items.push_back(*std::move(converted));
         }
         return MakeNode(std::move(items), source_, line);
@@ -170,7 +211,9 @@ class YamlConverter {
           const YAML::Mark key_mark = key.Mark();
           auto converted =
               Convert(entry.second, depth + 1, key_mark.is_null() ? 0 : key_mark.line + 1);
-          if (!converted.ok()) return converted.status();
+          if (!converted.ok()) {
+            return converted.status();
+          }
           entries.emplace_back(std::move(name), *std::move(converted));
         }
         return MakeNode(std::move(entries), source_, line);
@@ -188,9 +231,15 @@ class YamlConverter {
   Result<ConfigNodePtr> ConvertScalar(const YAML::Node& node, int line) {
     const std::string& tag = node.Tag();
     const std::string& text = node.Scalar();
-    if (tag == "?") return ResolvePlainScalar(text, source_, line);
-    if (tag == "!" || tag == "tag:yaml.org,2002:str") return MakeNode(text, source_, line);
-    if (tag == "tag:yaml.org,2002:null") return MakeNode(ConfigNode::Null{}, source_, line);
+    if (tag == "?") {
+      return ResolvePlainScalar(text, source_, line);
+    }
+    if (tag == "!" || tag == "tag:yaml.org,2002:str") {
+      return MakeNode(text, source_, line);
+    }
+    if (tag == "tag:yaml.org,2002:null") {
+      return MakeNode(ConfigNode::Null{}, source_, line);
+    }
     if (tag == "tag:yaml.org,2002:bool" || tag == "tag:yaml.org,2002:int" ||
         tag == "tag:yaml.org,2002:float") {
       ConfigNodePtr resolved = ResolvePlainScalar(text, source_, line);
@@ -238,7 +287,9 @@ class JsonConverter {
         items.reserve(json.size());
         for (const auto& item : json) {
           auto converted = Convert(item, depth + 1);
-          if (!converted.ok()) return converted.status();
+          if (!converted.ok()) {
+            return converted.status();
+          }
           items.push_back(*std::move(converted));
         }
         return MakeNode(std::move(items), source_);
@@ -248,7 +299,9 @@ class JsonConverter {
         entries.reserve(json.size());
         for (const auto& [key, value] : json.items()) {
           auto converted = Convert(value, depth + 1);
-          if (!converted.ok()) return converted.status();
+          if (!converted.ok()) {
+            return converted.status();
+          }
           entries.emplace_back(key, *std::move(converted));
         }
         return MakeNode(std::move(entries), source_);
@@ -264,24 +317,42 @@ class JsonConverter {
 }  // namespace
 
 std::optional<double> ParseJsNumber(std::string_view text) {
-  while (!text.empty() && IsJsWhitespace(text.front())) text.remove_prefix(1);
-  while (!text.empty() && IsJsWhitespace(text.back())) text.remove_suffix(1);
-  if (text.empty()) return 0.0;
+  while (!text.empty() && IsJsWhitespace(text.front())) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && IsJsWhitespace(text.back())) {
+    text.remove_suffix(1);
+  }
+  if (text.empty()) {
+    return 0.0;
+  }
   if (text.size() > 2 && text[0] == '0') {
     const char prefix = text[1];
     int base = 0;
-    if (prefix == 'x' || prefix == 'X') base = 16;
-    if (prefix == 'o' || prefix == 'O') base = 8;
-    if (prefix == 'b' || prefix == 'B') base = 2;
+    if (prefix == 'x' || prefix == 'X') {
+      base = 16;
+    }
+    if (prefix == 'o' || prefix == 'O') {
+      base = 8;
+    }
+    if (prefix == 'b' || prefix == 'B') {
+      base = 2;
+    }
     if (base != 0) {
       auto value = ParseRadixDigits(text.substr(2), base);
-      if (value && std::isfinite(*value)) return value;
+      if (value && std::isfinite(*value)) {
+        return value;
+      }
       return std::nullopt;
     }
   }
-  if (!IsDecimalLiteral(text)) return std::nullopt;
+  if (!IsDecimalLiteral(text)) {
+    return std::nullopt;
+  }
   const double value = ToDouble(text);
-  if (!std::isfinite(value)) return std::nullopt;
+  if (!std::isfinite(value)) {
+    return std::nullopt;
+  }
   return value;
 }
 
@@ -302,7 +373,9 @@ Result<ConfigNodePtr> ParseYamlTree(std::string_view text, const Source& source)
     if (root.IsNull()) {
       return MakeNode(ConfigNode::Object{}, source, documents.marks.empty() ? 0 : 1);
     }
-    if (!root.IsMap()) return converter.Error(root.Mark(), "expected an object at the config root");
+    if (!root.IsMap()) {
+      return converter.Error(root.Mark(), "expected an object at the config root");
+    }
     return converter.Convert(root, 0);
   } catch (const YAML::Exception& e) {
     return converter.Error(e.mark, e.msg);

@@ -33,7 +33,9 @@ constexpr std::string_view kUnitList =
 
 bool IsKnownUnit(std::string_view name) {
   for (const DurationUnit& unit : kUnits) {
-    if (name == unit.name) return true;
+    if (name == unit.name) {
+      return true;
+    }
   }
   return false;
 }
@@ -49,25 +51,35 @@ std::string AsJsError(const Status& status) {
 
 // Returns whether JavaScript would treat `node` as truthy.
 bool IsTruthy(const ConfigNode& node) {
-  if (std::holds_alternative<ConfigNode::Null>(node.value)) return false;
-  if (const auto* flag = std::get_if<bool>(&node.value)) return *flag;
+  if (std::holds_alternative<ConfigNode::Null>(node.value)) {
+    return false;
+  }
+  if (const auto* flag = std::get_if<bool>(&node.value)) {
+    return *flag;
+  }
   if (const auto* number = std::get_if<double>(&node.value)) {
     return *number != 0 && !std::isnan(*number);
   }
-  if (const auto* text = std::get_if<std::string>(&node.value)) return !text->empty();
+  if (const auto* text = std::get_if<std::string>(&node.value)) {
+    return !text->empty();
+  }
   return true;
 }
 
 Result<CronFrequency> ReadCronFrequency(const Config& config) {
   auto expression = config.GetString("frequency.cron");
-  if (!expression.ok()) return expression.status();
+  if (!expression.ok()) {
+    return expression.status();
+  }
   if (auto parsed = CronExpression::Parse(*expression); !parsed.ok()) {
     return InvalidArgumentError(
         fmt::format("Invalid cron expression at '{}' in '{}': {}", config.FullKey("frequency.cron"),
                     config.Context("frequency.cron"), parsed.status().message()));
   }
   auto time_zone = config.GetOptionalString("frequency.timeZone");
-  if (!time_zone.ok()) return time_zone.status();
+  if (!time_zone.ok()) {
+    return time_zone.status();
+  }
   CronFrequency frequency{*std::move(expression), ""};
   if (time_zone->has_value()) {
     if (auto zone = TimeZone::Locate(**time_zone); !zone.ok()) {
@@ -90,17 +102,23 @@ Result<Frequency> ReadFrequency(const Config& config) {
     const ConfigNode* cron = config.Node("frequency.cron");
     if (cron != nullptr && IsTruthy(*cron)) {
       auto frequency = ReadCronFrequency(config);
-      if (!frequency.ok()) return frequency.status();
+      if (!frequency.ok()) {
+        return frequency.status();
+      }
       return Frequency(*std::move(frequency));
     }
     const ConfigNode* trigger = config.Node("frequency.trigger");
     if (trigger != nullptr) {
       const auto* text = std::get_if<std::string>(&trigger->value);
-      if (text != nullptr && *text == "manual") return Frequency(ManualFrequency{});
+      if (text != nullptr && *text == "manual") {
+        return Frequency(ManualFrequency{});
+      }
     }
   }
   auto duration = ReadDurationFromConfig(config, "frequency");
-  if (!duration.ok()) return duration.status();
+  if (!duration.ok()) {
+    return duration.status();
+  }
   return Frequency(*std::move(duration));
 }
 
@@ -121,8 +139,9 @@ std::string FormatDurationSpec(const DurationSpec& duration) {
 }
 
 std::chrono::milliseconds ToMilliseconds(const DurationSpec& duration) {
-  if (const auto* human = std::get_if<HumanDuration>(&duration))
+  if (const auto* human = std::get_if<HumanDuration>(&duration)) {
     return ToChronoMilliseconds(*human);
+  }
   return std::get<std::chrono::milliseconds>(duration);
 }
 
@@ -147,7 +166,9 @@ Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_v
     const ConfigNode* node = config.Node(key);
     if (node != nullptr && std::holds_alternative<std::string>(node->value)) {
       auto raw = config.GetString(key);
-      if (!raw.ok()) return raw.status();
+      if (!raw.ok()) {
+        return raw.status();
+      }
       const std::string_view value = TrimJsWhitespace(*raw);
       auto parsed = ParseDurationString(value);
       if (!parsed.ok()) {
@@ -191,7 +212,9 @@ Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_v
   }
   std::vector<std::string> unknown;
   for (const std::string& name : root.Keys()) {
-    if (!IsKnownUnit(name)) unknown.push_back(fmt::format("'{}'", name));
+    if (!IsKnownUnit(name)) {
+      unknown.push_back(fmt::format("'{}'", name));
+    }
   }
   if (!unknown.empty()) {
     return InvalidArgumentError(fmt::format("{}, Error: Unknown {} {}; expected one or more of {}",
@@ -204,21 +227,29 @@ Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_v
 Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config) {
   ScheduleDefinition schedule;
   auto frequency = ReadFrequency(config);
-  if (!frequency.ok()) return frequency.status();
+  if (!frequency.ok()) {
+    return frequency.status();
+  }
   schedule.frequency = *std::move(frequency);
 
   auto timeout = ReadDurationFromConfig(config, "timeout");
-  if (!timeout.ok()) return timeout.status();
+  if (!timeout.ok()) {
+    return timeout.status();
+  }
   schedule.timeout = *std::move(timeout);
 
   if (config.Has("initialDelay")) {
     auto initial_delay = ReadDurationFromConfig(config, "initialDelay");
-    if (!initial_delay.ok()) return initial_delay.status();
+    if (!initial_delay.ok()) {
+      return initial_delay.status();
+    }
     schedule.initial_delay = *std::move(initial_delay);
   }
 
   auto scope = config.GetOptionalString("scope");
-  if (!scope.ok()) return scope.status();
+  if (!scope.ok()) {
+    return scope.status();
+  }
   if (scope->has_value()) {
     if (**scope == "global") {
       schedule.scope = TaskScope::kGlobal;

@@ -53,16 +53,26 @@ void AppendJsonString(std::string& out, std::string_view text) {
 
 // Returns zod's message for a cadence that none of the schema's alternatives accepts.
 std::optional<std::string_view> CadenceIssue(std::string_view cadence) {
-  if (!cadence.empty() && CronExpression::Parse(cadence).ok()) return std::nullopt;
-  if (cadence == "manual") return std::nullopt;
-  if (cadence.empty() || IsValidIsoDuration(cadence)) return std::nullopt;
-  if (ClassifyCadence(cadence) == CadenceKind::kDuration) return kInvalidDuration;
+  if (!cadence.empty() && CronExpression::Parse(cadence).ok()) {
+    return std::nullopt;
+  }
+  if (cadence == "manual") {
+    return std::nullopt;
+  }
+  if (cadence.empty() || IsValidIsoDuration(cadence)) {
+    return std::nullopt;
+  }
+  if (ClassifyCadence(cadence) == CadenceKind::kDuration) {
+    return kInvalidDuration;
+  }
   return kInvalidCron;
 }
 
 // Returns the name zod gives the JSON type of `value` in "received ..." messages.
 std::string_view ReceivedType(const nlohmann::json* value) {
-  if (value == nullptr) return "undefined";
+  if (value == nullptr) {
+    return "undefined";
+  }
   switch (value->type()) {
     case nlohmann::json::value_t::null:
       return "null";
@@ -86,7 +96,9 @@ class IssueList {
   }
 
   Status ToStatus() const {
-    if (issues_.empty()) return Status::Ok();
+    if (issues_.empty()) {
+      return Status::Ok();
+    }
     return InvalidArgumentError(fmt::format("Invalid settings: {}", fmt::join(issues_, "; ")));
   }
 
@@ -95,11 +107,15 @@ class IssueList {
 };
 
 void CheckCadence(std::string_view cadence, IssueList& issues) {
-  if (auto issue = CadenceIssue(cadence)) issues.Add("cadence", *issue);
+  if (auto issue = CadenceIssue(cadence)) {
+    issues.Add("cadence", *issue);
+  }
 }
 
 void CheckDuration(const char* key, std::string_view duration, IssueList& issues) {
-  if (!duration.empty() && !IsValidIsoDuration(duration)) issues.Add(key, kInvalidDuration);
+  if (!duration.empty() && !IsValidIsoDuration(duration)) {
+    issues.Add(key, kInvalidDuration);
+  }
 }
 
 const nlohmann::json* Find(const nlohmann::json& object, const char* key) {
@@ -112,7 +128,9 @@ const nlohmann::json* Find(const nlohmann::json& object, const char* key) {
 bool ReadString(const nlohmann::json& object, const char* key, bool required, IssueList& issues,
                 std::string& out) {
   const nlohmann::json* value = Find(object, key);
-  if (value == nullptr && !required) return false;
+  if (value == nullptr && !required) {
+    return false;
+  }
   if (value == nullptr || !value->is_string()) {
     issues.Add(key,
                fmt::format("Invalid input: expected string, received {}", ReceivedType(value)));
@@ -125,8 +143,12 @@ bool ReadString(const nlohmann::json& object, const char* key, bool required, Is
 }  // namespace
 
 CadenceKind ClassifyCadence(std::string_view cadence) {
-  if (cadence == "manual") return CadenceKind::kManual;
-  if (!cadence.empty() && cadence.front() == 'P') return CadenceKind::kDuration;
+  if (cadence == "manual") {
+    return CadenceKind::kManual;
+  }
+  if (!cadence.empty() && cadence.front() == 'P') {
+    return CadenceKind::kDuration;
+  }
   return CadenceKind::kCron;
 }
 
@@ -145,7 +167,9 @@ std::string TaskSettingsV2::ToJson() const {
 
 Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
   const nlohmann::json parsed = nlohmann::json::parse(json.begin(), json.end(), nullptr, false);
-  if (parsed.is_discarded()) return InvalidArgumentError("Invalid settings: malformed JSON");
+  if (parsed.is_discarded()) {
+    return InvalidArgumentError("Invalid settings: malformed JSON");
+  }
   if (!parsed.is_object()) {
     return InvalidArgumentError(fmt::format(
         "Invalid settings: Invalid input: expected object, received {}", ReceivedType(&parsed)));
@@ -174,8 +198,9 @@ Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
 Status TaskSettingsV2::Validate() const {
   IssueList issues;
   CheckCadence(cadence, issues);
-  if (initial_delay_duration)
+  if (initial_delay_duration) {
     CheckDuration("initialDelayDuration", *initial_delay_duration, issues);
+  }
   CheckDuration("timeoutAfterDuration", timeout_after_duration, issues);
   return issues.ToStatus();
 }

@@ -38,7 +38,9 @@ std::string TypeOf(const Config& config, std::string_view key) {
 template <typename T>
 std::string ErrorOf(const Result<T>& result) {
   EXPECT_FALSE(result.ok());
-  if (result.ok()) return "<ok>";
+  if (result.ok()) {
+    return "<ok>";
+  }
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
   return result.status().message();
 }
@@ -70,12 +72,16 @@ version: 1.2.3
 time: 12:30
 word: hello world
 )");
-  for (const char* key : {"t1", "t2", "t3", "f1"}) EXPECT_EQ(TypeOf(config, key), "boolean") << key;
+  for (const char* key : {"t1", "t2", "t3", "f1"}) {
+    EXPECT_EQ(TypeOf(config, key), "boolean") << key;
+  }
   EXPECT_EQ(*config.GetBoolean("t3"), true);
   EXPECT_EQ(*config.GetBoolean("f1"), false);
   EXPECT_EQ(*config.GetString("yes_is_a_string"), "yes");
   EXPECT_EQ(*config.GetString("on_is_a_string"), "on");
-  for (const char* key : {"n1", "n2", "n3", "n4"}) EXPECT_EQ(TypeOf(config, key), "null") << key;
+  for (const char* key : {"n1", "n2", "n3", "n4"}) {
+    EXPECT_EQ(TypeOf(config, key), "null") << key;
+  }
   EXPECT_EQ(*config.GetNumber("int"), 42);
   EXPECT_EQ(*config.GetNumber("negative"), -7);
   EXPECT_EQ(*config.GetNumber("plus"), 3);
@@ -194,8 +200,12 @@ TEST(ConfigYamlTest, RejectsScalarThatContradictsItsTag) {
 
 TEST(ConfigYamlTest, BoundsNestingDepth) {
   std::string deep;
-  for (int i = 0; i < 300; ++i) deep += "[";
-  for (int i = 0; i < 300; ++i) deep += "]";
+  for (int i = 0; i < 300; ++i) {
+    deep += "[";
+  }
+  for (int i = 0; i < 300; ++i) {
+    deep += "]";
+  }
   const auto result = Config::FromYaml("a: " + deep + "\n", "deep.yaml");
   EXPECT_FALSE(result.ok());
 }
@@ -204,7 +214,9 @@ TEST(ConfigYamlTest, BoundsAliasExpansion) {
   std::string yaml = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 12; ++i) {
     yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
-    for (int j = 0; j < 10; ++j) yaml += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    for (int j = 0; j < 10; ++j) {
+      yaml += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    }
     yaml += "]\n";
   }
   EXPECT_THAT(ErrorOf(Config::FromYaml(yaml, "bomb.yaml")), HasSubstr("too many nodes"));
@@ -384,9 +396,12 @@ TEST(ConfigGetterTest, BooleansAcceptBackstageSpellings) {
   const Config config =
       Json(R"({"t":true,"yes":"yes","on":" ON ","one":1,"s1":"1","f":false,"no":"n","off":"off",)"
            R"("zero":0,"two":2,"maybe":"maybe","list":[]})");
-  for (const char* key : {"t", "yes", "on", "one", "s1"})
+  for (const char* key : {"t", "yes", "on", "one", "s1"}) {
     EXPECT_TRUE(*config.GetBoolean(key)) << key;
-  for (const char* key : {"f", "no", "off", "zero"}) EXPECT_FALSE(*config.GetBoolean(key)) << key;
+  }
+  for (const char* key : {"f", "no", "off", "zero"}) {
+    EXPECT_FALSE(*config.GetBoolean(key)) << key;
+  }
   EXPECT_EQ(ErrorOf(config.GetBoolean("two")),
             "Unable to convert config value for key 'two' in 'mock-config' to a boolean");
   EXPECT_EQ(ErrorOf(config.GetBoolean("maybe")),

@@ -12,7 +12,6 @@ namespace stagehand {
 namespace {
 
 using std::chrono::milliseconds;
-using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr const char* kUnitList =
@@ -33,7 +32,9 @@ Config Yaml(std::string_view text, std::string context = "app-config.yaml") {
 template <typename T>
 std::string ErrorOf(const Result<T>& result) {
   EXPECT_FALSE(result.ok());
-  if (result.ok()) return "<ok>";
+  if (result.ok()) {
+    return "<ok>";
+  }
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
   return result.status().message();
 }
@@ -49,24 +50,25 @@ HumanDuration FromVector(const nlohmann::json& object) {
   HumanDuration d;
   for (const auto& [key, value] : object.items()) {
     const double number = value.get<double>();
-    if (key == "years")
+    if (key == "years") {
       d.years = number;
-    else if (key == "months")
+    } else if (key == "months") {
       d.months = number;
-    else if (key == "weeks")
+    } else if (key == "weeks") {
       d.weeks = number;
-    else if (key == "days")
+    } else if (key == "days") {
       d.days = number;
-    else if (key == "hours")
+    } else if (key == "hours") {
       d.hours = number;
-    else if (key == "minutes")
+    } else if (key == "minutes") {
       d.minutes = number;
-    else if (key == "seconds")
+    } else if (key == "seconds") {
       d.seconds = number;
-    else if (key == "milliseconds")
+    } else if (key == "milliseconds") {
       d.milliseconds = number;
-    else
+    } else {
       ADD_FAILURE() << "unexpected unit " << key;
+    }
   }
   return d;
 }
@@ -77,7 +79,9 @@ TEST(ReadDurationFromConfigTest, MatchesEveryReferenceVector) {
   std::string line;
   int checked = 0;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
+    if (line.empty()) {
+      continue;
+    }
     const auto vector = nlohmann::json::parse(line);
     const std::string input = vector.at("input").dump();
     const Config config = Json(R"({"frequency":)" + input + "}");
