@@ -3,10 +3,10 @@
 // Eight threads (eight pooled connections) each claim and release their own due rows; a release
 // with a zero duration cadence makes the row due again at once.
 //
-// Needs STAGEHAND_TEST_POSTGRES_URL (run it through scripts/test-postgres, or bench/store_claim.sh);
-// without it, it prints a note and exits 0 so that scripts/bench can run every benchmark.
-// Options: --seconds=N (default 10, or STAGEHAND_BENCH_SECONDS), --benchmark_out=<file> (also
-// writes the JSON there); other --benchmark_* flags are ignored.
+// Needs STAGEHAND_TEST_POSTGRES_URL (run it through scripts/test-postgres, or
+// bench/store_claim.sh); without it, it prints a note and exits 0 so that scripts/bench can run
+// every benchmark. Options: --seconds=N (default 10, or STAGEHAND_BENCH_SECONDS),
+// --benchmark_out=<file> (also writes the JSON there); other --benchmark_* flags are ignored.
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -147,14 +147,14 @@ StoreRun RunStore(TaskStore& store, steady_clock::duration duration) {
 // Runs pgbench with the claim+release script on `threads` client threads; returns its tps (0 on
 // failure).
 double RunPgbench(const std::string& url, int threads, int duration_seconds) {
-  std::string script = (std::filesystem::path(__FILE__).parent_path() / "pgbench" /
-                        "claim_release.sql").string();
+  std::string script =
+      (std::filesystem::path(__FILE__).parent_path() / "pgbench" / "claim_release.sql").string();
   if (const char* override_path = std::getenv("STAGEHAND_BENCH_PGBENCH_SCRIPT")) {
     script = override_path;
   }
   const std::string command =
-      ShellQuote(Tool("pgbench")) + " -n -M prepared -c " + std::to_string(kConnections) +
-      " -j " + std::to_string(threads) + " -T " + std::to_string(duration_seconds) +
+      ShellQuote(Tool("pgbench")) + " -n -M prepared -c " + std::to_string(kConnections) + " -j " +
+      std::to_string(threads) + " -T " + std::to_string(duration_seconds) +
       " -D rows_per_client=" + std::to_string(kRowsPerConnection) +
       " -D timeout_ms=60000 -D lease_ms=60000 -D plan_kind=scheduled_plus -D seconds=0"
       " -D channel=stagehand_tasks -D event=release -f " +
@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
   const double pgbench_per_connection = pgbench_per_connection_sum / rounds;
   opened->reset();
   const std::string drop = ShellQuote(Tool("psql")) + " -q -X " + ShellQuote(url) +
-                           " -c 'DROP DATABASE IF EXISTS " + database + " WITH (FORCE)' > /dev/null";
+                           " -c 'DROP DATABASE IF EXISTS " + database +
+                           " WITH (FORCE)' > /dev/null";
   if (std::system(drop.c_str()) != 0) {
     std::cerr << "store_claim_bench: could not drop " << database << "\n";
   }

@@ -4,6 +4,8 @@
 // another store with its own pool, as another host would open it. Raw rows are written and read
 // with plain libpq SQL, independently of the store's own code.
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -11,8 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "contract/store_fixture.h"
 #include "integration/postgres/test_server.h"

@@ -39,7 +39,8 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
         continue;
       }
       lock.unlock();
-      if (idle.connection->Healthy()) return Lease(this, std::move(idle.connection), idle.generation);
+      if (idle.connection->Healthy())
+        return Lease(this, std::move(idle.connection), idle.generation);
       idle.connection.reset();
       lock.lock();
       --open_;

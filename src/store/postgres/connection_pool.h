@@ -63,8 +63,8 @@ class ConnectionPool {
   const int size_;
   std::mutex mu_;
   std::condition_variable returned_;
-  std::vector<Idle> idle_;       // guarded by mu_
-  int open_ = 0;                 // sessions idle, lent or being opened; guarded by mu_
+  std::vector<Idle> idle_;  // guarded by mu_
+  int open_ = 0;            // sessions idle, lent or being opened; guarded by mu_
   // Bumped whenever a session is found broken: idle sessions older than it are closed rather than
   // tried, so that after a server restart at most one operation per session in flight fails.
   std::uint64_t generation_ = 0;  // guarded by mu_

@@ -57,7 +57,8 @@ std::string Redact(std::string message, const std::string& conninfo) {
       const size_t end = message.find_first_of("@/\" ", start);
       if (end == std::string::npos || message[end] != '@') continue;
       const size_t colon = message.find(':', start);
-      if (colon != std::string::npos && colon < end) message.replace(colon + 1, end - colon - 1, "***");
+      if (colon != std::string::npos && colon < end)
+        message.replace(colon + 1, end - colon - 1, "***");
     }
   }
   return message;
@@ -152,15 +153,18 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   // Unacknowledged data is given up on a little after the statement timeout would have fired.
   const std::string tcp_user_timeout =
       std::to_string(params.statement_timeout.count() + params.connect_timeout.count());
-  std::vector<const char*> keywords = {"dbname",           "connect_timeout",
-                                       "keepalives",       "keepalives_idle",
-                                       "keepalives_interval", "keepalives_count",
-                                       "tcp_user_timeout", "client_encoding",
-                                       "fallback_application_name"};
-  std::vector<const char*> values = {params.conninfo.c_str(), connect_timeout.c_str(),
-                                     "1",                     "10",
-                                     "5",                     "3",
-                                     tcp_user_timeout.c_str(), "UTF8",
+  std::vector<const char*> keywords = {
+      "dbname",           "connect_timeout",     "keepalives",
+      "keepalives_idle",  "keepalives_interval", "keepalives_count",
+      "tcp_user_timeout", "client_encoding",     "fallback_application_name"};
+  std::vector<const char*> values = {params.conninfo.c_str(),
+                                     connect_timeout.c_str(),
+                                     "1",
+                                     "10",
+                                     "5",
+                                     "3",
+                                     tcp_user_timeout.c_str(),
+                                     "UTF8",
                                      "stagehand"};
   if (!params.database.empty()) {
     // A later dbname overrides the one inside the expanded connection string.
@@ -177,7 +181,8 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
     return UnavailableError(Redact(OneLine(PQerrorMessage(raw)), params.conninfo));
   }
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
-  PQsetNoticeProcessor(raw, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      raw, [](void*, const char*) {}, nullptr);
 
   std::string search_path;
   if (!params.search_path.empty()) {

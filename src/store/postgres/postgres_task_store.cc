@@ -44,11 +44,21 @@ constexpr std::string_view kStringTooLong = "22001";
 // Binds `plan` as the three parameters the statements' plan expressions read.
 void AddPlan(PgParams& params, const NextRunPlan& plan) {
   switch (plan.kind) {
-    case NextRunPlan::Kind::kNull: params.Add(sql::kPlanNull); break;
-    case NextRunPlan::Kind::kNow: params.Add(sql::kPlanNow); break;
-    case NextRunPlan::Kind::kNowPlus: params.Add(sql::kPlanNowPlus); break;
-    case NextRunPlan::Kind::kInstant: params.Add(sql::kPlanInstant); break;
-    case NextRunPlan::Kind::kScheduledPlusCadence: params.Add(sql::kPlanScheduledPlus); break;
+    case NextRunPlan::Kind::kNull:
+      params.Add(sql::kPlanNull);
+      break;
+    case NextRunPlan::Kind::kNow:
+      params.Add(sql::kPlanNow);
+      break;
+    case NextRunPlan::Kind::kNowPlus:
+      params.Add(sql::kPlanNowPlus);
+      break;
+    case NextRunPlan::Kind::kInstant:
+      params.Add(sql::kPlanInstant);
+      break;
+    case NextRunPlan::Kind::kScheduledPlusCadence:
+      params.Add(sql::kPlanScheduledPlus);
+      break;
   }
   params.Add(plan.seconds);
   if (plan.kind == NextRunPlan::Kind::kInstant) {
@@ -545,8 +555,8 @@ Status EnsureDatabase(const PgConnectParams& params, const std::string& where) {
   admin.search_path.clear();
   Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(admin);
   if (!opened.ok()) {
-    return UnavailableError(fmt::format("{}: cannot connect: {}", where,
-                                        opened.status().message()));
+    return UnavailableError(
+        fmt::format("{}: cannot connect: {}", where, opened.status().message()));
   }
   PgConnection& connection = **opened;
   PgParams name;
@@ -593,8 +603,7 @@ Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plug
     first = PgConnection::Open(params, &db_now);
   }
   if (!first.ok()) {
-    return UnavailableError(
-        fmt::format("{}: cannot connect: {}", where, first.status().message()));
+    return UnavailableError(fmt::format("{}: cannot connect: {}", where, first.status().message()));
   }
   const WallTime received = clock.Now();
 

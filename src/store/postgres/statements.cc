@@ -10,9 +10,10 @@ namespace {
 // can use 'scheduled_plus', which reads the row's own next_run_start_at.
 std::string Plan(int kind, bool in_update) {
   const std::string scheduled_plus =
-      in_update ? fmt::format(" WHEN 'scheduled_plus' THEN"
-                              " greatest(next_run_start_at + ${}::float8 * interval '1 second', now())",
-                              kind + 1)
+      in_update ? fmt::format(
+                      " WHEN 'scheduled_plus' THEN"
+                      " greatest(next_run_start_at + ${}::float8 * interval '1 second', now())",
+                      kind + 1)
                 : "";
   return fmt::format(
       "CASE ${0}::text"
@@ -26,7 +27,8 @@ std::string Plan(int kind, bool in_update) {
 }
 
 struct Texts {
-  std::string upsert = fmt::format(R"sql(
+  std::string upsert =
+      fmt::format(R"sql(
 INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
 VALUES ($1::text, {start}, $2::text)
 ON CONFLICT (id) DO UPDATE SET
@@ -37,8 +39,7 @@ ON CONFLICT (id) DO UPDATE SET
   END
 RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id)
 )sql",
-                                   fmt::arg("start", Plan(3, false)),
-                                   fmt::arg("next", Plan(6, false)));
+                  fmt::arg("start", Plan(3, false)), fmt::arg("next", Plan(6, false)));
 
   std::string poll = R"sql(
 SELECT 'task', id, settings_json, next_run_start_at,

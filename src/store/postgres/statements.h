@@ -28,7 +28,8 @@ struct Statements {
   PgStatement poll;
   // $1 ids (text[]), $2 timeout error JSON, $3 channel → as `poll`, plus kind 'swept' rows (id)
   PgStatement poll_and_sweep;
-  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not claimed)
+  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not
+  // claimed)
   PgStatement claim;
   // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now() (no row: the ticket is gone)
   PgStatement renew_lease;

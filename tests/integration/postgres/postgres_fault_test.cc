@@ -4,11 +4,10 @@
 // stop the test server, so CTest runs this binary alone (RUN_SERIAL).
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -144,8 +143,8 @@ class PostgresFaultTest : public pg_test::ServerTest {
 TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAndDatabase) {
   const std::string secret = "pw-s3cret-xyzzy";
   PostgresStoreOptions options;
-  options.connection =
-      "postgresql://stagehand:" + secret + "@127.0.0.1:" + std::to_string(ClosedPort()) + "/postgres";
+  options.connection = "postgresql://stagehand:" + secret +
+                       "@127.0.0.1:" + std::to_string(ClosedPort()) + "/postgres";
   options.database = "backstage_plugin_catalog";
   options.connect_timeout = seconds(2);
   Result<std::unique_ptr<TaskStore>> store =
@@ -171,9 +170,8 @@ TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAnd
 TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingThePassword) {
   const std::string secret = "pw-s3cret-malformed";
   // libpq echoes a URI it cannot parse, password included.
-  for (const std::string& connection :
-       {"postgresql://stagehand:" + secret + "@[::1/postgres",
-        "host=127.0.0.1 password=" + secret + " port=1 junk"}) {
+  for (const std::string& connection : {"postgresql://stagehand:" + secret + "@[::1/postgres",
+                                        "host=127.0.0.1 password=" + secret + " port=1 junk"}) {
     PostgresStoreOptions options;
     options.connection = connection;
     options.database = "backstage_plugin_catalog";
@@ -182,8 +180,7 @@ TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingTh
     ASSERT_FALSE(store.ok());
     EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
     EXPECT_NE(store.status().message().find("backstage_plugin_catalog"), std::string::npos);
-    EXPECT_EQ(store.status().message().find(secret), std::string::npos)
-        << store.status().message();
+    EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
   }
 }
 
@@ -237,7 +234,8 @@ TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStays
 }
 
 TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain) {
-  if (!CanControlServer()) GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
+  if (!CanControlServer())
+    GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
   std::unique_ptr<TaskStore> store = OpenFresh();
   std::unique_ptr<TaskStore> other = OpenFresh();
   ASSERT_NE(store, nullptr);
@@ -294,7 +292,8 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
 }
 
 TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
-  if (!CanControlServer()) GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
+  if (!CanControlServer())
+    GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";
   constexpr int kWorkers = 4;
   std::unique_ptr<TaskStore> store = OpenFresh();
   ASSERT_NE(store, nullptr);
@@ -311,7 +310,7 @@ TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
   std::mutex mu;
   std::condition_variable changed;
   std::atomic<bool> restarted{false};
-  int recovered = 0;  // workers with a success after the restart; guarded by mu
+  int recovered = 0;                      // workers with a success after the restart; guarded by mu
   std::map<std::string, int> unexpected;  // guarded by mu
   int unavailable = 0;                    // guarded by mu
   {

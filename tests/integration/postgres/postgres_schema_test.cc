@@ -58,7 +58,8 @@ comment on column "backstage_backend_tasks__tasks"."last_run_error_json" is 'JSO
 comment on column "backstage_backend_tasks__tasks"."last_run_ended_at" is 'The last time that the task ended';
 )sql";
 
-constexpr char kSettingsPT10M[] = R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
+constexpr char kSettingsPT10M[] =
+    R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
 
 // Returns a readable dump of every table, column (type, nullability, default, comment),
 // constraint, index and sequence in the session's current schema.
@@ -85,9 +86,8 @@ std::string DumpSchema(pg_test::RawConnection& db) {
     for (int c = 0; c < PQntuples(columns.get()); ++c) {
       out << "  column " << text(columns.get(), c, 0) << ": " << text(columns.get(), c, 1);
       if (!PQgetisnull(columns.get(), c, 2)) out << "(" << text(columns.get(), c, 2) << ")";
-      out << (text(columns.get(), c, 3) == "YES" ? " null" : " not null")
-          << ", default " << text(columns.get(), c, 4) << ", comment " << text(columns.get(), c, 5)
-          << "\n";
+      out << (text(columns.get(), c, 3) == "YES" ? " null" : " not null") << ", default "
+          << text(columns.get(), c, 4) << ", comment " << text(columns.get(), c, 5) << "\n";
     }
     pg_test::RawResult constraints = db.Exec(
         "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
@@ -136,8 +136,8 @@ struct Bookkeeping {
 
 Bookkeeping ReadBookkeeping(pg_test::RawConnection& db) {
   Bookkeeping result;
-  pg_test::RawResult rows = db.Exec(
-      "SELECT name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id");
+  pg_test::RawResult rows =
+      db.Exec("SELECT name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id");
   for (int r = 0; r < PQntuples(rows.get()); ++r) {
     result.names.emplace_back(PQgetvalue(rows.get(), r, 0));
     result.batches.push_back(std::stoi(PQgetvalue(rows.get(), r, 1)));
@@ -147,14 +147,14 @@ Bookkeeping ReadBookkeeping(pg_test::RawConnection& db) {
       "ORDER BY \"index\"");
   for (int r = 0; r < PQntuples(lock.get()); ++r) {
     if (r > 0) result.lock_rows += ",";
-    result.lock_rows += std::string(PQgetvalue(lock.get(), r, 0)) + ":" + PQgetvalue(lock.get(), r, 1);
+    result.lock_rows +=
+        std::string(PQgetvalue(lock.get(), r, 0)) + ":" + PQgetvalue(lock.get(), r, 1);
   }
   return result;
 }
 
-const std::vector<std::string> kAllMigrations = {"20210928160613_init.js",
-                                                 "20240712211735_nullable_next_run.js",
-                                                 "20250411000000_last_run.js"};
+const std::vector<std::string> kAllMigrations = {
+    "20210928160613_init.js", "20240712211735_nullable_next_run.js", "20250411000000_last_run.js"};
 
 class PostgresSchemaTest : public pg_test::ServerTest {
  protected:
@@ -458,9 +458,9 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
       "SELECT id AS id, settings_json AS \"settingsJson\", CASE WHEN next_run_start_at <= "
       "CURRENT_TIMESTAMP AND current_run_ticket IS NULL THEN TRUE ELSE FALSE END AS ready FROM "
       "backstage_backend_tasks__tasks WHERE id IN ($1)";
-  EXPECT_EQ(backstage.Scalar(
-                "SELECT ready::text FROM (" + poller_query + ") AS p", {"bs-duration"}),
-            "false");
+  EXPECT_EQ(
+      backstage.Scalar("SELECT ready::text FROM (" + poller_query + ") AS p", {"bs-duration"}),
+      "false");
   pg_test::RawResult stolen = backstage.Exec(
       "update \"backstage_backend_tasks__tasks\" set \"current_run_ticket\" = $1, "
       "\"current_run_started_at\" = CURRENT_TIMESTAMP, \"current_run_expires_at\" = now() + "
@@ -477,9 +477,9 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   EXPECT_EQ(backstage.Scalar("SELECT last_run_error_json FROM backstage_backend_tasks__tasks "
                              "WHERE id = 'bs-duration'"),
             error);
-  EXPECT_EQ(backstage.Scalar("SELECT ready::text FROM (" + poller_query + ") AS p",
-                             {"bs-duration"}),
-            "false");
+  EXPECT_EQ(
+      backstage.Scalar("SELECT ready::text FROM (" + poller_query + ") AS p", {"bs-duration"}),
+      "false");
 
   // Backstage triggers it, claims it and releases it; we read its run and its error.
   backstage.Exec(

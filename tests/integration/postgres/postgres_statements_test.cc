@@ -72,10 +72,11 @@ TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
   ASSERT_TRUE(ParseNotification("release:a:b", event));
   EXPECT_EQ(event.kind, StoreEvent::Kind::kRelease);
   EXPECT_EQ(event.task_id, "a:b");
-  const std::map<std::string, StoreEvent::Kind> kinds = {
-      {"upsert", StoreEvent::Kind::kUpsert}, {"trigger", StoreEvent::Kind::kTrigger},
-      {"cancel", StoreEvent::Kind::kCancel}, {"sweep", StoreEvent::Kind::kSweep},
-      {"delete", StoreEvent::Kind::kDelete}};
+  const std::map<std::string, StoreEvent::Kind> kinds = {{"upsert", StoreEvent::Kind::kUpsert},
+                                                         {"trigger", StoreEvent::Kind::kTrigger},
+                                                         {"cancel", StoreEvent::Kind::kCancel},
+                                                         {"sweep", StoreEvent::Kind::kSweep},
+                                                         {"delete", StoreEvent::Kind::kDelete}};
   for (const auto& [name, kind] : kinds) {
     ASSERT_TRUE(ParseNotification(name + ":x", event)) << name;
     EXPECT_EQ(event.kind, kind);
@@ -87,8 +88,8 @@ TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
 }
 
 std::string Squeeze(const std::string& sql) {
-  return std::regex_replace(std::regex_replace(sql, std::regex("\\s+"), " "),
-                            std::regex("^ | $"), "");
+  return std::regex_replace(std::regex_replace(sql, std::regex("\\s+"), " "), std::regex("^ | $"),
+                            "");
 }
 
 // The SQL commands of a pgbench script: everything but comments and meta-commands, split at ';'.
@@ -111,8 +112,8 @@ std::vector<std::string> PgbenchCommands(const std::string& path) {
 
 // Replaces pgbench variables (and the literal NULLs pgbench cannot bind) with the store's
 // parameter numbers.
-std::string AsParameters(std::string sql, const std::vector<std::pair<std::string, std::string>>&
-                                              mapping) {
+std::string AsParameters(std::string sql,
+                         const std::vector<std::pair<std::string, std::string>>& mapping) {
   for (const auto& [from, to] : mapping) {
     for (size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size())) {
       sql.replace(at, from.size(), to);

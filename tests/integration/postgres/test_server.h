@@ -90,7 +90,8 @@ class RawConnection {
       ADD_FAILURE() << "cannot connect to the test server: " << PQerrorMessage(conn_);
       return;
     }
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     Exec("SET TimeZone = 'UTC'");
   }
   ~RawConnection() { PQfinish(conn_); }
@@ -101,7 +102,8 @@ class RawConnection {
   PGconn* raw() { return conn_; }
 
   // Runs `sql` with text parameters (nullopt binds NULL); adds a test failure if it fails.
-  RawResult Exec(const std::string& sql, const std::vector<std::optional<std::string>>& params = {}) {
+  RawResult Exec(const std::string& sql,
+                 const std::vector<std::optional<std::string>>& params = {}) {
     RawResult result = TryExec(sql, params);
     const ExecStatusType status = PQresultStatus(result.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
@@ -113,7 +115,8 @@ class RawConnection {
   // Runs `sql` and returns the result whatever its status.
   RawResult TryExec(const std::string& sql,
                     const std::vector<std::optional<std::string>>& params = {}) {
-    if (params.empty()) return RawResult(PQexec(conn_, sql.c_str()));  // may hold several statements
+    if (params.empty())
+      return RawResult(PQexec(conn_, sql.c_str()));  // may hold several statements
     std::vector<const char*> values;
     for (const auto& param : params) values.push_back(param ? param->c_str() : nullptr);
     return RawResult(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
