@@ -3,16 +3,23 @@
 #include <date/tz.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "time/civil.h"
+#include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
 
 namespace stagehand {
@@ -23,7 +30,17 @@ using time_internal::CivilFromDays;
 using time_internal::DaysFromCivil;
 using time_internal::DaysInMonth;
 using time_internal::FloorDiv;
+using time_internal::IsLeapYear;
 using time_internal::kSecondsPerDay;
+using time_internal::PosixDate;
+using time_internal::PosixRule;
+using time_internal::WeekdayFromDays;
+
+// Where date/tz reads the system tz database.
+constexpr std::string_view kZoneInfoDir = "/usr/share/zoneinfo/";
+
+// date/tz ends the last span of every zone in the year 32767.
+constexpr std::int64_t kFinalSpanEnd = 900'000'000'000;
 
 const date::time_zone* Native(const TimeZone& zone) {
   return static_cast<const date::time_zone*>(zone.native());
@@ -101,6 +118,160 @@ class IsoScanner {
   std::string_view text_;
   std::size_t pos_ = 0;
 };
+
+// A cursor over a POSIX TZ string.
+class PosixScanner {
+ public:
+  explicit PosixScanner(std::string_view text) : text_(text) {}
+
+  bool AtEnd() const { return pos_ == text_.size(); }
+  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
+  bool Consume(char c) {
+    if (Peek() != c) return false;
+    ++pos_;
+    return true;
+  }
+
+  // A zone abbreviation: letters, or anything between '<' and '>'.
+  bool Name() {
+    if (Consume('<')) {
+      const std::size_t close = text_.find('>', pos_);
+      if (close == std::string_view::npos || close == pos_) return false;
+      pos_ = close + 1;
+      return true;
+    }
+    const std::size_t start = pos_;
+    while ((Peek() >= 'a' && Peek() <= 'z') || (Peek() >= 'A' && Peek() <= 'Z')) ++pos_;
+    return pos_ > start;
+  }
+
+  std::optional<int> Number(int max_digits) {
+    int value = 0;
+    int digits = 0;
+    while (digits < max_digits && Peek() >= '0' && Peek() <= '9') {
+      value = value * 10 + (Peek() - '0');
+      ++pos_;
+      ++digits;
+    }
+    if (digits == 0) return std::nullopt;
+    return value;
+  }
+
+  // [+-]hh[:mm[:ss]], in seconds.
+  std::optional<std::int64_t> Duration() {
+    int sign = 1;
+    if (Consume('-')) {
+      sign = -1;
+    } else {
+      Consume('+');
+    }
+    const std::optional<int> hours = Number(3);
+    if (!hours || *hours > 167) return std::nullopt;
+    std::int64_t seconds = std::int64_t{*hours} * 3600;
+    if (Consume(':')) {
+      const std::optional<int> minutes = Number(2);
+      if (!minutes || *minutes > 59) return std::nullopt;
+      seconds += *minutes * 60;
+      if (Consume(':')) {
+        const std::optional<int> secs = Number(2);
+        if (!secs || *secs > 59) return std::nullopt;
+        seconds += *secs;
+      }
+    }
+    return sign * seconds;
+  }
+
+  // Jn, n or Mm.w.d, then an optional /time.
+  std::optional<PosixDate> Date() {
+    PosixDate date;
+    if (Consume('J')) {
+      const std::optional<int> day = Number(3);
+      if (!day || *day < 1 || *day > 365) return std::nullopt;
+      date.kind = PosixDate::Kind::kJulianNoLeap;
+      date.day = *day;
+    } else if (Consume('M')) {
+      const std::optional<int> month = Number(2);
+      if (!month || *month < 1 || *month > 12 || !Consume('.')) return std::nullopt;
+      const std::optional<int> week = Number(1);
+      if (!week || *week < 1 || *week > 5 || !Consume('.')) return std::nullopt;
+      const std::optional<int> weekday = Number(1);
+      if (!weekday || *weekday > 6) return std::nullopt;
+      date.kind = PosixDate::Kind::kMonthWeekDay;
+      date.month = *month;
+      date.week = *week;
+      date.weekday = *weekday;
+    } else {
+      const std::optional<int> day = Number(3);
+      if (!day || *day > 365) return std::nullopt;
+      date.kind = PosixDate::Kind::kZeroBased;
+      date.day = *day;
+    }
+    if (Consume('/')) {
+      const std::optional<std::int64_t> time = Duration();
+      if (!time) return std::nullopt;
+      date.time_seconds = *time;
+    }
+    return date;
+  }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+// Returns the day (counted from 1970-01-01) on which `date` falls in `year`.
+std::int64_t DayOfYearRule(const PosixDate& date, std::int64_t year) {
+  const std::int64_t january_first = DaysFromCivil(year, 1, 1);
+  switch (date.kind) {
+    case PosixDate::Kind::kJulianNoLeap:
+      return january_first + date.day - 1 + (IsLeapYear(year) && date.day >= 60 ? 1 : 0);
+    case PosixDate::Kind::kZeroBased:
+      return january_first + date.day;
+    case PosixDate::Kind::kMonthWeekDay:
+      break;
+  }
+  const auto month = static_cast<unsigned>(date.month);
+  const std::int64_t first = DaysFromCivil(year, month, 1);
+  const auto first_weekday = static_cast<int>(WeekdayFromDays(first));
+  std::int64_t day = (date.weekday - first_weekday + 7) % 7 + 7 * (date.week - 1);
+  while (day >= DaysInMonth(year, month)) day -= 7;
+  return first + day;
+}
+
+// Reads the POSIX TZ rule at the end of the TZif file of `zone_name`, if it has daylight time.
+std::optional<PosixRule> LoadPosixRule(const std::string& zone_name) {
+  std::ifstream in(std::string(kZoneInfoDir) + zone_name, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Version 2 and later files end with "\n<rule>\n".
+  if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
+    return std::nullopt;
+  }
+  const std::size_t open = data.rfind('\n', data.size() - 2);
+  if (open == std::string::npos) return std::nullopt;
+  return time_internal::ParsePosixRule(
+      std::string_view(data).substr(open + 1, data.size() - open - 2));
+}
+
+// Returns the daylight-saving rule that continues `zone` after its listed transitions, or null.
+const PosixRule* PosixRuleOf(const TimeZone& zone) {
+  thread_local const void* cached_zone = nullptr;
+  thread_local const PosixRule* cached_rule = nullptr;
+  if (zone.native() == cached_zone) return cached_rule;
+
+  static std::mutex& mu = *new std::mutex;
+  static auto& rules = *new std::unordered_map<const void*, std::optional<PosixRule>>;
+  const PosixRule* rule = nullptr;
+  {
+    std::lock_guard lock(mu);
+    auto it = rules.find(zone.native());
+    if (it == rules.end()) it = rules.emplace(zone.native(), LoadPosixRule(zone.name())).first;
+    rule = it->second ? &*it->second : nullptr;
+  }
+  cached_zone = zone.native();
+  cached_rule = rule;
+  return rule;
+}
 
 Status IsoError(std::string_view text) {
   return InvalidArgumentError(
@@ -210,9 +381,66 @@ Result<WallTime> ParseIsoInstant(std::string_view text) {
 namespace time_internal {
 
 ZoneSpan LookupSpan(const TimeZone& zone, std::int64_t utc_seconds) {
-  const date::sys_info info = Native(zone)->get_info(date::sys_seconds(std::chrono::seconds(utc_seconds)));
-  return ZoneSpan{info.begin.time_since_epoch().count(), info.end.time_since_epoch().count(),
-                  static_cast<std::int32_t>(info.offset.count())};
+  const date::sys_info info =
+      Native(zone)->get_info(date::sys_seconds(std::chrono::seconds(utc_seconds)));
+  const ZoneSpan span{info.begin.time_since_epoch().count(), info.end.time_since_epoch().count(),
+                      static_cast<std::int32_t>(info.offset.count())};
+  if (span.end < kFinalSpanEnd) return span;
+  const PosixRule* rule = PosixRuleOf(zone);
+  return rule == nullptr ? span : SpanUnderRule(*rule, utc_seconds, span.begin);
+}
+
+std::optional<PosixRule> ParsePosixRule(std::string_view text) {
+  PosixScanner in(text);
+  PosixRule rule;
+  if (!in.Name()) return std::nullopt;
+  const std::optional<std::int64_t> standard = in.Duration();
+  if (!standard || in.AtEnd() || !in.Name()) return std::nullopt;
+  // POSIX offsets count hours west of Greenwich.
+  rule.standard_offset = static_cast<std::int32_t>(-*standard);
+  rule.daylight_offset = rule.standard_offset + 3600;
+  if (in.Peek() != ',') {
+    const std::optional<std::int64_t> daylight = in.Duration();
+    if (!daylight) return std::nullopt;
+    rule.daylight_offset = static_cast<std::int32_t>(-*daylight);
+  }
+  if (!in.Consume(',')) return std::nullopt;
+  const std::optional<PosixDate> start = in.Date();
+  if (!start || !in.Consume(',')) return std::nullopt;
+  const std::optional<PosixDate> end = in.Date();
+  if (!end || !in.AtEnd()) return std::nullopt;
+  rule.start = *start;
+  rule.end = *end;
+  return rule;
+}
+
+ZoneSpan SpanUnderRule(const PosixRule& rule, std::int64_t utc_seconds, std::int64_t not_before) {
+  struct Change {
+    std::int64_t at;
+    std::int32_t offset;
+  };
+  // Two changes a year; those of the two years before and after surround any instant even when
+  // a rule's time of day runs days past midnight.
+  const std::int64_t year = CivilFromDays(FloorDiv(utc_seconds, kSecondsPerDay)).year;
+  std::array<Change, 10> changes{};
+  std::size_t n = 0;
+  for (std::int64_t y = year - 2; y <= year + 2; ++y) {
+    changes[n++] = {DayOfYearRule(rule.start, y) * kSecondsPerDay + rule.start.time_seconds -
+                        rule.standard_offset,
+                    rule.daylight_offset};
+    changes[n++] = {DayOfYearRule(rule.end, y) * kSecondsPerDay + rule.end.time_seconds -
+                        rule.daylight_offset,
+                    rule.standard_offset};
+  }
+  std::sort(changes.begin(), changes.end(),
+            [](const Change& a, const Change& b) { return a.at < b.at; });
+  const auto after = std::find_if(changes.begin(), changes.end(),
+                                  [&](const Change& c) { return c.at > utc_seconds; });
+  if (after == changes.begin() || after == changes.end()) {
+    return ZoneSpan{not_before, kFinalSpanEnd, rule.standard_offset};
+  }
+  const Change& current = *std::prev(after);
+  return ZoneSpan{std::max(current.at, not_before), after->at, current.offset};
 }
 
 TimeZone ResolveProcessZone(std::optional<std::string_view> tz_env) {

@@ -244,6 +244,14 @@ TEST(CronExpressionTest, SearchFromInsideTheRepeatedHourContinuesThere) {
               ElementsAre("2026-11-01T06:30:00", "2026-11-01T07:00:00", "2026-11-01T07:30:00"));
 }
 
+TEST(CronExpressionTest, KeepsDaylightSavingTimeAfter2037) {
+  EXPECT_THAT(Next("0 9 * * *", "2045-07-01T00:00:00Z", 1, Zone("America/New_York")),
+              ElementsAre("2045-07-01T13:00:00"));
+  // 2040-03-25 is the last Sunday of March: Berlin jumps from 02:00 to 03:00 (01:00Z).
+  EXPECT_THAT(Next("30 2 * * *", "2040-03-24T12:00:00Z", 2, Zone("Europe/Berlin")),
+              ElementsAre("2040-03-25T01:00:00", "2040-03-26T00:30:00"));
+}
+
 TEST(CronExpressionTest, MatchesFollowsTheFireTimes) {
   const TimeZone new_york = Zone("America/New_York");
   Result<CronExpression> cron = CronExpression::Parse("30 2 * * *");

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
 
 namespace stagehand {
@@ -16,6 +17,9 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using time_internal::LookupSpan;
+using time_internal::ParsePosixRule;
+using time_internal::PosixDate;
+using time_internal::PosixRule;
 using time_internal::ResolveProcessZone;
 using ::testing::HasSubstr;
 
@@ -70,6 +74,81 @@ TEST(TimeZoneTest, SpansCoverTheInstantAndEndAtTheNextChange) {
   const time_internal::ZoneSpan utc = LookupSpan(TimeZone::Utc(), jump);
   EXPECT_LT(utc.begin, 0);
   EXPECT_GT(utc.end, jump + 1000LL * 365 * 86400);
+}
+
+std::int64_t UnixSeconds(const char* iso) {
+  return ParseIsoInstant(iso)->time_since_epoch() / seconds(1);
+}
+
+// The tz files list transitions only up to 2037; later ones come from their POSIX TZ rule.
+TEST(TimeZoneTest, DaylightSavingContinuesAfter2037) {
+  const TimeZone new_york = Zone("America/New_York");
+  EXPECT_EQ(new_york.OffsetAt(*ParseIsoInstant("2050-07-01T12:00:00Z")), seconds(-4 * 3600));
+  EXPECT_EQ(new_york.OffsetAt(*ParseIsoInstant("2050-01-01T12:00:00Z")), seconds(-5 * 3600));
+  const std::int64_t jump = UnixSeconds("2040-03-11T07:00:00Z");
+  const time_internal::ZoneSpan summer = LookupSpan(new_york, jump + 86400 * 100);
+  EXPECT_EQ(summer.begin, jump);
+  EXPECT_EQ(summer.end, UnixSeconds("2040-11-04T06:00:00Z"));
+  EXPECT_EQ(summer.offset_seconds, -4 * 3600);
+  EXPECT_EQ(LookupSpan(new_york, jump - 1).end, jump);
+
+  EXPECT_EQ(Zone("Australia/Sydney").OffsetAt(*ParseIsoInstant("2060-01-15T00:00:00Z")),
+            seconds(11 * 3600));
+  EXPECT_EQ(Zone("Europe/Dublin").OffsetAt(*ParseIsoInstant("2060-07-15T00:00:00Z")),
+            seconds(3600));
+  EXPECT_EQ(Zone("Europe/Dublin").OffsetAt(*ParseIsoInstant("2060-01-15T00:00:00Z")), seconds(0));
+  EXPECT_EQ(FormatIsoInstant(*ParseIsoInstant("2045-10-29T00:59:59Z"), Zone("Europe/Berlin")),
+            "2045-10-29T02:59:59.000+02:00");
+  EXPECT_EQ(FormatIsoInstant(*ParseIsoInstant("2045-10-29T01:00:00Z"), Zone("Europe/Berlin")),
+            "2045-10-29T02:00:00.000+01:00");
+}
+
+TEST(PosixRuleTest, ParsesTheFormsTheTzDatabaseUses) {
+  const std::optional<PosixRule> new_york = ParsePosixRule("EST5EDT,M3.2.0,M11.1.0");
+  ASSERT_TRUE(new_york.has_value());
+  EXPECT_EQ(new_york->standard_offset, -5 * 3600);
+  EXPECT_EQ(new_york->daylight_offset, -4 * 3600);
+  EXPECT_EQ(new_york->start.kind, PosixDate::Kind::kMonthWeekDay);
+  EXPECT_EQ(new_york->start.month, 3);
+  EXPECT_EQ(new_york->start.week, 2);
+  EXPECT_EQ(new_york->start.weekday, 0);
+  EXPECT_EQ(new_york->start.time_seconds, 7200);
+
+  const std::optional<PosixRule> lord_howe = ParsePosixRule("<+1030>-10:30<+11>-11,M10.1.0,M4.1.0");
+  ASSERT_TRUE(lord_howe.has_value());
+  EXPECT_EQ(lord_howe->standard_offset, 10 * 3600 + 1800);
+  EXPECT_EQ(lord_howe->daylight_offset, 11 * 3600);
+
+  const std::optional<PosixRule> chatham =
+      ParsePosixRule("<+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45");
+  ASSERT_TRUE(chatham.has_value());
+  EXPECT_EQ(chatham->daylight_offset, 13 * 3600 + 45 * 60);
+  EXPECT_EQ(chatham->end.time_seconds, 3 * 3600 + 45 * 60);
+
+  const std::optional<PosixRule> nuuk = ParsePosixRule("<-02>2<-01>,M3.5.0/-1,M10.5.0/0");
+  ASSERT_TRUE(nuuk.has_value());
+  EXPECT_EQ(nuuk->start.time_seconds, -3600);
+
+  const std::optional<PosixRule> gaza = ParsePosixRule("EET-2EEST,M3.4.4/50,M10.4.4/50");
+  ASSERT_TRUE(gaza.has_value());
+  EXPECT_EQ(gaza->start.time_seconds, 50 * 3600);
+
+  const std::optional<PosixRule> julian = ParsePosixRule("XXX3YYY,J60/0,300/1:30:15");
+  ASSERT_TRUE(julian.has_value());
+  EXPECT_EQ(julian->start.kind, PosixDate::Kind::kJulianNoLeap);
+  EXPECT_EQ(julian->start.day, 60);
+  EXPECT_EQ(julian->end.kind, PosixDate::Kind::kZeroBased);
+  EXPECT_EQ(julian->end.time_seconds, 5415);
+}
+
+TEST(PosixRuleTest, RejectsRulesWithoutDaylightTimeAndMalformedOnes) {
+  for (const char* text : {"", "JST-9", "UTC0", "<+0545>-5:45", "EST5EDT", "EST5EDT,M3.2.0",
+                           "EST5EDT,M13.2.0,M11.1.0", "EST5EDT,M3.6.0,M11.1.0",
+                           "EST5EDT,M3.2.7,M11.1.0", "EST5EDT,J0,J365", "EST5EDT,M3.2.0,M11.1.0x",
+                           "<>5EDT,M3.2.0,M11.1.0", "5EDT,M3.2.0,M11.1.0"}) {
+    SCOPED_TRACE(text);
+    EXPECT_FALSE(ParsePosixRule(text).has_value());
+  }
 }
 
 TEST(TimeZoneTest, ProcessZoneComesFromTz) {
