@@ -62,15 +62,16 @@ Status PluginScheduler::ScheduleTask(TaskDefinition task) {
   if (!task.fn) return InvalidArgumentError("Task " + task.id + " has no function to run");
   const ScheduleDefinition schedule = ScheduleOf(task);
   TaskSettingsV2 settings = BuildTaskSettings(schedule);
-  if (Status valid = settings.Validate(); !valid.ok()) {
-    return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
-  }
+  // Checked before the generic validation, whose message does not quote the expression.
   if (settings.cadence_kind() == CadenceKind::kCron) {
     Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
     if (!cron.ok()) {
       return InvalidArgumentError("Invalid cron expression '" + settings.cadence + "' for task " +
                                   task.id + ": " + cron.status().message());
     }
+  }
+  if (Status valid = settings.Validate(); !valid.ok()) {
+    return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
   Result<TimeZone> zone = ZoneOf(task, impl_->options.default_zone);
   if (!zone.ok()) return zone.status();
