@@ -138,7 +138,8 @@ class Background {
   std::thread thread_;
 };
 
-TaskDefinition Task(std::string id, TaskFunction fn, Frequency frequency = std::chrono::minutes(5)) {
+TaskDefinition Task(std::string id, TaskFunction fn,
+                    Frequency frequency = std::chrono::minutes(5)) {
   TaskDefinition task;
   task.id = std::move(id);
   task.frequency = std::move(frequency);

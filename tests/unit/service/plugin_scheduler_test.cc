@@ -1,0 +1,1095 @@
+// PluginScheduler over a MemoryTaskStore and a ManualClock. The engine's dispatcher and timer
+// threads wait on the ManualClock, and so does the store's "database clock": tests move time with
+// Advance and wait for engine events (observer hooks, task function calls) with a bounded real
+// timeout. Nothing sleeps.
+#include "stagehand/service/plugin_scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "stagehand/store/memory_task_store.h"
+#include "stagehand/time/manual_clock.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// How long a test waits for something an engine thread does before it gives up and fails.
+constexpr seconds kRealTimeout{10};
+
+// Stands in for a task function: records each call and the state of its stop token, and can hold
+// a call until its stop token fires. Thread-safe; kept alive by the functions it hands out.
+class TaskProbe : public std::enable_shared_from_this<TaskProbe> {
+ public:
+  // Returns a function that records the call and returns `result`.
+  TaskFunction Returning(Status result = Status::Ok()) {
+    auto self = shared_from_this();
+    return [self, result](std::stop_token stop) {
+      self->Enter(stop);
+      self->Leave(stop);
+      return result;
+    };
+  }
+
+  // Returns a function that records the call and throws `message`.
+  TaskFunction Throwing(std::string message) {
+    auto self = shared_from_this();
+    return [self, message](std::stop_token stop) {
+      self->Enter(stop);
+      self->Leave(stop);
+      throw std::runtime_error(message);
+    };
+  }
+
+  // Returns a function that records the call, blocks until its stop token fires or ReleaseAll()
+  // was called, then returns the outcome set by SetOutcome (OK by default).
+  TaskFunction Blocking() {
+    auto self = shared_from_this();
+    return [self](std::stop_token stop) {
+      self->Enter(stop);
+      Status outcome;
+      {
+        std::unique_lock lock(self->mu_);
+        self->cv_.wait(lock, stop, [&] { return self->released_; });
+        outcome = self->outcome_;
+      }
+      self->Leave(stop);
+      return outcome;
+    };
+  }
+
+  // Makes every blocked call, and every later call of Blocking(), return at once.
+  void ReleaseAll() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void SetOutcome(Status outcome) {
+    std::lock_guard lock(mu_);
+    outcome_ = std::move(outcome);
+  }
+
+  // Blocks until `n` calls have started (or returned), or kRealTimeout passes.
+  bool WaitForStarts(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_start_.size() >= n; });
+  }
+  bool WaitForReturns(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_return_.size() >= n; });
+  }
+
+  std::size_t starts() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_start_.size();
+  }
+  // Whether each call's stop token had fired when the call started / returned.
+  std::vector<bool> stopped_at_start() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_start_;
+  }
+  std::vector<bool> stopped_at_return() const {
+    std::lock_guard lock(mu_);
+    return stopped_at_return_;
+  }
+
+ private:
+  void Enter(const std::stop_token& stop) {
+    {
+      std::lock_guard lock(mu_);
+      stopped_at_start_.push_back(stop.stop_requested());
+    }
+    cv_.notify_all();
+  }
+  void Leave(const std::stop_token& stop) {
+    {
+      std::lock_guard lock(mu_);
+      stopped_at_return_.push_back(stop.stop_requested());
+    }
+    cv_.notify_all();
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool released_ = false;
+  Status outcome_;
+  std::vector<bool> stopped_at_start_;
+  std::vector<bool> stopped_at_return_;
+};
+
+enum class EventKind {
+  kStarted,
+  kCompleted,
+  kFailed,
+  kClaimLost,
+  kLeaseRenewed,
+  kLeaseRenewalFailed,
+  kLeaseLost,
+  kReclaimed,
+};
+
+struct Event {
+  EventKind kind;
+  std::string task_id;
+  std::string ticket;
+  std::string error_json;
+};
+
+// Records the engine's observer hooks so tests can wait for them. Thread-safe.
+class EventRecorder final : public SchedulerObserver {
+ public:
+  void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds /*lag*/) override {
+    Add({EventKind::kStarted, std::string(run.task_id), std::string(run.ticket), {}});
+  }
+  void OnRunCompleted(const RunInfo& run, std::chrono::nanoseconds /*duration*/) override {
+    Add({EventKind::kCompleted, std::string(run.task_id), std::string(run.ticket), {}});
+  }
+  void OnRunFailed(const RunInfo& run, std::chrono::nanoseconds /*duration*/,
+                   std::string_view error_json) override {
+    Add({EventKind::kFailed, std::string(run.task_id), std::string(run.ticket),
+         std::string(error_json)});
+  }
+  void OnClaimLost(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kClaimLost, std::string(task_id), {}, {}});
+  }
+  void OnLeaseRenewed(const RunInfo& run) override {
+    Add({EventKind::kLeaseRenewed, std::string(run.task_id), std::string(run.ticket), {}});
+  }
+  void OnLeaseRenewalFailed(const RunInfo& run) override {
+    Add({EventKind::kLeaseRenewalFailed, std::string(run.task_id), std::string(run.ticket), {}});
+  }
+  void OnLeaseLost(const RunInfo& run) override {
+    Add({EventKind::kLeaseLost, std::string(run.task_id), std::string(run.ticket), {}});
+  }
+  void OnReclaimed(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kReclaimed, std::string(task_id), {}, {}});
+  }
+
+  // Blocks until `n` events of `kind` for `task_id` were recorded, or kRealTimeout passes.
+  bool WaitFor(EventKind kind, const std::string& task_id, std::size_t n = 1) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kRealTimeout, [&] { return CountLocked(kind, task_id) >= n; });
+  }
+
+  std::size_t Count(EventKind kind, const std::string& task_id) const {
+    std::lock_guard lock(mu_);
+    return CountLocked(kind, task_id);
+  }
+
+  // Returns the events of `kind` for `task_id`, oldest first.
+  std::vector<Event> Of(EventKind kind, const std::string& task_id) const {
+    std::lock_guard lock(mu_);
+    std::vector<Event> out;
+    for (const Event& event : events_) {
+      if (event.kind == kind && event.task_id == task_id) out.push_back(event);
+    }
+    return out;
+  }
+
+ private:
+  void Add(Event event) {
+    {
+      std::lock_guard lock(mu_);
+      events_.push_back(std::move(event));
+    }
+    cv_.notify_all();
+  }
+  std::size_t CountLocked(EventKind kind, const std::string& task_id) const {
+    std::size_t n = 0;
+    for (const Event& event : events_) {
+      if (event.kind == kind && event.task_id == task_id) ++n;
+    }
+    return n;
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Event> events_;
+};
+
+TaskDefinition Global(std::string id, Frequency frequency, TaskFunction fn) {
+  TaskDefinition task;
+  task.id = std::move(id);
+  task.frequency = std::move(frequency);
+  HumanDuration minute;
+  minute.minutes = 1;
+  task.timeout = minute;
+  task.scope = TaskScope::kGlobal;
+  task.fn = std::move(fn);
+  return task;
+}
+
+TaskDefinition Local(std::string id, Frequency frequency, TaskFunction fn) {
+  TaskDefinition task = Global(std::move(id), std::move(frequency), std::move(fn));
+  task.scope = TaskScope::kLocal;
+  return task;
+}
+
+HumanDuration Seconds(double n) {
+  HumanDuration duration;
+  duration.seconds = n;
+  return duration;
+}
+
+std::vector<std::string> IdsOf(const std::vector<TaskDescriptor>& descriptors) {
+  std::vector<std::string> ids;
+  for (const TaskDescriptor& descriptor : descriptors) ids.push_back(descriptor.id);
+  return ids;
+}
+
+// A TaskStore that forwards to a MemoryTaskStore and can let time pass while a Poll is in flight,
+// after the statement read the database clock and before the caller sees the answer, as a slow
+// round trip does. Thread-safe.
+class SlowPollStore final : public TaskStore {
+ public:
+  SlowPollStore(std::shared_ptr<testing::MemoryTaskStore> inner, testing::ManualClock& clock)
+      : inner_(std::move(inner)), clock_(clock) {}
+
+  // Makes the first later Poll that reports `id` waiting for `next` advance the clock by `delta`
+  // before it returns.
+  void AdvanceDuringPollSeeing(std::string id, WallTime next, std::chrono::nanoseconds delta) {
+    std::lock_guard lock(mu_);
+    armed_ = Arm{std::move(id), next, delta};
+  }
+
+  const std::string& plugin_id() const override { return inner_->plugin_id(); }
+  Status Migrate() override { return inner_->Migrate(); }
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
+    return inner_->Upsert(id, schedule);
+  }
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
+    Result<PollResult> result = inner_->Poll(ids, sweep_expired);
+    if (!result.ok()) return result;
+    std::optional<std::chrono::nanoseconds> delta;
+    {
+      std::lock_guard lock(mu_);
+      for (const PollEntry& entry : result->entries) {
+        if (armed_ && entry.id == armed_->id && entry.readiness == Readiness::kNotReady &&
+            entry.next_run_start_at == armed_->next) {
+          delta = armed_->delta;
+          armed_.reset();
+        }
+      }
+    }
+    if (delta) clock_.Advance(*delta);
+    return result;
+  }
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override {
+    return inner_->Claim(id, ticket, timeout, lease);
+  }
+  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
+                          std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds lease) override {
+    return inner_->RenewLease(id, ticket, timeout, lease);
+  }
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override {
+    return inner_->Release(id, ticket, schedule, error_json);
+  }
+  Status Trigger(const std::string& id) override { return inner_->Trigger(id); }
+  Status Cancel(const std::string& id, const TimeZone& zone) override {
+    return inner_->Cancel(id, zone);
+  }
+  Result<std::vector<std::string>> SweepExpired() override { return inner_->SweepExpired(); }
+  Result<std::vector<TaskRow>> States() override { return inner_->States(); }
+  Status Delete(const std::string& id) override { return inner_->Delete(id); }
+  Result<WallTime> DatabaseNow() override { return inner_->DatabaseNow(); }
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override {
+    return inner_->Listen(std::move(handler));
+  }
+
+ private:
+  struct Arm {
+    std::string id;
+    WallTime next;
+    std::chrono::nanoseconds delta;
+  };
+
+  std::shared_ptr<testing::MemoryTaskStore> inner_;
+  testing::ManualClock& clock_;
+  std::mutex mu_;
+  std::optional<Arm> armed_;
+};
+
+class PluginSchedulerTest : public ::testing::Test {
+ protected:
+  PluginSchedulerTest() { Start(); }
+
+  // (Re)creates the scheduler under test.
+  void Start(std::shared_ptr<TaskStore> store) {
+    scheduler_.reset();
+    PluginSchedulerOptions options;
+    options.plugin_id = "myplugin";
+    options.store = std::move(store);
+    options.clock = &clock_;
+    options.observer = events_;
+    options.default_zone = TimeZone::Utc();
+    scheduler_ = std::make_unique<PluginScheduler>(std::move(options));
+  }
+  void Start() { Start(store_); }
+
+  // Returns the store's row for `id`, if there is one.
+  std::optional<TaskRow> Row(const std::string& id) {
+    Result<std::vector<TaskRow>> rows = store_->States();
+    if (!rows.ok()) return std::nullopt;
+    for (const TaskRow& row : *rows) {
+      if (row.id == id) return row;
+    }
+    return std::nullopt;
+  }
+
+  // The wall time `offset` after the clock's start.
+  static WallTime At(milliseconds offset) { return testing::ManualClock::DefaultStart() + offset; }
+
+  Result<TaskListing> Listing(const std::string& id) {
+    Result<std::vector<TaskListing>> listing = scheduler_->ListTasks();
+    if (!listing.ok()) return listing.status();
+    for (const TaskListing& item : *listing) {
+      if (item.descriptor.id == id) return item;
+    }
+    return NotFoundError("no listing for " + id);
+  }
+
+  // Declared first so that it outlives every thread waiting on it.
+  testing::ManualClock clock_;
+  std::shared_ptr<testing::MemoryTaskStore> store_ =
+      std::make_shared<testing::MemoryTaskStore>("myplugin", clock_);
+  std::shared_ptr<EventRecorder> events_ = std::make_shared<EventRecorder>();
+  std::unique_ptr<PluginScheduler> scheduler_;
+};
+
+// --- Registration -------------------------------------------------------------------------------
+
+TEST(ValidateTaskIdTest, AcceptsBackstagesValidIds) {
+  for (const char* id : {"a", "a_b", "ab123c_2", "a!", "A", "a-b", "a.b", "_a", "a_", "a/b c"}) {
+    EXPECT_TRUE(ValidateTaskId(id).ok()) << id;
+  }
+}
+
+TEST(ValidateTaskIdTest, RejectsEmptyAndBlankIds) {
+  EXPECT_EQ(ValidateTaskId(""),
+            InvalidArgumentError(" is not a valid ID, expected non-empty string"));
+  EXPECT_EQ(ValidateTaskId("  "),
+            InvalidArgumentError("   is not a valid ID, expected non-empty string"));
+  EXPECT_EQ(ValidateTaskId("\t\n").code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(PluginSchedulerTest, RejectsAnInvalidIdBeforeAnythingElse) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task = Global("", CronFrequency{"not a cron", "Nowhere/Land"}, probe->Returning());
+  task.timeout = HumanDuration{};
+
+  EXPECT_EQ(scheduler_->ScheduleTask(std::move(task)),
+            InvalidArgumentError(" is not a valid ID, expected non-empty string"));
+  EXPECT_EQ(scheduler_->ScheduleTask(Local("  ", minutes(1), probe->Returning())),
+            InvalidArgumentError("   is not a valid ID, expected non-empty string"));
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  EXPECT_FALSE(Row("").has_value());
+}
+
+TEST_F(PluginSchedulerTest, RejectsAnInvalidCronNamingTheExpression) {
+  auto probe = std::make_shared<TaskProbe>();
+  for (TaskScope scope : {TaskScope::kGlobal, TaskScope::kLocal}) {
+    TaskDefinition task = Global("t", CronFrequency{"61 * * * *", ""}, probe->Returning());
+    task.scope = scope;
+    const Status status = scheduler_->ScheduleTask(std::move(task));
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+    EXPECT_THAT(status.message(), HasSubstr("61 * * * *"));
+  }
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  EXPECT_FALSE(Row("t").has_value());
+}
+
+TEST_F(PluginSchedulerTest, RejectsACronThatNeverFires) {
+  auto probe = std::make_shared<TaskProbe>();
+  for (TaskScope scope : {TaskScope::kGlobal, TaskScope::kLocal}) {
+    TaskDefinition task = Global("t", CronFrequency{"0 0 30 2 *", ""}, probe->Returning());
+    task.scope = scope;
+    const Status status = scheduler_->ScheduleTask(std::move(task));
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  }
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  EXPECT_EQ(probe->starts(), 0U);
+}
+
+TEST_F(PluginSchedulerTest, RejectsAnUnknownTimeZone) {
+  auto probe = std::make_shared<TaskProbe>();
+  const Status status = scheduler_->ScheduleTask(
+      Global("t", CronFrequency{"* * * * *", "Mars/Olympus_Mons"}, probe->Returning()));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("Mars/Olympus_Mons"));
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  EXPECT_FALSE(Row("t").has_value());
+}
+
+TEST_F(PluginSchedulerTest, AcceptsACronWithAKnownTimeZone) {
+  auto probe = std::make_shared<TaskProbe>();
+  EXPECT_TRUE(scheduler_
+                  ->ScheduleTask(
+                      Global("t", CronFrequency{"0 9 * * *", "Europe/Berlin"}, probe->Returning()))
+                  .ok());
+  // The first start is 09:00 in Berlin (08:00Z in winter) minus one second.
+  ASSERT_TRUE(Row("t").has_value());
+  EXPECT_EQ(Row("t")->next_run_start_at, At(std::chrono::hours(8) - seconds(1)));
+}
+
+TEST_F(PluginSchedulerTest, RejectsATaskWithoutAFunction) {
+  const Status status = scheduler_->ScheduleTask(Global("t", minutes(1), TaskFunction()));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+}
+
+TEST_F(PluginSchedulerTest, RejectsASecondActiveRegistrationOfTheSameId) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Returning())).ok());
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+
+  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(5), probe->Returning())).code(),
+            StatusCode::kConflict);
+  EXPECT_EQ(scheduler_->ScheduleTask(Local("g", minutes(5), probe->Returning())).code(),
+            StatusCode::kConflict);
+  EXPECT_EQ(scheduler_->ScheduleTask(Local("l", minutes(5), probe->Returning())).code(),
+            StatusCode::kConflict);
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g", "l"));
+  ASSERT_TRUE(Row("g").has_value());
+  EXPECT_THAT(Row("g")->settings_json, HasSubstr("\"PT600S\""));
+}
+
+TEST_F(PluginSchedulerTest, AllowsReRegistrationOnceTheCallerStoppedTheTask) {
+  auto probe = std::make_shared<TaskProbe>();
+  std::stop_source stop;
+  TaskDefinition task = Global("g", ManualFrequency{}, probe->Returning());
+  task.stop = stop.get_token();
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_EQ(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).code(),
+            StatusCode::kConflict);
+
+  stop.request_stop();
+
+  EXPECT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g", "g"));
+}
+
+TEST_F(PluginSchedulerTest, StoreUnavailableAtRegistrationRegistersNothing) {
+  auto probe = std::make_shared<TaskProbe>();
+  store_->SetUnavailable(true);
+
+  const Status status = scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning()));
+
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr("Failed to persist task"));
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  store_->SetUnavailable(false);
+  EXPECT_FALSE(Row("g").has_value());
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).ok());
+  EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
+}
+
+TEST_F(PluginSchedulerTest, GlobalTasksNeedAStoreButLocalTasksDoNot) {
+  Start(nullptr);
+  auto probe = std::make_shared<TaskProbe>();
+
+  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).code(),
+            StatusCode::kUnavailable);
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())).ok());
+
+  EXPECT_TRUE(probe->WaitForStarts(1));
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("l"));
+  EXPECT_EQ(scheduler_->TriggerTask("nope"), NotFoundError("Task nope does not exist"));
+  EXPECT_EQ(scheduler_->CancelTask("nope"), NotFoundError("Task nope does not exist"));
+}
+
+TEST_F(PluginSchedulerTest, ScheduleTaskAfterShutdownIsUnavailable) {
+  auto probe = std::make_shared<TaskProbe>();
+  scheduler_->Shutdown();
+  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())).code(),
+            StatusCode::kUnavailable);
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  scheduler_->Shutdown();
+}
+
+TEST(MakeTaskDefinitionTest, TakesEveryScheduleFieldFromTheSchedule) {
+  ScheduleDefinition schedule;
+  schedule.frequency = CronFrequency{"0 * * * *", "Europe/Paris"};
+  schedule.timeout = seconds(30);
+  schedule.initial_delay = Seconds(5);
+  schedule.scope = TaskScope::kLocal;
+  std::stop_source stop;
+
+  TaskDefinition task =
+      MakeTaskDefinition(schedule, TaskInvocation{"t", [](std::stop_token) {}, stop.get_token()});
+
+  EXPECT_EQ(task.id, "t");
+  EXPECT_TRUE(static_cast<bool>(task.fn));
+  EXPECT_EQ(task.frequency, schedule.frequency);
+  EXPECT_EQ(task.timeout, schedule.timeout);
+  EXPECT_EQ(task.initial_delay, schedule.initial_delay);
+  EXPECT_EQ(task.scope, TaskScope::kLocal);
+  stop.request_stop();
+  EXPECT_TRUE(task.stop.stop_requested());
+
+  schedule.scope.reset();
+  EXPECT_EQ(MakeTaskDefinition(schedule, TaskInvocation{"t", {}, {}}).scope, TaskScope::kGlobal);
+}
+
+TEST_F(PluginSchedulerTest, ScheduledTaskRunnerRunsTheHappyPath) {
+  auto probe = std::make_shared<TaskProbe>();
+  ScheduleDefinition schedule;
+  schedule.frequency = Seconds(5);
+  HumanDuration minute;
+  minute.minutes = 1;
+  schedule.timeout = minute;
+  ScheduledTaskRunner runner = scheduler_->CreateScheduledTaskRunner(schedule);
+
+  ASSERT_TRUE(runner.Run(TaskInvocation{"r", probe->Returning(), {}}).ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "r"));
+  EXPECT_EQ(probe->starts(), 1U);
+  const std::vector<TaskDescriptor> tasks = scheduler_->GetScheduledTasks();
+  ASSERT_EQ(tasks.size(), 1U);
+  EXPECT_EQ(tasks[0].scope, TaskScope::kGlobal);
+  EXPECT_EQ(tasks[0].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+}
+
+// --- Global tasks -------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, GlobalDurationTaskRunsAtOnceThenEveryCadence) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())).ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
+  std::optional<TaskRow> row = Row("g");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->next_run_start_at, At(seconds(5)));
+  EXPECT_EQ(row->last_run_ended_at, At(seconds(0)));
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_FALSE(row->last_run_error_json.has_value());
+
+  clock_.Advance(seconds(5));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g", 2));
+  EXPECT_EQ(Row("g")->next_run_start_at, At(seconds(10)));
+  EXPECT_EQ(probe->starts(), 2U);
+  EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
+
+  const std::vector<Event> started = events_->Of(EventKind::kStarted, "g");
+  ASSERT_EQ(started.size(), 2U);
+  EXPECT_FALSE(started[0].ticket.empty());
+  EXPECT_NE(started[0].ticket, started[1].ticket);
+}
+
+TEST_F(PluginSchedulerTest, GlobalCronTaskRunsAtEverySlot) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(
+      scheduler_->ScheduleTask(Global("c", CronFrequency{"* * * * * *", ""}, probe->Returning()))
+          .ok());
+
+  // The first start is the next slot minus one second (Backstage's rule), so it is due at once.
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c"));
+  EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(1)));
+  for (int run = 2; run <= 4; ++run) {
+    clock_.Advance(seconds(1));
+    ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c", static_cast<std::size_t>(run)))
+        << "run " << run;
+    EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(run)));
+  }
+  EXPECT_EQ(probe->starts(), 4U);
+}
+
+// Regression: the dispatcher mapped a polled next_run_start_at to its monotonic clock from a
+// reading taken after the statement returned, so time that passed during the round trip delayed
+// the wake-up by as much (here: a due task waited for the next safety poll).
+TEST_F(PluginSchedulerTest, TimePassingDuringAPollDoesNotDelayTheNextRun) {
+  auto slow = std::make_shared<SlowPollStore>(store_, clock_);
+  Start(slow);
+  auto probe = std::make_shared<TaskProbe>();
+  slow->AdvanceDuringPollSeeing("g", At(seconds(5)), seconds(5));
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())).ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g", 2));
+  EXPECT_EQ(Row("g")->next_run_start_at, At(seconds(10)));
+}
+
+TEST_F(PluginSchedulerTest, FailingGlobalRunIsRecordedWithBackstagesErrorJson) {
+  auto returning = std::make_shared<TaskProbe>();
+  auto throwing = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_
+                  ->ScheduleTask(Global("returns", ManualFrequency{},
+                                        returning->Returning(InternalError("it broke"))))
+                  .ok());
+  ASSERT_TRUE(scheduler_
+                  ->ScheduleTask(Global("throws", ManualFrequency{},
+                                        throwing->Throwing("it \"really\" broke")))
+                  .ok());
+
+  ASSERT_TRUE(scheduler_->TriggerTask("returns").ok());
+  ASSERT_TRUE(scheduler_->TriggerTask("throws").ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "returns"));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "throws"));
+  EXPECT_EQ(Row("returns")->last_run_error_json, R"({"name":"Error","message":"it broke"})");
+  EXPECT_EQ(Row("throws")->last_run_error_json,
+            R"({"name":"Error","message":"it \"really\" broke"})");
+  EXPECT_EQ(events_->Of(EventKind::kFailed, "throws")[0].error_json,
+            R"({"name":"Error","message":"it \"really\" broke"})");
+  EXPECT_EQ(events_->Count(EventKind::kCompleted, "returns"), 0U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerRunsAManualGlobalTask) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_TRUE(Row("m").has_value());
+  EXPECT_FALSE(Row("m")->next_run_start_at.has_value());
+  EXPECT_EQ(probe->starts(), 0U);
+
+  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
+  EXPECT_EQ(probe->starts(), 1U);
+  EXPECT_FALSE(Row("m")->next_run_start_at.has_value());
+}
+
+TEST_F(PluginSchedulerTest, TriggerRunsAGlobalTaskLongBeforeItsNextTime) {
+  auto probe = std::make_shared<TaskProbe>();
+  HumanDuration year;
+  year.years = 1;
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("y", year, probe->Returning())).ok());
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "y"));
+
+  ASSERT_TRUE(scheduler_->TriggerTask("y").ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "y", 2));
+  EXPECT_EQ(probe->starts(), 2U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerOfAMissingTaskIsNotFound) {
+  EXPECT_EQ(scheduler_->TriggerTask("x"), NotFoundError("Task x does not exist"));
+}
+
+TEST_F(PluginSchedulerTest, TriggerOfARunningGlobalTaskIsAConflict) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  EXPECT_EQ(scheduler_->TriggerTask("g"), ConflictError("Task g is currently running"));
+
+  probe->ReleaseAll();
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerWithTheStoreDownIsUnavailable) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  store_->SetUnavailable(true);
+  EXPECT_EQ(scheduler_->TriggerTask("m").code(), StatusCode::kUnavailable);
+  EXPECT_EQ(scheduler_->CancelTask("m").code(), StatusCode::kUnavailable);
+  store_->SetUnavailable(false);
+}
+
+// --- Local tasks --------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, LocalDurationTaskRunsAtOnceThenEveryCadence) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", Seconds(5), probe->Returning())).ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
+  clock_.Advance(seconds(5));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l", 2));
+
+  EXPECT_EQ(probe->starts(), 2U);
+  EXPECT_FALSE(Row("l").has_value());
+  const std::vector<Event> started = events_->Of(EventKind::kStarted, "l");
+  ASSERT_EQ(started.size(), 2U);
+  EXPECT_EQ(started[0].ticket, "");
+}
+
+TEST_F(PluginSchedulerTest, LocalCronTaskRunsAtOnceThenAtTheNextSlot) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(
+      scheduler_->ScheduleTask(Local("c", CronFrequency{"*/10 * * * * *", ""}, probe->Returning()))
+          .ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c"));
+  Result<TaskListing> listing = Listing("c");
+  ASSERT_TRUE(listing.ok());
+  ASSERT_TRUE(listing->task_state.has_value());
+  EXPECT_EQ(listing->task_state->starts_at,
+            FormatIsoInstant(At(seconds(10)), TimeZone::ProcessDefault()));
+
+  clock_.Advance(seconds(10));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c", 2));
+  EXPECT_EQ(probe->starts(), 2U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerRunsAManualLocalTask) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("m", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_EQ(probe->starts(), 0U);
+
+  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
+  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m", 2));
+
+  EXPECT_EQ(probe->starts(), 2U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerEndsTheInitialWaitOfALocalTask) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task = Local("l", Seconds(5), probe->Returning());
+  HumanDuration year;
+  year.years = 1;
+  task.initial_delay = year;
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+
+  ASSERT_TRUE(scheduler_->TriggerTask("l").ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+TEST_F(PluginSchedulerTest, TriggerOfAMissingLocalIdFallsThroughToTheStore) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_EQ(scheduler_->TriggerTask("x"), NotFoundError("Task x does not exist"));
+}
+
+TEST_F(PluginSchedulerTest, TriggerOfARunningLocalTaskIsAConflict) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  EXPECT_EQ(scheduler_->TriggerTask("l"), ConflictError("Task l is currently running"));
+
+  probe->ReleaseAll();
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+TEST_F(PluginSchedulerTest, LocalRunIsStoppedAtItsTimeout) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task = Local("l", minutes(10), probe->Blocking());
+  task.timeout = seconds(30);
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  clock_.Advance(seconds(30));
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+}
+
+// --- Descriptors --------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, GetScheduledTasksReturnsGlobalAndLocalTasksInOrder) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("task2", Seconds(5), probe->Returning())).ok());
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("task1", Seconds(5), probe->Returning())).ok());
+
+  const std::vector<TaskDescriptor> tasks = scheduler_->GetScheduledTasks();
+
+  ASSERT_EQ(tasks.size(), 2U);
+  EXPECT_EQ(tasks[0].id, "task2");
+  EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
+  EXPECT_EQ(tasks[0].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+  EXPECT_EQ(tasks[1].id, "task1");
+  EXPECT_EQ(tasks[1].scope, TaskScope::kGlobal);
+  EXPECT_EQ(tasks[1].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+}
+
+// --- Cancel -------------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, CancelStopsARunningLocalTask) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  EXPECT_TRUE(scheduler_->CancelTask("l").ok());
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
+  EXPECT_EQ(scheduler_->CancelTask("l"), ConflictError("Task l is not running"));
+}
+
+TEST_F(PluginSchedulerTest, CancelOfAnIdleLocalTaskIsAConflict) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_EQ(scheduler_->CancelTask("l"), ConflictError("Task l is not running"));
+}
+
+TEST_F(PluginSchedulerTest, CancelStopsARunningGlobalTaskAndRecordsIt) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  ASSERT_TRUE(Row("g")->current_run_ticket.has_value());
+
+  EXPECT_TRUE(scheduler_->CancelTask("g").ok());
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  std::optional<TaskRow> row = Row("g");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_EQ(row->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  EXPECT_EQ(row->next_run_start_at, At(minutes(10)));
+  EXPECT_EQ(scheduler_->CancelTask("g"), ConflictError("Task g is not running"));
+}
+
+TEST_F(PluginSchedulerTest, CancelOfAMissingGlobalTaskIsNotFound) {
+  EXPECT_EQ(scheduler_->CancelTask("x"), NotFoundError("Task x does not exist"));
+}
+
+TEST_F(PluginSchedulerTest, CancelOfAnIdleGlobalTaskIsAConflict) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_EQ(scheduler_->CancelTask("g"), ConflictError("Task g is not running"));
+}
+
+// --- Shutdown -----------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, ShutdownSignalsRunningTasksAndReleasesTheirTickets) {
+  auto global = std::make_shared<TaskProbe>();
+  auto local = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), global->Blocking())).ok());
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), local->Blocking())).ok());
+  ASSERT_TRUE(global->WaitForStarts(1));
+  ASSERT_TRUE(local->WaitForStarts(1));
+
+  scheduler_->Shutdown();
+
+  EXPECT_THAT(global->stopped_at_return(), ElementsAre(true));
+  EXPECT_THAT(local->stopped_at_return(), ElementsAre(true));
+  std::optional<TaskRow> row = Row("g");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_EQ(row->last_run_ended_at, At(seconds(0)));
+}
+
+TEST_F(PluginSchedulerTest, CallerStopTokenEndsTheRecurrenceAndStopsTheRun) {
+  auto probe = std::make_shared<TaskProbe>();
+  std::stop_source stop;
+  TaskDefinition task = Global("g", Seconds(5), probe->Blocking());
+  task.stop = stop.get_token();
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  stop.request_stop();
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
+  // The recurrence ended, so the id is free again.
+  auto again = std::make_shared<TaskProbe>();
+  EXPECT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), again->Returning())).ok());
+}
+
+// --- REST listing -------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, ListTasksShowsSettingsAndWaitingStates) {
+  auto probe = std::make_shared<TaskProbe>();
+  HumanDuration ten_minutes;
+  ten_minutes.minutes = 10;
+  HumanDuration hour;
+  hour.hours = 1;
+  TaskDefinition delayed = Global("g1", ten_minutes, probe->Returning());
+  delayed.initial_delay = hour;
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(delayed)).ok());
+  TaskDefinition local = Local("l1", ten_minutes, probe->Returning());
+  local.initial_delay = hour;
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(local)).ok());
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("man", ManualFrequency{}, probe->Returning())).ok());
+
+  Result<std::vector<TaskListing>> listing = scheduler_->ListTasks();
+
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->size(), 3U);
+  const TaskListing& g1 = (*listing)[0];
+  EXPECT_EQ(g1.descriptor.id, "g1");
+  EXPECT_EQ(g1.descriptor.settings, (TaskSettingsV2{"PT10M", "PT1H", "PT1M"}));
+  ASSERT_TRUE(g1.task_state.has_value());
+  EXPECT_EQ(g1.task_state->ToJson(),
+            R"({"status":"idle","startsAt":"2026-01-01T01:00:00.000+00:00"})");
+  EXPECT_EQ(g1.worker_state, WorkerStatus::kInitialWait);
+
+  const TaskListing& l1 = (*listing)[1];
+  EXPECT_EQ(l1.descriptor.id, "l1");
+  EXPECT_EQ(l1.descriptor.scope, TaskScope::kLocal);
+  ASSERT_TRUE(l1.task_state.has_value());
+  EXPECT_EQ(l1.task_state->ToJson(), R"({"status":"idle","startsAt":"2026-01-01T01:00:00.000Z"})");
+  EXPECT_EQ(l1.worker_state, WorkerStatus::kInitialWait);
+
+  const TaskListing& man = (*listing)[2];
+  EXPECT_EQ(man.descriptor.settings, (TaskSettingsV2{"manual", std::nullopt, "PT1M"}));
+  ASSERT_TRUE(man.task_state.has_value());
+  EXPECT_EQ(man.task_state->ToJson(), R"({"status":"idle"})");
+  EXPECT_EQ(man.worker_state, WorkerStatus::kIdle);
+}
+
+TEST_F(PluginSchedulerTest, ListTasksShowsARunningGlobalTaskFromItsRow) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  Result<TaskListing> running = Listing("g");
+
+  ASSERT_TRUE(running.ok());
+  ASSERT_TRUE(running->task_state.has_value());
+  // The row's expiry is the lease (10 s by default), renewed while the run lasts, not the timeout.
+  EXPECT_EQ(running->task_state->ToJson(),
+            R"({"status":"running","startedAt":"2026-01-01T00:00:00.000+00:00",)"
+            R"("timesOutAt":"2026-01-01T00:00:10.000+00:00"})");
+  EXPECT_EQ(running->worker_state, WorkerStatus::kRunning);
+
+  probe->SetOutcome(InternalError("boom"));
+  probe->ReleaseAll();
+  ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "g"));
+  Result<TaskListing> idle = Listing("g");
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->task_state->ToJson(),
+            R"({"status":"idle","startsAt":"2026-01-01T00:10:00.000+00:00",)"
+            R"("lastRunEndedAt":"2026-01-01T00:00:00.000+00:00",)"
+            R"("lastRunError":"{\"name\":\"Error\",\"message\":\"boom\"}"})");
+  EXPECT_EQ(idle->worker_state, WorkerStatus::kIdle);
+}
+
+TEST_F(PluginSchedulerTest, ListTasksFollowsALocalTaskThroughItsRuns) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task = Local("l", minutes(1), probe->Blocking());
+  task.timeout = seconds(30);
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  Result<TaskListing> running = Listing("l");
+  ASSERT_TRUE(running.ok());
+  ASSERT_TRUE(running->task_state.has_value());
+  EXPECT_EQ(running->task_state->ToJson(),
+            R"({"status":"running","startedAt":"2026-01-01T00:00:00.000Z",)"
+            R"("timesOutAt":"2026-01-01T00:00:30.000Z"})");
+  EXPECT_EQ(running->worker_state, WorkerStatus::kRunning);
+
+  probe->SetOutcome(InternalError("boom"));
+  probe->ReleaseAll();
+  ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "l"));
+  Result<TaskListing> failed = Listing("l");
+  ASSERT_TRUE(failed.ok());
+  TaskState expected;
+  expected.starts_at = FormatIsoInstant(At(minutes(1)), TimeZone::ProcessDefault());
+  expected.last_run_ended_at = "2026-01-01T00:00:00.000Z";
+  expected.last_run_error = R"({"name":"Error","message":"boom"})";
+  EXPECT_EQ(failed->task_state, expected);
+  EXPECT_EQ(failed->worker_state, WorkerStatus::kIdle);
+
+  probe->SetOutcome(Status::Ok());
+  clock_.Advance(minutes(1));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
+  Result<TaskListing> succeeded = Listing("l");
+  ASSERT_TRUE(succeeded.ok());
+  expected.starts_at = FormatIsoInstant(At(minutes(2)), TimeZone::ProcessDefault());
+  expected.last_run_ended_at = "2026-01-01T00:01:00.000Z";
+  expected.last_run_error.reset();
+  EXPECT_EQ(succeeded->task_state, expected);
+}
+
+TEST_F(PluginSchedulerTest, ListTasksShowsNoStateForAGlobalTaskWithoutARow) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_TRUE(store_->Delete("g").ok());
+
+  Result<TaskListing> listing = Listing("g");
+
+  ASSERT_TRUE(listing.ok());
+  EXPECT_FALSE(listing->task_state.has_value());
+  EXPECT_TRUE(listing->worker_state.has_value());
+}
+
+TEST_F(PluginSchedulerTest, ListTasksWithTheStoreDownIsUnavailable) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  store_->SetUnavailable(true);
+  EXPECT_EQ(scheduler_->ListTasks().status().code(), StatusCode::kUnavailable);
+  store_->SetUnavailable(false);
+}
+
+// --- Tasks of other hosts -----------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancelled) {
+  TaskRow row;
+  row.id = "elsewhere";
+  row.settings_json = R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})";
+  store_->PutRow(row);
+
+  ASSERT_TRUE(scheduler_->TriggerTask("elsewhere").ok());
+  EXPECT_EQ(Row("elsewhere")->next_run_start_at, At(seconds(0)));
+  EXPECT_EQ(scheduler_->CancelTask("elsewhere"), ConflictError("Task elsewhere is not running"));
+
+  row.next_run_start_at = At(seconds(0));
+  row.current_run_ticket = "ticket-of-another-host";
+  row.current_run_started_at = At(seconds(0));
+  row.current_run_expires_at = At(minutes(1));
+  store_->PutRow(row);
+  EXPECT_EQ(scheduler_->TriggerTask("elsewhere"),
+            ConflictError("Task elsewhere is currently running"));
+
+  ASSERT_TRUE(scheduler_->CancelTask("elsewhere").ok());
+  std::optional<TaskRow> cancelled = Row("elsewhere");
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_FALSE(cancelled->current_run_ticket.has_value());
+  EXPECT_EQ(cancelled->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+}
+
+TEST_F(PluginSchedulerTest, TriggerOnAnotherHostStartsTheTaskHere) {
+  testing::MemoryTaskStore other_host("myplugin", clock_, store_->table());
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+
+  ASSERT_TRUE(other_host.Trigger("m").ok());
+
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
+  EXPECT_EQ(probe->starts(), 1U);
+}
+
+TEST_F(PluginSchedulerTest, CancelOnAnotherHostStopsTheRunHere) {
+  testing::MemoryTaskStore other_host("myplugin", clock_, store_->table());
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  ASSERT_TRUE(other_host.Cancel("g", TimeZone::Utc()).ok());
+
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kLeaseLost, "g"));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
+  EXPECT_EQ(Row("g")->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+}
+
+}  // namespace
+}  // namespace stagehand
