@@ -29,10 +29,13 @@ std::array<WallTime, 64> Starts() {
 
 TimeZone ZoneNamed(const char* name) {
   Result<TimeZone> zone = TimeZone::Locate(name);
-  if (!zone.ok()) std::abort();
+  if (!zone.ok()) {
+    std::abort();
+  }
   return *zone;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): Google Benchmark naming.
 void BM_CronParse(benchmark::State& state, const char* expression) {
   for (auto _ : state) {
     Result<CronExpression> cron = CronExpression::Parse(expression);
@@ -40,6 +43,7 @@ void BM_CronParse(benchmark::State& state, const char* expression) {
   }
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): Google Benchmark naming.
 void BM_CronParseAndNext(benchmark::State& state, const char* expression, const char* zone_name) {
   const TimeZone zone = ZoneNamed(zone_name);
   const std::array<WallTime, 64> starts = Starts();
@@ -51,6 +55,7 @@ void BM_CronParseAndNext(benchmark::State& state, const char* expression, const 
   }
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): Google Benchmark naming.
 void BM_CronNext(benchmark::State& state, const char* expression, const char* zone_name) {
   const TimeZone zone = ZoneNamed(zone_name);
   const std::array<WallTime, 64> starts = Starts();
@@ -62,6 +67,7 @@ void BM_CronNext(benchmark::State& state, const char* expression, const char* zo
   }
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): Google Benchmark naming.
 void BM_CronMatches(benchmark::State& state, const char* expression, const char* zone_name) {
   const TimeZone zone = ZoneNamed(zone_name);
   const std::array<WallTime, 64> starts = Starts();
@@ -81,8 +87,7 @@ BENCHMARK_CAPTURE(BM_CronParseAndNext, every_5_minutes_utc, "*/5 * * * *", "UTC"
 BENCHMARK_CAPTURE(BM_CronParseAndNext, weekdays_at_9_utc, "0 9 * * MON-FRI", "UTC");
 BENCHMARK_CAPTURE(BM_CronParseAndNext, monthly_utc, "0 0 1 * *", "UTC");
 BENCHMARK_CAPTURE(BM_CronParseAndNext, every_15_seconds_utc, "*/15 * * * * *", "UTC");
-BENCHMARK_CAPTURE(BM_CronParseAndNext, every_5_minutes_new_york, "*/5 * * * *",
-                  "America/New_York");
+BENCHMARK_CAPTURE(BM_CronParseAndNext, every_5_minutes_new_york, "*/5 * * * *", "America/New_York");
 BENCHMARK_CAPTURE(BM_CronParseAndNext, weekdays_at_9_new_york, "0 9 * * MON-FRI",
                   "America/New_York");
 BENCHMARK_CAPTURE(BM_CronParseAndNext, monthly_new_york, "0 0 1 * *", "America/New_York");

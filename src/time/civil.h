@@ -35,9 +35,9 @@ constexpr unsigned DaysInMonth(std::int64_t year, unsigned month) {
 constexpr std::int64_t DaysFromCivil(std::int64_t year, unsigned month, unsigned day) {
   const std::int64_t y = month <= 2 ? year - 1 : year;
   const std::int64_t cycle = FloorDiv(y, 400);
-  const std::int64_t year_of_cycle = y - cycle * 400;                          // [0, 399]
-  const std::int64_t shifted_month = month > 2 ? month - 3 : month + 9;        // March = 0
-  const std::int64_t day_of_year = (153 * shifted_month + 2) / 5 + day - 1;    // [0, 365]
+  const std::int64_t year_of_cycle = y - cycle * 400;                        // [0, 399]
+  const std::int64_t shifted_month = month > 2 ? month - 3 : month + 9;      // March = 0
+  const std::int64_t day_of_year = (153 * shifted_month + 2) / 5 + day - 1;  // [0, 365]
   const std::int64_t day_of_cycle =
       year_of_cycle * 365 + year_of_cycle / 4 - year_of_cycle / 100 + day_of_year;
   return cycle * 146097 + day_of_cycle - 719468;  // 719468 = days from 0000-03-01 to 1970-01-01
@@ -53,7 +53,8 @@ constexpr CivilDate CivilFromDays(std::int64_t days) {
       day_of_cycle - (365 * year_of_cycle + year_of_cycle / 4 - year_of_cycle / 100);
   const std::int64_t shifted_month = (5 * day_of_year + 2) / 153;  // March = 0
   const auto day = static_cast<unsigned>(day_of_year - (153 * shifted_month + 2) / 5 + 1);
-  const auto month = static_cast<unsigned>(shifted_month < 10 ? shifted_month + 3 : shifted_month - 9);
+  const auto month =
+      static_cast<unsigned>(shifted_month < 10 ? shifted_month + 3 : shifted_month - 9);
   const std::int64_t year = year_of_cycle + cycle * 400 + (month <= 2 ? 1 : 0);
   return {year, month, day};
 }

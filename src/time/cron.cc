@@ -32,7 +32,7 @@ constexpr std::string_view kNeverFires =
     "Something went wrong. No execution date was found in the next 8 years.";
 
 // How far NextAfter searches, as the cron package does.
-constexpr std::int64_t kSearchHorizonDays = 8 * 366;
+constexpr std::int64_t kSearchHorizonDays = std::int64_t{8} * 366;
 
 enum Unit : int { kSecond, kMinute, kHour, kDayOfMonth, kMonth, kDayOfWeek, kUnitCount };
 
@@ -91,22 +91,38 @@ std::size_t WhitespaceAt(std::string_view s, std::size_t pos) {
     return i < s.size() ? static_cast<unsigned char>(s[i]) : 0u;
   };
   const unsigned c = byte(pos);
-  if (c == ' ' || (c >= 0x09 && c <= 0x0d)) return 1;
-  if (c == 0xc2 && byte(pos + 1) == 0xa0) return 2;                        // U+00A0
-  if (c == 0xe1 && byte(pos + 1) == 0x9a && byte(pos + 2) == 0x80) return 3;  // U+1680
+  if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
+    return 1;
+  }
+  if (c == 0xc2 && byte(pos + 1) == 0xa0) {
+    return 2;  // U+00A0
+  }
+  if (c == 0xe1 && byte(pos + 1) == 0x9a && byte(pos + 2) == 0x80) {
+    return 3;  // U+1680
+  }
   if (c == 0xe2 && byte(pos + 1) == 0x80) {
     const unsigned c2 = byte(pos + 2);
-    if ((c2 >= 0x80 && c2 <= 0x8a) || c2 == 0xa8 || c2 == 0xa9 || c2 == 0xaf) return 3;
+    if ((c2 >= 0x80 && c2 <= 0x8a) || c2 == 0xa8 || c2 == 0xa9 || c2 == 0xaf) {
+      return 3;
+    }
   }
-  if (c == 0xe2 && byte(pos + 1) == 0x81 && byte(pos + 2) == 0x9f) return 3;  // U+205F
-  if (c == 0xe3 && byte(pos + 1) == 0x80 && byte(pos + 2) == 0x80) return 3;  // U+3000
-  if (c == 0xef && byte(pos + 1) == 0xbb && byte(pos + 2) == 0xbf) return 3;  // U+FEFF
+  if (c == 0xe2 && byte(pos + 1) == 0x81 && byte(pos + 2) == 0x9f) {
+    return 3;  // U+205F
+  }
+  if (c == 0xe3 && byte(pos + 1) == 0x80 && byte(pos + 2) == 0x80) {
+    return 3;  // U+3000
+  }
+  if (c == 0xef && byte(pos + 1) == 0xbb && byte(pos + 2) == 0xbf) {
+    return 3;  // U+FEFF
+  }
   return 0;
 }
 
 // Returns the lowest set bit of `mask` at or above `from`, or 64 if there is none.
 int NextBit(std::uint64_t mask, int from) {
-  if (from >= 64) return 64;
+  if (from >= 64) {
+    return 64;
+  }
   const std::uint64_t rest = mask >> from;
   return rest == 0 ? 64 : from + std::countr_zero(rest);
 }
@@ -117,7 +133,9 @@ bool HasBit(std::uint64_t mask, std::int64_t bit) { return ((mask >> bit) & 1U) 
 constexpr std::array<std::uint32_t, 7> kWeekdayPattern = [] {
   std::array<std::uint32_t, 7> patterns{};
   for (unsigned k = 0; k < 7; ++k) {
-    for (unsigned day = 1 + k; day <= 31; day += 7) patterns[k] |= std::uint32_t{1} << day;
+    for (unsigned day = 1 + k; day <= 31; day += 7) {
+      patterns[k] |= std::uint32_t{1} << day;
+    }
   }
   return patterns;
 }();
@@ -174,7 +192,9 @@ class CronMatcher {
 Result<CronExpression> CronParser::Parse(std::string_view expression) {
   std::string lowered(expression);
   for (char& c : lowered) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
   }
   std::string_view text = lowered;
   for (const Preset& preset : kPresets) {
@@ -194,7 +214,9 @@ Result<CronExpression> CronParser::Parse(std::string_view expression) {
       continue;
     }
     std::size_t length = 1;
-    while (length < 3 && i + length < text.size() && IsLowerAscii(text[i + length])) ++length;
+    while (length < 3 && i + length < text.size() && IsLowerAscii(text[i + length])) {
+      ++length;
+    }
     const std::string_view run = text.substr(i, length);
     const auto* alias = std::find_if(kAliases.begin(), kAliases.end(),
                                      [&](const Alias& a) { return a.name == run; });
@@ -214,11 +236,17 @@ Result<CronExpression> CronParser::Parse(std::string_view expression) {
       continue;
     }
     const std::size_t start = i;
-    while (i < source.size() && WhitespaceAt(source, i) == 0) ++i;
-    if (count == kUnitCount) return InvalidArgumentError("Too many fields");
+    while (i < source.size() && WhitespaceAt(source, i) == 0) {
+      ++i;
+    }
+    if (count == kUnitCount) {
+      return InvalidArgumentError("Too many fields");
+    }
     fields[count++] = source.substr(start, i - start);
   }
-  if (count < kUnitCount - 1) return InvalidArgumentError("Too few fields");
+  if (count < kUnitCount - 1) {
+    return InvalidArgumentError("Too few fields");
+  }
   if (count == kUnitCount - 1) {
     std::copy_backward(fields.begin(), fields.begin() + kUnitCount - 1, fields.end());
     fields[kSecond] = "0";
@@ -231,7 +259,9 @@ Result<CronExpression> CronParser::Parse(std::string_view expression) {
                                          bits[static_cast<std::size_t>(unit)]));
   }
   // Day of week 7 is Sunday, like 0.
-  if (HasBit(bits[kDayOfWeek], 7)) bits[kDayOfWeek] = (bits[kDayOfWeek] & 0x7f) | 1U;
+  if (HasBit(bits[kDayOfWeek], 7)) {
+    bits[kDayOfWeek] = (bits[kDayOfWeek] & 0x7f) | 1U;
+  }
 
   CronExpression cron;
   cron.source_ = std::string(expression);
@@ -243,7 +273,9 @@ Result<CronExpression> CronParser::Parse(std::string_view expression) {
   cron.days_of_week_ = static_cast<std::uint8_t>(bits[kDayOfWeek]);
   cron.day_of_month_restricted_ = std::popcount(cron.days_of_month_) != 31;
   cron.day_of_week_restricted_ = std::popcount(cron.days_of_week_) != 7;
-  if (!FiresAtAll(cron)) return InvalidArgumentError(std::string(kNeverFires));
+  if (!FiresAtAll(cron)) {
+    return InvalidArgumentError(std::string(kNeverFires));
+  }
   return cron;
 }
 
@@ -253,9 +285,12 @@ Status CronParser::ParseField(std::string_view field, Unit unit, std::uint64_t& 
     const std::size_t comma = std::min(field.find(',', start), field.size());
     const std::string_view item = field.substr(start, comma - start);
     if (const std::size_t star = item.find('*'); star != std::string_view::npos && star != 0) {
-      return InvalidArgumentError(fmt::format("Field ({}) has an invalid wildcard expression", item));
+      return InvalidArgumentError(
+          fmt::format("Field ({}) has an invalid wildcard expression", item));
     }
-    if (comma == field.size()) break;
+    if (comma == field.size()) {
+      break;
+    }
     start = comma + 1;
   }
   for (std::size_t start = 0;;) {
@@ -266,7 +301,9 @@ Status CronParser::ParseField(std::string_view field, Unit unit, std::uint64_t& 
     } else {
       STAGEHAND_RETURN_IF_ERROR(ParseRange(ExpandWildcards(item, unit), field, unit, bits));
     }
-    if (comma == field.size()) break;
+    if (comma == field.size()) {
+      break;
+    }
     start = comma + 1;
   }
   return Status::Ok();
@@ -284,7 +321,9 @@ Status CronParser::ParseRange(std::string_view range, std::string_view field, Un
     for (; pos < range.size() && IsDigit(range[pos]); ++pos) {
       value = std::min<std::int64_t>(value * 10 + (range[pos] - '0'), 1'000'000'000);
     }
-    if (pos == start) return std::nullopt;
+    if (pos == start) {
+      return std::nullopt;
+    }
     return value;
   };
   const auto unparsable = [&] {
@@ -292,20 +331,28 @@ Status CronParser::ParseRange(std::string_view range, std::string_view field, Un
   };
 
   const std::optional<std::int64_t> lower = number();
-  if (!lower) return unparsable();
+  if (!lower) {
+    return unparsable();
+  }
   std::optional<std::int64_t> upper;
   std::optional<std::int64_t> step;
   if (pos < range.size() && range[pos] == '-') {
     ++pos;
     upper = number();
-    if (!upper) return unparsable();
+    if (!upper) {
+      return unparsable();
+    }
   }
   if (pos < range.size() && range[pos] == '/') {
     ++pos;
     step = number();
-    if (!step) return unparsable();
+    if (!step) {
+      return unparsable();
+    }
   }
-  if (pos != range.size()) return unparsable();
+  if (pos != range.size()) {
+    return unparsable();
+  }
 
   if (step && *step == 0) {
     return InvalidArgumentError(fmt::format("Field ({}) has a step of zero", spec.name));
@@ -341,12 +388,18 @@ std::string CronParser::ExpandWildcards(std::string_view text, Unit unit) {
 // month has any of the chosen days (e.g. `0 0 30 2 *`). Any other valid expression fires at
 // least once in every 8 years (a February 29 recurs within 8 years, even across 2100).
 bool CronParser::FiresAtAll(const CronExpression& cron) {
-  if (!cron.day_of_month_restricted_ || cron.day_of_week_restricted_) return true;
+  if (!cron.day_of_month_restricted_ || cron.day_of_week_restricted_) {
+    return true;
+  }
   for (unsigned month = 1; month <= 12; ++month) {
-    if (!HasBit(cron.months_, month)) continue;
+    if (!HasBit(cron.months_, month)) {
+      continue;
+    }
     const unsigned longest = month == 2 ? 29 : DaysInMonth(2001, month);
-    const std::uint32_t possible = static_cast<std::uint32_t>((std::uint64_t{1} << (longest + 1)) - 2);
-    if ((cron.days_of_month_ & possible) != 0) return true;
+    const auto possible = static_cast<std::uint32_t>((std::uint64_t{1} << (longest + 1)) - 2);
+    if ((cron.days_of_month_ & possible) != 0) {
+      return true;
+    }
   }
   return false;
 }
@@ -354,11 +407,15 @@ bool CronParser::FiresAtAll(const CronExpression& cron) {
 std::uint32_t CronMatcher::DayMask(std::int64_t year, unsigned month) const {
   const unsigned days = DaysInMonth(year, month);
   const auto valid = static_cast<std::uint32_t>((std::uint64_t{1} << (days + 1)) - 2);
-  if (!cron_.day_of_week_restricted_) return cron_.days_of_month_ & valid;
+  if (!cron_.day_of_week_restricted_) {
+    return cron_.days_of_month_ & valid;
+  }
   const unsigned first_weekday = WeekdayFromDays(DaysFromCivil(year, month, 1));
   std::uint32_t by_weekday = 0;
   for (unsigned k = 0; k < 7; ++k) {
-    if (HasBit(cron_.days_of_week_, (first_weekday + k) % 7)) by_weekday |= kWeekdayPattern[k];
+    if (HasBit(cron_.days_of_week_, (first_weekday + k) % 7)) {
+      by_weekday |= kWeekdayPattern[k];
+    }
   }
   by_weekday &= valid;
   // Vixie cron: when both day fields are restricted, either may match.
@@ -372,7 +429,9 @@ std::int64_t CronMatcher::NextTimeOfDay(std::int64_t second_of_day) const {
   int second = static_cast<int>(second_of_day % 60);
   for (;;) {
     const int next_hour = NextBit(cron_.hours_, hour);
-    if (next_hour >= 24) return -1;
+    if (next_hour >= 24) {
+      return -1;
+    }
     if (next_hour != hour) {
       hour = next_hour;
       minute = 0;
@@ -395,7 +454,7 @@ std::int64_t CronMatcher::NextTimeOfDay(std::int64_t second_of_day) const {
       second = 0;
       continue;
     }
-    return std::int64_t{hour} * 3600 + minute * 60 + next_second;
+    return std::int64_t{hour} * 3600 + std::int64_t{minute} * 60 + next_second;
   }
 }
 
@@ -410,7 +469,9 @@ std::optional<std::int64_t> CronMatcher::NextLocal(std::int64_t local_start,
   std::int64_t first_second = local_start - start_day * kSecondsPerDay;
   for (;;) {
     const std::int64_t month_start = DaysFromCivil(year, month, 1);
-    if (month_start > limit_day) return std::nullopt;
+    if (month_start > limit_day) {
+      return std::nullopt;
+    }
     if (HasBit(cron_.months_, month)) {
       const std::uint32_t days = DayMask(year, month);
       for (int day = NextBit(days, static_cast<int>(first_day)); day < 32;
@@ -419,7 +480,9 @@ std::optional<std::int64_t> CronMatcher::NextLocal(std::int64_t local_start,
             NextTimeOfDay(static_cast<unsigned>(day) == first_day ? first_second : 0);
         if (time_of_day >= 0) {
           const std::int64_t local = (month_start + day - 1) * kSecondsPerDay + time_of_day;
-          if (local > local_limit) return std::nullopt;
+          if (local > local_limit) {
+            return std::nullopt;
+          }
           return local;
         }
       }
@@ -460,7 +523,9 @@ bool CronMatcher::GapFires(std::int64_t gap_begin, std::int64_t gap_end) const {
   for (std::int64_t local = gap_begin; local < gap_end;) {
     const std::int64_t day_start = FloorDiv(local, kSecondsPerDay) * kSecondsPerDay;
     const std::int64_t time_of_day = NextTimeOfDay(local - day_start);
-    if (time_of_day >= 0 && day_start + time_of_day < gap_end) return true;
+    if (time_of_day >= 0 && day_start + time_of_day < gap_end) {
+      return true;
+    }
     local = day_start + kSecondsPerDay;
   }
   return false;
@@ -479,7 +544,9 @@ Result<WallTime> CronExpression::NextAfter(WallTime after, const TimeZone& zone)
   std::int64_t found = 0;
   for (;;) {
     const std::optional<std::int64_t> local = matcher.NextLocal(local_start, local_limit);
-    if (!local) return InvalidArgumentError(std::string(kNeverFires));
+    if (!local) {
+      return InvalidArgumentError(std::string(kNeverFires));
+    }
     const std::int64_t instant = *local - span.offset_seconds;
     if (instant < span.end) {
       found = instant;
@@ -516,7 +583,9 @@ bool CronExpression::Matches(WallTime instant, const TimeZone& zone) const {
       return true;
     }
     // The second occurrence of a repeated local time never fires.
-    if (shift > 0 && second - span.begin < shift) return false;
+    if (shift > 0 && second - span.begin < shift) {
+      return false;
+    }
   }
   return matcher.LocalMatches(second + span.offset_seconds);
 }

@@ -15,9 +15,9 @@ namespace stagehand::time_internal {
 // A day of the year in POSIX TZ form, plus the local time of day of the change.
 struct PosixDate {
   enum class Kind {
-    kJulianNoLeap,   // Jn: day 1-365, February 29 never counted.
-    kZeroBased,      // n: day 0-365, February 29 counted.
-    kMonthWeekDay,   // Mm.w.d: day d (0 = Sunday) of week w (5 = last) of month m.
+    kJulianNoLeap,  // Jn: day 1-365, February 29 never counted.
+    kZeroBased,     // n: day 0-365, February 29 counted.
+    kMonthWeekDay,  // Mm.w.d: day d (0 = Sunday) of week w (5 = last) of month m.
   };
   Kind kind = Kind::kMonthWeekDay;
   int day = 0;  // Jn or n

@@ -83,7 +83,9 @@ class IsoScanner {
   char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
 
   bool Consume(char c) {
-    if (Peek() != c) return false;
+    if (Peek() != c) {
+      return false;
+    }
     ++pos_;
     return true;
   }
@@ -93,7 +95,9 @@ class IsoScanner {
     int value = 0;
     for (int i = 0; i < width; ++i) {
       const char c = Peek();
-      if (c < '0' || c > '9') return std::nullopt;
+      if (c < '0' || c > '9') {
+        return std::nullopt;
+      }
       value = value * 10 + (c - '0');
       ++pos_;
     }
@@ -105,12 +109,18 @@ class IsoScanner {
     std::int64_t nanos = 0;
     int count = 0;
     while (Peek() >= '0' && Peek() <= '9') {
-      if (++count > 9) return std::nullopt;
+      if (++count > 9) {
+        return std::nullopt;
+      }
       nanos = nanos * 10 + (Peek() - '0');
       ++pos_;
     }
-    if (count == 0) return std::nullopt;
-    for (; count < 9; ++count) nanos *= 10;
+    if (count == 0) {
+      return std::nullopt;
+    }
+    for (; count < 9; ++count) {
+      nanos *= 10;
+    }
     return nanos;
   }
 
@@ -127,7 +137,9 @@ class PosixScanner {
   bool AtEnd() const { return pos_ == text_.size(); }
   char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
   bool Consume(char c) {
-    if (Peek() != c) return false;
+    if (Peek() != c) {
+      return false;
+    }
     ++pos_;
     return true;
   }
@@ -136,12 +148,16 @@ class PosixScanner {
   bool Name() {
     if (Consume('<')) {
       const std::size_t close = text_.find('>', pos_);
-      if (close == std::string_view::npos || close == pos_) return false;
+      if (close == std::string_view::npos || close == pos_) {
+        return false;
+      }
       pos_ = close + 1;
       return true;
     }
     const std::size_t start = pos_;
-    while ((Peek() >= 'a' && Peek() <= 'z') || (Peek() >= 'A' && Peek() <= 'Z')) ++pos_;
+    while ((Peek() >= 'a' && Peek() <= 'z') || (Peek() >= 'A' && Peek() <= 'Z')) {
+      ++pos_;
+    }
     return pos_ > start;
   }
 
@@ -153,7 +169,9 @@ class PosixScanner {
       ++pos_;
       ++digits;
     }
-    if (digits == 0) return std::nullopt;
+    if (digits == 0) {
+      return std::nullopt;
+    }
     return value;
   }
 
@@ -166,15 +184,21 @@ class PosixScanner {
       Consume('+');
     }
     const std::optional<int> hours = Number(3);
-    if (!hours || *hours > 167) return std::nullopt;
+    if (!hours || *hours > 167) {
+      return std::nullopt;
+    }
     std::int64_t seconds = std::int64_t{*hours} * 3600;
     if (Consume(':')) {
       const std::optional<int> minutes = Number(2);
-      if (!minutes || *minutes > 59) return std::nullopt;
-      seconds += *minutes * 60;
+      if (!minutes || *minutes > 59) {
+        return std::nullopt;
+      }
+      seconds += std::int64_t{*minutes} * 60;
       if (Consume(':')) {
         const std::optional<int> secs = Number(2);
-        if (!secs || *secs > 59) return std::nullopt;
+        if (!secs || *secs > 59) {
+          return std::nullopt;
+        }
         seconds += *secs;
       }
     }
@@ -186,29 +210,41 @@ class PosixScanner {
     PosixDate date;
     if (Consume('J')) {
       const std::optional<int> day = Number(3);
-      if (!day || *day < 1 || *day > 365) return std::nullopt;
+      if (!day || *day < 1 || *day > 365) {
+        return std::nullopt;
+      }
       date.kind = PosixDate::Kind::kJulianNoLeap;
       date.day = *day;
     } else if (Consume('M')) {
       const std::optional<int> month = Number(2);
-      if (!month || *month < 1 || *month > 12 || !Consume('.')) return std::nullopt;
+      if (!month || *month < 1 || *month > 12 || !Consume('.')) {
+        return std::nullopt;
+      }
       const std::optional<int> week = Number(1);
-      if (!week || *week < 1 || *week > 5 || !Consume('.')) return std::nullopt;
+      if (!week || *week < 1 || *week > 5 || !Consume('.')) {
+        return std::nullopt;
+      }
       const std::optional<int> weekday = Number(1);
-      if (!weekday || *weekday > 6) return std::nullopt;
+      if (!weekday || *weekday > 6) {
+        return std::nullopt;
+      }
       date.kind = PosixDate::Kind::kMonthWeekDay;
       date.month = *month;
       date.week = *week;
       date.weekday = *weekday;
     } else {
       const std::optional<int> day = Number(3);
-      if (!day || *day > 365) return std::nullopt;
+      if (!day || *day > 365) {
+        return std::nullopt;
+      }
       date.kind = PosixDate::Kind::kZeroBased;
       date.day = *day;
     }
     if (Consume('/')) {
       const std::optional<std::int64_t> time = Duration();
-      if (!time) return std::nullopt;
+      if (!time) {
+        return std::nullopt;
+      }
       date.time_seconds = *time;
     }
     return date;
@@ -234,21 +270,27 @@ std::int64_t DayOfYearRule(const PosixDate& date, std::int64_t year) {
   const std::int64_t first = DaysFromCivil(year, month, 1);
   const auto first_weekday = static_cast<int>(WeekdayFromDays(first));
   std::int64_t day = (date.weekday - first_weekday + 7) % 7 + 7 * (date.week - 1);
-  while (day >= DaysInMonth(year, month)) day -= 7;
+  while (day >= DaysInMonth(year, month)) {
+    day -= 7;
+  }
   return first + day;
 }
 
 // Reads the POSIX TZ rule at the end of the TZif file of `zone_name`, if it has daylight time.
 std::optional<PosixRule> LoadPosixRule(const std::string& zone_name) {
   std::ifstream in(std::string(kZoneInfoDir) + zone_name, std::ios::binary);
-  if (!in) return std::nullopt;
+  if (!in) {
+    return std::nullopt;
+  }
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Version 2 and later files end with "\n<rule>\n".
   if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
     return std::nullopt;
   }
   const std::size_t open = data.rfind('\n', data.size() - 2);
-  if (open == std::string::npos) return std::nullopt;
+  if (open == std::string::npos) {
+    return std::nullopt;
+  }
   return time_internal::ParsePosixRule(
       std::string_view(data).substr(open + 1, data.size() - open - 2));
 }
@@ -257,7 +299,9 @@ std::optional<PosixRule> LoadPosixRule(const std::string& zone_name) {
 const PosixRule* PosixRuleOf(const TimeZone& zone) {
   thread_local const void* cached_zone = nullptr;
   thread_local const PosixRule* cached_rule = nullptr;
-  if (zone.native() == cached_zone) return cached_rule;
+  if (zone.native() == cached_zone) {
+    return cached_rule;
+  }
 
   static std::mutex& mu = *new std::mutex;
   static auto& rules = *new std::unordered_map<const void*, std::optional<PosixRule>>;
@@ -265,7 +309,9 @@ const PosixRule* PosixRuleOf(const TimeZone& zone) {
   {
     std::lock_guard lock(mu);
     auto it = rules.find(zone.native());
-    if (it == rules.end()) it = rules.emplace(zone.native(), LoadPosixRule(zone.name())).first;
+    if (it == rules.end()) {
+      it = rules.emplace(zone.native(), LoadPosixRule(zone.name())).first;
+    }
     rule = it->second ? &*it->second : nullptr;
   }
   cached_zone = zone.native();
@@ -283,21 +329,21 @@ Status IsoError(std::string_view text) {
 }  // namespace
 
 TimeZone TimeZone::Utc() {
-  static const TimeZone utc = [] {
+  static const TimeZone kUtc = [] {
     const date::time_zone* native = LocateNative("UTC");
     STAGEHAND_CHECK(native != nullptr);  // Every tz database has UTC.
     return TimeZone(native);
   }();
-  return utc;
+  return kUtc;
 }
 
 TimeZone TimeZone::ProcessDefault() {
-  static const TimeZone zone = [] {
+  static const TimeZone kProcessZone = [] {
     const char* tz = std::getenv("TZ");  // NOLINT(concurrency-mt-unsafe): read once, at first use
     return time_internal::ResolveProcessZone(tz == nullptr ? std::nullopt
                                                            : std::optional<std::string_view>(tz));
   }();
-  return zone;
+  return kProcessZone;
 }
 
 Result<TimeZone> TimeZone::Locate(std::string_view name) {
@@ -311,7 +357,8 @@ Result<TimeZone> TimeZone::Locate(std::string_view name) {
 const std::string& TimeZone::name() const { return Native(*this)->name(); }
 
 std::chrono::seconds TimeZone::OffsetAt(WallTime instant) const {
-  return std::chrono::seconds(time_internal::LookupSpan(*this, FloorSeconds(instant)).offset_seconds);
+  return std::chrono::seconds(
+      time_internal::LookupSpan(*this, FloorSeconds(instant)).offset_seconds);
 }
 
 std::string FormatIsoInstant(WallTime instant, const TimeZone& zone) {
@@ -330,35 +377,58 @@ std::string FormatIsoInstantUtc(WallTime instant) {
 Result<WallTime> ParseIsoInstant(std::string_view text) {
   IsoScanner in(text);
   const std::optional<int> year = in.Digits(4);
-  if (!year || !in.Consume('-')) return IsoError(text);
+  if (!year || !in.Consume('-')) {
+    return IsoError(text);
+  }
   const std::optional<int> month = in.Digits(2);
-  if (!month || !in.Consume('-')) return IsoError(text);
+  if (!month || !in.Consume('-')) {
+    return IsoError(text);
+  }
   const std::optional<int> day = in.Digits(2);
-  if (!day || !(in.Consume('T') || in.Consume('t') || in.Consume(' '))) return IsoError(text);
+  if (!day || !(in.Consume('T') || in.Consume('t') || in.Consume(' '))) {
+    return IsoError(text);
+  }
   const std::optional<int> hour = in.Digits(2);
-  if (!hour || !in.Consume(':')) return IsoError(text);
+  if (!hour || !in.Consume(':')) {
+    return IsoError(text);
+  }
   const std::optional<int> minute = in.Digits(2);
-  if (!minute || !in.Consume(':')) return IsoError(text);
+  if (!minute || !in.Consume(':')) {
+    return IsoError(text);
+  }
   const std::optional<int> second = in.Digits(2);
-  if (!second) return IsoError(text);
+  if (!second) {
+    return IsoError(text);
+  }
   std::int64_t nanos = 0;
   if (in.Consume('.') || in.Consume(',')) {
     const std::optional<std::int64_t> fraction = in.FractionNanos();
-    if (!fraction) return IsoError(text);
+    if (!fraction) {
+      return IsoError(text);
+    }
     nanos = *fraction;
   }
   std::int64_t offset_seconds = 0;
   if (!(in.Consume('Z') || in.Consume('z'))) {
     const char sign = in.Peek();
-    if (!(in.Consume('+') || in.Consume('-'))) return IsoError(text);
+    if (!(in.Consume('+') || in.Consume('-'))) {
+      return IsoError(text);
+    }
     const std::optional<int> offset_hours = in.Digits(2);
-    if (!offset_hours) return IsoError(text);
+    if (!offset_hours) {
+      return IsoError(text);
+    }
     in.Consume(':');
     const std::optional<int> offset_minutes = in.Digits(2);
-    if (!offset_minutes || *offset_hours > 23 || *offset_minutes > 59) return IsoError(text);
-    offset_seconds = (*offset_hours * 3600 + *offset_minutes * 60) * (sign == '-' ? -1 : 1);
+    if (!offset_minutes || *offset_hours > 23 || *offset_minutes > 59) {
+      return IsoError(text);
+    }
+    offset_seconds = (std::int64_t{*offset_hours} * 3600 + std::int64_t{*offset_minutes} * 60) *
+                     (sign == '-' ? -1 : 1);
   }
-  if (!in.AtEnd()) return IsoError(text);
+  if (!in.AtEnd()) {
+    return IsoError(text);
+  }
   if (*month < 1 || *month > 12 || *day < 1 ||
       static_cast<unsigned>(*day) > DaysInMonth(*year, static_cast<unsigned>(*month)) ||
       *hour > 23 || *minute > 59 || *second > 59) {
@@ -368,14 +438,15 @@ Result<WallTime> ParseIsoInstant(std::string_view text) {
   const std::int64_t utc_seconds =
       DaysFromCivil(*year, static_cast<unsigned>(*month), static_cast<unsigned>(*day)) *
           kSecondsPerDay +
-      *hour * 3600 + *minute * 60 + *second - offset_seconds;
+      std::int64_t{*hour} * 3600 + std::int64_t{*minute} * 60 + *second - offset_seconds;
   // WallTime counts nanoseconds in 64 bits: years 1677 to 2262.
-  constexpr std::int64_t kLimitSeconds = std::numeric_limits<std::int64_t>::max() / 1'000'000'000 - 1;
+  constexpr std::int64_t kLimitSeconds =
+      std::numeric_limits<std::int64_t>::max() / 1'000'000'000 - 1;
   if (utc_seconds < -kLimitSeconds || utc_seconds > kLimitSeconds) {
     return InvalidArgumentError(fmt::format("instant '{}' is out of range", text));
   }
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(
-      std::chrono::seconds(utc_seconds) + std::chrono::nanoseconds(nanos)));
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(utc_seconds) +
+                                                                 std::chrono::nanoseconds(nanos)));
 }
 
 namespace time_internal {
@@ -385,7 +456,9 @@ ZoneSpan LookupSpan(const TimeZone& zone, std::int64_t utc_seconds) {
       Native(zone)->get_info(date::sys_seconds(std::chrono::seconds(utc_seconds)));
   const ZoneSpan span{info.begin.time_since_epoch().count(), info.end.time_since_epoch().count(),
                       static_cast<std::int32_t>(info.offset.count())};
-  if (span.end < kFinalSpanEnd) return span;
+  if (span.end < kFinalSpanEnd) {
+    return span;
+  }
   const PosixRule* rule = PosixRuleOf(zone);
   return rule == nullptr ? span : SpanUnderRule(*rule, utc_seconds, span.begin);
 }
@@ -393,22 +466,34 @@ ZoneSpan LookupSpan(const TimeZone& zone, std::int64_t utc_seconds) {
 std::optional<PosixRule> ParsePosixRule(std::string_view text) {
   PosixScanner in(text);
   PosixRule rule;
-  if (!in.Name()) return std::nullopt;
+  if (!in.Name()) {
+    return std::nullopt;
+  }
   const std::optional<std::int64_t> standard = in.Duration();
-  if (!standard || in.AtEnd() || !in.Name()) return std::nullopt;
+  if (!standard || in.AtEnd() || !in.Name()) {
+    return std::nullopt;
+  }
   // POSIX offsets count hours west of Greenwich.
   rule.standard_offset = static_cast<std::int32_t>(-*standard);
   rule.daylight_offset = rule.standard_offset + 3600;
   if (in.Peek() != ',') {
     const std::optional<std::int64_t> daylight = in.Duration();
-    if (!daylight) return std::nullopt;
+    if (!daylight) {
+      return std::nullopt;
+    }
     rule.daylight_offset = static_cast<std::int32_t>(-*daylight);
   }
-  if (!in.Consume(',')) return std::nullopt;
+  if (!in.Consume(',')) {
+    return std::nullopt;
+  }
   const std::optional<PosixDate> start = in.Date();
-  if (!start || !in.Consume(',')) return std::nullopt;
+  if (!start || !in.Consume(',')) {
+    return std::nullopt;
+  }
   const std::optional<PosixDate> end = in.Date();
-  if (!end || !in.AtEnd()) return std::nullopt;
+  if (!end || !in.AtEnd()) {
+    return std::nullopt;
+  }
   rule.start = *start;
   rule.end = *end;
   return rule;
@@ -428,9 +513,9 @@ ZoneSpan SpanUnderRule(const PosixRule& rule, std::int64_t utc_seconds, std::int
     changes[n++] = {DayOfYearRule(rule.start, y) * kSecondsPerDay + rule.start.time_seconds -
                         rule.standard_offset,
                     rule.daylight_offset};
-    changes[n++] = {DayOfYearRule(rule.end, y) * kSecondsPerDay + rule.end.time_seconds -
-                        rule.daylight_offset,
-                    rule.standard_offset};
+    changes[n++] = {
+        DayOfYearRule(rule.end, y) * kSecondsPerDay + rule.end.time_seconds - rule.daylight_offset,
+        rule.standard_offset};
   }
   std::sort(changes.begin(), changes.end(),
             [](const Change& a, const Change& b) { return a.at < b.at; });
@@ -447,7 +532,9 @@ TimeZone ResolveProcessZone(std::optional<std::string_view> tz_env) {
   if (!tz_env) {
     try {
       if (const date::time_zone* current = date::current_zone(); current != nullptr) {
-        if (Result<TimeZone> zone = TimeZone::Locate(current->name()); zone.ok()) return *zone;
+        if (Result<TimeZone> zone = TimeZone::Locate(current->name()); zone.ok()) {
+          return *zone;
+        }
       }
     } catch (const std::exception&) {
       // No usable /etc/localtime: fall through to UTC.
@@ -455,7 +542,9 @@ TimeZone ResolveProcessZone(std::optional<std::string_view> tz_env) {
     return TimeZone::Utc();
   }
   std::string_view name = *tz_env;
-  if (!name.empty() && name.front() == ':') name.remove_prefix(1);
+  if (!name.empty() && name.front() == ':') {
+    name.remove_prefix(1);
+  }
   if (constexpr std::string_view kZoneInfo = "zoneinfo/"; !name.empty() && name.front() == '/') {
     if (const std::size_t at = name.rfind(kZoneInfo); at != std::string_view::npos) {
       name.remove_prefix(at + kZoneInfo.size());

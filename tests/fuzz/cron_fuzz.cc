@@ -50,7 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       Instant("2026-03-29T00:30:00Z"), Instant("2026-10-25T00:00:00Z"),
       Instant("2026-06-15T12:34:56.789Z")};
   constexpr std::size_t kMaxInput = 256;
-  if (size > kMaxInput) return 0;
+  if (size > kMaxInput) {
+    return 0;
+  }
 
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   Result<CronExpression> cron = CronExpression::Parse(text);

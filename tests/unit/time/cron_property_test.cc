@@ -8,6 +8,9 @@
 //     fields and the day after the jump matches both day fields and the month fields hold both
 //     that month and the next (the cron 3.5 rule; see cron.cc).
 
+#include <date/date.h>
+#include <gtest/gtest.h>
+
 #include <array>
 #include <bitset>
 #include <chrono>
@@ -15,9 +18,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <date/date.h>
-#include <gtest/gtest.h>
 
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
@@ -52,10 +52,14 @@ class Generator {
     const int low = kLow[field];
     const int high = kHigh[field];
     const auto mark = [&](int from, int to, int step) {
-      for (int v = from; v <= to; v += step) set.set(static_cast<std::size_t>(v));
+      for (int v = from; v <= to; v += step) {
+        set.set(static_cast<std::size_t>(v));
+      }
     };
     const auto spell = [&](int value) -> std::string {
-      if (field == kMonth && Chance(30)) return kMonthNames[static_cast<std::size_t>(value - 1)];
+      if (field == kMonth && Chance(30)) {
+        return kMonthNames[static_cast<std::size_t>(value - 1)];
+      }
       if (field == kDayOfWeek && value < 7 && Chance(30)) {
         return kDayNames[static_cast<std::size_t>(value)];
       }
@@ -99,7 +103,9 @@ class Generator {
 
   std::string FieldText(Field field, std::bitset<64>& set) {
     std::string text = Item(field, set);
-    while (Chance(25)) text += "," + Item(field, set);
+    while (Chance(25)) {
+      text += "," + Item(field, set);
+    }
     return text;
   }
 
@@ -108,10 +114,14 @@ class Generator {
     Generated g;
     const bool six = Chance(50);
     for (int f = six ? kSecond : kMinute; f <= kDayOfWeek; ++f) {
-      if (!g.text.empty()) g.text += Chance(10) ? "\t" : " ";
+      if (!g.text.empty()) {
+        g.text += Chance(10) ? "\t" : " ";
+      }
       g.text += FieldText(static_cast<Field>(f), g.sets[static_cast<std::size_t>(f)]);
     }
-    if (!six) g.sets[kSecond].set(0);
+    if (!six) {
+      g.sets[kSecond].set(0);
+    }
     Fold(g);
     return g;
   }
@@ -123,7 +133,8 @@ class Generator {
     std::array<std::string, 6> text;
     const auto pick = [&](Field field, std::initializer_list<const char*> options) {
       std::vector<const char*> choices(options);
-      const char* chosen = choices[static_cast<std::size_t>(Uniform(0, static_cast<int>(choices.size()) - 1))];
+      const char* chosen =
+          choices[static_cast<std::size_t>(Uniform(0, static_cast<int>(choices.size()) - 1))];
       text[field] = chosen;
     };
     pick(kSecond, {"0", "*/7", "0,30", "15-20", "*", "59", "*/20"});
@@ -134,14 +145,16 @@ class Generator {
     pick(kDayOfWeek, {"*", "*", "0", "sun,sat", "1-5", "0-7/3"});
     const bool six = Chance(70);
     for (int f = six ? kSecond : kMinute; f <= kDayOfWeek; ++f) {
-      if (!g.text.empty()) g.text += " ";
+      if (!g.text.empty()) {
+        g.text += " ";
+      }
       g.text += text[static_cast<std::size_t>(f)];
     }
     // Parse the chosen texts into sets with the same rules as Item(); they are simple enough to
     // spell out here.
     for (int f = kSecond; f <= kDayOfWeek; ++f) {
-      g.sets[static_cast<std::size_t>(f)] =
-          SetOf(static_cast<Field>(f), f == kSecond && !six ? "0" : text[static_cast<std::size_t>(f)]);
+      g.sets[static_cast<std::size_t>(f)] = SetOf(
+          static_cast<Field>(f), f == kSecond && !six ? "0" : text[static_cast<std::size_t>(f)]);
     }
     Fold(g);
     return g;
@@ -149,7 +162,9 @@ class Generator {
 
  private:
   static void Fold(Generated& g) {
-    if (g.sets[kDayOfWeek].test(7)) g.sets[kDayOfWeek].set(0);
+    if (g.sets[kDayOfWeek].test(7)) {
+      g.sets[kDayOfWeek].set(0);
+    }
     g.sets[kDayOfWeek].reset(7);
   }
 
@@ -157,10 +172,16 @@ class Generator {
     constexpr std::array<const char*, 12> kMonths = {"jan", "feb", "mar", "apr", "may", "jun",
                                                      "jul", "aug", "sep", "oct", "nov", "dec"};
     for (std::size_t i = 0; i < kMonths.size(); ++i) {
-      if (token == kMonths[i]) return static_cast<int>(i) + 1;
+      if (token == kMonths[i]) {
+        return static_cast<int>(i) + 1;
+      }
     }
-    if (token == "sun") return 0;
-    if (token == "sat") return 6;
+    if (token == "sun") {
+      return 0;
+    }
+    if (token == "sat") {
+      return 6;
+    }
     return std::stoi(token);
   }
 
@@ -184,7 +205,9 @@ class Generator {
         to = dash == std::string::npos ? (step > 1 ? kHigh[field] : from)
                                        : Value(item.substr(dash + 1));
       }
-      for (int v = from; v <= to; v += step) set.set(static_cast<std::size_t>(v));
+      for (int v = from; v <= to; v += step) {
+        set.set(static_cast<std::size_t>(v));
+      }
       start = comma + 1;
     }
     return set;
@@ -204,14 +227,12 @@ class Oracle {
   static std::int64_t Seconds(WallTime t) {
     return std::chrono::floor<seconds>(t).time_since_epoch().count();
   }
-  std::int64_t Offset(std::int64_t t) const {
-    return zone_.OffsetAt(WallTime(seconds(t))).count();
-  }
+  std::int64_t Offset(std::int64_t t) const { return zone_.OffsetAt(WallTime(seconds(t))).count(); }
 
   bool LocalMatches(std::int64_t local) const {
     const date::sys_days day = date::floor<date::days>(date::sys_seconds(seconds(local)));
     const date::year_month_day ymd(day);
-    const std::int64_t second_of_day = local - day.time_since_epoch().count() * 86400;
+    const std::int64_t second_of_day = local - std::int64_t{day.time_since_epoch().count()} * 86400;
     const auto weekday = date::weekday(day).c_encoding();
     const bool dom = sets_[kDayOfMonth].test(static_cast<unsigned>(ymd.day()));
     const bool dow = sets_[kDayOfWeek].test(weekday);
@@ -226,10 +247,14 @@ class Oracle {
   bool Fires(std::int64_t t) const {
     const std::int64_t offset = Offset(t);
     const std::int64_t before = Offset(t - 1);
-    if (before < offset && JumpFires(t, before, offset)) return true;
+    if (before < offset && JumpFires(t, before, offset)) {
+      return true;
+    }
     if (Offset(t - 7200) != offset) {  // The offset changed within the last two hours.
       for (const std::int64_t shift : {1800, 3600, 7200}) {
-        if (Offset(t - shift) == offset + shift) return false;  // t - shift had the same local time
+        if (Offset(t - shift) == offset + shift) {
+          return false;  // t - shift had the same local time
+        }
       }
     }
     return LocalMatches(t + offset);
@@ -271,12 +296,18 @@ TimeZone Zone(const char* name) {
 WallTime At(const char* iso) { return *ParseIsoInstant(iso); }
 
 bool NeverFires(const Generated& g) {
-  if (g.sets[kDayOfMonth].count() == 31 || g.sets[kDayOfWeek].count() != 7) return false;
+  if (g.sets[kDayOfMonth].count() == 31 || g.sets[kDayOfWeek].count() != 7) {
+    return false;
+  }
   constexpr std::array<int, 13> kLongest = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   for (int month = 1; month <= 12; ++month) {
-    if (!g.sets[kMonth].test(static_cast<std::size_t>(month))) continue;
+    if (!g.sets[kMonth].test(static_cast<std::size_t>(month))) {
+      continue;
+    }
     for (int day = 1; day <= kLongest[static_cast<std::size_t>(month)]; ++day) {
-      if (g.sets[kDayOfMonth].test(static_cast<std::size_t>(day))) return false;
+      if (g.sets[kDayOfMonth].test(static_cast<std::size_t>(day))) {
+        return false;
+      }
     }
   }
   return true;
@@ -313,7 +344,9 @@ TEST(CronPropertyTest, FireTimesIncreaseAndMatch) {
   int checked = 0;
   for (int i = 0; i < 3000; ++i) {
     const Generated g = gen.Any();
-    if (NeverFires(g)) continue;
+    if (NeverFires(g)) {
+      continue;
+    }
     SCOPED_TRACE(g.text);
     Result<CronExpression> cron = CronExpression::Parse(g.text);
     ASSERT_TRUE(cron.ok()) << cron.status().ToString();
@@ -353,13 +386,15 @@ TEST(CronPropertyTest, JumpInstantsFollowTheOracle) {
   int firing = 0;
   for (int i = 0; i < 4000; ++i) {
     const Generated g = gen.Any();
-    if (NeverFires(g)) continue;
+    if (NeverFires(g)) {
+      continue;
+    }
     SCOPED_TRACE(g.text);
     Result<CronExpression> cron = CronExpression::Parse(g.text);
     ASSERT_TRUE(cron.ok()) << cron.status().ToString();
     for (std::size_t z = 0; z < zones.size(); ++z) {
       const Oracle oracle(g, zones[z]);
-      const WallTime jump(seconds(jumps[z]));
+      const WallTime jump{seconds(jumps[z])};
       const bool fires = oracle.Fires(jumps[z]);
       firing += fires ? 1 : 0;
       ASSERT_EQ(cron->Matches(jump, zones[z]), fires) << zones[z].name();
@@ -397,7 +432,9 @@ TEST(CronPropertyTest, NoFireTimeIsSkippedAroundDstChanges) {
     const TimeZone zone = Zone(window.zone);
     for (int e = 0; e < 8; ++e) {
       const Generated g = gen.Frequent();
-      if (NeverFires(g)) continue;
+      if (NeverFires(g)) {
+        continue;
+      }
       SCOPED_TRACE(g.text + " in " + window.zone + " from " + window.start);
       Result<CronExpression> cron = CronExpression::Parse(g.text);
       ASSERT_TRUE(cron.ok()) << cron.status().ToString();
@@ -408,7 +445,9 @@ TEST(CronPropertyTest, NoFireTimeIsSkippedAroundDstChanges) {
       std::vector<std::int64_t> expected;
       for (std::int64_t t = begin; t < end; ++t) {
         const bool fires = oracle.Fires(t);
-        if (fires) expected.push_back(t);
+        if (fires) {
+          expected.push_back(t);
+        }
         ASSERT_EQ(cron->Matches(WallTime(seconds(t)), zone), fires)
             << FormatIsoInstantUtc(WallTime(seconds(t)));
       }
@@ -417,7 +456,9 @@ TEST(CronPropertyTest, NoFireTimeIsSkippedAroundDstChanges) {
       for (;;) {
         Result<WallTime> next = cron->NextAfter(instant, zone);
         ASSERT_TRUE(next.ok()) << next.status().ToString();
-        if (Oracle::Seconds(*next) >= end) break;
+        if (Oracle::Seconds(*next) >= end) {
+          break;
+        }
         actual.push_back(Oracle::Seconds(*next));
         instant = *next;
       }

@@ -1,10 +1,10 @@
 #include "stagehand/time/cron.h"
 
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "stagehand/time/time_zone.h"
 
@@ -12,7 +12,6 @@ namespace stagehand {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::ElementsAreArray;
 
 WallTime At(const std::string& iso) {
   Result<WallTime> parsed = ParseIsoInstant(iso);
@@ -31,13 +30,17 @@ std::vector<std::string> Next(const std::string& expression, const std::string& 
                               const TimeZone& zone = TimeZone::Utc()) {
   Result<CronExpression> cron = CronExpression::Parse(expression);
   EXPECT_TRUE(cron.ok()) << expression << ": " << cron.status().ToString();
-  if (!cron.ok()) return {};
+  if (!cron.ok()) {
+    return {};
+  }
   std::vector<std::string> times;
   WallTime instant = At(from);
   for (int i = 0; i < count; ++i) {
     Result<WallTime> next = cron->NextAfter(instant, zone);
     EXPECT_TRUE(next.ok()) << next.status().ToString();
-    if (!next.ok()) break;
+    if (!next.ok()) {
+      break;
+    }
     instant = *next;
     times.push_back(FormatIsoInstantUtc(instant).substr(0, 19));
   }
@@ -46,18 +49,28 @@ std::vector<std::string> Next(const std::string& expression, const std::string& 
 
 std::string ParseError(const std::string& expression) {
   Result<CronExpression> cron = CronExpression::Parse(expression);
-  if (cron.ok()) return "<valid>";
+  if (cron.ok()) {
+    return "<valid>";
+  }
   EXPECT_EQ(cron.status().code(), StatusCode::kInvalidArgument);
   return cron.status().message();
 }
 
 TEST(CronExpressionTest, AcceptsTheValidExamplesOfTheSpec) {
-  for (const char* expression :
-       {"* * * * *", "* * * * * *", "*/2 * * * * *", "0 30 * * * *", "1 * * * *",
-        "0 0 * * MON-FRI", "0 0 1 JAN *", "0 0 * * 7", "0 0 * * 0-7", "@daily", "@DAILY",
-        "5/15 * * * *", "1-5/2 * * * *", "1,2,3 * * * *", "0\t0\t*\t*\t*", "  0 0 * * *  ",
-        "@yearly", "@monthly", "@weekly", "@hourly", "@minutely", "@secondly", "@weekdays",
-        "@Weekends", "0 0 * * sun,SAT", "0 0 * jan-MAR,dec *", "0 0 1 * mon"}) {
+  for (const char* expression : {"* * * * *",       "* * * * * *",
+                                 "*/2 * * * * *",   "0 30 * * * *",
+                                 "1 * * * *",       "0 0 * * MON-FRI",
+                                 "0 0 1 JAN *",     "0 0 * * 7",
+                                 "0 0 * * 0-7",     "@daily",
+                                 "@DAILY",          "5/15 * * * *",
+                                 "1-5/2 * * * *",   "1,2,3 * * * *",
+                                 "0\t0\t*\t*\t*",   "  0 0 * * *  ",
+                                 "@yearly",         "@monthly",
+                                 "@weekly",         "@hourly",
+                                 "@minutely",       "@secondly",
+                                 "@weekdays",       "@Weekends",
+                                 "0 0 * * sun,SAT", "0 0 * jan-MAR,dec *",
+                                 "0 0 1 * mon"}) {
     SCOPED_TRACE(expression);
     Result<CronExpression> cron = CronExpression::Parse(expression);
     ASSERT_TRUE(cron.ok()) << cron.status().ToString();
@@ -109,8 +122,7 @@ TEST(CronExpressionTest, RejectsTheInvalidExamplesOfTheSpecWithTheCronPackagesMe
       {"99999999999999999999 * * * *", "Field value (99999999999999999999) is out of range"},
       {"0 0 30 2 *", "Something went wrong. No execution date was found in the next 8 years."},
       {"0 0 31 4 *", "Something went wrong. No execution date was found in the next 8 years."},
-      {"0 0 30,31 2 1-7",
-       "Something went wrong. No execution date was found in the next 8 years."},
+      {"0 0 30,31 2 1-7", "Something went wrong. No execution date was found in the next 8 years."},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expression);
@@ -256,7 +268,7 @@ TEST(CronExpressionTest, MatchesFollowsTheFireTimes) {
   const TimeZone new_york = Zone("America/New_York");
   Result<CronExpression> cron = CronExpression::Parse("30 2 * * *");
   ASSERT_TRUE(cron.ok());
-  EXPECT_TRUE(cron->Matches(At("2026-03-08T07:00:00Z"), new_york));     // the jump
+  EXPECT_TRUE(cron->Matches(At("2026-03-08T07:00:00Z"), new_york));      // the jump
   EXPECT_TRUE(cron->Matches(At("2026-03-08T07:00:00.999Z"), new_york));  // same second
   EXPECT_FALSE(cron->Matches(At("2026-03-08T07:00:01Z"), new_york));
   EXPECT_TRUE(cron->Matches(At("2026-03-09T06:30:00Z"), new_york));

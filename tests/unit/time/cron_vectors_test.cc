@@ -2,15 +2,15 @@
 // there): every valid expression yields the same five fire times from the same start in the same
 // zone, and every invalid one is rejected with the same message.
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
@@ -36,7 +36,9 @@ std::vector<Vector> LoadVectors() {
   std::vector<Vector> vectors;
   std::string text;
   for (int line = 1; std::getline(in, text); ++line) {
-    if (text.empty()) continue;
+    if (text.empty()) {
+      continue;
+    }
     const nlohmann::json json = nlohmann::json::parse(text);
     Vector v;
     v.line = line;
@@ -55,8 +57,8 @@ std::vector<Vector> LoadVectors() {
 }
 
 const std::vector<Vector>& Vectors() {
-  static const std::vector<Vector> vectors = LoadVectors();
-  return vectors;
+  static const std::vector<Vector> kVectors = LoadVectors();
+  return kVectors;
 }
 
 std::string Describe(const Vector& v) {
@@ -79,7 +81,9 @@ TEST(CronVectorsTest, CoverFiveZoneAndStartPairs) {
 TEST(CronVectorsTest, ValidExpressionsFireAtTheSameFiveTimes) {
   int checked = 0;
   for (const Vector& v : Vectors()) {
-    if (!v.valid) continue;
+    if (!v.valid) {
+      continue;
+    }
     SCOPED_TRACE(Describe(v));
     Result<TimeZone> zone = TimeZone::Locate(v.zone);
     ASSERT_TRUE(zone.ok()) << zone.status().ToString();
@@ -108,7 +112,9 @@ TEST(CronVectorsTest, InvalidExpressionsFailWithTheSameMessage) {
       "Something went wrong. No execution date was found in the next 8 years.";
   int checked = 0;
   for (const Vector& v : Vectors()) {
-    if (v.valid) continue;
+    if (v.valid) {
+      continue;
+    }
     SCOPED_TRACE(Describe(v));
     Result<CronExpression> cron = CronExpression::Parse(v.expression);
     ASSERT_FALSE(cron.ok());

@@ -1,11 +1,11 @@
 #include "stagehand/time/time_zone.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
@@ -16,12 +16,12 @@ namespace {
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 using time_internal::LookupSpan;
 using time_internal::ParsePosixRule;
 using time_internal::PosixDate;
 using time_internal::PosixRule;
 using time_internal::ResolveProcessZone;
-using ::testing::HasSubstr;
 
 WallTime FromUnixSeconds(std::int64_t s) { return WallTime(seconds(s)); }
 
@@ -64,7 +64,8 @@ TEST(TimeZoneTest, OffsetFollowsDaylightSaving) {
 
 TEST(TimeZoneTest, SpansCoverTheInstantAndEndAtTheNextChange) {
   const TimeZone new_york = Zone("America/New_York");
-  const std::int64_t jump = ParseIsoInstant("2026-03-08T07:00:00Z")->time_since_epoch() / seconds(1);
+  const std::int64_t jump =
+      ParseIsoInstant("2026-03-08T07:00:00Z")->time_since_epoch() / seconds(1);
   const time_internal::ZoneSpan winter = LookupSpan(new_york, jump - 1);
   EXPECT_EQ(winter.end, jump);
   EXPECT_EQ(winter.offset_seconds, -5 * 3600);
@@ -86,7 +87,7 @@ TEST(TimeZoneTest, DaylightSavingContinuesAfter2037) {
   EXPECT_EQ(new_york.OffsetAt(*ParseIsoInstant("2050-07-01T12:00:00Z")), seconds(-4 * 3600));
   EXPECT_EQ(new_york.OffsetAt(*ParseIsoInstant("2050-01-01T12:00:00Z")), seconds(-5 * 3600));
   const std::int64_t jump = UnixSeconds("2040-03-11T07:00:00Z");
-  const time_internal::ZoneSpan summer = LookupSpan(new_york, jump + 86400 * 100);
+  const time_internal::ZoneSpan summer = LookupSpan(new_york, jump + std::int64_t{86400} * 100);
   EXPECT_EQ(summer.begin, jump);
   EXPECT_EQ(summer.end, UnixSeconds("2040-11-04T06:00:00Z"));
   EXPECT_EQ(summer.offset_seconds, -4 * 3600);
@@ -142,10 +143,10 @@ TEST(PosixRuleTest, ParsesTheFormsTheTzDatabaseUses) {
 }
 
 TEST(PosixRuleTest, RejectsRulesWithoutDaylightTimeAndMalformedOnes) {
-  for (const char* text : {"", "JST-9", "UTC0", "<+0545>-5:45", "EST5EDT", "EST5EDT,M3.2.0",
-                           "EST5EDT,M13.2.0,M11.1.0", "EST5EDT,M3.6.0,M11.1.0",
-                           "EST5EDT,M3.2.7,M11.1.0", "EST5EDT,J0,J365", "EST5EDT,M3.2.0,M11.1.0x",
-                           "<>5EDT,M3.2.0,M11.1.0", "5EDT,M3.2.0,M11.1.0"}) {
+  for (const char* text :
+       {"", "JST-9", "UTC0", "<+0545>-5:45", "EST5EDT", "EST5EDT,M3.2.0", "EST5EDT,M13.2.0,M11.1.0",
+        "EST5EDT,M3.6.0,M11.1.0", "EST5EDT,M3.2.7,M11.1.0", "EST5EDT,J0,J365",
+        "EST5EDT,M3.2.0,M11.1.0x", "<>5EDT,M3.2.0,M11.1.0", "5EDT,M3.2.0,M11.1.0"}) {
     SCOPED_TRACE(text);
     EXPECT_FALSE(ParsePosixRule(text).has_value());
   }
