@@ -23,7 +23,7 @@ std::string CommandPath(const CLI::App& command) {
   std::string path = command.get_name();
   for (const CLI::App* parent = command.get_parent(); parent != nullptr;
        parent = parent->get_parent()) {
-    path = parent->get_name() + " " + path;
+    path.insert(0, parent->get_name() + " ");
   }
   return path;
 }
