@@ -282,7 +282,18 @@ std::optional<PosixRule> LoadPosixRule(const std::string& zone_name) {
   if (!in) {
     return std::nullopt;
   }
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // TZif files are a few kilobytes; anything much larger is not one.
+  constexpr std::streamoff kMaxSize = 1 << 20;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size <= 0 || size > kMaxSize) {
+    return std::nullopt;
+  }
+  std::string data(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(data.data(), size)) {
+    return std::nullopt;
+  }
   // Version 2 and later files end with "\n<rule>\n".
   if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
     return std::nullopt;
