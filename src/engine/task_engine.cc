@@ -131,7 +131,10 @@ Status TaskEngine::Register(EngineTask def) {
   }
   {
     std::lock_guard lock(mu_);
-    if (shutting_down_) return UnavailableError("the scheduler of plugin '" + context_.plugin_id + "' is shutting down");
+    if (shutting_down_) {
+      return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
+                              "' is shutting down");
+    }
     auto it = tasks_.find(id);
     if (it != tasks_.end() && it->second->phase != Task::Phase::kFinished) {
       return ConflictError("Task " + id + " is already scheduled in this process");
@@ -143,8 +146,9 @@ Status TaskEngine::Register(EngineTask def) {
   WallTime db_now{};
   MonoTime mono_ref{};
   if (global) {
-    Result<UpsertResult> upserted = context_.store->Upsert(id, task->def.schedule);
+    // Read before the statement: a wake-up computed from it can only be early, never late.
     mono_ref = clock_.MonoNow();
+    Result<UpsertResult> upserted = context_.store->Upsert(id, task->def.schedule);
     if (!upserted.ok()) {
       std::lock_guard lock(mu_);
       if (tasks_[id] == task) tasks_.erase(id);
@@ -214,6 +218,10 @@ void TaskEngine::StopRecurrence(const std::string& id) {
 Status TaskEngine::Trigger(const std::string& id) {
   {
     std::lock_guard lock(mu_);
+    if (shutting_down_) {
+      return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
+                              "' is shutting down");
+    }
     auto it = tasks_.find(id);
     if (it != tasks_.end() && it->second->def.scope == TaskScope::kLocal &&
         it->second->phase != Task::Phase::kFinished) {
@@ -243,7 +251,7 @@ Status TaskEngine::Trigger(const std::string& id) {
 }
 
 Status TaskEngine::Cancel(const std::string& id) {
-  TimeZone zone = TimeZone::ProcessDefault();
+  TimeZone zone = context_.default_zone;
   {
     std::stop_source to_signal(std::nostopstate);
     {
@@ -431,8 +439,10 @@ void TaskEngine::PollAndClaim(bool sweep) {
     }
   }
   if (ids.empty()) return;
-  Result<PollResult> polled = context_.store->Poll(ids, sweep);
+  logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" + (sweep ? " with sweep" : ""));
+  // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
+  Result<PollResult> polled = context_.store->Poll(ids, sweep);
   if (!polled.ok()) {
     logger_->Warn("Task state poll failed, " + polled.status().message());
     std::lock_guard lock(mu_);
@@ -508,6 +518,7 @@ void TaskEngine::PollAndClaim(bool sweep) {
     observer_->OnReclaimed(context_.plugin_id, id);
   }
 
+  logger_->Debug("Poll found " + std::to_string(ready.size()) + " ready task(s)");
   for (const Candidate& candidate : ready) {
     {
       std::lock_guard lock(mu_);
@@ -527,6 +538,9 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
   const MonoTime sent = clock_.MonoNow();
   const milliseconds lease = context_.options.lease;
   Result<ClaimResult> claim = context_.store->Claim(task->def.id, ticket, task->def.timeout, lease);
+  logger_->Debug("Claim of task " + task->def.id + ": " +
+                     (!claim.ok() ? claim.status().message() : claim->claimed ? "claimed" : "lost"),
+                 {{"task", task->def.id}});
   if (!claim.ok() || !claim->claimed) {
     executor_.CancelReservation();
     if (!claim.ok()) {
@@ -556,6 +570,7 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
     task->run = run;
     task->phase = Task::Phase::kRunning;
     ++runs_in_flight_;
+    ++runs_outside_fn_;
     kicked_timer_ = true;
   }
   cv_.notify_all();
@@ -563,6 +578,17 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
 }
 
 std::optional<std::string> TaskEngine::Invoke(const Task& task, Run& run) {
+  {
+    std::lock_guard lock(mu_);
+    --runs_outside_fn_;
+  }
+  struct BackOutside {
+    TaskEngine* engine;
+    ~BackOutside() {
+      std::lock_guard lock(engine->mu_);
+      ++engine->runs_outside_fn_;
+    }
+  } back_outside{this};
   try {
     Status status = task.def.fn(run.stop.get_token());
     if (status.ok()) return std::nullopt;
@@ -592,6 +618,10 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
   if (ours) {
     Result<bool> released =
         context_.store->Release(task->def.id, run->ticket, run->schedule, error);
+    logger_->Debug("Release of task " + task->def.id + ": " +
+                       (!released.ok() ? released.status().message()
+                                       : *released ? "released" : "ticket no longer held"),
+                   {{"task", task->def.id}});
     if (!released.ok()) {
       logger_->Warn("Failed to release task \"" + task->def.id + "\", " +
                         released.status().message() + "; its lease will lapse",
@@ -608,6 +638,7 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
       task->poll_requested = true;
     }
     --runs_in_flight_;
+    --runs_outside_fn_;
     kicked_dispatcher_ = true;
     kicked_timer_ = true;
   }
@@ -669,6 +700,7 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
           task.run = run;
           task.phase = Task::Phase::kRunning;
           ++runs_in_flight_;
+          ++runs_outside_fn_;
           const WallTime wall = clock_.Now();
           TaskState state;
           state.status = TaskState::Status::kRunning;
@@ -770,6 +802,7 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     state.last_run_error = task->local_state.last_run_error;
     task->local_state = std::move(state);
     --runs_in_flight_;
+    --runs_outside_fn_;
     kicked_timer_ = true;
   }
   cv_.notify_all();
@@ -783,7 +816,7 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
     const MonoTime now = clock_.MonoNow();
     return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
-           dispatcher_deadline_ > now && timer_deadline_ > now;
+           runs_outside_fn_ == 0 && dispatcher_deadline_ > now && timer_deadline_ > now;
   });
 }
 

@@ -51,6 +51,8 @@ struct EngineContext {
   std::shared_ptr<Logger> logger;
   std::shared_ptr<SchedulerObserver> observer;
   EngineOptions options;
+  // The zone for cron cadences of tasks this process did not register (cancel of a remote task).
+  TimeZone default_zone = TimeZone::Utc();
 };
 
 // A task ready to be registered: validated, with its settings and zone resolved.
@@ -92,8 +94,9 @@ class TaskEngine {
   // Runs the shutdown order above. Idempotent.
   void Shutdown();
 
-  // Test hook: blocks until the dispatcher and the timer are both parked with no wake-up pending,
-  // or until `real_timeout` of real time passes. Returns whether they were parked.
+  // Test hook: blocks until the dispatcher and the timer are both parked with no wake-up pending
+  // and every run is inside its task function (none starting or finishing), or until
+  // `real_timeout` of real time passes. Returns whether that state was reached.
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
@@ -150,6 +153,7 @@ class TaskEngine {
   MonoTime timer_deadline_{};
   bool stopped_ = false;
   int runs_in_flight_ = 0;
+  int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
 

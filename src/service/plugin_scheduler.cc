@@ -41,7 +41,7 @@ struct PluginScheduler::Impl {
             options.plugin_id, options.store.get(), clock,
             options.logger ? ChildLogger(options.logger, {{"plugin", options.plugin_id}})
                            : NullLogger(),
-            options.observer, options.engine}) {}
+            options.observer, options.engine, options.default_zone}) {}
 
   PluginSchedulerOptions options;
   Clock* clock;

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -81,14 +83,21 @@ class Probe {
  public:
   TaskFunction Fn() {
     return [this](std::stop_token stop) -> Status {
+      bool stopped = false;
+      // Wakes the wait below under the probe's mutex, so no stop request can be missed.
+      std::stop_callback on_stop(stop, [&] {
+        std::lock_guard lock(mu_);
+        stopped = true;
+        cv_.notify_all();
+      });
       std::unique_lock lock(mu_);
       ++calls_;
       ++active_;
       max_active_ = std::max(max_active_, active_);
       cv_.notify_all();
       if (hold_) {
-        cv_.wait(lock, stop, [&] { return released_; });
-        stopped_by_token_ += stop.stop_requested() ? 1 : 0;
+        cv_.wait(lock, [&] { return released_ || stopped; });
+        stopped_by_token_ += stopped ? 1 : 0;
       }
       --active_;
       cv_.notify_all();
@@ -145,7 +154,7 @@ class Probe {
 
  private:
   mutable std::mutex mu_;
-  mutable std::condition_variable_any cv_;
+  mutable std::condition_variable cv_;
   int calls_ = 0;
   int active_ = 0;
   int max_active_ = 0;
@@ -165,6 +174,23 @@ inline TaskSchedule Schedule(std::string cadence, std::string timeout = "PT1M",
   return TaskSchedule{settings, TimeZone::Utc()};
 }
 
+// Prints engine logs with the manual clock's time when STAGEHAND_TEST_LOG is set (debugging aid).
+class StderrLogger final : public Logger {
+ public:
+  explicit StderrLogger(const testing::ManualClock& clock) : clock_(clock) {}
+  void Log(LogLevel level, std::string_view message, const LogFields&) override {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        clock_.Now() - testing::ManualClock::DefaultStart());
+    std::fprintf(stderr, "[%lld ms] %s %.*s\n", static_cast<long long>(ms.count()),
+                 std::string(LogLevelName(level)).c_str(), static_cast<int>(message.size()),
+                 message.data());
+  }
+  bool Enabled(LogLevel) const override { return true; }
+
+ private:
+  const testing::ManualClock& clock_;
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   EngineTest() : store_(std::make_shared<testing::MemoryTaskStore>("plugin", clock_)) {}
@@ -183,7 +209,9 @@ class EngineTest : public ::testing::Test {
   // Starts an engine ("a host") on `store`.
   TaskEngine& StartEngine(std::shared_ptr<TaskStore> store, EngineOptions options) {
     stores_.push_back(store);
-    EngineContext context{"plugin", store.get(), &clock_, nullptr, recorder_, options};
+    std::shared_ptr<Logger> logger;
+    if (std::getenv("STAGEHAND_TEST_LOG") != nullptr) logger = std::make_shared<StderrLogger>(clock_);
+    EngineContext context{"plugin", store.get(), &clock_, logger, recorder_, options};
     engines_.push_back(std::make_unique<TaskEngine>(std::move(context)));
     return *engines_.back();
   }

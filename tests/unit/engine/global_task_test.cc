@@ -15,11 +15,11 @@ TEST_F(EngineTest, DurationTaskRunsAtOnceThenOncePerCadence) {
   ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
-  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
 
   clock_.Advance(seconds(59));
   Settle();
-  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
 
   clock_.Advance(seconds(1));
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
@@ -61,7 +61,7 @@ TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {
   ASSERT_TRUE(engine.Trigger("m").ok());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
-  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(recorder_->Count("started", "m"), 1);
   EXPECT_EQ(Row("m")->next_run_start_at, std::nullopt);
 }
 
@@ -213,7 +213,7 @@ TEST_F(EngineTest, StopTokenOfTheCallerEndsTheRecurrence) {
   Settle();
   clock_.Advance(seconds(60));
   Settle();
-  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
   // A finished task may be registered again.
   EXPECT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
 }
