@@ -2,7 +2,7 @@
 
 set(STAGEHAND_WARNINGS
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
-    -Wold-style-cast -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough)
+    -Wold-style-cast -Woverloaded-virtual -Wimplicit-fallthrough)
 
 function(stagehand_apply_warnings target)
   target_compile_options(${target} PRIVATE ${STAGEHAND_WARNINGS})
