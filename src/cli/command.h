@@ -41,6 +41,9 @@ using Action = std::function<int(const Context&)>;
 // subcommands, parsing stores that subcommand's work in `action`, which must outlive the parse.
 void AddCronCommand(CLI::App& app, Action& action);
 
+// Adds the `db` verb (`stagehand db migrate ...`) to `app`, as AddCronCommand does.
+void AddDbCommand(CLI::App& app, Action& action);
+
 // Writes "stagehand: <message>" to context.err and returns kExitUsage.
 int UsageError(const Context& context, std::string_view message);
 

@@ -1,0 +1,97 @@
+// The `backend.database` part of an app-config, read the way Backstage's DatabaseManager reads it:
+// the client, the base connection, the database prefix, the plugin division mode, skipMigrations
+// and the per-plugin overrides under `backend.database.plugin.<pluginId>`. `${VAR}` references in
+// the values read are replaced from the environment, as Backstage's config loader does.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "stagehand/base/status.h"
+#include "stagehand/config/config.h"
+
+namespace stagehand {
+
+enum class DatabaseClient {
+  kSqlite,    // `better-sqlite3` or `sqlite3`
+  kPostgres,  // `pg`
+};
+
+enum class PluginDivisionMode {
+  kDatabase,  // one database per plugin, named prefix + pluginId (the default)
+  kSchema,    // one schema per plugin, named pluginId, in the connection's database (pg only)
+};
+
+// A connection normalised to named fields, so that a plugin's connection can be merged over the
+// base one. SQLite uses `filename` and `directory`; PostgreSQL uses libpq's keywords (`host`,
+// `port`, `user`, `password`, `dbname`, `sslmode`, ...), whether the config gave a connection
+// string, a URL or an object ({host, port, user, password, database, ssl}).
+using DatabaseConnection = std::map<std::string, std::string>;
+
+// One `backend.database.plugin.<pluginId>` block. Unset fields inherit from the base.
+struct PluginDatabaseOverride {
+  std::optional<DatabaseClient> client;
+  std::optional<std::string> client_name;  // as written, e.g. "pg"
+  DatabaseConnection connection;           // empty when the block has no `connection`
+  std::optional<bool> skip_migrations;
+};
+
+// The whole `backend.database` block. A value type; thread-compatible.
+struct DatabaseConfig {
+  DatabaseClient client = DatabaseClient::kSqlite;
+  std::string client_name = "better-sqlite3";
+  DatabaseConnection connection;
+  std::string prefix = "backstage_plugin_";
+  PluginDivisionMode division_mode = PluginDivisionMode::kDatabase;
+  bool skip_migrations = false;
+  std::map<std::string, PluginDatabaseOverride> plugins;  // by plugin id
+  std::string context;  // the file `backend.database` came from, for messages
+};
+
+// Where one plugin's tables live once the overrides are applied (Backstage's per-plugin
+// connection rules). A value type; thread-compatible.
+struct PluginDatabase {
+  DatabaseClient client = DatabaseClient::kSqlite;
+  // SQLite: the database file ("<directory>/<pluginId>.sqlite", or the plugin's own filename) or
+  // ":memory:". PostgreSQL: the plugin's database name.
+  std::string database;
+  // PostgreSQL, schema mode: the plugin's schema. Empty otherwise.
+  std::string schema;
+  // PostgreSQL: the libpq connection string of the server (in database mode its `dbname` is the
+  // maintenance database `postgres`, from which the plugin database is created). May hold a
+  // password: never print it.
+  std::string server_connection;
+  bool skip_migrations = false;
+};
+
+// Looks up an environment variable; nullopt when it is unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// Returns the process environment as an EnvironmentLookup.
+EnvironmentLookup ProcessEnvironment();
+
+// Replaces each `${NAME}` in `value` (read at `full_key` from `context`) with the variable's value;
+// `$${` stands for a literal `${`. Errors: kInvalidArgument naming the variable, the key and the
+// context when a variable is unset or a reference is not closed.
+Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
+                                          const std::string& context,
+                                          const EnvironmentLookup& environment);
+
+// Reads `backend.database` from `root`. Errors: kInvalidArgument listing every problem found, one
+// per line, each naming the full key and the file it came from.
+Result<DatabaseConfig> ReadDatabaseConfig(const Config& root);
+Result<DatabaseConfig> ReadDatabaseConfig(const Config& root, const EnvironmentLookup& environment);
+
+// Applies `config`'s rules for `plugin_id`: a plugin connection is merged over the base one when
+// the plugin keeps the base client and replaces it otherwise; the base `database` is used only in
+// schema mode; SQLite's base connection may name only ":memory:" or a directory.
+// Errors: kInvalidArgument naming the plugin and the key at fault.
+Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
+                                             const std::string& plugin_id);
+
+// Returns the libpq connection string for the PostgreSQL `connection` fields (values quoted).
+std::string PostgresConnectionString(const DatabaseConnection& connection);
+
+}  // namespace stagehand

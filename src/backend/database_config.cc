@@ -1,0 +1,396 @@
+#include "stagehand/backend/database_config.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "stagehand/store/sqlite_task_store.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kRootKey = "backend.database";
+constexpr char kMemory[] = ":memory:";
+
+// Gathers every problem of a read so that one run reports them all.
+class Problems {
+ public:
+  void Add(const Status& status) { lines_.push_back(status.message()); }
+  void Add(std::string message) { lines_.push_back(std::move(message)); }
+  bool empty() const { return lines_.empty(); }
+  Status ToStatus() const {
+    std::string message;
+    for (const std::string& line : lines_) {
+      message += (message.empty() ? "" : "\n") + line;
+    }
+    return InvalidArgumentError(message);
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+std::string InvalidValue(const Config& config, std::string_view key, std::string_view why) {
+  return fmt::format("Invalid config value for key '{}' in '{}': {}", config.FullKey(key),
+                     config.Context(key), why);
+}
+
+// Reads an optional string at `key` and substitutes the environment into it.
+std::optional<std::string> ReadString(const Config& config, std::string_view key,
+                                      const EnvironmentLookup& environment, Problems& problems) {
+  Result<std::optional<std::string>> value = config.GetOptionalString(key);
+  if (!value.ok()) {
+    problems.Add(value.status());
+    return std::nullopt;
+  }
+  if (!*value) return std::nullopt;
+  Result<std::string> substituted =
+      SubstituteEnvironment(**value, config.FullKey(key), config.Context(key), environment);
+  if (!substituted.ok()) {
+    problems.Add(substituted.status());
+    return std::nullopt;
+  }
+  return *substituted;
+}
+
+std::optional<bool> ReadBoolean(const Config& config, std::string_view key, Problems& problems) {
+  Result<std::optional<bool>> value = config.GetOptionalBoolean(key);
+  if (!value.ok()) {
+    problems.Add(value.status());
+    return std::nullopt;
+  }
+  return *value;
+}
+
+std::optional<DatabaseClient> ParseClient(const std::string& name) {
+  if (name == "better-sqlite3" || name == "sqlite3") return DatabaseClient::kSqlite;
+  if (name == "pg") return DatabaseClient::kPostgres;
+  return std::nullopt;
+}
+
+std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view key, bool required,
+                                         const EnvironmentLookup& environment,
+                                         Problems& problems, std::string* name) {
+  if (required && !config.Has(key)) {
+    problems.Add(config.GetString(key).status());
+    return std::nullopt;
+  }
+  std::optional<std::string> value = ReadString(config, key, environment, problems);
+  if (!value) return std::nullopt;
+  std::optional<DatabaseClient> client = ParseClient(*value);
+  if (!client) {
+    problems.Add(InvalidValue(config, key,
+                              fmt::format("unsupported client '{}', wanted one of better-sqlite3, "
+                                          "sqlite3, pg",
+                                          *value)));
+    return std::nullopt;
+  }
+  *name = *value;
+  return client;
+}
+
+// Parses a libpq connection string or URL into its keywords.
+bool ParsePostgresString(const std::string& text, DatabaseConnection& connection,
+                         std::string& error) {
+  char* message = nullptr;
+  PQconninfoOption* options = PQconninfoParse(text.c_str(), &message);
+  if (options == nullptr) {
+    error = message != nullptr ? message : "cannot parse the connection string";
+    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
+    PQfreemem(message);
+    return false;
+  }
+  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+    if (option->val != nullptr) connection[option->keyword] = option->val;
+  }
+  PQconninfoFree(options);
+  return true;
+}
+
+// Returns the scalar at `key` of an object connection as text: strings substituted, numbers
+// written without a fraction when they have none.
+std::optional<std::string> ReadScalar(const Config& config, const std::string& key,
+                                      const EnvironmentLookup& environment, Problems& problems) {
+  const ConfigNode* node = config.Node(key);
+  if (node != nullptr && std::holds_alternative<double>(node->value)) {
+    const double number = std::get<double>(node->value);
+    if (std::floor(number) == number && std::abs(number) < 1e15) {
+      return fmt::format("{}", static_cast<long long>(number));
+    }
+    return fmt::format("{}", number);
+  }
+  return ReadString(config, key, environment, problems);
+}
+
+// Reads `connection` under `config` for `client`, normalised to named fields.
+DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
+                                  const EnvironmentLookup& environment, Problems& problems) {
+  constexpr std::string_view kKey = "connection";
+  DatabaseConnection connection;
+  const ConfigNode* node = config.Node(kKey);
+  if (node == nullptr) return connection;
+  if (std::holds_alternative<std::string>(node->value)) {
+    std::optional<std::string> text = ReadString(config, kKey, environment, problems);
+    if (!text) return connection;
+    if (client == DatabaseClient::kSqlite) {
+      connection["filename"] = *text;
+      return connection;
+    }
+    std::string error;
+    if (!ParsePostgresString(*text, connection, error)) {
+      // libpq's message may quote the text, which may hold a password: do not repeat it.
+      problems.Add(InvalidValue(config, kKey, "not a valid PostgreSQL connection string or URL"));
+    }
+    return connection;
+  }
+  Result<Config> object = config.GetConfig(kKey);
+  if (!object.ok()) {
+    problems.Add(object.status());
+    return connection;
+  }
+  for (const std::string& key : object->Keys()) {
+    if (client == DatabaseClient::kSqlite) {
+      if (key != "filename" && key != "directory") continue;
+      if (std::optional<std::string> value = ReadString(*object, key, environment, problems)) {
+        connection[key] = *value;
+      }
+      continue;
+    }
+    if (key == "ssl") {
+      const ConfigNode* ssl = object->Node(key);
+      if (ssl != nullptr && std::holds_alternative<ConfigNode::Object>(ssl->value)) {
+        connection["sslmode"] = "require";
+      } else if (std::optional<bool> enabled = ReadBoolean(*object, key, problems)) {
+        connection["sslmode"] = *enabled ? "require" : "disable";
+      }
+      continue;
+    }
+    if (key == "connectionString") {
+      if (std::optional<std::string> text = ReadString(*object, key, environment, problems)) {
+        std::string error;
+        if (!ParsePostgresString(*text, connection, error)) {
+          problems.Add(
+              InvalidValue(*object, key, "not a valid PostgreSQL connection string or URL"));
+        }
+      }
+      continue;
+    }
+    std::string keyword;
+    if (key == "host" || key == "port" || key == "user" || key == "password") {
+      keyword = key;
+    } else if (key == "database") {
+      keyword = "dbname";
+    } else {
+      continue;  // pg options that libpq has no keyword for (pool settings and the like)
+    }
+    if (std::optional<std::string> value = ReadScalar(*object, key, environment, problems)) {
+      connection[keyword] = *value;
+    }
+  }
+  return connection;
+}
+
+std::string QuoteConnectionValue(const std::string& value) {
+  std::string quoted = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "'";
+}
+
+}  // namespace
+
+EnvironmentLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
+                                          const std::string& context,
+                                          const EnvironmentLookup& environment) {
+  std::string result;
+  std::size_t i = 0;
+  while (i < value.size()) {
+    if (value.compare(i, 3, "$${") == 0) {
+      result += "${";
+      i += 3;
+      continue;
+    }
+    if (value.compare(i, 2, "${") != 0) {
+      result += value[i++];
+      continue;
+    }
+    const std::size_t close = value.find('}', i + 2);
+    if (close == std::string::npos) {
+      return InvalidArgumentError(
+          fmt::format("Unterminated '${{' in config value for key '{}' in '{}'", full_key,
+                      context));
+    }
+    std::string name = value.substr(i + 2, close - i - 2);
+    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    std::optional<std::string> replacement = environment(name);
+    if (!replacement) {
+      return InvalidArgumentError(
+          fmt::format("Environment variable '{}' is not set; it is used by config key '{}' in '{}'",
+                      name, full_key, context));
+    }
+    result += *replacement;
+    i = close + 1;
+  }
+  return result;
+}
+
+Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
+  return ReadDatabaseConfig(root, ProcessEnvironment());
+}
+
+Result<DatabaseConfig> ReadDatabaseConfig(const Config& root,
+                                          const EnvironmentLookup& environment) {
+  Result<Config> database = root.GetConfig(kRootKey);
+  if (!database.ok()) return database.status();
+  const Config& db = *database;
+
+  Problems problems;
+  DatabaseConfig config;
+  config.context = db.Context();
+
+  std::optional<DatabaseClient> client =
+      ReadClient(db, "client", true, environment, problems, &config.client_name);
+  if (client) config.client = *client;
+
+  if (!db.Has("connection")) {
+    problems.Add(db.GetString("connection").status());
+  } else if (client) {
+    config.connection = ReadConnection(db, *client, environment, problems);
+    if (*client == DatabaseClient::kSqlite) {
+      auto filename = config.connection.find("filename");
+      if (filename != config.connection.end() && filename->second != kMemory) {
+        problems.Add(InvalidValue(db, "connection",
+                                  "a file name is not supported for the base sqlite connection; "
+                                  "use ':memory:' or {directory: <dir>}, or give a filename in "
+                                  "backend.database.plugin.<pluginId>.connection"));
+      }
+    }
+  }
+
+  if (std::optional<std::string> prefix = ReadString(db, "prefix", environment, problems)) {
+    config.prefix = *prefix;
+  }
+  if (std::optional<std::string> mode =
+          ReadString(db, "pluginDivisionMode", environment, problems)) {
+    if (*mode == "database") {
+      config.division_mode = PluginDivisionMode::kDatabase;
+    } else if (*mode == "schema") {
+      config.division_mode = PluginDivisionMode::kSchema;
+    } else {
+      problems.Add(InvalidValue(
+          db, "pluginDivisionMode",
+          fmt::format("unsupported mode '{}', wanted one of database, schema", *mode)));
+    }
+  }
+  if (std::optional<bool> skip = ReadBoolean(db, "skipMigrations", problems)) {
+    config.skip_migrations = *skip;
+  }
+
+  Result<std::optional<Config>> plugins = db.GetOptionalConfig("plugin");
+  if (!plugins.ok()) {
+    problems.Add(plugins.status());
+  } else if (*plugins) {
+    for (const std::string& id : (*plugins)->Keys()) {
+      Result<Config> block = (*plugins)->GetConfig(id);
+      if (!block.ok()) {
+        problems.Add(block.status());
+        continue;
+      }
+      PluginDatabaseOverride plugin;
+      std::string name;
+      plugin.client = ReadClient(*block, "client", false, environment, problems, &name);
+      if (plugin.client) plugin.client_name = name;
+      const std::optional<DatabaseClient> effective = plugin.client ? plugin.client : client;
+      if (effective) {
+        plugin.connection = ReadConnection(*block, *effective, environment, problems);
+      }
+      plugin.skip_migrations = ReadBoolean(*block, "skipMigrations", problems);
+      config.plugins.emplace(id, std::move(plugin));
+    }
+  }
+
+  if (!problems.empty()) return problems.ToStatus();
+  return config;
+}
+
+Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
+                                             const std::string& plugin_id) {
+  const PluginDatabaseOverride* plugin = nullptr;
+  if (auto it = config.plugins.find(plugin_id); it != config.plugins.end()) plugin = &it->second;
+
+  PluginDatabase result;
+  result.client = config.client;
+  bool overridden = false;
+  if (plugin != nullptr && plugin->client) {
+    result.client = *plugin->client;
+    overridden = plugin->client_name != config.client_name;
+  }
+  result.skip_migrations = plugin != nullptr && plugin->skip_migrations
+                               ? *plugin->skip_migrations
+                               : config.skip_migrations;
+
+  DatabaseConnection connection;
+  if (!overridden) {
+    connection = config.connection;
+    if (config.division_mode != PluginDivisionMode::kSchema) connection.erase("dbname");
+  }
+  if (plugin != nullptr) {
+    for (const auto& [key, value] : plugin->connection) connection[key] = value;
+  }
+
+  if (result.client == DatabaseClient::kSqlite) {
+    auto filename = connection.find("filename");
+    if (filename != connection.end() && filename->second == kMemory) {
+      result.database = kMemory;
+      return result;
+    }
+    auto directory = connection.find("directory");
+    const std::string dir = directory != connection.end() ? directory->second : ".";
+    if (filename != connection.end()) {
+      result.database = (std::filesystem::path(dir) / filename->second).string();
+    } else {
+      result.database = SqlitePluginDatabasePath(dir, plugin_id);
+    }
+    return result;
+  }
+
+  if (config.division_mode == PluginDivisionMode::kSchema) {
+    auto dbname = connection.find("dbname");
+    result.database = dbname != connection.end() ? dbname->second : "";
+    result.schema = plugin_id;
+  } else {
+    auto dbname = connection.find("dbname");
+    result.database = dbname != connection.end() ? dbname->second : config.prefix + plugin_id;
+    connection["dbname"] = "postgres";
+  }
+  result.server_connection = PostgresConnectionString(connection);
+  return result;
+}
+
+std::string PostgresConnectionString(const DatabaseConnection& connection) {
+  std::string text;
+  for (const auto& [key, value] : connection) {
+    text += (text.empty() ? "" : " ") + key + "=" + QuoteConnectionValue(value);
+  }
+  return text;
+}
+
+}  // namespace stagehand

@@ -1,0 +1,73 @@
+#include "stagehand/backend/database_manager.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "stagehand/store/postgres_task_store.h"
+#include "stagehand/store/sqlite_task_store.h"
+
+namespace stagehand {
+namespace {
+
+Status Describe(const Status& status, const std::string& plugin_id, const std::string& database) {
+  return Status(status.code(), fmt::format("plugin '{}', database '{}': {}", plugin_id, database,
+                                           status.message()));
+}
+
+}  // namespace
+
+DatabaseManager::DatabaseManager(DatabaseConfig config, const Clock& clock)
+    : config_(std::move(config)), clock_(clock) {}
+
+Result<PluginDatabase> DatabaseManager::Resolve(const std::string& plugin_id) const {
+  return ResolvePluginDatabase(config_, plugin_id);
+}
+
+std::string DatabaseManager::DisplayName(const PluginDatabase& database) {
+  if (database.schema.empty()) return database.database;
+  const std::string name = database.database.empty() ? "(default)" : database.database;
+  return fmt::format("{}, schema {}", name, database.schema);
+}
+
+Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string& plugin_id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = stores_.find(plugin_id); it != stores_.end()) return it->second;
+  }
+  Result<PluginDatabase> database = Resolve(plugin_id);
+  if (!database.ok()) return database.status();
+
+  Result<std::unique_ptr<TaskStore>> opened = InternalError("no store opened");
+  if (database->client == DatabaseClient::kSqlite) {
+    SqliteStoreOptions options;
+    options.path = database->database;
+    opened = OpenSqliteTaskStore(plugin_id, options, clock_);
+  } else {
+    PostgresStoreOptions options;
+    options.connection = database->server_connection;
+    options.database = database->database;
+    options.schema = database->schema;
+    opened = OpenPostgresTaskStore(plugin_id, options, clock_);
+  }
+  if (!opened.ok()) return Describe(opened.status(), plugin_id, DisplayName(*database));
+
+  std::shared_ptr<TaskStore> store = std::move(*opened);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, inserted] = stores_.emplace(plugin_id, std::move(store));
+  return it->second;
+}
+
+Result<MigrationOutcome> DatabaseManager::MigrateIfNeeded(const std::string& plugin_id) {
+  Result<PluginDatabase> database = Resolve(plugin_id);
+  if (!database.ok()) return database.status();
+  if (database->skip_migrations) return MigrationOutcome::kSkipped;
+  Result<std::shared_ptr<TaskStore>> store = OpenStore(plugin_id);
+  if (!store.ok()) return store.status();
+  if (Status migrated = (*store)->Migrate(); !migrated.ok()) {
+    return Describe(migrated, plugin_id, DisplayName(*database));
+  }
+  return MigrationOutcome::kMigrated;
+}
+
+}  // namespace stagehand
