@@ -1,0 +1,317 @@
+#include "stagehand/backend/database_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "stagehand/config/config.h"
+
+namespace stagehand {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kFile[] = "app-config.yaml";
+
+EnvironmentLookup FakeEnvironment(std::map<std::string, std::string> variables) {
+  return [variables](const std::string& name) -> std::optional<std::string> {
+    auto it = variables.find(name);
+    if (it == variables.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Result<DatabaseConfig> Read(const std::string& yaml,
+                            const std::map<std::string, std::string>& env = {}) {
+  Result<Config> config = Config::FromYaml(yaml, kFile);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return ReadDatabaseConfig(*config, FakeEnvironment(env));
+}
+
+DatabaseConfig ReadOk(const std::string& yaml,
+                      const std::map<std::string, std::string>& env = {}) {
+  Result<DatabaseConfig> config = Read(yaml, env);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : DatabaseConfig{};
+}
+
+std::string ReadError(const std::string& yaml,
+                      const std::map<std::string, std::string>& env = {}) {
+  Result<DatabaseConfig> config = Read(yaml, env);
+  EXPECT_FALSE(config.ok());
+  if (config.ok()) return "";
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  return config.status().message();
+}
+
+PluginDatabase Resolve(const DatabaseConfig& config, const std::string& plugin) {
+  Result<PluginDatabase> database = ResolvePluginDatabase(config, plugin);
+  EXPECT_TRUE(database.ok()) << database.status();
+  return database.ok() ? *database : PluginDatabase{};
+}
+
+TEST(DatabaseConfigTest, SqliteMemoryWithDefaults) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n");
+  EXPECT_EQ(config.client, DatabaseClient::kSqlite);
+  EXPECT_EQ(config.client_name, "better-sqlite3");
+  EXPECT_EQ(config.prefix, "backstage_plugin_");
+  EXPECT_EQ(config.division_mode, PluginDivisionMode::kDatabase);
+  EXPECT_FALSE(config.skip_migrations);
+  EXPECT_TRUE(config.plugins.empty());
+  EXPECT_EQ(config.context, kFile);
+  PluginDatabase database = Resolve(config, "catalog");
+  EXPECT_EQ(database.database, ":memory:");
+  EXPECT_FALSE(database.skip_migrations);
+}
+
+TEST(DatabaseConfigTest, SqliteDirectoryGivesOneFilePerPlugin) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: sqlite3\n    connection:\n      directory: ./data\n");
+  EXPECT_EQ(config.client, DatabaseClient::kSqlite);
+  EXPECT_EQ(Resolve(config, "catalog").database, "./data/catalog.sqlite");
+  EXPECT_EQ(Resolve(config, "search").database, "./data/search.sqlite");
+}
+
+TEST(DatabaseConfigTest, SqliteWithoutDirectoryUsesTheWorkingDirectory) {
+  DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: better-sqlite3\n    connection: {}\n");
+  EXPECT_EQ(Resolve(config, "catalog").database, "./catalog.sqlite");
+}
+
+TEST(DatabaseConfigTest, SqliteBaseFilenameIsRejected) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: better-sqlite3\n    connection: ./db.sqlite\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, SqlitePluginFilenameAndDirectory) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: better-sqlite3\n    connection:\n"
+      "      directory: /var/db\n    plugin:\n      catalog:\n        connection:\n"
+      "          filename: cat.db\n      search:\n        connection: ':memory:'\n");
+  EXPECT_EQ(Resolve(config, "catalog").database, "/var/db/cat.db");
+  EXPECT_EQ(Resolve(config, "search").database, ":memory:");
+  EXPECT_EQ(Resolve(config, "other").database, "/var/db/other.sqlite");
+}
+
+TEST(DatabaseConfigTest, PostgresObjectConnection) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection:\n      host: db.local\n"
+      "      port: 5433\n      user: backstage\n      password: secret\n      database: main\n"
+      "      ssl: true\n");
+  EXPECT_EQ(config.client, DatabaseClient::kPostgres);
+  EXPECT_EQ(config.connection.at("host"), "db.local");
+  EXPECT_EQ(config.connection.at("port"), "5433");
+  EXPECT_EQ(config.connection.at("user"), "backstage");
+  EXPECT_EQ(config.connection.at("password"), "secret");
+  EXPECT_EQ(config.connection.at("dbname"), "main");
+  EXPECT_EQ(config.connection.at("sslmode"), "require");
+
+  PluginDatabase database = Resolve(config, "catalog");
+  EXPECT_EQ(database.client, DatabaseClient::kPostgres);
+  EXPECT_EQ(database.database, "backstage_plugin_catalog");
+  EXPECT_TRUE(database.schema.empty());
+  EXPECT_THAT(database.server_connection, HasSubstr("dbname='postgres'"));
+  EXPECT_THAT(database.server_connection, HasSubstr("host='db.local'"));
+  EXPECT_THAT(database.server_connection, HasSubstr("port='5433'"));
+  EXPECT_THAT(database.server_connection, HasSubstr("password='secret'"));
+}
+
+TEST(DatabaseConfigTest, PostgresUrlConnection) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n"
+      "    connection: postgresql://u:p%40ss@127.0.0.1:5432/postgres\n");
+  EXPECT_EQ(config.connection.at("host"), "127.0.0.1");
+  EXPECT_EQ(config.connection.at("user"), "u");
+  EXPECT_EQ(config.connection.at("password"), "p@ss");
+  EXPECT_EQ(config.connection.at("port"), "5432");
+}
+
+TEST(DatabaseConfigTest, PostgresKeywordConnectionString) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection: host=h port=6000 user=x\n");
+  EXPECT_EQ(config.connection.at("host"), "h");
+  EXPECT_EQ(config.connection.at("port"), "6000");
+}
+
+TEST(DatabaseConfigTest, PostgresBadConnectionStringDoesNotEchoIt) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection: 'postgresql://u:hunter2@h/db?bogus=1'\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+  EXPECT_THAT(error, ::testing::Not(HasSubstr("hunter2")));
+}
+
+TEST(DatabaseConfigTest, PrefixAndSchemaMode) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    prefix: acme_\n    pluginDivisionMode: schema\n"
+      "    connection:\n      host: h\n      database: shared\n");
+  EXPECT_EQ(config.prefix, "acme_");
+  EXPECT_EQ(config.division_mode, PluginDivisionMode::kSchema);
+  PluginDatabase database = Resolve(config, "catalog");
+  EXPECT_EQ(database.schema, "catalog");
+  EXPECT_EQ(database.database, "shared");
+  EXPECT_THAT(database.server_connection, HasSubstr("dbname='shared'"));
+}
+
+TEST(DatabaseConfigTest, PrefixInDatabaseModeIgnoresTheBaseDatabase) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    prefix: acme_\n"
+      "    connection:\n      host: h\n      database: shared\n");
+  PluginDatabase database = Resolve(config, "catalog");
+  EXPECT_EQ(database.database, "acme_catalog");
+  EXPECT_THAT(database.server_connection, HasSubstr("dbname='postgres'"));
+}
+
+TEST(DatabaseConfigTest, SkipMigrationsGlobalAndPerPlugin) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n"
+      "    skipMigrations: true\n    plugin:\n      catalog:\n        skipMigrations: false\n"
+      "      search: {}\n");
+  EXPECT_TRUE(config.skip_migrations);
+  EXPECT_FALSE(Resolve(config, "catalog").skip_migrations);
+  EXPECT_TRUE(Resolve(config, "search").skip_migrations);
+  EXPECT_TRUE(Resolve(config, "unlisted").skip_migrations);
+}
+
+TEST(DatabaseConfigTest, PluginConnectionMergesOverTheBaseWithTheSameClient) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection:\n      host: h\n      user: u\n"
+      "      password: p\n    plugin:\n      catalog:\n        connection:\n"
+      "          host: other\n          database: catalogdb\n");
+  PluginDatabase catalog = Resolve(config, "catalog");
+  EXPECT_EQ(catalog.database, "catalogdb");
+  EXPECT_THAT(catalog.server_connection, HasSubstr("host='other'"));
+  EXPECT_THAT(catalog.server_connection, HasSubstr("user='u'"));
+  EXPECT_THAT(catalog.server_connection, HasSubstr("password='p'"));
+}
+
+TEST(DatabaseConfigTest, PluginWithAnotherClientReplacesTheConnection) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection:\n      host: h\n"
+      "    plugin:\n      search:\n        client: better-sqlite3\n        connection:\n"
+      "          directory: /tmp/s\n");
+  ASSERT_EQ(config.plugins.count("search"), 1u);
+  EXPECT_EQ(config.plugins.at("search").client, DatabaseClient::kSqlite);
+  PluginDatabase search = Resolve(config, "search");
+  EXPECT_EQ(search.client, DatabaseClient::kSqlite);
+  EXPECT_EQ(search.database, "/tmp/s/search.sqlite");
+  EXPECT_EQ(Resolve(config, "catalog").client, DatabaseClient::kPostgres);
+}
+
+TEST(DatabaseConfigTest, SubstitutesEnvironmentVariables) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection:\n      host: ${PGHOST}\n"
+      "      port: ${PGPORT}\n      password: 'x${SECRET}y'\n      user: '$${literal}'\n",
+      {{"PGHOST", "db"}, {"PGPORT", "7000"}, {"SECRET", "s"}});
+  EXPECT_EQ(config.connection.at("host"), "db");
+  EXPECT_EQ(config.connection.at("port"), "7000");
+  EXPECT_EQ(config.connection.at("password"), "xsy");
+  EXPECT_EQ(config.connection.at("user"), "${literal}");
+}
+
+TEST(DatabaseConfigTest, SubstitutesInAConnectionString) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n",
+      {{"DATABASE_URL", "postgresql://a@b:1/c"}});
+  EXPECT_EQ(config.connection.at("host"), "b");
+  EXPECT_EQ(config.connection.at("user"), "a");
+}
+
+TEST(DatabaseConfigTest, MissingVariableNamesItAndTheKey) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection:\n      password: ${NOPE}\n");
+  EXPECT_THAT(error, HasSubstr("'NOPE'"));
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection.password'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, UnterminatedReferenceIsAnError) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection:\n      host: ${HOST\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection.host'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, MissingDatabaseBlock) {
+  std::string error = ReadError("backend:\n  baseUrl: http://x\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, MissingClientAndConnectionAreBothReported) {
+  std::string error = ReadError("backend:\n  database:\n    prefix: x_\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.client'"));
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, UnknownClientNamesTheAcceptedValues) {
+  std::string error =
+      ReadError("backend:\n  database:\n    client: mysql2\n    connection: ':memory:'\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.client'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+  EXPECT_THAT(error, HasSubstr("'mysql2'"));
+  EXPECT_THAT(error, HasSubstr("better-sqlite3, sqlite3, pg"));
+}
+
+TEST(DatabaseConfigTest, UnknownPluginClientNamesThePluginKey) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection: ''\n    plugin:\n      catalog:\n"
+      "        client: oracle\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.plugin.catalog.client'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, InvalidDivisionMode) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection: ''\n    pluginDivisionMode: table\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.pluginDivisionMode'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+  EXPECT_THAT(error, HasSubstr("database, schema"));
+}
+
+TEST(DatabaseConfigTest, WrongTypesNameTheirKeys) {
+  std::string error = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection: ''\n    skipMigrations: maybe\n"
+      "    prefix: [a]\n    plugin:\n      catalog:\n        skipMigrations: [1]\n"
+      "      search: 3\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.skipMigrations'"));
+  EXPECT_THAT(error, HasSubstr("'backend.database.prefix'"));
+  EXPECT_THAT(error, HasSubstr("'backend.database.plugin.catalog.skipMigrations'"));
+  EXPECT_THAT(error, HasSubstr("'backend.database.plugin.search'"));
+  EXPECT_THAT(error, HasSubstr(kFile));
+}
+
+TEST(DatabaseConfigTest, ErrorsNameTheFileTheValueCameFrom) {
+  Result<Config> base = Config::FromYaml(
+      "backend:\n  database:\n    client: pg\n    connection: ''\n", "base.yaml");
+  Result<Config> local =
+      Config::FromYaml("backend:\n  database:\n    client: cockroach\n", "local.yaml");
+  ASSERT_TRUE(base.ok() && local.ok());
+  Result<DatabaseConfig> config =
+      ReadDatabaseConfig(Config::Merge({*base, *local}), FakeEnvironment({}));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("'backend.database.client' in 'local.yaml'"));
+}
+
+TEST(SubstituteEnvironmentTest, ReplacesEveryReference) {
+  Result<std::string> value = SubstituteEnvironment("${A}-${ B }-$${C}", "k", "f",
+                                                    FakeEnvironment({{"A", "1"}, {"B", "2"}}));
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "1-2-${C}");
+}
+
+TEST(PostgresConnectionStringTest, QuotesValues) {
+  EXPECT_EQ(PostgresConnectionString({{"host", "h"}, {"password", "a'b\\c d"}}),
+            "host='h' password='a\\'b\\\\c d'");
+}
+
+}  // namespace
+}  // namespace stagehand
