@@ -76,8 +76,8 @@ std::optional<DatabaseClient> ParseClient(const std::string& name) {
 }
 
 std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view key, bool required,
-                                         const EnvironmentLookup& environment,
-                                         Problems& problems, std::string* name) {
+                                         const EnvironmentLookup& environment, Problems& problems,
+                                         std::string* name) {
   if (required && !config.Has(key)) {
     problems.Add(config.GetString(key).status());
     return std::nullopt;
@@ -233,9 +233,8 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
     }
     const std::size_t close = value.find('}', i + 2);
     if (close == std::string::npos) {
-      return InvalidArgumentError(
-          fmt::format("Unterminated '${{' in config value for key '{}' in '{}'", full_key,
-                      context));
+      return InvalidArgumentError(fmt::format(
+          "Unterminated '${{' in config value for key '{}' in '{}'", full_key, context));
     }
     std::string name = value.substr(i + 2, close - i - 2);
     while (!name.empty() && name.front() == ' ') name.erase(0, 1);
@@ -343,9 +342,8 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
     result.client = *plugin->client;
     overridden = plugin->client_name != config.client_name;
   }
-  result.skip_migrations = plugin != nullptr && plugin->skip_migrations
-                               ? *plugin->skip_migrations
-                               : config.skip_migrations;
+  result.skip_migrations = plugin != nullptr && plugin->skip_migrations ? *plugin->skip_migrations
+                                                                        : config.skip_migrations;
 
   DatabaseConnection connection;
   if (!overridden) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "stagehand/store/postgres_task_store.h"
@@ -10,7 +12,12 @@
 namespace stagehand {
 namespace {
 
+// Returns `status` with the plugin and its database named, unless the store already named them.
 Status Describe(const Status& status, const std::string& plugin_id, const std::string& database) {
+  if (status.message().find("'" + plugin_id + "'") != std::string::npos &&
+      status.message().find(database) != std::string::npos) {
+    return status;
+  }
   return Status(status.code(), fmt::format("plugin '{}', database '{}': {}", plugin_id, database,
                                            status.message()));
 }
@@ -40,6 +47,17 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
 
   Result<std::unique_ptr<TaskStore>> opened = InternalError("no store opened");
   if (database->client == DatabaseClient::kSqlite) {
+    if (database->database != ":memory:") {
+      // Backstage creates the directory of the plugin's file when it is missing.
+      const std::filesystem::path parent = std::filesystem::path(database->database).parent_path();
+      std::error_code error;
+      if (!parent.empty()) std::filesystem::create_directories(parent, error);
+      if (error) {
+        return UnavailableError(
+            fmt::format("plugin '{}', database '{}': cannot create directory '{}': {}", plugin_id,
+                        database->database, parent.string(), error.message()));
+      }
+    }
     SqliteStoreOptions options;
     options.path = database->database;
     opened = OpenSqliteTaskStore(plugin_id, options, clock_);

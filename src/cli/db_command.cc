@@ -112,12 +112,12 @@ void AddDbCommand(CLI::App& app, Action& action) {
       "Create or update the task tables of every plugin the config names (keys of "
       "stagehand.plugins and backend.database.plugin), as Backstage's migrations do; safe to "
       "run again");
-  migrate->add_option("-c,--config", options->config_files,
-                      "App-config YAML file; repeat to merge several, later files winning")
+  migrate
+      ->add_option("-c,--config", options->config_files,
+                   "App-config YAML file; repeat to merge several, later files winning")
       ->required()
       ->allow_extra_args(false);
-  migrate->add_option("-p,--plugin", options->plugins,
-                      "Migrate only this plugin id (repeatable)")
+  migrate->add_option("-p,--plugin", options->plugins, "Migrate only this plugin id (repeatable)")
       ->allow_extra_args(false);
   migrate->footer(
       "Prints one line per plugin: '<id>: migrated (<database>)', '<id>: skipped "

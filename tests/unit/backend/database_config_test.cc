@@ -31,15 +31,13 @@ Result<DatabaseConfig> Read(const std::string& yaml,
   return ReadDatabaseConfig(*config, FakeEnvironment(env));
 }
 
-DatabaseConfig ReadOk(const std::string& yaml,
-                      const std::map<std::string, std::string>& env = {}) {
+DatabaseConfig ReadOk(const std::string& yaml, const std::map<std::string, std::string>& env = {}) {
   Result<DatabaseConfig> config = Read(yaml, env);
   EXPECT_TRUE(config.ok()) << config.status();
   return config.ok() ? *config : DatabaseConfig{};
 }
 
-std::string ReadError(const std::string& yaml,
-                      const std::map<std::string, std::string>& env = {}) {
+std::string ReadError(const std::string& yaml, const std::map<std::string, std::string>& env = {}) {
   Result<DatabaseConfig> config = Read(yaml, env);
   EXPECT_FALSE(config.ok());
   if (config.ok()) return "";
@@ -54,8 +52,8 @@ PluginDatabase Resolve(const DatabaseConfig& config, const std::string& plugin) 
 }
 
 TEST(DatabaseConfigTest, SqliteMemoryWithDefaults) {
-  DatabaseConfig config = ReadOk(
-      "backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n");
+  DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n");
   EXPECT_EQ(config.client, DatabaseClient::kSqlite);
   EXPECT_EQ(config.client_name, "better-sqlite3");
   EXPECT_EQ(config.prefix, "backstage_plugin_");
@@ -83,8 +81,8 @@ TEST(DatabaseConfigTest, SqliteWithoutDirectoryUsesTheWorkingDirectory) {
 }
 
 TEST(DatabaseConfigTest, SqliteBaseFilenameIsRejected) {
-  std::string error = ReadError(
-      "backend:\n  database:\n    client: better-sqlite3\n    connection: ./db.sqlite\n");
+  std::string error =
+      ReadError("backend:\n  database:\n    client: better-sqlite3\n    connection: ./db.sqlite\n");
   EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
   EXPECT_THAT(error, HasSubstr(kFile));
 }
@@ -133,15 +131,16 @@ TEST(DatabaseConfigTest, PostgresUrlConnection) {
 }
 
 TEST(DatabaseConfigTest, PostgresKeywordConnectionString) {
-  DatabaseConfig config = ReadOk(
-      "backend:\n  database:\n    client: pg\n    connection: host=h port=6000 user=x\n");
+  DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: pg\n    connection: host=h port=6000 user=x\n");
   EXPECT_EQ(config.connection.at("host"), "h");
   EXPECT_EQ(config.connection.at("port"), "6000");
 }
 
 TEST(DatabaseConfigTest, PostgresBadConnectionStringDoesNotEchoIt) {
   std::string error = ReadError(
-      "backend:\n  database:\n    client: pg\n    connection: 'postgresql://u:hunter2@h/db?bogus=1'\n");
+      "backend:\n  database:\n    client: pg\n    connection: "
+      "'postgresql://u:hunter2@h/db?bogus=1'\n");
   EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
   EXPECT_THAT(error, HasSubstr(kFile));
   EXPECT_THAT(error, ::testing::Not(HasSubstr("hunter2")));
@@ -216,9 +215,9 @@ TEST(DatabaseConfigTest, SubstitutesEnvironmentVariables) {
 }
 
 TEST(DatabaseConfigTest, SubstitutesInAConnectionString) {
-  DatabaseConfig config = ReadOk(
-      "backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n",
-      {{"DATABASE_URL", "postgresql://a@b:1/c"}});
+  DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n",
+             {{"DATABASE_URL", "postgresql://a@b:1/c"}});
   EXPECT_EQ(config.connection.at("host"), "b");
   EXPECT_EQ(config.connection.at("user"), "a");
 }
@@ -232,8 +231,8 @@ TEST(DatabaseConfigTest, MissingVariableNamesItAndTheKey) {
 }
 
 TEST(DatabaseConfigTest, UnterminatedReferenceIsAnError) {
-  std::string error = ReadError(
-      "backend:\n  database:\n    client: pg\n    connection:\n      host: ${HOST\n");
+  std::string error =
+      ReadError("backend:\n  database:\n    client: pg\n    connection:\n      host: ${HOST\n");
   EXPECT_THAT(error, HasSubstr("'backend.database.connection.host'"));
   EXPECT_THAT(error, HasSubstr(kFile));
 }
@@ -289,16 +288,15 @@ TEST(DatabaseConfigTest, WrongTypesNameTheirKeys) {
 }
 
 TEST(DatabaseConfigTest, ErrorsNameTheFileTheValueCameFrom) {
-  Result<Config> base = Config::FromYaml(
-      "backend:\n  database:\n    client: pg\n    connection: ''\n", "base.yaml");
+  Result<Config> base =
+      Config::FromYaml("backend:\n  database:\n    client: pg\n    connection: ''\n", "base.yaml");
   Result<Config> local =
       Config::FromYaml("backend:\n  database:\n    client: cockroach\n", "local.yaml");
   ASSERT_TRUE(base.ok() && local.ok());
   Result<DatabaseConfig> config =
       ReadDatabaseConfig(Config::Merge({*base, *local}), FakeEnvironment({}));
   ASSERT_FALSE(config.ok());
-  EXPECT_THAT(config.status().message(),
-              HasSubstr("'backend.database.client' in 'local.yaml'"));
+  EXPECT_THAT(config.status().message(), HasSubstr("'backend.database.client' in 'local.yaml'"));
 }
 
 TEST(SubstituteEnvironmentTest, ReplacesEveryReference) {
