@@ -1,0 +1,482 @@
+// Latency and idle-cost figures of the scheduling engine in real time, against the product's
+// targets: in-process trigger to start (SQLite and PostgreSQL), trigger and cancel across two
+// schedulers over PostgreSQL, cron every second, and 10,000 idle global tasks on PostgreSQL.
+// A plain program (not Google Benchmark: each figure is a distribution of event latencies, not a
+// loop rate). Prints one JSON document; also writes it to --benchmark_out=FILE (scripts/bench).
+// PostgreSQL scenarios use STAGEHAND_TEST_POSTGRES_URL and are skipped when it is unset.
+//
+//   engine_bench [--scenarios=trigger,across,cancel,cron,idle] [--cron_seconds=10]
+//                [--idle_tasks=10000] [--idle_seconds=10]
+#include <postgresql/libpq-fe.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stagehand/base/logger.h"
+#include "stagehand/base/uuid.h"
+#include "stagehand/service/plugin_scheduler.h"
+#include "stagehand/store/postgres_task_store.h"
+#include "stagehand/store/sqlite_task_store.h"
+#include "stagehand/time/clock.h"
+
+namespace stagehand {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kPluginId[] = "enginebench";
+
+double Ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// p50, p99 and max of latencies in milliseconds.
+Json Percentiles(std::vector<double> values) {
+  Json out;
+  out["n"] = values.size();
+  if (values.empty()) return out;
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+    return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  out["p50_ms"] = at(0.50);
+  out["p99_ms"] = at(0.99);
+  out["max_ms"] = values.back();
+  return out;
+}
+
+// Counts task starts and stop-token firings; lets the driver wait for the n-th of each.
+class Probe {
+ public:
+  TaskFunction Returning() {
+    return [this](std::stop_token) { Started(); };
+  }
+  TaskFunction Blocking() {
+    return [this](std::stop_token stop) {
+      Started();
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, stop, [] { return false; });
+      stop_times_.push_back(Steady::now());
+      cv_.notify_all();
+    };
+  }
+  TaskFunction RecordingWall() {
+    return [this](std::stop_token) {
+      const auto now = std::chrono::system_clock::now();
+      Started();
+      std::lock_guard lock(mu_);
+      wall_starts_.push_back(now);
+    };
+  }
+
+  std::optional<Steady::time_point> WaitStart(size_t n, milliseconds timeout = seconds(10)) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return start_times_.size() >= n; })) return std::nullopt;
+    return start_times_[n - 1];
+  }
+  std::optional<Steady::time_point> WaitStop(size_t n, milliseconds timeout = seconds(10)) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return stop_times_.size() >= n; })) return std::nullopt;
+    return stop_times_[n - 1];
+  }
+  std::vector<std::chrono::system_clock::time_point> WallStarts() {
+    std::lock_guard lock(mu_);
+    return wall_starts_;
+  }
+
+ private:
+  void Started() {
+    const auto now = Steady::now();
+    std::lock_guard lock(mu_);
+    start_times_.push_back(now);
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::vector<Steady::time_point> start_times_;
+  std::vector<Steady::time_point> stop_times_;
+  std::vector<std::chrono::system_clock::time_point> wall_starts_;
+};
+
+// A raw libpq session for administration (databases, pg_stat_statements).
+class Admin {
+ public:
+  explicit Admin(const std::string& url) : conn_(PQconnectdb(url.c_str())) {}
+  ~Admin() { PQfinish(conn_); }
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  std::string Scalar(const std::string& sql) {
+    PGresult* result = PQexec(conn_, sql.c_str());
+    std::string value;
+    const ExecStatusType status = PQresultStatus(result);
+    if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0)) {
+      value = PQgetvalue(result, 0, 0);
+    } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+      std::cerr << "engine_bench: SQL failed: " << PQresultErrorMessage(result);
+    }
+    PQclear(result);
+    return value;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+// Where the plugin's stores live: a temp SQLite file or a fresh PostgreSQL database, removed at
+// the end.
+class Backend {
+ public:
+  static std::unique_ptr<Backend> Sqlite() {
+    auto backend = std::unique_ptr<Backend>(new Backend());
+    backend->dir_ = std::filesystem::temp_directory_path() / ("stagehand-engine-bench-" + NewUuidV4());
+    std::filesystem::create_directories(backend->dir_);
+    return backend;
+  }
+  static std::unique_ptr<Backend> Postgres(const std::string& url) {
+    auto backend = std::unique_ptr<Backend>(new Backend());
+    backend->url_ = url;
+    backend->database_ = "stagehand_engine_bench_" + std::to_string(::getpid()) + "_" +
+                         std::to_string(counter_++);
+    return backend;
+  }
+  ~Backend() {
+    if (!dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+    if (!database_.empty()) {
+      Admin admin(url_);
+      admin.Scalar("DROP DATABASE IF EXISTS \"" + database_ + "\" WITH (FORCE)");
+    }
+  }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const std::string& database() const { return database_; }
+
+  std::shared_ptr<TaskStore> Open() {
+    Result<std::unique_ptr<TaskStore>> store = [&] {
+      if (!dir_.empty()) {
+        SqliteStoreOptions options;
+        options.path = SqlitePluginDatabasePath(dir_.string(), kPluginId);
+        return OpenSqliteTaskStore(kPluginId, options, SystemClock::Instance());
+      }
+      PostgresStoreOptions options;
+      options.connection = url_;
+      options.database = database_;
+      return OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+    }();
+    if (!store.ok()) Die("cannot open the store: " + store.status().ToString());
+    if (Status migrated = (*store)->Migrate(); !migrated.ok()) Die(migrated.ToString());
+    return std::shared_ptr<TaskStore>(std::move(*store));
+  }
+
+  std::unique_ptr<PluginScheduler> Scheduler(EngineOptions engine) {
+    PluginSchedulerOptions options;
+    options.plugin_id = kPluginId;
+    options.store = Open();
+    options.logger = NullLogger();
+    options.engine = engine;
+    options.default_zone = TimeZone::Utc();
+    return std::make_unique<PluginScheduler>(std::move(options));
+  }
+
+  [[noreturn]] static void Die(const std::string& message) {
+    std::cerr << "engine_bench: " << message << "\n";
+    std::exit(1);
+  }
+
+ private:
+  Backend() = default;
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  std::string url_;
+  std::string database_;
+};
+
+TaskDefinition Global(std::string id, Frequency frequency, TaskFunction fn) {
+  TaskDefinition task;
+  task.id = std::move(id);
+  task.frequency = std::move(frequency);
+  task.timeout = milliseconds(seconds(60));
+  task.fn = std::move(fn);
+  return task;
+}
+
+void MustOk(const Status& status, const std::string& what) {
+  if (!status.ok()) Backend::Die(what + ": " + status.ToString());
+}
+
+// Triggers `id` on `scheduler` as soon as the previous run has released it (a trigger during the
+// previous run's release is refused with kConflict). Returns the instant of the accepted call.
+Steady::time_point TriggerWhenIdle(PluginScheduler& scheduler, const std::string& id) {
+  const auto give_up = Steady::now() + seconds(10);
+  for (;;) {
+    const auto before = Steady::now();
+    Status status = scheduler.TriggerTask(id);
+    if (status.ok()) return before;
+    if (status.code() != StatusCode::kConflict || Steady::now() > give_up) {
+      Backend::Die("trigger failed: " + status.ToString());
+    }
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+}
+
+EngineOptions NotifyOnly() {
+  EngineOptions options;
+  options.poll_interval = seconds(30);
+  return options;
+}
+
+// In-process trigger to start of the task function, on one scheduler.
+Json InProcessTrigger(Backend& backend, int triggers) {
+  Probe probe;
+  auto scheduler = backend.Scheduler(NotifyOnly());
+  MustOk(scheduler->ScheduleTask(Global("manual", ManualFrequency{}, probe.Returning())), "register");
+  std::vector<double> latencies;
+  for (int i = 1; i <= triggers; ++i) {
+    const auto triggered = TriggerWhenIdle(*scheduler, "manual");
+    std::optional<Steady::time_point> started = probe.WaitStart(static_cast<size_t>(i));
+    if (!started) Backend::Die("a triggered run did not start");
+    latencies.push_back(Ms(*started - triggered));
+  }
+  return Percentiles(latencies);
+}
+
+// Trigger on scheduler A of a task registered only on scheduler B.
+Json TriggerAcross(Backend& backend, int triggers) {
+  Probe probe;
+  auto a = backend.Scheduler(NotifyOnly());
+  auto b = backend.Scheduler(NotifyOnly());
+  MustOk(b->ScheduleTask(Global("manual", ManualFrequency{}, probe.Returning())), "register");
+  std::vector<double> latencies;
+  for (int i = 1; i <= triggers; ++i) {
+    const auto triggered = TriggerWhenIdle(*a, "manual");
+    std::optional<Steady::time_point> started = probe.WaitStart(static_cast<size_t>(i));
+    if (!started) Backend::Die("a run triggered on A did not start on B");
+    latencies.push_back(Ms(*started - triggered));
+  }
+  return Percentiles(latencies);
+}
+
+// Cancel on scheduler A of a run on scheduler B, to B's stop token firing.
+Json CancelAcross(Backend& backend, int runs) {
+  Probe probe;
+  auto a = backend.Scheduler(NotifyOnly());
+  auto b = backend.Scheduler(NotifyOnly());
+  MustOk(b->ScheduleTask(Global("blocking", ManualFrequency{}, probe.Blocking())), "register");
+  std::vector<double> latencies;
+  for (int i = 1; i <= runs; ++i) {
+    TriggerWhenIdle(*b, "blocking");
+    if (!probe.WaitStart(static_cast<size_t>(i))) Backend::Die("a run did not start on B");
+    const auto cancelled = Steady::now();
+    MustOk(a->CancelTask("blocking"), "cancel");
+    std::optional<Steady::time_point> stopped = probe.WaitStop(static_cast<size_t>(i));
+    if (!stopped) Backend::Die("B's stop token did not fire");
+    latencies.push_back(Ms(*stopped - cancelled));
+  }
+  return Percentiles(latencies);
+}
+
+// A global `* * * * * *` task for `duration`: the share of whole seconds that had a run, and how
+// long after its second each run started.
+Json CronEverySecond(Backend& backend, seconds duration) {
+  Probe probe;
+  auto scheduler = backend.Scheduler(NotifyOnly());
+  CronFrequency every_second;
+  every_second.expression = "* * * * * *";
+  every_second.time_zone = "UTC";
+  const auto registered = std::chrono::system_clock::now();
+  MustOk(scheduler->ScheduleTask(Global("cron", every_second, probe.RecordingWall())), "register");
+  std::this_thread::sleep_for(duration + milliseconds(500));  // the measured window itself
+  scheduler->Shutdown();
+
+  // Slots: every whole second from the first after registration (plus one to settle) to the last
+  // that had time to run.
+  const auto first_slot = std::chrono::ceil<seconds>(registered) + seconds(1);
+  const auto last_slot = first_slot + duration - seconds(1);
+  std::set<std::chrono::system_clock::time_point> hit;
+  std::vector<double> lags;
+  for (const auto& start : probe.WallStarts()) {
+    const auto slot = std::chrono::round<seconds>(start);
+    if (slot < first_slot || slot > last_slot) continue;
+    hit.insert(slot);
+    lags.push_back(Ms(start - slot));
+  }
+  Json out;
+  out["seconds"] = duration.count();
+  out["slots"] = duration.count();
+  out["slots_run"] = hit.size();
+  out["runs_in_window"] = lags.size();
+  out["start_lag"] = Percentiles(lags);
+  return out;
+}
+
+long RssKb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+double CpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) * 1000.0 + static_cast<double>(tv.tv_usec) / 1000.0;
+  };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+// `tasks` idle global tasks (cron once a year) on PostgreSQL: registration time, then statements,
+// CPU and memory over `idle` seconds of doing nothing.
+Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle) {
+  auto scheduler = backend.Scheduler(EngineOptions{});
+  CronFrequency yearly;
+  yearly.expression = "0 0 1 1 *";
+  yearly.time_zone = "UTC";
+  const auto begin = Steady::now();
+  for (int i = 0; i < tasks; ++i) {
+    MustOk(scheduler->ScheduleTask(Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {})),
+           "register");
+  }
+  const double registration_ms = Ms(Steady::now() - begin);
+
+  std::this_thread::sleep_for(seconds(2));  // let registration's wake-ups settle
+  Admin admin(url);
+  const std::string calls_sql =
+      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
+      "s.dbid WHERE d.datname = '" + backend.database() + "'";
+  const double calls_before = std::stod(admin.Scalar(calls_sql));
+  const double cpu_before = CpuMs();
+  const auto idle_begin = Steady::now();
+  std::this_thread::sleep_for(idle);  // the idle window measured
+  const double idle_s = std::chrono::duration<double>(Steady::now() - idle_begin).count();
+  const double cpu_after = CpuMs();
+  const double calls_after = std::stod(admin.Scalar(calls_sql));
+
+  Json out;
+  out["tasks"] = tasks;
+  out["registration_ms"] = registration_ms;
+  out["idle_seconds"] = idle_s;
+  out["statements_per_s"] = (calls_after - calls_before) / idle_s;
+  out["cpu_ms_per_s"] = (cpu_after - cpu_before) / idle_s;
+  out["rss_mb"] = static_cast<double>(RssKb()) / 1024.0;
+  scheduler->Shutdown();
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  std::set<std::string> scenarios = {"trigger", "across", "cancel", "cron", "idle"};
+  int cron_seconds = 10;
+  int idle_tasks = 10000;
+  int idle_seconds = 10;
+  std::string out_file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--scenarios")) {
+      scenarios.clear();
+      std::stringstream list(*v);
+      for (std::string name; std::getline(list, name, ',');) scenarios.insert(name);
+    } else if (auto c = value("--cron_seconds")) {
+      cron_seconds = std::stoi(*c);
+    } else if (auto t = value("--idle_tasks")) {
+      idle_tasks = std::stoi(*t);
+    } else if (auto s = value("--idle_seconds")) {
+      idle_seconds = std::stoi(*s);
+    } else if (auto o = value("--benchmark_out")) {
+      out_file = *o;
+    } else if (arg.rfind("--benchmark_", 0) != 0) {
+      std::cerr << "engine_bench: unknown argument " << arg << "\n";
+      return 2;
+    }
+  }
+  const char* url_env = std::getenv("STAGEHAND_TEST_POSTGRES_URL");
+  const std::optional<std::string> url =
+      url_env != nullptr && *url_env != '\0' ? std::optional<std::string>(url_env) : std::nullopt;
+
+  Json results;
+  auto postgres = [&]() -> std::unique_ptr<Backend> {
+    return url ? Backend::Postgres(*url) : nullptr;
+  };
+  auto note_skip = [&](const std::string& name) {
+    results[name] = "skipped: STAGEHAND_TEST_POSTGRES_URL is not set";
+  };
+  if (scenarios.count("trigger") != 0) {
+    results["in_process_trigger_sqlite"] = InProcessTrigger(*Backend::Sqlite(), 50);
+    if (auto backend = postgres()) {
+      results["in_process_trigger_postgres"] = InProcessTrigger(*backend, 50);
+    } else {
+      note_skip("in_process_trigger_postgres");
+    }
+  }
+  if (scenarios.count("across") != 0) {
+    if (auto backend = postgres()) {
+      results["trigger_across_postgres"] = TriggerAcross(*backend, 50);
+    } else {
+      note_skip("trigger_across_postgres");
+    }
+  }
+  if (scenarios.count("cancel") != 0) {
+    if (auto backend = postgres()) {
+      results["cancel_across_postgres"] = CancelAcross(*backend, 20);
+    } else {
+      note_skip("cancel_across_postgres");
+    }
+  }
+  if (scenarios.count("cron") != 0) {
+    results["cron_every_second_sqlite"] = CronEverySecond(*Backend::Sqlite(), seconds(cron_seconds));
+    if (auto backend = postgres()) {
+      results["cron_every_second_postgres"] = CronEverySecond(*backend, seconds(cron_seconds));
+    } else {
+      note_skip("cron_every_second_postgres");
+    }
+  }
+  if (scenarios.count("idle") != 0) {
+    if (auto backend = postgres()) {
+      results["idle_tasks_postgres"] = IdleTasks(*backend, *url, idle_tasks, seconds(idle_seconds));
+    } else {
+      note_skip("idle_tasks_postgres");
+    }
+  }
+  const std::string text = results.dump(2);
+  std::cout << text << "\n";
+  if (!out_file.empty()) std::ofstream(out_file) << text << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace stagehand
+
+int main(int argc, char** argv) { return stagehand::Main(argc, argv); }
