@@ -313,13 +313,12 @@ Json CronEverySecond(Backend& backend, seconds duration) {
   every_second.time_zone = "UTC";
   const auto registered = std::chrono::system_clock::now();
   MustOk(scheduler->ScheduleTask(Global("cron", every_second, probe.RecordingWall())), "register");
-  std::this_thread::sleep_for(duration + milliseconds(500));  // the measured window itself
-  scheduler->Shutdown();
-
-  // Slots: every whole second from the first after registration (plus one to settle) to the last
-  // that had time to run.
+  // Slots: `duration` whole seconds, from the second after the first whole second following
+  // registration (the first run, at registration, is not a slot).
   const auto first_slot = std::chrono::ceil<seconds>(registered) + seconds(1);
   const auto last_slot = first_slot + duration - seconds(1);
+  std::this_thread::sleep_until(last_slot + milliseconds(500));  // the measured window itself
+  scheduler->Shutdown();
   std::set<std::chrono::system_clock::time_point> hit;
   std::vector<double> lags;
   for (const auto& start : probe.WallStarts()) {
@@ -328,12 +327,15 @@ Json CronEverySecond(Backend& backend, seconds duration) {
     hit.insert(slot);
     lags.push_back(Ms(start - slot));
   }
+  Json starts = Json::array();
+  for (const auto& start : probe.WallStarts()) starts.push_back(Ms(start - first_slot));
   Json out;
   out["seconds"] = duration.count();
   out["slots"] = duration.count();
   out["slots_run"] = hit.size();
   out["runs_in_window"] = lags.size();
   out["start_lag"] = Percentiles(lags);
+  out["starts_ms_after_first_slot"] = starts;
   return out;
 }
 
@@ -362,6 +364,11 @@ Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle
   CronFrequency yearly;
   yearly.expression = "0 0 1 1 *";
   yearly.time_zone = "UTC";
+  Admin admin(url);
+  const std::string calls_sql =
+      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
+      "s.dbid WHERE d.datname = '" + backend.database() + "'";
+  const double calls_at_start = std::stod(admin.Scalar(calls_sql));
   const auto begin = Steady::now();
   for (int i = 0; i < tasks; ++i) {
     MustOk(scheduler->ScheduleTask(Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {})),
@@ -369,11 +376,8 @@ Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle
   }
   const double registration_ms = Ms(Steady::now() - begin);
 
+  const double registration_statements = std::stod(admin.Scalar(calls_sql)) - calls_at_start;
   std::this_thread::sleep_for(seconds(2));  // let registration's wake-ups settle
-  Admin admin(url);
-  const std::string calls_sql =
-      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
-      "s.dbid WHERE d.datname = '" + backend.database() + "'";
   const double calls_before = std::stod(admin.Scalar(calls_sql));
   const double cpu_before = CpuMs();
   const auto idle_begin = Steady::now();
@@ -385,6 +389,7 @@ Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle
   Json out;
   out["tasks"] = tasks;
   out["registration_ms"] = registration_ms;
+  out["registration_statements"] = registration_statements;
   out["idle_seconds"] = idle_s;
   out["statements_per_s"] = (calls_after - calls_before) / idle_s;
   out["cpu_ms_per_s"] = (cpu_after - cpu_before) / idle_s;
