@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "unit/service/task_probe.h"
+
 namespace stagehand {
 namespace {
 
@@ -22,102 +24,8 @@ using ::testing::ElementsAre;
 using testing::MockScheduler;
 using testing::MockSchedulerOptions;
 
-// How long a test waits for something another thread does before it gives up and fails.
-constexpr std::chrono::seconds kRealTimeout{10};
-
-// Stands in for a task function: records each call and the state of its stop token, and can hold
-// a call until its stop token fires. Thread-safe; kept alive by the functions it hands out.
-class TaskProbe : public std::enable_shared_from_this<TaskProbe> {
- public:
-  // Returns a function that records the call and returns `result`.
-  TaskFunction Returning(Status result = Status::Ok()) {
-    auto self = shared_from_this();
-    return [self, result](std::stop_token stop) {
-      self->Enter(stop);
-      self->Leave(stop);
-      return result;
-    };
-  }
-
-  // Returns a function that records the call and throws `message`.
-  TaskFunction Throwing(std::string message) {
-    auto self = shared_from_this();
-    return [self, message](std::stop_token stop) {
-      self->Enter(stop);
-      self->Leave(stop);
-      throw std::runtime_error(message);
-    };
-  }
-
-  // Returns a function that records the call, then blocks until its stop token fires or
-  // ReleaseAll() was called.
-  TaskFunction Blocking() {
-    auto self = shared_from_this();
-    return [self](std::stop_token stop) {
-      self->Enter(stop);
-      {
-        std::unique_lock lock(self->mu_);
-        self->cv_.wait(lock, stop, [&] { return self->released_; });
-      }
-      self->Leave(stop);
-    };
-  }
-
-  // Makes every blocked call, and every later call of Blocking(), return at once.
-  void ReleaseAll() {
-    {
-      std::lock_guard lock(mu_);
-      released_ = true;
-    }
-    cv_.notify_all();
-  }
-
-  // Blocks until `n` calls have started (or returned), or kRealTimeout passes.
-  bool WaitForStarts(std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_start_.size() >= n; });
-  }
-  bool WaitForReturns(std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kRealTimeout, [&] { return stopped_at_return_.size() >= n; });
-  }
-
-  std::size_t starts() const {
-    std::lock_guard lock(mu_);
-    return stopped_at_start_.size();
-  }
-  // Whether each call's stop token had fired when the call started / returned.
-  std::vector<bool> stopped_at_start() const {
-    std::lock_guard lock(mu_);
-    return stopped_at_start_;
-  }
-  std::vector<bool> stopped_at_return() const {
-    std::lock_guard lock(mu_);
-    return stopped_at_return_;
-  }
-
- private:
-  void Enter(const std::stop_token& stop) {
-    {
-      std::lock_guard lock(mu_);
-      stopped_at_start_.push_back(stop.stop_requested());
-    }
-    cv_.notify_all();
-  }
-  void Leave(const std::stop_token& stop) {
-    {
-      std::lock_guard lock(mu_);
-      stopped_at_return_.push_back(stop.stop_requested());
-    }
-    cv_.notify_all();
-  }
-
-  mutable std::mutex mu_;
-  std::condition_variable_any cv_;
-  bool released_ = false;
-  std::vector<bool> stopped_at_start_;
-  std::vector<bool> stopped_at_return_;
-};
+using service_testing::kRealTimeout;
+using service_testing::TaskProbe;
 
 // Runs `body` on a thread of its own. Destruction first releases `probe`, so that a test that
 // failed half-way does not hang on a task that is still blocked, then joins.
