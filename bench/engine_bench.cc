@@ -67,6 +67,20 @@ Json Percentiles(std::vector<double> values) {
   return out;
 }
 
+// Percentiles plus the indexes of the three slowest samples (cold-start effects show as 0, 1...).
+Json PercentilesWithSlowest(const std::vector<double>& values) {
+  Json out = Percentiles(values);
+  std::vector<size_t> order(values.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return values[x] > values[y]; });
+  Json slowest = Json::array();
+  for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
+    slowest.push_back({{"sample", order[i]}, {"ms", values[order[i]]}});
+  }
+  out["slowest"] = slowest;
+  return out;
+}
+
 // Counts task starts and stop-token firings; lets the driver wait for the n-th of each.
 class Probe {
  public:
@@ -265,7 +279,7 @@ Json InProcessTrigger(Backend& backend, int triggers) {
     if (!started) Backend::Die("a triggered run did not start");
     latencies.push_back(Ms(*started - triggered));
   }
-  return Percentiles(latencies);
+  return PercentilesWithSlowest(latencies);
 }
 
 // Trigger on scheduler A of a task registered only on scheduler B.
@@ -281,7 +295,7 @@ Json TriggerAcross(Backend& backend, int triggers) {
     if (!started) Backend::Die("a run triggered on A did not start on B");
     latencies.push_back(Ms(*started - triggered));
   }
-  return Percentiles(latencies);
+  return PercentilesWithSlowest(latencies);
 }
 
 // Cancel on scheduler A of a run on scheduler B, to B's stop token firing.
@@ -300,7 +314,7 @@ Json CancelAcross(Backend& backend, int runs) {
     if (!stopped) Backend::Die("B's stop token did not fire");
     latencies.push_back(Ms(*stopped - cancelled));
   }
-  return Percentiles(latencies);
+  return PercentilesWithSlowest(latencies);
 }
 
 // A global `* * * * * *` task for `duration`: the share of whole seconds that had a run, and how
