@@ -1,0 +1,32 @@
+// Backstage's error responses: the one place where a Status becomes an HTTP status, an error name
+// and the JSON error body of Backstage's MiddlewareFactory.error.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "stagehand/base/logger.h"
+#include "stagehand/base/status.h"
+#include "stagehand/http/http_message.h"
+
+namespace stagehand {
+
+// An HTTP status and the Backstage error class name that goes with it.
+struct HttpErrorClass {
+  int status = 500;
+  std::string_view name = "Error";
+};
+
+// Returns the HTTP status and error name of `code`: kInvalidArgument → 400 InputError,
+// kNotFound → 404 NotFoundError, kConflict → 409 ConflictError, kUnavailable → 503
+// ServiceUnavailableError, anything else → 500 Error. The only such mapping in stagehand.
+HttpErrorClass HttpErrorClassFor(StatusCode code);
+
+// Returns Backstage's error body for `error` (not OK) answering `request`:
+// {"error":{"name","message"},"request":{"method","url"},"response":{"statusCode"}}, where url is
+// request.Url(). For a 5xx (503 included: an unavailable database's message may name hosts or
+// SQL) the message is replaced by "An internal error occurred logId=<20 hex>" and the real error
+// is logged at error level with that logId, so no detail leaves the process.
+HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logger& logger);
+
+}  // namespace stagehand

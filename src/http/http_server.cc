@@ -1,0 +1,230 @@
+#include "stagehand/http/http_server.h"
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "http/path_match.h"
+#include "stagehand/http/error_response.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kLivenessPath = "/.backstage/health/v1/liveness";
+constexpr std::string_view kReadinessPath = "/.backstage/health/v1/readiness";
+// Every path: routing is ours, not httplib's.
+constexpr const char* kAnyPath = R"([\s\S]*)";
+
+// When the request being served on this worker thread started (set before its body is read), for
+// the access log, which httplib calls on the same thread once the response is written.
+thread_local std::optional<MonoTime> request_started;
+
+HttpRequest ToHttpRequest(const httplib::Request& request) {
+  HttpRequest out;
+  out.method = request.method;
+  const std::string_view target = request.target;
+  const std::size_t question = target.find('?');
+  out.path = std::string(target.substr(0, question));
+  if (question != std::string_view::npos) out.query = std::string(target.substr(question + 1));
+  for (const auto& [name, value] : request.headers) out.headers.emplace_back(name, value);
+  out.body = request.body;
+  return out;
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = std::move(body);
+  return response;
+}
+
+void WriteResponse(HttpResponse response, httplib::Response& out) {
+  out.status = response.status;
+  std::string content_type;
+  for (auto& [name, value] : response.headers) {
+    if (http_internal::EqualsIgnoreCase(name, "Content-Type")) {
+      content_type = std::move(value);
+    } else {
+      out.set_header(name, value);
+    }
+  }
+  if (!response.body.empty() || !content_type.empty()) {
+    out.set_content(std::move(response.body), content_type.c_str());
+  }
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions server_options)
+      : options(std::move(server_options)),
+        clock(options.clock != nullptr ? options.clock : &SystemClock::Instance()),
+        logger(options.logger ? options.logger : NullLogger()) {}
+
+  std::optional<HttpResponse> Route(const HttpRequest& request) {
+    const bool get = request.method == "GET" || request.method == "HEAD";
+    if (get && http_internal::RouteMatches(request.path, kLivenessPath)) {
+      return JsonResponse(200, R"({"status":"ok"})");
+    }
+    if (get && http_internal::RouteMatches(request.path, kReadinessPath)) {
+      if (ready.load()) return JsonResponse(200, R"({"status":"ok"})");
+      return JsonResponse(503, R"({"status":"error","message":"Backend is not ready"})");
+    }
+    HttpHandler handler;
+    std::optional<std::string_view> relative;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& [prefix, mounted] : mounts) {
+        relative = http_internal::StripMount(request.path, prefix);
+        if (relative) {
+          handler = mounted;
+          break;
+        }
+      }
+    }
+    if (!relative) return std::nullopt;
+    HttpRequest inner = request;
+    inner.path = std::string(*relative);
+    return handler(inner);
+  }
+
+  void Serve(const httplib::Request& request, httplib::Response& response) {
+    const HttpRequest ours = ToHttpRequest(request);
+    std::optional<HttpResponse> routed = Route(ours);
+    if (!routed) {
+      routed.emplace();
+      routed->status = 404;
+    }
+    WriteResponse(std::move(*routed), response);
+  }
+
+  void LogAccess(const httplib::Request& request, const httplib::Response& response) {
+    if (!logger->Enabled(LogLevel::kInfo)) return;
+    const std::string_view target = request.target;
+    LogFields fields = {{"method", request.method},
+                        {"path", std::string(target.substr(0, target.find('?')))},
+                        {"status", std::to_string(response.status)}};
+    if (request_started) {
+      const auto elapsed = clock->MonoNow() - *request_started;
+      fields.emplace_back(
+          "duration_ms",
+          fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(elapsed).count()));
+    }
+    request_started.reset();
+    logger->Info("request", fields);
+  }
+
+  void Configure() {
+    server.set_payload_max_length(options.max_request_body_bytes);
+    server.set_read_timeout(options.read_timeout);
+    server.set_write_timeout(options.write_timeout);
+    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+      request_started = clock->MonoNow();
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    const auto serve = [this](const httplib::Request& request, httplib::Response& response) {
+      Serve(request, response);
+    };
+    server.Get(kAnyPath, serve);
+    server.Post(kAnyPath, serve);
+    server.Put(kAnyPath, serve);
+    server.Patch(kAnyPath, serve);
+    server.Delete(kAnyPath, serve);
+    server.Options(kAnyPath, serve);
+    server.set_exception_handler(
+        [this](const httplib::Request& request, httplib::Response& response, std::exception_ptr e) {
+          std::string what = "unknown exception";
+          try {
+            std::rethrow_exception(std::move(e));
+          } catch (const std::exception& exception) {
+            what = exception.what();
+          } catch (...) {
+          }
+          const HttpRequest ours = ToHttpRequest(request);
+          WriteResponse(ErrorResponse(InternalError(what), ours, *logger), response);
+        });
+    server.set_logger([this](const httplib::Request& request, const httplib::Response& response) {
+      LogAccess(request, response);
+    });
+  }
+
+  HttpServerOptions options;
+  Clock* clock;
+  std::shared_ptr<Logger> logger;
+  httplib::Server server;
+  std::mutex mu;
+  std::vector<std::pair<std::string, HttpHandler>> mounts;  // guarded by mu
+  std::atomic<bool> ready{false};
+  std::atomic<std::uint16_t> bound_port{0};
+  std::atomic<bool> listen_returned{false};
+  bool started = false;  // guarded by start_mu
+  std::mutex start_mu;
+  std::jthread thread;
+};
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->Configure();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Mount(std::string prefix, HttpHandler handler) {
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  std::lock_guard lock(impl_->mu);
+  for (auto& [existing, mounted] : impl_->mounts) {
+    if (http_internal::EqualsIgnoreCase(existing, prefix)) {
+      mounted = std::move(handler);
+      return;
+    }
+  }
+  impl_->mounts.emplace_back(std::move(prefix), std::move(handler));
+}
+
+void HttpServer::SetReady(bool ready) { impl_->ready.store(ready); }
+
+Status HttpServer::Start() {
+  std::lock_guard lock(impl_->start_mu);
+  if (impl_->started) return FailedPreconditionError("the HTTP server is already started");
+  const std::string& host = impl_->options.host;
+  int port = impl_->options.port;
+  if (port == 0) {
+    port = impl_->server.bind_to_any_port(host);
+  } else if (!impl_->server.bind_to_port(host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return UnavailableError(
+        fmt::format("cannot listen on {}:{}", host, impl_->options.port));
+  }
+  impl_->bound_port.store(static_cast<std::uint16_t>(port));
+  impl_->started = true;
+  impl_->thread = std::jthread([impl = impl_.get()] {
+    impl->server.listen_after_bind();
+    impl->listen_returned.store(true);
+  });
+  // httplib 0.11 has no wait_until_ready(); stop() is a no-op until the accept loop runs, so wait
+  // for it here (the loop starts at once: this is a few microseconds).
+  while (!impl_->server.is_running() && !impl_->listen_returned.load()) std::this_thread::yield();
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  std::lock_guard lock(impl_->start_mu);
+  if (!impl_->started) return;
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->bound_port.store(0);
+}
+
+std::uint16_t HttpServer::port() const { return impl_->bound_port.load(); }
+
+}  // namespace stagehand

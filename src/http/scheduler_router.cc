@@ -1,0 +1,108 @@
+#include "stagehand/http/scheduler_router.h"
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http/path_match.h"
+#include "stagehand/http/error_response.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kTasksPrefix[] = {".backstage", "scheduler", "v1", "tasks"};
+
+std::string JsonString(std::string_view text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool StartsWithTasksPrefix(const std::vector<std::string_view>& segments) {
+  if (segments.size() < std::size(kTasksPrefix)) return false;
+  for (std::size_t i = 0; i < std::size(kTasksPrefix); ++i) {
+    if (!http_internal::EqualsIgnoreCase(segments[i], kTasksPrefix[i])) return false;
+  }
+  return true;
+}
+
+HttpResponse EmptyOk() {
+  HttpResponse response;
+  response.status = 200;
+  return response;
+}
+
+}  // namespace
+
+SchedulerRestRouter::SchedulerRestRouter(std::string plugin_id, SchedulerService& scheduler,
+                                         std::shared_ptr<Logger> logger)
+    : plugin_id_(std::move(plugin_id)),
+      scheduler_(&scheduler),
+      logger_(logger ? std::move(logger) : NullLogger()) {}
+
+std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& request) const {
+  const std::optional<std::vector<std::string_view>> segments =
+      http_internal::SplitRoutePath(request.path);
+  if (!segments || !StartsWithTasksPrefix(*segments)) return std::nullopt;
+  const std::size_t prefix_size = std::size(kTasksPrefix);
+  if (segments->size() == prefix_size) {
+    if (request.method != "GET" && request.method != "HEAD") return std::nullopt;
+    return ListTasks(request);
+  }
+  if (segments->size() != prefix_size + 2 || request.method != "POST") return std::nullopt;
+  const std::string_view raw_id = (*segments)[prefix_size];
+  const std::string_view action = (*segments)[prefix_size + 1];
+  const bool trigger = http_internal::EqualsIgnoreCase(action, "trigger");
+  if (raw_id.empty() || (!trigger && !http_internal::EqualsIgnoreCase(action, "cancel"))) {
+    return std::nullopt;
+  }
+  Result<std::string> id = DecodeUriComponent(raw_id);
+  if (!id.ok()) {
+    return ErrorResponse(InvalidArgumentError(fmt::format("Failed to decode param '{}'", raw_id)),
+                         request, *logger_);
+  }
+  const Status status = trigger ? scheduler_->TriggerTask(*id) : scheduler_->CancelTask(*id);
+  if (!status.ok()) return ErrorResponse(status, request, *logger_);
+  return EmptyOk();
+}
+
+HttpHandler SchedulerRestRouter::AsHandler() const {
+  return [this](const HttpRequest& request) { return Handle(request); };
+}
+
+HttpResponse SchedulerRestRouter::ListTasks(const HttpRequest& request) const {
+  Result<std::vector<TaskListing>> listings = scheduler_->ListTasks();
+  if (!listings.ok()) return ErrorResponse(listings.status(), request, *logger_);
+  const std::string plugin_id = JsonString(plugin_id_);
+  std::string body = R"({"tasks":[)";
+  bool first = true;
+  for (const TaskListing& listing : *listings) {
+    if (!first) body += ',';
+    first = false;
+    body += R"({"taskId":)";
+    body += JsonString(listing.descriptor.id);
+    body += R"(,"pluginId":)";
+    body += plugin_id;
+    body += R"(,"scope":)";
+    body += JsonString(TaskScopeName(listing.descriptor.scope));
+    body += R"(,"settings":)";
+    body += listing.descriptor.settings.ToJson();
+    body += R"(,"taskState":)";
+    body += listing.task_state ? listing.task_state->ToJson() : "null";
+    body += R"(,"workerState":)";
+    body += listing.worker_state
+                ? fmt::format(R"({{"status":{}}})", JsonString(WorkerStatusName(*listing.worker_state)))
+                : "null";
+    body += '}';
+  }
+  body += "]}";
+  HttpResponse response;
+  response.status = 200;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = std::move(body);
+  return response;
+}
+
+}  // namespace stagehand
