@@ -1,0 +1,293 @@
+#include "stagehand/executors/http_task.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace stagehand {
+namespace {
+
+constexpr std::size_t kBodyExcerptBytes = 200;
+// After a stop, how often the in-flight request is shut down again: a socket that was still
+// being connected at the first attempt is shut down once it exists.
+constexpr std::chrono::milliseconds kAbortRetry{10};
+
+Status BadUrl(std::string_view url, std::string_view reason) {
+  return InvalidArgumentError(fmt::format("invalid URL '{}': {}", url, reason));
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool IsHostChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' || c == '_';
+}
+
+Result<std::string> NormalizedMethod(std::string_view method) {
+  if (method.empty()) return InvalidArgumentError("HTTP method is empty");
+  std::string out;
+  for (char c : method) {
+    if (std::isalpha(static_cast<unsigned char>(c)) == 0) {
+      return InvalidArgumentError(fmt::format("invalid HTTP method '{}'", method));
+    }
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+Status CheckHeaders(const std::map<std::string, std::string>& headers) {
+  for (const auto& [name, value] : headers) {
+    bool name_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isgraph(static_cast<unsigned char>(c)) != 0 && c != ':';
+    });
+    if (!name_ok) return InvalidArgumentError(fmt::format("invalid HTTP header name '{}'", name));
+    if (value.find_first_of("\r\n") != std::string::npos) {
+      return InvalidArgumentError(fmt::format("HTTP header '{}' has a line break", name));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckSpec(const HttpTaskSpec& spec) {
+  STAGEHAND_RETURN_IF_ERROR(ParseHttpTaskUrl(spec.url));
+  STAGEHAND_RETURN_IF_ERROR(NormalizedMethod(spec.method));
+  STAGEHAND_RETURN_IF_ERROR(CheckHeaders(spec.headers));
+  if (spec.expect_status && (*spec.expect_status < 100 || *spec.expect_status > 599)) {
+    return InvalidArgumentError(
+        fmt::format("expected HTTP status {} is not in 100..599", *spec.expect_status));
+  }
+  return Status::Ok();
+}
+
+// One request on a helper thread, which the caller can abandon. Thread-safe.
+class Exchange {
+ public:
+  Exchange(const HttpTaskUrl& url, const HttpTaskSpec& spec, std::string method)
+      : client_(fmt::format(
+            "{}://{}:{}", url.scheme,
+            url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host, url.port)) {
+    auto connect = std::min(spec.connect_timeout, spec.total_timeout);
+    client_.set_connection_timeout(connect);
+    client_.set_read_timeout(spec.total_timeout);
+    client_.set_write_timeout(spec.total_timeout);
+    client_.set_keep_alive(false);
+    client_.set_follow_location(false);
+    request_.method = std::move(method);
+    request_.path = url.target;
+    for (const auto& [name, value] : spec.headers) request_.headers.emplace(name, value);
+    request_.body = spec.body;
+  }
+
+  bool valid() const { return client_.is_valid(); }
+
+  void Start() {
+    worker_ = std::jthread([this] {
+      httplib::Response response;
+      httplib::Error error = httplib::Error::Success;
+      bool ok = client_.send(request_, response, error);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_ = true;
+        ok_ = ok;
+        error_ = error;
+        response_ = std::move(response);
+      }
+      cv_.notify_all();
+    });
+  }
+
+  // Returns whether the exchange finished before `deadline` or `stop`.
+  bool Wait(Clock& clock, MonoTime deadline, std::stop_token stop) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return clock.WaitUntil(lock, cv_, deadline, std::move(stop), [this] { return done_; });
+  }
+
+  // Shuts the connection down until the helper thread has finished, then joins it.
+  void Abort(Clock& clock) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      lock.unlock();
+      client_.stop();
+      lock.lock();
+      clock.WaitUntil(lock, cv_, clock.MonoNow() + kAbortRetry, std::stop_token(),
+                      [this] { return done_; });
+    }
+    lock.unlock();
+    worker_.join();
+  }
+
+  // The outcome; valid after Wait returned true (the helper has set it) or after Abort.
+  bool ok() const { return ok_; }
+  httplib::Error error() const { return error_; }
+  const httplib::Response& response() const { return response_; }
+
+  void Join() { worker_.join(); }
+
+ private:
+  httplib::Client client_;
+  httplib::Request request_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool done_ = false;
+  bool ok_ = false;
+  httplib::Error error_ = httplib::Error::Success;
+  httplib::Response response_;
+  std::jthread worker_;
+};
+
+std::string StatusExpectation(const HttpTaskSpec& spec) {
+  return spec.expect_status ? std::to_string(*spec.expect_status) : "2xx";
+}
+
+}  // namespace
+
+bool HttpsSupported() {
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
+  for (char c : url) {
+    if (std::isgraph(static_cast<unsigned char>(c)) == 0) {
+      return BadUrl(url, "it contains a space or a control character");
+    }
+  }
+  std::size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos || scheme_end == 0) {
+    return BadUrl(url, "expected an absolute URL such as http://host:port/path");
+  }
+  HttpTaskUrl out;
+  out.scheme = Lower(url.substr(0, scheme_end));
+  if (out.scheme == "https") {
+    if (!HttpsSupported()) return BadUrl(url, "https is not supported in this build");
+    out.port = 443;
+  } else if (out.scheme == "http") {
+    out.port = 80;
+  } else {
+    return BadUrl(url, fmt::format("unsupported scheme '{}' (expected http)", out.scheme));
+  }
+  std::string_view rest = url.substr(scheme_end + 3);
+  std::size_t authority_end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, authority_end);
+  std::string_view target =
+      authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
+  if (authority.find('@') != std::string_view::npos) {
+    return BadUrl(url, "user information is not supported");
+  }
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) return BadUrl(url, "unterminated IPv6 address");
+    out.host = std::string(authority.substr(1, close - 1));
+    bool ipv6_ok = !out.host.empty() && std::all_of(out.host.begin(), out.host.end(), [](char c) {
+      return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.';
+    });
+    if (!ipv6_ok) return BadUrl(url, "invalid IPv6 address");
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return BadUrl(url, "unexpected text after the IPv6 address");
+      port_text = after.substr(1);
+      if (port_text.empty()) return BadUrl(url, "empty port");
+    }
+  } else {
+    std::size_t colon = authority.find(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return BadUrl(url, "empty port");
+    }
+    if (out.host.empty()) return BadUrl(url, "missing host");
+    if (!std::all_of(out.host.begin(), out.host.end(), IsHostChar)) {
+      return BadUrl(url, fmt::format("invalid host '{}'", out.host));
+    }
+  }
+  if (!port_text.empty()) {
+    int port = 0;
+    for (char c : port_text) {
+      if (std::isdigit(static_cast<unsigned char>(c)) == 0 || port > 65535) {
+        return BadUrl(url, fmt::format("invalid port '{}'", port_text));
+      }
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) return BadUrl(url, fmt::format("invalid port '{}'", port_text));
+    out.port = port;
+  }
+  target = target.substr(0, target.find('#'));
+  if (target.empty()) {
+    out.target = "/";
+  } else if (target.front() == '?') {
+    out.target = "/" + std::string(target);
+  } else {
+    out.target = std::string(target);
+  }
+  return out;
+}
+
+Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock, std::stop_token stop) {
+  STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
+  HttpTaskUrl url = *ParseHttpTaskUrl(spec.url);
+  std::string method = *NormalizedMethod(spec.method);
+  std::string what = fmt::format("HTTP {} {}", method, spec.url);
+  if (stop.stop_requested()) return CancelledError(what + ": not sent: stopped");
+
+  LogFields fields;
+  if (!spec.task_id.empty()) fields.emplace_back("task", spec.task_id);
+  fields.emplace_back("method", method);
+  fields.emplace_back("url", spec.url);
+
+  Exchange exchange(url, spec, method);
+  if (!exchange.valid()) return InvalidArgumentError(what + ": the client rejected the URL");
+  MonoTime deadline = clock.MonoNow() + spec.total_timeout;
+  exchange.Start();
+  if (!exchange.Wait(clock, deadline, stop)) {
+    exchange.Abort(clock);
+    if (stop.stop_requested()) return CancelledError(what + ": stopped");
+    return DeadlineExceededError(
+        fmt::format("{}: no response within {} ms", what, spec.total_timeout.count()));
+  }
+  exchange.Join();
+
+  if (!exchange.ok()) {
+    return UnavailableError(
+        fmt::format("{}: request failed: {}", what, httplib::to_string(exchange.error())));
+  }
+  const httplib::Response& response = exchange.response();
+  fields.emplace_back("status", std::to_string(response.status));
+  bool expected = spec.expect_status ? response.status == *spec.expect_status
+                                     : response.status >= 200 && response.status <= 299;
+  if (expected) {
+    logger.Info("http task response", fields);
+    return Status::Ok();
+  }
+  logger.Warn("http task response", fields);
+  std::string message =
+      fmt::format("{}: status {} (expected {})", what, response.status, StatusExpectation(spec));
+  if (!response.body.empty()) {
+    message += "; body: " + response.body.substr(0, kBodyExcerptBytes);
+  }
+  return UnavailableError(std::move(message));
+}
+
+Result<TaskFunction> MakeHttpTask(HttpTaskSpec spec, std::shared_ptr<Logger> logger, Clock& clock) {
+  STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
+  if (logger == nullptr) logger = NullLogger();
+  return TaskFunction(
+      [spec = std::move(spec), logger = std::move(logger), &clock](std::stop_token stop) {
+        return RunHttpTask(spec, *logger, clock, std::move(stop));
+      });
+}
+
+}  // namespace stagehand
