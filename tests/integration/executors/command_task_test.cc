@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "integration/executors/recording_logger.h"
+#include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
@@ -200,6 +201,25 @@ TEST_F(CommandTaskTest, ProgramIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_THAT(status.message(), HasSubstr("SIGKILL after a grace of 200 ms"));
   EXPECT_GE(elapsed, std::chrono::milliseconds(200));
   EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(GroupGone(pgid));
+}
+
+TEST_F(CommandTaskTest, GraceDeadlineFollowsTheInjectedClock) {
+  stagehand::testing::ManualClock clock;
+  CommandSpec spec =
+      Shell("trap 'echo got-term' TERM; echo ready; while :; do sleep 30 & wait $!; done");
+  spec.kill_grace = std::chrono::hours(1);
+  std::future<Status> run = std::async(
+      std::launch::async, [&] { return RunCommand(spec, logger_, clock, stop_.get_token()); });
+  pid_t pgid = StartedGroup();
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  stop_.request_stop();
+  ASSERT_TRUE(logger_.WaitFor("got-term").has_value());
+  EXPECT_EQ(run.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  clock.Advance(std::chrono::hours(1));
+  Status status = run.get();
+  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status.message(), HasSubstr("SIGKILL"));
   EXPECT_TRUE(GroupGone(pgid));
 }
 
