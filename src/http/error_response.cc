@@ -1,10 +1,9 @@
 #include "stagehand/http/error_response.h"
 
-#include <random>
-
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace stagehand {
 namespace {

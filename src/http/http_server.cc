@@ -1,5 +1,9 @@
 #include "stagehand/http/http_server.h"
 
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -7,9 +11,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
-#include <httplib.h>
 
 #include "http/path_match.h"
 #include "stagehand/http/error_response.h"
@@ -123,9 +124,15 @@ struct HttpServer::Impl {
   }
 
   void Configure() {
+    // httplib's default also sets SO_REUSEPORT, which lets a second server bind a busy port.
+    server.set_socket_options([](socket_t socket) {
+      int yes = 1;
+      ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     server.set_payload_max_length(options.max_request_body_bytes);
     server.set_read_timeout(options.read_timeout);
     server.set_write_timeout(options.write_timeout);
+    server.set_keep_alive_timeout(static_cast<time_t>(options.keep_alive_timeout.count()));
     server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
       request_started = clock->MonoNow();
       return httplib::Server::HandlerResponse::Unhandled;
@@ -202,8 +209,7 @@ Status HttpServer::Start() {
     port = -1;
   }
   if (port <= 0) {
-    return UnavailableError(
-        fmt::format("cannot listen on {}:{}", host, impl_->options.port));
+    return UnavailableError(fmt::format("cannot listen on {}:{}", host, impl_->options.port));
   }
   impl_->bound_port.store(static_cast<std::uint16_t>(port));
   impl_->started = true;

@@ -1,12 +1,11 @@
 #include "stagehand/http/scheduler_router.h"
 
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "http/path_match.h"
 #include "stagehand/http/error_response.h"
@@ -92,9 +91,9 @@ HttpResponse SchedulerRestRouter::ListTasks(const HttpRequest& request) const {
     body += R"(,"taskState":)";
     body += listing.task_state ? listing.task_state->ToJson() : "null";
     body += R"(,"workerState":)";
-    body += listing.worker_state
-                ? fmt::format(R"({{"status":{}}})", JsonString(WorkerStatusName(*listing.worker_state)))
-                : "null";
+    body += listing.worker_state ? fmt::format(R"({{"status":{}}})",
+                                               JsonString(WorkerStatusName(*listing.worker_state)))
+                                 : "null";
     body += '}';
   }
   body += "]}";

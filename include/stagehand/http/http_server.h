@@ -25,6 +25,9 @@ struct HttpServerOptions {
   // Monotonic limits for reading one request and writing one response.
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};
+  // How long an idle keep-alive connection stays open. Stop waits up to this long for such
+  // connections, so it is kept short.
+  std::chrono::seconds keep_alive_timeout{1};
   // Receives the access log (message "request", fields method, path, status, duration_ms) and
   // handler failures. Headers are never logged. Dropped when null.
   std::shared_ptr<Logger> logger;

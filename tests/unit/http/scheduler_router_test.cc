@@ -117,11 +117,10 @@ constexpr const char* kTasks = "/.backstage/scheduler/v1/tasks";
 
 class SchedulerRestRouterTest : public ::testing::Test {
  protected:
-  std::optional<HttpResponse> Handle(const HttpRequest& request) {
-    return router_.Handle(request);
-  }
+  std::optional<HttpResponse> Handle(const HttpRequest& request) { return router_.Handle(request); }
   HttpResponse Post(std::string path, std::string query = "") {
-    std::optional<HttpResponse> response = Handle(Request("POST", std::move(path), std::move(query)));
+    std::optional<HttpResponse> response =
+        Handle(Request("POST", std::move(path), std::move(query)));
     EXPECT_TRUE(response.has_value());
     return response.value_or(HttpResponse{});
   }
@@ -169,8 +168,8 @@ TEST_F(SchedulerRestRouterTest, ListsRunningTask) {
   state.started_at = "2026-11-30T04:20:00.000+00:00";
   state.times_out_at = "2026-11-30T04:21:00.000+00:00";
   state.last_run_ended_at = "2026-11-30T04:10:00.000+00:00";
-  scheduler_.listing = {Listing("r", TaskScope::kGlobal, Settings("*/5 * * * *"), state,
-                                WorkerStatus::kRunning)};
+  scheduler_.listing = {
+      Listing("r", TaskScope::kGlobal, Settings("*/5 * * * *"), state, WorkerStatus::kRunning)};
   EXPECT_EQ(ListBody(),
             R"({"tasks":[{"taskId":"r","pluginId":"myplugin","scope":"global",)"
             R"("settings":{"version":2,"cadence":"*/5 * * * *","timeoutAfterDuration":"PT1M"},)"
@@ -204,20 +203,19 @@ TEST_F(SchedulerRestRouterTest, ListsManualLocalAndInitialWaitTasksInOrder) {
               WorkerStatus::kInitialWait),
       Listing("man", TaskScope::kGlobal, Settings("manual"), TaskState{}, WorkerStatus::kIdle),
       Listing("elsewhere", TaskScope::kGlobal, Settings("PT1M"), std::nullopt, std::nullopt)};
-  EXPECT_EQ(
-      ListBody(),
-      R"({"tasks":[)"
-      R"({"taskId":"l1","pluginId":"myplugin","scope":"local",)"
-      R"("settings":{"version":2,"cadence":"PT10M","initialDelayDuration":"PT1H",)"
-      R"("timeoutAfterDuration":"PT1M"},)"
-      R"("taskState":{"status":"idle","startsAt":"2026-11-30T05:13:13.010Z"},)"
-      R"("workerState":{"status":"initial-wait"}},)"
-      R"({"taskId":"man","pluginId":"myplugin","scope":"global",)"
-      R"("settings":{"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"},)"
-      R"("taskState":{"status":"idle"},"workerState":{"status":"idle"}},)"
-      R"({"taskId":"elsewhere","pluginId":"myplugin","scope":"global",)"
-      R"("settings":{"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"},)"
-      R"("taskState":null,"workerState":null}]})");
+  EXPECT_EQ(ListBody(),
+            R"({"tasks":[)"
+            R"({"taskId":"l1","pluginId":"myplugin","scope":"local",)"
+            R"("settings":{"version":2,"cadence":"PT10M","initialDelayDuration":"PT1H",)"
+            R"("timeoutAfterDuration":"PT1M"},)"
+            R"("taskState":{"status":"idle","startsAt":"2026-11-30T05:13:13.010Z"},)"
+            R"("workerState":{"status":"initial-wait"}},)"
+            R"({"taskId":"man","pluginId":"myplugin","scope":"global",)"
+            R"("settings":{"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"},)"
+            R"("taskState":{"status":"idle"},"workerState":{"status":"idle"}},)"
+            R"({"taskId":"elsewhere","pluginId":"myplugin","scope":"global",)"
+            R"("settings":{"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"},)"
+            R"("taskState":null,"workerState":null}]})");
 }
 
 TEST_F(SchedulerRestRouterTest, EscapesIdsAndPluginIdAsJsonStrings) {
@@ -429,8 +427,8 @@ TEST(DecodeUriComponentTest, DecodesLikeJavaScript) {
 }
 
 TEST(DecodeUriComponentTest, RejectsWhatJavaScriptRejects) {
-  for (const char* bad : {"%", "%2", "a%g0", "%zz", "%80", "%C3", "%C3%28", "%C0%AF",
-                          "%ED%A0%80", "%F4%90%80%80", "%FF", "%E2%82"}) {
+  for (const char* bad : {"%", "%2", "a%g0", "%zz", "%80", "%C3", "%C3%28", "%C0%AF", "%ED%A0%80",
+                          "%F4%90%80%80", "%FF", "%E2%82"}) {
     Result<std::string> decoded = DecodeUriComponent(bad);
     EXPECT_FALSE(decoded.ok()) << bad;
     if (!decoded.ok()) {

@@ -1,0 +1,399 @@
+#include "stagehand/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stagehand/http/scheduler_router.h"
+#include "stagehand/service/mock_scheduler.h"
+
+namespace stagehand {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A response as read off the wire.
+struct RawResponse {
+  int status = 0;
+  std::string head;  // status line and headers
+  std::string body;
+};
+
+// Sends `request` verbatim to 127.0.0.1:`port` and reads one response (its head, then
+// Content-Length bytes of body unless the request is a HEAD). Returns status 0 when nothing
+// parseable came back.
+RawResponse Exchange(std::uint16_t port, const std::string& request) {
+  RawResponse response;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return response;
+  timeval timeout{};
+  timeout.tv_sec = 10;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API.
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return response;
+  }
+  std::size_t sent = 0;
+  while (sent < request.size()) {
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string raw;
+  char buffer[4096];
+  std::size_t end_of_head = std::string::npos;
+  std::size_t body_length = 0;
+  while (end_of_head == std::string::npos || raw.size() < end_of_head + 4 + body_length) {
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<std::size_t>(n));
+    if (end_of_head == std::string::npos) {
+      end_of_head = raw.find("\r\n\r\n");
+      if (end_of_head == std::string::npos) continue;
+      const std::size_t length = raw.find("Content-Length: ");
+      if (length < end_of_head && request.rfind("HEAD ", 0) != 0) {
+        body_length = std::stoul(raw.substr(length + 16));
+      }
+    }
+  }
+  ::close(fd);
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || end_of_head == std::string::npos) return response;
+  response.status = std::stoi(raw.substr(9, 3));
+  response.head = raw.substr(0, end_of_head);
+  response.body = raw.substr(end_of_head + 4);
+  return response;
+}
+
+RawResponse Get(std::uint16_t port, const std::string& target, const std::string& method = "GET") {
+  return Exchange(
+      port, method + " " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+}
+
+RawResponse Post(std::uint16_t port, const std::string& target, const std::string& body = "") {
+  return Exchange(port, "POST " + target +
+                            " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                            "Content-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+// Keeps every record; WaitFor blocks until a given number has arrived (the access log is written
+// after the response, so a client can see the response first).
+class RecordingLogger final : public Logger {
+ public:
+  struct Record {
+    LogLevel level;
+    std::string message;
+    LogFields fields;
+  };
+
+  void Log(LogLevel level, std::string_view message, const LogFields& fields) override {
+    {
+      std::lock_guard lock(mu_);
+      records_.push_back({level, std::string(message), fields});
+    }
+    cv_.notify_all();
+  }
+  bool Enabled(LogLevel) const override { return true; }
+
+  std::vector<Record> WaitFor(std::size_t count) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return records_.size() >= count; });
+    return records_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Record> records_;
+};
+
+std::string Field(const LogFields& fields, std::string_view key) {
+  for (const auto& [name, value] : fields) {
+    if (name == key) return value;
+  }
+  return "<absent>";
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  HttpServerOptions Options() {
+    HttpServerOptions options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.max_request_body_bytes = 1024;
+    options.logger = logger_;
+    return options;
+  }
+  void StartServer() {
+    ASSERT_TRUE(server_.Start().ok());
+    ASSERT_NE(server_.port(), 0);
+  }
+  std::uint16_t port() const { return server_.port(); }
+
+  std::shared_ptr<RecordingLogger> logger_ = std::make_shared<RecordingLogger>();
+  HttpServer server_{Options()};
+};
+
+TEST_F(HttpServerTest, LivenessIsAlwaysOk) {
+  StartServer();
+  RawResponse response = Get(port(), "/.backstage/health/v1/liveness");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_THAT(response.head, HasSubstr("Content-Type: application/json; charset=utf-8"));
+  EXPECT_EQ(response.body, R"({"status":"ok"})");
+  EXPECT_EQ(Get(port(), "/.Backstage/Health/v1/liveness/").status, 200);
+}
+
+TEST_F(HttpServerTest, ReadinessFollowsSetReady) {
+  StartServer();
+  RawResponse before = Get(port(), "/.backstage/health/v1/readiness");
+  EXPECT_EQ(before.status, 503);
+  EXPECT_EQ(before.body, R"({"status":"error","message":"Backend is not ready"})");
+  server_.SetReady(true);
+  RawResponse ready = Get(port(), "/.backstage/health/v1/readiness");
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.body, R"({"status":"ok"})");
+  server_.SetReady(false);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/readiness").status, 503);
+}
+
+TEST_F(HttpServerTest, MountSeesPathRelativeToPrefix) {
+  std::mutex mu;
+  std::vector<HttpRequest> seen;
+  server_.Mount("/api/myplugin", [&](const HttpRequest& request) -> std::optional<HttpResponse> {
+    std::lock_guard lock(mu);
+    seen.push_back(request);
+    if (request.path == "/missing") return std::nullopt;
+    HttpResponse response;
+    response.status = 201;
+    response.headers.emplace_back("X-Seen", request.path);
+    response.body = request.method + " " + request.path + " " + request.query + " " + request.body;
+    return response;
+  });
+  StartServer();
+  RawResponse response = Get(port(), "/api/myplugin/a%2Fb/c?x=1&y");
+  EXPECT_EQ(response.status, 201);
+  EXPECT_THAT(response.head, HasSubstr("X-Seen: /a%2Fb/c"));
+  EXPECT_EQ(response.body, "GET /a%2Fb/c x=1&y ");
+  EXPECT_EQ(Post(port(), "/API/MyPlugin", "hello").body, "POST /  hello");
+  EXPECT_EQ(Get(port(), "/api/myplugin/", "DELETE").body, "DELETE /  ");
+  RawResponse missing = Get(port(), "/api/myplugin/missing");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body, "");
+  RawResponse other = Get(port(), "/api/mypluginx/a");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_EQ(other.body, "");
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].path, "/a%2Fb/c");
+  EXPECT_EQ(seen[0].query, "x=1&y");
+  EXPECT_EQ(seen[1].path, "/");
+  EXPECT_EQ(seen[1].body, "hello");
+}
+
+TEST_F(HttpServerTest, EverythingElseIs404WithEmptyBody) {
+  StartServer();
+  for (const char* target : {"/", "/api", "/nope", "/.backstage/health/v1/other"}) {
+    RawResponse response = Get(port(), target);
+    EXPECT_EQ(response.status, 404) << target;
+    EXPECT_EQ(response.body, "") << target;
+  }
+  EXPECT_EQ(Post(port(), "/.backstage/health/v1/liveness").status, 404);
+}
+
+TEST_F(HttpServerTest, ServesSchedulerRouterUnderPluginMount) {
+  testing::MockScheduler scheduler;
+  TaskDefinition task;
+  task.id = "a/b";
+  task.frequency = ManualFrequency{};
+  task.timeout = std::chrono::minutes(1);
+  task.fn = [](std::stop_token) {};
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(task)).ok());
+  SchedulerRestRouter router("myplugin", scheduler);
+  server_.Mount("/api/myplugin", router.AsHandler());
+  StartServer();
+
+  const std::string tasks = "/api/myplugin/.backstage/scheduler/v1/tasks";
+  RawResponse list = Get(port(), tasks);
+  EXPECT_EQ(list.status, 200);
+  EXPECT_THAT(list.head, HasSubstr("Content-Type: application/json; charset=utf-8"));
+  EXPECT_THAT(list.body, HasSubstr(R"({"tasks":[{"taskId":"a/b","pluginId":"myplugin")"));
+
+  RawResponse head = Get(port(), tasks, "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_THAT(head.head, HasSubstr("Content-Length: " + std::to_string(list.body.size())));
+  EXPECT_EQ(head.body, "");
+
+  RawResponse trigger = Post(port(), tasks + "/a%2Fb/trigger");
+  EXPECT_EQ(trigger.status, 200);
+  EXPECT_EQ(trigger.body, "");
+
+  RawResponse missing = Post(port(), tasks + "/nope/trigger?q=1");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(
+      missing.body,
+      R"({"error":{"name":"NotFoundError","message":"Task nope not found"},)"
+      R"("request":{"method":"POST","url":"/.backstage/scheduler/v1/tasks/nope/trigger?q=1"},)"
+      R"("response":{"statusCode":404}})");
+  EXPECT_EQ(Post(port(), tasks + "/%zz/cancel").status, 400);
+  EXPECT_EQ(Post(port(), tasks + "//trigger").status, 404);
+}
+
+TEST_F(HttpServerTest, OversizedBodyIs413AndServerKeepsRunning) {
+  server_.Mount("/api/p",
+                [](const HttpRequest&) { return std::optional<HttpResponse>(HttpResponse{}); });
+  StartServer();
+  EXPECT_EQ(Post(port(), "/api/p/x", std::string(1024, 'a')).status, 200);
+  EXPECT_EQ(Post(port(), "/api/p/x", std::string(1025, 'a')).status, 413);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, MalformedRequestLineIs400AndServerKeepsRunning) {
+  StartServer();
+  EXPECT_EQ(Exchange(port(), "GARBAGE\r\n\r\n").status, 400);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, MissingVersionIs400) {
+  StartServer();
+  EXPECT_EQ(Exchange(port(), "GET /x\r\n\r\n").status, 400);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, BadContentLengthIs4xx) {
+  StartServer();
+  EXPECT_EQ(
+      Exchange(port(), "POST /x HTTP/1.1\r\nContent-Length: nope\r\nConnection: close\r\n\r\n")
+              .status /
+          100,
+      4);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, OverlongUriIs4xx) {
+  StartServer();
+  EXPECT_EQ(Get(port(), "/" + std::string(20000, 'a')).status / 100, 4);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, LongPathsAreRouted) {
+  StartServer();
+  EXPECT_EQ(Get(port(), "/" + std::string(8000, 'a')).status, 404);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, WritesAccessLogWithoutHeaders) {
+  StartServer();
+  ASSERT_EQ(Exchange(port(),
+                     "GET /.backstage/health/v1/liveness?token=x HTTP/1.1\r\nHost: localhost\r\n"
+                     "Authorization: Bearer secret-token\r\nConnection: close\r\n\r\n")
+                .status,
+            200);
+  const std::vector<RecordingLogger::Record> records = logger_->WaitFor(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].level, LogLevel::kInfo);
+  EXPECT_EQ(records[0].message, "request");
+  EXPECT_EQ(Field(records[0].fields, "method"), "GET");
+  EXPECT_EQ(Field(records[0].fields, "path"), "/.backstage/health/v1/liveness");
+  EXPECT_EQ(Field(records[0].fields, "status"), "200");
+  EXPECT_THAT(Field(records[0].fields, "duration_ms"),
+              ::testing::MatchesRegex(R"([0-9]+\.[0-9]{3})"));
+  for (const auto& [name, value] : records[0].fields) {
+    EXPECT_THAT(value, Not(HasSubstr("secret-token")));
+  }
+}
+
+TEST_F(HttpServerTest, AccessLogCoversRequestsRefusedBeforeRouting) {
+  StartServer();
+  ASSERT_EQ(Exchange(port(), "GARBAGE\r\n\r\n").status, 400);
+  ASSERT_EQ(Post(port(), "/api/p/x", std::string(2000, 'a')).status, 413);
+  const std::vector<RecordingLogger::Record> records = logger_->WaitFor(2);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(Field(records[0].fields, "status"), "400");
+  EXPECT_EQ(Field(records[1].fields, "method"), "POST");
+  EXPECT_EQ(Field(records[1].fields, "path"), "/api/p/x");
+  EXPECT_EQ(Field(records[1].fields, "status"), "413");
+}
+
+TEST_F(HttpServerTest, HandlerExceptionIs500WithLogId) {
+  server_.Mount("/api/p", [](const HttpRequest&) -> std::optional<HttpResponse> {
+    throw std::runtime_error("secret detail");
+  });
+  StartServer();
+  RawResponse response = Get(port(), "/api/p/x?y=1");
+  EXPECT_EQ(response.status, 500);
+  EXPECT_THAT(response.body, ::testing::MatchesRegex(
+                                 R"(\{"error":\{"name":"Error","message":"An internal error )"
+                                 R"(occurred logId=[0-9a-f]{20}"\},"request":\{"method":"GET",)"
+                                 R"("url":"/api/p/x\?y=1"\},"response":\{"statusCode":500\}\})"));
+  EXPECT_THAT(response.body, Not(HasSubstr("secret")));
+}
+
+// Stop must not wait long for a client that keeps an idle keep-alive connection open; with the
+// one-second keep-alive limit it returns within about a second instead of hanging.
+TEST_F(HttpServerTest, StopWithIdleKeepAliveConnection) {
+  StartServer();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API.
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const std::string request = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  char buffer[1024];
+  ASSERT_GT(::recv(fd, buffer, sizeof buffer, 0), 0);
+  server_.Stop();
+  EXPECT_EQ(server_.port(), 0);
+  ::close(fd);
+}
+
+TEST_F(HttpServerTest, StartTwiceFailsAndStopIsIdempotent) {
+  StartServer();
+  EXPECT_EQ(server_.Start().code(), StatusCode::kFailedPrecondition);
+  server_.Stop();
+  server_.Stop();
+  EXPECT_EQ(server_.port(), 0);
+}
+
+TEST_F(HttpServerTest, BusyPortIsUnavailable) {
+  StartServer();
+  HttpServerOptions options = Options();
+  options.port = port();
+  HttpServer second(options);
+  const Status status = second.Start();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(port())));
+  EXPECT_EQ(second.port(), 0);
+}
+
+TEST_F(HttpServerTest, StopClosesTheListeningSocket) {
+  StartServer();
+  const std::uint16_t bound = port();
+  ASSERT_EQ(Get(bound, "/.backstage/health/v1/liveness").status, 200);
+  server_.Stop();
+  EXPECT_EQ(Get(bound, "/.backstage/health/v1/liveness").status, 0);
+}
+
+}  // namespace
+}  // namespace stagehand
