@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -14,6 +13,7 @@
 
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -29,7 +29,7 @@ constexpr std::size_t kTailLines = 10;
 constexpr std::size_t kTailBytes = 1024;
 // A longer stretch without a newline is logged as one line, so that memory stays bounded.
 constexpr std::size_t kMaxLineBytes = 4096;
-constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{16} * 1024;
 // How often the grace deadline is compared with the clock while the group is terminating, so a
 // ManualClock drives it as well as the real one.
 constexpr int kGraceSliceMs = 20;
@@ -65,7 +65,9 @@ class Fd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void Reset() {
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) {
+      close(fd_);
+    }
     fd_ = -1;
   }
 
@@ -126,14 +128,18 @@ class OutputSink {
   }
 
   void Flush(Stream& stream) {
-    if (!stream.partial.empty()) Emit(stream, stream.partial);
+    if (!stream.partial.empty()) {
+      Emit(stream, stream.partial);
+    }
     stream.partial.clear();
   }
 
   std::string StderrTail() const {
     std::string out;
     for (const std::string& line : tail_) {
-      if (!out.empty()) out += '\n';
+      if (!out.empty()) {
+        out += '\n';
+      }
       out += line;
     }
     return out;
@@ -142,15 +148,23 @@ class OutputSink {
  private:
   LogFields Fields(std::string_view stream) const {
     LogFields fields;
-    if (!spec_.task_id.empty()) fields.emplace_back("task", spec_.task_id);
+    if (!spec_.task_id.empty()) {
+      fields.emplace_back("task", spec_.task_id);
+    }
     fields.emplace_back("stream", std::string(stream));
     return fields;
   }
 
   void Emit(const Stream& stream, std::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (stream.level == LogLevel::kWarn) RememberStderr(line);
-    if (truncated_) return;
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (stream.level == LogLevel::kWarn) {
+      RememberStderr(line);
+    }
+    if (truncated_) {
+      return;
+    }
     if (logged_bytes_ + line.size() + 1 > spec_.output_cap_bytes) {
       truncated_ = true;
       LogFields fields = Fields(stream.name);
@@ -163,7 +177,9 @@ class OutputSink {
   }
 
   void RememberStderr(std::string_view line) {
-    if (line.size() > kTailBytes) line = line.substr(line.size() - kTailBytes);
+    if (line.size() > kTailBytes) {
+      line = line.substr(line.size() - kTailBytes);
+    }
     tail_.emplace_back(line);
     tail_bytes_ += line.size() + 1;
     while (tail_.size() > kTailLines || (tail_.size() > 1 && tail_bytes_ > kTailBytes + 1)) {
@@ -190,8 +206,12 @@ void ReadAvailable(Stream& stream, OutputSink& sink) {
       sink.Append(stream, std::string_view(buffer.data(), static_cast<std::size_t>(n)));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;
+    }
     sink.Flush(stream);
     stream.fd.Reset();
   }
@@ -216,16 +236,25 @@ std::vector<std::string> MergedEnvironment(const std::map<std::string, std::stri
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     std::string_view kv(*entry);
     std::string_view key = kv.substr(0, kv.find('='));
-    if (overrides.find(std::string(key)) == overrides.end()) merged.emplace_back(kv);
+    if (overrides.find(std::string(key)) == overrides.end()) {
+      merged.emplace_back(kv);
+    }
   }
-  for (const auto& [key, value] : overrides) merged.push_back(key + "=" + value);
+  for (const auto& [key, value] : overrides) {
+    std::string entry = key;
+    entry += '=';
+    entry += value;
+    merged.push_back(std::move(entry));
+  }
   return merged;
 }
 
 std::vector<char*> PointersTo(std::vector<std::string>& strings) {
   std::vector<char*> pointers;
   pointers.reserve(strings.size() + 1);
-  for (std::string& s : strings) pointers.push_back(s.data());
+  for (std::string& s : strings) {
+    pointers.push_back(s.data());
+  }
   pointers.push_back(nullptr);
   return pointers;
 }
@@ -235,13 +264,17 @@ std::vector<char*> PointersTo(std::vector<std::string>& strings) {
 bool HasExited(pid_t pid, siginfo_t& info) {
   info = {};
   while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-    if (errno != EINTR) return true;  // ECHILD: nothing left to wait for.
+    if (errno != EINTR) {
+      return true;  // ECHILD: nothing left to wait for.
+    }
   }
   return info.si_pid == pid;
 }
 
 std::string DescribeExit(const siginfo_t& info) {
-  if (info.si_code == CLD_EXITED) return fmt::format("exited with code {}", info.si_status);
+  if (info.si_code == CLD_EXITED) {
+    return fmt::format("exited with code {}", info.si_status);
+  }
   const char* abbrev = sigabbrev_np(info.si_status);
   return fmt::format("was killed by signal {} (SIG{})", info.si_status,
                      abbrev != nullptr ? abbrev : "?");
@@ -253,27 +286,42 @@ void DrainAfterExit(std::array<Stream, 2>& streams, OutputSink& sink, int wake_f
     nfds_t count = 0;
     std::array<Stream*, 2> polled{};
     for (Stream& stream : streams) {
-      if (!stream.fd.valid()) continue;
+      if (!stream.fd.valid()) {
+        continue;
+      }
       polled[count] = &stream;
       fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
     }
     nfds_t streams_polled = count;
     fds[count++] = pollfd{wake_fd, POLLIN, 0};
     int ready = poll(fds.data(), count, kDrainIdleMs);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) break;
-    for (nfds_t i = 0; i < streams_polled; ++i) {
-      if (fds[i].revents != 0) ReadAvailable(*polled[i], sink);
+    if (ready < 0 && errno == EINTR) {
+      continue;
     }
-    if ((fds[streams_polled].revents & POLLIN) != 0) break;
+    if (ready <= 0) {
+      break;
+    }
+    for (nfds_t i = 0; i < streams_polled; ++i) {
+      if (fds[i].revents != 0) {
+        ReadAvailable(*polled[i], sink);
+      }
+    }
+    if ((fds[streams_polled].revents & POLLIN) != 0) {
+      break;
+    }
   }
-  for (Stream& stream : streams) sink.Flush(stream);
+  for (Stream& stream : streams) {
+    sink.Flush(stream);
+  }
 }
 
 }  // namespace
 
-Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::stop_token stop) {
-  if (spec.argv.empty()) return InvalidArgumentError("command: argv is empty");
+Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
+                  const std::stop_token& stop) {
+  if (spec.argv.empty()) {
+    return InvalidArgumentError("command: argv is empty");
+  }
   const std::string& program = spec.argv.front();
   if (!spec.working_directory.empty()) {
     struct stat st {};
@@ -347,7 +395,9 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::st
   Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)));
 
   LogFields start_fields;
-  if (!spec.task_id.empty()) start_fields.emplace_back("task", spec.task_id);
+  if (!spec.task_id.empty()) {
+    start_fields.emplace_back("task", spec.task_id);
+  }
   start_fields.emplace_back("program", program);
   start_fields.emplace_back("pid", std::to_string(pid));
   logger.Debug("command started", start_fields);
@@ -379,13 +429,19 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::st
     std::array<Stream*, 2> polled{};
     nfds_t count = 0;
     for (Stream& stream : streams) {
-      if (!stream.fd.valid()) continue;
+      if (!stream.fd.valid()) {
+        continue;
+      }
       polled[count] = &stream;
       fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
     }
     nfds_t streams_polled = count;
-    if (pidfd.valid()) fds[count++] = pollfd{pidfd.get(), POLLIN, 0};
-    if (!terminating) fds[count++] = pollfd{wake_fd, POLLIN, 0};
+    if (pidfd.valid()) {
+      fds[count++] = pollfd{pidfd.get(), POLLIN, 0};
+    }
+    if (!terminating) {
+      fds[count++] = pollfd{wake_fd, POLLIN, 0};
+    }
     int timeout_ms = kIdleSliceMs;
     if (terminating && !killed) {
       timeout_ms = kGraceSliceMs;
@@ -393,9 +449,13 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::st
       timeout_ms = kExitSliceMs;
     }
     int ready = poll(fds.data(), count, timeout_ms);
-    if (ready <= 0) continue;
+    if (ready <= 0) {
+      continue;
+    }
     for (nfds_t i = 0; i < streams_polled; ++i) {
-      if (fds[i].revents != 0) ReadAvailable(*polled[i], sink);
+      if (fds[i].revents != 0) {
+        ReadAvailable(*polled[i], sink);
+      }
     }
   }
 
@@ -413,10 +473,14 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::st
         "command '{}' stopped: {}{}", program, DescribeExit(info),
         killed ? fmt::format(" (SIGKILL after a grace of {} ms)", spec.kill_grace.count()) : ""));
   }
-  if (info.si_code == CLD_EXITED && info.si_status == 0) return Status::Ok();
+  if (info.si_code == CLD_EXITED && info.si_status == 0) {
+    return Status::Ok();
+  }
   std::string message = fmt::format("command '{}' {}", program, DescribeExit(info));
   std::string tail = sink.StderrTail();
-  if (!tail.empty()) message += "; stderr:\n" + tail;
+  if (!tail.empty()) {
+    message += "; stderr:\n" + tail;
+  }
   return UnavailableError(std::move(message));
 }
 
@@ -432,10 +496,12 @@ Result<TaskFunction> MakeCommandTask(CommandSpec spec, std::shared_ptr<Logger> l
   if (spec.argv.empty() || spec.argv.front().empty()) {
     return InvalidArgumentError("command: argv must name a program");
   }
-  if (logger == nullptr) logger = NullLogger();
+  if (logger == nullptr) {
+    logger = NullLogger();
+  }
   return TaskFunction(
-      [spec = std::move(spec), logger = std::move(logger), &clock](std::stop_token stop) {
-        return RunCommand(spec, *logger, clock, std::move(stop));
+      [spec = std::move(spec), logger = std::move(logger), &clock](const std::stop_token& stop) {
+        return RunCommand(spec, *logger, clock, stop);
       });
 }
 

@@ -34,7 +34,9 @@ bool IsHostChar(char c) {
 }
 
 Result<std::string> NormalizedMethod(std::string_view method) {
-  if (method.empty()) return InvalidArgumentError("HTTP method is empty");
+  if (method.empty()) {
+    return InvalidArgumentError("HTTP method is empty");
+  }
   std::string out;
   for (char c : method) {
     if (std::isalpha(static_cast<unsigned char>(c)) == 0) {
@@ -50,7 +52,9 @@ Status CheckHeaders(const std::map<std::string, std::string>& headers) {
     bool name_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
       return std::isgraph(static_cast<unsigned char>(c)) != 0 && c != ':';
     });
-    if (!name_ok) return InvalidArgumentError(fmt::format("invalid HTTP header name '{}'", name));
+    if (!name_ok) {
+      return InvalidArgumentError(fmt::format("invalid HTTP header name '{}'", name));
+    }
     if (value.find_first_of("\r\n") != std::string::npos) {
       return InvalidArgumentError(fmt::format("HTTP header '{}' has a line break", name));
     }
@@ -84,7 +88,9 @@ class Exchange {
     client_.set_follow_location(false);
     request_.method = std::move(method);
     request_.path = url.target;
-    for (const auto& [name, value] : spec.headers) request_.headers.emplace(name, value);
+    for (const auto& [name, value] : spec.headers) {
+      request_.headers.emplace(name, value);
+    }
     request_.body = spec.body;
   }
 
@@ -107,9 +113,9 @@ class Exchange {
   }
 
   // Returns whether the exchange finished before `deadline` or `stop`.
-  bool Wait(Clock& clock, MonoTime deadline, std::stop_token stop) {
+  bool Wait(Clock& clock, MonoTime deadline, const std::stop_token& stop) {
     std::unique_lock<std::mutex> lock(mu_);
-    return clock.WaitUntil(lock, cv_, deadline, std::move(stop), [this] { return done_; });
+    return clock.WaitUntil(lock, cv_, deadline, stop, [this] { return done_; });
   }
 
   // Shuts the connection down until the helper thread has finished, then joins it.
@@ -172,7 +178,9 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
   HttpTaskUrl out;
   out.scheme = Lower(url.substr(0, scheme_end));
   if (out.scheme == "https") {
-    if (!HttpsSupported()) return BadUrl(url, "https is not supported in this build");
+    if (!HttpsSupported()) {
+      return BadUrl(url, "https is not supported in this build");
+    }
     out.port = 443;
   } else if (out.scheme == "http") {
     out.port = 80;
@@ -190,26 +198,38 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
   std::string_view port_text;
   if (!authority.empty() && authority.front() == '[') {
     std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) return BadUrl(url, "unterminated IPv6 address");
+    if (close == std::string_view::npos) {
+      return BadUrl(url, "unterminated IPv6 address");
+    }
     out.host = std::string(authority.substr(1, close - 1));
     bool ipv6_ok = !out.host.empty() && std::all_of(out.host.begin(), out.host.end(), [](char c) {
       return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.';
     });
-    if (!ipv6_ok) return BadUrl(url, "invalid IPv6 address");
+    if (!ipv6_ok) {
+      return BadUrl(url, "invalid IPv6 address");
+    }
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') return BadUrl(url, "unexpected text after the IPv6 address");
+      if (after.front() != ':') {
+        return BadUrl(url, "unexpected text after the IPv6 address");
+      }
       port_text = after.substr(1);
-      if (port_text.empty()) return BadUrl(url, "empty port");
+      if (port_text.empty()) {
+        return BadUrl(url, "empty port");
+      }
     }
   } else {
     std::size_t colon = authority.find(':');
     out.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
       port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return BadUrl(url, "empty port");
+      if (port_text.empty()) {
+        return BadUrl(url, "empty port");
+      }
     }
-    if (out.host.empty()) return BadUrl(url, "missing host");
+    if (out.host.empty()) {
+      return BadUrl(url, "missing host");
+    }
     if (!std::all_of(out.host.begin(), out.host.end(), IsHostChar)) {
       return BadUrl(url, fmt::format("invalid host '{}'", out.host));
     }
@@ -222,7 +242,9 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
       }
       port = port * 10 + (c - '0');
     }
-    if (port < 1 || port > 65535) return BadUrl(url, fmt::format("invalid port '{}'", port_text));
+    if (port < 1 || port > 65535) {
+      return BadUrl(url, fmt::format("invalid port '{}'", port_text));
+    }
     out.port = port;
   }
   target = target.substr(0, target.find('#'));
@@ -236,25 +258,34 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
   return out;
 }
 
-Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock, std::stop_token stop) {
+Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
+                   const std::stop_token& stop) {
   STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
   HttpTaskUrl url = *ParseHttpTaskUrl(spec.url);
   std::string method = *NormalizedMethod(spec.method);
   std::string what = fmt::format("HTTP {} {}", method, spec.url);
-  if (stop.stop_requested()) return CancelledError(what + ": not sent: stopped");
+  if (stop.stop_requested()) {
+    return CancelledError(what + ": not sent: stopped");
+  }
 
   LogFields fields;
-  if (!spec.task_id.empty()) fields.emplace_back("task", spec.task_id);
+  if (!spec.task_id.empty()) {
+    fields.emplace_back("task", spec.task_id);
+  }
   fields.emplace_back("method", method);
   fields.emplace_back("url", spec.url);
 
   Exchange exchange(url, spec, method);
-  if (!exchange.valid()) return InvalidArgumentError(what + ": the client rejected the URL");
+  if (!exchange.valid()) {
+    return InvalidArgumentError(what + ": the client rejected the URL");
+  }
   MonoTime deadline = clock.MonoNow() + spec.total_timeout;
   exchange.Start();
   if (!exchange.Wait(clock, deadline, stop)) {
     exchange.Abort(clock);
-    if (stop.stop_requested()) return CancelledError(what + ": stopped");
+    if (stop.stop_requested()) {
+      return CancelledError(what + ": stopped");
+    }
     return DeadlineExceededError(
         fmt::format("{}: no response within {} ms", what, spec.total_timeout.count()));
   }
@@ -283,10 +314,12 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock, std::
 
 Result<TaskFunction> MakeHttpTask(HttpTaskSpec spec, std::shared_ptr<Logger> logger, Clock& clock) {
   STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
-  if (logger == nullptr) logger = NullLogger();
+  if (logger == nullptr) {
+    logger = NullLogger();
+  }
   return TaskFunction(
-      [spec = std::move(spec), logger = std::move(logger), &clock](std::stop_token stop) {
-        return RunHttpTask(spec, *logger, clock, std::move(stop));
+      [spec = std::move(spec), logger = std::move(logger), &clock](const std::stop_token& stop) {
+        return RunHttpTask(spec, *logger, clock, stop);
       });
 }
 

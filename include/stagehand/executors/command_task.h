@@ -30,7 +30,7 @@ struct CommandSpec {
   std::chrono::milliseconds kill_grace{5000};
   // The most output bytes (stdout and stderr together) written to the log per run; the rest is
   // read and dropped.
-  std::size_t output_cap_bytes = 64 * 1024;
+  std::size_t output_cap_bytes = std::size_t{64} * 1024;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
 };
@@ -43,7 +43,8 @@ struct CommandSpec {
 // directory); INVALID_ARGUMENT for an empty argv; CANCELLED when `stop` was requested, after
 // SIGTERM to the group, at most `kill_grace` on `clock`, then SIGKILL. When the program exits by
 // itself, processes it left in its group are killed with SIGKILL. Never throws. Thread-safe.
-Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, std::stop_token stop);
+Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
+                  const std::stop_token& stop);
 
 // Makes this process the reaper of its orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that
 // RunCommand can reap every member of a command's process group, not only the program itself.

@@ -53,7 +53,8 @@ struct HttpTaskSpec {
 // (connection refused, reset, read timeout); DEADLINE_EXCEEDED when `total_timeout` passed;
 // CANCELLED soon after `stop` is requested (a connection still being established may take up to
 // `connect_timeout`); INVALID_ARGUMENT for a bad URL or method. Never throws. Thread-safe.
-Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock, std::stop_token stop);
+Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
+                   const std::stop_token& stop);
 
 // Returns a task function that calls RunHttpTask(spec, *logger, clock, stop) on each run, or
 // INVALID_ARGUMENT when the URL or method is invalid (e.g. "https is not supported in this build").

@@ -2,10 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <future>
 #include <stop_token>
@@ -65,7 +65,9 @@ TEST_F(CommandTaskTest, SucceedsAndLogsStdoutLines) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("hello", "world"));
   for (const LogRecord& record : logger_.Records()) {
-    if (record.Field("stream") != "stdout") continue;
+    if (record.Field("stream") != "stdout") {
+      continue;
+    }
     EXPECT_EQ(record.level, LogLevel::kInfo);
     EXPECT_EQ(record.Field("task"), "t1");
   }
@@ -114,7 +116,9 @@ TEST_F(CommandTaskTest, AppliesEnvironmentAndWorkingDirectory) {
 }
 
 TEST_F(CommandTaskTest, InheritsTheParentEnvironment) {
-  ASSERT_EQ(setenv("STAGEHAND_EXECUTOR_TEST_VAR", "inherited", 1), 0);
+  // No other thread of this test reads the environment at this point.
+  int set = setenv("STAGEHAND_EXECUTOR_TEST_VAR", "inherited", 1);  // NOLINT(concurrency-mt-unsafe)
+  ASSERT_EQ(set, 0);
   Status status = Run(Shell("echo $STAGEHAND_EXECUTOR_TEST_VAR"));
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("inherited"));
@@ -229,7 +233,7 @@ TEST_F(CommandTaskTest, StopKillsGrandchildrenInTheGroup) {
   std::optional<LogRecord> echoed =
       logger_.WaitFor([](const LogRecord& r) { return r.Field("stream") == "stdout"; });
   ASSERT_TRUE(echoed.has_value());
-  pid_t grandchild = static_cast<pid_t>(std::stol(echoed->message));
+  auto grandchild = static_cast<pid_t>(std::stol(echoed->message));
   stop_.request_stop();
   EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
   EXPECT_TRUE(GroupGone(pgid));
@@ -241,7 +245,7 @@ TEST_F(CommandTaskTest, BackgroundProcessesDoNotOutliveASuccessfulRun) {
   ASSERT_TRUE(status.ok()) << status;
   std::vector<std::string> lines = logger_.Lines("stdout");
   ASSERT_EQ(lines.size(), 1U);
-  pid_t grandchild = static_cast<pid_t>(std::stol(lines.front()));
+  auto grandchild = static_cast<pid_t>(std::stol(lines.front()));
   EXPECT_TRUE(kill(grandchild, 0) != 0 && errno == ESRCH);
 }
 

@@ -60,7 +60,9 @@ class HttpTaskTest : public ::testing::Test {
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     listener_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::yield();
+    while (!server_.is_running()) {
+      std::this_thread::yield();
+    }
   }
 
   void TearDown() override {

@@ -23,7 +23,9 @@ struct LogRecord {
   // Returns the value of field `key`, or "" when absent.
   std::string Field(std::string_view key) const {
     for (const auto& [k, v] : fields) {
-      if (k == key) return v;
+      if (k == key) {
+        return v;
+      }
     }
     return "";
   }
@@ -50,7 +52,9 @@ class RecordingLogger final : public Logger {
   std::vector<std::string> Lines(std::string_view stream) const {
     std::vector<std::string> lines;
     for (const LogRecord& record : Records()) {
-      if (record.Field("stream") == stream) lines.push_back(record.message);
+      if (record.Field("stream") == stream) {
+        lines.push_back(record.message);
+      }
     }
     return lines;
   }

@@ -19,7 +19,9 @@ HttpTaskUrl Parsed(const std::string& url) {
 std::string ErrorOf(const std::string& url) {
   Result<HttpTaskUrl> parsed = ParseHttpTaskUrl(url);
   EXPECT_FALSE(parsed.ok()) << url;
-  if (parsed.ok()) return "";
+  if (parsed.ok()) {
+    return "";
+  }
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
   return parsed.status().message();
 }
