@@ -8,18 +8,28 @@ namespace stagehand {
 namespace {
 
 int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
   return -1;
 }
 
 // Reads the escape "%XX" at text[pos]; returns the byte or -1.
 int EscapedByte(std::string_view text, std::size_t pos) {
-  if (pos + 2 >= text.size() || text[pos] != '%') return -1;
+  if (pos + 2 >= text.size() || text[pos] != '%') {
+    return -1;
+  }
   const int high = HexValue(text[pos + 1]);
   const int low = HexValue(text[pos + 2]);
-  if (high < 0 || low < 0) return -1;
+  if (high < 0 || low < 0) {
+    return -1;
+  }
   return high * 16 + low;
 }
 
@@ -27,7 +37,9 @@ int EscapedByte(std::string_view text, std::size_t pos) {
 
 std::optional<std::string_view> FindHeader(const HttpHeaders& headers, std::string_view name) {
   for (const auto& [key, value] : headers) {
-    if (http_internal::EqualsIgnoreCase(key, name)) return std::string_view(value);
+    if (http_internal::EqualsIgnoreCase(key, name)) {
+      return std::string_view(value);
+    }
   }
   return std::nullopt;
 }
@@ -45,7 +57,9 @@ Result<std::string> DecodeUriComponent(std::string_view text) {
       continue;
     }
     const int lead = EscapedByte(text, pos);
-    if (lead < 0) return malformed();
+    if (lead < 0) {
+      return malformed();
+    }
     pos += 3;
     if (lead < 0x80) {
       out.push_back(static_cast<char>(lead));
@@ -68,7 +82,9 @@ Result<std::string> DecodeUriComponent(std::string_view text) {
     std::string bytes(1, static_cast<char>(lead));
     for (int i = 1; i < length; ++i) {
       const int next = EscapedByte(text, pos);
-      if (next < 0 || (next & 0xC0) != 0x80) return malformed();
+      if (next < 0 || (next & 0xC0) != 0x80) {
+        return malformed();
+      }
       pos += 3;
       code_point = (code_point << 6) | static_cast<std::uint32_t>(next & 0x3F);
       bytes.push_back(static_cast<char>(next));

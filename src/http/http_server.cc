@@ -33,8 +33,12 @@ HttpRequest ToHttpRequest(const httplib::Request& request) {
   const std::string_view target = request.target;
   const std::size_t question = target.find('?');
   out.path = std::string(target.substr(0, question));
-  if (question != std::string_view::npos) out.query = std::string(target.substr(question + 1));
-  for (const auto& [name, value] : request.headers) out.headers.emplace_back(name, value);
+  if (question != std::string_view::npos) {
+    out.query = std::string(target.substr(question + 1));
+  }
+  for (const auto& [name, value] : request.headers) {
+    out.headers.emplace_back(name, value);
+  }
   out.body = request.body;
   return out;
 }
@@ -57,8 +61,9 @@ void WriteResponse(HttpResponse response, httplib::Response& out) {
       out.set_header(name, value);
     }
   }
-  if (!response.body.empty() || !content_type.empty()) {
-    out.set_content(std::move(response.body), content_type.c_str());
+  out.body = std::move(response.body);
+  if (!content_type.empty()) {
+    out.set_header("Content-Type", content_type);
   }
 }
 
@@ -76,7 +81,9 @@ struct HttpServer::Impl {
       return JsonResponse(200, R"({"status":"ok"})");
     }
     if (get && http_internal::RouteMatches(request.path, kReadinessPath)) {
-      if (ready.load()) return JsonResponse(200, R"({"status":"ok"})");
+      if (ready.load()) {
+        return JsonResponse(200, R"({"status":"ok"})");
+      }
       return JsonResponse(503, R"({"status":"error","message":"Backend is not ready"})");
     }
     HttpHandler handler;
@@ -91,7 +98,9 @@ struct HttpServer::Impl {
         }
       }
     }
-    if (!relative) return std::nullopt;
+    if (!relative) {
+      return std::nullopt;
+    }
     HttpRequest inner = request;
     inner.path = std::string(*relative);
     return handler(inner);
@@ -108,7 +117,9 @@ struct HttpServer::Impl {
   }
 
   void LogAccess(const httplib::Request& request, const httplib::Response& response) {
-    if (!logger->Enabled(LogLevel::kInfo)) return;
+    if (!logger->Enabled(LogLevel::kInfo)) {
+      return;
+    }
     const std::string_view target = request.target;
     LogFields fields = {{"method", request.method},
                         {"path", std::string(target.substr(0, target.find('?')))},
@@ -185,7 +196,9 @@ HttpServer::HttpServer(HttpServerOptions options)
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Mount(std::string prefix, HttpHandler handler) {
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  while (!prefix.empty() && prefix.back() == '/') {
+    prefix.pop_back();
+  }
   std::lock_guard lock(impl_->mu);
   for (auto& [existing, mounted] : impl_->mounts) {
     if (http_internal::EqualsIgnoreCase(existing, prefix)) {
@@ -200,7 +213,9 @@ void HttpServer::SetReady(bool ready) { impl_->ready.store(ready); }
 
 Status HttpServer::Start() {
   std::lock_guard lock(impl_->start_mu);
-  if (impl_->started) return FailedPreconditionError("the HTTP server is already started");
+  if (impl_->started) {
+    return FailedPreconditionError("the HTTP server is already started");
+  }
   const std::string& host = impl_->options.host;
   int port = impl_->options.port;
   if (port == 0) {
@@ -219,15 +234,21 @@ Status HttpServer::Start() {
   });
   // httplib 0.11 has no wait_until_ready(); stop() is a no-op until the accept loop runs, so wait
   // for it here (the loop starts at once: this is a few microseconds).
-  while (!impl_->server.is_running() && !impl_->listen_returned.load()) std::this_thread::yield();
+  while (!impl_->server.is_running() && !impl_->listen_returned.load()) {
+    std::this_thread::yield();
+  }
   return Status::Ok();
 }
 
 void HttpServer::Stop() {
   std::lock_guard lock(impl_->start_mu);
-  if (!impl_->started) return;
+  if (!impl_->started) {
+    return;
+  }
   impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  if (impl_->thread.joinable()) {
+    impl_->thread.join();
+  }
   impl_->bound_port.store(0);
 }
 

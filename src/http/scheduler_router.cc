@@ -20,9 +20,13 @@ std::string JsonString(std::string_view text) {
 }
 
 bool StartsWithTasksPrefix(const std::vector<std::string_view>& segments) {
-  if (segments.size() < std::size(kTasksPrefix)) return false;
+  if (segments.size() < std::size(kTasksPrefix)) {
+    return false;
+  }
   for (std::size_t i = 0; i < std::size(kTasksPrefix); ++i) {
-    if (!http_internal::EqualsIgnoreCase(segments[i], kTasksPrefix[i])) return false;
+    if (!http_internal::EqualsIgnoreCase(segments[i], kTasksPrefix[i])) {
+      return false;
+    }
   }
   return true;
 }
@@ -44,13 +48,19 @@ SchedulerRestRouter::SchedulerRestRouter(std::string plugin_id, SchedulerService
 std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& request) const {
   const std::optional<std::vector<std::string_view>> segments =
       http_internal::SplitRoutePath(request.path);
-  if (!segments || !StartsWithTasksPrefix(*segments)) return std::nullopt;
+  if (!segments || !StartsWithTasksPrefix(*segments)) {
+    return std::nullopt;
+  }
   const std::size_t prefix_size = std::size(kTasksPrefix);
   if (segments->size() == prefix_size) {
-    if (request.method != "GET" && request.method != "HEAD") return std::nullopt;
+    if (request.method != "GET" && request.method != "HEAD") {
+      return std::nullopt;
+    }
     return ListTasks(request);
   }
-  if (segments->size() != prefix_size + 2 || request.method != "POST") return std::nullopt;
+  if (segments->size() != prefix_size + 2 || request.method != "POST") {
+    return std::nullopt;
+  }
   const std::string_view raw_id = (*segments)[prefix_size];
   const std::string_view action = (*segments)[prefix_size + 1];
   const bool trigger = http_internal::EqualsIgnoreCase(action, "trigger");
@@ -63,7 +73,9 @@ std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& reque
                          request, *logger_);
   }
   const Status status = trigger ? scheduler_->TriggerTask(*id) : scheduler_->CancelTask(*id);
-  if (!status.ok()) return ErrorResponse(status, request, *logger_);
+  if (!status.ok()) {
+    return ErrorResponse(status, request, *logger_);
+  }
   return EmptyOk();
 }
 
@@ -73,12 +85,16 @@ HttpHandler SchedulerRestRouter::AsHandler() const {
 
 HttpResponse SchedulerRestRouter::ListTasks(const HttpRequest& request) const {
   Result<std::vector<TaskListing>> listings = scheduler_->ListTasks();
-  if (!listings.ok()) return ErrorResponse(listings.status(), request, *logger_);
+  if (!listings.ok()) {
+    return ErrorResponse(listings.status(), request, *logger_);
+  }
   const std::string plugin_id = JsonString(plugin_id_);
   std::string body = R"({"tasks":[)";
   bool first = true;
   for (const TaskListing& listing : *listings) {
-    if (!first) body += ',';
+    if (!first) {
+      body += ',';
+    }
     first = false;
     body += R"({"taskId":)";
     body += JsonString(listing.descriptor.id);

@@ -21,7 +21,7 @@ struct HttpServerOptions {
   // 0 picks a free port; HttpServer::port() then tells which.
   std::uint16_t port = 7007;
   // Larger request bodies are refused with 413 before they are read.
-  std::size_t max_request_body_bytes = 1024 * 1024;
+  std::size_t max_request_body_bytes = std::size_t{1024} * 1024;
   // Monotonic limits for reading one request and writing one response.
   std::chrono::milliseconds read_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};

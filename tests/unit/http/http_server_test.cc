@@ -38,7 +38,9 @@ struct RawResponse {
 RawResponse Exchange(std::uint16_t port, const std::string& request) {
   RawResponse response;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return response;
+  if (fd < 0) {
+    return response;
+  }
   timeval timeout{};
   timeout.tv_sec = 10;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -54,7 +56,9 @@ RawResponse Exchange(std::uint16_t port, const std::string& request) {
   std::size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
+    if (n <= 0) {
+      break;
+    }
     sent += static_cast<std::size_t>(n);
   }
   std::string raw;
@@ -63,11 +67,15 @@ RawResponse Exchange(std::uint16_t port, const std::string& request) {
   std::size_t body_length = 0;
   while (end_of_head == std::string::npos || raw.size() < end_of_head + 4 + body_length) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      break;
+    }
     raw.append(buffer, static_cast<std::size_t>(n));
     if (end_of_head == std::string::npos) {
       end_of_head = raw.find("\r\n\r\n");
-      if (end_of_head == std::string::npos) continue;
+      if (end_of_head == std::string::npos) {
+        continue;
+      }
       const std::size_t length = raw.find("Content-Length: ");
       if (length < end_of_head && request.rfind("HEAD ", 0) != 0) {
         body_length = std::stoul(raw.substr(length + 16));
@@ -75,7 +83,9 @@ RawResponse Exchange(std::uint16_t port, const std::string& request) {
     }
   }
   ::close(fd);
-  if (raw.rfind("HTTP/1.1 ", 0) != 0 || end_of_head == std::string::npos) return response;
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || end_of_head == std::string::npos) {
+    return response;
+  }
   response.status = std::stoi(raw.substr(9, 3));
   response.head = raw.substr(0, end_of_head);
   response.body = raw.substr(end_of_head + 4);
@@ -127,7 +137,9 @@ class RecordingLogger final : public Logger {
 
 std::string Field(const LogFields& fields, std::string_view key) {
   for (const auto& [name, value] : fields) {
-    if (name == key) return value;
+    if (name == key) {
+      return value;
+    }
   }
   return "<absent>";
 }
@@ -180,7 +192,9 @@ TEST_F(HttpServerTest, MountSeesPathRelativeToPrefix) {
   server_.Mount("/api/myplugin", [&](const HttpRequest& request) -> std::optional<HttpResponse> {
     std::lock_guard lock(mu);
     seen.push_back(request);
-    if (request.path == "/missing") return std::nullopt;
+    if (request.path == "/missing") {
+      return std::nullopt;
+    }
     HttpResponse response;
     response.status = 201;
     response.headers.emplace_back("X-Seen", request.path);
@@ -224,7 +238,7 @@ TEST_F(HttpServerTest, ServesSchedulerRouterUnderPluginMount) {
   task.id = "a/b";
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
-  task.fn = [](std::stop_token) {};
+  task.fn = [](const std::stop_token&) {};
   ASSERT_TRUE(scheduler.ScheduleTask(std::move(task)).ok());
   SchedulerRestRouter router("myplugin", scheduler);
   server_.Mount("/api/myplugin", router.AsHandler());

@@ -36,7 +36,9 @@ class FakeScheduler final : public SchedulerService {
   }
   std::vector<TaskDescriptor> GetScheduledTasks() const override { return {}; }
   Result<std::vector<TaskListing>> ListTasks() const override {
-    if (!list_status.ok()) return list_status;
+    if (!list_status.ok()) {
+      return list_status;
+    }
     return listing;
   }
 
@@ -89,7 +91,9 @@ HttpRequest Request(std::string method, std::string path, std::string query = ""
 
 std::string Field(const LogFields& fields, std::string_view key) {
   for (const auto& [name, value] : fields) {
-    if (name == key) return value;
+    if (name == key) {
+      return value;
+    }
   }
   return "";
 }
@@ -127,7 +131,9 @@ class SchedulerRestRouterTest : public ::testing::Test {
   std::string ListBody() {
     std::optional<HttpResponse> response = Handle(Request("GET", kTasks));
     EXPECT_TRUE(response.has_value());
-    if (!response) return "";
+    if (!response) {
+      return "";
+    }
     EXPECT_EQ(response->status, 200);
     return response->body;
   }
@@ -234,7 +240,7 @@ TEST_F(SchedulerRestRouterTest, ListingFromMockScheduler) {
   task.id = "mocked";
   task.frequency = std::chrono::minutes(10);
   task.timeout = std::chrono::minutes(1);
-  task.fn = [](std::stop_token) {};
+  task.fn = [](const std::stop_token&) {};
   ASSERT_TRUE(mock.ScheduleTask(std::move(task)).ok());
   SchedulerRestRouter router("myplugin", mock);
   std::optional<HttpResponse> response = router.Handle(Request("GET", kTasks));
