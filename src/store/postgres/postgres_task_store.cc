@@ -9,6 +9,7 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/settings_cache.h"
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_notifications.h"
@@ -146,6 +147,7 @@ class PostgresTaskStore final : public TaskStore {
   const std::string channel_;
   const Clock& clock_;
   DatabaseClock db_clock_;
+  store_internal::SettingsCache settings_cache_;
   ConnectionPool pool_;
 };
 
@@ -368,7 +370,7 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
         (!poll.earliest_next || *entry.next_run_start_at < *poll.earliest_next)) {
       poll.earliest_next = entry.next_run_start_at;
     }
-    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(result.Get(row, 2));
+    Result<TaskSettingsV2> settings = settings_cache_.Parse(result.Get(row, 2));
     if (!settings.ok()) {
       entry.readiness = Readiness::kInvalidSettings;
       entry.settings_error = settings.status().message();

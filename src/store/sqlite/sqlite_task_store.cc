@@ -9,6 +9,7 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/settings_cache.h"
 #include "store/sqlite/sqlite_database.h"
 #include "store/sqlite/sqlite_migrations.h"
 #include "store/sqlite/sqlite_sql.h"
@@ -337,7 +338,7 @@ class SqliteTaskStore final : public TaskStore {
     return ObserveNow(*stmt, 0, sent);
   }
 
-  Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt) const {
+  Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt) {
     PollEntry entry;
     entry.id = stmt.Text(0);
     if (stmt.Int(1) == 0) {
@@ -351,7 +352,7 @@ class SqliteTaskStore final : public TaskStore {
     entry.next_run_start_at = *next;
     entry.current_run_expires_at = *expires;
     entry.running = !stmt.IsNull(4);
-    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(stmt.Text(2));
+    Result<TaskSettingsV2> settings = settings_cache_.Parse(stmt.Text(2));
     if (!settings.ok()) {
       entry.readiness = Readiness::kInvalidSettings;
       entry.settings_error = settings.status().message();
@@ -391,6 +392,7 @@ class SqliteTaskStore final : public TaskStore {
   const std::string plugin_id_;
   const Clock& clock_;
   DatabaseClock db_clock_;
+  store_internal::SettingsCache settings_cache_;
   std::mutex mu_;
   std::unique_ptr<SqliteDatabase> db_;  // guarded by mu_
 };
