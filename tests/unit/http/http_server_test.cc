@@ -382,6 +382,40 @@ TEST_F(HttpServerTest, StopWithIdleKeepAliveConnection) {
   ::close(fd);
 }
 
+TEST(HttpServerTimeoutTest, StalledRequestIsDroppedAfterReadTimeout) {
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.read_timeout = std::chrono::milliseconds(200);
+  HttpServer server(options);
+  ASSERT_TRUE(server.Start().ok());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval timeout{};
+  timeout.tv_sec = 8;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server.port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API.
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const std::string partial = "GET /.backstage/health/v1/liveness HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(partial.size()));
+  char buffer[1024];
+  // The server gives up on the stalled request and closes (0) or answers with an error; a
+  // timeout of our own receive (-1) would mean the server kept waiting.
+  const ssize_t received = ::recv(fd, buffer, sizeof buffer, 0);
+  EXPECT_GE(received, 0);
+  if (received > 0) {
+    EXPECT_EQ(std::string(buffer, 9), "HTTP/1.1 ");
+    EXPECT_EQ(buffer[9], '4');
+  }
+  ::close(fd);
+  EXPECT_EQ(Get(server.port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
 TEST_F(HttpServerTest, StartTwiceFailsAndStopIsIdempotent) {
   StartServer();
   EXPECT_EQ(server_.Start().code(), StatusCode::kFailedPrecondition);
