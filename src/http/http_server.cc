@@ -117,6 +117,7 @@ struct HttpServer::Impl {
   }
 
   void LogAccess(const httplib::Request& request, const httplib::Response& response) {
+    const std::optional<MonoTime> started = std::exchange(request_started, std::nullopt);
     if (!logger->Enabled(LogLevel::kInfo)) {
       return;
     }
@@ -124,13 +125,12 @@ struct HttpServer::Impl {
     LogFields fields = {{"method", request.method},
                         {"path", std::string(target.substr(0, target.find('?')))},
                         {"status", std::to_string(response.status)}};
-    if (request_started) {
-      const auto elapsed = clock->MonoNow() - *request_started;
+    if (started) {
+      const auto elapsed = clock->MonoNow() - *started;
       fields.emplace_back(
           "duration_ms",
           fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(elapsed).count()));
     }
-    request_started.reset();
     logger->Info("request", fields);
   }
 
