@@ -117,7 +117,7 @@ struct HttpServer::Impl {
   }
 
   void LogAccess(const httplib::Request& request, const httplib::Response& response) {
-    const std::optional<MonoTime> started = std::exchange(request_started, std::nullopt);
+    const std::optional<MonoTime> start = std::exchange(request_started, std::nullopt);
     if (!logger->Enabled(LogLevel::kInfo)) {
       return;
     }
@@ -125,8 +125,8 @@ struct HttpServer::Impl {
     LogFields fields = {{"method", request.method},
                         {"path", std::string(target.substr(0, target.find('?')))},
                         {"status", std::to_string(response.status)}};
-    if (started) {
-      const auto elapsed = clock->MonoNow() - *started;
+    if (start) {
+      const auto elapsed = clock->MonoNow() - *start;
       fields.emplace_back(
           "duration_ms",
           fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(elapsed).count()));
