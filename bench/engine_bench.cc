@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -29,8 +30,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "stagehand/base/logger.h"
 #include "stagehand/base/uuid.h"
@@ -49,7 +48,9 @@ using std::chrono::seconds;
 
 constexpr char kPluginId[] = "enginebench";
 
-double Ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // p50, p99 and max of latencies in milliseconds.
 Json Percentiles(std::vector<double> values) {
@@ -167,15 +168,16 @@ class Backend {
  public:
   static std::unique_ptr<Backend> Sqlite() {
     auto backend = std::unique_ptr<Backend>(new Backend());
-    backend->dir_ = std::filesystem::temp_directory_path() / ("stagehand-engine-bench-" + NewUuidV4());
+    backend->dir_ =
+        std::filesystem::temp_directory_path() / ("stagehand-engine-bench-" + NewUuidV4());
     std::filesystem::create_directories(backend->dir_);
     return backend;
   }
   static std::unique_ptr<Backend> Postgres(const std::string& url) {
     auto backend = std::unique_ptr<Backend>(new Backend());
     backend->url_ = url;
-    backend->database_ = "stagehand_engine_bench_" + std::to_string(::getpid()) + "_" +
-                         std::to_string(counter_++);
+    backend->database_ =
+        "stagehand_engine_bench_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++);
     return backend;
   }
   ~Backend() {
@@ -271,7 +273,8 @@ EngineOptions NotifyOnly() {
 Json InProcessTrigger(Backend& backend, int triggers) {
   Probe probe;
   auto scheduler = backend.Scheduler(NotifyOnly());
-  MustOk(scheduler->ScheduleTask(Global("manual", ManualFrequency{}, probe.Returning())), "register");
+  MustOk(scheduler->ScheduleTask(Global("manual", ManualFrequency{}, probe.Returning())),
+         "register");
   std::vector<double> latencies;
   for (int i = 1; i <= triggers; ++i) {
     const auto triggered = TriggerWhenIdle(*scheduler, "manual");
@@ -381,11 +384,13 @@ Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle
   Admin admin(url);
   const std::string calls_sql =
       "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
-      "s.dbid WHERE d.datname = '" + backend.database() + "'";
+      "s.dbid WHERE d.datname = '" +
+      backend.database() + "'";
   const double calls_at_start = std::stod(admin.Scalar(calls_sql));
   const auto begin = Steady::now();
   for (int i = 0; i < tasks; ++i) {
-    MustOk(scheduler->ScheduleTask(Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {})),
+    MustOk(scheduler->ScheduleTask(
+               Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {})),
            "register");
   }
   const double registration_ms = Ms(Steady::now() - begin);
@@ -475,7 +480,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (scenarios.count("cron") != 0) {
-    results["cron_every_second_sqlite"] = CronEverySecond(*Backend::Sqlite(), seconds(cron_seconds));
+    results["cron_every_second_sqlite"] =
+        CronEverySecond(*Backend::Sqlite(), seconds(cron_seconds));
     if (auto backend = postgres()) {
       results["cron_every_second_postgres"] = CronEverySecond(*backend, seconds(cron_seconds));
     } else {

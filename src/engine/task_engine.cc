@@ -49,8 +49,8 @@ struct TaskEngine::Task {
   bool poll_requested = false;
   bool recurrence_stopped = false;
   std::shared_ptr<Run> run;
-  std::optional<CronExpression> cron;           // local cron cadence
-  std::optional<milliseconds> cadence;          // local duration cadence
+  std::optional<CronExpression> cron;   // local cron cadence
+  std::optional<milliseconds> cadence;  // local duration cadence
   TaskState local_state;
   std::unique_ptr<std::stop_callback<std::function<void()>>> caller_stop;
 };
@@ -67,7 +67,8 @@ TaskEngine::TaskEngine(EngineContext context)
       next_sweep_(clock_.MonoNow()),
       executor_(context_.options.max_concurrency, [this] { Kick(); }) {
   if (context_.store != nullptr) {
-    notifications_ = context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
+    notifications_ =
+        context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
   }
   dispatcher_ = std::jthread([this](std::stop_token stop) { DispatcherLoop(stop); });
   timer_ = std::jthread([this](std::stop_token stop) { TimerLoop(stop); });
@@ -126,7 +127,8 @@ Status TaskEngine::Register(EngineTask def) {
         task->cadence = ToChronoMilliseconds(*duration);
         break;
       }
-      case CadenceKind::kManual: break;
+      case CadenceKind::kManual:
+        break;
     }
   }
   {
@@ -167,16 +169,14 @@ Status TaskEngine::Register(EngineTask def) {
       task->wake_at = now + task->def.initial_delay;
       if (!global) {
         task->local_state = TaskState{};
-        task->local_state.starts_at =
-            FormatIsoInstantUtc(clock_.Now() + task->def.initial_delay);
+        task->local_state.starts_at = FormatIsoInstantUtc(clock_.Now() + task->def.initial_delay);
       }
     } else {
       task->phase = Task::Phase::kWaiting;
       if (global) {
         task->wake_at = row_next ? MonoFromDb(*row_next, db_now, mono_ref) : kMonoInfinity;
       } else {
-        task->wake_at =
-            settings.cadence_kind() == CadenceKind::kManual ? kMonoInfinity : now;
+        task->wake_at = settings.cadence_kind() == CadenceKind::kManual ? kMonoInfinity : now;
       }
     }
     kicked_dispatcher_ = true;
@@ -303,9 +303,12 @@ std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return std::nullopt;
   switch (it->second->phase) {
-    case Task::Phase::kInitialWait: return WorkerStatus::kInitialWait;
-    case Task::Phase::kRunning: return WorkerStatus::kRunning;
-    default: return it->second->run ? WorkerStatus::kRunning : WorkerStatus::kIdle;
+    case Task::Phase::kInitialWait:
+      return WorkerStatus::kInitialWait;
+    case Task::Phase::kRunning:
+      return WorkerStatus::kRunning;
+    default:
+      return it->second->run ? WorkerStatus::kRunning : WorkerStatus::kIdle;
   }
 }
 
@@ -359,7 +362,8 @@ void TaskEngine::DispatcherLoop(std::stop_token stop) {
       kicked_dispatcher_ = false;
       const MonoTime now = clock_.MonoNow();
       for (const auto& [id, task] : tasks_) {
-        if (task->run && task->run->ours && !task->run->ticket.empty() && task->run->renew_at <= now) {
+        if (task->run && task->run->ours && !task->run->ticket.empty() &&
+            task->run->renew_at <= now) {
           renew = true;
         }
       }
@@ -391,15 +395,16 @@ void TaskEngine::RenewLeases() {
   const milliseconds lease = context_.options.lease;
   for (const Due& item : due) {
     const MonoTime sent = clock_.MonoNow();
-    Result<bool> renewed =
-        context_.store->RenewLease(item.task->def.id, item.run->ticket, item.task->def.timeout, lease);
+    Result<bool> renewed = context_.store->RenewLease(item.task->def.id, item.run->ticket,
+                                                      item.task->def.timeout, lease);
     const RunInfo info = InfoOf(*item.task, *item.run);
     bool lost = false;
     {
       std::lock_guard lock(mu_);
       if (!item.run->ours) continue;
       if (!renewed.ok()) {
-        item.run->renew_at = clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
+        item.run->renew_at =
+            clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
       } else if (*renewed) {
         SetLeaseDeadlines(*item.run, item.task->def.timeout, sent);
       } else {
@@ -418,9 +423,9 @@ void TaskEngine::RenewLeases() {
     } else if (*renewed) {
       observer_->OnLeaseRenewed(info);
     } else if (lost) {
-      logger_->Info("Task ticket for \"" + item.task->def.id +
-                        "\" is no longer valid; aborting execution",
-                    {{"task", item.task->def.id}});
+      logger_->Info(
+          "Task ticket for \"" + item.task->def.id + "\" is no longer valid; aborting execution",
+          {{"task", item.task->def.id}});
       item.run->stop.request_stop();
       observer_->OnLeaseLost(info);
     }
@@ -439,7 +444,8 @@ void TaskEngine::PollAndClaim(bool sweep) {
     }
   }
   if (ids.empty()) return;
-  logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" + (sweep ? " with sweep" : ""));
+  logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" +
+                 (sweep ? " with sweep" : ""));
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<PollResult> polled = context_.store->Poll(ids, sweep);
@@ -510,7 +516,8 @@ void TaskEngine::PollAndClaim(bool sweep) {
     logger_->Info("Task \"" + id +
                       "\" is no longer able to parse task settings; aborting and assuming that a "
                       "newer version of the task has been issued and is being handled by other "
-                      "workers, " + why,
+                      "workers, " +
+                      why,
                   {{"task", id}});
   }
   for (const std::string& id : polled->swept_ids) {
@@ -539,7 +546,9 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
   const milliseconds lease = context_.options.lease;
   Result<ClaimResult> claim = context_.store->Claim(task->def.id, ticket, task->def.timeout, lease);
   logger_->Debug("Claim of task " + task->def.id + ": " +
-                     (!claim.ok() ? claim.status().message() : claim->claimed ? "claimed" : "lost"),
+                     (!claim.ok()      ? claim.status().message()
+                      : claim->claimed ? "claimed"
+                                       : "lost"),
                  {{"task", task->def.id}});
   if (!claim.ok() || !claim->claimed) {
     executor_.CancelReservation();
@@ -620,7 +629,8 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
         context_.store->Release(task->def.id, run->ticket, run->schedule, error);
     logger_->Debug("Release of task " + task->def.id + ": " +
                        (!released.ok() ? released.status().message()
-                                       : *released ? "released" : "ticket no longer held"),
+                        : *released    ? "released"
+                                       : "ticket no longer held"),
                    {{"task", task->def.id}});
     if (!released.ok()) {
       logger_->Warn("Failed to release task \"" + task->def.id + "\", " +
@@ -659,7 +669,8 @@ void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds dura
 // ---------------------------------------------------------------------------------------------
 // Timer: local runs, timeouts and fences. No I/O.
 
-MonoTime TaskEngine::LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const {
+MonoTime TaskEngine::LocalNextWake(const Task& task, MonoTime run_started,
+                                   WallTime wall_now) const {
   const MonoTime now = clock_.MonoNow();
   if (task.cadence) return std::max(now, run_started + *task.cadence);
   if (task.cron) {
@@ -757,9 +768,9 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
     cv_.notify_all();
     for (std::stop_source& source : actions.to_signal) source.request_stop();
     for (const auto& [task, run] : actions.fenced) {
-      logger_->Warn("Task \"" + task->def.id +
-                        "\" could not renew its lease in time; stopping the run",
-                    {{"task", task->def.id}});
+      logger_->Warn(
+          "Task \"" + task->def.id + "\" could not renew its lease in time; stopping the run",
+          {{"task", task->def.id}});
       observer_->OnLeaseLost(InfoOf(*task, *run));
     }
     for (const std::shared_ptr<Task>& task : actions.to_start) {
@@ -868,9 +879,9 @@ void TaskEngine::Shutdown() {
     }
   }
   for (const std::string& id : abandoned) {
-    logger_->Warn("Task \"" + id +
-                      "\" did not stop within the shutdown grace period; its lease will lapse",
-                  {{"task", id}});
+    logger_->Warn(
+        "Task \"" + id + "\" did not stop within the shutdown grace period; its lease will lapse",
+        {{"task", id}});
   }
   notifications_.reset();
   dispatcher_.request_stop();

@@ -13,7 +13,8 @@
 // Shutdown order (Shutdown(), also run by the destructor):
 //   1. stop claiming and stop starting local runs (leases of running tasks keep being renewed);
 //   2. signal every running task's stop token;
-//   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket, so
+//   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket,
+//   so
 //      other hosts can take over at once);
 //   4. stop the dispatcher and timer threads and the store subscription (a run still going after
 //      the grace period is no longer renewed: its lease lapses and another host takes over);
@@ -77,7 +78,8 @@ class TaskEngine {
   TaskEngine& operator=(const TaskEngine&) = delete;
 
   // Registers a task and starts scheduling it. Global tasks are upserted first.
-  // Errors: kConflict if an active task with this id exists; kUnavailable (store); kInvalidArgument.
+  // Errors: kConflict if an active task with this id exists; kUnavailable (store);
+  // kInvalidArgument.
   Status Register(EngineTask task);
   // Local first, then the store. See SchedulerService::TriggerTask.
   Status Trigger(const std::string& id);
@@ -117,7 +119,7 @@ class TaskEngine {
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
                     const std::optional<std::string>& error);
 
-  MonoTime NextDispatcherWake() const;   // requires mu_
+  MonoTime NextDispatcherWake() const;         // requires mu_
   bool DispatcherHasWork(MonoTime now) const;  // requires mu_
   struct TimerActions {
     std::vector<std::shared_ptr<Task>> to_start;

@@ -36,17 +36,22 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
     return NextRunPlan{NextRunPlan::Kind::kNowPlus, *delay};
   }
   switch (settings.cadence_kind()) {
-    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(1));
-    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
-    case CadenceKind::kDuration: return NextRunPlan{NextRunPlan::Kind::kNow};
+    case CadenceKind::kCron:
+      return CronPlan(schedule, db_now, std::chrono::seconds(1));
+    case CadenceKind::kManual:
+      return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kDuration:
+      return NextRunPlan{NextRunPlan::Kind::kNow};
   }
   return InternalError("unknown cadence kind");
 }
 
 Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime db_now) {
   switch (schedule.settings.cadence_kind()) {
-    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(1));
-    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kCron:
+      return CronPlan(schedule, db_now, std::chrono::seconds(1));
+    case CadenceKind::kManual:
+      return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
       Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
       if (!cadence.ok()) return cadence.status();
@@ -59,8 +64,10 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
 
 Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now) {
   switch (schedule.settings.cadence_kind()) {
-    case CadenceKind::kCron: return CronPlan(schedule, db_now, std::chrono::seconds(0));
-    case CadenceKind::kManual: return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kCron:
+      return CronPlan(schedule, db_now, std::chrono::seconds(0));
+    case CadenceKind::kManual:
+      return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
       Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
       if (!cadence.ok()) return cadence.status();

@@ -15,10 +15,10 @@ namespace stagehand::store_internal {
 // One way to compute next_run_start_at inside a statement.
 struct NextRunPlan {
   enum class Kind {
-    kNull,              // NULL (manual tasks)
-    kNow,               // the database's now()
-    kNowPlus,           // now() + `seconds`
-    kInstant,           // the fixed instant `instant` (cron times)
+    kNull,                  // NULL (manual tasks)
+    kNow,                   // the database's now()
+    kNowPlus,               // now() + `seconds`
+    kInstant,               // the fixed instant `instant` (cron times)
     kScheduledPlusCadence,  // greatest(next_run_start_at + `seconds`, now()) (duration release)
   };
   Kind kind = Kind::kNull;

@@ -108,7 +108,8 @@ std::optional<MonoTime> ManualClock::NextDeadline() const {
   return next;
 }
 
-bool ManualClock::BlockUntilWaiters(std::size_t count, std::chrono::milliseconds real_timeout) const {
+bool ManualClock::BlockUntilWaiters(std::size_t count,
+                                    std::chrono::milliseconds real_timeout) const {
   std::unique_lock lock(mu_);
   return waiters_changed_.wait_for(lock, real_timeout, [&] { return waiters_.size() >= count; });
 }

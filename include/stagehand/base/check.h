@@ -6,9 +6,9 @@ namespace stagehand::internal {
 [[noreturn]] void CheckFailed(const char* condition, const char* file, int line);
 }  // namespace stagehand::internal
 
-#define STAGEHAND_CHECK(condition)                                              \
-  do {                                                                          \
-    if (!(condition)) {                                                         \
-      ::stagehand::internal::CheckFailed(#condition, __FILE__, __LINE__);       \
-    }                                                                           \
+#define STAGEHAND_CHECK(condition)                                        \
+  do {                                                                    \
+    if (!(condition)) {                                                   \
+      ::stagehand::internal::CheckFailed(#condition, __FILE__, __LINE__); \
+    }                                                                     \
   } while (false)

@@ -15,14 +15,14 @@ namespace stagehand {
 // The failure classes callers branch on. Each maps to exactly one HTTP status in the http layer.
 enum class StatusCode {
   kOk,
-  kInvalidArgument,  // Bad input: config, cron, durations, ids, request bodies.
-  kNotFound,         // The named task, plugin or row does not exist.
-  kConflict,         // The request is valid but the current state forbids it.
-  kUnavailable,      // The environment failed (database down, connection lost); retrying may help.
-  kCancelled,        // The operation was stopped through a stop token.
-  kDeadlineExceeded, // The operation ran out of time.
+  kInvalidArgument,   // Bad input: config, cron, durations, ids, request bodies.
+  kNotFound,          // The named task, plugin or row does not exist.
+  kConflict,          // The request is valid but the current state forbids it.
+  kUnavailable,       // The environment failed (database down, connection lost); retrying may help.
+  kCancelled,         // The operation was stopped through a stop token.
+  kDeadlineExceeded,  // The operation ran out of time.
   kFailedPrecondition,  // The system is not in a state to do this (e.g. unknown migration).
-  kInternal,         // Something that should not happen; details are logged, not shown.
+  kInternal,            // Something that should not happen; details are logged, not shown.
 };
 
 // Returns the canonical name of `code`, e.g. "NOT_FOUND".
@@ -69,7 +69,7 @@ Status InternalError(std::string message);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     STAGEHAND_CHECK(!status_.ok());
   }

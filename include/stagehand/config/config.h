@@ -83,7 +83,8 @@ class Config {
   std::string Context(std::string_view key = {}) const;
 
  private:
-  Config(ConfigNodePtr node, std::string prefix) : node_(std::move(node)), prefix_(std::move(prefix)) {}
+  Config(ConfigNodePtr node, std::string prefix)
+      : node_(std::move(node)), prefix_(std::move(prefix)) {}
 
   ConfigNodePtr node_;
   std::string prefix_;

@@ -18,8 +18,8 @@ class TaskFunction {
  public:
   TaskFunction() = default;
   template <typename F>
-    requires std::invocable<F&, std::stop_token>
-  TaskFunction(F fn)  // NOLINT(google-explicit-constructor)
+  requires std::invocable<F&, std::stop_token> TaskFunction(
+      F fn)  // NOLINT(google-explicit-constructor)
       : fn_(Wrap(std::move(fn))) {}
 
   explicit operator bool() const { return static_cast<bool>(fn_); }

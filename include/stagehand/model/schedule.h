@@ -34,7 +34,8 @@ struct ManualFrequency {
 using DurationSpec = std::variant<HumanDuration, std::chrono::milliseconds>;
 
 // How often a task runs.
-using Frequency = std::variant<CronFrequency, HumanDuration, std::chrono::milliseconds, ManualFrequency>;
+using Frequency =
+    std::variant<CronFrequency, HumanDuration, std::chrono::milliseconds, ManualFrequency>;
 
 // Where a task is coordinated: across every host sharing the database, or in this process only.
 enum class TaskScope { kGlobal, kLocal };

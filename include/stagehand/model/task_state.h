@@ -12,11 +12,11 @@ namespace stagehand {
 struct TaskState {
   enum class Status { kIdle, kRunning };
   Status status = Status::kIdle;
-  std::optional<std::string> starts_at;         // idle only
-  std::optional<std::string> started_at;        // running only
-  std::optional<std::string> times_out_at;      // running only
+  std::optional<std::string> starts_at;     // idle only
+  std::optional<std::string> started_at;    // running only
+  std::optional<std::string> times_out_at;  // running only
   std::optional<std::string> last_run_ended_at;
-  std::optional<std::string> last_run_error;    // the raw error JSON text
+  std::optional<std::string> last_run_error;  // the raw error JSON text
 
   // Returns the JSON object Backstage serves, keys in its order, absent values omitted:
   // {"status":"idle","startsAt":...,"lastRunEndedAt":...,"lastRunError":...} or

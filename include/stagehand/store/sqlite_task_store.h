@@ -18,7 +18,8 @@ struct SqliteStoreOptions {
   std::chrono::milliseconds busy_timeout{5000};
 };
 
-// Returns the file Backstage uses for a plugin's database in `directory`: "<directory>/<pluginId>.sqlite".
+// Returns the file Backstage uses for a plugin's database in `directory`:
+// "<directory>/<pluginId>.sqlite".
 std::string SqlitePluginDatabasePath(const std::string& directory, const std::string& plugin_id);
 
 // Opens (creating if needed) the database at options.path for `plugin_id`. Does not migrate.

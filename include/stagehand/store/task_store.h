@@ -1,7 +1,8 @@
-// The task store: the one place where SQL lives. It holds a plugin's `backstage_backend_tasks__tasks`
-// table, through which every host (stagehand or Backstage) coordinates that plugin's global tasks.
-// Every operation is one database round trip unless its comment says otherwise. The database's
-// clock is the authority: readiness, claims, expiry and duration cadences use the database's now().
+// The task store: the one place where SQL lives. It holds a plugin's
+// `backstage_backend_tasks__tasks` table, through which every host (stagehand or Backstage)
+// coordinates that plugin's global tasks. Every operation is one database round trip unless its
+// comment says otherwise. The database's clock is the authority: readiness, claims, expiry and
+// duration cadences use the database's now().
 #pragma once
 
 #include <chrono>
@@ -67,7 +68,7 @@ struct PollEntry {
   std::optional<TaskSettingsV2> settings;  // kReady and kNotReady: the row's (latest) settings
   std::string settings_error;              // kInvalidSettings: why
   std::optional<WallTime> next_run_start_at;
-  bool running = false;                    // the row holds a ticket
+  bool running = false;  // the row holds a ticket
   std::optional<WallTime> current_run_expires_at;
 };
 
@@ -82,8 +83,8 @@ struct PollResult {
 // The outcome of Claim.
 struct ClaimResult {
   bool claimed = false;
-  WallTime db_now;                          // the database's clock at the claim
-  std::optional<WallTime> expires_at;       // current_run_expires_at written (when claimed)
+  WallTime db_now;                     // the database's clock at the claim
+  std::optional<WallTime> expires_at;  // current_run_expires_at written (when claimed)
 };
 
 // A change announced by a writer, delivered to listeners (PostgreSQL LISTEN/NOTIFY; in-process

@@ -54,16 +54,15 @@ bool IsValidIsoDuration(std::string_view text);
 
 // Parses a config duration string as Backstage's readDurationFromConfig does for string values:
 // trims it; a leading 'P' selects the ISO form, anything else the `ms` form (`10m`, `2 hours`,
-// `1.5d`, `25 ms`). Returns the decomposed duration (e.g. "1850ms" -> {seconds:1, milliseconds:850};
-// zero -> {milliseconds:0}).
-// Errors (kInvalidArgument), with Backstage's exact messages:
-//   "Invalid ISO format, expected a value similar to 'P2DT6H' (2 days 6 hours) or 'PT1M' (1 minute)"
-//   "Invalid ISO format, no values given"
-//   "The value cannot be a plain number; try adding a unit like 'ms' or 'seconds'"
-//   "Not a valid duration string, try a number followed by a unit such as '1d' or '2 seconds'"
-//   "Negative durations are not allowed"
-//   "val is not a non-empty string or a valid number. val=\"\"" (empty or all-whitespace text;
-//   the `ms` package's own error, which Backstage passes through)
+// `1.5d`, `25 ms`). Returns the decomposed duration (e.g. "1850ms" -> {seconds:1,
+// milliseconds:850}; zero -> {milliseconds:0}). Errors (kInvalidArgument), with Backstage's exact
+// messages:
+//   "Invalid ISO format, expected a value similar to 'P2DT6H' (2 days 6 hours) or 'PT1M' (1
+//   minute)" "Invalid ISO format, no values given" "The value cannot be a plain number; try adding
+//   a unit like 'ms' or 'seconds'" "Not a valid duration string, try a number followed by a unit
+//   such as '1d' or '2 seconds'" "Negative durations are not allowed" "val is not a non-empty
+//   string or a valid number. val=\"\"" (empty or all-whitespace text; the `ms` package's own
+//   error, which Backstage passes through)
 Result<HumanDuration> ParseDurationString(std::string_view text);
 
 // Returns `text` without the leading and trailing whitespace that JavaScript's String#trim

@@ -9,12 +9,12 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
-#include "store/settings_cache.h"
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_notifications.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
+#include "store/settings_cache.h"
 
 namespace stagehand {
 

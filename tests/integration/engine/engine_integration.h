@@ -159,11 +159,11 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     auto a = MakeScheduler(ShortOptions());
     auto b = MakeScheduler(ShortOptions());
-    ASSERT_TRUE(a->ScheduleTask(GlobalTask("overlap", milliseconds(100),
-                                           log.Working("a", milliseconds(30))))
+    ASSERT_TRUE(a->ScheduleTask(
+                     GlobalTask("overlap", milliseconds(100), log.Working("a", milliseconds(30))))
                     .ok());
-    ASSERT_TRUE(b->ScheduleTask(GlobalTask("overlap", milliseconds(100),
-                                           log.Working("b", milliseconds(30))))
+    ASSERT_TRUE(b->ScheduleTask(
+                     GlobalTask("overlap", milliseconds(100), log.Working("b", milliseconds(30))))
                     .ok());
     std::this_thread::sleep_for(seconds(2));  // the window the property is checked over
     a->Shutdown();
@@ -186,7 +186,8 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     auto a = MakeScheduler(options);
     auto b = MakeScheduler(options);
-    EXPECT_TRUE(b->ScheduleTask(GlobalTask("manual", ManualFrequency{}, log.Working("b", {}))).ok());
+    EXPECT_TRUE(
+        b->ScheduleTask(GlobalTask("manual", ManualFrequency{}, log.Working("b", {}))).ok());
     // B's dispatcher polls once at registration; let it park before the trigger.
     std::this_thread::sleep_for(milliseconds(100));
     const Steady::time_point triggered = Steady::now();
@@ -247,8 +248,7 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     options.lease = seconds(5);
     auto a = MakeScheduler(options);
-    EXPECT_TRUE(
-        a->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Blocking("a"))).ok());
+    EXPECT_TRUE(a->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Blocking("a"))).ok());
     if (!log.WaitStarted("a")) {
       ADD_FAILURE() << "the task did not start on A";
       return std::nullopt;

@@ -18,8 +18,8 @@ class SqliteEngineTest : public EngineIntegrationTest {
  protected:
   void SetUp() override {
     const std::string name = std::string("stagehand-engine-it-") +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                             "-" + NewUuidV4();
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                             NewUuidV4();
     dir_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::create_directories(dir_);
   }

@@ -44,9 +44,7 @@ TEST(ResultTest, ReturnIfErrorPropagates) {
   EXPECT_EQ(Chain(7, &out).message(), "odd value");
 }
 
-TEST(ResultDeathTest, ValueOfErrorIsABug) {
-  EXPECT_DEATH((void)Half(3).value(), "check failed");
-}
+TEST(ResultDeathTest, ValueOfErrorIsABug) { EXPECT_DEATH((void)Half(3).value(), "check failed"); }
 
 }  // namespace
 }  // namespace stagehand

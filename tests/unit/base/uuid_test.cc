@@ -1,9 +1,9 @@
 #include "stagehand/base/uuid.h"
 
+#include <gtest/gtest.h>
+
 #include <regex>
 #include <set>
-
-#include <gtest/gtest.h>
 
 namespace stagehand {
 namespace {

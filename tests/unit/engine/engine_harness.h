@@ -2,6 +2,8 @@
 // a fixture wiring a TaskEngine to a MemoryTaskStore and a ManualClock.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -13,8 +15,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/task_engine.h"
 #include "stagehand/store/memory_task_store.h"
@@ -34,11 +34,15 @@ class Recorder final : public SchedulerObserver {
   void OnRunFailed(const RunInfo& run, std::chrono::nanoseconds, std::string_view) override {
     Add("failed", run.task_id);
   }
-  void OnClaimLost(std::string_view, std::string_view task_id) override { Add("claim-lost", task_id); }
+  void OnClaimLost(std::string_view, std::string_view task_id) override {
+    Add("claim-lost", task_id);
+  }
   void OnLeaseRenewed(const RunInfo& run) override { Add("renewed", run.task_id); }
   void OnLeaseRenewalFailed(const RunInfo& run) override { Add("renewal-failed", run.task_id); }
   void OnLeaseLost(const RunInfo& run) override { Add("lease-lost", run.task_id); }
-  void OnReclaimed(std::string_view, std::string_view task_id) override { Add("reclaimed", task_id); }
+  void OnReclaimed(std::string_view, std::string_view task_id) override {
+    Add("reclaimed", task_id);
+  }
 
   int Count(const std::string& kind, const std::string& task) const {
     std::lock_guard lock(mu_);
@@ -210,7 +214,8 @@ class EngineTest : public ::testing::Test {
   TaskEngine& StartEngine(std::shared_ptr<TaskStore> store, EngineOptions options) {
     stores_.push_back(store);
     std::shared_ptr<Logger> logger;
-    if (std::getenv("STAGEHAND_TEST_LOG") != nullptr) logger = std::make_shared<StderrLogger>(clock_);
+    if (std::getenv("STAGEHAND_TEST_LOG") != nullptr)
+      logger = std::make_shared<StderrLogger>(clock_);
     EngineContext context{"plugin", store.get(), &clock_, logger, recorder_, options};
     engines_.push_back(std::make_unique<TaskEngine>(std::move(context)));
     return *engines_.back();

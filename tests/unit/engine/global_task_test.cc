@@ -279,7 +279,8 @@ TEST_F(EngineTest, IdleTasksCostAStatementEveryPollInterval) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())).ok());
+    ASSERT_TRUE(
+        engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())).ok());
   }
   Settle();
   const std::uint64_t before = store_->statement_count();

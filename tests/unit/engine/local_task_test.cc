@@ -1,4 +1,5 @@
-// Local tasks: per process, no database, never overlapping themselves (Backstage's LocalTaskWorker).
+// Local tasks: per process, no database, never overlapping themselves (Backstage's
+// LocalTaskWorker).
 #include <gtest/gtest.h>
 
 #include "engine_harness.h"
@@ -12,9 +13,10 @@ using std::chrono::seconds;
 TEST_F(EngineTest, LocalTaskRunsAfterItsInitialDelayThenEveryCadence) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("PT0.2S", "PT1M", "PT0.2S"), probe.Fn(),
-                                   TaskScope::kLocal))
-                  .ok());
+  ASSERT_TRUE(
+      engine
+          .Register(Task("l", Schedule("PT0.2S", "PT1M", "PT0.2S"), probe.Fn(), TaskScope::kLocal))
+          .ok());
   AdvanceBy(milliseconds(100));
   EXPECT_EQ(probe.calls(), 0);
   AdvanceBy(milliseconds(100));
@@ -71,9 +73,9 @@ TEST_F(EngineTest, LocalManualTaskRunsOnlyWhenTriggered) {
 TEST_F(EngineTest, LocalTriggerDuringTheWaitRunsAtOnce) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("PT1H", "PT1M", "PT1H"), probe.Fn(),
-                                   TaskScope::kLocal))
-                  .ok());
+  ASSERT_TRUE(
+      engine.Register(Task("l", Schedule("PT1H", "PT1M", "PT1H"), probe.Fn(), TaskScope::kLocal))
+          .ok());
   Settle();
   EXPECT_EQ(engine.WorkerState("l"), WorkerStatus::kInitialWait);
   ASSERT_TRUE(engine.Trigger("l").ok());
@@ -100,9 +102,9 @@ TEST_F(EngineTest, LocalTaskStatesFollowBackstage) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("PT1M", "PT30S", "PT10S"), probe.Fn(),
-                                   TaskScope::kLocal))
-                  .ok());
+  ASSERT_TRUE(
+      engine.Register(Task("l", Schedule("PT1M", "PT30S", "PT10S"), probe.Fn(), TaskScope::kLocal))
+          .ok());
   Settle();
   std::optional<TaskState> state = engine.LocalTaskState("l");
   ASSERT_TRUE(state);
@@ -113,9 +115,8 @@ TEST_F(EngineTest, LocalTaskStatesFollowBackstage) {
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   state = engine.LocalTaskState("l");
-  EXPECT_EQ(state->ToJson(),
-            R"({"status":"running","startedAt":"2026-01-01T00:00:10.000Z",)"
-            R"("timesOutAt":"2026-01-01T00:00:40.000Z"})");
+  EXPECT_EQ(state->ToJson(), R"({"status":"running","startedAt":"2026-01-01T00:00:10.000Z",)"
+                             R"("timesOutAt":"2026-01-01T00:00:40.000Z"})");
   EXPECT_EQ(engine.WorkerState("l"), WorkerStatus::kRunning);
 
   probe.FailWith(InternalError("nope"));
@@ -126,7 +127,8 @@ TEST_F(EngineTest, LocalTaskStatesFollowBackstage) {
   EXPECT_EQ(state->status, TaskState::Status::kIdle);
   EXPECT_EQ(state->last_run_ended_at, "2026-01-01T00:00:10.000Z");
   EXPECT_EQ(state->last_run_error, R"({"name":"Error","message":"nope"})");
-  EXPECT_EQ(state->starts_at, FormatIsoInstant(clock_.Now() + seconds(60), TimeZone::ProcessDefault()));
+  EXPECT_EQ(state->starts_at,
+            FormatIsoInstant(clock_.Now() + seconds(60), TimeZone::ProcessDefault()));
   EXPECT_EQ(engine.WorkerState("l"), WorkerStatus::kIdle);
 
   probe.FailWith(Status::Ok());

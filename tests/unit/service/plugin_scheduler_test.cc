@@ -37,7 +37,6 @@ using ::testing::HasSubstr;
 using service_testing::kRealTimeout;
 using service_testing::TaskProbe;
 
-
 enum class EventKind {
   kStarted,
   kCompleted,

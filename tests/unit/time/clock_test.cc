@@ -1,10 +1,11 @@
+#include "stagehand/time/clock.h"
+
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
 
-#include <gtest/gtest.h>
-
-#include "stagehand/time/clock.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
