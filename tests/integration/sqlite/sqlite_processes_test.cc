@@ -69,6 +69,18 @@ TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {
   constexpr int kRounds = 10'000;
   TempDir dir;
   const std::string path = dir.File("race.sqlite");
+  TaskSchedule schedule;  // due again as soon as it is released
+  schedule.settings.cadence = "PT0S";
+  schedule.settings.timeout_after_duration = "PT1M";
+  {
+    // The database exists, migrated and in WAL mode, before any child opens it. The connection is
+    // closed before forking: SQLite connections must not cross a fork.
+    Result<std::unique_ptr<TaskStore>> setup = OpenStore(path);
+    ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+    ASSERT_TRUE((*setup)->Migrate().ok());
+    ASSERT_TRUE((*setup)->Upsert("race", schedule).ok());
+  }
+
   std::vector<std::unique_ptr<Child>> children;
   for (int i = 0; i < kProcesses; ++i) {
     children.push_back(std::make_unique<Child>([&path, i](int from_parent, int to_parent) {
@@ -84,14 +96,8 @@ TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {
       }
     }));
   }
-
   Result<std::unique_ptr<TaskStore>> store = OpenStore(path);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_TRUE((*store)->Migrate().ok());
-  TaskSchedule schedule;  // due again as soon as it is released
-  schedule.settings.cadence = "PT0S";
-  schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE((*store)->Upsert("race", schedule).ok());
 
   int bad_rounds = 0;
   int failed_claims = 0;

@@ -121,8 +121,12 @@ Child::Child(const Body& body) {
   std::fflush(nullptr);
   pid_ = fork();
   if (pid_ == 0) {
-    close(down[1]);
-    close(up[0]);
+    // Keep only this child's own pipe ends: a copy of another child's pipe would keep that child
+    // from seeing end-of-file when the parent closes its side, and a failing test would hang.
+    const long max_fd = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (max_fd > 0 ? max_fd : 1024); ++fd) {
+      if (fd != down[0] && fd != up[1]) close(fd);
+    }
     const int code = body(down[0], up[1]);
     _exit(code);
   }
