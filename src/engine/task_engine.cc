@@ -60,6 +60,7 @@ TaskEngine::TaskEngine(EngineContext context)
       clock_(*context_.clock),
       logger_(context_.logger ? context_.logger : NullLogger()),
       observer_(context_.observer ? context_.observer : std::make_shared<SchedulerObserver>()),
+      debug_logs_(logger_->Enabled(LogLevel::kDebug)),
       janitor_interval_(context_.options.janitor_interval.count() > 0
                             ? context_.options.janitor_interval
                             : context_.options.lease),
@@ -444,8 +445,10 @@ void TaskEngine::PollAndClaim(bool sweep) {
     }
   }
   if (ids.empty()) return;
-  logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" +
-                 (sweep ? " with sweep" : ""));
+  if (debug_logs_) {
+    logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" +
+                   (sweep ? " with sweep" : ""));
+  }
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<PollResult> polled = context_.store->Poll(ids, sweep);
@@ -525,7 +528,7 @@ void TaskEngine::PollAndClaim(bool sweep) {
     observer_->OnReclaimed(context_.plugin_id, id);
   }
 
-  logger_->Debug("Poll found " + std::to_string(ready.size()) + " ready task(s)");
+  if (debug_logs_) logger_->Debug("Poll found " + std::to_string(ready.size()) + " ready task(s)");
   for (const Candidate& candidate : ready) {
     {
       std::lock_guard lock(mu_);
@@ -545,11 +548,13 @@ void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEnt
   const MonoTime sent = clock_.MonoNow();
   const milliseconds lease = context_.options.lease;
   Result<ClaimResult> claim = context_.store->Claim(task->def.id, ticket, task->def.timeout, lease);
-  logger_->Debug("Claim of task " + task->def.id + ": " +
-                     (!claim.ok()      ? claim.status().message()
-                      : claim->claimed ? "claimed"
-                                       : "lost"),
-                 {{"task", task->def.id}});
+  if (debug_logs_) {
+    logger_->Debug("Claim of task " + task->def.id + ": " +
+                       (!claim.ok()      ? claim.status().message()
+                        : claim->claimed ? "claimed"
+                                         : "lost"),
+                   {{"task", task->def.id}});
+  }
   if (!claim.ok() || !claim->claimed) {
     executor_.CancelReservation();
     if (!claim.ok()) {
@@ -627,11 +632,13 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
   if (ours) {
     Result<bool> released =
         context_.store->Release(task->def.id, run->ticket, run->schedule, error);
-    logger_->Debug("Release of task " + task->def.id + ": " +
-                       (!released.ok() ? released.status().message()
-                        : *released    ? "released"
-                                       : "ticket no longer held"),
-                   {{"task", task->def.id}});
+    if (debug_logs_) {
+      logger_->Debug("Release of task " + task->def.id + ": " +
+                         (!released.ok() ? released.status().message()
+                          : *released    ? "released"
+                                         : "ticket no longer held"),
+                     {{"task", task->def.id}});
+    }
     if (!released.ok()) {
       logger_->Warn("Failed to release task \"" + task->def.id + "\", " +
                         released.status().message() + "; its lease will lapse",

@@ -140,6 +140,7 @@ class TaskEngine {
   Clock& clock_;
   std::shared_ptr<Logger> logger_;
   std::shared_ptr<SchedulerObserver> observer_;
+  const bool debug_logs_;  // whether debug records are kept (skip building them otherwise)
   std::chrono::milliseconds janitor_interval_;
 
   mutable std::mutex mu_;
