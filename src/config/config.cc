@@ -250,6 +250,17 @@ std::string Config::Context(std::string_view key) const {
   return SourceName(node != nullptr ? *node : *node_);
 }
 
+template <typename T>
+Result<T> Config::Required(Result<std::optional<T>> value, std::string_view key) const {
+  if (!value.ok()) {
+    return value.status();
+  }
+  if (!value->has_value()) {
+    return MissingError(FullKey(key), Context());
+  }
+  return **std::move(value);
+}
+
 Result<std::optional<Config>> Config::GetOptionalConfig(std::string_view key) const {
   auto node = ReadValue(node_, prefix_, key);
   if (!node.ok()) {
@@ -263,14 +274,7 @@ Result<std::optional<Config>> Config::GetOptionalConfig(std::string_view key) co
 }
 
 Result<Config> Config::GetConfig(std::string_view key) const {
-  auto config = GetOptionalConfig(key);
-  if (!config.ok()) {
-    return config.status();
-  }
-  if (!config->has_value()) {
-    return MissingError(FullKey(key), Context());
-  }
-  return **std::move(config);
+  return Required(GetOptionalConfig(key), key);
 }
 
 Result<std::vector<Config>> Config::GetConfigArray(std::string_view key) const {
@@ -308,14 +312,7 @@ Result<std::optional<std::string>> Config::GetOptionalString(std::string_view ke
 }
 
 Result<std::string> Config::GetString(std::string_view key) const {
-  auto value = GetOptionalString(key);
-  if (!value.ok()) {
-    return value.status();
-  }
-  if (!value->has_value()) {
-    return MissingError(FullKey(key), Context());
-  }
-  return **std::move(value);
+  return Required(GetOptionalString(key), key);
 }
 
 Result<std::optional<double>> Config::GetOptionalNumber(std::string_view key) const {
@@ -340,14 +337,7 @@ Result<std::optional<double>> Config::GetOptionalNumber(std::string_view key) co
 }
 
 Result<double> Config::GetNumber(std::string_view key) const {
-  auto value = GetOptionalNumber(key);
-  if (!value.ok()) {
-    return value.status();
-  }
-  if (!value->has_value()) {
-    return MissingError(FullKey(key), Context());
-  }
-  return **value;
+  return Required(GetOptionalNumber(key), key);
 }
 
 Result<std::optional<bool>> Config::GetOptionalBoolean(std::string_view key) const {
@@ -385,14 +375,7 @@ Result<std::optional<bool>> Config::GetOptionalBoolean(std::string_view key) con
 }
 
 Result<bool> Config::GetBoolean(std::string_view key) const {
-  auto value = GetOptionalBoolean(key);
-  if (!value.ok()) {
-    return value.status();
-  }
-  if (!value->has_value()) {
-    return MissingError(FullKey(key), Context());
-  }
-  return **value;
+  return Required(GetOptionalBoolean(key), key);
 }
 
 Result<std::vector<std::string>> Config::GetStringArray(std::string_view key) const {

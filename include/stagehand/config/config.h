@@ -83,6 +83,10 @@ class Config {
   std::string Context(std::string_view key = {}) const;
 
  private:
+  // Returns the value of an optional getter, or the "Missing required config value" error.
+  template <typename T>
+  Result<T> Required(Result<std::optional<T>> value, std::string_view key) const;
+
   Config(ConfigNodePtr node, std::string prefix)
       : node_(std::move(node)), prefix_(std::move(prefix)) {}
 
