@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,16 @@
 #include "stagehand/time/clock.h"
 
 namespace stagehand {
+
+// What the server tells its request observer about each answered request.
+struct HttpRequestRecord {
+  std::string_view method;
+  // A low-cardinality name for what answered: the mount prefix ("/api/jobs", "/metrics"), the
+  // health path, or "unmatched".
+  std::string_view route;
+  int status = 0;
+  std::chrono::nanoseconds duration{0};
+};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -33,6 +44,9 @@ struct HttpServerOptions {
   std::shared_ptr<Logger> logger;
   // Measures request durations (monotonic). The system clock when null; must outlive the server.
   Clock* clock = nullptr;
+  // Called once per answered request (also those refused before routing), on a server worker
+  // thread; must be thread-safe and quick. Ignored when empty.
+  std::function<void(const HttpRequestRecord&)> on_request;
 };
 
 // Thread-safe: Mount before Start; SetReady, port and Stop from any thread. Handlers run on the

@@ -1,0 +1,65 @@
+// Loading an app-config the way Backstage's config loader does: the YAML files given with
+// `--config` are read in order, `${VAR}` in every string value is replaced from the environment
+// (`$${` stands for a literal `${`), and the files are merged, later files winning key by key.
+// Then the `backend` block (and stagehand's own `stagehand.server` / `stagehand.scheduler`
+// blocks) are read into one BackendConfig.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stagehand/backend/database_config.h"
+#include "stagehand/base/status.h"
+#include "stagehand/config/config.h"
+#include "stagehand/engine/engine_options.h"
+#include "stagehand/http/auth.h"
+
+namespace stagehand {
+
+// Looks up an environment variable; nullopt when it is unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// Returns the process environment as an EnvironmentLookup.
+EnvironmentLookup ProcessEnvironment();
+
+// Reads, substitutes and merges `paths` in order. With no paths the result is an empty config.
+// Errors: kInvalidArgument listing every problem found, one per line, each naming the file (and
+// line) and the full key: unreadable or malformed files, unset variables, unclosed `${`.
+Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
+                             const EnvironmentLookup& environment);
+
+// `backend.auth`.
+struct AuthConfig {
+  // `externalAccess` entries of `type: static`.
+  std::vector<StaticAccessToken> static_tokens;
+  // `dangerouslyDisableDefaultAuthPolicy`: plugin routes are open to anyone.
+  bool default_policy_disabled = false;
+};
+
+// Everything the backend host reads from the merged config. A value type; thread-compatible.
+struct BackendConfig {
+  // `backend.listen.host` (all interfaces by default, as Backstage) and `backend.listen.port`
+  // (7007 by default; `backend.listen` may also be a "host:port" string or a bare port).
+  std::string listen_host = "0.0.0.0";
+  std::uint16_t listen_port = 7007;
+  // `stagehand.server.maxRequestBodySize` (bytes; or a string like "1mb") and
+  // `stagehand.server.requestTimeout` (a duration).
+  std::size_t max_request_body_bytes = std::size_t{1024} * 1024;
+  std::chrono::milliseconds request_timeout{10000};
+  AuthConfig auth;
+  DatabaseConfig database;
+  // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any
+  // form ReadDurationFromConfig accepts.
+  EngineOptions engine;
+};
+
+// Reads the backend's keys from the merged `root`. Errors: kInvalidArgument listing every problem,
+// one per line, each naming the full key and the file it came from.
+Result<BackendConfig> ReadBackendConfig(const Config& root);
+
+}  // namespace stagehand

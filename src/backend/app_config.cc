@@ -1,0 +1,1 @@
+#include "stagehand/backend/app_config.h"

@@ -1,0 +1,1 @@
+#include "stagehand/backend/scheduler_metrics.h"

@@ -1,0 +1,1 @@
+#include "stagehand/base/stream_logger.h"

@@ -1,0 +1,1 @@
+#include "stagehand/http/auth.h"

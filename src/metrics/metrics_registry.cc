@@ -1,0 +1,1 @@
+#include "stagehand/metrics/metrics_registry.h"
