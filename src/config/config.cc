@@ -8,6 +8,7 @@
 #include <sstream>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "config/config_internal.h"
 
@@ -155,6 +156,46 @@ ConfigNodePtr MergeNodes(const ConfigNodePtr& base, const ConfigNodePtr& over) {
   return MakeNode(std::move(merged), over->source, over->line);
 }
 
+// Returns `node` with `transform` applied to its strings, or `node` itself when none changed.
+// Appends the message of every failed call to `errors`.
+ConfigNodePtr TransformNode(const ConfigNodePtr& node, const std::string& full_key,
+                            const Config::StringTransform& transform,
+                            std::vector<std::string>& errors) {
+  if (const auto* text = std::get_if<std::string>(&node->value)) {
+    Result<std::string> replaced = transform(*text, full_key, *node);
+    if (!replaced.ok()) {
+      errors.push_back(replaced.status().message());
+      return node;
+    }
+    if (*replaced == *text) {
+      return node;
+    }
+    return MakeNode(*std::move(replaced), node->source, node->line);
+  }
+  if (const auto* items = std::get_if<ConfigNode::Array>(&node->value)) {
+    ConfigNode::Array out;
+    out.reserve(items->size());
+    bool changed = false;
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      out.push_back(
+          TransformNode((*items)[i], fmt::format("{}[{}]", full_key, i), transform, errors));
+      changed = changed || out.back() != (*items)[i];
+    }
+    return changed ? MakeNode(std::move(out), node->source, node->line) : node;
+  }
+  if (const auto* object = AsObject(*node)) {
+    ConfigNode::Object out;
+    out.reserve(object->size());
+    bool changed = false;
+    for (const auto& [key, child] : *object) {
+      out.emplace_back(key, TransformNode(child, JoinKey(full_key, key), transform, errors));
+      changed = changed || out.back().second != child;
+    }
+    return changed ? MakeNode(std::move(out), node->source, node->line) : node;
+  }
+  return node;
+}
+
 }  // namespace
 
 std::string_view ConfigNode::TypeName() const {
@@ -220,6 +261,19 @@ Config Config::Merge(const std::vector<Config>& layers) {
 Config Config::Empty(std::string context) {
   return {MakeNode(ConfigNode::Object{}, std::make_shared<const std::string>(std::move(context))),
           ""};
+}
+
+Result<Config> Config::TransformStrings(const StringTransform& transform) const {
+  std::vector<std::string> errors;
+  ConfigNodePtr root = TransformNode(node_, prefix_, transform, errors);
+  if (!errors.empty()) {
+    std::string message;
+    for (const std::string& error : errors) {
+      message += (message.empty() ? "" : "\n") + error;
+    }
+    return InvalidArgumentError(message);
+  }
+  return Config(std::move(root), prefix_);
 }
 
 bool Config::Has(std::string_view key) const {

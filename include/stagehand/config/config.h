@@ -3,6 +3,7 @@
 // errors that name the full key and the file the value came from.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,16 @@ class Config {
   static Config Merge(const std::vector<Config>& layers);
   // An empty object.
   static Config Empty(std::string context = "empty");
+
+  // Receives one string value, its full key ("a.b[2].c") and its node (for the source and line);
+  // returns the replacement text or an error describing the problem.
+  using StringTransform = std::function<Result<std::string>(
+      const std::string& value, const std::string& full_key, const ConfigNode& node)>;
+  // Returns a copy of this view in which every string value (keys are untouched) is replaced by
+  // `transform`'s result; sources, lines and key order are kept. Every string is visited even
+  // after a failure. Errors: kInvalidArgument holding the message of every failed call, one per
+  // line, in document order.
+  Result<Config> TransformStrings(const StringTransform& transform) const;
 
   // Returns whether a value exists at `key` (a dotted path relative to this view).
   bool Has(std::string_view key) const;

@@ -508,5 +508,74 @@ TEST(ConfigMergeTest, MergingLeavesLayersUntouched) {
   EXPECT_EQ(Config::Merge({a}).Keys(), (std::vector<std::string>{"x"}));
 }
 
+TEST(ConfigTransformTest, ReplacesEveryStringValueButNoKey) {
+  const Config config = Yaml(
+      "up: a\nnested:\n  up: b\n  list: [c, {up: d}, 3, true, null]\nnumber: 7\n");
+  std::vector<std::string> keys;
+  auto upper = [&keys](const std::string& value, const std::string& full_key,
+                       const ConfigNode&) -> Result<std::string> {
+    keys.push_back(full_key);
+    std::string out = value;
+    for (char& c : out) c = static_cast<char>(c - 'a' + 'A');
+    return out;
+  };
+  Result<Config> transformed = config.TransformStrings(upper);
+  ASSERT_TRUE(transformed.ok()) << transformed.status().ToString();
+  EXPECT_EQ(keys, (std::vector<std::string>{"up", "nested.up", "nested.list[0]",
+                                            "nested.list[1].up"}));
+  EXPECT_EQ(*transformed->GetString("up"), "A");
+  EXPECT_EQ(*transformed->GetString("nested.up"), "B");
+  const auto& list = std::get<ConfigNode::Array>(transformed->Node("nested.list")->value);
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(std::get<std::string>(list[0]->value), "C");
+  EXPECT_EQ(std::get<double>(list[2]->value), 3);
+  EXPECT_EQ(*transformed->GetNumber("number"), 7);
+  EXPECT_EQ(transformed->Keys(), (std::vector<std::string>{"up", "nested", "number"}));
+  EXPECT_EQ(*config.GetString("up"), "a");
+}
+
+TEST(ConfigTransformTest, KeepsSourcesAndLines) {
+  const Config config = Yaml("a:\n  b: x\n", "file.yaml");
+  Result<Config> transformed = config.TransformStrings(
+      [](const std::string&, const std::string&, const ConfigNode&) -> Result<std::string> {
+        return std::string("y");
+      });
+  ASSERT_TRUE(transformed.ok());
+  const ConfigNode* node = transformed->Node("a.b");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(std::get<std::string>(node->value), "y");
+  EXPECT_EQ(node->line, 2);
+  EXPECT_EQ(transformed->Context("a.b"), "file.yaml");
+}
+
+TEST(ConfigTransformTest, ReportsEveryFailureInDocumentOrder) {
+  const Config config = Yaml("a: bad1\nb: good\nc: [bad2]\n");
+  auto fail_bad = [](const std::string& value, const std::string& full_key,
+                     const ConfigNode& node) -> Result<std::string> {
+    if (value.rfind("bad", 0) == 0) {
+      return InvalidArgumentError(full_key + "@" + std::to_string(node.line));
+    }
+    return value;
+  };
+  Result<Config> transformed = config.TransformStrings(fail_bad);
+  ASSERT_FALSE(transformed.ok());
+  EXPECT_EQ(transformed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(transformed.status().message(), "a@1\nc[0]@3");
+}
+
+TEST(ConfigTransformTest, SubviewKeysAreFull) {
+  const Config config = Yaml("outer:\n  inner: v\n");
+  std::string seen;
+  Result<Config> transformed = config.GetConfig("outer")->TransformStrings(
+      [&seen](const std::string& value, const std::string& full_key,
+              const ConfigNode&) -> Result<std::string> {
+        seen = full_key;
+        return value;
+      });
+  ASSERT_TRUE(transformed.ok());
+  EXPECT_EQ(seen, "outer.inner");
+  EXPECT_EQ(transformed->FullKey("inner"), "outer.inner");
+}
+
 }  // namespace
 }  // namespace stagehand
