@@ -191,6 +191,31 @@ TEST_F(CommandTaskTest, StopSendsSigtermToTheGroup) {
   EXPECT_TRUE(GroupGone(pgid));
 }
 
+// The backend blocks SIGTERM and SIGINT in every thread (BlockShutdownSignals) so that one thread
+// can sigwait for them; a child must not inherit that mask, or SIGTERM would never end it.
+TEST_F(CommandTaskTest, ChildOfAThreadBlockingSigtermStillDiesOnSigterm) {
+  CommandSpec spec = Shell("echo ready; exec sleep 30");
+  std::future<Status> run = std::async(std::launch::async, [this, spec] {
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGTERM);
+    sigaddset(&blocked, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+    return RunCommand(spec, logger_, SystemClock::Instance(), stop_.get_token());
+  });
+  pid_t pid = StartedGroup();
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  bool ended = run.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  if (!ended) stop_.request_stop();
+  Status status = run.get();
+  EXPECT_TRUE(ended) << "the child ignored SIGTERM";
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("signal 15 (SIGTERM)"));
+  EXPECT_TRUE(GroupGone(pid));
+}
+
 TEST_F(CommandTaskTest, ProgramIgnoringSigtermIsKilledAfterTheGrace) {
   CommandSpec spec = Shell("trap '' TERM; echo ready; sleep 30");
   spec.kill_grace = std::chrono::milliseconds(200);
