@@ -1,0 +1,437 @@
+"""The system suite's fleet machinery: the PostgreSQL it talks to, one TCP proxy per host in front
+of it (the harness partitions a host by pausing or resetting its proxy), and `stagehand serve`
+processes with their configs, logs, readiness, freezing, killing and resource counters.
+
+Everything listens on 127.0.0.1 only. Every process the harness starts is remembered by pid and
+ended by pid when the fleet stops."""
+
+import http.client
+import json
+import os
+import select
+import shlex
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+
+def mono_ns():
+    """CLOCK_MONOTONIC in ns: the clock the probe writes, comparable across processes."""
+    return time.monotonic_ns()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout_s, interval_s=0.02):
+    """Polls `predicate` until it returns a truthy value or the timeout passes; returns the value
+    (None on timeout). Used to observe external processes, never to order threads of our own."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(interval_s)
+
+
+class Postgres:
+    """The test server exported by scripts/lib/postgres.sh (STAGEHAND_TEST_POSTGRES_*)."""
+
+    def __init__(self):
+        env = os.environ
+        self.url = env["STAGEHAND_TEST_POSTGRES_URL"]
+        self.port = int(env["STAGEHAND_TEST_POSTGRES_PORT"])
+        self.data = env.get("STAGEHAND_TEST_POSTGRES_DATA", "")
+        self.log = env.get("STAGEHAND_TEST_POSTGRES_LOG", "")
+        self.pg_ctl = shlex.split(env.get("STAGEHAND_TEST_PG_CTL", ""))
+        self.bin = env.get("STAGEHAND_TEST_PG_BIN", "/usr/lib/postgresql/15/bin")
+
+    def can_restart(self):
+        return bool(self.pg_ctl and self.data and self.log)
+
+    def restart(self):
+        """`pg_ctl restart -m fast`; returns the seconds it took."""
+        began = time.monotonic()
+        subprocess.run(self.pg_ctl + ["-D", self.data, "-l", self.log, "-m", "fast", "-w", "-t",
+                                      "60", "restart"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        return time.monotonic() - began
+
+    def query(self, database, sql):
+        """Runs `sql` in `database` with psql; returns the rows as lists of strings."""
+        url = self.url.rsplit("/", 1)[0] + "/" + database
+        env = dict(os.environ, PGPASSWORD="stagehand", PGCONNECT_TIMEOUT="5")
+        out = subprocess.run([os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-q", "-F", "\t",
+                              url, "-c", sql], check=True, capture_output=True, text=True,
+                             env=env, timeout=30).stdout
+        return [line.split("\t") for line in out.splitlines() if line]
+
+
+class _ProxyConnection:
+    def __init__(self, proxy, client):
+        self.proxy = proxy
+        self.client = client
+        self.upstream = None
+        self.closed = False
+
+    def start(self):
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        proxy = self.proxy
+        with proxy.cond:
+            while proxy.mode == "blackhole" and not self.closed:
+                proxy.cond.wait(0.2)
+            if proxy.mode == "reset" or self.closed:
+                self.close(reset=True)
+                return
+        try:
+            self.upstream = socket.create_connection(("127.0.0.1", proxy.upstream_port), 5)
+            self.upstream.settimeout(None)
+        except OSError:
+            self.close(reset=True)
+            return
+        threading.Thread(target=self._pump, args=(self.upstream, self.client), daemon=True).start()
+        self._pump(self.client, self.upstream)
+
+    def _pump(self, source, sink):
+        proxy = self.proxy
+        try:
+            while not self.closed:
+                with proxy.cond:
+                    while proxy.mode == "blackhole" and not self.closed:
+                        proxy.cond.wait(0.2)
+                if self.closed:
+                    break
+                readable, _, _ = select.select([source], [], [], 0.2)
+                if not readable:
+                    continue
+                with proxy.cond:
+                    if proxy.mode == "blackhole":
+                        continue
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except (OSError, ValueError):
+            pass
+        self.close(reset=False)
+
+    def close(self, reset):
+        with self.proxy.cond:
+            if self.closed:
+                return
+            self.closed = True
+            self.proxy.connections.discard(self)
+        for sock in (self.client, self.upstream):
+            if sock is None:
+                continue
+            try:
+                if reset:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+            except OSError:
+                pass
+
+
+class Proxy:
+    """A threaded TCP proxy on 127.0.0.1 in front of PostgreSQL, one per host.
+
+    Modes: `up` forwards; `blackhole` stops moving bytes in both directions on every connection,
+    old and new, as a network partition does (TCP keeps the data; it flows again on heal);
+    `reset` drops every connection with a RST and refuses new ones the same way. Thread-safe."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.cond = threading.Condition()
+        self.mode = "up"
+        self.connections = set()
+        self.stopped = False
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(256)
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            connection = _ProxyConnection(self, client)
+            with self.cond:
+                self.connections.add(connection)
+            connection.start()
+
+    def set_mode(self, mode):
+        with self.cond:
+            self.mode = mode
+            victims = list(self.connections) if mode == "reset" else []
+            self.cond.notify_all()
+        for connection in victims:
+            connection.close(reset=True)
+
+    def stop(self):
+        self.stopped = True
+        self.set_mode("reset")
+        self.listener.close()
+
+
+def children_of(pid):
+    """Every descendant pid of `pid` (from /proc/<pid>/task/*/children or a /proc scan)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    result, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            result.append(child)
+            todo.append(child)
+    return result
+
+
+def cpu_seconds(pid):
+    """utime + stime of `pid` (and its reaped children) in seconds, from /proc/<pid>/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / ticks
+    children = (int(fields[13]) + int(fields[14])) / ticks
+    return own, children
+
+
+def fd_count(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+def thread_count(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
+class Host:
+    """One `stagehand serve` process: its port, its proxy, its config, its log."""
+
+    def __init__(self, fleet, index):
+        self.fleet = fleet
+        self.index = index
+        self.name = f"h{index + 1}"
+        self.port = free_port()
+        self.proxy = Proxy(fleet.pg.port)
+        self.wrapper = []
+        self.extra_env = {}
+        self.process = None
+        self.incarnation = 0
+        self.exits = []  # (incarnation, return code, expected)
+        self.config_path = os.path.join(fleet.workdir, f"{self.name}.yaml")
+        with open(self.config_path, "w") as f:
+            json.dump({"backend": {
+                "listen": {"host": "127.0.0.1", "port": self.port},
+                "database": {"client": "pg", "connection": {
+                    "host": "127.0.0.1", "port": self.proxy.port, "user": "stagehand",
+                    "password": "stagehand"}}}}, f, indent=1)
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process else None
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def start(self):
+        self.incarnation += 1
+        log = os.path.join(self.fleet.workdir, f"{self.name}.{self.incarnation}.log")
+        env = dict(os.environ, STAGEHAND_SYSTEM_HOST=self.name, **self.extra_env)
+        argv = self.wrapper + [self.fleet.stagehand, "serve", "--config", self.fleet.common_config,
+                               "--config", self.config_path]
+        with open(log, "w") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.log_path = log
+        return self
+
+    def wait_ready(self, timeout_s=30):
+        def ready():
+            if not self.alive():
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode} during "
+                                   f"startup; log {self.log_path}:\n{self.log_tail()}")
+            status, _ = self.request("GET", "/.backstage/health/v1/readiness", timeout=1)
+            return status == 200
+        if not wait_for(ready, timeout_s, 0.05):
+            raise RuntimeError(f"{self.name} not ready after {timeout_s} s; log:\n"
+                               f"{self.log_tail()}")
+
+    def log_tail(self, lines=30):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def request(self, method, path, body=None, headers=None, timeout=5):
+        """One HTTP request on a fresh connection; (status, body) or (None, error text)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request(method, path, body=body, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as error:
+            return None, str(error)
+        finally:
+            connection.close()
+
+    def signal_tree(self, sig):
+        """Sends `sig` to the daemon, then to every descendant (its running commands)."""
+        os.kill(self.pid, sig)
+        for child in children_of(self.pid):
+            try:
+                os.kill(child, sig)
+            except ProcessLookupError:
+                pass
+
+    def freeze(self):
+        """SIGSTOP of the daemon and its descendants: a paused machine. Returns the freeze time."""
+        os.kill(self.pid, signal.SIGSTOP)
+        for _ in range(2):
+            for child in children_of(self.pid):
+                try:
+                    os.kill(child, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+        return mono_ns()
+
+    def thaw(self):
+        """SIGCONT of the daemon, then of its descendants, back to back. Returns the wake time."""
+        woke = mono_ns()
+        self.signal_tree(signal.SIGCONT)
+        return woke
+
+    def kill(self):
+        woke = mono_ns()
+        os.kill(self.pid, signal.SIGKILL)
+        code = self.process.wait(10)
+        self.exits.append((self.incarnation, code, True))
+        return woke
+
+    def terminate(self, timeout_s=20):
+        """SIGTERM and wait; returns (time sent, exit code)."""
+        sent = mono_ns()
+        os.kill(self.pid, signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+        self.exits.append((self.incarnation, code, True))
+        return sent, code
+
+    def cleanup(self):
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.signal_tree(signal.SIGCONT)
+                os.kill(self.pid, signal.SIGTERM)
+                self.process.wait(15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                for pid in [self.pid] + children_of(self.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self.process.wait(10)
+            self.exits.append((self.incarnation, self.process.returncode, True))
+        self.proxy.stop()
+
+    def unexpected_exits(self):
+        out = [(inc, code) for inc, code, expected in self.exits if not expected]
+        if self.process is not None and self.process.poll() is not None and not any(
+                inc == self.incarnation for inc, _, _ in self.exits):
+            out.append((self.incarnation, self.process.returncode))
+        return out
+
+    def metrics(self):
+        status, body = self.request("GET", "/metrics")
+        return body.decode(errors="replace") if status == 200 else ""
+
+
+class Fleet:
+    """N hosts sharing one plugin config. `tasks` maps task id → task config (schedule + command);
+    `plugin` is the plugin id (one per scenario, so each scenario has its own database)."""
+
+    def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None):
+        self.ctx = ctx
+        self.pg = ctx.pg
+        self.stagehand = ctx.stagehand
+        self.plugin = plugin
+        self.workdir = os.path.join(ctx.out, plugin)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.sink = os.path.join(self.workdir, "events.log")
+        open(self.sink, "w").close()
+        self.common_config = os.path.join(self.workdir, "common.yaml")
+        settings = {"lease": "2s", "pollInterval": "1s", "maxConcurrency": 64,
+                    "shutdownGrace": "5s"}
+        settings.update(scheduler or {})
+        with open(self.common_config, "w") as f:
+            json.dump({"backend": {"auth": {"dangerouslyDisableDefaultAuthPolicy": True}},
+                       "stagehand": {"scheduler": settings,
+                                     "plugins": {plugin: {"tasks": tasks}}}}, f, indent=1)
+        self.hosts = [Host(self, i) for i in range(hosts)]
+
+    def probe(self, task_id, work_ms):
+        return [self.ctx.probe, self.sink, task_id, str(int(work_ms))]
+
+    def start(self):
+        """Starts the first host alone (it creates the plugin database), then the others."""
+        self.hosts[0].start().wait_ready()
+        for host in self.hosts[1:]:
+            host.start()
+        for host in self.hosts[1:]:
+            host.wait_ready()
+        return self
+
+    def stop(self):
+        for host in self.hosts:
+            host.cleanup()
+
+    def api(self, path=""):
+        return f"/api/{self.plugin}/.backstage/scheduler/v1/tasks{path}"
+
+    def host(self, name):
+        return next(h for h in self.hosts if h.name == name)
+
+    def database(self):
+        return "backstage_plugin_" + self.plugin
+
+    def row(self, task_id):
+        rows = self.pg.query(self.database(), "select current_run_ticket from "
+                             "backstage_backend_tasks__tasks where id = '" + task_id + "'")
+        return rows[0][0] if rows else None

@@ -1,0 +1,623 @@
+"""The system suite's scenarios. Each builds its own fleet on its own plugin (so its own database),
+injects one fault, observes, stops the fleet and checks the event sink. Each returns a dict:
+
+  {"name", "faults": [{kind, host, start_ns, end_ns, duration_ms, ...}],
+   "figures": {...}, "checks": [{"guarantee", "observed", "ok"}]}
+
+Timing constants are the fleet's: lease 2 s, janitor = lease, safety-net poll 1 s."""
+
+import os
+import random
+import re
+import socket
+import threading
+import time
+
+import checker
+from harness import Fleet, cpu_seconds, fd_count, mono_ns, thread_count, wait_for
+
+LEASE_S = 2.0
+JANITOR_S = 2.0
+TAKEOVER_BOUND_S = LEASE_S + JANITOR_S + 1.0
+CRON_TOLERANCE_NS = 500_000_000
+CADENCE_TOLERANCE_NS = 500_000_000
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def sched(frequency, timeout_s):
+    return {"frequency": frequency, "timeout": {"seconds": timeout_s}}
+
+
+def base_tasks(fleet_probe, small=4):
+    """`long`: a 30 s run due every 500 ms (always running somewhere); `cron`: every second, 100 ms
+    of work; `tick<i>`: every 300 ms, 50 ms of work (spread the claims over the hosts)."""
+    tasks = {
+        "long": {"schedule": sched({"milliseconds": 500}, 60), "command": fleet_probe("long", 30000)},
+        "cron": {"schedule": sched({"cron": "* * * * * *"}, 10), "command": fleet_probe("cron", 100)},
+    }
+    for i in range(small):
+        tasks[f"tick{i}"] = {"schedule": sched({"milliseconds": 300}, 10),
+                             "command": fleet_probe(f"tick{i}", 50)}
+    return tasks
+
+
+class _Probe:
+    def __init__(self, ctx, plugin):
+        self.ctx = ctx
+        self.plugin = plugin
+
+    def __call__(self, task_id, work_ms):
+        sink = os.path.join(self.ctx.out, self.plugin, "events.log")
+        return [self.ctx.probe, sink, task_id, str(int(work_ms))]
+
+
+def make_fleet(ctx, plugin, tasks_fn, **kwargs):
+    return Fleet(ctx, plugin, tasks_fn(_Probe(ctx, plugin)), **kwargs)
+
+
+def check(checks, guarantee, observed, ok):
+    checks.append({"guarantee": guarantee, "observed": observed, "ok": bool(ok)})
+
+
+def running_run(fleet, task, after_ns=0, exclude_host=None):
+    """The newest run of `task` started after `after_ns` that has not ended, or None."""
+    runs, _ = checker.read_runs(fleet.sink)
+    live = [r for r in runs if r.task == task and r.start >= after_ns and r.end is None
+            and r.host != exclude_host]
+    return max(live, key=lambda r: r.start) if live else None
+
+
+def find_run(fleet, run_id):
+    runs, _ = checker.read_runs(fleet.sink)
+    return next((r for r in runs if r.run_id == run_id), None)
+
+
+def wall_to_mono_offset():
+    best = None
+    for _ in range(5):
+        a = time.monotonic_ns()
+        w = time.time_ns()
+        b = time.monotonic_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, w - (a + b) // 2)
+    return best[1]
+
+
+def common_checks(fleet, runs, checks, freezes=(), excused=(), dead=(), cron_task="cron",
+                  cadence_tasks=(), begin_ns=0, end_ns=0, skip_schedule=False):
+    """Checks every scenario makes: no overlap, no daemon exiting by itself, no run lost, cron
+    slots and duration cadences kept outside the excused fault windows."""
+    found = checker.overlaps(runs, freezes)
+    check(checks, "no two runs of one global task at once (overlaps = 0)", len(found), not found)
+    exits = {h.name: h.unexpected_exits() for h in fleet.hosts if h.unexpected_exits()}
+    check(checks, "no daemon exits unless told to", exits or 0, not exits)
+    lost = checker.unfinished(runs, dead)
+    check(checks, "no run lost silently (every run of a live host ends)", len(lost), not lost)
+    figures = {"runs": len(runs), "overlaps": found[:10],
+               "runs_per_host": {h.name: sum(1 for r in runs if r.host == h.name)
+                                 for h in fleet.hosts}}
+    if skip_schedule:
+        return figures
+    by_task = checker.by_task(runs)
+    if cron_task in by_task:
+        offset = wall_to_mono_offset()
+        first_wall = ((begin_ns + offset) // S + 2) * S
+        last_wall = ((end_ns + offset) // S - 1) * S
+        cron = checker.cron_slots(by_task[cron_task], first_wall - offset, last_wall - offset, S,
+                                  CRON_TOLERANCE_NS, excused=excused)
+        cron.pop("missed_at_ns")
+        figures["cron"] = cron
+        check(checks, f"every cron slot runs within {CRON_TOLERANCE_NS // MS} ms (missed = 0, "
+              "slots during a fault's takeover window excused)", cron["missed"],
+              cron["missed"] == 0)
+        check(checks, "cron runs start only at slots (off-slot starts = 0)",
+              cron["off_slot_starts"], cron["off_slot_starts"] == 0)
+    late_total, cadence = 0, {}
+    for task, period_ms in cadence_tasks:
+        task_runs = [r for r in by_task.get(task, []) if begin_ns + 2 * S <= r.start <= end_ns]
+        gaps = checker.cadence_gaps(task_runs, period_ms * MS, CADENCE_TOLERANCE_NS, excused)
+        cadence[task] = gaps
+        late_total += gaps["late"]
+    if cadence_tasks:
+        figures["cadence"] = cadence
+        check(checks, f"duration tasks start on time within {CADENCE_TOLERANCE_NS // MS} ms "
+              "(Backstage's catch-up rule; fault windows excused)", late_total, late_total == 0)
+    return figures
+
+
+def tick_tasks(n=4):
+    return [(f"tick{i}", 300) for i in range(n)]
+
+
+def _wait_long_owner(fleet, timeout_s=20):
+    run = wait_for(lambda: running_run(fleet, "long"), timeout_s)
+    if run is None:
+        raise RuntimeError("task `long` never started")
+    time.sleep(LEASE_S / 2)  # let the owner renew its lease at least once
+    return run
+
+
+def scenario_kill(ctx):
+    """Fault 1: SIGKILL of the host running `long`."""
+    fleet = make_fleet(ctx, "sys-kill", base_tasks)
+    checks, faults = [], []
+    began = mono_ns()
+    fleet.start()
+    try:
+        old = _wait_long_owner(fleet)
+        victim = fleet.host(old.host)
+        killed = victim.kill()
+        new = wait_for(lambda: running_run(fleet, "long", killed, victim.name), TAKEOVER_BOUND_S + 10)
+        takeover_s = (new.start - killed) / S if new else None
+        victim.start().wait_ready()
+        restarted = mono_ns()
+        faults.append({"kind": "SIGKILL", "host": victim.name, "start_ns": killed,
+                       "end_ns": restarted, "duration_ms": (restarted - killed) / MS,
+                       "takeover_ms": takeover_s * 1000 if takeover_s else None})
+        time.sleep(3)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    old_final = next(r for r in runs if r.run_id == old.run_id)
+    check(checks, f"takeover after SIGKILL within lease + janitor + 1 s = {TAKEOVER_BOUND_S:.1f} s",
+          f"{takeover_s:.3f} s" if takeover_s else "never", takeover_s and takeover_s <= TAKEOVER_BOUND_S)
+    check(checks, "the killed host's command stops by itself (no orphan)",
+          f"{old_final.end_kind}, {(old_final.last - killed) / MS:.0f} ms after the kill",
+          old_final.end_kind == "orphan")
+    excused = [(killed, killed + int(TAKEOVER_BOUND_S * S))]
+    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks(), dead=[(victim.name, killed - S)])
+    figures["takeover_ms"] = takeover_s * 1000 if takeover_s else None
+    return {"name": "kill", "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_freeze(ctx):
+    """Fault 2: SIGSTOP (daemon and its commands) for longer than the lease, then SIGCONT."""
+    fleet = make_fleet(ctx, "sys-freeze", base_tasks)
+    checks, faults, freezes = [], [], []
+    began = mono_ns()
+    fleet.start()
+    freeze_s = LEASE_S * 2.5
+    try:
+        old = _wait_long_owner(fleet)
+        victim = fleet.host(old.host)
+        frozen = victim.freeze()
+        new = wait_for(lambda: running_run(fleet, "long", frozen, victim.name), freeze_s)
+        remaining = freeze_s - (mono_ns() - frozen) / S
+        if remaining > 0:
+            time.sleep(remaining)
+        ticket_before = fleet.row("long")
+        woke = victim.thaw()
+        freezes.append({"host": victim.name, "start": frozen, "end": woke})
+        old_end = wait_for(lambda: (find_run(fleet, old.run_id).end or None), 10)
+        time.sleep(LEASE_S)
+        ticket_after = fleet.row("long")
+        new_state = find_run(fleet, new.run_id) if new else None
+        faults.append({"kind": "SIGSTOP/SIGCONT", "host": victim.name, "start_ns": frozen,
+                       "end_ns": woke, "duration_ms": (woke - frozen) / MS,
+                       "takeover_ms": (new.start - frozen) / MS if new else None})
+        time.sleep(1)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    old_final = next(r for r in runs if r.run_id == old.run_id)
+    ticks_after_wake = sum(1 for t in old_final.ticks if t >= woke)
+    wake_to_end_ms = (old_end - woke) / MS if old_end else None
+    check(checks, f"another host takes over while the owner is frozen, within {TAKEOVER_BOUND_S:.1f} s",
+          f"{(new.start - frozen) / S:.3f} s" if new else "never",
+          new is not None and (new.start - frozen) / S <= TAKEOVER_BOUND_S)
+    check(checks, "the frozen run does nothing more before SIGCONT (ticks while frozen = 0)",
+          sum(1 for t in old_final.ticks if frozen + 5 * MS < t < woke),
+          not any(frozen + 5 * MS < t < woke for t in old_final.ticks))
+    check(checks, "after SIGCONT the woken host stops its run promptly (≤ 1000 ms; "
+          "residual ticks after wake reported)",
+          f"{wake_to_end_ms:.1f} ms, {ticks_after_wake} tick(s) after wake, end={old_final.end_kind}"
+          if wake_to_end_ms is not None else "never ends", wake_to_end_ms is not None and
+          wake_to_end_ms <= 1000)
+    check(checks, "the woken host never releases over the new owner's ticket",
+          f"ticket before wake {ticket_before}, {LEASE_S:.0f} s after: {ticket_after}; new run "
+          f"{'still running' if new_state and new_state.end is None else 'ended'}",
+          ticket_before and ticket_before == ticket_after and new_state and new_state.end is None)
+    # The only overlap allowed is the woken process's own wake-to-stop time, reported above.
+    post_wake = [(victim.name, woke, old_end or woke)]
+    allowed = [{"host": h, "start": s, "end": e} for h, s, e in post_wake]
+    strict = checker.overlaps(runs, freezes)
+    excused = [(frozen, frozen + int(TAKEOVER_BOUND_S * S))]
+    figures = common_checks(fleet, runs, checks, freezes=freezes + allowed, excused=excused,
+                            begin_ns=began, end_ns=ended, cadence_tasks=tick_tasks())
+    figures.update({"freeze_ms": (woke - frozen) / MS, "wake_to_end_ms": wake_to_end_ms,
+                    "ticks_after_wake": ticks_after_wake,
+                    "post_wake_overlap_ms": sum(o["ms"] for o in strict),
+                    "takeover_ms": (new.start - frozen) / MS if new else None})
+    return {"name": "freeze", "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_partition(ctx, mode="blackhole"):
+    """Fault 3: the owner of `long` is cut from PostgreSQL by its proxy (`blackhole`: no byte moves,
+    as when packets are dropped; `reset`: connections reset and refused), then healed."""
+    name = "partition" if mode == "blackhole" else "partition-reset"
+    fleet = make_fleet(ctx, "sys-" + name, base_tasks)
+    checks, faults = [], []
+    began = mono_ns()
+    fleet.start()
+    hold_s = 6.0
+    try:
+        old = _wait_long_owner(fleet)
+        victim = fleet.host(old.host)
+        cut = mono_ns()
+        victim.proxy.set_mode(mode)
+        new = wait_for(lambda: running_run(fleet, "long", cut, victim.name), hold_s)
+        remaining = hold_s - (mono_ns() - cut) / S
+        if remaining > 0:
+            time.sleep(remaining)
+        victim.proxy.set_mode("up")
+        healed = mono_ns()
+        faults.append({"kind": f"partition ({mode})", "host": victim.name, "start_ns": cut,
+                       "end_ns": healed, "duration_ms": (healed - cut) / MS,
+                       "takeover_ms": (new.start - cut) / MS if new else None})
+        rejoined = wait_for(lambda: any(r.host == victim.name and r.start > healed for r in
+                                        checker.read_runs(fleet.sink)[0]), 15)
+        rejoin_ms = (mono_ns() - healed) / MS if rejoined else None
+        time.sleep(2)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    old_final = next(r for r in runs if r.run_id == old.run_id)
+    fenced_ms = (old_final.last - cut) / MS
+    check(checks, f"the partitioned host fences itself before its lease lapses (< {LEASE_S * 1000:.0f} ms "
+          "after the cut)", f"run stopped {fenced_ms:.0f} ms after the cut ({old_final.end_kind})",
+          old_final.end is not None and fenced_ms < LEASE_S * 1000)
+    check(checks, f"another host takes over within {TAKEOVER_BOUND_S:.1f} s",
+          f"{(new.start - cut) / S:.3f} s" if new else "never",
+          new is not None and (new.start - cut) / S <= TAKEOVER_BOUND_S)
+    check(checks, "after the heal the host rejoins (runs a task again within 15 s)",
+          f"{rejoin_ms:.0f} ms" if rejoin_ms is not None else "never", rejoin_ms is not None)
+    excused = [(cut, cut + int(TAKEOVER_BOUND_S * S))]
+    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks())
+    figures.update({"fence_ms": fenced_ms, "rejoin_ms": rejoin_ms,
+                    "takeover_ms": (new.start - cut) / MS if new else None})
+    return {"name": name, "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_partition_reset(ctx):
+    return scenario_partition(ctx, "reset")
+
+
+def scenario_pg_restart(ctx):
+    """Fault 4: `pg_ctl restart -m fast` while runs are going."""
+    fleet = make_fleet(ctx, "sys-pgrestart", base_tasks)
+    checks, faults = [], []
+    began = mono_ns()
+    fleet.start()
+    try:
+        _wait_long_owner(fleet)
+        time.sleep(1)
+        down = mono_ns()
+        ctx.pg.restart()
+        up = mono_ns()
+        faults.append({"kind": "pg_ctl restart -m fast", "host": "postgres", "start_ns": down,
+                       "end_ns": up, "duration_ms": (up - down) / MS})
+        resumed = wait_for(lambda: {r.task for r in checker.read_runs(fleet.sink)[0]
+                                    if r.start > up} >= {"cron", "tick0", "tick1"}, 15)
+        resume_ms = (mono_ns() - up) / MS if resumed else None
+        faults[-1]["takeover_ms"] = resume_ms
+        time.sleep(4)
+        alive = {h.name: h.alive() for h in fleet.hosts}
+        ready = {h.name: h.request("GET", "/.backstage/health/v1/readiness")[0] for h in fleet.hosts}
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    check(checks, "every host survives the restart and stays ready", f"alive {alive}, readiness {ready}",
+          all(alive.values()) and all(v == 200 for v in ready.values()))
+    check(checks, "tasks run again after the restart (within 15 s)",
+          f"{resume_ms:.0f} ms" if resume_ms is not None else "never", resume_ms is not None)
+    excused = [(down, up + int(TAKEOVER_BOUND_S * S))]
+    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks())
+    figures.update({"restart_ms": (up - down) / MS, "resume_ms": resume_ms})
+    return {"name": "pg-restart", "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_skew(ctx):
+    """Fault 5: host h3's wall clock runs 3 h 0.4 s ahead (faketime; monotonic clock untouched)."""
+    fleet = make_fleet(ctx, "sys-skew", base_tasks)
+    skewed = fleet.hosts[2]
+    skewed.wrapper = ["faketime", "-f", "+10800.4s"]
+    skewed.extra_env = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    checks = []
+    began = mono_ns()
+    fleet.start()
+    try:
+        time.sleep(14)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks())
+    skewed_runs = [r for r in runs if r.host == skewed.name]
+    check(checks, "the skewed host takes part (runs tasks)", len(skewed_runs), skewed_runs)
+    figures["skewed_host"] = skewed.name
+    figures["skewed_host_cron_runs"] = sum(1 for r in skewed_runs if r.task == "cron")
+    faults = [{"kind": "clock skew +3 h 0.4 s (faketime)", "host": skewed.name, "start_ns": began,
+               "end_ns": ended, "duration_ms": (ended - began) / MS}]
+    return {"name": "skew", "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_rolling(ctx):
+    """Fault 6: every host in turn gets SIGTERM and is replaced by a new process."""
+    fleet = make_fleet(ctx, "sys-rolling", base_tasks)
+    checks, faults, handovers, codes = [], [], [], []
+    began = mono_ns()
+    fleet.start()
+    try:
+        _wait_long_owner(fleet)
+        pending = list(fleet.hosts)
+        while pending:
+            owner = running_run(fleet, "long")
+            host = next((h for h in pending if owner and h.name == owner.host), pending[0])
+            pending.remove(host)
+            sent, code = host.terminate()
+            codes.append((host.name, code))
+            if owner and owner.host == host.name:
+                old = find_run(fleet, owner.run_id)
+                new = wait_for(lambda: running_run(fleet, "long", sent, host.name), 10)
+                if new:
+                    handovers.append({"host": host.name, "stop_ms": ((old.last - sent) / MS),
+                                      "handover_ms": (new.start - old.last) / MS})
+                else:
+                    handovers.append({"host": host.name, "handover_ms": None})
+            host.start().wait_ready()
+            back = mono_ns()
+            faults.append({"kind": "SIGTERM + new process", "host": host.name, "start_ns": sent,
+                           "end_ns": back, "duration_ms": (back - sent) / MS,
+                           "takeover_ms": handovers[-1]["handover_ms"] if handovers and
+                           handovers[-1]["host"] == host.name else None})
+            time.sleep(1.5)
+        time.sleep(2)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    check(checks, "each SIGTERM ends the daemon with exit code 0", codes,
+          all(code == 0 for _, code in codes))
+    worst = max((h["handover_ms"] for h in handovers if h["handover_ms"] is not None), default=None)
+    check(checks, "a graceful stop hands its running task over at once (< 1000 ms, no lease wait)",
+          [f"{h['host']}: {h['handover_ms']:.0f} ms" if h["handover_ms"] is not None else
+           f"{h['host']}: never" for h in handovers],
+          handovers and all(h["handover_ms"] is not None and h["handover_ms"] < 1000
+                            for h in handovers))
+    figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks())
+    figures.update({"handovers": handovers, "worst_handover_ms": worst})
+    return {"name": "rolling", "faults": faults, "figures": figures, "checks": checks}
+
+
+def _metric_sum(text, name):
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                pass
+    return total
+
+
+def _lags_ms(task_runs, period_ns):
+    """Start lag of each run after the first: start − due, with due following Backstage's rule
+    (due₀ = first start; dueₖ₊₁ = max(dueₖ + period, endₖ))."""
+    lags, due = [], None
+    for run in task_runs:
+        if due is None:
+            due = run.start
+        else:
+            lags.append(max(0, run.start - due) / MS)
+        due = max(due + period_ns, run.last)
+    return lags
+
+
+def scenario_load(ctx):
+    """Load: many global tasks with cadences from 100 ms to 2 s on 3 hosts."""
+    count, seconds = ctx.load_tasks, ctx.load_seconds
+    cadences = [100, 200, 500, 1000, 2000]
+
+    def tasks(probe):
+        return {f"l{i:03d}": {"schedule": sched({"milliseconds": cadences[i % len(cadences)]}, 10),
+                              "command": probe(f"l{i:03d}", 0)} for i in range(count)}
+    fleet = make_fleet(ctx, "sys-load", tasks, scheduler={"maxConcurrency": 64})
+    checks = []
+    fleet.start()
+    time.sleep(2)
+    window_start = mono_ns()
+    cpu_before = {h.name: cpu_seconds(h.pid) for h in fleet.hosts}
+    metrics_before = [h.metrics() for h in fleet.hosts]
+    try:
+        time.sleep(seconds)
+        window_end = mono_ns()
+        cpu_after = {h.name: cpu_seconds(h.pid) for h in fleet.hosts}
+        metrics_after = [h.metrics() for h in fleet.hosts]
+    finally:
+        fleet.stop()
+    runs, bad = checker.read_runs(fleet.sink)
+    window = [r for r in runs if window_start <= r.start <= window_end]
+    lags = []
+    for task, task_runs in checker.by_task(runs).items():
+        period = cadences[int(task[1:]) % len(cadences)] * MS
+        in_window = [r for r in task_runs if r.start >= window_start - 3 * period and
+                     r.start <= window_end]
+        lags += _lags_ms(in_window, period)[2:]
+    expected = sum(seconds * 1000 / cadences[i % len(cadences)] for i in range(count))
+    span = (window_end - window_start) / S
+    cpu = {}
+    for name in cpu_before:
+        if cpu_before[name] and cpu_after[name]:
+            own = cpu_after[name][0] - cpu_before[name][0]
+            children = cpu_after[name][1] - cpu_before[name][1]
+            cpu[name] = {"daemon_cpu_pct": round(100 * own / span, 1),
+                         "commands_cpu_pct": round(100 * children / span, 1)}
+    claims_lost = sum(_metric_sum(a, "stagehand_task_claims_lost_total") -
+                      _metric_sum(b, "stagehand_task_claims_lost_total")
+                      for a, b in zip(metrics_after, metrics_before))
+    figures = common_checks(fleet, runs, checks, skip_schedule=True)
+    figures.update({"tasks": count, "seconds": seconds, "runs": len(window),
+                    "runs_per_s": round(len(window) / span, 1),
+                    "ideal_runs_per_s": round(expected / seconds, 1),
+                    "start_lag_ms_p50": checker.percentile(lags, 50),
+                    "start_lag_ms_p99": checker.percentile(lags, 99),
+                    "claims_lost": claims_lost, "cpu": cpu, "torn_lines": bad})
+    figures.pop("overlaps", None)
+    check(checks, "the sink has no torn lines", bad, bad == 0)
+    return {"name": "load", "faults": [], "figures": figures, "checks": checks}
+
+
+_FUZZ_METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "TRACE", "BREW", "G\x01T"]
+_FUZZ_PIECES = ["api", "sys-rest", ".backstage", "scheduler", "v1", "tasks", "trigger", "cancel",
+                "%", "%2", "%zz", "%2F", "%00", "..", ".", "", "long", "cron", "tick0", "x" * 300,
+                "%C3%A9", "%FF", "?a=b", "#f", ";", "\\", "tasks%2Ftrigger", "TASKS", "a b"]
+
+
+def _fuzz_request(rng, port, plugin):
+    """One random raw HTTP request; returns the status code (or None if the connection closed)."""
+    if rng.random() < 0.5:
+        path = f"/api/{plugin}/.backstage/scheduler/v1/tasks/" + "/".join(
+            rng.choice(_FUZZ_PIECES) for _ in range(rng.randint(0, 3)))
+    else:
+        path = "/" + "/".join(rng.choice(_FUZZ_PIECES) for _ in range(rng.randint(0, 8)))
+    method = rng.choice(_FUZZ_METHODS)
+    headers = [f"Host: 127.0.0.1:{port}", "Connection: close"]
+    body = b""
+    shape = rng.random()
+    if shape < 0.2:
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 2048)))
+        headers.append(f"Content-Length: {len(body)}")
+    elif shape < 0.3:
+        headers.append(f"Content-Length: {rng.choice(['-1', 'abc', '99999999999999999999', '5'])}")
+    elif shape < 0.4:
+        size = rng.choice([1_100_000, 4_000_000])
+        headers.append(f"Content-Length: {size}")
+        body = b"a" * min(size, 1_200_000)
+    elif shape < 0.5:
+        headers.append("Transfer-Encoding: chunked")
+        body = rng.choice([b"5\r\nhello\r\n0\r\n\r\n", b"zz\r\n", b"ffffffffff\r\nab"])
+    if rng.random() < 0.3:
+        headers.append("X-" + "h" * rng.randint(1, 9000) + ": " + "v" * rng.randint(0, 100))
+    if rng.random() < 0.1:
+        headers.append("Authorization: Bearer " + "t" * rng.randint(0, 50))
+    version = rng.choice(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/9.9", ""])
+    raw = f"{method} {path} {version}\r\n".encode("latin-1", "replace") + \
+        "\r\n".join(headers).encode() + b"\r\n\r\n" + body
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.settimeout(10)
+        try:
+            s.sendall(raw)
+        except OSError:
+            pass
+        data = b""
+        try:
+            while b"\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+    match = re.match(rb"HTTP/1\.[01] (\d{3})", data)
+    return int(match.group(1)) if match else None
+
+
+def scenario_rest(ctx):
+    """REST under load and bad input: list/trigger/cancel hammering plus a fuzzer, on one host."""
+    def tasks(probe):
+        out = base_tasks(probe)
+        out["manual"] = {"schedule": sched({"trigger": "manual"}, 10), "command": probe("manual", 200)}
+        return out
+    fleet = make_fleet(ctx, "sys-rest", tasks)
+    checks = []
+    began = mono_ns()
+    fleet.start()
+    target = fleet.hosts[0]
+    time.sleep(1)
+    before = {"fds": fd_count(target.pid), "threads": thread_count(target.pid)}
+    stop_at = time.monotonic() + ctx.rest_seconds
+    lock = threading.Lock()
+    statuses, fuzz_statuses, errors = {}, {}, []
+
+    def hammer(kind):
+        rng = random.Random(hash(kind))
+        while time.monotonic() < stop_at:
+            if kind == "list":
+                status, _ = target.request("GET", fleet.api())
+            else:
+                task = rng.choice(["manual", "cron", "tick0", "nope"])
+                action = rng.choice(["trigger", "cancel"])
+                status, _ = target.request("POST", fleet.api(f"/{task}/{action}"))
+            with lock:
+                statuses[status] = statuses.get(status, 0) + 1
+
+    def fuzz(seed):
+        rng = random.Random(seed)
+        while time.monotonic() < stop_at:
+            try:
+                status = _fuzz_request(rng, target.port, fleet.plugin)
+            except OSError as error:
+                with lock:
+                    errors.append(str(error))
+                continue
+            with lock:
+                fuzz_statuses[status] = fuzz_statuses.get(status, 0) + 1
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in ("list", "list", "post", "post")]
+    threads += [threading.Thread(target=fuzz, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    window_end = mono_ns()
+    # Idle keep-alive and closing connections settle before the counts are compared.
+    settled = wait_for(lambda: fd_count(target.pid) <= before["fds"] and
+                       thread_count(target.pid) <= before["threads"], 10, 0.1)
+    after = {"fds": fd_count(target.pid), "threads": thread_count(target.pid)}
+    time.sleep(2)
+    ended = mono_ns()
+    alive = target.alive()
+    fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    requests = sum(statuses.values())
+    fivexx = {k: v for k, v in list(statuses.items()) + list(fuzz_statuses.items())
+              if k is not None and k >= 500}
+    unanswered = statuses.get(None, 0)
+    check(checks, "the daemon stays up", alive, alive)
+    check(checks, "API calls are all answered 2xx/4xx", {str(k): v for k, v in statuses.items()},
+          unanswered == 0 and not any(k is not None and k >= 500 for k in statuses))
+    check(checks, "bad input never gets a 5xx", {str(k): v for k, v in fuzz_statuses.items()},
+          not any(k is not None and k >= 500 for k in fuzz_statuses))
+    check(checks, "no file descriptor or thread leak (counts back to their level before)",
+          f"before {before}, after {after}", settled)
+    in_window = [r for r in runs if began <= r.start <= window_end]
+    figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
+                            cadence_tasks=tick_tasks())
+    figures.update({"api_requests": requests, "api_requests_per_s": round(requests / ctx.rest_seconds, 1),
+                    "fuzz_requests": sum(fuzz_statuses.values()), "fivexx": fivexx,
+                    "fuzz_connection_errors": len(errors), "before": before, "after": after,
+                    "runs_during_window": len(in_window)})
+    return {"name": "rest", "faults": [], "figures": figures, "checks": checks}
+
+
+SCENARIOS = {
+    "kill": scenario_kill,
+    "freeze": scenario_freeze,
+    "partition": scenario_partition,
+    "partition-reset": scenario_partition_reset,
+    "pg-restart": scenario_pg_restart,
+    "skew": scenario_skew,
+    "rolling": scenario_rolling,
+    "load": scenario_load,
+    "rest": scenario_rest,
+}
