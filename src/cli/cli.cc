@@ -71,6 +71,7 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   Action action;
   AddCronCommand(app, action);
   AddDbCommand(app, action);
+  AddServeCommand(app, action);
 
   // CLI11 takes the arguments in reverse order, without the program name.
   std::vector<std::string> reversed;

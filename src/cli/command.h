@@ -44,6 +44,9 @@ void AddCronCommand(CLI::App& app, Action& action);
 // Adds the `db` verb (`stagehand db migrate ...`) to `app`, as AddCronCommand does.
 void AddDbCommand(CLI::App& app, Action& action);
 
+// Adds the `serve` verb (`stagehand serve --config ...`) to `app`, as AddCronCommand does.
+void AddServeCommand(CLI::App& app, Action& action);
+
 // Writes "stagehand: <message>" to context.err and returns kExitUsage.
 int UsageError(const Context& context, std::string_view message);
 

@@ -1,1 +1,396 @@
+#include "stagehand/daemon/daemon_tasks.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "stagehand/service/scheduler.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kPluginsKey = "stagehand.plugins";
+constexpr std::string_view kPluginKeys = "tasks";
+constexpr std::string_view kTaskKeys = "schedule, command, http, env, workingDirectory";
+constexpr std::string_view kHttpKeys = "url, method, headers, body, expectStatus";
+constexpr std::chrono::milliseconds kDefaultHttpTotalTimeout{30000};
+constexpr std::chrono::milliseconds kMaxHttpConnectTimeout{5000};
+
+// Gathers every problem of a read so that one run reports them all.
+class Problems {
+ public:
+  void Add(const Status& status) { lines_.push_back(status.message()); }
+  void Add(std::string message) { lines_.push_back(std::move(message)); }
+  bool empty() const { return lines_.empty(); }
+  Status ToStatus() const {
+    std::string message;
+    for (const std::string& line : lines_) {
+      message += (message.empty() ? "" : "\n") + line;
+    }
+    return InvalidArgumentError(message);
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+std::string InvalidValue(const Config& config, std::string_view key, std::string_view why) {
+  return fmt::format("Invalid config value for key '{}' in '{}': {}", config.FullKey(key),
+                     config.Context(key), why);
+}
+
+// Adds a problem for each key of `config` that is not in `expected` (a comma-separated list).
+void CheckKeys(const Config& config, std::string_view expected, Problems& problems) {
+  for (const std::string& key : config.Keys()) {
+    bool known = false;
+    std::string_view rest = expected;
+    while (!rest.empty() && !known) {
+      const std::size_t comma = rest.find(", ");
+      known = rest.substr(0, comma) == key;
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+    }
+    if (known) continue;
+    if (key.empty() || key.find('.') != std::string::npos) {
+      problems.Add(fmt::format("Invalid config key '{}' in '{}': unknown key '{}'; expected {}",
+                               config.FullKey(), config.Context(), key, expected));
+    } else {
+      problems.Add(
+          InvalidValue(config, key, fmt::format("unknown key '{}'; expected {}", key, expected)));
+    }
+  }
+}
+
+// Returns the text of a scalar (a string, a number or a boolean) the way it reads in YAML, or
+// nullopt after adding a type problem.
+std::optional<std::string> ReadScalarText(const Config& config, std::string_view key,
+                                          Problems& problems) {
+  const ConfigNode* node = config.Node(key);
+  if (node == nullptr) return std::nullopt;
+  if (const auto* text = std::get_if<std::string>(&node->value)) return *text;
+  if (const auto* flag = std::get_if<bool>(&node->value)) {
+    return std::string(*flag ? "true" : "false");
+  }
+  if (const auto* number = std::get_if<double>(&node->value);
+      number != nullptr && std::isfinite(*number)) {
+    if (std::trunc(*number) == *number && std::fabs(*number) < 1e15) {
+      return fmt::format("{}", static_cast<long long>(*number));
+    }
+    return fmt::format("{}", *number);
+  }
+  problems.Add(fmt::format("Invalid type in config for key '{}' in '{}', got {}, wanted string",
+                           config.FullKey(key), config.Context(key), node->TypeName()));
+  return std::nullopt;
+}
+
+// Reads an object of scalars (`env`, `headers`) at `key`.
+std::map<std::string, std::string> ReadStringMap(const Config& config, std::string_view key,
+                                                 Problems& problems) {
+  std::map<std::string, std::string> values;
+  Result<std::optional<Config>> block = config.GetOptionalConfig(key);
+  if (!block.ok()) {
+    problems.Add(block.status());
+    return values;
+  }
+  if (!*block) return values;
+  const Config& map = **block;
+  for (const std::string& name : map.Keys()) {
+    if (name.empty() || name.find('.') != std::string::npos) {
+      problems.Add(InvalidValue(config, key, fmt::format("the name '{}' is not valid here", name)));
+      continue;
+    }
+    if (std::optional<std::string> value = ReadScalarText(map, name, problems)) {
+      values[name] = *value;
+    }
+  }
+  return values;
+}
+
+bool IsHttpMethod(std::string_view method) {
+  return !method.empty() && std::all_of(method.begin(), method.end(), [](char c) {
+    return std::isalpha(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+std::optional<CommandSpec> ReadCommand(const Config& task, Problems& problems) {
+  CommandSpec spec;
+  bool ok = true;
+  Result<std::vector<std::string>> argv = task.GetStringArray("command");
+  if (!argv.ok()) {
+    problems.Add(argv.status());
+    ok = false;
+  } else if (argv->empty()) {
+    problems.Add(InvalidValue(task, "command",
+                              "the command is empty; give the program and its arguments, e.g. "
+                              "['/bin/sh', '-c', 'echo hello']"));
+    ok = false;
+  } else {
+    spec.argv = *std::move(argv);
+  }
+  spec.env = ReadStringMap(task, "env", problems);
+  Result<std::optional<std::string>> directory = task.GetOptionalString("workingDirectory");
+  if (!directory.ok()) {
+    problems.Add(directory.status());
+    ok = false;
+  } else if (*directory) {
+    spec.working_directory = **directory;
+  }
+  if (!ok) return std::nullopt;
+  return spec;
+}
+
+std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
+  if (task.Has("env")) {
+    problems.Add(InvalidValue(task, "env", "env applies only to command tasks"));
+  }
+  if (task.Has("workingDirectory")) {
+    problems.Add(
+        InvalidValue(task, "workingDirectory", "workingDirectory applies only to command tasks"));
+  }
+  Result<Config> http = task.GetConfig("http");
+  if (!http.ok()) {
+    problems.Add(http.status());
+    return std::nullopt;
+  }
+  CheckKeys(*http, kHttpKeys, problems);
+  HttpTaskSpec spec;
+  bool ok = true;
+  Result<std::string> url = http->GetString("url");
+  if (!url.ok()) {
+    problems.Add(url.status());
+    ok = false;
+  } else if (Result<HttpTaskUrl> parsed = ParseHttpTaskUrl(*url); !parsed.ok()) {
+    problems.Add(InvalidValue(*http, "url", parsed.status().message()));
+    ok = false;
+  } else {
+    spec.url = *url;
+  }
+  Result<std::optional<std::string>> method = http->GetOptionalString("method");
+  if (!method.ok()) {
+    problems.Add(method.status());
+    ok = false;
+  } else if (*method) {
+    if (!IsHttpMethod(**method)) {
+      problems.Add(InvalidValue(
+          *http, "method", fmt::format("'{}' is not an HTTP method, e.g. GET or POST", **method)));
+      ok = false;
+    } else {
+      spec.method = **method;
+      std::transform(spec.method.begin(), spec.method.end(), spec.method.begin(), [](char c) {
+        return static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      });
+    }
+  }
+  spec.headers = ReadStringMap(*http, "headers", problems);
+  for (const auto& [name, value] : spec.headers) {
+    if (value.find_first_of("\r\n") != std::string::npos) {
+      problems.Add(
+          InvalidValue(*http, "headers", fmt::format("the header '{}' has a line break", name)));
+      ok = false;
+    }
+  }
+  if (http->Has("body")) {
+    const ConfigNode* body = http->Node("body");
+    if (const auto* text = std::get_if<std::string>(&body->value)) {
+      spec.body = *text;
+    } else {
+      problems.Add(fmt::format("Invalid type in config for key '{}' in '{}', got {}, wanted string",
+                               http->FullKey("body"), http->Context("body"), body->TypeName()));
+      ok = false;
+    }
+  }
+  Result<std::optional<double>> expect = http->GetOptionalNumber("expectStatus");
+  if (!expect.ok()) {
+    problems.Add(expect.status());
+    ok = false;
+  } else if (*expect) {
+    const double status = **expect;
+    if (std::trunc(status) != status || status < 100 || status > 599) {
+      problems.Add(
+          InvalidValue(*http, "expectStatus",
+                       fmt::format("{} is not an HTTP status (an integer in 100..599)", status)));
+      ok = false;
+    } else {
+      spec.expect_status = static_cast<int>(status);
+    }
+  }
+  if (!ok) return std::nullopt;
+  return spec;
+}
+
+std::optional<ScheduleDefinition> ReadSchedule(const Config& task, Problems& problems) {
+  Result<Config> block = task.GetConfig("schedule");
+  if (!block.ok()) {
+    problems.Add(block.status());
+    return std::nullopt;
+  }
+  Result<ScheduleDefinition> schedule = ReadScheduleDefinitionFromConfig(*block);
+  if (!schedule.ok()) {
+    const std::string& message = schedule.status().message();
+    // Errors of the config getters already name the full key and the file; Backstage's own
+    // messages name only the key inside the schedule.
+    if (message.find("'" + block->FullKey()) != std::string::npos) {
+      problems.Add(message);
+    } else {
+      problems.Add(InvalidValue(task, "schedule", message));
+    }
+    return std::nullopt;
+  }
+  return *std::move(schedule);
+}
+
+std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id, Problems& problems) {
+  if (Status valid = ValidateTaskId(id); !valid.ok()) {
+    problems.Add(InvalidValue(tasks, {}, fmt::format("task id '{}': {}", id, valid.message())));
+    return std::nullopt;
+  }
+  if (id.find('.') != std::string::npos) {
+    problems.Add(InvalidValue(tasks, {}, fmt::format("task id '{}' cannot contain '.'", id)));
+    return std::nullopt;
+  }
+  Result<Config> task = tasks.GetConfig(id);
+  if (!task.ok()) {
+    problems.Add(task.status());
+    return std::nullopt;
+  }
+  CheckKeys(*task, kTaskKeys, problems);
+  std::optional<ScheduleDefinition> schedule = ReadSchedule(*task, problems);
+
+  const bool has_command = task->Has("command");
+  const bool has_http = task->Has("http");
+  std::optional<std::variant<CommandSpec, HttpTaskSpec>> executor;
+  if (has_command && has_http) {
+    problems.Add(InvalidValue(*task, {},
+                              "a task has exactly one executor, but both 'command' and 'http' "
+                              "are set"));
+  } else if (!has_command && !has_http) {
+    problems.Add(InvalidValue(*task, {},
+                              "a task needs an executor: 'command' (the program and its "
+                              "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
+  } else if (has_command) {
+    if (std::optional<CommandSpec> command = ReadCommand(*task, problems)) {
+      command->task_id = id;
+      executor = *std::move(command);
+    }
+  } else if (std::optional<HttpTaskSpec> http = ReadHttp(*task, problems)) {
+    http->task_id = id;
+    if (schedule) {
+      const std::chrono::milliseconds timeout = ToMilliseconds(schedule->timeout);
+      http->total_timeout =
+          timeout > std::chrono::milliseconds::zero() ? timeout : kDefaultHttpTotalTimeout;
+      http->connect_timeout = std::min(kMaxHttpConnectTimeout, http->total_timeout);
+    }
+    executor = *std::move(http);
+  }
+  if (!schedule || !executor) return std::nullopt;
+  return DaemonTask{id, *std::move(schedule), *std::move(executor)};
+}
+
+std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string& id,
+                                       Problems& problems) {
+  if (Status valid = ValidatePluginId(id); !valid.ok()) {
+    problems.Add(InvalidValue(plugins, {}, valid.message()));
+    return std::nullopt;
+  }
+  Result<Config> plugin = plugins.GetConfig(id);
+  if (!plugin.ok()) {
+    problems.Add(plugin.status());
+    return std::nullopt;
+  }
+  CheckKeys(*plugin, kPluginKeys, problems);
+  Result<std::optional<Config>> tasks = plugin->GetOptionalConfig("tasks");
+  if (!tasks.ok()) {
+    problems.Add(tasks.status());
+    return std::nullopt;
+  }
+  DaemonPlugin result{id, {}};
+  if (*tasks) {
+    for (const std::string& task_id : (*tasks)->Keys()) {
+      if (std::optional<DaemonTask> task = ReadTask(**tasks, task_id, problems)) {
+        result.tasks.push_back(*std::move(task));
+      }
+    }
+  }
+  return result;
+}
+
+TaskFunction MakeTaskFunction(const DaemonTask& task, const std::shared_ptr<Logger>& logger,
+                              Clock& clock, Status& error) {
+  Result<TaskFunction> fn = std::visit(
+      [&](const auto& spec) -> Result<TaskFunction> {
+        using Spec = std::decay_t<decltype(spec)>;
+        if constexpr (std::is_same_v<Spec, CommandSpec>) {
+          return MakeCommandTask(spec, logger, clock);
+        } else {
+          return MakeHttpTask(spec, logger, clock);
+        }
+      },
+      task.executor);
+  if (!fn.ok()) {
+    error = fn.status();
+    return {};
+  }
+  return *std::move(fn);
+}
+
+}  // namespace
+
+Status ValidatePluginId(std::string_view id) {
+  bool valid = !id.empty() && id.front() >= 'a' && id.front() <= 'z' && id.back() != '-';
+  for (std::size_t i = 0; valid && i < id.size(); ++i) {
+    const char c = id[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    valid = alnum || (c == '-' && id[i - 1] != '-');
+  }
+  if (valid) return Status::Ok();
+  return InvalidArgumentError(fmt::format(
+      "'{}' is not a valid plugin id; use lowercase letters, digits and single dashes, starting "
+      "with a letter (e.g. 'jobs', 'nightly-reports')",
+      id));
+}
+
+Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
+  Problems problems;
+  std::vector<DaemonPlugin> plugins;
+  Result<std::optional<Config>> block = root.GetOptionalConfig(kPluginsKey);
+  if (!block.ok()) return block.status();
+  if (!*block) return plugins;
+  for (const std::string& id : (*block)->Keys()) {
+    if (std::optional<DaemonPlugin> plugin = ReadPlugin(**block, id, problems)) {
+      plugins.push_back(*std::move(plugin));
+    }
+  }
+  if (!problems.empty()) return problems.ToStatus();
+  return plugins;
+}
+
+BackendPlugin MakeDaemonBackendPlugin(DaemonPlugin plugin, Clock& clock) {
+  std::string id = plugin.id;
+  auto tasks = std::make_shared<std::vector<DaemonTask>>(std::move(plugin.tasks));
+  Clock* task_clock = &clock;
+  return BackendPlugin{std::move(id), [tasks, task_clock](PluginServices& services) -> Status {
+                         std::shared_ptr<Logger> logger =
+                             services.logger ? services.logger : NullLogger();
+                         for (const DaemonTask& task : *tasks) {
+                           Status error;
+                           TaskFunction fn = MakeTaskFunction(task, logger, *task_clock, error);
+                           if (!error.ok()) return error.WithPrefix("task '" + task.id + "': ");
+                           Status scheduled = services.scheduler->ScheduleTask(MakeTaskDefinition(
+                               task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
+                           if (!scheduled.ok())
+                             return scheduled.WithPrefix("task '" + task.id + "': ");
+                         }
+                         return Status::Ok();
+                       }};
+}
+
+}  // namespace stagehand

@@ -10,9 +10,10 @@ namespace stagehand::cli {
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // The command ran and failed.
-inline constexpr int kExitUsage = 2;    // Bad flags or arguments, or invalid input.
-inline constexpr int kExitConfig = 78;  // EX_CONFIG: the configuration is invalid.
+inline constexpr int kExitFailure = 1;       // The command ran and failed.
+inline constexpr int kExitUsage = 2;         // Bad flags or arguments, or invalid input.
+inline constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: the database or port is unusable.
+inline constexpr int kExitConfig = 78;       // EX_CONFIG: the configuration is invalid.
 
 // Runs the command line `args` (args[0] is the program name), writing to `out` and `err`.
 // Returns the process exit code.

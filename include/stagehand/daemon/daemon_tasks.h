@@ -1,0 +1,73 @@
+// Daemon tasks: the tasks `stagehand serve` runs, defined in the app-config rather than in code.
+// Each `stagehand.plugins.<pluginId>.tasks.<taskId>` block holds a schedule (every form Backstage's
+// schedule reader accepts) and exactly one executor, a command or an HTTP call:
+//
+//   stagehand:
+//     plugins:
+//       jobs:
+//         tasks:
+//           hello:
+//             schedule: { frequency: { cron: '*/5 * * * * *' }, timeout: 30s }
+//             command: ['/bin/sh', '-c', 'echo hello']
+//             env: { GREETING: hi }
+//             workingDirectory: /srv
+//           ping:
+//             schedule: { frequency: { minutes: 1 }, timeout: 10s, scope: local }
+//             http: { url: 'http://127.0.0.1:8080/hook', method: POST, headers: {},
+//                     body: '{}', expectStatus: 200 }
+//
+// Reading is separate from running: ReadDaemonPlugins checks the whole config and reports every
+// problem at once; MakeDaemonBackendPlugin turns one checked plugin into a BackendPlugin whose init
+// schedules its tasks with the plugin's scheduler.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "stagehand/backend/backend.h"
+#include "stagehand/base/status.h"
+#include "stagehand/config/config.h"
+#include "stagehand/executors/command_task.h"
+#include "stagehand/executors/http_task.h"
+#include "stagehand/model/schedule.h"
+#include "stagehand/time/clock.h"
+
+namespace stagehand {
+
+// One task read from the config. `executor` carries the task id in its `task_id`. For HTTP tasks
+// the total timeout is the task timeout and the connect timeout at most the total one. A value
+// type; thread-compatible.
+struct DaemonTask {
+  std::string id;
+  ScheduleDefinition schedule;
+  std::variant<CommandSpec, HttpTaskSpec> executor;
+};
+
+// One `stagehand.plugins.<pluginId>` block: its tasks in config order. A value type;
+// thread-compatible.
+struct DaemonPlugin {
+  std::string id;
+  std::vector<DaemonTask> tasks;
+};
+
+// Returns OK when `id` is a valid plugin id (Backstage's rule: a lowercase letter, then lowercase
+// letters and digits, optionally in groups joined by single dashes, e.g. `jobs`, `my-jobs-2`).
+// Errors: kInvalidArgument "'{id}' is not a valid plugin id; ...".
+Status ValidatePluginId(std::string_view id);
+
+// Reads every plugin under `stagehand.plugins` of the merged `root`, in config order; an empty
+// list when the block is absent. Errors: kInvalidArgument listing every problem found, one per
+// line, each naming the full key and the file it came from: an invalid plugin or task id, an
+// unknown key (with the keys expected there), a missing or invalid schedule (Backstage's message,
+// after the key), neither or both of `command` and `http`, an empty command, a bad URL, method,
+// header or expectStatus, `env` or `workingDirectory` on an HTTP task, values of the wrong type.
+Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root);
+
+// Returns a backend plugin with `plugin`'s id whose init schedules each task, in order, with the
+// plugin's scheduler and logger; command tasks and HTTP tasks wait and time out on `clock`, which
+// must outlive the backend. The init fails with the first task the scheduler refuses, naming it.
+BackendPlugin MakeDaemonBackendPlugin(DaemonPlugin plugin, Clock& clock);
+
+}  // namespace stagehand

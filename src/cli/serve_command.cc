@@ -1,0 +1,168 @@
+// `stagehand serve`: runs the backend host with the tasks the app-config defines under
+// `stagehand.plugins`, until SIGTERM or SIGINT.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/command.h"
+#include "stagehand/backend/app_config.h"
+#include "stagehand/backend/backend.h"
+#include "stagehand/base/stream_logger.h"
+#include "stagehand/cli/cli.h"
+#include "stagehand/daemon/daemon_tasks.h"
+#include "stagehand/executors/command_task.h"
+
+namespace stagehand::cli {
+namespace {
+
+struct ServeOptions {
+  std::vector<std::string> config_files;
+  std::string log_format = "text";
+  std::string log_level = "info";
+  std::optional<std::uint16_t> port;
+};
+
+// Appends the lines of `status` to `problems`.
+void AddProblems(const Status& status, std::vector<std::string>& problems) {
+  const std::string& message = status.message();
+  std::size_t start = 0;
+  while (start <= message.size()) {
+    std::size_t end = message.find('\n', start);
+    if (end == std::string::npos) end = message.size();
+    if (end > start) problems.push_back(message.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+// Writes each problem as its own "stagehand: " line and returns kExitConfig.
+int ConfigProblems(const Context& context, const std::vector<std::string>& problems) {
+  for (const std::string& problem : problems) context.err << "stagehand: " << problem << '\n';
+  context.err.flush();
+  return kExitConfig;
+}
+
+// Returns `message` on one line: line breaks become "; ".
+std::string OneLine(const std::string& message) {
+  std::string line;
+  for (char c : message) {
+    if (c == '\n') {
+      line += "; ";
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
+int RunServe(const ServeOptions& options, const Context& context) {
+  // Before any thread exists, so that every thread inherits the mask and the signals reach
+  // RunUntilShutdownSignal.
+  BlockShutdownSignals();
+  const Status subreaper = BecomeChildSubreaper();
+
+  Result<LogFormat> format = ParseLogFormat(options.log_format);
+  if (!format.ok()) return UsageError(context, "--log-format: " + format.status().message());
+  Result<LogLevel> level = ParseLogLevel(options.log_level);
+  if (!level.ok()) return UsageError(context, "--log-level: " + level.status().message());
+  std::shared_ptr<Logger> logger = MakeStreamLogger(stderr, *format, *level);
+  if (!subreaper.ok()) {
+    logger->Warn(
+        "Cannot become the child subreaper; processes a command leaves behind may outlive it",
+        {{"error", subreaper.message()}});
+  }
+
+  Result<Config> root = LoadAppConfig(options.config_files, ProcessEnvironment());
+  std::vector<std::string> problems;
+  if (!root.ok()) {
+    AddProblems(root.status(), problems);
+    return ConfigProblems(context, problems);
+  }
+  Result<BackendConfig> backend_config = ReadBackendConfig(*root);
+  if (!backend_config.ok()) AddProblems(backend_config.status(), problems);
+  Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
+  if (!plugins.ok()) AddProblems(plugins.status(), problems);
+  if (!problems.empty()) return ConfigProblems(context, problems);
+
+  BackendOptions backend_options;
+  backend_options.config = *root;
+  backend_options.logger = logger;
+  backend_options.port_override = options.port;
+  Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(backend_options));
+  if (!backend.ok()) {
+    AddProblems(backend.status(), problems);
+    return ConfigProblems(context, problems);
+  }
+  std::size_t task_count = 0;
+  for (DaemonPlugin& plugin : *plugins) {
+    task_count += plugin.tasks.size();
+    if (Status added = (*backend)->AddPlugin(
+            MakeDaemonBackendPlugin(std::move(plugin), SystemClock::Instance()));
+        !added.ok()) {
+      AddProblems(added, problems);
+    }
+  }
+  if (!problems.empty()) return ConfigProblems(context, problems);
+
+  if (Status started = (*backend)->Start(); !started.ok()) {
+    context.err << "stagehand: cannot start: " << OneLine(started.message()) << '\n';
+    context.err.flush();
+    return kExitUnavailable;
+  }
+  logger->Info("stagehand serve is ready", {{"host", backend_config->listen_host},
+                                            {"port", std::to_string((*backend)->port())},
+                                            {"plugins", std::to_string(plugins->size())},
+                                            {"tasks", std::to_string(task_count)}});
+  if (Status stopped = (*backend)->RunUntilShutdownSignal(); !stopped.ok()) {
+    logger->Error("Shutdown failed", {{"error", stopped.message()}});
+    return kExitFailure;
+  }
+  logger->Info("stagehand serve stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, Action& action) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "Run the scheduler service: the tasks under stagehand.plugins.<pluginId>.tasks, the "
+      "scheduler REST API under /api/<pluginId>, health endpoints and /metrics; stops cleanly on "
+      "SIGTERM or SIGINT");
+  serve
+      ->add_option("-c,--config", options->config_files,
+                   "App-config YAML file; repeat to merge several, later files winning")
+      ->required()
+      ->allow_extra_args(false);
+  serve->add_option("--log-format", options->log_format, "Log lines on stderr: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->default_val("text");
+  serve
+      ->add_option("--log-level", options->log_level,
+                   "Lowest level logged: debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->default_val("info");
+  serve->add_option("--port", options->port,
+                    "Listen on this port instead of backend.listen.port (0 picks a free one; "
+                    "the ready log line names it)");
+  serve->footer(
+      "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failed while running, 2 bad usage, 69 could "
+      "not start (database or listen port), 78 invalid config (every problem on its own line).\n"
+      "Example:\n"
+      "  STAGEHAND_TOKEN=secret stagehand serve --config examples/app-config.yaml \\\n"
+      "      --config examples/app-config.auth.yaml --log-format json\n"
+      "  curl -H 'Authorization: Bearer secret' \\\n"
+      "      http://127.0.0.1:7007/api/examples/.backstage/scheduler/v1/tasks");
+  serve->callback([options, &action] {
+    action = [options](const Context& context) { return RunServe(*options, context); };
+  });
+}
+
+}  // namespace stagehand::cli
