@@ -10,11 +10,16 @@
 //   stagehand_task_lease_renewals_total{plugin,taskId,result}         result = ok|failed
 //   stagehand_task_leases_lost_total{plugin,taskId}
 //   stagehand_janitor_reclaims_total{plugin,taskId}
+// and the HTTP server's requests:
+//   stagehand_http_requests_total{route,method,status}
+//   stagehand_http_request_duration_seconds{route}                    histogram, buckets 0.001 … 10
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "stagehand/engine/observer.h"
+#include "stagehand/http/http_server.h"
 #include "stagehand/metrics/metrics_registry.h"
 #include "stagehand/time/clock.h"
 
@@ -24,5 +29,9 @@ namespace stagehand {
 // the wall time of the started/completed gauges. Both must outlive the observer. Thread-safe.
 std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(MetricsRegistry& registry,
                                                                 const Clock& clock);
+
+// Returns a request observer for HttpServerOptions::on_request that records each answered request
+// into `registry`, which must outlive it. Thread-safe.
+std::function<void(const HttpRequestRecord&)> MakeHttpRequestMetrics(MetricsRegistry& registry);
 
 }  // namespace stagehand
