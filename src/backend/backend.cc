@@ -1,1 +1,486 @@
 #include "stagehand/backend/backend.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "stagehand/backend/database_manager.h"
+#include "stagehand/backend/scheduler_metrics.h"
+#include "stagehand/http/auth.h"
+#include "stagehand/http/http_server.h"
+#include "stagehand/http/scheduler_router.h"
+#include "stagehand/service/plugin_scheduler.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
+
+// Backstage's plugin id rule: a lowercase letter, then lowercase letters, digits and dashes.
+bool IsValidPluginId(const std::string& id) {
+  if (id.empty() || id.front() < 'a' || id.front() > 'z') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool IsRootPath(const HttpRequest& request) { return request.path == "/" || request.path.empty(); }
+
+bool IsGet(const HttpRequest& request) {
+  return request.method == "GET" || request.method == "HEAD";
+}
+
+// Startup and shutdown hooks of the root or of one plugin.
+class HookList final : public Lifecycle {
+ public:
+  void AddStartupHook(std::function<Status()> hook) override {
+    std::lock_guard lock(mu_);
+    startup_.push_back(std::move(hook));
+  }
+
+  void AddShutdownHook(std::function<void()> hook) override {
+    std::lock_guard lock(mu_);
+    shutdown_.push_back(std::move(hook));
+  }
+
+  // Runs the startup hooks in order, stopping at the first failure.
+  Status RunStartup() {
+    std::vector<std::function<Status()>> hooks;
+    {
+      std::lock_guard lock(mu_);
+      hooks = startup_;
+    }
+    for (std::size_t i = 0; i < hooks.size(); ++i) {
+      if (Status status = hooks[i](); !status.ok()) {
+        return status.WithPrefix(fmt::format("startup hook {}: ", i + 1));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Runs each shutdown hook once, newest first.
+  void RunShutdown() {
+    std::vector<std::function<void()>> hooks;
+    {
+      std::lock_guard lock(mu_);
+      hooks.swap(shutdown_);
+    }
+    for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::function<Status()>> startup_;  // guarded by mu_
+  std::vector<std::function<void()>> shutdown_;   // guarded by mu_
+};
+
+// A plugin's handlers, replaced as a whole on each Use so requests read them without a lock held
+// while the handlers run.
+class HandlerList final : public PluginRouter {
+ public:
+  void Use(HttpHandler handler) override {
+    std::lock_guard lock(mu_);
+    auto next = std::make_shared<std::vector<HttpHandler>>(*handlers_);
+    next->push_back(std::move(handler));
+    handlers_ = std::move(next);
+  }
+
+  std::optional<HttpResponse> Handle(const HttpRequest& request) const {
+    std::shared_ptr<const std::vector<HttpHandler>> handlers;
+    {
+      std::lock_guard lock(mu_);
+      handlers = handlers_;
+    }
+    for (const HttpHandler& handler : *handlers) {
+      if (std::optional<HttpResponse> response = handler(request)) return response;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const std::vector<HttpHandler>> handlers_ =  // guarded by mu_
+      std::make_shared<const std::vector<HttpHandler>>();
+};
+
+// One registered plugin and, once started, its services.
+struct PluginEntry {
+  BackendPlugin plugin;
+  std::shared_ptr<Logger> logger;
+  std::shared_ptr<TaskStore> store;
+  std::unique_ptr<PluginScheduler> scheduler;
+  std::unique_ptr<SchedulerRestRouter> rest;
+  HandlerList router;
+  HookList lifecycle;
+  PluginServices services;
+  bool initialized = false;
+};
+
+std::string JoinIds(const std::vector<std::unique_ptr<PluginEntry>>& plugins) {
+  std::string out;
+  for (const auto& entry : plugins) {
+    if (!out.empty()) out += ", ";
+    out += "'" + entry->plugin.id + "'";
+  }
+  return out;
+}
+
+sigset_t ShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+
+}  // namespace
+
+struct Backend::Impl {
+  enum class State { kCreated, kStarting, kStarted, kStopping, kStopped };
+
+  Status StartPlugin(PluginEntry& entry);
+  Status DoStart();
+  void Teardown();
+  HttpHandler Protect(HttpHandler handler) const;
+
+  BackendOptions options;
+  BackendConfig config;
+  Clock* clock = nullptr;
+  std::shared_ptr<Logger> logger;
+  MetricsRegistry metrics;
+  HookList root_lifecycle;
+  std::unique_ptr<DatabaseManager> databases;
+  std::shared_ptr<SchedulerObserver> observer;
+  std::unique_ptr<HttpServer> server;  // created by Create, never replaced
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  State state = State::kCreated;                       // guarded by mu
+  std::vector<std::unique_ptr<PluginEntry>> plugins;   // guarded by mu until Start; fixed after
+  std::optional<std::thread::id> stopping_thread;      // guarded by mu
+  std::optional<pthread_t> signal_waiter;              // guarded by mu
+};
+
+Backend::Backend() : impl_(std::make_unique<Impl>()) {}
+
+Backend::~Backend() { Stop(); }
+
+Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
+  Result<BackendConfig> config = ReadBackendConfig(options.config);
+  if (!config.ok()) return config.status();
+  std::unique_ptr<Backend> backend(new Backend());
+  Impl& impl = *backend->impl_;
+  impl.config = std::move(*config);
+  impl.clock = options.clock != nullptr ? options.clock : &SystemClock::Instance();
+  impl.logger = options.logger ? options.logger : NullLogger();
+  impl.options = std::move(options);
+  impl.databases = std::make_unique<DatabaseManager>(impl.config.database, *impl.clock);
+  HttpServerOptions server_options;
+  server_options.host = impl.config.listen_host;
+  server_options.port = impl.options.port_override.value_or(impl.config.listen_port);
+  server_options.max_request_body_bytes = impl.config.max_request_body_bytes;
+  server_options.read_timeout = impl.config.request_timeout;
+  server_options.write_timeout = impl.config.request_timeout;
+  server_options.logger = impl.logger;
+  server_options.clock = impl.clock;
+  impl.server = std::make_unique<HttpServer>(std::move(server_options));
+  return backend;
+}
+
+Status Backend::AddPlugin(BackendPlugin plugin) {
+  if (!IsValidPluginId(plugin.id)) {
+    return InvalidArgumentError(fmt::format(
+        "invalid plugin id '{}': use lowercase letters, digits and dashes, starting with a letter",
+        plugin.id));
+  }
+  if (!plugin.init) {
+    return InvalidArgumentError(fmt::format("plugin '{}' has no init", plugin.id));
+  }
+  std::lock_guard lock(impl_->mu);
+  if (impl_->state != Impl::State::kCreated) {
+    return FailedPreconditionError(
+        fmt::format("cannot add plugin '{}': the backend has already started", plugin.id));
+  }
+  for (const auto& entry : impl_->plugins) {
+    if (entry->plugin.id == plugin.id) {
+      return InvalidArgumentError(fmt::format("plugin '{}' is already registered", plugin.id));
+    }
+  }
+  auto entry = std::make_unique<PluginEntry>();
+  entry->plugin = std::move(plugin);
+  impl_->plugins.push_back(std::move(entry));
+  return Status::Ok();
+}
+
+Lifecycle& Backend::root_lifecycle() { return impl_->root_lifecycle; }
+
+MetricsRegistry& Backend::metrics() { return impl_->metrics; }
+
+const BackendConfig& Backend::config() const { return impl_->config; }
+
+Status Backend::Impl::StartPlugin(PluginEntry& entry) {
+  const std::string& id = entry.plugin.id;
+  entry.logger = ChildLogger(logger, {{"plugin", id}});
+
+  Result<PluginDatabase> database = databases->Resolve(id);
+  if (!database.ok()) return database.status().WithPrefix(fmt::format("plugin '{}': ", id));
+  const std::string database_name = DatabaseManager::DisplayName(*database);
+  const auto describe = [&](const Status& status) {
+    // DatabaseManager names the plugin and its database already; add them when it did not.
+    if (status.message().find(id) != std::string::npos &&
+        status.message().find(database_name) != std::string::npos) {
+      return status;
+    }
+    return status.WithPrefix(fmt::format("plugin '{}', database '{}': ", id, database_name));
+  };
+  Result<MigrationOutcome> migrated = databases->MigrateIfNeeded(id);
+  if (!migrated.ok()) return describe(migrated.status());
+  Result<std::shared_ptr<TaskStore>> store = databases->OpenStore(id);
+  if (!store.ok()) return describe(store.status());
+  entry.store = std::move(*store);
+  entry.logger->Debug(*migrated == MigrationOutcome::kMigrated ? "Database migrated"
+                                                               : "Database migrations skipped",
+                      {{"database", database_name}});
+
+  PluginSchedulerOptions scheduler_options;
+  scheduler_options.plugin_id = id;
+  scheduler_options.store = entry.store;
+  scheduler_options.clock = clock;
+  scheduler_options.logger = entry.logger;
+  scheduler_options.observer = observer;
+  scheduler_options.engine = config.engine;
+  entry.scheduler = std::make_unique<PluginScheduler>(std::move(scheduler_options));
+  entry.rest = std::make_unique<SchedulerRestRouter>(id, *entry.scheduler, entry.logger);
+
+  entry.services.plugin_id = id;
+  entry.services.config = &options.config;
+  entry.services.logger = entry.logger;
+  entry.services.database = entry.store;
+  entry.services.scheduler = entry.scheduler.get();
+  entry.services.router = &entry.router;
+  entry.services.lifecycle = &entry.lifecycle;
+  entry.services.metrics = &metrics;
+
+  Status initialized = entry.plugin.init(entry.services);
+  entry.initialized = true;
+  if (!initialized.ok()) return initialized.WithPrefix(fmt::format("plugin '{}' init: ", id));
+  return Status::Ok();
+}
+
+HttpHandler Backend::Impl::Protect(HttpHandler handler) const {
+  if (config.auth.default_policy_disabled) return handler;
+  return RequireBearerToken(std::move(handler), config.auth.static_tokens, logger);
+}
+
+Status Backend::Impl::DoStart() {
+  if (config.auth.default_policy_disabled) {
+    logger->Warn(
+        "AUTHENTICATION IS DISABLED: backend.auth.dangerouslyDisableDefaultAuthPolicy is set, so "
+        "every plugin route is open to anyone who can reach the server. For local development "
+        "only.");
+  } else if (config.auth.static_tokens.empty()) {
+    logger->Warn(
+        "No backend.auth.externalAccess tokens are configured: every request to a plugin route "
+        "will be refused with 401");
+  }
+  observer = MakeSchedulerMetricsObserver(metrics, *clock);
+
+  logger->Info("Plugin initialization started", {{"plugins", JoinIds(plugins)}});
+  for (const auto& entry : plugins) {
+    STAGEHAND_RETURN_IF_ERROR(StartPlugin(*entry));
+    logger->Info("Plugin initialized", {{"plugin", entry->plugin.id}});
+  }
+
+  for (const auto& entry : plugins) {
+    PluginEntry* plugin = entry.get();
+    server->Mount("/api/" + plugin->plugin.id,
+                  Protect([plugin](const HttpRequest& request) -> std::optional<HttpResponse> {
+                    if (std::optional<HttpResponse> response = plugin->rest->Handle(request)) {
+                      return response;
+                    }
+                    return plugin->router.Handle(request);
+                  }));
+  }
+  server->Mount("/metrics",
+                [this](const HttpRequest& request) -> std::optional<HttpResponse> {
+                  if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
+                  HttpResponse response;
+                  response.headers.emplace_back("Content-Type",
+                                                std::string(kPrometheusContentType));
+                  response.body = metrics.RenderPrometheusText();
+                  return response;
+                });
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& entry : plugins) list.push_back({{"id", entry->plugin.id}});
+  std::string plugin_list = nlohmann::json{{"plugins", std::move(list)}}.dump();
+  server->Mount(std::string(kPluginListPath),
+                Protect([plugin_list](const HttpRequest& request) -> std::optional<HttpResponse> {
+                  if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
+                  HttpResponse response;
+                  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+                  response.body = plugin_list;
+                  return response;
+                }));
+
+  if (Status listening = server->Start(); !listening.ok()) {
+    return Status(StatusCode::kUnavailable, listening.message());
+  }
+  logger->Info(fmt::format("Listening on {}:{}", config.listen_host, server->port()));
+
+  if (Status started = root_lifecycle.RunStartup(); !started.ok()) {
+    return started.WithPrefix("root lifecycle ");
+  }
+  for (const auto& entry : plugins) {
+    if (Status started = entry->lifecycle.RunStartup(); !started.ok()) {
+      return started.WithPrefix(fmt::format("plugin '{}' ", entry->plugin.id));
+    }
+  }
+  logger->Info("Plugin initialization complete", {{"plugins", JoinIds(plugins)}});
+  server->SetReady(true);
+  return Status::Ok();
+}
+
+void Backend::Impl::Teardown() {
+  server->SetReady(false);
+  logger->Info("Running shutdown hooks");
+  for (auto it = plugins.rbegin(); it != plugins.rend(); ++it) {
+    if ((*it)->initialized) (*it)->lifecycle.RunShutdown();
+  }
+  root_lifecycle.RunShutdown();
+
+  logger->Info("Stopping schedulers");
+  {
+    // Each scheduler waits up to its grace period for running tasks; waiting for all of them at
+    // once bounds the whole step by one grace period.
+    std::vector<std::jthread> stopping;
+    for (const auto& entry : plugins) {
+      if (entry->scheduler) {
+        stopping.emplace_back([scheduler = entry->scheduler.get()] { scheduler->Shutdown(); });
+      }
+    }
+  }
+
+  logger->Info("Closing the HTTP server");
+  server->Stop();
+  logger->Info("Backend stopped");
+}
+
+Status Backend::Start() {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->state != Impl::State::kCreated) {
+      return FailedPreconditionError("the backend has already been started");
+    }
+    impl_->state = Impl::State::kStarting;
+  }
+  Status started = impl_->DoStart();
+  if (!started.ok()) {
+    impl_->logger->Error("Backend failed to start", {{"error", started.ToString()}});
+    impl_->Teardown();
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->state = started.ok() ? Impl::State::kStarted : Impl::State::kStopped;
+  }
+  impl_->cv.notify_all();
+  return started;
+}
+
+void Backend::Stop() {
+  {
+    std::unique_lock lock(impl_->mu);
+    // A shutdown hook that calls Stop must not wait for itself.
+    if (impl_->stopping_thread == std::this_thread::get_id()) return;
+    impl_->cv.wait(lock, [this] {
+      return impl_->state != Impl::State::kStarting && impl_->state != Impl::State::kStopping;
+    });
+    if (impl_->state == Impl::State::kCreated) {
+      impl_->state = Impl::State::kStopped;
+    }
+    if (impl_->state == Impl::State::kStopped) return;
+    impl_->state = Impl::State::kStopping;
+    impl_->stopping_thread = std::this_thread::get_id();
+    if (impl_->signal_waiter) {
+      // Thread-directed and blocked in the waiter, so it is taken by its sigwait.
+      pthread_kill(*impl_->signal_waiter, SIGTERM);
+    }
+  }
+  impl_->logger->Info("Backend shutting down");
+  impl_->Teardown();
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->state = Impl::State::kStopped;
+    impl_->stopping_thread.reset();
+  }
+  impl_->cv.notify_all();
+}
+
+Status Backend::RunUntilShutdownSignal() {
+  const sigset_t signals = ShutdownSignals();
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
+  bool wait = false;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->state == Impl::State::kStarted) {
+      impl_->signal_waiter = pthread_self();
+      wait = true;
+    }
+  }
+  if (wait) {
+    impl_->logger->Debug("Waiting for SIGTERM or SIGINT");
+    int signal = 0;
+    while (sigwait(&signals, &signal) != 0) {
+    }
+    bool woken_by_stop = false;
+    {
+      std::lock_guard lock(impl_->mu);
+      impl_->signal_waiter.reset();
+      woken_by_stop = impl_->state != Impl::State::kStarted;
+    }
+    if (!woken_by_stop) {
+      impl_->logger->Info(
+          fmt::format("Received {}, shutting down", signal == SIGINT ? "SIGINT" : "SIGTERM"));
+    }
+  }
+  Stop();
+  // A wake-up from Stop may have raced with a real signal; leave no signal pending on this thread.
+  const timespec no_wait{};
+  while (sigtimedwait(&signals, nullptr, &no_wait) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return Status::Ok();
+}
+
+std::uint16_t Backend::port() const { return impl_->server->port(); }
+
+SchedulerService* Backend::scheduler(const std::string& plugin_id) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->state == Impl::State::kCreated || impl_->state == Impl::State::kStarting) {
+    return nullptr;
+  }
+  for (const auto& entry : impl_->plugins) {
+    if (entry->plugin.id == plugin_id) return entry->scheduler.get();
+  }
+  return nullptr;
+}
+
+void BlockShutdownSignals() {
+  const sigset_t signals = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+}  // namespace stagehand
