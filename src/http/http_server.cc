@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -116,17 +117,50 @@ struct HttpServer::Impl {
     WriteResponse(std::move(*routed), response);
   }
 
-  void LogAccess(const httplib::Request& request, const httplib::Response& response) {
+  // Returns what answers `method` on `path`: a health path, the prefix of the mount it falls
+  // under, or "unmatched". The view is valid until the next call on the same thread.
+  std::string_view RouteOf(std::string_view method, std::string_view path) {
+    const bool get = method == "GET" || method == "HEAD";
+    for (const std::string_view health : {kLivenessPath, kReadinessPath}) {
+      if (get && http_internal::RouteMatches(path, health)) {
+        return health;
+      }
+    }
+    thread_local std::string route;
+    std::lock_guard lock(mu);
+    for (const auto& [prefix, mounted] : mounts) {
+      if (http_internal::StripMount(path, prefix)) {
+        route = prefix;
+        return route;
+      }
+    }
+    return "unmatched";
+  }
+
+  // Called by httplib once per answered request, after the response is written: also for those
+  // refused before routing (400, 413), which have no start time when refused before the headers
+  // were read.
+  void OnAnswered(const httplib::Request& request, const httplib::Response& response) {
     const std::optional<MonoTime> start = std::exchange(request_started, std::nullopt);
+    const std::chrono::nanoseconds elapsed =
+        start ? clock->MonoNow() - *start : std::chrono::nanoseconds(0);
+    const std::string_view target = request.target;
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (options.on_request) {
+      HttpRequestRecord record;
+      record.method = request.method;
+      record.route = RouteOf(request.method, path);
+      record.status = response.status;
+      record.duration = elapsed;
+      options.on_request(record);
+    }
     if (!logger->Enabled(LogLevel::kInfo)) {
       return;
     }
-    const std::string_view target = request.target;
     LogFields fields = {{"method", request.method},
-                        {"path", std::string(target.substr(0, target.find('?')))},
+                        {"path", std::string(path)},
                         {"status", std::to_string(response.status)}};
     if (start) {
-      const auto elapsed = clock->MonoNow() - *start;
       fields.emplace_back(
           "duration_ms",
           fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(elapsed).count()));
@@ -170,7 +204,7 @@ struct HttpServer::Impl {
           WriteResponse(ErrorResponse(InternalError(what), ours, *logger), response);
         });
     server.set_logger([this](const httplib::Request& request, const httplib::Response& response) {
-      LogAccess(request, response);
+      OnAnswered(request, response);
     });
   }
 

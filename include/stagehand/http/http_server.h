@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"

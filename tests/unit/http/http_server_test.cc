@@ -19,6 +19,7 @@
 
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/mock_scheduler.h"
+#include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
@@ -145,6 +146,38 @@ std::string Field(const LogFields& fields, std::string_view key) {
   return "<absent>";
 }
 
+// Keeps a copy of every HttpRequestRecord the server reports; WaitFor blocks until a given number
+// has arrived (they are reported after the response is written).
+class RequestRecorder {
+ public:
+  struct Record {
+    std::string method;
+    std::string route;
+    int status = 0;
+    std::chrono::nanoseconds duration{0};
+  };
+
+  void Add(const HttpRequestRecord& record) {
+    {
+      std::lock_guard lock(mu_);
+      records_.push_back(
+          {std::string(record.method), std::string(record.route), record.status, record.duration});
+    }
+    cv_.notify_all();
+  }
+
+  std::vector<Record> WaitFor(std::size_t count) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return records_.size() >= count; });
+    return records_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Record> records_;
+};
+
 class HttpServerTest : public ::testing::Test {
  protected:
   HttpServerOptions Options() {
@@ -153,6 +186,9 @@ class HttpServerTest : public ::testing::Test {
     options.port = 0;
     options.max_request_body_bytes = 1024;
     options.logger = logger_;
+    options.on_request = [requests = requests_](const HttpRequestRecord& record) {
+      requests->Add(record);
+    };
     return options;
   }
   void StartServer() {
@@ -162,6 +198,7 @@ class HttpServerTest : public ::testing::Test {
   std::uint16_t port() const { return server_.port(); }
 
   std::shared_ptr<RecordingLogger> logger_ = std::make_shared<RecordingLogger>();
+  std::shared_ptr<RequestRecorder> requests_ = std::make_shared<RequestRecorder>();
   HttpServer server_{Options()};
 };
 
@@ -348,6 +385,99 @@ TEST_F(HttpServerTest, AccessLogCoversRequestsRefusedBeforeRouting) {
   EXPECT_EQ(Field(records[1].fields, "method"), "POST");
   EXPECT_EQ(Field(records[1].fields, "path"), "/api/p/x");
   EXPECT_EQ(Field(records[1].fields, "status"), "413");
+}
+
+TEST_F(HttpServerTest, OnRequestNamesTheRouteThatAnswered) {
+  server_.Mount("/api/p/", [](const HttpRequest& request) -> std::optional<HttpResponse> {
+    if (request.path == "/missing") {
+      return std::nullopt;
+    }
+    HttpResponse response;
+    response.status = 201;
+    return response;
+  });
+  server_.Mount("/metrics",
+                [](const HttpRequest&) { return std::optional<HttpResponse>(HttpResponse{}); });
+  StartServer();
+  struct Case {
+    std::string method;
+    std::string target;
+    std::string route;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"GET", "/api/p/x?y=1", "/api/p", 201},
+      {"DELETE", "/API/P", "/api/p", 201},
+      {"GET", "/api/p/missing", "/api/p", 404},
+      {"GET", "/metrics", "/metrics", 200},
+      {"GET", "/.backstage/health/v1/liveness", "/.backstage/health/v1/liveness", 200},
+      {"HEAD", "/.backstage/health/v1/readiness/", "/.backstage/health/v1/readiness", 503},
+      {"POST", "/.backstage/health/v1/liveness", "unmatched", 404},
+      {"GET", "/api/px", "unmatched", 404},
+      {"GET", "/", "unmatched", 404},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    ASSERT_EQ(
+        c.method == "POST" ? Post(port(), c.target).status : Get(port(), c.target, c.method).status,
+        c.status)
+        << c.target;
+    // One connection at a time, each reported before the next is sent: the order is fixed.
+    const std::vector<RequestRecorder::Record> records = requests_->WaitFor(i + 1);
+    ASSERT_EQ(records.size(), i + 1) << c.target;
+    EXPECT_EQ(records[i].method, c.method) << c.target;
+    EXPECT_EQ(records[i].route, c.route) << c.target;
+    EXPECT_EQ(records[i].status, c.status) << c.target;
+  }
+}
+
+TEST_F(HttpServerTest, OnRequestCoversRequestsRefusedBeforeRouting) {
+  server_.Mount("/api/p",
+                [](const HttpRequest&) { return std::optional<HttpResponse>(HttpResponse{}); });
+  StartServer();
+  ASSERT_EQ(Exchange(port(), "GARBAGE\r\n\r\n").status, 400);
+  ASSERT_EQ(requests_->WaitFor(1).size(), 1u);
+  ASSERT_EQ(Post(port(), "/api/p/x", std::string(2000, 'a')).status, 413);
+  const std::vector<RequestRecorder::Record> records = requests_->WaitFor(2);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].status, 400);
+  EXPECT_EQ(records[0].route, "unmatched");
+  EXPECT_EQ(records[1].method, "POST");
+  EXPECT_EQ(records[1].route, "/api/p");
+  EXPECT_EQ(records[1].status, 413);
+}
+
+TEST_F(HttpServerTest, OnRequestReportsHandlerExceptionsAs500) {
+  server_.Mount("/api/p", [](const HttpRequest&) -> std::optional<HttpResponse> {
+    throw std::runtime_error("boom");
+  });
+  StartServer();
+  ASSERT_EQ(Get(port(), "/api/p/x").status, 500);
+  const std::vector<RequestRecorder::Record> records = requests_->WaitFor(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].route, "/api/p");
+  EXPECT_EQ(records[0].status, 500);
+}
+
+TEST(HttpServerOnRequestTest, DurationIsMeasuredOnTheServersClock) {
+  testing::ManualClock clock;
+  auto requests = std::make_shared<RequestRecorder>();
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.clock = &clock;
+  options.on_request = [requests](const HttpRequestRecord& record) { requests->Add(record); };
+  HttpServer server(options);
+  server.Mount("/api/slow", [&clock](const HttpRequest&) {
+    clock.Advance(std::chrono::milliseconds(250));
+    return std::optional<HttpResponse>(HttpResponse{});
+  });
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_EQ(Get(server.port(), "/api/slow/x").status, 200);
+  const std::vector<RequestRecorder::Record> records = requests->WaitFor(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].route, "/api/slow");
+  EXPECT_EQ(records[0].duration, std::chrono::milliseconds(250));
 }
 
 TEST_F(HttpServerTest, HandlerExceptionIs500WithLogId) {
