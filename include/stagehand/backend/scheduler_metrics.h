@@ -1,18 +1,21 @@
 // Turns scheduler engine events into metrics: Backstage's task instruments under their Prometheus
 // names, with a `plugin` label added, and stagehand's own coordination metrics.
-//   backend_tasks_task_runs_count_total{plugin,taskId,scope,result}   result = started|completed|failed
-//   backend_tasks_task_runs_duration_seconds{plugin,taskId,scope,result}  histogram, buckets
-//       0.1 0.5 1 5 10 30 60 120 300 600 1800 3600
-//   backend_tasks_task_runs_started_seconds{plugin,taskId}            epoch seconds of the last start
-//   backend_tasks_task_runs_completed_seconds{plugin,taskId,scope,result}  epoch seconds of the last end
-//   stagehand_task_start_lag_seconds{plugin,taskId,scope}             histogram
+//   backend_tasks_task_runs_count_total{plugin,taskId,scope,result}
+//       result = started|completed|failed (two increments per run: at start and at end)
+//   backend_tasks_task_runs_duration_seconds{plugin,taskId,scope,result}
+//       histogram, buckets 0.1 0.5 1 5 10 30 60 120 300 600 1800 3600
+//   backend_tasks_task_runs_started_seconds{plugin,taskId}
+//       epoch seconds of the last start
+//   backend_tasks_task_runs_completed_seconds{plugin,taskId,scope,result}
+//       epoch seconds of the last end
+//   stagehand_task_start_lag_seconds{plugin,taskId,scope}   histogram, buckets 0.01 … 300
 //   stagehand_task_claims_lost_total{plugin,taskId}
-//   stagehand_task_lease_renewals_total{plugin,taskId,result}         result = ok|failed
+//   stagehand_task_lease_renewals_total{plugin,taskId,result}   result = ok|failed
 //   stagehand_task_leases_lost_total{plugin,taskId}
 //   stagehand_janitor_reclaims_total{plugin,taskId}
 // and the HTTP server's requests:
 //   stagehand_http_requests_total{route,method,status}
-//   stagehand_http_request_duration_seconds{route}                    histogram, buckets 0.001 … 10
+//   stagehand_http_request_duration_seconds{route}   histogram, buckets 0.001 … 10
 #pragma once
 
 #include <functional>
