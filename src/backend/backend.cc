@@ -168,10 +168,10 @@ struct Backend::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  State state = State::kCreated;                       // guarded by mu
-  std::vector<std::unique_ptr<PluginEntry>> plugins;   // guarded by mu until Start; fixed after
-  std::optional<std::thread::id> stopping_thread;      // guarded by mu
-  std::optional<pthread_t> signal_waiter;              // guarded by mu
+  State state = State::kCreated;                      // guarded by mu
+  std::vector<std::unique_ptr<PluginEntry>> plugins;  // guarded by mu until Start; fixed after
+  std::optional<std::thread::id> stopping_thread;     // guarded by mu
+  std::optional<pthread_t> signal_waiter;             // guarded by mu
 };
 
 Backend::Backend() : impl_(std::make_unique<Impl>()) {}
@@ -196,6 +196,7 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   server_options.write_timeout = impl.config.request_timeout;
   server_options.logger = impl.logger;
   server_options.clock = impl.clock;
+  server_options.on_request = MakeHttpRequestMetrics(impl.metrics);
   impl.server = std::make_unique<HttpServer>(std::move(server_options));
   return backend;
 }
@@ -314,15 +315,13 @@ Status Backend::Impl::DoStart() {
                     return plugin->router.Handle(request);
                   }));
   }
-  server->Mount("/metrics",
-                [this](const HttpRequest& request) -> std::optional<HttpResponse> {
-                  if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
-                  HttpResponse response;
-                  response.headers.emplace_back("Content-Type",
-                                                std::string(kPrometheusContentType));
-                  response.body = metrics.RenderPrometheusText();
-                  return response;
-                });
+  server->Mount("/metrics", [this](const HttpRequest& request) -> std::optional<HttpResponse> {
+    if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
+    HttpResponse response;
+    response.headers.emplace_back("Content-Type", std::string(kPrometheusContentType));
+    response.body = metrics.RenderPrometheusText();
+    return response;
+  });
   nlohmann::json list = nlohmann::json::array();
   for (const auto& entry : plugins) list.push_back({{"id", entry->plugin.id}});
   std::string plugin_list = nlohmann::json{{"plugins", std::move(list)}}.dump();

@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,9 +251,8 @@ TEST_F(BackendTest, InitFailureNamesThePluginAndStopsWhatStarted) {
 }
 
 TEST_F(BackendTest, DatabaseFailureNamesThePluginAndTheDatabase) {
-  const std::filesystem::path blocker =
-      std::filesystem::temp_directory_path() /
-      ("stagehand-backend-test-" + std::to_string(::getpid()));
+  const std::filesystem::path blocker = std::filesystem::temp_directory_path() /
+                                        ("stagehand-backend-test-" + std::to_string(::getpid()));
   { std::ofstream(blocker) << "a file where a directory should be"; }
   const std::string directory = (blocker / "data").string();
   std::unique_ptr<Backend> backend = MakeBackend(
@@ -300,8 +298,7 @@ TEST_F(BackendTest, StartupHooksRunRootFirstThenPluginsInOrder) {
   backend->root_lifecycle().AddStartupHook(hook("root 1"));
   backend->root_lifecycle().AddStartupHook(hook("root 2"));
   ASSERT_TRUE(backend->Start().ok());
-  EXPECT_THAT(order,
-              ElementsAre("init alpha", "init beta", "root 1", "root 2", "alpha", "beta"));
+  EXPECT_THAT(order, ElementsAre("init alpha", "init beta", "root 1", "root 2", "alpha", "beta"));
 }
 
 TEST_F(BackendTest, StartupHookFailureFailsStartAndStopsEverything) {
@@ -341,10 +338,9 @@ TEST_F(BackendTest, ShutdownHooksRunInReverseOrderPluginsBeforeRoot) {
                     ->AddPlugin(Plugin(id,
                                        [&, id](PluginServices& services) {
                                          for (int i = 1; i <= 2; ++i) {
-                                           services.lifecycle->AddShutdownHook(
-                                               [&order, id, i] {
-                                                 order.push_back(id + std::to_string(i));
-                                               });
+                                           services.lifecycle->AddShutdownHook([&order, id, i] {
+                                             order.push_back(id + std::to_string(i));
+                                           });
                                          }
                                          return Status::Ok();
                                        }))
