@@ -1,1 +1,445 @@
 #include "stagehand/backend/app_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "stagehand/model/schedule.h"
+#include "stagehand/time/duration.h"
+
+namespace stagehand {
+namespace {
+
+constexpr int kMaxMaxConcurrency = 10000;
+constexpr std::size_t kMinStaticTokenLength = 8;
+constexpr double kMaxByteSize = 9007199254740992.0;  // 2^53, exact in a double
+
+// Appends `status`'s message (possibly several lines) to `problems`.
+void AddProblem(std::vector<std::string>& problems, const Status& status) {
+  problems.push_back(status.message());
+}
+
+Status JoinProblems(const std::vector<std::string>& problems) {
+  std::string message;
+  for (const std::string& problem : problems) {
+    if (!message.empty()) message += '\n';
+    message += problem;
+  }
+  return InvalidArgumentError(std::move(message));
+}
+
+// Names a value in messages: "'file'" or "'file' at line N".
+std::string Location(const std::string& context, int line) {
+  if (line <= 0) return fmt::format("'{}'", context);
+  return fmt::format("'{}' at line {}", context, line);
+}
+
+std::string InvalidValue(const Config& config, std::string_view key, std::string_view why) {
+  const ConfigNode* node = config.Node(key);
+  return fmt::format("Invalid config value for key '{}' in {}: {}", config.FullKey(key),
+                     Location(config.Context(key), node != nullptr ? node->line : 0), why);
+}
+
+bool HasSpace(std::string_view text) {
+  for (char c : text) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return true;
+  }
+  return false;
+}
+
+bool IsDigits(std::string_view text) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+// Returns the port in `text` (decimal digits, 0-65535), or nullopt.
+std::optional<std::uint16_t> ParsePort(std::string_view text) {
+  if (!IsDigits(text) || text.size() > 5) return std::nullopt;
+  const unsigned long value = std::strtoul(std::string(text).c_str(), nullptr, 10);
+  if (value > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(value);
+}
+
+// Returns the port a number denotes, or nullopt when it is not an integer in 0-65535.
+std::optional<std::uint16_t> PortFromNumber(double number) {
+  if (!(number >= 0 && number <= 65535) || std::floor(number) != number) return std::nullopt;
+  return static_cast<std::uint16_t>(number);
+}
+
+// Backstage's empty host means every interface.
+std::string HostOrAny(std::string host) { return host.empty() ? "0.0.0.0" : host; }
+
+void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::string>& problems) {
+  const ConfigNode* listen = backend.Node("listen");
+  if (listen == nullptr || std::holds_alternative<ConfigNode::Null>(listen->value)) return;
+  if (const auto* text = std::get_if<std::string>(&listen->value)) {
+    // As Backstage's readHttpServerOptions: "<port>" or "<host>:<port>" (":7007" is every
+    // interface).
+    const std::size_t colon = text->find(':');
+    std::optional<std::uint16_t> port;
+    if (colon == std::string::npos) {
+      port = ParsePort(*text);
+      if (port) out.listen_host = "0.0.0.0";
+    } else if (text->find(':', colon + 1) == std::string::npos) {
+      port = ParsePort(std::string_view(*text).substr(colon + 1));
+      if (port) out.listen_host = HostOrAny(text->substr(0, colon));
+    }
+    if (!port) {
+      problems.push_back(InvalidValue(
+          backend, "listen",
+          fmt::format("Unable to parse listen address {}, expected <port> or <host>:<port>",
+                      *text)));
+      return;
+    }
+    out.listen_port = *port;
+    return;
+  }
+  if (const auto* number = std::get_if<double>(&listen->value)) {
+    if (std::optional<std::uint16_t> port = PortFromNumber(*number)) {
+      out.listen_host = "0.0.0.0";
+      out.listen_port = *port;
+    } else {
+      problems.push_back(InvalidValue(backend, "listen", "not a port number (0-65535)"));
+    }
+    return;
+  }
+  Result<Config> block = backend.GetConfig("listen");
+  if (!block.ok()) {
+    AddProblem(problems, block.status());
+    return;
+  }
+  const ConfigNode* host = block->Node("host");
+  if (host != nullptr && !std::holds_alternative<ConfigNode::Null>(host->value)) {
+    if (const auto* text = std::get_if<std::string>(&host->value)) {
+      out.listen_host = HostOrAny(*text);
+    } else {
+      AddProblem(problems, block->GetString("host").status());
+    }
+  }
+  Result<std::optional<double>> port = block->GetOptionalNumber("port");
+  if (!port.ok()) {
+    AddProblem(problems, port.status());
+  } else if (*port) {
+    if (std::optional<std::uint16_t> value = PortFromNumber(**port)) {
+      out.listen_port = *value;
+    } else {
+      problems.push_back(InvalidValue(*block, "port", "not a port number (0-65535)"));
+    }
+  }
+}
+
+// Reads a duration at `key` of `config` in any form ReadDurationFromConfig accepts. Returns nullopt
+// when the key is missing or on error (then a problem is added).
+std::optional<std::chrono::milliseconds> ReadDuration(const Config& config, std::string_view key,
+                                                      std::vector<std::string>& problems) {
+  const ConfigNode* node = config.Node(key);
+  if (node == nullptr) {
+    if (Result<std::optional<Config>> walk = config.GetOptionalConfig(key); !walk.ok()) {
+      AddProblem(problems, walk.status());
+    }
+    return std::nullopt;
+  }
+  Result<HumanDuration> duration = ReadDurationFromConfig(config, key);
+  if (!duration.ok()) {
+    problems.push_back(InvalidValue(config, key, duration.status().message()));
+    return std::nullopt;
+  }
+  return ToChronoMilliseconds(*duration);
+}
+
+// Reads a duration and checks it is at least `minimum`.
+void ReadBoundedDuration(const Config& config, std::string_view key,
+                         std::chrono::milliseconds minimum, std::string_view minimum_text,
+                         std::chrono::milliseconds& out, std::vector<std::string>& problems) {
+  std::optional<std::chrono::milliseconds> value = ReadDuration(config, key, problems);
+  if (!value) return;
+  if (*value < minimum) {
+    problems.push_back(InvalidValue(
+        config, key,
+        fmt::format("must be at least {}, got {} ms", minimum_text, value->count())));
+    return;
+  }
+  out = *value;
+}
+
+// Parses a size like "512kb", "1mb" or "100" (bytes), as the `bytes` package Express uses does:
+// units b, kb, mb, gb, tb (powers of 1024), case-insensitive, with an optional fraction.
+std::optional<double> ParseByteSize(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  std::size_t digits = 0;
+  while (digits < text.size() &&
+         ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
+    ++digits;
+  }
+  const std::string number(text.substr(0, digits));
+  if (number.empty() || number.front() == '.' || number.back() == '.' ||
+      number.find('.') != number.rfind('.')) {
+    return std::nullopt;
+  }
+  std::string_view unit = text.substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  std::string lower(unit);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  double scale = 0;
+  if (lower.empty() || lower == "b") {
+    scale = 1;
+  } else if (lower == "kb") {
+    scale = 1024.0;
+  } else if (lower == "mb") {
+    scale = 1024.0 * 1024;
+  } else if (lower == "gb") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (lower == "tb") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return std::nullopt;
+  }
+  return std::floor(std::strtod(number.c_str(), nullptr) * scale);
+}
+
+void ReadServer(const Config& root, BackendConfig& out, std::vector<std::string>& problems) {
+  Result<std::optional<Config>> server = root.GetOptionalConfig("stagehand.server");
+  if (!server.ok()) {
+    AddProblem(problems, server.status());
+    return;
+  }
+  if (!*server) return;
+  const Config& block = **server;
+  if (const ConfigNode* size = block.Node("maxRequestBodySize")) {
+    std::optional<double> bytes;
+    if (const auto* number = std::get_if<double>(&size->value)) {
+      bytes = std::floor(*number) == *number ? std::optional<double>(*number) : std::nullopt;
+    } else if (const auto* text = std::get_if<std::string>(&size->value)) {
+      bytes = ParseByteSize(*text);
+    }
+    if (!bytes || *bytes < 1 || *bytes > kMaxByteSize) {
+      problems.push_back(InvalidValue(block, "maxRequestBodySize",
+                                      "expected a positive number of bytes or a size such as "
+                                      "'512kb' or '1mb' (units b, kb, mb, gb, tb)"));
+    } else {
+      out.max_request_body_bytes = static_cast<std::size_t>(*bytes);
+    }
+  }
+  ReadBoundedDuration(block, "requestTimeout", std::chrono::milliseconds(1), "1 millisecond",
+                      out.request_timeout, problems);
+}
+
+void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
+                      std::vector<std::string>& problems) {
+  Result<std::string> token = entry.GetString("options.token");
+  Result<std::string> subject = entry.GetString("options.subject");
+  bool valid = true;
+  // Backstage's StaticTokenHandler checks, with its messages; the token itself is never quoted.
+  if (!token.ok()) {
+    AddProblem(problems, token.status());
+    valid = false;
+  } else if (HasSpace(*token)) {
+    problems.push_back(InvalidValue(entry, "options.token",
+                                    "Illegal token, must be a set of non-space characters"));
+    valid = false;
+  } else if (token->size() < kMinStaticTokenLength) {
+    problems.push_back(InvalidValue(
+        entry, "options.token",
+        fmt::format("Illegal token, must be at least {} characters length",
+                    kMinStaticTokenLength)));
+    valid = false;
+  } else if (!tokens.insert(*token).second) {
+    problems.push_back(InvalidValue(entry, "options.token",
+                                    "Static externalAccess token was declared more than once"));
+    valid = false;
+  }
+  if (!subject.ok()) {
+    AddProblem(problems, subject.status());
+    valid = false;
+  } else if (HasSpace(*subject)) {
+    problems.push_back(InvalidValue(entry, "options.subject",
+                                    "Illegal subject, must be a set of non-space characters"));
+    valid = false;
+  }
+  if (entry.Has("accessRestrictions")) {
+    // Ignoring restrictions would grant more access than the config asks for.
+    problems.push_back(
+        InvalidValue(entry, "accessRestrictions", "accessRestrictions are not supported"));
+    valid = false;
+  }
+  if (valid) out.static_tokens.push_back({*token, *subject});
+}
+
+void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& problems) {
+  Result<std::optional<Config>> auth = root.GetOptionalConfig("backend.auth");
+  if (!auth.ok()) {
+    AddProblem(problems, auth.status());
+    return;
+  }
+  if (!*auth) return;
+  const Config& block = **auth;
+  Result<std::optional<bool>> disabled = block.GetOptionalBoolean(
+      "dangerouslyDisableDefaultAuthPolicy");
+  if (!disabled.ok()) {
+    AddProblem(problems, disabled.status());
+  } else {
+    out.default_policy_disabled = disabled->value_or(false);
+  }
+  if (!block.Has("externalAccess")) return;
+  Result<std::vector<Config>> entries = block.GetConfigArray("externalAccess");
+  if (!entries.ok()) {
+    AddProblem(problems, entries.status());
+    return;
+  }
+  std::set<std::string> tokens;
+  for (const Config& entry : *entries) {
+    Result<std::string> type = entry.GetString("type");
+    if (!type.ok()) {
+      AddProblem(problems, type.status());
+      continue;
+    }
+    if (*type != "static") {
+      problems.push_back(InvalidValue(
+          entry, "type",
+          fmt::format("unsupported access method '{}'; only type static is supported", *type)));
+      continue;
+    }
+    ReadStaticAccess(entry, tokens, out, problems);
+  }
+}
+
+void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::string>& problems) {
+  Result<std::optional<Config>> scheduler = root.GetOptionalConfig("stagehand.scheduler");
+  if (!scheduler.ok()) {
+    AddProblem(problems, scheduler.status());
+    return;
+  }
+  if (!*scheduler) return;
+  const Config& block = **scheduler;
+  ReadBoundedDuration(block, "lease", std::chrono::seconds(1), "1 second", out.lease, problems);
+  ReadBoundedDuration(block, "pollInterval", std::chrono::milliseconds(1), "1 millisecond",
+                      out.poll_interval, problems);
+  ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
+                      out.shutdown_grace, problems);
+  Result<std::optional<double>> concurrency = block.GetOptionalNumber("maxConcurrency");
+  if (!concurrency.ok()) {
+    AddProblem(problems, concurrency.status());
+  } else if (*concurrency) {
+    const double value = **concurrency;
+    if (!(value >= 1 && value <= kMaxMaxConcurrency) || std::floor(value) != value) {
+      problems.push_back(InvalidValue(
+          block, "maxConcurrency",
+          fmt::format("expected an integer from 1 to {}", kMaxMaxConcurrency)));
+    } else {
+      out.max_concurrency = static_cast<int>(value);
+    }
+  }
+}
+
+}  // namespace
+
+EnvironmentLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
+                                          const std::string& context,
+                                          const EnvironmentLookup& environment, int line) {
+  std::string result;
+  std::vector<std::string> problems;
+  std::size_t i = 0;
+  while (i < value.size()) {
+    if (value.compare(i, 3, "$${") == 0) {
+      result += "${";
+      i += 3;
+      continue;
+    }
+    if (value.compare(i, 2, "${") != 0) {
+      result += value[i++];
+      continue;
+    }
+    const std::size_t close = value.find('}', i + 2);
+    if (close == std::string::npos) {
+      problems.push_back(fmt::format("Unterminated '${{' in config value for key '{}' in {}",
+                                     full_key, Location(context, line)));
+      break;
+    }
+    std::string name = value.substr(i + 2, close - i - 2);
+    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (std::optional<std::string> replacement = environment(name)) {
+      result += *replacement;
+    } else {
+      problems.push_back(
+          fmt::format("Environment variable '{}' is not set; it is used by config key '{}' in {}",
+                      name, full_key, Location(context, line)));
+    }
+    i = close + 1;
+  }
+  if (!problems.empty()) return JoinProblems(problems);
+  return result;
+}
+
+Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
+                             const EnvironmentLookup& environment) {
+  std::vector<std::string> problems;
+  std::vector<Config> layers;
+  const Config::StringTransform substitute =
+      [&environment](const std::string& value, const std::string& full_key,
+                     const ConfigNode& node) -> Result<std::string> {
+    return SubstituteEnvironment(value, full_key, node.source ? *node.source : "unknown",
+                                 environment, node.line);
+  };
+  for (const std::string& path : paths) {
+    Result<Config> file = Config::FromYamlFile(path);
+    if (!file.ok()) {
+      AddProblem(problems, file.status());
+      continue;
+    }
+    Result<Config> substituted = file->TransformStrings(substitute);
+    if (!substituted.ok()) {
+      AddProblem(problems, substituted.status());
+      continue;
+    }
+    layers.push_back(*std::move(substituted));
+  }
+  if (!problems.empty()) return JoinProblems(problems);
+  return Config::Merge(layers);
+}
+
+Result<BackendConfig> ReadBackendConfig(const Config& root) {
+  std::vector<std::string> problems;
+  BackendConfig config;
+
+  Result<std::optional<Config>> backend = root.GetOptionalConfig("backend");
+  if (!backend.ok()) {
+    AddProblem(problems, backend.status());
+  } else if (*backend) {
+    ReadListen(**backend, config, problems);
+  }
+  ReadServer(root, config, problems);
+  ReadAuth(root, config.auth, problems);
+  if (backend.ok()) {
+    Result<DatabaseConfig> database = ReadDatabaseConfig(root);
+    if (!database.ok()) {
+      AddProblem(problems, database.status());
+    } else {
+      config.database = *std::move(database);
+    }
+  }
+  ReadScheduler(root, config.engine, problems);
+
+  if (!problems.empty()) return JoinProblems(problems);
+  return config;
+}
+
+}  // namespace stagehand

@@ -4,7 +4,6 @@
 #include <libpq-fe.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string_view>
@@ -42,22 +41,14 @@ std::string InvalidValue(const Config& config, std::string_view key, std::string
                      config.Context(key), why);
 }
 
-// Reads an optional string at `key` and substitutes the environment into it.
 std::optional<std::string> ReadString(const Config& config, std::string_view key,
-                                      const EnvironmentLookup& environment, Problems& problems) {
+                                      Problems& problems) {
   Result<std::optional<std::string>> value = config.GetOptionalString(key);
   if (!value.ok()) {
     problems.Add(value.status());
     return std::nullopt;
   }
-  if (!*value) return std::nullopt;
-  Result<std::string> substituted =
-      SubstituteEnvironment(**value, config.FullKey(key), config.Context(key), environment);
-  if (!substituted.ok()) {
-    problems.Add(substituted.status());
-    return std::nullopt;
-  }
-  return *substituted;
+  return *value;
 }
 
 std::optional<bool> ReadBoolean(const Config& config, std::string_view key, Problems& problems) {
@@ -76,13 +67,13 @@ std::optional<DatabaseClient> ParseClient(const std::string& name) {
 }
 
 std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view key, bool required,
-                                         const EnvironmentLookup& environment, Problems& problems,
+                                         Problems& problems,
                                          std::string* name) {
   if (required && !config.Has(key)) {
     problems.Add(config.GetString(key).status());
     return std::nullopt;
   }
-  std::optional<std::string> value = ReadString(config, key, environment, problems);
+  std::optional<std::string> value = ReadString(config, key, problems);
   if (!value) return std::nullopt;
   std::optional<DatabaseClient> client = ParseClient(*value);
   if (!client) {
@@ -117,7 +108,7 @@ bool ParsePostgresString(const std::string& text, DatabaseConnection& connection
 // Returns the scalar at `key` of an object connection as text: strings substituted, numbers
 // written without a fraction when they have none.
 std::optional<std::string> ReadScalar(const Config& config, const std::string& key,
-                                      const EnvironmentLookup& environment, Problems& problems) {
+                                      Problems& problems) {
   const ConfigNode* node = config.Node(key);
   if (node != nullptr && std::holds_alternative<double>(node->value)) {
     const double number = std::get<double>(node->value);
@@ -126,18 +117,18 @@ std::optional<std::string> ReadScalar(const Config& config, const std::string& k
     }
     return fmt::format("{}", number);
   }
-  return ReadString(config, key, environment, problems);
+  return ReadString(config, key, problems);
 }
 
 // Reads `connection` under `config` for `client`, normalised to named fields.
 DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
-                                  const EnvironmentLookup& environment, Problems& problems) {
+                                  Problems& problems) {
   constexpr std::string_view kKey = "connection";
   DatabaseConnection connection;
   const ConfigNode* node = config.Node(kKey);
   if (node == nullptr) return connection;
   if (std::holds_alternative<std::string>(node->value)) {
-    std::optional<std::string> text = ReadString(config, kKey, environment, problems);
+    std::optional<std::string> text = ReadString(config, kKey, problems);
     if (!text) return connection;
     if (client == DatabaseClient::kSqlite) {
       connection["filename"] = *text;
@@ -158,7 +149,7 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
   for (const std::string& key : object->Keys()) {
     if (client == DatabaseClient::kSqlite) {
       if (key != "filename" && key != "directory") continue;
-      if (std::optional<std::string> value = ReadString(*object, key, environment, problems)) {
+      if (std::optional<std::string> value = ReadString(*object, key, problems)) {
         connection[key] = *value;
       }
       continue;
@@ -173,7 +164,7 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
       continue;
     }
     if (key == "connectionString") {
-      if (std::optional<std::string> text = ReadString(*object, key, environment, problems)) {
+      if (std::optional<std::string> text = ReadString(*object, key, problems)) {
         std::string error;
         if (!ParsePostgresString(*text, connection, error)) {
           problems.Add(
@@ -190,7 +181,7 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
     } else {
       continue;  // pg options that libpq has no keyword for (pool settings and the like)
     }
-    if (std::optional<std::string> value = ReadScalar(*object, key, environment, problems)) {
+    if (std::optional<std::string> value = ReadScalar(*object, key, problems)) {
       connection[keyword] = *value;
     }
   }
@@ -208,55 +199,7 @@ std::string QuoteConnectionValue(const std::string& value) {
 
 }  // namespace
 
-EnvironmentLookup ProcessEnvironment() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-}
-
-Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
-                                          const std::string& context,
-                                          const EnvironmentLookup& environment) {
-  std::string result;
-  std::size_t i = 0;
-  while (i < value.size()) {
-    if (value.compare(i, 3, "$${") == 0) {
-      result += "${";
-      i += 3;
-      continue;
-    }
-    if (value.compare(i, 2, "${") != 0) {
-      result += value[i++];
-      continue;
-    }
-    const std::size_t close = value.find('}', i + 2);
-    if (close == std::string::npos) {
-      return InvalidArgumentError(fmt::format(
-          "Unterminated '${{' in config value for key '{}' in '{}'", full_key, context));
-    }
-    std::string name = value.substr(i + 2, close - i - 2);
-    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
-    while (!name.empty() && name.back() == ' ') name.pop_back();
-    std::optional<std::string> replacement = environment(name);
-    if (!replacement) {
-      return InvalidArgumentError(
-          fmt::format("Environment variable '{}' is not set; it is used by config key '{}' in '{}'",
-                      name, full_key, context));
-    }
-    result += *replacement;
-    i = close + 1;
-  }
-  return result;
-}
-
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
-  return ReadDatabaseConfig(root, ProcessEnvironment());
-}
-
-Result<DatabaseConfig> ReadDatabaseConfig(const Config& root,
-                                          const EnvironmentLookup& environment) {
   Result<Config> database = root.GetConfig(kRootKey);
   if (!database.ok()) return database.status();
   const Config& db = *database;
@@ -266,13 +209,13 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root,
   config.context = db.Context();
 
   std::optional<DatabaseClient> client =
-      ReadClient(db, "client", true, environment, problems, &config.client_name);
+      ReadClient(db, "client", true, problems, &config.client_name);
   if (client) config.client = *client;
 
   if (!db.Has("connection")) {
     problems.Add(db.GetString("connection").status());
   } else if (client) {
-    config.connection = ReadConnection(db, *client, environment, problems);
+    config.connection = ReadConnection(db, *client, problems);
     if (*client == DatabaseClient::kSqlite) {
       auto filename = config.connection.find("filename");
       if (filename != config.connection.end() && filename->second != kMemory) {
@@ -284,11 +227,11 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root,
     }
   }
 
-  if (std::optional<std::string> prefix = ReadString(db, "prefix", environment, problems)) {
+  if (std::optional<std::string> prefix = ReadString(db, "prefix", problems)) {
     config.prefix = *prefix;
   }
   if (std::optional<std::string> mode =
-          ReadString(db, "pluginDivisionMode", environment, problems)) {
+          ReadString(db, "pluginDivisionMode", problems)) {
     if (*mode == "database") {
       config.division_mode = PluginDivisionMode::kDatabase;
     } else if (*mode == "schema") {
@@ -315,11 +258,11 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root,
       }
       PluginDatabaseOverride plugin;
       std::string name;
-      plugin.client = ReadClient(*block, "client", false, environment, problems, &name);
+      plugin.client = ReadClient(*block, "client", false, problems, &name);
       if (plugin.client) plugin.client_name = name;
       const std::optional<DatabaseClient> effective = plugin.client ? plugin.client : client;
       if (effective) {
-        plugin.connection = ReadConnection(*block, *effective, environment, problems);
+        plugin.connection = ReadConnection(*block, *effective, problems);
       }
       plugin.skip_migrations = ReadBoolean(*block, "skipMigrations", problems);
       config.plugins.emplace(id, std::move(plugin));

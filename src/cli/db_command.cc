@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "stagehand/backend/app_config.h"
 #include "stagehand/backend/database_config.h"
 #include "stagehand/backend/database_manager.h"
 #include "stagehand/cli/cli.h"
@@ -47,19 +48,11 @@ void CollectKeys(const Config& root, const std::string& key, std::set<std::strin
 }
 
 int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
-  std::vector<Config> layers;
-  std::string problems;
-  for (const std::string& file : options.config_files) {
-    Result<Config> layer = Config::FromYamlFile(file);
-    if (!layer.ok()) {
-      problems += (problems.empty() ? "" : "\n") + layer.status().message();
-      continue;
-    }
-    layers.push_back(*layer);
-  }
-  if (!problems.empty()) return ConfigError(context, problems);
-  const Config root = Config::Merge(layers);
+  Result<Config> loaded = LoadAppConfig(options.config_files, ProcessEnvironment());
+  if (!loaded.ok()) return ConfigError(context, loaded.status().message());
+  const Config& root = *loaded;
 
+  std::string problems;
   Result<DatabaseConfig> database = ReadDatabaseConfig(root);
   if (!database.ok()) {
     problems = database.status().message();

@@ -27,6 +27,14 @@ using EnvironmentLookup = std::function<std::optional<std::string>(const std::st
 // Returns the process environment as an EnvironmentLookup.
 EnvironmentLookup ProcessEnvironment();
 
+// Replaces each `${NAME}` in `value` with the variable's value (spaces around NAME are ignored);
+// `$${` stands for a literal `${`. `full_key`, `context` (the file) and `line` (0 if unknown) only
+// name the value in messages. Errors: kInvalidArgument naming the variable, the key, the file and
+// the line, one line per unset variable, or an unclosed `${`.
+Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
+                                          const std::string& context,
+                                          const EnvironmentLookup& environment, int line = 0);
+
 // Reads, substitutes and merges `paths` in order. With no paths the result is an empty config.
 // Errors: kInvalidArgument listing every problem found, one per line, each naming the file (and
 // line) and the full key: unreadable or malformed files, unset variables, unclosed `${`.

@@ -1,10 +1,9 @@
 // The `backend.database` part of an app-config, read the way Backstage's DatabaseManager reads it:
 // the client, the base connection, the database prefix, the plugin division mode, skipMigrations
-// and the per-plugin overrides under `backend.database.plugin.<pluginId>`. `${VAR}` references in
-// the values read are replaced from the environment, as Backstage's config loader does.
+// and the per-plugin overrides under `backend.database.plugin.<pluginId>`. `${VAR}` references are
+// replaced when the config is loaded (LoadAppConfig in app_config.h), not here.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -66,23 +65,9 @@ struct PluginDatabase {
   bool skip_migrations = false;
 };
 
-// Looks up an environment variable; nullopt when it is unset.
-using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
-
-// Returns the process environment as an EnvironmentLookup.
-EnvironmentLookup ProcessEnvironment();
-
-// Replaces each `${NAME}` in `value` (read at `full_key` from `context`) with the variable's value;
-// `$${` stands for a literal `${`. Errors: kInvalidArgument naming the variable, the key and the
-// context when a variable is unset or a reference is not closed.
-Result<std::string> SubstituteEnvironment(const std::string& value, const std::string& full_key,
-                                          const std::string& context,
-                                          const EnvironmentLookup& environment);
-
 // Reads `backend.database` from `root`. Errors: kInvalidArgument listing every problem found, one
 // per line, each naming the full key and the file it came from.
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root);
-Result<DatabaseConfig> ReadDatabaseConfig(const Config& root, const EnvironmentLookup& environment);
 
 // Applies `config`'s rules for `plugin_id`: a plugin connection is merged over the base one when
 // the plugin keeps the base client and replaces it otherwise; the base `database` is used only in

@@ -3,8 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <map>
-#include <optional>
 #include <string>
 
 #include "stagehand/config/config.h"
@@ -16,29 +14,20 @@ using ::testing::HasSubstr;
 
 constexpr char kFile[] = "app-config.yaml";
 
-EnvironmentLookup FakeEnvironment(std::map<std::string, std::string> variables) {
-  return [variables](const std::string& name) -> std::optional<std::string> {
-    auto it = variables.find(name);
-    if (it == variables.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-Result<DatabaseConfig> Read(const std::string& yaml,
-                            const std::map<std::string, std::string>& env = {}) {
+Result<DatabaseConfig> Read(const std::string& yaml) {
   Result<Config> config = Config::FromYaml(yaml, kFile);
   EXPECT_TRUE(config.ok()) << config.status();
-  return ReadDatabaseConfig(*config, FakeEnvironment(env));
+  return ReadDatabaseConfig(*config);
 }
 
-DatabaseConfig ReadOk(const std::string& yaml, const std::map<std::string, std::string>& env = {}) {
-  Result<DatabaseConfig> config = Read(yaml, env);
+DatabaseConfig ReadOk(const std::string& yaml) {
+  Result<DatabaseConfig> config = Read(yaml);
   EXPECT_TRUE(config.ok()) << config.status();
   return config.ok() ? *config : DatabaseConfig{};
 }
 
-std::string ReadError(const std::string& yaml, const std::map<std::string, std::string>& env = {}) {
-  Result<DatabaseConfig> config = Read(yaml, env);
+std::string ReadError(const std::string& yaml) {
+  Result<DatabaseConfig> config = Read(yaml);
   EXPECT_FALSE(config.ok());
   if (config.ok()) return "";
   EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
@@ -203,38 +192,14 @@ TEST(DatabaseConfigTest, PluginWithAnotherClientReplacesTheConnection) {
   EXPECT_EQ(Resolve(config, "catalog").client, DatabaseClient::kPostgres);
 }
 
-TEST(DatabaseConfigTest, SubstitutesEnvironmentVariables) {
+// Substitution happens once, when the files are loaded (LoadAppConfig); reading the database block
+// must not substitute a second time (a value from the environment may itself contain "${").
+TEST(DatabaseConfigTest, LeavesEnvironmentReferencesToTheLoader) {
   DatabaseConfig config = ReadOk(
       "backend:\n  database:\n    client: pg\n    connection:\n      host: ${PGHOST}\n"
-      "      port: ${PGPORT}\n      password: 'x${SECRET}y'\n      user: '$${literal}'\n",
-      {{"PGHOST", "db"}, {"PGPORT", "7000"}, {"SECRET", "s"}});
-  EXPECT_EQ(config.connection.at("host"), "db");
-  EXPECT_EQ(config.connection.at("port"), "7000");
-  EXPECT_EQ(config.connection.at("password"), "xsy");
-  EXPECT_EQ(config.connection.at("user"), "${literal}");
-}
-
-TEST(DatabaseConfigTest, SubstitutesInAConnectionString) {
-  DatabaseConfig config =
-      ReadOk("backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n",
-             {{"DATABASE_URL", "postgresql://a@b:1/c"}});
-  EXPECT_EQ(config.connection.at("host"), "b");
-  EXPECT_EQ(config.connection.at("user"), "a");
-}
-
-TEST(DatabaseConfigTest, MissingVariableNamesItAndTheKey) {
-  std::string error = ReadError(
-      "backend:\n  database:\n    client: pg\n    connection:\n      password: ${NOPE}\n");
-  EXPECT_THAT(error, HasSubstr("'NOPE'"));
-  EXPECT_THAT(error, HasSubstr("'backend.database.connection.password'"));
-  EXPECT_THAT(error, HasSubstr(kFile));
-}
-
-TEST(DatabaseConfigTest, UnterminatedReferenceIsAnError) {
-  std::string error =
-      ReadError("backend:\n  database:\n    client: pg\n    connection:\n      host: ${HOST\n");
-  EXPECT_THAT(error, HasSubstr("'backend.database.connection.host'"));
-  EXPECT_THAT(error, HasSubstr(kFile));
+      "      password: 'x$${y'\n");
+  EXPECT_EQ(config.connection.at("host"), "${PGHOST}");
+  EXPECT_EQ(config.connection.at("password"), "x$${y");
 }
 
 TEST(DatabaseConfigTest, MissingDatabaseBlock) {
@@ -294,16 +259,9 @@ TEST(DatabaseConfigTest, ErrorsNameTheFileTheValueCameFrom) {
       Config::FromYaml("backend:\n  database:\n    client: cockroach\n", "local.yaml");
   ASSERT_TRUE(base.ok() && local.ok());
   Result<DatabaseConfig> config =
-      ReadDatabaseConfig(Config::Merge({*base, *local}), FakeEnvironment({}));
+      ReadDatabaseConfig(Config::Merge({*base, *local}));
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("'backend.database.client' in 'local.yaml'"));
-}
-
-TEST(SubstituteEnvironmentTest, ReplacesEveryReference) {
-  Result<std::string> value = SubstituteEnvironment("${A}-${ B }-$${C}", "k", "f",
-                                                    FakeEnvironment({{"A", "1"}, {"B", "2"}}));
-  ASSERT_TRUE(value.ok()) << value.status();
-  EXPECT_EQ(*value, "1-2-${C}");
 }
 
 TEST(PostgresConnectionStringTest, QuotesValues) {
