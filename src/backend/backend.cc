@@ -170,7 +170,8 @@ struct Backend::Impl {
   std::condition_variable cv;
   State state = State::kCreated;                      // guarded by mu
   std::vector<std::unique_ptr<PluginEntry>> plugins;  // guarded by mu until Start; fixed after
-  std::optional<std::thread::id> stopping_thread;     // guarded by mu
+  // The thread running Start or Stop: a hook on it that calls Stop must not wait for itself.
+  std::optional<std::thread::id> busy_thread;  // guarded by mu
   std::optional<pthread_t> signal_waiter;             // guarded by mu
 };
 
@@ -384,6 +385,7 @@ Status Backend::Start() {
       return FailedPreconditionError("the backend has already been started");
     }
     impl_->state = Impl::State::kStarting;
+    impl_->busy_thread = std::this_thread::get_id();
   }
   Status started = impl_->DoStart();
   if (!started.ok()) {
@@ -393,6 +395,7 @@ Status Backend::Start() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->state = started.ok() ? Impl::State::kStarted : Impl::State::kStopped;
+    impl_->busy_thread.reset();
   }
   impl_->cv.notify_all();
   return started;
@@ -401,8 +404,7 @@ Status Backend::Start() {
 void Backend::Stop() {
   {
     std::unique_lock lock(impl_->mu);
-    // A shutdown hook that calls Stop must not wait for itself.
-    if (impl_->stopping_thread == std::this_thread::get_id()) return;
+    if (impl_->busy_thread == std::this_thread::get_id()) return;
     impl_->cv.wait(lock, [this] {
       return impl_->state != Impl::State::kStarting && impl_->state != Impl::State::kStopping;
     });
@@ -411,7 +413,7 @@ void Backend::Stop() {
     }
     if (impl_->state == Impl::State::kStopped) return;
     impl_->state = Impl::State::kStopping;
-    impl_->stopping_thread = std::this_thread::get_id();
+    impl_->busy_thread = std::this_thread::get_id();
     if (impl_->signal_waiter) {
       // Thread-directed and blocked in the waiter, so it is taken by its sigwait.
       pthread_kill(*impl_->signal_waiter, SIGTERM);
@@ -422,7 +424,7 @@ void Backend::Stop() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->state = Impl::State::kStopped;
-    impl_->stopping_thread.reset();
+    impl_->busy_thread.reset();
   }
   impl_->cv.notify_all();
 }

@@ -355,6 +355,24 @@ TEST_F(BackendTest, ShutdownHooksRunInReverseOrderPluginsBeforeRoot) {
   EXPECT_EQ(order.size(), 6U);
 }
 
+TEST_F(BackendTest, HooksThatCallStopDoNotDeadlock) {
+  std::unique_ptr<Backend> backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  Backend* raw = backend.get();
+  int shutdown_runs = 0;
+  backend->root_lifecycle().AddStartupHook([raw] {
+    raw->Stop();
+    return Status::Ok();
+  });
+  backend->root_lifecycle().AddShutdownHook([raw, &shutdown_runs] {
+    ++shutdown_runs;
+    raw->Stop();
+  });
+  ASSERT_TRUE(backend->Start().ok());
+  backend->Stop();
+  EXPECT_EQ(shutdown_runs, 1);
+}
+
 TEST_F(BackendTest, StopBeforeStartIsHarmlessAndPreventsAStart) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
