@@ -162,8 +162,7 @@ void ReadBoundedDuration(const Config& config, std::string_view key,
   if (!value) return;
   if (*value < minimum) {
     problems.push_back(InvalidValue(
-        config, key,
-        fmt::format("must be at least {}, got {} ms", minimum_text, value->count())));
+        config, key, fmt::format("must be at least {}, got {} ms", minimum_text, value->count())));
     return;
   }
   out = *value;
@@ -248,10 +247,10 @@ void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthCo
                                     "Illegal token, must be a set of non-space characters"));
     valid = false;
   } else if (token->size() < kMinStaticTokenLength) {
-    problems.push_back(InvalidValue(
-        entry, "options.token",
-        fmt::format("Illegal token, must be at least {} characters length",
-                    kMinStaticTokenLength)));
+    problems.push_back(
+        InvalidValue(entry, "options.token",
+                     fmt::format("Illegal token, must be at least {} characters length",
+                                 kMinStaticTokenLength)));
     valid = false;
   } else if (!tokens.insert(*token).second) {
     problems.push_back(InvalidValue(entry, "options.token",
@@ -283,8 +282,8 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
   }
   if (!*auth) return;
   const Config& block = **auth;
-  Result<std::optional<bool>> disabled = block.GetOptionalBoolean(
-      "dangerouslyDisableDefaultAuthPolicy");
+  Result<std::optional<bool>> disabled =
+      block.GetOptionalBoolean("dangerouslyDisableDefaultAuthPolicy");
   if (!disabled.ok()) {
     AddProblem(problems, disabled.status());
   } else {
@@ -332,9 +331,9 @@ void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::stri
   } else if (*concurrency) {
     const double value = **concurrency;
     if (!(value >= 1 && value <= kMaxMaxConcurrency) || std::floor(value) != value) {
-      problems.push_back(InvalidValue(
-          block, "maxConcurrency",
-          fmt::format("expected an integer from 1 to {}", kMaxMaxConcurrency)));
+      problems.push_back(
+          InvalidValue(block, "maxConcurrency",
+                       fmt::format("expected an integer from 1 to {}", kMaxMaxConcurrency)));
     } else {
       out.max_concurrency = static_cast<int>(value);
     }

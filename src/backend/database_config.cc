@@ -67,8 +67,7 @@ std::optional<DatabaseClient> ParseClient(const std::string& name) {
 }
 
 std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view key, bool required,
-                                         Problems& problems,
-                                         std::string* name) {
+                                         Problems& problems, std::string* name) {
   if (required && !config.Has(key)) {
     problems.Add(config.GetString(key).status());
     return std::nullopt;
@@ -121,8 +120,7 @@ std::optional<std::string> ReadScalar(const Config& config, const std::string& k
 }
 
 // Reads `connection` under `config` for `client`, normalised to named fields.
-DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
-                                  Problems& problems) {
+DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, Problems& problems) {
   constexpr std::string_view kKey = "connection";
   DatabaseConnection connection;
   const ConfigNode* node = config.Node(kKey);
@@ -230,8 +228,7 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
   if (std::optional<std::string> prefix = ReadString(db, "prefix", problems)) {
     config.prefix = *prefix;
   }
-  if (std::optional<std::string> mode =
-          ReadString(db, "pluginDivisionMode", problems)) {
+  if (std::optional<std::string> mode = ReadString(db, "pluginDivisionMode", problems)) {
     if (*mode == "database") {
       config.division_mode = PluginDivisionMode::kDatabase;
     } else if (*mode == "schema") {

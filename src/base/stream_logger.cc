@@ -140,10 +140,9 @@ std::string Timestamp() {
   std::tm utc{};
   gmtime_r(&seconds, &utc);
   char buffer[32];
-  const int written =
-      std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                    utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min,
-                    utc.tm_sec, fraction);
+  const int written = std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                                    utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour,
+                                    utc.tm_min, utc.tm_sec, fraction);
   return std::string(buffer, written > 0 ? static_cast<std::size_t>(written) : 0);
 }
 

@@ -112,10 +112,9 @@ HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken>
     }
     if (!refusal.empty()) {
       if (logger->Enabled(LogLevel::kDebug)) {
-        logger->Debug("Request refused",
-                      {{"method", request.method},
-                       {"path", request.path},
-                       {"reason", std::string(refusal)}});
+        logger->Debug(
+            "Request refused",
+            {{"method", request.method}, {"path", request.path}, {"reason", std::string(refusal)}});
       }
       return Unauthorized(refusal, request);
     }

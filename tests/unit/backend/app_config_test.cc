@@ -137,13 +137,12 @@ TEST_F(AppConfigTest, MergesFilesInOrderLaterWinning) {
 }
 
 TEST_F(AppConfigTest, SubstitutesInEveryStringValueButNotInKeys) {
-  const std::string path =
-      Write("app-config.yaml",
-            "top: ${A}\n"
-            "nested:\n  deeper:\n    value: 'pre-${B}-post'\n"
-            "list:\n  - ${A}\n  - [x, '${B}']\n  - {inner: '${A}${B}'}\n"
-            "'${A}': key-untouched\n"
-            "number: 5\n");
+  const std::string path = Write("app-config.yaml",
+                                 "top: ${A}\n"
+                                 "nested:\n  deeper:\n    value: 'pre-${B}-post'\n"
+                                 "list:\n  - ${A}\n  - [x, '${B}']\n  - {inner: '${A}${B}'}\n"
+                                 "'${A}': key-untouched\n"
+                                 "number: 5\n");
   Result<Config> config = Load({path}, {{"A", "alpha"}, {"B", "beta"}});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(*config->GetString("top"), "alpha");
@@ -228,19 +227,15 @@ TEST_F(AppConfigTest, EveryProblemOfEveryFileIsReported) {
   const std::string three = Write("three.yaml", "d: '${X}-${Z}'\n");
   const std::vector<std::string> lines = Lines(LoadError({one, two, three, File("nope.yaml")}));
   ASSERT_EQ(lines.size(), 6u) << ::testing::PrintToString(lines);
-  EXPECT_EQ(lines[0],
-            "Environment variable 'X' is not set; it is used by config key 'a' in '" + one +
-                "' at line 1");
-  EXPECT_EQ(lines[1],
-            "Environment variable 'Y' is not set; it is used by config key 'b.c' in '" + one +
-                "' at line 3");
+  EXPECT_EQ(lines[0], "Environment variable 'X' is not set; it is used by config key 'a' in '" +
+                          one + "' at line 1");
+  EXPECT_EQ(lines[1], "Environment variable 'Y' is not set; it is used by config key 'b.c' in '" +
+                          one + "' at line 3");
   EXPECT_THAT(lines[2], HasSubstr(two));
-  EXPECT_EQ(lines[3],
-            "Environment variable 'X' is not set; it is used by config key 'd' in '" + three +
-                "' at line 1");
-  EXPECT_EQ(lines[4],
-            "Environment variable 'Z' is not set; it is used by config key 'd' in '" + three +
-                "' at line 1");
+  EXPECT_EQ(lines[3], "Environment variable 'X' is not set; it is used by config key 'd' in '" +
+                          three + "' at line 1");
+  EXPECT_EQ(lines[4], "Environment variable 'Z' is not set; it is used by config key 'd' in '" +
+                          three + "' at line 1");
   EXPECT_THAT(lines[5], HasSubstr(File("nope.yaml")));
 }
 
@@ -283,8 +278,9 @@ TEST_F(AppConfigTest, DatabaseValuesAreSubstituted) {
 }
 
 TEST_F(AppConfigTest, DatabaseConnectionStringIsSubstituted) {
-  const std::string path = Write(
-      "app-config.yaml", "backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n");
+  const std::string path =
+      Write("app-config.yaml",
+            "backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n");
   Result<Config> config = Load({path}, {{"DATABASE_URL", "postgresql://a@b:1/c"}});
   ASSERT_TRUE(config.ok()) << config.status();
   Result<DatabaseConfig> database = ReadDatabaseConfig(*config);
@@ -313,7 +309,8 @@ TEST_F(AppConfigTest, BackendDefaults) {
 }
 
 TEST_F(AppConfigTest, ListenObject) {
-  BackendConfig config = ReadBackendOk("backend:\n  listen:\n    host: 127.0.0.1\n    port: 7100\n");
+  BackendConfig config =
+      ReadBackendOk("backend:\n  listen:\n    host: 127.0.0.1\n    port: 7100\n");
   EXPECT_EQ(config.listen_host, "127.0.0.1");
   EXPECT_EQ(config.listen_port, 7100);
 
@@ -346,7 +343,8 @@ TEST_F(AppConfigTest, ListenStringAndNumberForms) {
 
 TEST_F(AppConfigTest, BadListenValuesNameTheKeyAndTheFile) {
   const std::string file = File("app-config.yaml");
-  for (const std::string& listen : std::vector<std::string>{"'a:b:c'", "'host:'", "abc", "'host:70000'", "'::1:80'"}) {
+  for (const std::string& listen :
+       std::vector<std::string>{"'a:b:c'", "'host:'", "abc", "'host:70000'", "'::1:80'"}) {
     const std::string error = ReadBackendError("backend:\n  listen: " + listen + "\n");
     EXPECT_THAT(error, HasSubstr("Invalid config value for key 'backend.listen' in '" + file +
                                  "' at line 2: Unable to parse listen address "))
@@ -362,9 +360,9 @@ TEST_F(AppConfigTest, BadListenValuesNameTheKeyAndTheFile) {
                   "' at line 3: not a port number (0-65535)")
         << port;
   }
-  EXPECT_EQ(ReadBackendError("backend:\n  listen:\n    port: http\n"),
-            "Unable to convert config value for key 'backend.listen.port' in '" + file +
-                "' to a number");
+  EXPECT_EQ(
+      ReadBackendError("backend:\n  listen:\n    port: http\n"),
+      "Unable to convert config value for key 'backend.listen.port' in '" + file + "' to a number");
   EXPECT_EQ(ReadBackendError("backend:\n  listen:\n    host: 5\n"),
             "Invalid type in config for key 'backend.listen.host' in '" + file +
                 "', got number, wanted string");
@@ -397,10 +395,12 @@ TEST_F(AppConfigTest, ServerLimits) {
 
 TEST_F(AppConfigTest, BadServerLimitsNameTheKeyAndTheFile) {
   const std::string file = File("app-config.yaml");
-  for (const std::string& size : std::vector<std::string>{"0", "-5", "1.5", "1xb", "mb", "'1..5kb'", "true"}) {
-    EXPECT_THAT(ReadBackendError("stagehand:\n  server:\n    maxRequestBodySize: " + size + "\n"),
-                HasSubstr("Invalid config value for key 'stagehand.server.maxRequestBodySize' in '" +
-                          file + "' at line 3: expected a positive number of bytes"))
+  for (const std::string& size :
+       std::vector<std::string>{"0", "-5", "1.5", "1xb", "mb", "'1..5kb'", "true"}) {
+    EXPECT_THAT(
+        ReadBackendError("stagehand:\n  server:\n    maxRequestBodySize: " + size + "\n"),
+        HasSubstr("Invalid config value for key 'stagehand.server.maxRequestBodySize' in '" + file +
+                  "' at line 3: expected a positive number of bytes"))
         << size;
   }
   EXPECT_EQ(ReadBackendError("stagehand:\n  server:\n    requestTimeout: 0s\n"),
@@ -440,37 +440,43 @@ TEST_F(AppConfigTest, BadAccessEntriesAreAllReportedWithoutTheToken) {
   const std::string file = File("app-config.yaml");
   const std::string error = ReadBackendError(
       "backend:\n  auth:\n    externalAccess:\n"
-      "      - type: jwks\n        options: {url: 'http://x'}\n"                    // [0]
-      "      - type: static\n        options: {subject: a}\n"                       // [1]
-      "      - type: static\n        options: {token: 'has space1', subject: a}\n"  // [2]
-      "      - type: static\n        options: {token: short77, subject: a}\n"       // [3]
+      "      - type: jwks\n        options: {url: 'http://x'}\n"                      // [0]
+      "      - type: static\n        options: {subject: a}\n"                         // [1]
+      "      - type: static\n        options: {token: 'has space1', subject: a}\n"    // [2]
+      "      - type: static\n        options: {token: short77, subject: a}\n"         // [3]
       "      - type: static\n        options: {token: goodtoken1, subject: 'a b'}\n"  // [4]
-      "      - type: static\n        options: {token: goodtoken2, subject: a}\n"    // [5]
-      "      - type: static\n        options: {token: goodtoken2, subject: b}\n"    // [6]
+      "      - type: static\n        options: {token: goodtoken2, subject: a}\n"      // [5]
+      "      - type: static\n        options: {token: goodtoken2, subject: b}\n"      // [6]
       "      - type: static\n        options: {token: goodtoken3, subject: c}\n"
-      "        accessRestrictions: [{plugin: jobs}]\n"  // [7]
+      "        accessRestrictions: [{plugin: jobs}]\n"        // [7]
       "      - options: {token: goodtoken4, subject: d}\n");  // [8]
-  EXPECT_THAT(Lines(error),
-              ElementsAre(
-                  "Invalid config value for key 'backend.auth.externalAccess[0].type' in '" + file +
-                      "' at line 4: unsupported access method 'jwks'; only type static is "
-                      "supported",
-                  "Missing required config value at 'backend.auth.externalAccess[1].options.token' "
-                  "in '" + file + "'",
-                  "Invalid config value for key 'backend.auth.externalAccess[2].options.token' in '" +
-                      file + "' at line 9: Illegal token, must be a set of non-space characters",
-                  "Invalid config value for key 'backend.auth.externalAccess[3].options.token' in '" +
-                      file + "' at line 11: Illegal token, must be at least 8 characters length",
-                  "Invalid config value for key 'backend.auth.externalAccess[4].options.subject' "
-                  "in '" + file + "' at line 13: Illegal subject, must be a set of non-space "
-                  "characters",
-                  "Invalid config value for key 'backend.auth.externalAccess[6].options.token' in '" +
-                      file + "' at line 17: Static externalAccess token was declared more than once",
-                  "Invalid config value for key 'backend.auth.externalAccess[7].accessRestrictions' "
-                  "in '" + file + "' at line 20: accessRestrictions are not supported",
-                  "Missing required config value at 'backend.auth.externalAccess[8].type' in '" +
-                      file + "'"));
-  for (const std::string& token : std::vector<std::string>{"has space1", "short77", "goodtoken2", "goodtoken3"}) {
+  EXPECT_THAT(
+      Lines(error),
+      ElementsAre(
+          "Invalid config value for key 'backend.auth.externalAccess[0].type' in '" + file +
+              "' at line 4: unsupported access method 'jwks'; only type static is "
+              "supported",
+          "Missing required config value at 'backend.auth.externalAccess[1].options.token' "
+          "in '" +
+              file + "'",
+          "Invalid config value for key 'backend.auth.externalAccess[2].options.token' in '" +
+              file + "' at line 9: Illegal token, must be a set of non-space characters",
+          "Invalid config value for key 'backend.auth.externalAccess[3].options.token' in '" +
+              file + "' at line 11: Illegal token, must be at least 8 characters length",
+          "Invalid config value for key 'backend.auth.externalAccess[4].options.subject' "
+          "in '" +
+              file +
+              "' at line 13: Illegal subject, must be a set of non-space "
+              "characters",
+          "Invalid config value for key 'backend.auth.externalAccess[6].options.token' in '" +
+              file + "' at line 17: Static externalAccess token was declared more than once",
+          "Invalid config value for key 'backend.auth.externalAccess[7].accessRestrictions' "
+          "in '" +
+              file + "' at line 20: accessRestrictions are not supported",
+          "Missing required config value at 'backend.auth.externalAccess[8].type' in '" + file +
+              "'"));
+  for (const std::string& token :
+       std::vector<std::string>{"has space1", "short77", "goodtoken2", "goodtoken3"}) {
     EXPECT_THAT(error, Not(HasSubstr(token)));
   }
 }
@@ -491,7 +497,8 @@ TEST_F(AppConfigTest, SchedulerOptions) {
   EXPECT_EQ(config.engine.shutdown_grace, 5s);
 
   config = ReadBackendOk(
-      "stagehand:\n  scheduler:\n    lease: 1s\n    pollInterval: 1ms\n    maxConcurrency: '10000'\n"
+      "stagehand:\n  scheduler:\n    lease: 1s\n    pollInterval: 1ms\n    maxConcurrency: "
+      "'10000'\n"
       "    shutdownGrace: 0s\n");
   EXPECT_EQ(config.engine.lease, 1s);
   EXPECT_EQ(config.engine.poll_interval, 1ms);
@@ -504,16 +511,15 @@ TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
   const std::string error = ReadBackendError(
       "stagehand:\n  scheduler:\n    lease: 500ms\n    pollInterval: 0s\n"
       "    maxConcurrency: 0\n    shutdownGrace: {minutes: -1}\n");
-  EXPECT_THAT(
-      Lines(error),
-      ElementsAre("Invalid config value for key 'stagehand.scheduler.lease' in '" + file +
-                      "' at line 3: must be at least 1 second, got 500 ms",
-                  "Invalid config value for key 'stagehand.scheduler.pollInterval' in '" + file +
-                      "' at line 4: must be at least 1 millisecond, got 0 ms",
-                  "Invalid config value for key 'stagehand.scheduler.shutdownGrace' in '" + file +
-                      "' at line 6: must be at least 0 milliseconds, got -60000 ms",
-                  "Invalid config value for key 'stagehand.scheduler.maxConcurrency' in '" + file +
-                      "' at line 5: expected an integer from 1 to 10000"));
+  EXPECT_THAT(Lines(error),
+              ElementsAre("Invalid config value for key 'stagehand.scheduler.lease' in '" + file +
+                              "' at line 3: must be at least 1 second, got 500 ms",
+                          "Invalid config value for key 'stagehand.scheduler.pollInterval' in '" +
+                              file + "' at line 4: must be at least 1 millisecond, got 0 ms",
+                          "Invalid config value for key 'stagehand.scheduler.shutdownGrace' in '" +
+                              file + "' at line 6: must be at least 0 milliseconds, got -60000 ms",
+                          "Invalid config value for key 'stagehand.scheduler.maxConcurrency' in '" +
+                              file + "' at line 5: expected an integer from 1 to 10000"));
   for (const std::string& value : std::vector<std::string>{"10001", "2.5", "-3"}) {
     EXPECT_THAT(ReadBackendError("stagehand:\n  scheduler:\n    maxConcurrency: " + value + "\n"),
                 HasSubstr("expected an integer from 1 to 10000"))

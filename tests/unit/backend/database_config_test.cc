@@ -258,8 +258,7 @@ TEST(DatabaseConfigTest, ErrorsNameTheFileTheValueCameFrom) {
   Result<Config> local =
       Config::FromYaml("backend:\n  database:\n    client: cockroach\n", "local.yaml");
   ASSERT_TRUE(base.ok() && local.ok());
-  Result<DatabaseConfig> config =
-      ReadDatabaseConfig(Config::Merge({*base, *local}));
+  Result<DatabaseConfig> config = ReadDatabaseConfig(Config::Merge({*base, *local}));
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("'backend.database.client' in 'local.yaml'"));
 }

@@ -43,7 +43,9 @@ class MemoryStream {
 };
 
 // Returns `text` with every timestamp replaced by "<T>".
-std::string MaskTimes(const std::string& text) { return std::regex_replace(text, kTimestamp, "<T>"); }
+std::string MaskTimes(const std::string& text) {
+  return std::regex_replace(text, kTimestamp, "<T>");
+}
 
 std::vector<std::string> SplitLines(const std::string& text) {
   std::vector<std::string> lines;
@@ -135,8 +137,8 @@ TEST(StreamLoggerTest, JsonEscapesEverything) {
 
 TEST(StreamLoggerTest, JsonRejectsInvalidUtf8Forms) {
   // Overlong '/', a UTF-16 surrogate, a code point above U+10FFFF and a truncated sequence.
-  for (const std::string& bad : std::vector<std::string>{"\xc0\xaf", "\xed\xa0\x80",
-                                                          "\xf4\x90\x80\x80", "\xe2\x82"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"}) {
     const std::string line = Json(bad, {});
     EXPECT_TRUE(nlohmann::json::accept(line)) << line;
     EXPECT_THAT(line, HasSubstr("\\ufffd"));
@@ -156,7 +158,8 @@ TEST(StreamLoggerTest, JsonFieldsCannotReplaceTheRecordKeys) {
 
 TEST(StreamLoggerTest, LevelFilter) {
   MemoryStream stream;
-  std::shared_ptr<Logger> logger = MakeStreamLogger(stream.get(), LogFormat::kText, LogLevel::kWarn);
+  std::shared_ptr<Logger> logger =
+      MakeStreamLogger(stream.get(), LogFormat::kText, LogLevel::kWarn);
   EXPECT_FALSE(logger->Enabled(LogLevel::kDebug));
   EXPECT_FALSE(logger->Enabled(LogLevel::kInfo));
   EXPECT_TRUE(logger->Enabled(LogLevel::kWarn));
@@ -165,8 +168,7 @@ TEST(StreamLoggerTest, LevelFilter) {
   logger->Info("i");
   logger->Warn("w");
   logger->Error("e");
-  EXPECT_THAT(SplitLines(MaskTimes(stream.contents())),
-              ElementsAre("<T> warn  w", "<T> error e"));
+  EXPECT_THAT(SplitLines(MaskTimes(stream.contents())), ElementsAre("<T> warn  w", "<T> error e"));
 }
 
 TEST(StreamLoggerTest, ChildLoggerFieldsComeFirst) {
@@ -191,9 +193,9 @@ TEST(StreamLoggerTest, ConcurrentWritersProduceWholeLines) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&logger, &padding, t] {
         for (int i = 0; i < kLines; ++i) {
-          logger->Info("line", {{"thread", std::to_string(t)},
-                                {"seq", std::to_string(i)},
-                                {"padding", padding}});
+          logger->Info(
+              "line",
+              {{"thread", std::to_string(t)}, {"seq", std::to_string(i)}, {"padding", padding}});
         }
       });
     }
@@ -212,7 +214,8 @@ TEST(StreamLoggerTest, ConcurrentWritersProduceWholeLines) {
     nlohmann::json parsed;
     ASSERT_NO_THROW(parsed = nlohmann::json::parse(line)) << line.substr(0, 200);
     const int thread = std::stoi(parsed["thread"].get<std::string>());
-    EXPECT_EQ(std::stoi(parsed["seq"].get<std::string>()), next[static_cast<std::size_t>(thread)]++);
+    EXPECT_EQ(std::stoi(parsed["seq"].get<std::string>()),
+              next[static_cast<std::size_t>(thread)]++);
     EXPECT_EQ(parsed["padding"], padding);
   }
 }

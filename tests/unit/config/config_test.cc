@@ -509,8 +509,8 @@ TEST(ConfigMergeTest, MergingLeavesLayersUntouched) {
 }
 
 TEST(ConfigTransformTest, ReplacesEveryStringValueButNoKey) {
-  const Config config = Yaml(
-      "up: a\nnested:\n  up: b\n  list: [c, {up: d}, 3, true, null]\nnumber: 7\n");
+  const Config config =
+      Yaml("up: a\nnested:\n  up: b\n  list: [c, {up: d}, 3, true, null]\nnumber: 7\n");
   std::vector<std::string> keys;
   auto upper = [&keys](const std::string& value, const std::string& full_key,
                        const ConfigNode&) -> Result<std::string> {
@@ -521,8 +521,8 @@ TEST(ConfigTransformTest, ReplacesEveryStringValueButNoKey) {
   };
   Result<Config> transformed = config.TransformStrings(upper);
   ASSERT_TRUE(transformed.ok()) << transformed.status().ToString();
-  EXPECT_EQ(keys, (std::vector<std::string>{"up", "nested.up", "nested.list[0]",
-                                            "nested.list[1].up"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"up", "nested.up", "nested.list[0]", "nested.list[1].up"}));
   EXPECT_EQ(*transformed->GetString("up"), "A");
   EXPECT_EQ(*transformed->GetString("nested.up"), "B");
   const auto& list = std::get<ConfigNode::Array>(transformed->Node("nested.list")->value);

@@ -101,9 +101,9 @@ TEST_F(AuthTest, OtherSchemesAreMissingCredentials) {
 
 TEST_F(AuthTest, WrongTokenIsIllegal) {
   ExpectRefused(Call("Bearer wrong-token"), "Illegal token");
-  ExpectRefused(Call("Bearer first-token-"), "Illegal token");   // a prefix
+  ExpectRefused(Call("Bearer first-token-"), "Illegal token");    // a prefix
   ExpectRefused(Call("Bearer first-token-11"), "Illegal token");  // longer
-  ExpectRefused(Call("Bearer FIRST-TOKEN-1"), "Illegal token");  // tokens are case-sensitive
+  ExpectRefused(Call("Bearer FIRST-TOKEN-1"), "Illegal token");   // tokens are case-sensitive
   ExpectRefused(Call("Bearer x"), "Illegal token");
 }
 
@@ -119,10 +119,9 @@ TEST_F(AuthTest, EveryConfiguredTokenIsAccepted) {
 }
 
 TEST_F(AuthTest, SchemeIsCaseInsensitiveAndSpacesAreTolerated) {
-  for (const std::string& header :
-       std::vector<std::string>{"bearer second-token-2", "BEARER second-token-2",
-                                "bEaReR second-token-2", "Bearer    second-token-2",
-                                "  Bearer second-token-2  ", "\tBearer second-token-2\t"}) {
+  for (const std::string& header : std::vector<std::string>{
+           "bearer second-token-2", "BEARER second-token-2", "bEaReR second-token-2",
+           "Bearer    second-token-2", "  Bearer second-token-2  ", "\tBearer second-token-2\t"}) {
     const std::optional<HttpResponse> response = Call(header);
     ASSERT_TRUE(response.has_value()) << header;
     EXPECT_EQ(response->status, 200) << "'" << header << "'";
