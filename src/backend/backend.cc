@@ -172,7 +172,7 @@ struct Backend::Impl {
   std::vector<std::unique_ptr<PluginEntry>> plugins;  // guarded by mu until Start; fixed after
   // The thread running Start or Stop: a hook on it that calls Stop must not wait for itself.
   std::optional<std::thread::id> busy_thread;  // guarded by mu
-  std::optional<pthread_t> signal_waiter;             // guarded by mu
+  std::optional<pthread_t> signal_waiter;      // guarded by mu
 };
 
 Backend::Backend() : impl_(std::make_unique<Impl>()) {}

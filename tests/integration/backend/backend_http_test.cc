@@ -36,11 +36,10 @@ constexpr const char* kToken = "integration-token";
 // A one-shot event another thread waits for. Thread-safe.
 class Latch {
  public:
+  // Notifies under the lock, so a waiter that returns and destroys the latch cannot race with it.
   void Open() {
-    {
-      std::lock_guard lock(mu_);
-      open_ = true;
-    }
+    std::lock_guard lock(mu_);
+    open_ = true;
     cv_.notify_all();
   }
   // Returns whether the latch opened within `limit` of real time.
@@ -240,6 +239,7 @@ TEST_F(BackendHttpTest, SchedulerRestApiListsTriggersAndCancels) {
   EXPECT_EQ(missing.status, 404);
   EXPECT_THAT(missing.body, HasSubstr("NotFoundError"));
   EXPECT_THAT(missing.body, HasSubstr("Task nope does not exist"));
+  backend_->Stop();
 }
 
 TEST_F(BackendHttpTest, PluginRoutesNeedTheBearerToken) {
