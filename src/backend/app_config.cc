@@ -26,7 +26,9 @@ void AddProblem(std::vector<std::string>& problems, const Status& status) {
 Status JoinProblems(const std::vector<std::string>& problems) {
   std::string message;
   for (const std::string& problem : problems) {
-    if (!message.empty()) message += '\n';
+    if (!message.empty()) {
+      message += '\n';
+    }
     message += problem;
   }
   return InvalidArgumentError(std::move(message));
@@ -34,7 +36,9 @@ Status JoinProblems(const std::vector<std::string>& problems) {
 
 // Names a value in messages: "'file'" or "'file' at line N".
 std::string Location(const std::string& context, int line) {
-  if (line <= 0) return fmt::format("'{}'", context);
+  if (line <= 0) {
+    return fmt::format("'{}'", context);
+  }
   return fmt::format("'{}' at line {}", context, line);
 }
 
@@ -46,39 +50,53 @@ std::string InvalidValue(const Config& config, std::string_view key, std::string
 
 bool HasSpace(std::string_view text) {
   for (char c : text) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return true;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+      return true;
+    }
   }
   return false;
 }
 
 bool IsDigits(std::string_view text) {
-  if (text.empty()) return false;
+  if (text.empty()) {
+    return false;
+  }
   for (char c : text) {
-    if (c < '0' || c > '9') return false;
+    if (c < '0' || c > '9') {
+      return false;
+    }
   }
   return true;
 }
 
 // Returns the port in `text` (decimal digits, 0-65535), or nullopt.
 std::optional<std::uint16_t> ParsePort(std::string_view text) {
-  if (!IsDigits(text) || text.size() > 5) return std::nullopt;
+  if (!IsDigits(text) || text.size() > 5) {
+    return std::nullopt;
+  }
   const unsigned long value = std::strtoul(std::string(text).c_str(), nullptr, 10);
-  if (value > 65535) return std::nullopt;
+  if (value > 65535) {
+    return std::nullopt;
+  }
   return static_cast<std::uint16_t>(value);
 }
 
 // Returns the port a number denotes, or nullopt when it is not an integer in 0-65535.
 std::optional<std::uint16_t> PortFromNumber(double number) {
-  if (!(number >= 0 && number <= 65535) || std::floor(number) != number) return std::nullopt;
+  if (!(number >= 0 && number <= 65535) || std::floor(number) != number) {
+    return std::nullopt;
+  }
   return static_cast<std::uint16_t>(number);
 }
 
 // Backstage's empty host means every interface.
-std::string HostOrAny(std::string host) { return host.empty() ? "0.0.0.0" : host; }
+std::string HostOrAny(const std::string& host) { return host.empty() ? "0.0.0.0" : host; }
 
 void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::string>& problems) {
   const ConfigNode* listen = backend.Node("listen");
-  if (listen == nullptr || std::holds_alternative<ConfigNode::Null>(listen->value)) return;
+  if (listen == nullptr || std::holds_alternative<ConfigNode::Null>(listen->value)) {
+    return;
+  }
   if (const auto* text = std::get_if<std::string>(&listen->value)) {
     // As Backstage's readHttpServerOptions: "<port>" or "<host>:<port>" (":7007" is every
     // interface).
@@ -86,10 +104,14 @@ void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::stri
     std::optional<std::uint16_t> port;
     if (colon == std::string::npos) {
       port = ParsePort(*text);
-      if (port) out.listen_host = "0.0.0.0";
+      if (port) {
+        out.listen_host = "0.0.0.0";
+      }
     } else if (text->find(':', colon + 1) == std::string::npos) {
       port = ParsePort(std::string_view(*text).substr(colon + 1));
-      if (port) out.listen_host = HostOrAny(text->substr(0, colon));
+      if (port) {
+        out.listen_host = HostOrAny(text->substr(0, colon));
+      }
     }
     if (!port) {
       problems.push_back(InvalidValue(
@@ -159,7 +181,9 @@ void ReadBoundedDuration(const Config& config, std::string_view key,
                          std::chrono::milliseconds minimum, std::string_view minimum_text,
                          std::chrono::milliseconds& out, std::vector<std::string>& problems) {
   std::optional<std::chrono::milliseconds> value = ReadDuration(config, key, problems);
-  if (!value) return;
+  if (!value) {
+    return;
+  }
   if (*value < minimum) {
     problems.push_back(InvalidValue(
         config, key, fmt::format("must be at least {}, got {} ms", minimum_text, value->count())));
@@ -171,8 +195,12 @@ void ReadBoundedDuration(const Config& config, std::string_view key,
 // Parses a size like "512kb", "1mb" or "100" (bytes), as the `bytes` package Express uses does:
 // units b, kb, mb, gb, tb (powers of 1024), case-insensitive, with an optional fraction.
 std::optional<double> ParseByteSize(std::string_view text) {
-  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  while (!text.empty() && text.front() == ' ') {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.remove_suffix(1);
+  }
   std::size_t digits = 0;
   while (digits < text.size() &&
          ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) {
@@ -184,10 +212,14 @@ std::optional<double> ParseByteSize(std::string_view text) {
     return std::nullopt;
   }
   std::string_view unit = text.substr(digits);
-  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  while (!unit.empty() && unit.front() == ' ') {
+    unit.remove_prefix(1);
+  }
   std::string lower(unit);
   for (char& c : lower) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
   }
   double scale = 0;
   if (lower.empty() || lower == "b") {
@@ -212,7 +244,9 @@ void ReadServer(const Config& root, BackendConfig& out, std::vector<std::string>
     AddProblem(problems, server.status());
     return;
   }
-  if (!*server) return;
+  if (!*server) {
+    return;
+  }
   const Config& block = **server;
   if (const ConfigNode* size = block.Node("maxRequestBodySize")) {
     std::optional<double> bytes;
@@ -271,7 +305,9 @@ void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthCo
         InvalidValue(entry, "accessRestrictions", "accessRestrictions are not supported"));
     valid = false;
   }
-  if (valid) out.static_tokens.push_back({*token, *subject});
+  if (valid) {
+    out.static_tokens.push_back({*token, *subject});
+  }
 }
 
 void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& problems) {
@@ -280,7 +316,9 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
     AddProblem(problems, auth.status());
     return;
   }
-  if (!*auth) return;
+  if (!*auth) {
+    return;
+  }
   const Config& block = **auth;
   Result<std::optional<bool>> disabled =
       block.GetOptionalBoolean("dangerouslyDisableDefaultAuthPolicy");
@@ -289,7 +327,9 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
   } else {
     out.default_policy_disabled = disabled->value_or(false);
   }
-  if (!block.Has("externalAccess")) return;
+  if (!block.Has("externalAccess")) {
+    return;
+  }
   Result<std::vector<Config>> entries = block.GetConfigArray("externalAccess");
   if (!entries.ok()) {
     AddProblem(problems, entries.status());
@@ -318,7 +358,9 @@ void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::stri
     AddProblem(problems, scheduler.status());
     return;
   }
-  if (!*scheduler) return;
+  if (!*scheduler) {
+    return;
+  }
   const Config& block = **scheduler;
   ReadBoundedDuration(block, "lease", std::chrono::seconds(1), "1 second", out.lease, problems);
   ReadBoundedDuration(block, "pollInterval", std::chrono::milliseconds(1), "1 millisecond",
@@ -345,7 +387,9 @@ void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::stri
 EnvironmentLookup ProcessEnvironment() {
   return [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
-    if (value == nullptr) return std::nullopt;
+    if (value == nullptr) {
+      return std::nullopt;
+    }
     return std::string(value);
   };
 }
@@ -373,8 +417,12 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
       break;
     }
     std::string name = value.substr(i + 2, close - i - 2);
-    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
-    while (!name.empty() && name.back() == ' ') name.pop_back();
+    while (!name.empty() && name.front() == ' ') {
+      name.erase(0, 1);
+    }
+    while (!name.empty() && name.back() == ' ') {
+      name.pop_back();
+    }
     if (std::optional<std::string> replacement = environment(name)) {
       result += *replacement;
     } else {
@@ -384,7 +432,9 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
     }
     i = close + 1;
   }
-  if (!problems.empty()) return JoinProblems(problems);
+  if (!problems.empty()) {
+    return JoinProblems(problems);
+  }
   return result;
 }
 
@@ -411,7 +461,9 @@ Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
     }
     layers.push_back(*std::move(substituted));
   }
-  if (!problems.empty()) return JoinProblems(problems);
+  if (!problems.empty()) {
+    return JoinProblems(problems);
+  }
   return Config::Merge(layers);
 }
 
@@ -437,7 +489,9 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   }
   ReadScheduler(root, config.engine, problems);
 
-  if (!problems.empty()) return JoinProblems(problems);
+  if (!problems.empty()) {
+    return JoinProblems(problems);
+  }
   return config;
 }
 

@@ -61,8 +61,12 @@ std::optional<bool> ReadBoolean(const Config& config, std::string_view key, Prob
 }
 
 std::optional<DatabaseClient> ParseClient(const std::string& name) {
-  if (name == "better-sqlite3" || name == "sqlite3") return DatabaseClient::kSqlite;
-  if (name == "pg") return DatabaseClient::kPostgres;
+  if (name == "better-sqlite3" || name == "sqlite3") {
+    return DatabaseClient::kSqlite;
+  }
+  if (name == "pg") {
+    return DatabaseClient::kPostgres;
+  }
   return std::nullopt;
 }
 
@@ -73,7 +77,9 @@ std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view 
     return std::nullopt;
   }
   std::optional<std::string> value = ReadString(config, key, problems);
-  if (!value) return std::nullopt;
+  if (!value) {
+    return std::nullopt;
+  }
   std::optional<DatabaseClient> client = ParseClient(*value);
   if (!client) {
     problems.Add(InvalidValue(config, key,
@@ -93,12 +99,16 @@ bool ParsePostgresString(const std::string& text, DatabaseConnection& connection
   PQconninfoOption* options = PQconninfoParse(text.c_str(), &message);
   if (options == nullptr) {
     error = message != nullptr ? message : "cannot parse the connection string";
-    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
+    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) {
+      error.pop_back();
+    }
     PQfreemem(message);
     return false;
   }
   for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-    if (option->val != nullptr) connection[option->keyword] = option->val;
+    if (option->val != nullptr) {
+      connection[option->keyword] = option->val;
+    }
   }
   PQconninfoFree(options);
   return true;
@@ -124,10 +134,14 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, P
   constexpr std::string_view kKey = "connection";
   DatabaseConnection connection;
   const ConfigNode* node = config.Node(kKey);
-  if (node == nullptr) return connection;
+  if (node == nullptr) {
+    return connection;
+  }
   if (std::holds_alternative<std::string>(node->value)) {
     std::optional<std::string> text = ReadString(config, kKey, problems);
-    if (!text) return connection;
+    if (!text) {
+      return connection;
+    }
     if (client == DatabaseClient::kSqlite) {
       connection["filename"] = *text;
       return connection;
@@ -146,7 +160,9 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, P
   }
   for (const std::string& key : object->Keys()) {
     if (client == DatabaseClient::kSqlite) {
-      if (key != "filename" && key != "directory") continue;
+      if (key != "filename" && key != "directory") {
+        continue;
+      }
       if (std::optional<std::string> value = ReadString(*object, key, problems)) {
         connection[key] = *value;
       }
@@ -189,7 +205,9 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, P
 std::string QuoteConnectionValue(const std::string& value) {
   std::string quoted = "'";
   for (char c : value) {
-    if (c == '\\' || c == '\'') quoted += '\\';
+    if (c == '\\' || c == '\'') {
+      quoted += '\\';
+    }
     quoted += c;
   }
   return quoted + "'";
@@ -199,7 +217,9 @@ std::string QuoteConnectionValue(const std::string& value) {
 
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
   Result<Config> database = root.GetConfig(kRootKey);
-  if (!database.ok()) return database.status();
+  if (!database.ok()) {
+    return database.status();
+  }
   const Config& db = *database;
 
   Problems problems;
@@ -208,7 +228,9 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
 
   std::optional<DatabaseClient> client =
       ReadClient(db, "client", true, problems, &config.client_name);
-  if (client) config.client = *client;
+  if (client) {
+    config.client = *client;
+  }
 
   if (!db.Has("connection")) {
     problems.Add(db.GetString("connection").status());
@@ -256,7 +278,9 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
       PluginDatabaseOverride plugin;
       std::string name;
       plugin.client = ReadClient(*block, "client", false, problems, &name);
-      if (plugin.client) plugin.client_name = name;
+      if (plugin.client) {
+        plugin.client_name = name;
+      }
       const std::optional<DatabaseClient> effective = plugin.client ? plugin.client : client;
       if (effective) {
         plugin.connection = ReadConnection(*block, *effective, problems);
@@ -266,14 +290,18 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
     }
   }
 
-  if (!problems.empty()) return problems.ToStatus();
+  if (!problems.empty()) {
+    return problems.ToStatus();
+  }
   return config;
 }
 
 Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
                                              const std::string& plugin_id) {
   const PluginDatabaseOverride* plugin = nullptr;
-  if (auto it = config.plugins.find(plugin_id); it != config.plugins.end()) plugin = &it->second;
+  if (auto it = config.plugins.find(plugin_id); it != config.plugins.end()) {
+    plugin = &it->second;
+  }
 
   PluginDatabase result;
   result.client = config.client;
@@ -288,10 +316,14 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
   DatabaseConnection connection;
   if (!overridden) {
     connection = config.connection;
-    if (config.division_mode != PluginDivisionMode::kSchema) connection.erase("dbname");
+    if (config.division_mode != PluginDivisionMode::kSchema) {
+      connection.erase("dbname");
+    }
   }
   if (plugin != nullptr) {
-    for (const auto& [key, value] : plugin->connection) connection[key] = value;
+    for (const auto& [key, value] : plugin->connection) {
+      connection[key] = value;
+    }
   }
 
   if (result.client == DatabaseClient::kSqlite) {

@@ -15,7 +15,9 @@ namespace {
 std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
+  if (lead < 0x80) {
+    return 1;
+  }
   std::size_t length = 0;
   unsigned char low = 0x80;
   unsigned char high = 0xBF;
@@ -23,19 +25,33 @@ std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
     length = 2;
   } else if (lead >= 0xE0 && lead <= 0xEF) {
     length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
+    if (lead == 0xE0) {
+      low = 0xA0;
+    }
+    if (lead == 0xED) {
+      high = 0x9F;
+    }
   } else if (lead >= 0xF0 && lead <= 0xF4) {
     length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
+    if (lead == 0xF0) {
+      low = 0x90;
+    }
+    if (lead == 0xF4) {
+      high = 0x8F;
+    }
   } else {
     return 0;
   }
-  if (i + length > text.size()) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  if (i + length > text.size()) {
+    return 0;
+  }
+  if (byte(i + 1) < low || byte(i + 1) > high) {
+    return 0;
+  }
   for (std::size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) {
+      return 0;
+    }
   }
   return length;
 }
@@ -100,13 +116,17 @@ void AppendJsonString(std::string& out, std::string_view text) {
 // empty, or holding a space, a control character, '"', '=' or invalid UTF-8. A message may hold
 // spaces (it is followed only by key=value fields, which it then cannot be confused with).
 bool NeedsQuoting(std::string_view text, bool spaces_allowed) {
-  if (text.empty()) return true;
+  if (text.empty()) {
+    return true;
+  }
   std::size_t i = 0;
   while (i < text.size()) {
     const auto u = static_cast<unsigned char>(text[i]);
     if (u >= 0x80) {
       const std::size_t length = Utf8SequenceLength(text, i);
-      if (length == 0) return true;
+      if (length == 0) {
+        return true;
+      }
       i += length;
       continue;
     }
@@ -143,7 +163,7 @@ std::string Timestamp() {
   const int written = std::snprintf(buffer, sizeof(buffer), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
                                     utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour,
                                     utc.tm_min, utc.tm_sec, fraction);
-  return std::string(buffer, written > 0 ? static_cast<std::size_t>(written) : 0);
+  return {buffer, written > 0 ? static_cast<std::size_t>(written) : 0};
 }
 
 bool IsReservedJsonKey(std::string_view key) {
@@ -156,7 +176,9 @@ class StreamLogger final : public Logger {
       : stream_(stream), format_(format), min_level_(min_level) {}
 
   void Log(LogLevel level, std::string_view message, const LogFields& fields) override {
-    if (!Enabled(level)) return;
+    if (!Enabled(level)) {
+      return;
+    }
     const std::string line = format_ == LogFormat::kJson ? JsonLine(level, message, fields)
                                                          : TextLine(level, message, fields);
     // One fwrite per line under the mutex: lines from concurrent callers never interleave.
@@ -215,15 +237,21 @@ class StreamLogger final : public Logger {
 }  // namespace
 
 Result<LogFormat> ParseLogFormat(std::string_view text) {
-  if (text == "text") return LogFormat::kText;
-  if (text == "json") return LogFormat::kJson;
+  if (text == "text") {
+    return LogFormat::kText;
+  }
+  if (text == "json") {
+    return LogFormat::kJson;
+  }
   return InvalidArgumentError("Invalid log format '" + std::string(text) +
                               "', expected one of: text, json");
 }
 
 Result<LogLevel> ParseLogLevel(std::string_view text) {
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
-    if (text == LogLevelName(level)) return level;
+    if (text == LogLevelName(level)) {
+      return level;
+    }
   }
   return InvalidArgumentError("Invalid log level '" + std::string(text) +
                               "', expected one of: debug, info, warn, error");

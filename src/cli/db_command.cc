@@ -28,7 +28,9 @@ int ConfigError(const Context& context, const std::string& message) {
   std::size_t start = 0;
   while (start <= message.size()) {
     std::size_t end = message.find('\n', start);
-    if (end == std::string::npos) end = message.size();
+    if (end == std::string::npos) {
+      end = message.size();
+    }
     context.err << "stagehand: " << message.substr(start, end - start) << '\n';
     start = end + 1;
   }
@@ -43,13 +45,19 @@ void CollectKeys(const Config& root, const std::string& key, std::set<std::strin
     problems += (problems.empty() ? "" : "\n") + block.status().message();
     return;
   }
-  if (!*block) return;
-  for (const std::string& id : (*block)->Keys()) ids.insert(id);
+  if (!*block) {
+    return;
+  }
+  for (const std::string& id : (*block)->Keys()) {
+    ids.insert(id);
+  }
 }
 
 int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
   Result<Config> loaded = LoadAppConfig(options.config_files, ProcessEnvironment());
-  if (!loaded.ok()) return ConfigError(context, loaded.status().message());
+  if (!loaded.ok()) {
+    return ConfigError(context, loaded.status().message());
+  }
   const Config& root = *loaded;
 
   std::string problems;
@@ -62,7 +70,9 @@ int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
     CollectKeys(root, "stagehand.plugins", ids, problems);
     CollectKeys(root, "backend.database.plugin", ids, problems);
   }
-  if (!problems.empty()) return ConfigError(context, problems);
+  if (!problems.empty()) {
+    return ConfigError(context, problems);
+  }
   if (ids.empty()) {
     context.err << "stagehand: no plugins to migrate: the config names none under "
                    "'stagehand.plugins' or 'backend.database.plugin'; use --plugin\n";

@@ -25,20 +25,36 @@ char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A
 // Returns the token of an `Authorization` value matching Backstage's /^Bearer[ ]+(\S+)$/i, after
 // trimming the spaces and tabs HTTP allows around a header value (Node drops them too).
 std::optional<std::string_view> BearerToken(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+    value.remove_suffix(1);
+  }
   constexpr std::string_view kScheme = "bearer";
-  if (value.size() <= kScheme.size()) return std::nullopt;
+  if (value.size() <= kScheme.size()) {
+    return std::nullopt;
+  }
   for (std::size_t i = 0; i < kScheme.size(); ++i) {
-    if (AsciiLower(value[i]) != kScheme[i]) return std::nullopt;
+    if (AsciiLower(value[i]) != kScheme[i]) {
+      return std::nullopt;
+    }
   }
   std::size_t start = kScheme.size();
-  if (value[start] != ' ') return std::nullopt;
-  while (start < value.size() && value[start] == ' ') ++start;
+  if (value[start] != ' ') {
+    return std::nullopt;
+  }
+  while (start < value.size() && value[start] == ' ') {
+    ++start;
+  }
   const std::string_view token = value.substr(start);
-  if (token.empty()) return std::nullopt;
+  if (token.empty()) {
+    return std::nullopt;
+  }
   for (char c : token) {
-    if (IsAsciiSpace(c)) return std::nullopt;
+    if (IsAsciiSpace(c)) {
+      return std::nullopt;
+    }
   }
   return token;
 }
@@ -74,7 +90,9 @@ std::optional<std::size_t> MatchToken(std::string_view presented,
     index = (i & mask) | (index & ~mask);
     matched |= equal;
   }
-  if (matched == 0) return std::nullopt;
+  if (matched == 0) {
+    return std::nullopt;
+  }
   return index;
 }
 
@@ -97,7 +115,9 @@ HttpResponse Unauthorized(std::string_view message, const HttpRequest& request) 
 
 HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken> tokens,
                                std::shared_ptr<Logger> logger) {
-  if (logger == nullptr) logger = NullLogger();
+  if (logger == nullptr) {
+    logger = NullLogger();
+  }
   return [inner = std::move(inner), tokens = std::move(tokens),
           logger = std::move(logger)](const HttpRequest& request) -> std::optional<HttpResponse> {
     std::optional<std::string_view> token;
