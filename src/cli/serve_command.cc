@@ -159,7 +159,7 @@ void AddServeCommand(CLI::App& app, Action& action) {
       "  STAGEHAND_TOKEN=secret stagehand serve --config examples/app-config.yaml \\\n"
       "      --config examples/app-config.auth.yaml --log-format json\n"
       "  curl -H 'Authorization: Bearer secret' \\\n"
-      "      http://127.0.0.1:7007/api/examples/.backstage/scheduler/v1/tasks");
+      "      http://127.0.0.1:7007/api/jobs/.backstage/scheduler/v1/tasks");
   serve->callback([options, &action] {
     action = [options](const Context& context) { return RunServe(*options, context); };
   });
