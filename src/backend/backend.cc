@@ -31,7 +31,9 @@ constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
 
 // Backstage's plugin id rule: a lowercase letter, then lowercase letters, digits and dashes.
 bool IsValidPluginId(const std::string& id) {
-  if (id.empty() || id.front() < 'a' || id.front() > 'z') return false;
+  if (id.empty() || id.front() < 'a' || id.front() > 'z') {
+    return false;
+  }
   return std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
   });
@@ -78,7 +80,10 @@ class HookList final : public Lifecycle {
       std::lock_guard lock(mu_);
       hooks.swap(shutdown_);
     }
-    for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)();
+    std::reverse(hooks.begin(), hooks.end());
+    for (auto& hook : hooks) {
+      hook();
+    }
   }
 
  private:
@@ -105,7 +110,9 @@ class HandlerList final : public PluginRouter {
       handlers = handlers_;
     }
     for (const HttpHandler& handler : *handlers) {
-      if (std::optional<HttpResponse> response = handler(request)) return response;
+      if (std::optional<HttpResponse> response = handler(request)) {
+        return response;
+      }
     }
     return std::nullopt;
   }
@@ -132,7 +139,9 @@ struct PluginEntry {
 std::string JoinIds(const std::vector<std::unique_ptr<PluginEntry>>& plugins) {
   std::string out;
   for (const auto& entry : plugins) {
-    if (!out.empty()) out += ", ";
+    if (!out.empty()) {
+      out += ", ";
+    }
     out += "'" + entry->plugin.id + "'";
   }
   return out;
@@ -181,7 +190,9 @@ Backend::~Backend() { Stop(); }
 
 Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   Result<BackendConfig> config = ReadBackendConfig(options.config);
-  if (!config.ok()) return config.status();
+  if (!config.ok()) {
+    return config.status();
+  }
   std::unique_ptr<Backend> backend(new Backend());
   Impl& impl = *backend->impl_;
   impl.config = std::move(*config);
@@ -238,7 +249,9 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
   entry.logger = ChildLogger(logger, {{"plugin", id}});
 
   Result<PluginDatabase> database = databases->Resolve(id);
-  if (!database.ok()) return database.status().WithPrefix(fmt::format("plugin '{}': ", id));
+  if (!database.ok()) {
+    return database.status().WithPrefix(fmt::format("plugin '{}': ", id));
+  }
   const std::string database_name = DatabaseManager::DisplayName(*database);
   const auto describe = [&](const Status& status) {
     // DatabaseManager names the plugin and its database already; add them when it did not.
@@ -249,9 +262,13 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
     return status.WithPrefix(fmt::format("plugin '{}', database '{}': ", id, database_name));
   };
   Result<MigrationOutcome> migrated = databases->MigrateIfNeeded(id);
-  if (!migrated.ok()) return describe(migrated.status());
+  if (!migrated.ok()) {
+    return describe(migrated.status());
+  }
   Result<std::shared_ptr<TaskStore>> store = databases->OpenStore(id);
-  if (!store.ok()) return describe(store.status());
+  if (!store.ok()) {
+    return describe(store.status());
+  }
   entry.store = std::move(*store);
   entry.logger->Debug(*migrated == MigrationOutcome::kMigrated ? "Database migrated"
                                                                : "Database migrations skipped",
@@ -278,12 +295,16 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
 
   Status initialized = entry.plugin.init(entry.services);
   entry.initialized = true;
-  if (!initialized.ok()) return initialized.WithPrefix(fmt::format("plugin '{}' init: ", id));
+  if (!initialized.ok()) {
+    return initialized.WithPrefix(fmt::format("plugin '{}' init: ", id));
+  }
   return Status::Ok();
 }
 
 HttpHandler Backend::Impl::Protect(HttpHandler handler) const {
-  if (config.auth.default_policy_disabled) return handler;
+  if (config.auth.default_policy_disabled) {
+    return handler;
+  }
   return RequireBearerToken(std::move(handler), config.auth.static_tokens, logger);
 }
 
@@ -317,18 +338,24 @@ Status Backend::Impl::DoStart() {
                   }));
   }
   server->Mount("/metrics", [this](const HttpRequest& request) -> std::optional<HttpResponse> {
-    if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
+    if (!IsGet(request) || !IsRootPath(request)) {
+      return std::nullopt;
+    }
     HttpResponse response;
     response.headers.emplace_back("Content-Type", std::string(kPrometheusContentType));
     response.body = metrics.RenderPrometheusText();
     return response;
   });
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& entry : plugins) list.push_back({{"id", entry->plugin.id}});
+  for (const auto& entry : plugins) {
+    list.push_back({{"id", entry->plugin.id}});
+  }
   std::string plugin_list = nlohmann::json{{"plugins", std::move(list)}}.dump();
   server->Mount(std::string(kPluginListPath),
                 Protect([plugin_list](const HttpRequest& request) -> std::optional<HttpResponse> {
-                  if (!IsGet(request) || !IsRootPath(request)) return std::nullopt;
+                  if (!IsGet(request) || !IsRootPath(request)) {
+                    return std::nullopt;
+                  }
                   HttpResponse response;
                   response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
                   response.body = plugin_list;
@@ -336,7 +363,7 @@ Status Backend::Impl::DoStart() {
                 }));
 
   if (Status listening = server->Start(); !listening.ok()) {
-    return Status(StatusCode::kUnavailable, listening.message());
+    return listening;
   }
   logger->Info(fmt::format("Listening on {}:{}", config.listen_host, server->port()));
 
@@ -356,8 +383,10 @@ Status Backend::Impl::DoStart() {
 void Backend::Impl::Teardown() {
   server->SetReady(false);
   logger->Info("Running shutdown hooks");
-  for (auto it = plugins.rbegin(); it != plugins.rend(); ++it) {
-    if ((*it)->initialized) (*it)->lifecycle.RunShutdown();
+  for (std::size_t i = plugins.size(); i-- > 0;) {
+    if (plugins[i]->initialized) {
+      plugins[i]->lifecycle.RunShutdown();
+    }
   }
   root_lifecycle.RunShutdown();
 
@@ -404,19 +433,23 @@ Status Backend::Start() {
 void Backend::Stop() {
   {
     std::unique_lock lock(impl_->mu);
-    if (impl_->busy_thread == std::this_thread::get_id()) return;
+    if (impl_->busy_thread == std::this_thread::get_id()) {
+      return;
+    }
     impl_->cv.wait(lock, [this] {
       return impl_->state != Impl::State::kStarting && impl_->state != Impl::State::kStopping;
     });
     if (impl_->state == Impl::State::kCreated) {
       impl_->state = Impl::State::kStopped;
     }
-    if (impl_->state == Impl::State::kStopped) return;
+    if (impl_->state == Impl::State::kStopped) {
+      return;
+    }
     impl_->state = Impl::State::kStopping;
     impl_->busy_thread = std::this_thread::get_id();
     if (impl_->signal_waiter) {
-      // Thread-directed and blocked in the waiter, so it is taken by its sigwait.
-      pthread_kill(*impl_->signal_waiter, SIGTERM);
+      // Thread-directed and blocked in the waiter, so its sigwait takes it: nothing is killed.
+      pthread_kill(*impl_->signal_waiter, SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
     }
   }
   impl_->logger->Info("Backend shutting down");
@@ -474,7 +507,9 @@ SchedulerService* Backend::scheduler(const std::string& plugin_id) {
     return nullptr;
   }
   for (const auto& entry : impl_->plugins) {
-    if (entry->plugin.id == plugin_id) return entry->scheduler.get();
+    if (entry->plugin.id == plugin_id) {
+      return entry->scheduler.get();
+    }
   }
   return nullptr;
 }

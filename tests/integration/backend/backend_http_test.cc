@@ -94,7 +94,9 @@ struct Reply {
 class BackendHttpTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    if (backend_) backend_->Stop();
+    if (backend_) {
+      backend_->Stop();
+    }
   }
 
   // Creates backend_ from `yaml` (port 0).
@@ -107,7 +109,9 @@ class BackendHttpTest : public ::testing::Test {
                                        std::optional<std::uint16_t> port = 0) {
     Result<Config> config = Config::FromYaml(yaml, "backend_http_test.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
-    if (!config.ok()) return nullptr;
+    if (!config.ok()) {
+      return nullptr;
+    }
     BackendOptions options;
     options.config = *config;
     options.logger = logger_;
@@ -127,9 +131,11 @@ class BackendHttpTest : public ::testing::Test {
     client.set_connection_timeout(10);
     client.set_read_timeout(10);
     httplib::Headers headers;
-    if (token) headers.emplace("Authorization", "Bearer " + *token);
-    httplib::Result result = method == "GET" ? client.Get(path.c_str(), headers)
-                                             : client.Post(path.c_str(), headers, "", "");
+    if (token) {
+      headers.emplace("Authorization", "Bearer " + *token);
+    }
+    httplib::Result result =
+        method == "GET" ? client.Get(path, headers) : client.Post(path, headers, "", "");
     Reply reply;
     if (result) {
       reply.status = result->status;
@@ -148,13 +154,15 @@ class BackendHttpTest : public ::testing::Test {
   int CountLogged(LogLevel level, std::string_view text) const {
     int count = 0;
     for (const LogRecord& record : logger_->Records()) {
-      if (record.level == level && record.message.find(text) != std::string::npos) ++count;
+      if (record.level == level && record.message.find(text) != std::string::npos) {
+        ++count;
+      }
     }
     return count;
   }
 
   // Registers a plugin `jobs` with a manual global task `id` running `fn`.
-  void AddJobsPluginWithTask(const std::string& id, TaskFunction fn) {
+  void AddJobsPluginWithTask(const std::string& id, const TaskFunction& fn) {
     AddPlugin("jobs", [this, id, fn](PluginServices& services) {
       store_ = services.database;
       TaskDefinition task;
@@ -176,11 +184,15 @@ TEST_F(BackendHttpTest, PluginHandlersAreReachableUnderTheMount) {
   Create();
   AddPlugin("jobs", [](PluginServices& services) {
     services.router->Use([](const HttpRequest& request) -> std::optional<HttpResponse> {
-      if (request.path != "/hello") return std::nullopt;
+      if (request.path != "/hello") {
+        return std::nullopt;
+      }
       return HttpResponse{200, {{"Content-Type", "text/plain"}}, "hello from jobs"};
     });
     services.router->Use([](const HttpRequest& request) -> std::optional<HttpResponse> {
-      if (request.path != "/second") return std::nullopt;
+      if (request.path != "/second") {
+        return std::nullopt;
+      }
       return HttpResponse{202, {}, "second handler"};
     });
     return Status::Ok();

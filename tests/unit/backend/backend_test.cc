@@ -61,13 +61,17 @@ class BackendTest : public ::testing::Test {
 
   static BackendPlugin Plugin(std::string id,
                               std::function<Status(PluginServices&)> init = nullptr) {
-    if (!init) init = [](PluginServices&) { return Status::Ok(); };
+    if (!init) {
+      init = [](PluginServices&) { return Status::Ok(); };
+    }
     return BackendPlugin{std::move(id), std::move(init)};
   }
 
   bool Logged(std::string_view message) const {
     for (const LogRecord& record : logger_->Records()) {
-      if (record.message == message) return true;
+      if (record.message == message) {
+        return true;
+      }
     }
     return false;
   }
@@ -279,7 +283,7 @@ TEST_F(BackendTest, StartupHooksRunRootFirstThenPluginsInOrder) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   std::vector<std::string> order;
-  auto hook = [&order](std::string name) {
+  auto hook = [&order](const std::string& name) {
     return [&order, name] {
       order.push_back(name);
       return Status::Ok();
@@ -346,8 +350,8 @@ TEST_F(BackendTest, ShutdownHooksRunInReverseOrderPluginsBeforeRoot) {
                                        }))
                     .ok());
   }
-  backend->root_lifecycle().AddShutdownHook([&] { order.push_back("root1"); });
-  backend->root_lifecycle().AddShutdownHook([&] { order.push_back("root2"); });
+  backend->root_lifecycle().AddShutdownHook([&] { order.emplace_back("root1"); });
+  backend->root_lifecycle().AddShutdownHook([&] { order.emplace_back("root2"); });
   ASSERT_TRUE(backend->Start().ok());
   backend->Stop();
   EXPECT_THAT(order, ElementsAre("beta2", "beta1", "alpha2", "alpha1", "root2", "root1"));
@@ -390,7 +394,9 @@ TEST_F(BackendTest, StopLogsTheShutdownSteps) {
   EXPECT_TRUE(Logged("Plugin initialization complete"));
   backend->Stop();
   std::vector<std::string> messages;
-  for (const LogRecord& record : logger_->Records()) messages.push_back(record.message);
+  for (const LogRecord& record : logger_->Records()) {
+    messages.push_back(record.message);
+  }
   auto position = [&](const std::string& message) {
     return std::find(messages.begin(), messages.end(), message) - messages.begin();
   };
@@ -450,7 +456,7 @@ TEST_F(BackendTest, SigtermEndsRunUntilShutdownSignalWithAStop) {
   const pthread_t waiter = pthread_self();
   // Sent to this thread only, so the test process cannot be killed by it; it stays pending until
   // the sigwait in RunUntilShutdownSignal takes it.
-  ASSERT_EQ(pthread_kill(waiter, SIGTERM), 0);
+  ASSERT_EQ(pthread_kill(waiter, SIGTERM), 0);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   EXPECT_TRUE(backend->RunUntilShutdownSignal().ok());
   EXPECT_EQ(shut_down.get_future().wait_for(std::chrono::seconds(0)), std::future_status::ready);
   EXPECT_TRUE(Logged("Received SIGTERM, shutting down"));
