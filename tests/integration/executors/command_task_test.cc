@@ -208,7 +208,9 @@ TEST_F(CommandTaskTest, ChildOfAThreadBlockingSigtermStillDiesOnSigterm) {
   ASSERT_TRUE(logger_.WaitFor("ready").has_value());
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   bool ended = run.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
-  if (!ended) stop_.request_stop();
+  if (!ended) {
+    stop_.request_stop();
+  }
   Status status = run.get();
   EXPECT_TRUE(ended) << "the child ignored SIGTERM";
   EXPECT_EQ(status.code(), StatusCode::kUnavailable);
