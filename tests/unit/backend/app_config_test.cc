@@ -21,10 +21,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-EnvironmentLookup FakeEnvironment(std::map<std::string, std::string> variables) {
+EnvironmentLookup FakeEnvironment(const std::map<std::string, std::string>& variables) {
   return [variables](const std::string& name) -> std::optional<std::string> {
     auto it = variables.find(name);
-    if (it == variables.end()) return std::nullopt;
+    if (it == variables.end()) {
+      return std::nullopt;
+    }
     return it->second;
   };
 }
@@ -35,7 +37,9 @@ std::vector<std::string> Lines(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
+    if (end == std::string::npos) {
+      end = text.size();
+    }
     lines.push_back(text.substr(start, end - start));
     start = end + 1;
   }
@@ -53,7 +57,7 @@ class AppConfigTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string Write(const std::string& name, const std::string& contents) {
-    const std::string path = (dir_ / name).string();
+    std::string path = (dir_ / name).string();
     std::ofstream(path) << contents;
     return path;
   }
@@ -67,7 +71,9 @@ class AppConfigTest : public ::testing::Test {
                         const std::map<std::string, std::string>& env = {}) {
     Result<Config> config = Load(paths, env);
     EXPECT_FALSE(config.ok());
-    if (config.ok()) return "";
+    if (config.ok()) {
+      return "";
+    }
     EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
     return config.status().message();
   }
@@ -81,7 +87,9 @@ class AppConfigTest : public ::testing::Test {
         Write("app-config.yaml", yaml)};
     Result<Config> config = Load(paths, env);
     EXPECT_TRUE(config.ok()) << config.status();
-    if (!config.ok()) return config.status();
+    if (!config.ok()) {
+      return config.status();
+    }
     return ReadBackendConfig(*config);
   }
 
@@ -95,7 +103,9 @@ class AppConfigTest : public ::testing::Test {
   std::string ReadBackendError(const std::string& yaml) {
     Result<BackendConfig> config = ReadBackend(yaml);
     EXPECT_FALSE(config.ok());
-    if (config.ok()) return "";
+    if (config.ok()) {
+      return "";
+    }
     EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
     return config.status().message();
   }
@@ -254,9 +264,9 @@ TEST(SubstituteEnvironmentTest, WithoutALineNamesOnlyTheFile) {
 }
 
 TEST(SubstituteEnvironmentTest, ProcessEnvironmentReadsTheRealEnvironment) {
-  ::setenv("STAGEHAND_APP_CONFIG_TEST_VARIABLE", "here", 1);
+  ::setenv("STAGEHAND_APP_CONFIG_TEST_VARIABLE", "here", 1);  // NOLINT(concurrency-mt-unsafe)
   EXPECT_EQ(ProcessEnvironment()("STAGEHAND_APP_CONFIG_TEST_VARIABLE"), "here");
-  ::unsetenv("STAGEHAND_APP_CONFIG_TEST_VARIABLE");
+  ::unsetenv("STAGEHAND_APP_CONFIG_TEST_VARIABLE");  // NOLINT(concurrency-mt-unsafe)
   EXPECT_EQ(ProcessEnvironment()("STAGEHAND_APP_CONFIG_TEST_VARIABLE"), std::nullopt);
 }
 

@@ -16,6 +16,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using namespace std::string_literals;
 
 const std::regex kTimestamp(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)");
 
@@ -33,7 +34,7 @@ class MemoryStream {
   std::FILE* get() { return stream_; }
   std::string contents() {
     std::fflush(stream_);
-    return std::string(data_, size_);
+    return {data_, size_};
   }
 
  private:
@@ -52,7 +53,9 @@ std::vector<std::string> SplitLines(const std::string& text) {
   std::size_t start = 0;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
+    if (end == std::string::npos) {
+      end = text.size();
+    }
     lines.push_back(text.substr(start, end - start));
     start = end + 1;
   }
@@ -95,7 +98,7 @@ TEST(StreamLoggerTest, TextQuotesValuesThatWouldBeAmbiguous) {
   EXPECT_EQ(Text("m", {{"a", "k=v"}}), "<T> info  m a=\"k=v\"\n");
   EXPECT_EQ(Text("m", {{"a", "line\nbreak"}}), "<T> info  m a=\"line\\nbreak\"\n");
   EXPECT_EQ(Text("m", {{"a", "tab\there"}}), "<T> info  m a=\"tab\\there\"\n");
-  EXPECT_EQ(Text("m", {{"a", std::string("nul\0x", 5)}}), "<T> info  m a=\"nul\\u0000x\"\n");
+  EXPECT_EQ(Text("m", {{"a", "nul\0x"s}}), "<T> info  m a=\"nul\\u0000x\"\n");
   EXPECT_EQ(Text("m", {{"a", ""}}), "<T> info  m a=\"\"\n");
   EXPECT_EQ(Text("m", {{"two words", "v"}}), "<T> info  m \"two words\"=v\n");
   EXPECT_EQ(Text("m", {{"a", "bad\xff"}}), "<T> info  m a=\"bad\\ufffd\"\n");
@@ -124,12 +127,11 @@ TEST(StreamLoggerTest, JsonLineShape) {
 }
 
 TEST(StreamLoggerTest, JsonEscapesEverything) {
-  const std::string nasty = std::string("q\" b\\ n\n r\r t\t nul\0 bell\x07 del\x7f é \xc3(", 37);
+  const std::string nasty = "q\" b\\ n\n r\r t\t nul\0 bell\x07 del\x7f é \xc3("s;
   const std::string line = Json(nasty, {{"k\"ey", nasty}});
   EXPECT_EQ(SplitLines(line).size(), 1u);
   const nlohmann::json parsed = nlohmann::json::parse(line);
-  const std::string expected =
-      std::string("q\" b\\ n\n r\r t\t nul\0 bell\x07 del\x7f é \xef\xbf\xbd(", 39);
+  const std::string expected = "q\" b\\ n\n r\r t\t nul\0 bell\x07 del\x7f é \xef\xbf\xbd("s;
   EXPECT_EQ(parsed["message"].get<std::string>(), expected);
   EXPECT_EQ(parsed["k\"ey"].get<std::string>(), expected);
   EXPECT_THAT(line, HasSubstr(R"(q\" b\\ n\n r\r t\t nul\u0000 bell\u0007 del\u007f é \ufffd()"));
@@ -190,6 +192,7 @@ TEST(StreamLoggerTest, ConcurrentWritersProduceWholeLines) {
   const std::string padding(500, 'x');
   {
     std::vector<std::jthread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&logger, &padding, t] {
         for (int i = 0; i < kLines; ++i) {
@@ -204,7 +207,9 @@ TEST(StreamLoggerTest, ConcurrentWritersProduceWholeLines) {
   std::string contents;
   char buffer[4096];
   std::size_t read = 0;
-  while ((read = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, read);
+  while ((read = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+    contents.append(buffer, read);
+  }
   std::fclose(file);
 
   const std::vector<std::string> lines = SplitLines(contents);

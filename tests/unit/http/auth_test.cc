@@ -21,8 +21,11 @@ using ::testing::Not;
 class RecordingLogger final : public Logger {
  public:
   void Log(LogLevel level, std::string_view message, const LogFields& fields) override {
-    std::string line = std::string(LogLevelName(level)) + " " + std::string(message);
-    for (const auto& [key, value] : fields) line += " " + key + "=" + value;
+    std::string line(LogLevelName(level));
+    line.append(" ").append(message);
+    for (const auto& [key, value] : fields) {
+      line.append(" ").append(key).append("=").append(value);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     lines_.push_back(std::move(line));
   }
@@ -57,7 +60,9 @@ class AuthTest : public ::testing::Test {
     HttpRequest request;
     request.method = "GET";
     request.path = std::move(path);
-    if (authorization) request.headers.emplace_back("Authorization", *authorization);
+    if (authorization) {
+      request.headers.emplace_back("Authorization", *authorization);
+    }
     return handler_(request);
   }
 
