@@ -43,7 +43,9 @@ Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
 
 // `backend.auth`.
 struct AuthConfig {
-  // `externalAccess` entries of `type: static`.
+  // `externalAccess` entries of `type: static`, checked as Backstage's StaticTokenHandler does:
+  // tokens of 8 or more non-space characters, declared once; subjects without spaces. Other types
+  // and `accessRestrictions` are errors (ignoring restrictions would grant more access).
   std::vector<StaticAccessToken> static_tokens;
   // `dangerouslyDisableDefaultAuthPolicy`: plugin routes are open to anyone.
   bool default_policy_disabled = false;
@@ -62,12 +64,14 @@ struct BackendConfig {
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any
-  // form ReadDurationFromConfig accepts.
+  // form ReadDurationFromConfig accepts. Bounds: lease >= 1 s, pollInterval >= 1 ms,
+  // maxConcurrency an integer in 1..10000, shutdownGrace >= 0.
   EngineOptions engine;
 };
 
-// Reads the backend's keys from the merged `root`. Errors: kInvalidArgument listing every problem,
-// one per line, each naming the full key and the file it came from.
+// Reads the backend's keys from the merged `root`; `backend.database` is required (as in
+// Backstage). Errors: kInvalidArgument listing every problem, one per line, each naming the full
+// key and the file it came from (and the line, for values checked here).
 Result<BackendConfig> ReadBackendConfig(const Config& root);
 
 }  // namespace stagehand
