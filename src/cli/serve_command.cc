@@ -35,15 +35,21 @@ void AddProblems(const Status& status, std::vector<std::string>& problems) {
   std::size_t start = 0;
   while (start <= message.size()) {
     std::size_t end = message.find('\n', start);
-    if (end == std::string::npos) end = message.size();
-    if (end > start) problems.push_back(message.substr(start, end - start));
+    if (end == std::string::npos) {
+      end = message.size();
+    }
+    if (end > start) {
+      problems.push_back(message.substr(start, end - start));
+    }
     start = end + 1;
   }
 }
 
 // Writes each problem as its own "stagehand: " line and returns kExitConfig.
 int ConfigProblems(const Context& context, const std::vector<std::string>& problems) {
-  for (const std::string& problem : problems) context.err << "stagehand: " << problem << '\n';
+  for (const std::string& problem : problems) {
+    context.err << "stagehand: " << problem << '\n';
+  }
   context.err.flush();
   return kExitConfig;
 }
@@ -68,9 +74,13 @@ int RunServe(const ServeOptions& options, const Context& context) {
   const Status subreaper = BecomeChildSubreaper();
 
   Result<LogFormat> format = ParseLogFormat(options.log_format);
-  if (!format.ok()) return UsageError(context, "--log-format: " + format.status().message());
+  if (!format.ok()) {
+    return UsageError(context, "--log-format: " + format.status().message());
+  }
   Result<LogLevel> level = ParseLogLevel(options.log_level);
-  if (!level.ok()) return UsageError(context, "--log-level: " + level.status().message());
+  if (!level.ok()) {
+    return UsageError(context, "--log-level: " + level.status().message());
+  }
   std::shared_ptr<Logger> logger = MakeStreamLogger(stderr, *format, *level);
   if (!subreaper.ok()) {
     logger->Warn(
@@ -85,10 +95,16 @@ int RunServe(const ServeOptions& options, const Context& context) {
     return ConfigProblems(context, problems);
   }
   Result<BackendConfig> backend_config = ReadBackendConfig(*root);
-  if (!backend_config.ok()) AddProblems(backend_config.status(), problems);
+  if (!backend_config.ok()) {
+    AddProblems(backend_config.status(), problems);
+  }
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
-  if (!plugins.ok()) AddProblems(plugins.status(), problems);
-  if (!problems.empty()) return ConfigProblems(context, problems);
+  if (!plugins.ok()) {
+    AddProblems(plugins.status(), problems);
+  }
+  if (!problems.empty()) {
+    return ConfigProblems(context, problems);
+  }
 
   BackendOptions backend_options;
   backend_options.config = *root;
@@ -108,7 +124,9 @@ int RunServe(const ServeOptions& options, const Context& context) {
       AddProblems(added, problems);
     }
   }
-  if (!problems.empty()) return ConfigProblems(context, problems);
+  if (!problems.empty()) {
+    return ConfigProblems(context, problems);
+  }
 
   if (Status started = (*backend)->Start(); !started.ok()) {
     context.err << "stagehand: cannot start: " << OneLine(started.message()) << '\n';

@@ -59,7 +59,9 @@ void CheckKeys(const Config& config, std::string_view expected, Problems& proble
       known = rest.substr(0, comma) == key;
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
     }
-    if (known) continue;
+    if (known) {
+      continue;
+    }
     if (key.empty() || key.find('.') != std::string::npos) {
       problems.Add(fmt::format("Invalid config key '{}' in '{}': unknown key '{}'; expected {}",
                                config.FullKey(), config.Context(), key, expected));
@@ -75,8 +77,12 @@ void CheckKeys(const Config& config, std::string_view expected, Problems& proble
 std::optional<std::string> ReadScalarText(const Config& config, std::string_view key,
                                           Problems& problems) {
   const ConfigNode* node = config.Node(key);
-  if (node == nullptr) return std::nullopt;
-  if (const auto* text = std::get_if<std::string>(&node->value)) return *text;
+  if (node == nullptr) {
+    return std::nullopt;
+  }
+  if (const auto* text = std::get_if<std::string>(&node->value)) {
+    return *text;
+  }
   if (const auto* flag = std::get_if<bool>(&node->value)) {
     return std::string(*flag ? "true" : "false");
   }
@@ -101,7 +107,9 @@ std::map<std::string, std::string> ReadStringMap(const Config& config, std::stri
     problems.Add(block.status());
     return values;
   }
-  if (!*block) return values;
+  if (!*block) {
+    return values;
+  }
   const Config& map = **block;
   for (const std::string& name : map.Keys()) {
     if (name.empty() || name.find('.') != std::string::npos) {
@@ -144,7 +152,9 @@ std::optional<CommandSpec> ReadCommand(const Config& task, Problems& problems) {
   } else if (*directory) {
     spec.working_directory = **directory;
   }
-  if (!ok) return std::nullopt;
+  if (!ok) {
+    return std::nullopt;
+  }
   return spec;
 }
 
@@ -223,7 +233,9 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
       spec.expect_status = static_cast<int>(status);
     }
   }
-  if (!ok) return std::nullopt;
+  if (!ok) {
+    return std::nullopt;
+  }
   return spec;
 }
 
@@ -291,7 +303,9 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id, P
     }
     executor = *std::move(http);
   }
-  if (!schedule || !executor) return std::nullopt;
+  if (!schedule || !executor) {
+    return std::nullopt;
+  }
   return DaemonTask{id, *std::move(schedule), *std::move(executor)};
 }
 
@@ -351,7 +365,9 @@ Status ValidatePluginId(std::string_view id) {
     const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
     valid = alnum || (c == '-' && id[i - 1] != '-');
   }
-  if (valid) return Status::Ok();
+  if (valid) {
+    return Status::Ok();
+  }
   return InvalidArgumentError(fmt::format(
       "'{}' is not a valid plugin id; use lowercase letters, digits and single dashes, starting "
       "with a letter (e.g. 'jobs', 'nightly-reports')",
@@ -362,14 +378,20 @@ Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
   Problems problems;
   std::vector<DaemonPlugin> plugins;
   Result<std::optional<Config>> block = root.GetOptionalConfig(kPluginsKey);
-  if (!block.ok()) return block.status();
-  if (!*block) return plugins;
+  if (!block.ok()) {
+    return block.status();
+  }
+  if (!*block) {
+    return plugins;
+  }
   for (const std::string& id : (*block)->Keys()) {
     if (std::optional<DaemonPlugin> plugin = ReadPlugin(**block, id, problems)) {
       plugins.push_back(*std::move(plugin));
     }
   }
-  if (!problems.empty()) return problems.ToStatus();
+  if (!problems.empty()) {
+    return problems.ToStatus();
+  }
   return plugins;
 }
 
@@ -383,11 +405,14 @@ BackendPlugin MakeDaemonBackendPlugin(DaemonPlugin plugin, Clock& clock) {
                          for (const DaemonTask& task : *tasks) {
                            Status error;
                            TaskFunction fn = MakeTaskFunction(task, logger, *task_clock, error);
-                           if (!error.ok()) return error.WithPrefix("task '" + task.id + "': ");
+                           if (!error.ok()) {
+                             return error.WithPrefix("task '" + task.id + "': ");
+                           }
                            Status scheduled = services.scheduler->ScheduleTask(MakeTaskDefinition(
                                task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
-                           if (!scheduled.ok())
+                           if (!scheduled.ok()) {
                              return scheduled.WithPrefix("task '" + task.id + "': ");
+                           }
                          }
                          return Status::Ok();
                        }};
