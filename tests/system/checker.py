@@ -131,7 +131,9 @@ def cron_slots(runs, first_slot_ns, last_slot_ns, period_ns, tolerance_ns, early
     A slot is met by a run starting in [slot − early, slot + tolerance]. The documented catch-up
     rule for cron is "none": the next slot is computed after each run, so a slot that falls while a
     run of the task is still going is skipped, not queued; such slots are `skipped_busy`, not
-    missed. Slots inside an `excused` window (a fault's takeover window) are listed apart.
+    missed. Slots inside an `excused` window (a fault's takeover window) are listed apart, and
+    starts inside one are not counted as off-slot (a host registering its tasks makes a cron task
+    due at once: Backstage's "next slot − 1 s" registration rule).
     Returns a dict with the counts, the missed slots and the lateness of each met slot (ms)."""
     starts = sorted(r.start for r in runs)
     busy = [(r.start, r.last) for r in runs]
@@ -150,7 +152,8 @@ def cron_slots(runs, first_slot_ns, last_slot_ns, period_ns, tolerance_ns, early
             missed.append(slot)
         slot += period_ns
     off_slot = [s for s in starts if first_slot_ns - early_ns <= s <= last_slot_ns + tolerance_ns
-                and (s - first_slot_ns + early_ns) % period_ns > tolerance_ns + early_ns]
+                and (s - first_slot_ns + early_ns) % period_ns > tolerance_ns + early_ns
+                and not any(w_start <= s <= w_end for w_start, w_end in excused)]
     return {"slots": met + len(missed) + skipped + excused_slots, "met": met, "missed": len(missed),
             "missed_at_ns": missed, "skipped_busy": skipped, "excused": excused_slots,
             "off_slot_starts": len(off_slot),

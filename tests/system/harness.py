@@ -274,7 +274,8 @@ class Host:
         log = os.path.join(self.fleet.workdir, f"{self.name}.{self.incarnation}.log")
         env = dict(os.environ, STAGEHAND_SYSTEM_HOST=self.name, **self.extra_env)
         argv = self.wrapper + [self.fleet.stagehand, "serve", "--config", self.fleet.common_config,
-                               "--config", self.config_path]
+                               "--config", self.config_path, "--log-level",
+                               getattr(self.fleet.ctx, "log_level", "info")]
         with open(log, "w") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
@@ -362,6 +363,7 @@ class Host:
                 os.kill(self.pid, signal.SIGTERM)
                 self.process.wait(15)
             except (ProcessLookupError, subprocess.TimeoutExpired):
+                self.exits.append((self.incarnation, "no exit 15 s after SIGTERM", False))
                 for pid in [self.pid] + children_of(self.pid):
                     try:
                         os.kill(pid, signal.SIGKILL)

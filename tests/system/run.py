@@ -97,6 +97,8 @@ def main():
     parser.add_argument("--soak", type=float, default=0, metavar="MINUTES")
     parser.add_argument("--stagehand", default=default_binary("stagehand"))
     parser.add_argument("--probe", default=default_binary("stagehand_system_probe"))
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warn", "error"],
+                        help="the daemons' log level (logs are in <out>/<plugin>/h<N>.<k>.log)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "system-results"))
     args = parser.parse_args()
     if "STAGEHAND_TEST_POSTGRES_URL" not in os.environ:
@@ -118,6 +120,7 @@ def main():
     ctx.stagehand = os.path.abspath(args.stagehand)
     ctx.probe = os.path.abspath(args.probe)
     ctx.out = os.path.abspath(args.out)
+    ctx.log_level = args.log_level
     os.makedirs(ctx.out, exist_ok=True)
     ctx.load_tasks = 500 if args.soak else 100
     ctx.load_seconds = max(60, int(args.soak * 60)) if args.soak else 15
