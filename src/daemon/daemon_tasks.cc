@@ -359,18 +359,16 @@ TaskFunction MakeTaskFunction(const DaemonTask& task, const std::shared_ptr<Logg
 }  // namespace
 
 Status ValidatePluginId(std::string_view id) {
-  bool valid = !id.empty() && id.front() >= 'a' && id.front() <= 'z' && id.back() != '-';
-  for (std::size_t i = 0; valid && i < id.size(); ++i) {
-    const char c = id[i];
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    valid = alnum || (c == '-' && id[i - 1] != '-');
-  }
+  const bool valid = !id.empty() && id.front() >= 'a' && id.front() <= 'z' &&
+                     std::all_of(id.begin(), id.end(), [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+                     });
   if (valid) {
     return Status::Ok();
   }
   return InvalidArgumentError(fmt::format(
-      "'{}' is not a valid plugin id; use lowercase letters, digits and single dashes, starting "
-      "with a letter (e.g. 'jobs', 'nightly-reports')",
+      "'{}' is not a valid plugin id; use lowercase letters, digits and dashes, starting with a "
+      "letter (e.g. 'jobs', 'nightly-reports')",
       id));
 }
 

@@ -52,8 +52,8 @@ struct DaemonPlugin {
   std::vector<DaemonTask> tasks;
 };
 
-// Returns OK when `id` is a valid plugin id (Backstage's rule: a lowercase letter, then lowercase
-// letters and digits, optionally in groups joined by single dashes, e.g. `jobs`, `my-jobs-2`).
+// Returns OK when `id` is a valid plugin id, by the rule Backend::AddPlugin applies (Backstage's:
+// a lowercase letter, then lowercase letters, digits and dashes, e.g. `jobs`, `my-jobs-2`).
 // Errors: kInvalidArgument "'{id}' is not a valid plugin id; ...".
 Status ValidatePluginId(std::string_view id);
 

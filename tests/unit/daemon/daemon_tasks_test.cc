@@ -325,8 +325,7 @@ stagehand:
   plugins:
     Jobs: { tasks: {} }
     2jobs: { tasks: {} }
-    my--jobs: { tasks: {} }
-    jobs-: { tasks: {} }
+    my_jobs: { tasks: {} }
     good:
       task: {}
       tasks:
@@ -342,16 +341,13 @@ stagehand:
 )"),
       ElementsAre(
           "Invalid config value for key 'stagehand.plugins' in 'app.yaml': 'Jobs' is not a valid "
-          "plugin id; use lowercase letters, digits and single dashes, starting with a letter "
+          "plugin id; use lowercase letters, digits and dashes, starting with a letter "
           "(e.g. 'jobs', 'nightly-reports')",
           "Invalid config value for key 'stagehand.plugins' in 'app.yaml': '2jobs' is not a valid "
-          "plugin id; use lowercase letters, digits and single dashes, starting with a letter "
+          "plugin id; use lowercase letters, digits and dashes, starting with a letter "
           "(e.g. 'jobs', 'nightly-reports')",
-          "Invalid config value for key 'stagehand.plugins' in 'app.yaml': 'my--jobs' is not a "
-          "valid plugin id; use lowercase letters, digits and single dashes, starting with a "
-          "letter (e.g. 'jobs', 'nightly-reports')",
-          "Invalid config value for key 'stagehand.plugins' in 'app.yaml': 'jobs-' is not a valid "
-          "plugin id; use lowercase letters, digits and single dashes, starting with a letter "
+          "Invalid config value for key 'stagehand.plugins' in 'app.yaml': 'my_jobs' is not a "
+          "valid plugin id; use lowercase letters, digits and dashes, starting with a letter "
           "(e.g. 'jobs', 'nightly-reports')",
           "Invalid config value for key 'stagehand.plugins.good.task' in 'app.yaml': unknown key "
           "'task'; expected tasks",
@@ -401,10 +397,10 @@ TEST(ReadDaemonPluginsTest, StagehandPluginsMustBeAnObject) {
 }
 
 TEST(ValidatePluginIdTest, AcceptsBackstageStyleIds) {
-  for (const char* id : {"a", "jobs", "my-jobs-2", "a1b2", "x-1"}) {
+  for (const char* id : {"a", "jobs", "my-jobs-2", "a1b2", "x-1", "a-", "a--b"}) {
     EXPECT_TRUE(ValidatePluginId(id).ok()) << id;
   }
-  for (const char* id : {"", "A", "1a", "-a", "a-", "a--b", "a_b", "a.b", "a b", "jöbs"}) {
+  for (const char* id : {"", "A", "1a", "-a", "a_b", "a.b", "a b", "jöbs", "aB"}) {
     EXPECT_EQ(ValidatePluginId(id).code(), StatusCode::kInvalidArgument) << id;
   }
 }
