@@ -29,7 +29,9 @@ DatabaseConfig ReadOk(const std::string& yaml) {
 std::string ReadError(const std::string& yaml) {
   Result<DatabaseConfig> config = Read(yaml);
   EXPECT_FALSE(config.ok());
-  if (config.ok()) return "";
+  if (config.ok()) {
+    return "";
+  }
   EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
   return config.status().message();
 }

@@ -516,7 +516,9 @@ TEST(ConfigTransformTest, ReplacesEveryStringValueButNoKey) {
                        const ConfigNode&) -> Result<std::string> {
     keys.push_back(full_key);
     std::string out = value;
-    for (char& c : out) c = static_cast<char>(c - 'a' + 'A');
+    for (char& c : out) {
+      c = static_cast<char>(c - 'a' + 'A');
+    }
     return out;
   };
   Result<Config> transformed = config.TransformStrings(upper);
