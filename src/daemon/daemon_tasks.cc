@@ -356,6 +356,25 @@ TaskFunction MakeTaskFunction(const DaemonTask& task, const std::shared_ptr<Logg
   return *std::move(fn);
 }
 
+// Schedules `tasks` with the plugin's scheduler, in order.
+Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
+                           PluginServices& services) {
+  std::shared_ptr<Logger> logger = services.logger ? services.logger : NullLogger();
+  for (const DaemonTask& task : tasks) {
+    Status error;
+    TaskFunction fn = MakeTaskFunction(task, logger, clock, error);
+    if (!error.ok()) {
+      return error.WithPrefix("task '" + task.id + "': ");
+    }
+    Status scheduled = services.scheduler->ScheduleTask(
+        MakeTaskDefinition(task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
+    if (!scheduled.ok()) {
+      return scheduled.WithPrefix("task '" + task.id + "': ");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidatePluginId(std::string_view id) {
@@ -394,25 +413,10 @@ Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
 }
 
 BackendPlugin MakeDaemonBackendPlugin(DaemonPlugin plugin, Clock& clock) {
-  std::string id = plugin.id;
-  auto tasks = std::make_shared<std::vector<DaemonTask>>(std::move(plugin.tasks));
+  auto tasks = std::make_shared<const std::vector<DaemonTask>>(std::move(plugin.tasks));
   Clock* task_clock = &clock;
-  return BackendPlugin{std::move(id), [tasks, task_clock](PluginServices& services) -> Status {
-                         std::shared_ptr<Logger> logger =
-                             services.logger ? services.logger : NullLogger();
-                         for (const DaemonTask& task : *tasks) {
-                           Status error;
-                           TaskFunction fn = MakeTaskFunction(task, logger, *task_clock, error);
-                           if (!error.ok()) {
-                             return error.WithPrefix("task '" + task.id + "': ");
-                           }
-                           Status scheduled = services.scheduler->ScheduleTask(MakeTaskDefinition(
-                               task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
-                           if (!scheduled.ok()) {
-                             return scheduled.WithPrefix("task '" + task.id + "': ");
-                           }
-                         }
-                         return Status::Ok();
+  return BackendPlugin{std::move(plugin.id), [tasks, task_clock](PluginServices& services) {
+                         return ScheduleDaemonTasks(*tasks, *task_clock, services);
                        }};
 }
 
