@@ -16,6 +16,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "NOT_FOUND";
     case StatusCode::kConflict:
       return "CONFLICT";
+    case StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
     case StatusCode::kUnavailable:
       return "UNAVAILABLE";
     case StatusCode::kCancelled:

@@ -2,15 +2,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <utility>
 
+#include "stagehand/http/error_response.h"
+
 namespace stagehand {
 namespace {
 
-constexpr int kUnauthorized = 401;
 // Backstage's messages: DefaultHttpAuthService without a bearer token, DefaultAuthService when no
 // token handler recognises the token.
 constexpr std::string_view kMissingCredentials = "Missing credentials";
@@ -96,21 +96,6 @@ std::optional<std::size_t> MatchToken(std::string_view presented,
   return index;
 }
 
-// Backstage's error body for an AuthenticationError (the 401 of its error middleware).
-HttpResponse Unauthorized(std::string_view message, const HttpRequest& request) {
-  nlohmann::ordered_json body;
-  body["error"]["name"] = "AuthenticationError";
-  body["error"]["message"] = message;
-  body["request"]["method"] = request.method;
-  body["request"]["url"] = request.Url();
-  body["response"]["statusCode"] = kUnauthorized;
-  HttpResponse response;
-  response.status = kUnauthorized;
-  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return response;
-}
-
 }  // namespace
 
 HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken> tokens,
@@ -136,7 +121,8 @@ HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken>
             "Request refused",
             {{"method", request.method}, {"path", request.path}, {"reason", std::string(refusal)}});
       }
-      return Unauthorized(refusal, request);
+      return ErrorResponse(Status(StatusCode::kUnauthenticated, std::string(refusal)), request,
+                           *logger);
     }
     return inner(request);
   };

@@ -29,6 +29,8 @@ HttpErrorClass HttpErrorClassFor(StatusCode code) {
       return {404, "NotFoundError"};
     case StatusCode::kConflict:
       return {409, "ConflictError"};
+    case StatusCode::kUnauthenticated:
+      return {401, "AuthenticationError"};
     case StatusCode::kUnavailable:
       return {503, "ServiceUnavailableError"};
     case StatusCode::kOk:

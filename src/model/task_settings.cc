@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "stagehand/base/json_string.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
 
@@ -13,43 +14,6 @@ namespace {
 
 constexpr std::string_view kInvalidCron = "Invalid cron";
 constexpr std::string_view kInvalidDuration = "Invalid duration, expecting ISO Period";
-
-// Appends `text` as a JSON string literal, escaped as JavaScript's JSON.stringify does.
-void AppendJsonString(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 // Returns zod's message for a cadence that none of the schema's alternatives accepts.
 std::optional<std::string_view> CadenceIssue(std::string_view cadence) {

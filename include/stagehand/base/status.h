@@ -18,6 +18,7 @@ enum class StatusCode {
   kInvalidArgument,   // Bad input: config, cron, durations, ids, request bodies.
   kNotFound,          // The named task, plugin or row does not exist.
   kConflict,          // The request is valid but the current state forbids it.
+  kUnauthenticated,   // The caller presented no valid credentials.
   kUnavailable,       // The environment failed (database down, connection lost); retrying may help.
   kCancelled,         // The operation was stopped through a stop token.
   kDeadlineExceeded,  // The operation ran out of time.

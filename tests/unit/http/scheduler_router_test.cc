@@ -415,6 +415,8 @@ TEST(HttpErrorClassTest, MapsEveryStatusCode) {
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kNotFound).name, "NotFoundError");
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kConflict).status, 409);
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kConflict).name, "ConflictError");
+  EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnauthenticated).status, 401);
+  EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnauthenticated).name, "AuthenticationError");
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnavailable).status, 503);
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnavailable).name, "ServiceUnavailableError");
   for (StatusCode code : {StatusCode::kCancelled, StatusCode::kDeadlineExceeded,
