@@ -329,8 +329,14 @@ def scenario_skew(ctx):
     """Fault 5: host h3's wall clock runs 3 h 0.4 s ahead (faketime; monotonic clock untouched)."""
     fleet = make_fleet(ctx, "sys-skew", base_tasks)
     skewed = fleet.hosts[2]
-    skewed.wrapper = ["faketime", "-f", "+10800.4s"]
-    skewed.extra_env = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    # libfaketime preloaded directly: the `faketime` program forks, so its pid is not the daemon's.
+    library = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+                                "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+                                "/usr/lib/faketime/libfaketimeMT.so.1") if os.path.exists(p)), None)
+    if library is None:
+        raise RuntimeError("libfaketimeMT.so.1 not found (Debian package faketime)")
+    skewed.extra_env = {"LD_PRELOAD": library, "FAKETIME": "+10800.4s",
+                        "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     checks = []
     began = mono_ns()
     fleet.start()
