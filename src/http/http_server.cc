@@ -168,6 +168,36 @@ struct HttpServer::Impl {
     logger->Info("request", fields);
   }
 
+  // Settles how long a request body is before httplib reads it, as RFC 9112 §6.3 says: without
+  // Content-Length and Transfer-Encoding the body is empty (httplib would read until the peer
+  // closes), and a Content-Length that is not a decimal number is answered 400 at once (httplib
+  // would read ~2^64 bytes for "-1"). httplib hands pre-routing handlers a const view of a request
+  // it owns as a mutable local, so adding the header through const_cast is well defined.
+  httplib::Server::HandlerResponse CheckBodyFraming(const httplib::Request& request,
+                                                    httplib::Response& response) {
+    const bool may_have_body = request.method == "POST" || request.method == "PUT" ||
+                               request.method == "PATCH" || request.method == "DELETE" ||
+                               request.method == "PRI";
+    if (!may_have_body || request.has_header("Transfer-Encoding")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (!request.has_header("Content-Length")) {
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): see above.
+      const_cast<httplib::Request&>(request).set_header("Content-Length", "0");
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string length = request.get_header_value("Content-Length");
+    const bool decimal = !length.empty() && length.size() <= 19 &&
+                         length.find_first_not_of("0123456789") == std::string::npos;
+    if (decimal) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    WriteResponse(ErrorResponse(InvalidArgumentError("Invalid Content-Length header"),
+                                ToHttpRequest(request), *logger),
+                  response);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
   void Configure() {
     // httplib's default also sets SO_REUSEPORT, which lets a second server bind a busy port.
     server.set_socket_options([](socket_t socket) {
@@ -178,10 +208,11 @@ struct HttpServer::Impl {
     server.set_read_timeout(options.read_timeout);
     server.set_write_timeout(options.write_timeout);
     server.set_keep_alive_timeout(static_cast<time_t>(options.keep_alive_timeout.count()));
-    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
-      request_started = clock->MonoNow();
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
+    server.set_pre_routing_handler(
+        [this](const httplib::Request& request, httplib::Response& response) {
+          request_started = clock->MonoNow();
+          return CheckBodyFraming(request, response);
+        });
     const auto serve = [this](const httplib::Request& request, httplib::Response& response) {
       Serve(request, response);
     };

@@ -339,6 +339,27 @@ TEST_F(HttpServerTest, BadContentLengthIs4xx) {
   EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
 }
 
+TEST_F(HttpServerTest, BodyMethodWithoutLengthHasAnEmptyBody) {
+  StartServer();
+  for (const std::string method : {"POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_EQ(Exchange(port(), method + " /nowhere HTTP/1.1\r\nHost: x\r\n\r\n").status, 404)
+        << method;
+  }
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, NegativeOrHugeContentLengthIs400AtOnce) {
+  StartServer();
+  for (const std::string length : {"-1", "18446744073709551616", "1e3", "0x10"}) {
+    EXPECT_EQ(Exchange(port(), "POST /x HTTP/1.1\r\nContent-Length: " + length +
+                                   "\r\nConnection: close\r\n\r\n")
+                  .status,
+              400)
+        << length;
+  }
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
 TEST_F(HttpServerTest, OverlongUriIs4xx) {
   StartServer();
   EXPECT_EQ(Get(port(), "/" + std::string(20000, 'a')).status / 100, 4);
