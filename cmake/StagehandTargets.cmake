@@ -1,5 +1,7 @@
 # Helpers that give every stagehand target the same warnings, include paths and naming.
 
+include(GNUInstallDirs)
+
 set(STAGEHAND_WARNINGS
     -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
     -Wold-style-cast -Woverloaded-virtual -Wimplicit-fallthrough)
@@ -24,6 +26,8 @@ function(stagehand_module name)
   target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
   stagehand_apply_warnings(${target})
+  # Every module is installed and exported as stagehand::<name> (see StagehandInstall.cmake).
+  install(TARGETS ${target} EXPORT stagehandTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
 # stagehand_test(<name> SOURCES ... DEPS ... LABELS <label> [LABELS <label>...])
