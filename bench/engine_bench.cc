@@ -1,12 +1,14 @@
 // Latency and idle-cost figures of the scheduling engine in real time, against the product's
 // targets: in-process trigger to start (SQLite and PostgreSQL), trigger and cancel across two
-// schedulers over PostgreSQL, cron every second, and 10,000 idle global tasks on PostgreSQL.
+// schedulers over PostgreSQL, cron every second, 10,000 idle global tasks, and the registration of
+// 1,000 and 10,000 tasks (batch and one by one) on SQLite and PostgreSQL.
 // A plain program (not Google Benchmark: each figure is a distribution of event latencies, not a
 // loop rate). Prints one JSON document; also writes it to --benchmark_out=FILE (scripts/bench).
 // PostgreSQL scenarios use STAGEHAND_TEST_POSTGRES_URL and are skipped when it is unset.
 //
-//   engine_bench [--scenarios=trigger,across,cancel,cron,idle] [--cron_seconds=10]
-//                [--idle_tasks=10000] [--idle_seconds=10]
+//   engine_bench [--scenarios=trigger,across,cancel,cron,idle,idle_sqlite,register]
+//                [--cron_seconds=10]
+//                [--idle_tasks=10000] [--idle_seconds=10] [--trace]
 #include <postgresql/libpq-fe.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -47,6 +50,33 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr char kPluginId[] = "enginebench";
+
+// With --trace, the schedulers log at debug level to stderr, each line prefixed with the
+// microseconds since the program started (to see where a slow sample spent its time).
+bool g_trace = false;
+const Steady::time_point g_program_start = Steady::now();
+
+class TraceLogger final : public Logger {
+ public:
+  void Log(LogLevel level, std::string_view message, const LogFields& fields) override {
+    std::string line = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          Steady::now() - g_program_start)
+                                          .count()) +
+                       " " + std::string(LogLevelName(level)) + " " + std::string(message);
+    for (const auto& [key, value] : fields) line += " " + key + "=" + value;
+    std::lock_guard lock(mu_);
+    std::cerr << line << "\n";
+  }
+  bool Enabled(LogLevel) const override { return true; }
+
+ private:
+  std::mutex mu_;
+};
+
+void Trace(std::string_view message) {
+  static const auto logger = std::make_shared<TraceLogger>();
+  if (g_trace) logger->Debug(message);
+}
 
 double Ms(std::chrono::nanoseconds d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -216,7 +246,7 @@ class Backend {
     PluginSchedulerOptions options;
     options.plugin_id = kPluginId;
     options.store = Open();
-    options.logger = NullLogger();
+    options.logger = g_trace ? std::make_shared<TraceLogger>() : NullLogger();
     options.engine = engine;
     options.default_zone = TimeZone::Utc();
     return std::make_unique<PluginScheduler>(std::move(options));
@@ -277,10 +307,12 @@ Json InProcessTrigger(Backend& backend, int triggers) {
          "register");
   std::vector<double> latencies;
   for (int i = 1; i <= triggers; ++i) {
+    Trace("trigger " + std::to_string(i));
     const auto triggered = TriggerWhenIdle(*scheduler, "manual");
     std::optional<Steady::time_point> started = probe.WaitStart(static_cast<size_t>(i));
     if (!started) Backend::Die("a triggered run did not start");
     latencies.push_back(Ms(*started - triggered));
+    Trace("started " + std::to_string(i) + " after " + std::to_string(latencies.back()) + " ms");
   }
   return PercentilesWithSlowest(latencies);
 }
@@ -374,43 +406,79 @@ double CpuMs() {
   return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
-// `tasks` idle global tasks (cron once a year) on PostgreSQL: registration time, then statements,
-// CPU and memory over `idle` seconds of doing nothing.
-Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle) {
-  auto scheduler = backend.Scheduler(EngineOptions{});
+// `count` idle global definitions (cron once a year).
+std::vector<TaskDefinition> YearlyTasks(int count) {
   CronFrequency yearly;
   yearly.expression = "0 0 1 1 *";
   yearly.time_zone = "UTC";
-  Admin admin(url);
-  const std::string calls_sql =
-      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
-      "s.dbid WHERE d.datname = '" +
-      backend.database() + "'";
-  const double calls_at_start = std::stod(admin.Scalar(calls_sql));
-  const auto begin = Steady::now();
-  for (int i = 0; i < tasks; ++i) {
-    MustOk(scheduler->ScheduleTask(
-               Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {})),
-           "register");
+  std::vector<TaskDefinition> tasks;
+  tasks.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    tasks.push_back(Global("idle-" + std::to_string(i), yearly, [](std::stop_token) {}));
   }
-  const double registration_ms = Ms(Steady::now() - begin);
+  return tasks;
+}
 
-  const double registration_statements = std::stod(admin.Scalar(calls_sql)) - calls_at_start;
+// Registers `tasks` with one ScheduleTasks call (`batch`) or one ScheduleTask call each. Returns
+// the milliseconds taken.
+double Register(PluginScheduler& scheduler, std::vector<TaskDefinition> tasks, bool batch) {
+  const auto begin = Steady::now();
+  if (batch) {
+    MustOk(scheduler.ScheduleTasks(std::move(tasks)), "register");
+  } else {
+    for (TaskDefinition& task : tasks) MustOk(scheduler.ScheduleTask(std::move(task)), "register");
+  }
+  return Ms(Steady::now() - begin);
+}
+
+// Registration of `count` tasks on a fresh scheduler, through the batch API and through single
+// calls (each on its own database).
+Json Registration(const std::function<std::unique_ptr<Backend>()>& make_backend, int count) {
+  Json out;
+  out["tasks"] = count;
+  for (const bool batch : {true, false}) {
+    std::unique_ptr<Backend> backend = make_backend();
+    auto scheduler = backend->Scheduler(EngineOptions{});
+    out[batch ? "schedule_tasks_ms" : "schedule_task_each_ms"] =
+        Register(*scheduler, YearlyTasks(count), batch);
+    scheduler->Shutdown();
+  }
+  return out;
+}
+
+// `tasks` idle global tasks (cron once a year), registered with ScheduleTasks: registration time,
+// then statements (PostgreSQL only: `url` set), CPU and memory over `idle` seconds of doing
+// nothing.
+Json IdleTasks(Backend& backend, const std::optional<std::string>& url, int tasks, seconds idle) {
+  auto scheduler = backend.Scheduler(EngineOptions{});
+  std::optional<Admin> admin;
+  std::string calls_sql;
+  if (url) {
+    admin.emplace(*url);
+    calls_sql =
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
+        "s.dbid WHERE d.datname = '" +
+        backend.database() + "'";
+  }
+  auto calls = [&] { return admin ? std::stod(admin->Scalar(calls_sql)) : 0.0; };
+  const double calls_at_start = calls();
+  const double registration_ms = Register(*scheduler, YearlyTasks(tasks), /*batch=*/true);
+  const double registration_statements = calls() - calls_at_start;
   std::this_thread::sleep_for(seconds(2));  // let registration's wake-ups settle
-  const double calls_before = std::stod(admin.Scalar(calls_sql));
+  const double calls_before = calls();
   const double cpu_before = CpuMs();
   const auto idle_begin = Steady::now();
   std::this_thread::sleep_for(idle);  // the idle window measured
   const double idle_s = std::chrono::duration<double>(Steady::now() - idle_begin).count();
   const double cpu_after = CpuMs();
-  const double calls_after = std::stod(admin.Scalar(calls_sql));
+  const double calls_after = calls();
 
   Json out;
   out["tasks"] = tasks;
   out["registration_ms"] = registration_ms;
-  out["registration_statements"] = registration_statements;
+  if (admin) out["registration_statements"] = registration_statements;
   out["idle_seconds"] = idle_s;
-  out["statements_per_s"] = (calls_after - calls_before) / idle_s;
+  if (admin) out["statements_per_s"] = (calls_after - calls_before) / idle_s;
   out["cpu_ms_per_s"] = (cpu_after - cpu_before) / idle_s;
   out["rss_mb"] = static_cast<double>(RssKb()) / 1024.0;
   scheduler->Shutdown();
@@ -418,7 +486,8 @@ Json IdleTasks(Backend& backend, const std::string& url, int tasks, seconds idle
 }
 
 int Main(int argc, char** argv) {
-  std::set<std::string> scenarios = {"trigger", "across", "cancel", "cron", "idle"};
+  std::set<std::string> scenarios = {"trigger", "across",      "cancel",  "cron",
+                                     "idle",    "idle_sqlite", "register"};
   int cron_seconds = 10;
   int idle_tasks = 10000;
   int idle_seconds = 10;
@@ -439,6 +508,8 @@ int Main(int argc, char** argv) {
       idle_tasks = std::stoi(*t);
     } else if (auto s = value("--idle_seconds")) {
       idle_seconds = std::stoi(*s);
+    } else if (arg == "--trace") {
+      g_trace = true;
     } else if (auto o = value("--benchmark_out")) {
       out_file = *o;
     } else if (arg.rfind("--benchmark_", 0) != 0) {
@@ -490,9 +561,27 @@ int Main(int argc, char** argv) {
   }
   if (scenarios.count("idle") != 0) {
     if (auto backend = postgres()) {
-      results["idle_tasks_postgres"] = IdleTasks(*backend, *url, idle_tasks, seconds(idle_seconds));
+      results["idle_tasks_postgres"] = IdleTasks(*backend, url, idle_tasks, seconds(idle_seconds));
     } else {
       note_skip("idle_tasks_postgres");
+    }
+  }
+  if (scenarios.count("idle_sqlite") != 0) {
+    results["idle_tasks_sqlite"] =
+        IdleTasks(*Backend::Sqlite(), std::nullopt, idle_tasks, seconds(idle_seconds));
+  }
+  // Last: it leaves tens of thousands of freed allocations behind, which would inflate the RSS
+  // figures of the idle scenario.
+  if (scenarios.count("register") != 0) {
+    for (const int count : {1000, 10000}) {
+      const std::string suffix = "_" + std::to_string(count);
+      results["registration_sqlite" + suffix] = Registration(&Backend::Sqlite, count);
+      if (url) {
+        results["registration_postgres" + suffix] =
+            Registration([&] { return Backend::Postgres(*url); }, count);
+      } else {
+        note_skip("registration_postgres" + suffix);
+      }
     }
   }
   const std::string text = results.dump(2);

@@ -7,6 +7,9 @@ namespace stagehand::engine_internal {
 Executor::Executor(int max_threads, std::function<void()> on_slot_freed)
     : max_threads_(max_threads), on_slot_freed_(std::move(on_slot_freed)) {
   STAGEHAND_CHECK(max_threads_ > 0);
+  // One thread from the start, so that the first run does not wait for a thread to be created.
+  std::lock_guard lock(mu_);
+  threads_.emplace_back([this](std::stop_token stop) { WorkerLoop(stop); });
 }
 
 Executor::~Executor() { Stop(); }
@@ -31,7 +34,10 @@ void Executor::Submit(std::function<void()> job) {
   std::lock_guard lock(mu_);
   STAGEHAND_CHECK(busy_ > 0);
   queue_.push_back(std::move(job));
-  if (idle_threads_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
+  // Idle threads that were notified but have not taken their job yet still count as idle, so
+  // compare with the queue rather than with zero.
+  if (static_cast<std::size_t>(idle_threads_) < queue_.size() &&
+      static_cast<int>(threads_.size()) < max_threads_) {
     threads_.emplace_back([this](std::stop_token stop) { WorkerLoop(stop); });
   }
   work_available_.notify_one();

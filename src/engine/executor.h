@@ -11,7 +11,8 @@
 
 namespace stagehand::engine_internal {
 
-// Threads are started lazily, up to `max_threads`, and joined by Stop() or the destructor.
+// One thread is started at once and the others lazily, up to `max_threads`; all are joined by
+// Stop() or the destructor.
 // Thread-safe.
 class Executor {
  public:

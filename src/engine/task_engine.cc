@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <set>
+#include <string_view>
 #include <utility>
 
 #include "stagehand/base/uuid.h"
@@ -46,12 +48,20 @@ struct TaskEngine::Task {
   EngineTask def;
   Phase phase = Phase::kRegistering;
   MonoTime wake_at = kMonoInfinity;
+  // The row as the last poll that reported it saw it (global tasks): its version, so later polls
+  // can leave it out while it is unchanged, and its next start, to re-plan the wake-up then.
+  std::optional<std::int64_t> known_version;
+  std::optional<WallTime> known_next;
   bool poll_requested = false;
   bool recurrence_stopped = false;
   std::shared_ptr<Run> run;
-  std::optional<CronExpression> cron;   // local cron cadence
-  std::optional<milliseconds> cadence;  // local duration cadence
-  TaskState local_state;
+  // What only local tasks have (kept apart: a process may hold many thousands of global tasks).
+  struct Local {
+    std::optional<CronExpression> cron;   // cron cadence
+    std::optional<milliseconds> cadence;  // duration cadence
+    TaskState state;
+  };
+  std::unique_ptr<Local> local;
   std::unique_ptr<std::stop_callback<std::function<void()>>> caller_stop;
 };
 
@@ -104,92 +114,164 @@ RunInfo TaskEngine::InfoOf(const Task& task, const Run& run) const {
   return RunInfo{context_.plugin_id, task.def.id, task.def.scope, run.ticket};
 }
 
-Status TaskEngine::Register(EngineTask def) {
-  const std::string id = def.id;
+Result<std::shared_ptr<TaskEngine::Task>> TaskEngine::MakeTask(EngineTask def) const {
   const bool global = def.scope == TaskScope::kGlobal;
   if (global && context_.store == nullptr) {
     return UnavailableError("plugin '" + context_.plugin_id +
-                            "' has no database, so it cannot schedule global task " + id);
+                            "' has no database, so it cannot schedule global task " + def.id);
   }
   auto task = std::make_shared<Task>();
   task->def = std::move(def);
   const TaskSettingsV2& settings = task->def.schedule.settings;
   if (!global) {
+    task->local = std::make_unique<Task::Local>();
     switch (settings.cadence_kind()) {
       case CadenceKind::kCron: {
         Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
         if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
-        task->cron = *std::move(cron);
+        task->local->cron = *std::move(cron);
         break;
       }
       case CadenceKind::kDuration: {
         Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
         if (!duration.ok()) return InvalidArgumentError(duration.status().message());
-        task->cadence = ToChronoMilliseconds(*duration);
+        task->local->cadence = ToChronoMilliseconds(*duration);
         break;
       }
       case CadenceKind::kManual:
         break;
     }
   }
-  {
-    std::lock_guard lock(mu_);
-    if (shutting_down_) {
-      return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
-                              "' is shutting down");
-    }
+  return task;
+}
+
+Status TaskEngine::ReserveIds(const std::vector<std::shared_ptr<Task>>& tasks) {
+  std::lock_guard lock(mu_);
+  if (shutting_down_) {
+    return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
+                            "' is shutting down");
+  }
+  std::set<std::string_view> seen;
+  for (const std::shared_ptr<Task>& task : tasks) {
+    const std::string& id = task->def.id;
     auto it = tasks_.find(id);
-    if (it != tasks_.end() && it->second->phase != Task::Phase::kFinished) {
+    if ((it != tasks_.end() && it->second->phase != Task::Phase::kFinished) ||
+        !seen.insert(id).second) {
       return ConflictError("Task " + id + " is already scheduled in this process");
     }
-    tasks_[id] = task;
   }
+  for (const std::shared_ptr<Task>& task : tasks) tasks_[task->def.id] = task;
+  return Status::Ok();
+}
 
-  std::optional<WallTime> row_next;
-  WallTime db_now{};
-  MonoTime mono_ref{};
+void TaskEngine::Unreserve(const std::vector<std::shared_ptr<Task>>& tasks) {
+  std::lock_guard lock(mu_);
+  for (const std::shared_ptr<Task>& task : tasks) {
+    auto it = tasks_.find(task->def.id);
+    if (it != tasks_.end() && it->second == task) tasks_.erase(it);
+  }
+}
+
+void TaskEngine::Activate(Task& task, const std::optional<WallTime>& row_next,
+                          std::optional<std::int64_t> row_version, WallTime db_now,
+                          MonoTime mono_ref, MonoTime now) {
+  const bool global = task.def.scope == TaskScope::kGlobal;
   if (global) {
-    // Read before the statement: a wake-up computed from it can only be early, never late.
-    mono_ref = clock_.MonoNow();
-    Result<UpsertResult> upserted = context_.store->Upsert(id, task->def.schedule);
+    // Polls leave the row out while it stays as written here.
+    task.known_version = row_version;
+    task.known_next = row_next;
+  }
+  if (task.def.has_initial_delay) {
+    task.phase = Task::Phase::kInitialWait;
+    task.wake_at = now + task.def.initial_delay;
+    if (!global) {
+      task.local->state = TaskState{};
+      task.local->state.starts_at = FormatIsoInstantUtc(clock_.Now() + task.def.initial_delay);
+    }
+  } else {
+    task.phase = Task::Phase::kWaiting;
+    if (global) {
+      task.wake_at = row_next ? MonoFromDb(*row_next, db_now, mono_ref) : kMonoInfinity;
+    } else {
+      const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+      task.wake_at = manual ? kMonoInfinity : now;
+    }
+  }
+}
+
+void TaskEngine::WatchCallerStop(const std::shared_ptr<Task>& task) {
+  if (!task->def.stop.stop_possible()) return;
+  // Constructed outside mu_: it runs the callback at once if stop was already requested.
+  const std::string id = task->def.id;
+  task->caller_stop = std::make_unique<std::stop_callback<std::function<void()>>>(
+      task->def.stop, std::function<void()>([this, id] { StopRecurrence(id); }));
+}
+
+Status TaskEngine::Register(EngineTask def) {
+  std::vector<EngineTask> one;
+  one.push_back(std::move(def));
+  return RegisterMany(std::move(one));
+}
+
+Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
+  std::vector<std::shared_ptr<Task>> tasks;
+  tasks.reserve(defs.size());
+  for (EngineTask& def : defs) {
+    Result<std::shared_ptr<Task>> task = MakeTask(std::move(def));
+    if (!task.ok()) return task.status();
+    tasks.push_back(*std::move(task));
+  }
+  STAGEHAND_RETURN_IF_ERROR(ReserveIds(tasks));
+
+  std::vector<TaskUpsert> upserts;
+  std::vector<std::size_t> upserted_task;  // index in `tasks` of each upsert
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i]->def.scope != TaskScope::kGlobal) continue;
+    upserts.push_back(TaskUpsert{tasks[i]->def.id, tasks[i]->def.schedule});
+    upserted_task.push_back(i);
+  }
+  std::vector<std::optional<WallTime>> row_next(tasks.size());
+  std::vector<std::optional<std::int64_t>> row_version(tasks.size());
+  WallTime db_now{};
+  // Read before the statement: a wake-up computed from it can only be early, never late.
+  const MonoTime mono_ref = clock_.MonoNow();
+  if (upserts.size() == 1) {
+    Result<UpsertResult> upserted = context_.store->Upsert(upserts[0].id, upserts[0].schedule);
     if (!upserted.ok()) {
-      std::lock_guard lock(mu_);
-      if (tasks_[id] == task) tasks_.erase(id);
+      Unreserve(tasks);
       return upserted.status().WithPrefix("Failed to persist task, ");
     }
-    row_next = upserted->next_run_start_at;
+    row_next[upserted_task[0]] = upserted->next_run_start_at;
+    row_version[upserted_task[0]] = upserted->version;
     db_now = upserted->db_now;
+  } else if (!upserts.empty()) {
+    Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
+    if (!upserted.ok()) {
+      Unreserve(tasks);
+      return upserted.status().WithPrefix("Failed to persist tasks, ");
+    }
+    for (std::size_t j = 0; j < upserted->size(); ++j) {
+      row_next[upserted_task[j]] = (*upserted)[j].next_run_start_at;
+      row_version[upserted_task[j]] = (*upserted)[j].version;
+      db_now = (*upserted)[j].db_now;
+    }
   }
-  logger_->Info("Registered scheduled task: " + id + ", " + settings.ToJson(), {{"task", id}});
-
+  for (const std::shared_ptr<Task>& task : tasks) {
+    logger_->Info(
+        "Registered scheduled task: " + task->def.id + ", " + task->def.schedule.settings.ToJson(),
+        {{"task", task->def.id}});
+  }
   {
     std::lock_guard lock(mu_);
     const MonoTime now = clock_.MonoNow();
-    if (task->def.has_initial_delay) {
-      task->phase = Task::Phase::kInitialWait;
-      task->wake_at = now + task->def.initial_delay;
-      if (!global) {
-        task->local_state = TaskState{};
-        task->local_state.starts_at = FormatIsoInstantUtc(clock_.Now() + task->def.initial_delay);
-      }
-    } else {
-      task->phase = Task::Phase::kWaiting;
-      if (global) {
-        task->wake_at = row_next ? MonoFromDb(*row_next, db_now, mono_ref) : kMonoInfinity;
-      } else {
-        task->wake_at = settings.cadence_kind() == CadenceKind::kManual ? kMonoInfinity : now;
-      }
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      Activate(*tasks[i], row_next[i], row_version[i], db_now, mono_ref, now);
     }
     kicked_dispatcher_ = true;
     kicked_timer_ = true;
   }
   cv_.notify_all();
-
-  if (task->def.stop.stop_possible()) {
-    // Constructed outside mu_: it runs the callback at once if stop was already requested.
-    task->caller_stop = std::make_unique<std::stop_callback<std::function<void()>>>(
-        task->def.stop, std::function<void()>([this, id] { StopRecurrence(id); }));
-  }
+  for (const std::shared_ptr<Task>& task : tasks) WatchCallerStop(task);
   return Status::Ok();
 }
 
@@ -296,7 +378,7 @@ std::optional<TaskState> TaskEngine::LocalTaskState(const std::string& id) const
   std::lock_guard lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second->def.scope != TaskScope::kLocal) return std::nullopt;
-  return it->second->local_state;
+  return it->second->local->state;
 }
 
 std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const {
@@ -348,6 +430,14 @@ MonoTime TaskEngine::NextDispatcherWake() const {
 }
 
 void TaskEngine::DispatcherLoop(std::stop_token stop) {
+  // First uses are slow (connections, prepared statements, the ticket generator): pay for them
+  // now rather than on the first trigger.
+  (void)NewUuidV4();
+  if (context_.store != nullptr) {
+    if (Status warmed = context_.store->WarmUp(); !warmed.ok() && debug_logs_) {
+      logger_->Debug("Store warm-up failed (statements prepare on first use), " + warmed.message());
+    }
+  }
   while (!stop.stop_requested()) {
     bool renew = false;
     bool poll = false;
@@ -435,11 +525,15 @@ void TaskEngine::RenewLeases() {
 
 void TaskEngine::PollAndClaim(bool sweep) {
   std::vector<std::string> ids;
+  std::vector<std::optional<std::int64_t>> known_versions;
+  std::vector<std::shared_ptr<Task>> polled_tasks;
   {
     std::lock_guard lock(mu_);
     for (const auto& [id, task] : tasks_) {
       if (task->def.scope == TaskScope::kGlobal && task->phase == Task::Phase::kWaiting) {
         ids.push_back(id);
+        known_versions.push_back(task->known_version);
+        polled_tasks.push_back(task);
         task->poll_requested = false;
       }
     }
@@ -451,7 +545,7 @@ void TaskEngine::PollAndClaim(bool sweep) {
   }
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
-  Result<PollResult> polled = context_.store->Poll(ids, sweep);
+  Result<PollResult> polled = context_.store->PollChanged(ids, known_versions, sweep);
   if (!polled.ok()) {
     logger_->Warn("Task state poll failed, " + polled.status().message());
     std::lock_guard lock(mu_);
@@ -477,10 +571,23 @@ void TaskEngine::PollAndClaim(bool sweep) {
     std::lock_guard lock(mu_);
     next_safety_poll_ = mono_ref + context_.options.poll_interval;
     if (sweep) next_sweep_ = mono_ref + janitor_interval_;
+    // Rows left out of the result are unchanged, idle and not due. A task among them whose wake-up
+    // has come (it is computed to be early, never late) waits for its row's next start again.
+    for (const std::shared_ptr<Task>& task_ptr : polled_tasks) {
+      Task& task = *task_ptr;
+      if (task.phase != Task::Phase::kWaiting || task.wake_at > mono_ref) continue;
+      task.wake_at = task.known_next
+                         ? std::max(MonoFromDb(*task.known_next, polled->db_now, mono_ref),
+                                    mono_ref + milliseconds(1))
+                         : kMonoInfinity;
+    }
     for (PollEntry& entry : polled->entries) {
       auto it = tasks_.find(entry.id);
       if (it == tasks_.end() || it->second->phase != Task::Phase::kWaiting) continue;
       Task& task = *it->second;
+      // A row running elsewhere is reported again once idle, whatever its next start then.
+      task.known_version = entry.running ? std::nullopt : std::optional(entry.version);
+      task.known_next = entry.next_run_start_at;
       switch (entry.readiness) {
         case Readiness::kMissing:
           task.phase = Task::Phase::kFinished;
@@ -679,9 +786,9 @@ void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds dura
 MonoTime TaskEngine::LocalNextWake(const Task& task, MonoTime run_started,
                                    WallTime wall_now) const {
   const MonoTime now = clock_.MonoNow();
-  if (task.cadence) return std::max(now, run_started + *task.cadence);
-  if (task.cron) {
-    Result<WallTime> next = task.cron->NextAfter(wall_now, task.def.schedule.zone);
+  if (task.local->cadence) return std::max(now, run_started + *task.local->cadence);
+  if (task.local->cron) {
+    Result<WallTime> next = task.local->cron->NextAfter(wall_now, task.def.schedule.zone);
     if (!next.ok()) return kMonoInfinity;
     return now + (*next - wall_now);
   }
@@ -724,9 +831,9 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
           state.status = TaskState::Status::kRunning;
           state.started_at = FormatIsoInstantUtc(wall);
           state.times_out_at = FormatIsoInstantUtc(wall + task.def.timeout);
-          state.last_run_ended_at = task.local_state.last_run_ended_at;
-          state.last_run_error = task.local_state.last_run_error;
-          task.local_state = std::move(state);
+          state.last_run_ended_at = task.local->state.last_run_ended_at;
+          state.last_run_error = task.local->state.last_run_error;
+          task.local->state = std::move(state);
           actions->to_start.push_back(task_ptr);
         }
       } else {
@@ -802,8 +909,8 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     std::lock_guard lock(mu_);
     const WallTime wall = clock_.Now();
     task->run.reset();
-    task->local_state.last_run_ended_at = FormatIsoInstantUtc(wall);
-    task->local_state.last_run_error = error;
+    task->local->state.last_run_ended_at = FormatIsoInstantUtc(wall);
+    task->local->state.last_run_error = error;
     finished = task->recurrence_stopped;
     if (finished) {
       task->phase = Task::Phase::kFinished;
@@ -816,9 +923,9 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
       state.starts_at =
           FormatIsoInstant(wall + (task->wake_at - clock_.MonoNow()), TimeZone::ProcessDefault());
     }
-    state.last_run_ended_at = task->local_state.last_run_ended_at;
-    state.last_run_error = task->local_state.last_run_error;
-    task->local_state = std::move(state);
+    state.last_run_ended_at = task->local->state.last_run_ended_at;
+    state.last_run_error = task->local->state.last_run_error;
+    task->local->state = std::move(state);
     --runs_in_flight_;
     --runs_outside_fn_;
     kicked_timer_ = true;
@@ -842,15 +949,19 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   {
     std::lock_guard lock(mu_);
     const MonoTime now = clock_.MonoNow();
-    for (const auto& [id, task] : tasks_) {
-      if (task->def.scope != TaskScope::kGlobal) continue;
-      if (event.kind != StoreEvent::Kind::kResync && id != event.task_id) continue;
-      if (task->run && task->run->ours &&
+    const auto apply = [&](Task& task) {
+      if (task.def.scope != TaskScope::kGlobal) return;
+      if (task.run && task.run->ours &&
           (event.kind == StoreEvent::Kind::kCancel || event.kind == StoreEvent::Kind::kSweep ||
            event.kind == StoreEvent::Kind::kResync || event.kind == StoreEvent::Kind::kDelete)) {
-        task->run->renew_at = now;  // verify the ticket now
+        task.run->renew_at = now;  // verify the ticket now
       }
-      if (task->phase == Task::Phase::kWaiting) task->poll_requested = true;
+      if (task.phase == Task::Phase::kWaiting) task.poll_requested = true;
+    };
+    if (event.kind == StoreEvent::Kind::kResync) {
+      for (const auto& [id, task] : tasks_) apply(*task);
+    } else if (auto it = tasks_.find(event.task_id); it != tasks_.end()) {
+      apply(*it->second);
     }
     kicked_dispatcher_ = true;
   }

@@ -81,6 +81,10 @@ class TaskEngine {
   // Errors: kConflict if an active task with this id exists; kUnavailable (store);
   // kInvalidArgument.
   Status Register(EngineTask task);
+  // Registers several tasks at once, all or nothing: the global ones in one UpsertMany. Errors: as
+  // Register, for the first task that fails (kConflict also when an id appears twice); on any
+  // error no task is registered.
+  Status RegisterMany(std::vector<EngineTask> tasks);
   // Local first, then the store. See SchedulerService::TriggerTask.
   Status Trigger(const std::string& id);
   // Local first, then the store. See SchedulerService::CancelTask.
@@ -104,6 +108,15 @@ class TaskEngine {
  private:
   struct Run;
   struct Task;
+
+  // Registration steps (RegisterMany).
+  Result<std::shared_ptr<Task>> MakeTask(EngineTask def) const;
+  Status ReserveIds(const std::vector<std::shared_ptr<Task>>& tasks);
+  void Unreserve(const std::vector<std::shared_ptr<Task>>& tasks);
+  void Activate(Task& task, const std::optional<WallTime>& row_next,
+                std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
+                MonoTime now);  // requires mu_
+  void WatchCallerStop(const std::shared_ptr<Task>& task);
 
   void DispatcherLoop(std::stop_token stop);
   void TimerLoop(std::stop_token stop);

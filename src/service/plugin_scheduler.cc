@@ -57,7 +57,11 @@ PluginScheduler::~PluginScheduler() { Shutdown(); }
 
 const std::string& PluginScheduler::plugin_id() const { return impl_->options.plugin_id; }
 
-Status PluginScheduler::ScheduleTask(TaskDefinition task) {
+namespace {
+
+// Validates `task` and turns it into the engine's form. Errors: kInvalidArgument naming the task.
+Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
+                                                 const TimeZone& default_zone) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(task.id));
   if (!task.fn) return InvalidArgumentError("Task " + task.id + " has no function to run");
   const ScheduleDefinition schedule = ScheduleOf(task);
@@ -73,13 +77,13 @@ Status PluginScheduler::ScheduleTask(TaskDefinition task) {
   if (Status valid = settings.Validate(); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
-  Result<TimeZone> zone = ZoneOf(task, impl_->options.default_zone);
+  Result<TimeZone> zone = ZoneOf(task, default_zone);
   if (!zone.ok()) return zone.status();
 
   engine_internal::EngineTask engine_task;
   engine_task.id = task.id;
   engine_task.scope = task.scope;
-  engine_task.schedule = TaskSchedule{settings, *zone};
+  engine_task.schedule = TaskSchedule{std::move(settings), *zone};
   engine_task.timeout = ToMilliseconds(task.timeout);
   if (task.initial_delay) {
     engine_task.has_initial_delay = true;
@@ -87,10 +91,36 @@ Status PluginScheduler::ScheduleTask(TaskDefinition task) {
   }
   engine_task.fn = std::move(task.fn);
   engine_task.stop = std::move(task.stop);
-  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Register(std::move(engine_task)));
+  return engine_task;
+}
+
+}  // namespace
+
+Status PluginScheduler::ScheduleTask(TaskDefinition task) {
+  std::vector<TaskDefinition> one;
+  one.push_back(std::move(task));
+  return ScheduleTasks(std::move(one));
+}
+
+Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
+  std::vector<engine_internal::EngineTask> engine_tasks;
+  std::vector<TaskDescriptor> descriptors;
+  engine_tasks.reserve(tasks.size());
+  descriptors.reserve(tasks.size());
+  for (TaskDefinition& task : tasks) {
+    Result<engine_internal::EngineTask> engine_task =
+        ToEngineTask(std::move(task), impl_->options.default_zone);
+    if (!engine_task.ok()) return engine_task.status();
+    descriptors.push_back(
+        TaskDescriptor{engine_task->id, engine_task->scope, engine_task->schedule.settings});
+    engine_tasks.push_back(*std::move(engine_task));
+  }
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));
 
   std::lock_guard lock(impl_->mu);
-  impl_->descriptors.push_back(TaskDescriptor{task.id, task.scope, std::move(settings)});
+  for (TaskDescriptor& descriptor : descriptors) {
+    impl_->descriptors.push_back(std::move(descriptor));
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,11 @@ TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvoca
   return task;
 }
 
+Status SchedulerService::ScheduleTasks(std::vector<TaskDefinition> tasks) {
+  for (TaskDefinition& task : tasks) STAGEHAND_RETURN_IF_ERROR(ScheduleTask(std::move(task)));
+  return Status::Ok();
+}
+
 Status ScheduledTaskRunner::Run(TaskInvocation invocation) {
   return scheduler_->ScheduleTask(MakeTaskDefinition(schedule_, std::move(invocation)));
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -149,6 +150,14 @@ std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, WallTim
   return swept;
 }
 
+// The PollEntry::version of a row: its next start in microseconds since the epoch.
+std::int64_t VersionOf(const std::optional<WallTime>& next_run_start_at) {
+  if (!next_run_start_at) return std::numeric_limits<std::int64_t>::min();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             next_run_start_at->time_since_epoch())
+      .count();
+}
+
 std::vector<StoreEvent> EventsFor(StoreEvent::Kind kind, const std::vector<std::string>& ids) {
   std::vector<StoreEvent> events;
   events.reserve(ids.size());
@@ -217,9 +226,43 @@ Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSc
     }
     row.settings_json = settings_json;
     result.next_run_start_at = row.next_run_start_at;
+    result.version = VersionOf(row.next_run_start_at);
   });
   table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
   return result;
+}
+
+Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
+  const WallTime now = DatabaseTime();
+  Result<std::vector<store_internal::PlannedUpsert>> planned =
+      store_internal::PlanUpserts(tasks, now);
+  if (!planned.ok()) return planned.status();
+  const std::vector<store_internal::PlannedUpsert>& plans = *planned;
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      auto [it, inserted] = rows.try_emplace(tasks[i].id);
+      TaskRow& row = it->second;
+      if (inserted) {
+        row.id = tasks[i].id;
+        row.next_run_start_at = Evaluate(plans[i].insert, now, std::nullopt);
+      } else {
+        const std::optional<WallTime> candidate = Evaluate(plans[i].reregister, now, std::nullopt);
+        if (!row.next_run_start_at || (candidate && *candidate < *row.next_run_start_at)) {
+          row.next_run_start_at = candidate;
+        }
+      }
+      row.settings_json = plans[i].settings_json;
+      results[i].next_run_start_at = row.next_run_start_at;
+      results[i].version = VersionOf(row.next_run_start_at);
+    }
+  });
+  std::vector<StoreEvent> events;
+  events.reserve(tasks.size());
+  for (const TaskUpsert& task : tasks) events.push_back({StoreEvent::Kind::kUpsert, task.id});
+  table_->Publish(events);
+  return results;
 }
 
 Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
@@ -246,6 +289,7 @@ Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool 
     }
     const TaskRow& row = *found[i];
     entry.next_run_start_at = row.next_run_start_at;
+    entry.version = VersionOf(row.next_run_start_at);
     entry.running = row.current_run_ticket.has_value();
     entry.current_run_expires_at = row.current_run_expires_at;
     if (!entry.running && row.next_run_start_at &&

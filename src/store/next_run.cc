@@ -1,5 +1,8 @@
 #include "store/next_run.h"
 
+#include <unordered_map>
+#include <unordered_set>
+
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
 
@@ -88,6 +91,36 @@ WallTime DatabaseClock::Now() const {
   const WallTime local = clock_.Now();
   std::lock_guard lock(mu_);
   return offset_ ? local + *offset_ : local;
+}
+
+Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks, WallTime db_now) {
+  std::vector<PlannedUpsert> planned;
+  planned.reserve(tasks.size());
+  std::unordered_set<std::string_view> ids;
+  ids.reserve(tasks.size());
+  std::unordered_map<std::string, std::size_t> by_schedule;  // settings JSON + zone -> first index
+  for (const TaskUpsert& task : tasks) {
+    const auto fail = [&](const Status& status) {
+      return status.WithPrefix("task " + task.id + ": ");
+    };
+    if (!ids.insert(task.id).second) {
+      return InvalidArgumentError("task " + task.id + " appears more than once in the batch");
+    }
+    std::string settings_json = task.schedule.settings.ToJson();
+    std::string key = settings_json + '\n' + task.schedule.zone.name();
+    if (auto same = by_schedule.find(key); same != by_schedule.end()) {
+      planned.push_back(planned[same->second]);
+      continue;
+    }
+    if (Status valid = task.schedule.settings.Validate(); !valid.ok()) return fail(valid);
+    Result<NextRunPlan> insert = PlanInsertStart(task.schedule, db_now);
+    if (!insert.ok()) return fail(insert.status());
+    Result<NextRunPlan> reregister = PlanReregisterStart(task.schedule, db_now);
+    if (!reregister.ok()) return fail(reregister.status());
+    by_schedule.emplace(std::move(key), planned.size());
+    planned.push_back(PlannedUpsert{*insert, *reregister, std::move(settings_json)});
+  }
+  return planned;
 }
 
 }  // namespace stagehand::store_internal

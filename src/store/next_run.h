@@ -6,6 +6,9 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "stagehand/base/status.h"
 #include "stagehand/store/task_store.h"
@@ -40,6 +43,18 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
 // The next start written when a run ends or is cancelled: cron: next fire after `db_now`;
 // manual: NULL; duration: greatest(scheduled + cadence, now).
 Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now);
+
+// A validated registration of a batch, with both of its plans.
+struct PlannedUpsert {
+  NextRunPlan insert;      // PlanInsertStart
+  NextRunPlan reregister;  // PlanReregisterStart
+  std::string settings_json;
+};
+
+// Validates and plans every registration of a batch (tasks with equal settings and zone are planned
+// once). Errors: kInvalidArgument naming the task, when its settings are invalid or its id appears
+// twice in the batch.
+Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks, WallTime db_now);
 
 // Returns the casual length of an ISO duration in seconds (0 for an empty string).
 // Errors: kInvalidArgument naming the text.

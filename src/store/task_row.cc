@@ -1,3 +1,4 @@
+#include "stagehand/base/check.h"
 #include "stagehand/store/task_store.h"
 
 namespace stagehand {
@@ -27,6 +28,34 @@ TaskState ToTaskState(const TaskRow& row, const TimeZone& zone) {
     state.last_run_error = row.last_run_error_json;
   }
   return state;
+}
+
+Result<std::vector<UpsertResult>> TaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
+  std::vector<UpsertResult> results;
+  results.reserve(tasks.size());
+  for (const TaskUpsert& task : tasks) {
+    Result<UpsertResult> upserted = Upsert(task.id, task.schedule);
+    if (!upserted.ok()) return upserted.status();
+    results.push_back(*upserted);
+  }
+  return results;
+}
+
+Result<PollResult> TaskStore::PollChanged(
+    std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
+    bool sweep_expired) {
+  STAGEHAND_CHECK(ids.size() == known_versions.size());
+  Result<PollResult> polled = Poll(ids, sweep_expired);
+  if (!polled.ok()) return polled.status();
+  std::vector<PollEntry> kept;
+  for (std::size_t i = 0; i < polled->entries.size(); ++i) {
+    PollEntry& entry = polled->entries[i];
+    const bool quiet = entry.readiness == Readiness::kNotReady && !entry.running &&
+                       known_versions[i] == entry.version;
+    if (!quiet) kept.push_back(std::move(entry));
+  }
+  polled->entries = std::move(kept);
+  return polled;
 }
 
 }  // namespace stagehand

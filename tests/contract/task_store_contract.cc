@@ -952,6 +952,167 @@ TEST_F(TaskStoreContractTest, PollWithSweepResetsExpiredRunsAndCountsThemUnclaim
   EXPECT_FALSE(Row("expired-unpolled").current_run_ticket.has_value());
 }
 
+TEST_F(TaskStoreContractTest, UpsertManyFollowsUpsertsRulesForEveryRow) {
+  // Existing rows first, in the state the single-row tests leave them in.
+  Upsert("cron", Schedule("*/15 * * * *", "PT2M"));
+  Upsert("duration", Schedule("PT120M", "PT1H"));
+  Upsert("manual-to-duration", Schedule("manual"));
+  const std::optional<WallTime> cron_delayed = Row("cron").next_run_start_at;
+  const std::optional<WallTime> duration_delayed = Row("duration").next_run_start_at;
+  ASSERT_TRUE(cron_delayed.has_value());
+  ASSERT_TRUE(duration_delayed.has_value());
+
+  const std::vector<TaskUpsert> batch = {
+      {"new-duration", Schedule("PT10M")},
+      {"cron", Schedule("*/2 * * * *")},          // earlier: moves
+      {"duration", Schedule("PT180M")},           // later: kept
+      {"manual-to-duration", Schedule("PT30M")},  // had none: populated
+      {"new-manual", Schedule("manual")},
+      {"new-delayed", Schedule("PT10M", "PT1H")},
+      {"new-cron", Schedule("0 0 1 1 *")},
+  };
+  const WallTime before = Now();
+  Result<std::vector<UpsertResult>> results = store_->UpsertMany(batch);
+  const WallTime after = Now();
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_EQ(results->size(), batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const TaskRow row = Row(batch[i].id);
+    EXPECT_EQ((*results)[i].next_run_start_at, row.next_run_start_at) << batch[i].id;
+    const PollResult polled = Poll({batch[i].id});
+    ASSERT_EQ(polled.entries.size(), 1U);
+    EXPECT_EQ((*results)[i].version, polled.entries[0].version) << batch[i].id;
+    EXPECT_EQ(row.settings_json, batch[i].schedule.settings.ToJson()) << batch[i].id;
+    EXPECT_TRUE(Within((*results)[i].db_now, before, after)) << batch[i].id;
+  }
+  EXPECT_TRUE(Within(Row("new-duration").next_run_start_at, before, after));
+  EXPECT_TRUE(Within(Row("cron").next_run_start_at, CronNext("*/2 * * * *", before) - seconds(1),
+                     CronNext("*/2 * * * *", after) - seconds(1)));
+  EXPECT_LT(Row("cron").next_run_start_at, cron_delayed);
+  EXPECT_EQ(Row("duration").next_run_start_at, duration_delayed);
+  EXPECT_TRUE(Within(Row("manual-to-duration").next_run_start_at, before + minutes(30),
+                     after + minutes(30)));
+  EXPECT_FALSE(Row("new-manual").next_run_start_at.has_value());
+  EXPECT_TRUE(Within(Row("new-delayed").next_run_start_at, before + hours(1), after + hours(1)));
+  EXPECT_TRUE(Same(Row("new-cron").next_run_start_at, CronNext("0 0 1 1 *", before) - seconds(1)));
+  Result<std::vector<UpsertResult>> none = store_->UpsertMany({});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(TaskStoreContractTest, UpsertManyWritesNothingWhenOneRowIsInvalid) {
+  Upsert("existing", Schedule("PT10M"));
+  const TaskRow existing = Row("existing");
+  TaskSchedule invalid = Schedule("PT10M");
+  invalid.settings.timeout_after_duration = "not a duration";
+  Result<std::vector<UpsertResult>> results = store_->UpsertMany(std::vector<TaskUpsert>{
+      {"fresh", Schedule("PT5M")}, {"existing", Schedule("PT1M")}, {"broken", invalid}});
+  ASSERT_FALSE(results.ok());
+  EXPECT_EQ(results.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(results.status().message().find("broken"), std::string::npos)
+      << results.status().message();
+  EXPECT_FALSE(fixture_->GetRawRow("fresh").has_value());
+  EXPECT_FALSE(fixture_->GetRawRow("broken").has_value());
+  EXPECT_EQ(Row("existing"), existing);
+
+  Result<std::vector<UpsertResult>> twice = store_->UpsertMany(
+      std::vector<TaskUpsert>{{"dup", Schedule("PT5M")}, {"dup", Schedule("PT1M")}});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(twice.status().message().find("dup"), std::string::npos);
+  EXPECT_FALSE(fixture_->GetRawRow("dup").has_value());
+}
+
+TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
+  const WallTime base = WholeSeconds(Now());
+  Upsert("quiet", Schedule("PT10M", "PT1H"));
+  Upsert("manual", Schedule("manual"));
+  Upsert("due", Schedule("PT10M"));
+  Upsert("running", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("running", "t1"));
+  Upsert("moved", Schedule("PT10M", "PT2H"));
+  const std::vector<std::string> ids = {"quiet", "manual", "due", "running", "moved", "missing"};
+
+  // Nothing known yet: every row is reported, as Poll does.
+  std::vector<std::optional<std::int64_t>> unknown(ids.size());
+  Result<PollResult> first = store_->PollChanged(ids, unknown, false);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->entries.size(), ids.size());
+  std::vector<std::optional<std::int64_t>> known;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(first->entries[i].id, ids[i]);
+    known.push_back(first->entries[i].version);
+  }
+  // The versions are those Poll reports.
+  const PollResult plain = Poll(ids);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (plain.entries[i].readiness != Readiness::kMissing) {
+      EXPECT_EQ(plain.entries[i].version, *known[i]) << ids[i];
+    }
+  }
+  EXPECT_NE(known[0], known[1]) << "a NULL next start has a version of its own";
+  Result<UpsertResult> rewritten = store_->Upsert("manual", Schedule("manual"));
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_EQ(rewritten->version, *known[1]) << "Upsert reports the version Poll reports";
+
+  // Unchanged: only the due, running and missing rows come back.
+  auto reported = [&](const PollResult& poll) {
+    std::vector<std::string> out;
+    for (const PollEntry& entry : poll.entries) out.push_back(entry.id);
+    return out;
+  };
+  Result<PollResult> second = store_->PollChanged(ids, known, false);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(reported(*second), (std::vector<std::string>{"due", "running", "missing"}));
+  EXPECT_EQ(second->entries[0].readiness, Readiness::kReady);
+  EXPECT_TRUE(second->entries[1].running);
+  EXPECT_EQ(second->entries[2].readiness, Readiness::kMissing);
+  EXPECT_TRUE(Within(second->db_now, base, Now()));
+
+  // Another writer moves a row's next start: it is reported with its new version.
+  TaskRow moved = Row("moved");
+  moved.next_run_start_at = *moved.next_run_start_at - minutes(30);
+  fixture_->PutRawRow(moved);
+  Result<PollResult> third = store_->PollChanged(ids, known, false);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(reported(*third), (std::vector<std::string>{"due", "running", "moved", "missing"}));
+  EXPECT_EQ(third->entries[2].next_run_start_at, moved.next_run_start_at);
+  EXPECT_NE(third->entries[2].version, *known[4]);
+  EXPECT_EQ(third->entries[2].readiness, Readiness::kNotReady);
+
+  // A trigger makes a quiet row due.
+  ASSERT_TRUE(store_->Trigger("quiet").ok());
+  Result<PollResult> fourth = store_->PollChanged(ids, known, false);
+  ASSERT_TRUE(fourth.ok());
+  ASSERT_FALSE(fourth->entries.empty());
+  EXPECT_EQ(fourth->entries[0].id, "quiet");
+  EXPECT_EQ(fourth->entries[0].readiness, Readiness::kReady);
+
+  // Swept rows count as unclaimed, as in Poll.
+  TaskRow expired = Row("running");
+  expired.current_run_expires_at = base - minutes(1);
+  fixture_->PutRawRow(expired);
+  Result<PollResult> swept = store_->PollChanged(ids, known, true);
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(swept->swept_ids, std::vector<std::string>{"running"});
+  const auto running = std::find_if(swept->entries.begin(), swept->entries.end(),
+                                    [](const PollEntry& e) { return e.id == "running"; });
+  ASSERT_NE(running, swept->entries.end());
+  EXPECT_FALSE(running->running);
+  EXPECT_EQ(running->readiness, Readiness::kReady);
+
+  Result<PollResult> empty = store_->PollChanged({}, {}, false);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->entries.empty());
+}
+
+TEST_F(TaskStoreContractTest, WarmUpLeavesTheStoreWorking) {
+  ASSERT_TRUE(store_->WarmUp().ok());
+  ASSERT_TRUE(store_->WarmUp().ok());
+  Upsert("after-warm-up", Schedule("PT10M"));
+  EXPECT_EQ(ReadinessOf("after-warm-up"), Readiness::kReady);
+}
+
 // --- Rows written by Backstage ----------------------------------------------------------------
 
 TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {

@@ -37,6 +37,7 @@ class PluginScheduler final : public SchedulerService {
   ~PluginScheduler() override;
 
   Status ScheduleTask(TaskDefinition task) override;
+  Status ScheduleTasks(std::vector<TaskDefinition> tasks) override;
   Status TriggerTask(std::string_view id) override;
   Status CancelTask(std::string_view id) override;
   std::vector<TaskDescriptor> GetScheduledTasks() const override;

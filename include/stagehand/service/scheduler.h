@@ -86,6 +86,13 @@ class SchedulerService {
   // with that id; kUnavailable if the database cannot be reached.
   virtual Status ScheduleTask(TaskDefinition task) = 0;
 
+  // Registers and starts several tasks, for plugins that register many at once: the real
+  // scheduler validates all of them first and writes the global ones in one database statement,
+  // all or nothing (if any definition is invalid, repeats an id, or conflicts, none is registered
+  // and the error names the task). Errors: as ScheduleTask. The default calls ScheduleTask for each
+  // task in order and stops at the first error (the tasks before it stay registered).
+  virtual Status ScheduleTasks(std::vector<TaskDefinition> tasks);
+
   // Runs a task as soon as possible: a local task of this process first, else the database row
   // (so a global task registered only on another host can be triggered).
   // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";

@@ -50,6 +50,7 @@ class MemoryTaskStore final : public TaskStore {
   const std::string& plugin_id() const override { return plugin_id_; }
   Status Migrate() override;
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override;
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override;
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override;
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
                             std::chrono::milliseconds timeout,

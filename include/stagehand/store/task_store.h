@@ -52,6 +52,13 @@ struct TaskSchedule {
 struct UpsertResult {
   std::optional<WallTime> next_run_start_at;
   WallTime db_now;
+  std::int64_t version = 0;  // the row's PollEntry::version after the write
+};
+
+// One registration of a batch (UpsertMany).
+struct TaskUpsert {
+  std::string id;
+  TaskSchedule schedule;
 };
 
 // Readiness of one polled task.
@@ -70,6 +77,9 @@ struct PollEntry {
   std::optional<WallTime> next_run_start_at;
   bool running = false;  // the row holds a ticket
   std::optional<WallTime> current_run_expires_at;
+  // Identifies the row's next_run_start_at: equal versions of one row mean an unchanged next
+  // start. Store-defined; only ever compared with versions the same store returned (PollChanged).
+  std::int64_t version = 0;
 };
 
 // The outcome of Poll.
@@ -133,10 +143,27 @@ class TaskStore {
   // Errors: kInvalidArgument (invalid settings), kUnavailable.
   virtual Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) = 0;
 
+  // Registers every task of `tasks` in one transaction, each row by Upsert's rules; returns the
+  // results in the same order. All or nothing: on any error no row is written. Ids must be
+  // distinct. One round trip on PostgreSQL; one transaction on SQLite. The default runs Upsert for
+  // each task (not atomically). Errors: kInvalidArgument (invalid settings, naming the task),
+  // kUnavailable.
+  virtual Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks);
+
   // Reports the readiness of every id in one statement (§5). When `sweep_expired` is set, the same
   // round trip first resets expired runs (as SweepExpired) and counts them as unclaimed.
   // Errors: kUnavailable.
   virtual Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) = 0;
+
+  // Like Poll, but may leave out the ids whose rows are idle, not due and unchanged: every row that
+  // is missing, holds a ticket, is due, or has a version other than `known_versions[i]` (nullopt:
+  // never seen) is reported, in request order. So a poll of many quiet tasks returns almost
+  // nothing. Settings of a row whose version is unchanged are not re-read (a row
+  // whose settings alone changed is reported when it is next due). `known_versions` has one
+  // element per id. The default filters Poll's result. Errors: kUnavailable.
+  virtual Result<PollResult> PollChanged(
+      std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
+      bool sweep_expired);
 
   // Claims a due, unclaimed task for a run with `ticket`: sets the ticket, started = now and
   // expires = now + min(timeout, lease). Succeeds iff the row exists, is due
@@ -183,6 +210,11 @@ class TaskStore {
 
   // Returns the database's current time. Errors: kUnavailable.
   virtual Result<WallTime> DatabaseNow() = 0;
+
+  // Opens the store's connections and prepares its statements ahead of use, so that the first
+  // operations are as fast as later ones. Optional: every operation works without it. Several
+  // round trips; a no-op where there is nothing to prepare. Errors: kUnavailable.
+  virtual Status WarmUp() { return Status::Ok(); }
 
   // Starts delivering this store's events (and other writers' where the database can tell) to
   // `handler`, on a thread owned by the returned object. `handler` must not block. Returns

@@ -61,6 +61,41 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
   }
 }
 
+Status ConnectionPool::WarmUp(const std::function<Status(PgConnection&)>& prepare) {
+  std::vector<Idle> idle;
+  {
+    std::lock_guard lock(mu_);
+    idle.swap(idle_);  // still counted in open_: they are lent to this call
+  }
+  Status first_error;
+  for (Idle& session : idle) {
+    if (Status prepared = prepare(*session.connection); !prepared.ok() && first_error.ok()) {
+      first_error = prepared;
+    }
+    Return(std::move(session.connection), session.generation);
+  }
+  STAGEHAND_RETURN_IF_ERROR(first_error);
+  while (true) {
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (open_ >= size_) return Status::Ok();
+      ++open_;
+      generation = generation_;
+    }
+    Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params_);
+    if (!opened.ok()) {
+      std::lock_guard lock(mu_);
+      --open_;
+      returned_.notify_one();
+      return opened.status();
+    }
+    const Status prepared = prepare(**opened);
+    Return(std::move(*opened), generation);
+    STAGEHAND_RETURN_IF_ERROR(prepared);
+  }
+}
+
 void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation) {
   const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
                       PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,6 +49,11 @@ class ConnectionPool {
   // Borrows a healthy session, opening one if none is idle and the pool is not full; waits for a
   // return otherwise. Errors: kUnavailable with libpq's reason when a new session cannot be opened.
   Result<Lease> Acquire();
+
+  // Opens sessions until the pool is full and runs `prepare` once on every session it holds (new
+  // ones and idle ones), so that later callers find them ready. Sessions lent out meanwhile are
+  // left alone. Errors: the first failure to open a session (kUnavailable) or of `prepare`.
+  Status WarmUp(const std::function<Status(PgConnection&)>& prepare);
 
   const PgConnectParams& params() const { return params_; }
 

@@ -221,13 +221,17 @@ PgResult PgConnection::Wrap(PGresult* result) {
   return PgResult(result, std::move(error), lost);
 }
 
-PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
+std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
   STAGEHAND_CHECK(statement.index >= 0 && statement.index < kMaxStatements);
-  if (!prepared_[statement.index]) {
-    PgResult prepared = Wrap(PQprepare(conn_, statement.name, statement.sql, 0, nullptr));
-    if (!prepared.ok() && prepared.SqlState() != "42P05") return prepared;  // 42P05: exists
-    prepared_[statement.index] = true;
-  }
+  if (prepared_[statement.index]) return std::nullopt;
+  PgResult prepared = Wrap(PQprepare(conn_, statement.name, statement.sql, 0, nullptr));
+  if (!prepared.ok() && prepared.SqlState() != "42P05") return prepared;  // 42P05: exists
+  prepared_[statement.index] = true;
+  return std::nullopt;
+}
+
+PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
+  if (std::optional<PgResult> failed = Prepare(statement)) return *std::move(failed);
   const std::vector<const char*> values = params.Pointers();
   return Wrap(PQexecPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,
                              /*resultFormat=*/0));

@@ -106,6 +106,9 @@ class PgConnection {
 
   // Executes `statement`, preparing it on this connection first if needed.
   PgResult Execute(const PgStatement& statement, const PgParams& params);
+  // Prepares `statement` on this connection unless it already is (one round trip when it is not).
+  // Returns nullopt once it is prepared, else the failed result.
+  std::optional<PgResult> Prepare(const PgStatement& statement);
   // Executes SQL text with parameters (unnamed statement).
   PgResult ExecuteText(const char* sql, const PgParams& params);
   // Executes one or more parameterless statements with the simple protocol (DDL, BEGIN).
@@ -120,12 +123,17 @@ class PgConnection {
 
   PGconn* raw() { return conn_; }
 
+  // Whether the store has warmed this session up (TaskStore::WarmUp), so it is done once.
+  bool warmed() const { return warmed_; }
+  void MarkWarmed() { warmed_ = true; }
+
  private:
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
   PgResult Wrap(PGresult* result);
 
   PGconn* conn_;
   bool prepared_[kMaxStatements] = {};
+  bool warmed_ = false;
 };
 
 // Returns the database `params` names: `database`, else the one in `conninfo`, else the user name

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "stagehand/model/task_state.h"
@@ -69,21 +71,69 @@ void AddPlan(PgParams& params, const NextRunPlan& plan) {
   }
 }
 
+// Appends `value` to a PostgreSQL array literal being built in `out` (after "{" or ",").
+void AppendQuoted(std::string& out, std::string_view value) {
+  out += '"';
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
 // Returns `ids` as a PostgreSQL text[] literal.
 std::string TextArray(std::span<const std::string> ids) {
   std::string out = "{";
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ',';
-    out += '"';
-    for (char c : ids[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
+    AppendQuoted(out, ids[i]);
   }
   out += '}';
   return out;
 }
+
+// The arrays of one plan column group of upsert_many: kinds, seconds and instants.
+struct PlanArrays {
+  std::string kinds = "{";
+  std::string seconds = "{";
+  std::string instants = "{";
+
+  void Add(const NextRunPlan& plan) {
+    if (kinds.size() > 1) {
+      kinds += ',';
+      seconds += ',';
+      instants += ',';
+    }
+    switch (plan.kind) {
+      case NextRunPlan::Kind::kNull:
+        kinds += sql::kPlanNull;
+        break;
+      case NextRunPlan::Kind::kNow:
+        kinds += sql::kPlanNow;
+        break;
+      case NextRunPlan::Kind::kNowPlus:
+        kinds += sql::kPlanNowPlus;
+        break;
+      case NextRunPlan::Kind::kInstant:
+        kinds += sql::kPlanInstant;
+        break;
+      case NextRunPlan::Kind::kScheduledPlusCadence:
+        kinds += sql::kPlanScheduledPlus;
+        break;
+    }
+    seconds += fmt::format("{}", plan.seconds);
+    if (plan.kind == NextRunPlan::Kind::kInstant) {
+      AppendQuoted(instants, store_internal::FormatPgTimestamp(plan.instant));
+    } else {
+      instants += "NULL";
+    }
+  }
+  void Close() {
+    kinds += '}';
+    seconds += '}';
+    instants += '}';
+  }
+};
 
 // A statement's result with the host's wall-clock times around it, to feed the DatabaseClock.
 struct Executed {
@@ -110,7 +160,12 @@ class PostgresTaskStore final : public TaskStore {
 
   Status Migrate() override;
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override;
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override;
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override;
+  Result<PollResult> PollChanged(std::span<const std::string> ids,
+                                 std::span<const std::optional<std::int64_t>> known_versions,
+                                 bool sweep_expired) override;
+  Status WarmUp() override;
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override;
@@ -134,10 +189,16 @@ class PostgresTaskStore final : public TaskStore {
                        const PgParams& params);
   // Returns the Status for a failed statement, naming the plugin, the database and `operation`.
   Status ErrorOf(std::string_view operation, const PgResult& result) const;
+  // Turns the rows of a poll statement into a PollResult. Entries come in the order of `ids` (only
+  // the ids that have a row in the result when `only_listed` is set).
+  Result<PollResult> ReadPoll(const Executed& executed, std::span<const std::string> ids,
+                              bool only_listed);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
 
+  // Runs MigrateOnce until knex's lock row is free or the attempts run out.
+  Status MigrateWithRetries();
   // One attempt at the whole migration in one transaction. Sets `lock_busy` when knex's lock row
   // was already taken (the caller retries).
   Status MigrateOnce(PgConnection& connection, bool& lock_busy);
@@ -206,6 +267,13 @@ Result<WallTime> PostgresTaskStore::ObserveNow(const Executed& executed, int row
 }
 
 Status PostgresTaskStore::Migrate() {
+  STAGEHAND_RETURN_IF_ERROR(MigrateWithRetries());
+  // Best effort: statements prepare themselves on first use otherwise.
+  (void)WarmUp();
+  return Status::Ok();
+}
+
+Status PostgresTaskStore::MigrateWithRetries() {
   Result<ConnectionPool::Lease> lease = pool_.Acquire();
   if (!lease.ok()) {
     return UnavailableError(
@@ -321,7 +389,61 @@ Result<UpsertResult> PostgresTaskStore::Upsert(const std::string& id,
   if (!stored.ok()) return stored.status();
   Result<WallTime> now = ObserveNow(*executed, 0, 1);
   if (!now.ok()) return now.status();
-  return UpsertResult{*stored, *now};
+  return UpsertResult{*stored, *now, executed->result.GetInt(0, 3)};
+}
+
+Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
+  if (tasks.empty()) return std::vector<UpsertResult>();
+  Result<std::vector<store_internal::PlannedUpsert>> planned =
+      store_internal::PlanUpserts(tasks, db_clock_.Now());
+  if (!planned.ok()) return planned.status();
+  std::string ids = "{";
+  std::string settings = "{";
+  PlanArrays start;
+  PlanArrays next;
+  std::unordered_map<std::string_view, std::size_t> index_of;
+  index_of.reserve(tasks.size());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (i > 0) {
+      ids += ',';
+      settings += ',';
+    }
+    AppendQuoted(ids, tasks[i].id);
+    AppendQuoted(settings, (*planned)[i].settings_json);
+    start.Add((*planned)[i].insert);
+    next.Add((*planned)[i].reregister);
+    index_of.emplace(tasks[i].id, i);
+  }
+  ids += '}';
+  settings += '}';
+  start.Close();
+  next.Close();
+  PgParams params;
+  params.Add(std::move(ids)).Add(std::move(settings));
+  params.Add(std::move(start.kinds)).Add(std::move(start.seconds)).Add(std::move(start.instants));
+  params.Add(std::move(next.kinds)).Add(std::move(next.seconds)).Add(std::move(next.instants));
+  params.Add(channel_);
+  Result<Executed> executed = Run("upsert", sql::TaskStatements().upsert_many, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  if (result.rows() != static_cast<int>(tasks.size())) {
+    return InternalError(
+        fmt::format("{}: upsert of {} tasks wrote {} rows", where_, tasks.size(), result.rows()));
+  }
+  Result<WallTime> now = ObserveNow(*executed, 0, 2);
+  if (!now.ok()) return now.status();
+  std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, *now});
+  for (int row = 0; row < result.rows(); ++row) {
+    const auto found = index_of.find(result.Get(row, 0));
+    if (found == index_of.end()) {
+      return InternalError(fmt::format("{}: upsert returned an unknown task", where_));
+    }
+    Result<std::optional<WallTime>> stored = TimeAt(result, row, 1);
+    if (!stored.ok()) return stored.status();
+    results[found->second].next_run_start_at = *stored;
+    results[found->second].version = result.GetInt(row, 4);
+  }
+  return results;
 }
 
 Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
@@ -332,32 +454,62 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
   Result<Executed> executed =
       Run("poll", sweep_expired ? statements.poll_and_sweep : statements.poll, params);
   if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  return ReadPoll(*executed, ids, /*only_listed=*/false);
+}
 
+Result<PollResult> PostgresTaskStore::PollChanged(
+    std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
+    bool sweep_expired) {
+  STAGEHAND_CHECK(ids.size() == known_versions.size());
+  std::string versions = "{";
+  for (std::size_t i = 0; i < known_versions.size(); ++i) {
+    if (i > 0) versions += ',';
+    versions += known_versions[i] ? fmt::format("{}", *known_versions[i]) : "NULL";
+  }
+  versions += '}';
+  PgParams params;
+  params.Add(TextArray(ids)).Add(std::move(versions));
+  if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  const sql::Statements& statements = sql::TaskStatements();
+  Result<Executed> executed = Run(
+      "poll", sweep_expired ? statements.poll_changed_and_sweep : statements.poll_changed, params);
+  if (!executed.ok()) return executed.status();
+  return ReadPoll(*executed, ids, /*only_listed=*/true);
+}
+
+Result<PollResult> PostgresTaskStore::ReadPoll(const Executed& executed,
+                                               std::span<const std::string> ids, bool only_listed) {
+  const PgResult& result = executed.result;
   PollResult poll;
-  std::map<std::string, int, std::less<>> rows_by_id;
+  std::unordered_map<std::string_view, int> rows_by_id;
+  std::unordered_set<std::string_view> missing;
   for (int row = 0; row < result.rows(); ++row) {
     const std::string_view kind = result.Get(row, 0);
     if (kind == "clock") {
-      Result<WallTime> now = ObserveNow(*executed, row, 7);
+      Result<WallTime> now = ObserveNow(executed, row, 7);
       if (!now.ok()) return now.status();
       poll.db_now = *now;
     } else if (kind == "swept") {
       poll.swept_ids.emplace_back(result.Get(row, 1));
+    } else if (kind == "missing") {
+      missing.insert(result.Get(row, 1));
     } else {
-      rows_by_id.emplace(std::string(result.Get(row, 1)), row);
+      rows_by_id.emplace(result.Get(row, 1), row);
     }
   }
 
-  poll.entries.reserve(ids.size());
+  poll.entries.reserve(only_listed ? rows_by_id.size() + missing.size() : ids.size());
   for (const std::string& id : ids) {
-    PollEntry& entry = poll.entries.emplace_back();
-    entry.id = id;
     const auto found = rows_by_id.find(id);
     if (found == rows_by_id.end()) {
+      if (only_listed && missing.count(id) == 0) continue;
+      PollEntry& entry = poll.entries.emplace_back();
+      entry.id = id;
       entry.readiness = Readiness::kMissing;
       continue;
     }
+    PollEntry& entry = poll.entries.emplace_back();
+    entry.id = id;
     const int row = found->second;
     Result<std::optional<WallTime>> next = TimeAt(result, row, 3);
     if (!next.ok()) return next.status();
@@ -366,6 +518,7 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
     entry.next_run_start_at = *next;
     entry.running = result.GetBool(row, 4);
     entry.current_run_expires_at = *expires;
+    entry.version = result.GetInt(row, 8);
     if (!entry.running && entry.next_run_start_at &&
         (!poll.earliest_next || *entry.next_run_start_at < *poll.earliest_next)) {
       poll.earliest_next = entry.next_run_start_at;
@@ -380,6 +533,62 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
     entry.readiness = result.GetBool(row, 6) ? Readiness::kReady : Readiness::kNotReady;
   }
   return poll;
+}
+
+Status PostgresTaskStore::WarmUp() {
+  const sql::Statements& s = sql::TaskStatements();
+  const PgStatement* const statements[] = {
+      &s.upsert,
+      &s.upsert_many,
+      &s.poll,
+      &s.poll_changed,
+      &s.poll_changed_and_sweep,
+      &s.poll_and_sweep,
+      &s.claim,
+      &s.renew_lease,
+      &s.release,
+      &s.trigger,
+      &s.read_for_cancel,
+      &s.sweep,
+      &s.states,
+      &s.remove,
+      &s.now,
+  };
+  // The first execution of a statement in a session also pays for loading the table's and its
+  // index's catalog entries and for planning. Run the hot ones once on an id no row can have (ids
+  // are varchar(255)), so they change nothing and notify nobody.
+  const std::string no_such_id(256, '-');
+  PgParams one_id;
+  one_id.Add(no_such_id);
+  PgParams empty_poll;
+  empty_poll.Add("{}").Add("{}");
+  PgParams run;  // id, ticket, timeout ms, lease ms
+  run.Add(no_such_id).Add("warm-up").Add(1LL).Add(1LL);
+  PgParams release;
+  release.Add(no_such_id).Add("warm-up");
+  AddPlan(release, NextRunPlan{NextRunPlan::Kind::kNull});
+  release.AddNull().Add(channel_).Add("release");
+  PgParams trigger;
+  trigger.Add(no_such_id).Add(channel_);
+  const std::pair<const PgStatement*, const PgParams*> runs[] = {
+      {&s.poll_changed, &empty_poll}, {&s.claim, &run},       {&s.renew_lease, &run},
+      {&s.release, &release},         {&s.trigger, &trigger}, {&s.read_for_cancel, &one_id},
+  };
+  return pool_.WarmUp([&](PgConnection& connection) -> Status {
+    if (connection.warmed()) return Status::Ok();
+    for (const PgStatement* statement : statements) {
+      if (std::optional<PgResult> failed = connection.Prepare(*statement)) {
+        return ErrorOf("prepare", *failed);
+      }
+    }
+    for (const auto& [statement, params] : runs) {
+      if (PgResult result = connection.Execute(*statement, *params); !result.ok()) {
+        return ErrorOf("warm-up", result);
+      }
+    }
+    connection.MarkWarmed();
+    return Status::Ok();
+  });
 }
 
 Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::string& ticket,

@@ -26,6 +26,71 @@ std::string Plan(int kind, bool in_update) {
       kind, kind + 1, kind + 2, scheduled_plus);
 }
 
+// The next-run expression of a plan held in the columns `kind`, `seconds` and `instant` of `from`.
+std::string PlanColumns(std::string_view from, std::string_view prefix) {
+  return fmt::format(
+      "CASE {0}.{1}_kind"
+      " WHEN 'null' THEN NULL"
+      " WHEN 'now' THEN now()"
+      " WHEN 'now_plus' THEN now() + {0}.{1}_seconds * interval '1 second'"
+      " WHEN 'instant' THEN {0}.{1}_instant"
+      " END",
+      from, prefix);
+}
+
+// The version of the next_run_start_at of the row aliased `alias`: its microseconds since the
+// epoch, or the smallest bigint when it is NULL.
+std::string VersionOf(std::string_view alias) {
+  return fmt::format(
+      "coalesce(round(extract(epoch FROM {}.next_run_start_at) * 1000000)::int8, "
+      "-9223372036854775808)",
+      alias);
+}
+
+std::string PollChanged(bool sweep) {
+  // As in poll_and_sweep, the outer query sees the table as it was before `swept` changed it.
+  const std::string swept_cte = sweep ? R"sql(
+WITH swept AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET current_run_ticket = NULL,
+      current_run_started_at = NULL,
+      current_run_expires_at = NULL,
+      last_run_ended_at = now(),
+      last_run_error_json = $3::text
+  WHERE current_run_expires_at < now()
+  RETURNING id, pg_notify($4::text, 'sweep:' || id)
+))sql"
+                                      : "";
+  const std::string running = sweep ? "t.current_run_ticket IS NOT NULL AND s.id IS NULL"
+                                    : "t.current_run_ticket IS NOT NULL";
+  const std::string idle =
+      sweep ? "(t.current_run_ticket IS NULL OR s.id IS NOT NULL)" : "t.current_run_ticket IS NULL";
+  const std::string expires = sweep ? "CASE WHEN s.id IS NULL THEN t.current_run_expires_at END"
+                                    : "t.current_run_expires_at";
+  const std::string tasks =
+      sweep ? "(backstage_backend_tasks__tasks AS t LEFT JOIN swept AS s ON s.id = t.id)"
+            : "backstage_backend_tasks__tasks AS t";
+  const std::string swept_rows =
+      sweep ? "UNION ALL SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept"
+            : "";
+  return fmt::format(R"sql({swept_cte}
+SELECT CASE WHEN t.id IS NULL THEN 'missing' ELSE 'task' END, k.id, t.settings_json,
+       t.next_run_start_at, {running}, {expires},
+       coalesce(t.next_run_start_at <= now() AND {idle}, false), now(), {version}
+FROM unnest($1::text[], $2::int8[]) AS k(id, known)
+LEFT JOIN {tasks} ON t.id = k.id
+WHERE t.id IS NULL OR {running} OR t.next_run_start_at <= now()
+   OR {version} IS DISTINCT FROM k.known
+{swept_rows}
+UNION ALL
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
+)sql",
+                     fmt::arg("swept_cte", swept_cte), fmt::arg("running", running),
+                     fmt::arg("expires", expires), fmt::arg("idle", idle),
+                     fmt::arg("version", VersionOf("t")), fmt::arg("tasks", tasks),
+                     fmt::arg("swept_rows", swept_rows));
+}
+
 struct Texts {
   std::string upsert =
       fmt::format(R"sql(
@@ -37,21 +102,61 @@ ON CONFLICT (id) DO UPDATE SET
     WHEN t.next_run_start_at IS NULL OR {next} < t.next_run_start_at THEN {next}
     ELSE t.next_run_start_at
   END
-RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id)
+RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id), {version}
 )sql",
-                  fmt::arg("start", Plan(3, false)), fmt::arg("next", Plan(6, false)));
+                  fmt::arg("start", Plan(3, false)), fmt::arg("next", Plan(6, false)),
+                  fmt::arg("version", VersionOf("t")));
 
-  std::string poll = R"sql(
+  // Rows that exist are updated (keeping an earlier next start); the others are inserted. A row
+  // another writer inserts meanwhile gets the new settings and keeps its own next start.
+  std::string upsert_many =
+      fmt::format(R"sql(
+WITH input AS (
+  SELECT u.id, u.settings_json, {start} AS start_at, {next} AS next_at
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
+              $7::float8[], $8::timestamptz[])
+       AS u(id, settings_json, start_kind, start_seconds, start_instant, next_kind, next_seconds,
+            next_instant)
+), updated AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET settings_json = i.settings_json,
+      next_run_start_at = CASE
+        WHEN t.next_run_start_at IS NULL OR i.next_at < t.next_run_start_at THEN i.next_at
+        ELSE t.next_run_start_at
+      END
+  FROM input AS i
+  WHERE t.id = i.id
+  RETURNING t.id, t.next_run_start_at
+), inserted AS (
+  INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
+  SELECT i.id, i.start_at, i.settings_json FROM input AS i
+  WHERE NOT EXISTS (SELECT FROM updated AS u WHERE u.id = i.id)
+  ON CONFLICT (id) DO UPDATE SET settings_json = excluded.settings_json
+  RETURNING t.id, t.next_run_start_at
+), written AS (
+  SELECT id, next_run_start_at FROM updated UNION ALL SELECT id, next_run_start_at FROM inserted
+)
+SELECT w.id, w.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || w.id), {version}
+FROM written AS w
+)sql",
+                  fmt::arg("start", PlanColumns("u", "start")),
+                  fmt::arg("next", PlanColumns("u", "next")), fmt::arg("version", VersionOf("w")));
+
+  std::string poll = fmt::format(R"sql(
 SELECT 'task', id, settings_json, next_run_start_at,
        current_run_ticket IS NOT NULL,
        current_run_expires_at,
        coalesce(next_run_start_at <= now() AND current_run_ticket IS NULL, false),
-       now()
-FROM backstage_backend_tasks__tasks
+       now(), {version}
+FROM backstage_backend_tasks__tasks AS t
 WHERE id = ANY ($1::text[])
 UNION ALL
-SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now()
-)sql";
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
+)sql",
+                                 fmt::arg("version", VersionOf("t")));
+
+  std::string poll_changed = PollChanged(false);
+  std::string poll_changed_and_sweep = PollChanged(true);
 
   // The outer query sees the table as it was before `swept` changed it, so a polled row that the
   // sweep released counts as idle here.
@@ -71,14 +176,15 @@ SELECT 'task', t.id, t.settings_json, t.next_run_start_at,
        CASE WHEN s.id IS NULL THEN t.current_run_expires_at END,
        coalesce(t.next_run_start_at <= now() AND (t.current_run_ticket IS NULL OR s.id IS NOT NULL),
                 false),
-       now()
+       now(), )sql" + VersionOf("t") +
+                               R"sql(
 FROM backstage_backend_tasks__tasks AS t
 LEFT JOIN swept AS s ON s.id = t.id
 WHERE t.id = ANY ($1::text[])
 UNION ALL
-SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now() FROM swept
+SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept
 UNION ALL
-SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now()
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
 
   std::string claim = R"sql(
@@ -165,7 +271,11 @@ const Statements& TaskStatements() {
   static const Texts* const texts = new Texts();
   static const Statements statements{
       .upsert = {0, "stagehand_upsert", texts->upsert.c_str()},
+      .upsert_many = {12, "stagehand_upsert_many", texts->upsert_many.c_str()},
       .poll = {1, "stagehand_poll", texts->poll.c_str()},
+      .poll_changed = {13, "stagehand_poll_changed", texts->poll_changed.c_str()},
+      .poll_changed_and_sweep = {14, "stagehand_poll_changed_and_sweep",
+                                 texts->poll_changed_and_sweep.c_str()},
       .poll_and_sweep = {2, "stagehand_poll_and_sweep", texts->poll_and_sweep.c_str()},
       .claim = {3, "stagehand_claim", texts->claim.c_str()},
       .renew_lease = {4, "stagehand_renew_lease", texts->renew_lease.c_str()},

@@ -21,11 +21,21 @@ inline constexpr std::string_view kPlanScheduledPlus = "scheduled_plus";
 // The prepared statements of the task table. Each comment lists the parameters and the columns.
 struct Statements {
   // $1 id, $2 settings_json, $3..$5 insert plan, $6..$8 re-register plan, $9 channel
-  // → next_run_start_at, now()
+  // → next_run_start_at, now(), (notify), version
   PgStatement upsert;
+  // $1 ids, $2 settings_json, $3..$5 insert plans, $6..$8 re-register plans (arrays, one element
+  // per task), $9 channel → id, next_run_start_at, now(), (notify), version (one row per task, any
+  // order)
+  PgStatement upsert_many;
   // $1 ids (text[]) → kind ('task' | 'clock'), id, settings_json, next_run_start_at, running,
-  //   current_run_expires_at, ready, now()
+  //   current_run_expires_at, ready, now(), version
   PgStatement poll;
+  // $1 ids (text[]), $2 known versions (int8[], NULL: unknown) → kind ('task' | 'missing' |
+  //   'clock'), id, settings_json, next_run_start_at, running, current_run_expires_at, ready,
+  //   now(), version; only rows missing, running, due or whose version differs
+  PgStatement poll_changed;
+  // $1, $2 as poll_changed, $3 timeout error JSON, $4 channel → as poll_changed, plus 'swept'
+  PgStatement poll_changed_and_sweep;
   // $1 ids (text[]), $2 timeout error JSON, $3 channel → as `poll`, plus kind 'swept' rows (id)
   PgStatement poll_and_sweep;
   // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not

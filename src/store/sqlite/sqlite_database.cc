@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "store/sqlite/sqlite_sql.h"
@@ -104,6 +106,28 @@ bool SqliteStatement::IsInteger(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_INTEGER;
 }
 
+namespace {
+
+// stagehand_version(x): FNV-1a of x's text, so that values of any storage format compare equal
+// exactly when their text does; NULL has a version of its own.
+void VersionFunction(sqlite3_context* context, int argc, sqlite3_value** argv) {
+  if (argc != 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_int64(context, std::numeric_limits<sqlite3_int64>::min());
+    return;
+  }
+  const auto* text = sqlite3_value_text(argv[0]);
+  const int size = sqlite3_value_bytes(argv[0]);
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (int i = 0; i < size; ++i) {
+    hash ^= text[i];
+    hash *= 1099511628211ULL;
+  }
+  hash &= 0x7fffffffffffffffULL;  // never the NULL version
+  sqlite3_result_int64(context, static_cast<sqlite3_int64>(hash));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
     const std::string& plugin_id, const std::string& path, std::chrono::milliseconds busy_timeout) {
   const auto fail = [&](std::string_view reason) {
@@ -132,6 +156,11 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
   }
   std::unique_ptr<SqliteDatabase> db(new SqliteDatabase(raw, plugin_id, path));
   sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout.count()));
+  if (sqlite3_create_function(raw, "stagehand_version", 1,
+                              SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
+                              &VersionFunction, nullptr, nullptr) != SQLITE_OK) {
+    return fail(sqlite3_errmsg(raw));
+  }
   // Switching to WAL reads the file, so a missing directory, a file that is not a database or an
   // unwritable location is reported here rather than at the first statement.
   if (IsFilePath(path)) {

@@ -40,7 +40,8 @@ std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister) {
       "next_run_start_at = CASE WHEN backstage_backend_tasks__tasks.next_run_start_at IS NULL "
       "OR {1} < backstage_backend_tasks__tasks.next_run_start_at THEN {1} "
       "ELSE backstage_backend_tasks__tasks.next_run_start_at END "
-      "RETURNING next_run_start_at, strftime('%Y-%m-%d %H:%M:%f','now')",
+      "RETURNING next_run_start_at, strftime('%Y-%m-%d %H:%M:%f','now'), "
+      "stagehand_version(next_run_start_at)",
       PlanExpression(start, 3), next);
 }
 

@@ -102,15 +102,32 @@ inline constexpr std::string_view kDatabaseNow = "SELECT strftime('%Y-%m-%d %H:%
 
 // ?1 JSON array of ids. One row per requested id, in request order; a missing row has NULLs.
 // Columns: requested id, row exists, settings_json, next_run_start_at, current_run_ticket,
-// current_run_expires_at, ready, now.
+// current_run_expires_at, ready, now, version.
 inline constexpr std::string_view kPoll =
     "WITH clock(now) AS MATERIALIZED (SELECT strftime('%Y-%m-%d %H:%M:%f','now')) "
     "SELECT ids.value, t.id IS NOT NULL, t.settings_json, t.next_run_start_at, "
     "t.current_run_ticket, t.current_run_expires_at, "
-    "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now "
+    "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now, "
+    "stagehand_version(t.next_run_start_at) "
     "FROM json_each(?1) AS ids CROSS JOIN clock "
     "LEFT JOIN backstage_backend_tasks__tasks AS t ON t.id = ids.value "
     "ORDER BY ids.key";
+
+// ?1 JSON array of [id, known version or null] pairs. As kPoll, but only the rows that are
+// missing, hold a ticket, are due, or whose version differs from the known one.
+inline constexpr std::string_view kPollChanged =
+    "WITH clock(now) AS MATERIALIZED (SELECT strftime('%Y-%m-%d %H:%M:%f','now')), "
+    "known(key, id, version) AS (SELECT key, json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]') FROM json_each(?1)) "
+    "SELECT k.id, t.id IS NOT NULL, t.settings_json, t.next_run_start_at, "
+    "t.current_run_ticket, t.current_run_expires_at, "
+    "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now, "
+    "stagehand_version(t.next_run_start_at) "
+    "FROM known AS k CROSS JOIN clock "
+    "LEFT JOIN backstage_backend_tasks__tasks AS t ON t.id = k.id "
+    "WHERE t.id IS NULL OR t.current_run_ticket IS NOT NULL OR t.next_run_start_at <= clock.now "
+    "OR stagehand_version(t.next_run_start_at) IS NOT k.version "
+    "ORDER BY k.key";
 
 // ?1 error JSON. Returns the reset ids.
 inline constexpr std::string_view kSweepExpired =
@@ -154,7 +171,7 @@ inline constexpr std::string_view kDelete =
     "DELETE FROM backstage_backend_tasks__tasks WHERE id = ?1";
 
 // Registration (Backstage §4.3): ?1 id, ?2 settings JSON, ?3 the insert start's parameter, ?4 the
-// re-registration start's parameter. Returns next_run_start_at and now.
+// re-registration start's parameter. Returns next_run_start_at, now and the version.
 std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister);
 
 // End of a run or a cancel (§4.6, §4.9): ?1 id, ?2 ticket, ?3 error JSON or NULL, ?4 the plan's

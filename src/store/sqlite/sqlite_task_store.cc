@@ -102,55 +102,78 @@ class SqliteTaskStore final : public TaskStore {
     if (!next.ok()) return next.status();
     Result<WallTime> now = ObserveNow(*stmt, 1, sent);
     if (!now.ok()) return now.status();
-    return UpsertResult{*next, *now};
+    return UpsertResult{*next, *now, stmt->Int(2)};
+  }
+
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override {
+    if (tasks.empty()) return std::vector<UpsertResult>();
+    Result<std::vector<store_internal::PlannedUpsert>> planned =
+        store_internal::PlanUpserts(tasks, db_clock_.Now());
+    if (!planned.ok()) return planned.status();
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    std::vector<UpsertResult> results;
+    results.reserve(tasks.size());
+    const WallTime sent = clock_.Now();
+    std::optional<WallTime> now;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const store_internal::PlannedUpsert& plan = (*planned)[i];
+      Result<SqliteStatement> stmt =
+          db_->Prepare(sql::Upsert(plan.insert.kind, plan.reregister.kind));
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, tasks[i].id).Bind(2, plan.settings_json);
+      BindPlan(*stmt, 3, plan.insert);
+      BindPlan(*stmt, 4, plan.reregister);
+      Result<bool> row = stmt->Step("registering a task");
+      if (!row.ok()) return row.status();
+      STAGEHAND_CHECK(*row);
+      Result<std::optional<WallTime>> next = ReadTime(*stmt, 0, tasks[i].id);
+      if (!next.ok()) return next.status();
+      if (!now) {
+        Result<WallTime> observed = ObserveNow(*stmt, 1, sent);
+        if (!observed.ok()) return observed.status();
+        now = *observed;
+      }
+      results.push_back(UpsertResult{*next, *now, stmt->Int(2)});
+      STAGEHAND_RETURN_IF_ERROR(stmt->Run("registering a task"));
+    }
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return results;
   }
 
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
+    return PollWith(sql::kPoll, JsonArray(ids), sweep_expired);
+  }
+
+  Result<PollResult> PollChanged(std::span<const std::string> ids,
+                                 std::span<const std::optional<std::int64_t>> known_versions,
+                                 bool sweep_expired) override {
+    STAGEHAND_CHECK(ids.size() == known_versions.size());
+    std::string known = "[";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) known += ',';
+      known += JsonArray(ids.subspan(i, 1));
+      known.back() = ',';
+      known += known_versions[i] ? std::to_string(*known_versions[i]) : "null";
+      known += ']';
+    }
+    known += ']';
+    return PollWith(sql::kPollChanged, known, sweep_expired);
+  }
+
+  Status WarmUp() override {
     std::lock_guard lock(mu_);
-    PollResult result;
-    SqliteTransaction transaction(*db_);
-    if (sweep_expired) {
-      STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
-      Result<std::vector<std::string>> swept = SweepLocked();
-      if (!swept.ok()) return swept.status();
-      result.swept_ids = std::move(*swept);
+    const std::string_view statements[] = {
+        sql::kPoll,       sql::kPollChanged, sql::kSweepExpired, sql::kClaim,
+        sql::kRenewLease, sql::kTrigger,     sql::kTaskExists,   sql::kReadForCancel,
+        sql::kStates,     sql::kDelete,      sql::kDatabaseNow,
+    };
+    for (std::string_view statement : statements) {
+      Result<SqliteStatement> prepared = db_->Prepare(statement);
+      if (!prepared.ok()) return prepared.status();
     }
-    std::optional<WallTime> now;
-    {
-      Result<SqliteStatement> stmt = db_->Prepare(sql::kPoll);
-      if (!stmt.ok()) return stmt.status();
-      stmt->Bind(1, JsonArray(ids));
-      const WallTime sent = clock_.Now();
-      while (true) {
-        Result<bool> row = stmt->Step("polling tasks");
-        if (!row.ok()) return row.status();
-        if (!*row) break;
-        if (!now) {
-          Result<WallTime> observed = ObserveNow(*stmt, 7, sent);
-          if (!observed.ok()) return observed.status();
-          now = *observed;
-        }
-        Result<PollEntry> entry = ReadPollEntry(*stmt);
-        if (!entry.ok()) return entry.status();
-        result.entries.push_back(std::move(*entry));
-      }
-    }
-    if (!now) {
-      Result<WallTime> observed = NowLocked();
-      if (!observed.ok()) return observed.status();
-      now = *observed;
-    }
-    result.db_now = *now;
-    if (sweep_expired) STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
-    for (const PollEntry& entry : result.entries) {
-      const bool scheduled =
-          entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
-      if (!scheduled || entry.running || !entry.next_run_start_at) continue;
-      if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
-        result.earliest_next = entry.next_run_start_at;
-      }
-    }
-    return result;
+    return Status::Ok();
   }
 
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
@@ -338,6 +361,56 @@ class SqliteTaskStore final : public TaskStore {
     return ObserveNow(*stmt, 0, sent);
   }
 
+  // Runs a poll statement (kPoll or kPollChanged) with `argument` as ?1.
+  Result<PollResult> PollWith(std::string_view poll_sql, const std::string& argument,
+                              bool sweep_expired) {
+    std::lock_guard lock(mu_);
+    PollResult result;
+    SqliteTransaction transaction(*db_);
+    if (sweep_expired) {
+      STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+      Result<std::vector<std::string>> swept = SweepLocked();
+      if (!swept.ok()) return swept.status();
+      result.swept_ids = std::move(*swept);
+    }
+    std::optional<WallTime> now;
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(poll_sql);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, argument);
+      const WallTime sent = clock_.Now();
+      while (true) {
+        Result<bool> row = stmt->Step("polling tasks");
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        if (!now) {
+          Result<WallTime> observed = ObserveNow(*stmt, 7, sent);
+          if (!observed.ok()) return observed.status();
+          now = *observed;
+        }
+        Result<PollEntry> entry = ReadPollEntry(*stmt);
+        if (!entry.ok()) return entry.status();
+        result.entries.push_back(std::move(*entry));
+      }
+    }
+    if (!now) {
+      Result<WallTime> observed = NowLocked();
+      if (!observed.ok()) return observed.status();
+      now = *observed;
+    }
+    result.db_now = *now;
+    if (sweep_expired) STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    for (const PollEntry& entry : result.entries) {
+      const bool scheduled =
+          entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
+      if (!scheduled || entry.running || !entry.next_run_start_at) continue;
+      if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
+        result.earliest_next = entry.next_run_start_at;
+      }
+    }
+    return result;
+  }
+
   Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt) {
     PollEntry entry;
     entry.id = stmt.Text(0);
@@ -352,6 +425,7 @@ class SqliteTaskStore final : public TaskStore {
     entry.next_run_start_at = *next;
     entry.current_run_expires_at = *expires;
     entry.running = !stmt.IsNull(4);
+    entry.version = stmt.Int(8);
     Result<TaskSettingsV2> settings = settings_cache_.Parse(stmt.Text(2));
     if (!settings.ok()) {
       entry.readiness = Readiness::kInvalidSettings;

@@ -79,6 +79,22 @@ TEST(MockSchedulerTest, RunsATaskOnlyWhenTriggered) {
   EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
 }
 
+TEST(MockSchedulerTest, ScheduleTasksRegistersEachTaskInOrder) {
+  MockScheduler scheduler;
+  auto a = std::make_shared<TaskProbe>();
+  auto b = std::make_shared<TaskProbe>();
+  std::vector<TaskDefinition> tasks;
+  tasks.push_back(Task("a", a->Returning()));
+  tasks.push_back(Task("b", b->Returning()));
+  ASSERT_TRUE(scheduler.ScheduleTasks(std::move(tasks)).ok());
+  ASSERT_EQ(scheduler.GetScheduledTasks().size(), 2U);
+  EXPECT_EQ(scheduler.GetScheduledTasks()[0].id, "a");
+  EXPECT_EQ(scheduler.GetScheduledTasks()[1].id, "b");
+  ASSERT_TRUE(scheduler.TriggerTask("b").ok());
+  EXPECT_EQ(b->starts(), 1U);
+  EXPECT_EQ(a->starts(), 0U);
+}
+
 TEST(MockSchedulerTest, RunStartupRunsPlainAndLocalTasksButNotDelayedOrManualOnes) {
   MockScheduler scheduler;
   auto plain = std::make_shared<TaskProbe>();

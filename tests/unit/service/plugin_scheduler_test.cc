@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -159,7 +160,7 @@ std::vector<std::string> IdsOf(const std::vector<TaskDescriptor>& descriptors) {
 
 // A TaskStore that forwards to a MemoryTaskStore and can let time pass while a Poll is in flight,
 // after the statement read the database clock and before the caller sees the answer, as a slow
-// round trip does. Thread-safe.
+// round trip does. Counts the registration statements. Thread-safe.
 class SlowPollStore final : public TaskStore {
  public:
   SlowPollStore(std::shared_ptr<testing::MemoryTaskStore> inner, testing::ManualClock& clock)
@@ -175,7 +176,12 @@ class SlowPollStore final : public TaskStore {
   const std::string& plugin_id() const override { return inner_->plugin_id(); }
   Status Migrate() override { return inner_->Migrate(); }
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
+    ++registration_statements;
     return inner_->Upsert(id, schedule);
+  }
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override {
+    ++registration_statements;
+    return inner_->UpsertMany(tasks);
   }
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
     Result<PollResult> result = inner_->Poll(ids, sweep_expired);
@@ -230,6 +236,11 @@ class SlowPollStore final : public TaskStore {
 
   std::shared_ptr<testing::MemoryTaskStore> inner_;
   testing::ManualClock& clock_;
+
+ public:
+  std::atomic<int> registration_statements{0};
+
+ private:
   std::mutex mu_;
   std::optional<Arm> armed_;
 };
@@ -431,6 +442,68 @@ TEST_F(PluginSchedulerTest, ScheduleTaskAfterShutdownIsUnavailable) {
             StatusCode::kUnavailable);
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   scheduler_->Shutdown();
+}
+
+TEST_F(PluginSchedulerTest, ScheduleTasksWritesEveryGlobalTaskInOneStatement) {
+  auto probe = std::make_shared<TaskProbe>();
+  std::vector<TaskDefinition> tasks;
+  tasks.push_back(Global("g1", minutes(10), probe->Returning()));
+  tasks.push_back(Local("l1", ManualFrequency{}, probe->Returning()));
+  tasks.push_back(Global("g2", ManualFrequency{}, probe->Returning()));
+  tasks.push_back(Global("g3", minutes(5), probe->Returning()));
+  auto counting = std::make_shared<SlowPollStore>(store_, clock_);
+  Start(counting);
+
+  ASSERT_TRUE(scheduler_->ScheduleTasks(std::move(tasks)).ok());
+
+  EXPECT_EQ(counting->registration_statements.load(), 1);
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g1", "l1", "g2", "g3"));
+  ASSERT_TRUE(Row("g1").has_value());
+  ASSERT_TRUE(Row("g2").has_value());
+  ASSERT_TRUE(Row("g3").has_value());
+  EXPECT_FALSE(Row("l1").has_value());
+  EXPECT_FALSE(Row("g2")->next_run_start_at.has_value());
+  EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g1"));
+  EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g3"));
+  ASSERT_TRUE(scheduler_->TriggerTask("g2").ok());
+  EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g2"));
+}
+
+TEST_F(PluginSchedulerTest, ScheduleTasksRegistersNothingWhenOneTaskIsBad) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("taken", minutes(10), probe->Returning())).ok());
+  const auto batch = [&](TaskDefinition odd_one) {
+    std::vector<TaskDefinition> tasks;
+    tasks.push_back(Global("a", minutes(10), probe->Returning()));
+    tasks.push_back(Local("b", minutes(10), probe->Returning()));
+    tasks.push_back(std::move(odd_one));
+    return tasks;
+  };
+  CronFrequency bad_cron;
+  bad_cron.expression = "not a cron";
+
+  const Status invalid =
+      scheduler_->ScheduleTasks(batch(Global("c", bad_cron, probe->Returning())));
+  EXPECT_EQ(invalid.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(invalid.message(), HasSubstr("task c"));
+  const Status duplicate =
+      scheduler_->ScheduleTasks(batch(Global("a", minutes(1), probe->Returning())));
+  EXPECT_EQ(duplicate.code(), StatusCode::kConflict);
+  EXPECT_THAT(duplicate.message(), HasSubstr("Task a "));
+  const Status conflict =
+      scheduler_->ScheduleTasks(batch(Local("taken", minutes(1), probe->Returning())));
+  EXPECT_EQ(conflict.code(), StatusCode::kConflict);
+  EXPECT_THAT(conflict.message(), HasSubstr("Task taken "));
+  store_->SetUnavailable(true);
+  const Status down = scheduler_->ScheduleTasks(batch(Global("c", minutes(1), probe->Returning())));
+  EXPECT_EQ(down.code(), StatusCode::kUnavailable);
+  store_->SetUnavailable(false);
+
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("taken"));
+  EXPECT_FALSE(Row("a").has_value());
+  EXPECT_FALSE(Row("c").has_value());
+  ASSERT_TRUE(scheduler_->ScheduleTasks(batch(Global("c", minutes(1), probe->Returning()))).ok());
+  EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("taken", "a", "b", "c"));
 }
 
 TEST(MakeTaskDefinitionTest, TakesEveryScheduleFieldFromTheSchedule) {
