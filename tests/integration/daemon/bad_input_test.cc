@@ -195,6 +195,16 @@ TEST_F(BadInputTest, OversizedAndMalformedRequestsGet4xxAndTheDaemonKeepsAnsweri
                               std::string(64 * 1024, 'a') + "\r\n\r\n"),
               HasSubstr("HTTP/1.1 400"));
 
+  EXPECT_THAT(RawExchange(port, "POST " + api.base() +
+                                    "/tasks/noop/trigger HTTP/1.1\r\nHost: x\r\n"
+                                    "Content-Length: nope\r\n\r\n"),
+              HasSubstr("HTTP/1.1 400"));
+  // A POST without Content-Length (curl -X POST) has an empty body: answered at once.
+  EXPECT_THAT(RawExchange(port, "POST " + api.base() +
+                                    "/tasks/nope/trigger HTTP/1.1\r\n"
+                                    "Host: x\r\n\r\n"),
+              HasSubstr("HTTP/1.1 404"));
+
   EXPECT_FALSE(daemon_->Exited());
   EXPECT_EQ(api.Post("noop", "trigger"), 200);
   EXPECT_TRUE(api.WaitForRunEnd("noop").is_object());
