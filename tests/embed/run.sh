@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Installs a stagehand build tree into a scratch prefix, builds examples/embed against it as a
 # separate project, runs the example's unit test, then starts the example on a free port, checks
-# its REST API with curl and stops it with SIGTERM, which must end it with exit code 0.
+# its REST API with curl and stops it with SIGTERM, which must end it with exit code 0. With --doc,
+# first checks that the doc's code blocks are still copies of the example (check_doc_snippets.py).
 #
-#   run.sh --build-tree DIR --example DIR --work DIR [--cxx PATH] [--cxx-flags FLAGS]
-#          [--build-type TYPE]
+#   run.sh --build-tree DIR --example DIR --work DIR [--doc FILE] [--cxx PATH]
+#          [--cxx-flags FLAGS] [--build-type TYPE]
 set -euo pipefail
 
-build_tree="" example="" work="" cxx="" cxx_flags="" build_type=""
+build_tree="" example="" work="" doc="" cxx="" cxx_flags="" build_type=""
 while (($# > 0)); do
   case "$1" in
     --build-tree) build_tree="$2" ;;
     --example) example="$2" ;;
     --work) work="$2" ;;
+    --doc) doc="$2" ;;
     --cxx) cxx="$2" ;;
     --cxx-flags) cxx_flags="$2" ;;
     --build-type) build_type="$2" ;;
@@ -35,6 +37,12 @@ fail() {
 step() {
   printf '[%3d s] %s\n' "${SECONDS}" "$*"
 }
+
+if [[ -n "${doc}" ]]; then
+  step "the snippets of ${doc} match ${example}"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/check_doc_snippets.py" "${doc}" "${example}" ||
+    fail "${doc} no longer matches ${example}"
+fi
 
 rm -rf "${work}"
 mkdir -p "${work}"
