@@ -8,6 +8,7 @@
 // --port N (replaces backend.listen.port; 0 picks a free port). Once serving, it prints
 // "listening on port N" on stdout. SIGTERM or SIGINT stops it; it then exits with 0.
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,7 +39,12 @@ std::optional<Options> ParseOptions(int argc, char** argv) {
     if (flag == "--config") {
       options.config_files.push_back(value);
     } else if (flag == "--port") {
-      options.port = static_cast<std::uint16_t>(std::stoul(value));
+      unsigned port = 0;
+      const char* end = value.data() + value.size();
+      if (std::from_chars(value.data(), end, port).ptr != end || value.empty() || port > 65535) {
+        return std::nullopt;
+      }
+      options.port = static_cast<std::uint16_t>(port);
     } else {
       return std::nullopt;
     }

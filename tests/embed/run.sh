@@ -58,6 +58,8 @@ for installed in bin/stagehand include/stagehand/backend/backend.h \
   [[ -e "${prefix}/${installed}" ]] || fail "not installed: ${installed}"
 done
 "${prefix}/bin/stagehand" --version >/dev/null || fail "the installed stagehand binary does not run"
+! grep -qi gtest "${prefix}/lib/cmake/stagehand/stagehandTargets.cmake" ||
+  fail "the installed targets refer to GoogleTest"
 
 step "configure ${example} against the installed package"
 configure=(cmake -S "${example}" -B "${example_build}" -G Ninja
