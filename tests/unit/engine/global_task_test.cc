@@ -275,6 +275,50 @@ TEST_F(EngineTest, TaskStopsWhenItsRowDisappearsOrItsSettingsBreak) {
   EXPECT_EQ(broken.calls(), 1);
 }
 
+TEST_F(EngineTest, RowMovedEarlierByASilentWriterIsSeenAtTheNextSafetyPoll) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  // Another writer (say, a Backstage host) moves the next run to 20 s from now and notifies
+  // nobody: polls that leave out unchanged rows must still report this one.
+  TaskRow row = *Row("t");
+  row.next_run_start_at = clock_.Now() + seconds(20);
+  store_->PutRow(row);
+  AdvanceBy(seconds(19));
+  EXPECT_EQ(probe.calls(), 1);
+  AdvanceBy(seconds(1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  EXPECT_EQ(recorder_->Lags("t").back(), std::chrono::nanoseconds(0));
+}
+
+TEST_F(EngineTest, RegisterManyIsAllOrNothingAndWritesOnce) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("taken", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  std::vector<EngineTask> clash;
+  clash.push_back(Task("a", Schedule("PT1M"), probe.Fn()));
+  clash.push_back(Task("taken", Schedule("PT1M"), probe.Fn()));
+  const Status conflict = engine.RegisterMany(std::move(clash));
+  EXPECT_EQ(conflict.code(), StatusCode::kConflict);
+  EXPECT_FALSE(Row("a").has_value());
+
+  std::vector<EngineTask> batch;
+  for (int i = 0; i < 50; ++i) {
+    batch.push_back(Task("m" + std::to_string(i), Schedule("manual"), probe.Fn()));
+  }
+  batch.push_back(Task("a", Schedule("PT1M"), probe.Fn()));
+  const std::uint64_t before = store_->statement_count();
+  ASSERT_TRUE(engine.RegisterMany(std::move(batch)).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "a", 1));
+  Settle();
+  // One write for the 51 rows, then one poll and the run of "a" (claim, release, poll).
+  EXPECT_LE(store_->statement_count() - before, 6U);
+  EXPECT_TRUE(Row("m49").has_value());
+}
+
 TEST_F(EngineTest, IdleTasksCostAStatementEveryPollInterval) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
