@@ -1,8 +1,12 @@
 #include "stagehand/cli/cli.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +66,14 @@ int Failure(const Context& context, std::string_view message) {
   return kExitFailure;
 }
 
+std::optional<std::string> LookupEnvironment(const Context& context, const std::string& name) {
+  if (context.environment) {
+    return context.environment(name);
+  }
+  const char* value = std::getenv(name.c_str());
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
 int RunWithContext(const std::vector<std::string>& args, const Context& context) {
   CLI::App app{std::string(kDescription), "stagehand"};
   app.set_version_flag("--version", "stagehand " STAGEHAND_VERSION);
@@ -72,6 +84,10 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   AddCronCommand(app, action);
   AddDbCommand(app, action);
   AddServeCommand(app, action);
+  AddTasksCommand(app, action);
+  AddTriggerCommand(app, action);
+  AddCancelCommand(app, action);
+  AddConfigCommand(app, action);
 
   // CLI11 takes the arguments in reverse order, without the program name.
   std::vector<std::string> reversed;
@@ -104,7 +120,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
-  return Run(args, std::cout, std::cerr);
+  Context context{std::cout, std::cerr, SystemClock::Instance()};
+  context.colour = isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+  return RunWithContext(args, context);
 }
 
 }  // namespace stagehand::cli

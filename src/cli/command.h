@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +23,20 @@ namespace stagehand::cli {
 // clock and the process time zone; tests substitute a manual clock and a fixed zone. The
 // referenced objects must outlive the call. Not thread-safe; one per command line.
 struct Context {
+  Context(std::ostream& out_stream, std::ostream& err_stream, const Clock& wall_clock,
+          const TimeZone* zone = nullptr)
+      : out(out_stream), err(err_stream), clock(wall_clock), default_zone(zone) {}
+
   std::ostream& out;
   std::ostream& err;
   const Clock& clock;
   // The zone used when a verb is given no --tz; nullptr means TimeZone::ProcessDefault().
   const TimeZone* default_zone = nullptr;
+  // Whether `out` may carry ANSI colours. Main sets it when stdout is a terminal and NO_COLOR is
+  // unset; Run and tests leave it off.
+  bool colour = false;
+  // Looks up environment variables such as STAGEHAND_TOKEN; null means the process environment.
+  std::function<std::optional<std::string>(const std::string&)> environment;
 };
 
 // Runs the command line `args` (args[0] is the program name) against `context`. Returns the exit
@@ -46,6 +56,24 @@ void AddDbCommand(CLI::App& app, Action& action);
 
 // Adds the `serve` verb (`stagehand serve --config ...`) to `app`, as AddCronCommand does.
 void AddServeCommand(CLI::App& app, Action& action);
+
+// Adds the `tasks` verb (`stagehand tasks [--plugin ID] [--json]`) to `app`, as AddCronCommand
+// does.
+void AddTasksCommand(CLI::App& app, Action& action);
+
+// Adds the `trigger` verb (`stagehand trigger PLUGIN TASK`) to `app`, as AddCronCommand does.
+void AddTriggerCommand(CLI::App& app, Action& action);
+
+// Adds the `cancel` verb (`stagehand cancel PLUGIN TASK`) to `app`, as AddCronCommand does.
+void AddCancelCommand(CLI::App& app, Action& action);
+
+// Adds the `config` verb (`stagehand config check --config FILE...`) to `app`, as AddCronCommand
+// does.
+void AddConfigCommand(CLI::App& app, Action& action);
+
+// Returns the value of the environment variable `name` through context.environment (or the
+// process environment); nullopt when it is unset.
+std::optional<std::string> LookupEnvironment(const Context& context, const std::string& name);
 
 // Writes "stagehand: <message>" to context.err and returns kExitUsage.
 int UsageError(const Context& context, std::string_view message);

@@ -1,0 +1,248 @@
+#include "cli/client_verb.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "stagehand/backend/app_config.h"
+#include "stagehand/cli/cli.h"
+#include "stagehand/config/config.h"
+#include "stagehand/daemon/daemon_tasks.h"
+#include "stagehand/service/scheduler.h"
+
+namespace stagehand::cli {
+namespace {
+
+constexpr std::string_view kDefaultUrl = "http://127.0.0.1:7007";
+
+// The name and message of Backstage's error body `{"error":{"name","message"}}`; empty when the
+// body is not one.
+struct ErrorBody {
+  std::string name;
+  std::string message;
+};
+
+ErrorBody ParseErrorBody(std::string_view body) {
+  ErrorBody parsed;
+  nlohmann::json json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return parsed;
+  }
+  auto error = json.find("error");
+  if (error == json.end() || !error->is_object()) {
+    return parsed;
+  }
+  if (auto name = error->find("name"); name != error->end() && name->is_string()) {
+    parsed.name = name->get<std::string>();
+  }
+  if (auto message = error->find("message"); message != error->end() && message->is_string()) {
+    parsed.message = OneLine(message->get<std::string>());
+  }
+  return parsed;
+}
+
+// Returns "404 NotFoundError: Task x does not exist", "404" or "500 Error" from what is known.
+std::string StatusAndError(int status, const ErrorBody& error) {
+  std::string text = std::to_string(status);
+  if (!error.name.empty()) {
+    text += " " + error.name;
+  }
+  if (!error.message.empty()) {
+    text += ": " + error.message;
+  }
+  return text;
+}
+
+}  // namespace
+
+const char* const kClientHelpFooter =
+    "The daemon is found at --url, else at backend.listen of the --config files, else at "
+    "http://127.0.0.1:7007. The token is --token, else $STAGEHAND_TOKEN; it is sent as "
+    "'Authorization: Bearer <token>'.\n"
+    "Exit codes: 0 done, 1 other failure, 2 bad usage, 3 not found (404), 4 conflict (409), "
+    "5 not authenticated (401/403), 6 daemon error (5xx), 7 daemon unreachable, 78 invalid "
+    "--config.";
+
+void AddClientOptions(CLI::App& command, ClientOptions& options) {
+  command.add_option("--url", options.url,
+                     "Base URL of the daemon, e.g. http://127.0.0.1:7007 (default: backend.listen "
+                     "of --config, else http://127.0.0.1:7007)");
+  command.add_option("--token", options.token,
+                     "Bearer token for the daemon's API (default: $STAGEHAND_TOKEN)");
+  command
+      .add_option("-c,--config", options.config_files,
+                  "App-config YAML file(s) to take the daemon's address from; repeat to merge")
+      ->allow_extra_args(false);
+}
+
+ClientOrFailure MakeClient(const ClientOptions& options, const Context& context) {
+  ClientOrFailure made;
+  std::string url_text(kDefaultUrl);
+  if (options.url) {
+    url_text = *options.url;
+  } else if (!options.config_files.empty()) {
+    std::string problems;
+    Result<Config> root = LoadAppConfig(options.config_files, ProcessEnvironment());
+    if (!root.ok()) {
+      problems = root.status().message();
+    } else if (Result<BackendConfig> backend = ReadBackendConfig(*root); !backend.ok()) {
+      problems = backend.status().message();
+    } else {
+      url_text = "http://" + ConnectableHost(backend->listen_host) + ":" +
+                 std::to_string(backend->listen_port);
+    }
+    if (!problems.empty()) {
+      made.failure = {kExitConfig, problems};
+      return made;
+    }
+  }
+  Result<ServerUrl> url = ParseServerUrl(url_text);
+  if (!url.ok()) {
+    made.failure = {kExitUsage, url.status().message()};
+    return made;
+  }
+  std::optional<std::string> token = options.token;
+  if (!token) {
+    token = LookupEnvironment(context, "STAGEHAND_TOKEN");
+  }
+  if (token && token->empty()) {
+    token.reset();
+  }
+  made.client.emplace(std::move(*url), std::move(token));
+  return made;
+}
+
+int ExitCodeForHttpStatus(int status) {
+  switch (status) {
+    case 401:
+    case 403:
+      return kExitUnauthenticated;
+    case 404:
+      return kExitNotFound;
+    case 409:
+      return kExitConflict;
+    default:
+      return status >= 500 && status <= 599 ? kExitServerError : kExitFailure;
+  }
+}
+
+ClientFailure DescribeHttpFailure(const RestReply& reply, std::string_view action,
+                                  std::string_view not_found_hint, const ServerUrl& url,
+                                  bool had_token) {
+  const ErrorBody error = ParseErrorBody(reply.body);
+  ClientFailure failure{ExitCodeForHttpStatus(reply.status), std::string(action) + ": "};
+  switch (reply.status) {
+    case 401:
+      failure.message += had_token ? "the daemon at " + url.ToString() +
+                                         " did not accept the token (401); check --token or "
+                                         "STAGEHAND_TOKEN"
+                                   : "the daemon at " + url.ToString() +
+                                         " needs a token (401); pass --token or set "
+                                         "STAGEHAND_TOKEN";
+      break;
+    case 403:
+      failure.message += "not allowed (" + StatusAndError(reply.status, error) + ")";
+      break;
+    case 404:
+      failure.message +=
+          error.message.empty() ? std::string(not_found_hint) + " (404)" : error.message + " (404)";
+      break;
+    case 409:
+      failure.message += error.message.empty() ? "conflict (409)" : error.message + " (409)";
+      break;
+    default:
+      if (reply.status >= 500 && reply.status <= 599) {
+        failure.message += "the daemon failed (" + StatusAndError(reply.status, error) + ")";
+      } else {
+        failure.message += "unexpected answer (" + StatusAndError(reply.status, error) + ")";
+      }
+      break;
+  }
+  return failure;
+}
+
+ClientFailure DescribeUnreachable(const Status& status) {
+  return {kExitUnreachable,
+          OneLine(status.message()) + " (is 'stagehand serve' running? see --url)"};
+}
+
+int Report(const Context& context, const ClientFailure& failure) {
+  std::string_view rest = failure.message;
+  while (true) {
+    std::size_t end = rest.find('\n');
+    context.err << "stagehand: " << rest.substr(0, end) << '\n';
+    if (end == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(end + 1);
+  }
+  context.err.flush();
+  return failure.exit_code;
+}
+
+std::string OneLine(std::string_view text) {
+  std::string line;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    std::string_view piece = text.substr(start, end == std::string_view::npos ? end : end - start);
+    while (!piece.empty() && (piece.front() == ' ' || piece.front() == '\r')) {
+      piece.remove_prefix(1);
+    }
+    while (!piece.empty() && (piece.back() == ' ' || piece.back() == '\r')) {
+      piece.remove_suffix(1);
+    }
+    if (!piece.empty()) {
+      line += (line.empty() ? "" : "; ") + std::string(piece);
+    }
+    if (end == std::string_view::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return line;
+}
+
+}  // namespace stagehand::cli
+
+namespace stagehand::cli {
+
+void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options) {
+  command.add_option("plugin", options.plugin_id, "Plugin id, e.g. jobs")->required();
+  command.add_option("task", options.task_id, "Task id, e.g. report")->required();
+  AddClientOptions(command, options.client);
+}
+
+int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
+                  const Context& context) {
+  if (Status valid = ValidatePluginId(options.plugin_id); !valid.ok()) {
+    return UsageError(context, valid.message());
+  }
+  if (Status valid = ValidateTaskId(options.task_id); !valid.ok()) {
+    return UsageError(context, valid.message());
+  }
+  ClientOrFailure made = MakeClient(options.client, context);
+  if (!made.client) {
+    return Report(context, made.failure);
+  }
+  const std::string name = options.plugin_id + "/" + options.task_id;
+  const std::string path = "/api/" + EncodePathSegment(options.plugin_id) +
+                           "/.backstage/scheduler/v1/tasks/" + EncodePathSegment(options.task_id) +
+                           "/" + std::string(verb);
+  Result<RestReply> reply = made.client->Post(path);
+  if (!reply.ok()) {
+    return Report(context, DescribeUnreachable(reply.status()));
+  }
+  if (reply->status < 200 || reply->status > 299) {
+    return Report(context, DescribeHttpFailure(*reply, "cannot " + std::string(verb) + " " + name,
+                                               "no plugin '" + options.plugin_id + "' at " +
+                                                   made.client->url().ToString(),
+                                               made.client->url(), made.client->has_token()));
+  }
+  context.out << done << ' ' << name << '\n';
+  context.out.flush();
+  return kExitOk;
+}
+
+}  // namespace stagehand::cli

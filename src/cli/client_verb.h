@@ -1,0 +1,91 @@
+// What the client verbs (tasks, trigger, cancel) share: the --url, --token and --config flags,
+// building the REST client from them, and turning an answer that is not a success into one line
+// and a distinct exit code (see the kExit* codes in stagehand/cli/cli.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/rest_client.h"
+#include "stagehand/base/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace stagehand::cli {
+
+// The flags every client verb takes. A value type; filled by the parser.
+struct ClientOptions {
+  std::optional<std::string> url;
+  std::optional<std::string> token;
+  std::vector<std::string> config_files;
+};
+
+// The text put into each client verb's --help about the flags, the defaults and the exit codes.
+extern const char* const kClientHelpFooter;
+
+// Adds --url, --token and --config to `command`, storing into `options` (which must outlive the
+// parse).
+void AddClientOptions(CLI::App& command, ClientOptions& options);
+
+// A failed client verb: the exit code and the one line to print after "stagehand: ". A value type.
+struct ClientFailure {
+  int exit_code = 1;
+  std::string message;
+};
+
+// A client, or why there is none. A value type.
+struct ClientOrFailure {
+  std::optional<RestClient> client;
+  ClientFailure failure;
+};
+
+// Returns the client for `options`: the URL from --url, else from the --config files'
+// backend.listen, else http://127.0.0.1:7007; the token from --token, else STAGEHAND_TOKEN (an
+// empty value means none). Fails with kExitUsage for a bad --url and kExitConfig (one line per
+// problem) for bad --config files.
+ClientOrFailure MakeClient(const ClientOptions& options, const Context& context);
+
+// Returns the exit code for an HTTP status that is not 2xx: kExitNotFound (404), kExitConflict
+// (409), kExitUnauthenticated (401, 403), kExitServerError (5xx), else kExitFailure.
+int ExitCodeForHttpStatus(int status);
+
+// Returns the failure for a non-2xx `reply` to the request described by `action` ("cannot trigger
+// jobs/report"). The message is one line: the action, then the server's error message (from
+// Backstage's `{"error":{"name","message"}}` body) or, for a 404 without one, `not_found_hint`.
+// `had_token` selects the advice for a 401.
+ClientFailure DescribeHttpFailure(const RestReply& reply, std::string_view action,
+                                  std::string_view not_found_hint, const ServerUrl& url,
+                                  bool had_token);
+
+// Returns the failure for a request that got no answer (RestClient's kUnavailable status).
+ClientFailure DescribeUnreachable(const Status& status);
+
+// The arguments of `trigger` and `cancel`. A value type; filled by the parser.
+struct TaskActionOptions {
+  ClientOptions client;
+  std::string plugin_id;
+  std::string task_id;
+};
+
+// Adds the PLUGIN and TASK arguments and the client flags to `command`.
+void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options);
+
+// Sends POST /api/<plugin>/.backstage/scheduler/v1/tasks/<task>/<verb> (verb "trigger" or
+// "cancel", both ids percent-encoded) and prints "<done> <plugin>/<task>" on success (done is
+// "Triggered" or "Cancelled"). Returns kExitOk or the failure's exit code, with one line on
+// context.err.
+int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
+                  const Context& context);
+
+// Writes "stagehand: <message>" to context.err and returns the failure's exit code.
+int Report(const Context& context, const ClientFailure& failure);
+
+// Returns `text` on one line: each line break (and the spaces around it) becomes "; ".
+std::string OneLine(std::string_view text);
+
+}  // namespace stagehand::cli

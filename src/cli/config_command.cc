@@ -1,0 +1,188 @@
+// `stagehand config check`: validates app-config files as `stagehand serve` would read them,
+// without opening a database or a port, and lists every problem.
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/client_verb.h"
+#include "cli/command.h"
+#include "stagehand/backend/app_config.h"
+#include "stagehand/backend/database_config.h"
+#include "stagehand/cli/cli.h"
+#include "stagehand/config/config.h"
+#include "stagehand/daemon/daemon_tasks.h"
+
+namespace stagehand::cli {
+namespace {
+
+struct ConfigCheckOptions {
+  std::vector<std::string> config_files;
+};
+
+// Appends each line of `status`'s message to `problems`.
+void AddProblems(const Status& status, std::vector<std::string>& problems) {
+  std::string_view rest = status.message();
+  while (!rest.empty()) {
+    std::size_t end = rest.find('\n');
+    if (std::string_view line = rest.substr(0, end); !line.empty()) {
+      problems.emplace_back(line);
+    }
+    if (end == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(end + 1);
+  }
+}
+
+// Returns "1 plugin" / "2 plugins".
+std::string Count(std::size_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
+std::string ConnectionValue(const DatabaseConnection& connection, const std::string& key,
+                            std::string fallback) {
+  auto found = connection.find(key);
+  return found != connection.end() && !found->second.empty() ? found->second : fallback;
+}
+
+// Returns the base database in a few words: "sqlite ./data", "sqlite :memory:",
+// "postgres db.internal:5432". Never the password.
+std::string DescribeDatabase(const DatabaseConfig& database) {
+  if (database.client == DatabaseClient::kSqlite) {
+    const std::string filename = ConnectionValue(database.connection, "filename", "");
+    if (filename == ":memory:") {
+      return "sqlite :memory:";
+    }
+    return "sqlite " + ConnectionValue(database.connection, "directory", ".");
+  }
+  std::string text = "postgres " + ConnectionValue(database.connection, "host", "localhost") + ":" +
+                     ConnectionValue(database.connection, "port", "5432");
+  if (database.division_mode == PluginDivisionMode::kSchema) {
+    text += " (schema per plugin)";
+  }
+  return text;
+}
+
+// Returns where one plugin's tables live: "sqlite ./data/jobs.sqlite", "postgres database
+// backstage_plugin_jobs", "postgres schema jobs in backstage".
+std::string DescribePluginDatabase(const PluginDatabase& database) {
+  if (database.client == DatabaseClient::kSqlite) {
+    return "sqlite " + database.database;
+  }
+  if (!database.schema.empty()) {
+    return "postgres schema " + database.schema + " in " + database.database;
+  }
+  return "postgres database " + database.database;
+}
+
+int RunConfigCheck(const ConfigCheckOptions& options, const Context& context) {
+  EnvironmentLookup environment =
+      context.environment ? EnvironmentLookup(context.environment) : ProcessEnvironment();
+  std::vector<std::string> problems;
+  Result<Config> root = LoadAppConfig(options.config_files, environment);
+  if (!root.ok()) {
+    AddProblems(root.status(), problems);
+  } else {
+    Result<BackendConfig> backend = ReadBackendConfig(*root);
+    if (!backend.ok()) {
+      AddProblems(backend.status(), problems);
+    }
+    Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
+    if (!plugins.ok()) {
+      AddProblems(plugins.status(), problems);
+    }
+
+    // Every plugin serve would start, even when its tasks have problems.
+    std::vector<std::string> plugin_ids;
+    if (plugins.ok()) {
+      for (const DaemonPlugin& plugin : *plugins) {
+        plugin_ids.push_back(plugin.id);
+      }
+    } else if (Result<std::optional<Config>> block = root->GetOptionalConfig("stagehand.plugins");
+               block.ok() && block->has_value()) {
+      for (const std::string& id : (*block)->Keys()) {
+        if (ValidatePluginId(id).ok()) {
+          plugin_ids.push_back(id);
+        }
+      }
+    }
+    std::vector<std::string> plugin_lines;
+    if (backend.ok()) {
+      for (std::size_t i = 0; i < plugin_ids.size(); ++i) {
+        Result<PluginDatabase> database = ResolvePluginDatabase(backend->database, plugin_ids[i]);
+        if (!database.ok()) {
+          AddProblems(database.status(), problems);
+          continue;
+        }
+        if (plugins.ok()) {
+          const DaemonPlugin& plugin = (*plugins)[i];
+          std::string ids;
+          for (const DaemonTask& task : plugin.tasks) {
+            ids += (ids.empty() ? "" : ", ") + task.id;
+          }
+          plugin_lines.push_back("  " + plugin.id + ": " + Count(plugin.tasks.size(), "task") +
+                                 (ids.empty() ? "" : " (" + ids + ")") + "; " +
+                                 DescribePluginDatabase(*database));
+        }
+      }
+    }
+    if (problems.empty()) {
+      std::size_t task_count = 0;
+      for (const DaemonPlugin& plugin : *plugins) {
+        task_count += plugin.tasks.size();
+      }
+      context.out << "ok: " << Count(plugins->size(), "plugin") << ", " << Count(task_count, "task")
+                  << "; database " << DescribeDatabase(backend->database) << "; listen "
+                  << backend->listen_host << ":" << backend->listen_port << '\n';
+      for (const std::string& line : plugin_lines) {
+        context.out << line << '\n';
+      }
+      context.out.flush();
+      return kExitOk;
+    }
+  }
+  for (const std::string& problem : problems) {
+    context.err << "stagehand: " << problem << '\n';
+  }
+  context.err << "stagehand: config check failed: " << Count(problems.size(), "problem") << '\n';
+  context.err.flush();
+  return kExitConfig;
+}
+
+}  // namespace
+
+void AddConfigCommand(CLI::App& app, Action& action) {
+  CLI::App* config = app.add_subcommand("config", "Work with app-config files");
+  config->require_subcommand(1);
+  config->footer("Example:\n  stagehand config check --config examples/app-config.yaml");
+
+  auto options = std::make_shared<ConfigCheckOptions>();
+  CLI::App* check = config->add_subcommand(
+      "check",
+      "Validate app-config files as 'stagehand serve' reads them (backend, database, auth, "
+      "scheduler and every task), without opening a database or a port; print every problem "
+      "with its file and key");
+  check
+      ->add_option("-c,--config", options->config_files,
+                   "App-config YAML file; repeat to merge several, later files winning")
+      ->required()
+      ->allow_extra_args(false);
+  check->footer(
+      "Exit codes: 0 valid (a summary on stdout), 2 bad usage, 78 invalid (every problem on its "
+      "own line on stderr).\n"
+      "Example:\n"
+      "  stagehand config check --config examples/app-config.yaml --config "
+      "examples/app-config.dev.yaml\n"
+      "  ok: 1 plugin, 4 tasks; database sqlite ./data; listen 127.0.0.1:7007\n"
+      "    jobs: 4 tasks (hello, disk-usage, report, self-check); sqlite data/jobs.sqlite");
+  check->callback([options, &action] {
+    action = [options](const Context& context) { return RunConfigCheck(*options, context); };
+  });
+}
+
+}  // namespace stagehand::cli
