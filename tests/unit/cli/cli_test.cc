@@ -49,13 +49,44 @@ TEST(CliTest, HelpListsTheVerbs) {
 
 TEST(CliTest, EveryVerbHasHelpWithAnExample) {
   for (const std::vector<std::string>& verb :
-       std::vector<std::vector<std::string>>{{"cron"}, {"cron", "next"}}) {
+       std::vector<std::vector<std::string>>{{"cron"},
+                                             {"cron", "next"},
+                                             {"db"},
+                                             {"db", "migrate"},
+                                             {"serve"},
+                                             {"tasks"},
+                                             {"trigger"},
+                                             {"cancel"},
+                                             {"config"},
+                                             {"config", "check"}}) {
     std::vector<std::string> args = verb;
     args.push_back("--help");
     Outcome outcome = RunCli(args);
     EXPECT_EQ(outcome.exit_code, kExitOk) << verb.back();
-    EXPECT_THAT(outcome.out, HasSubstr("Example:\n  stagehand " + verb.front())) << verb.back();
+    const std::size_t example = outcome.out.find("Example:\n  ");
+    ASSERT_NE(example, std::string::npos) << verb.back();
+    EXPECT_THAT(outcome.out.substr(example), HasSubstr("stagehand " + verb.front())) << verb.back();
   }
+}
+
+TEST(CliTest, HelpListsTheClientExitCodes) {
+  for (const char* verb : {"tasks", "trigger", "cancel"}) {
+    Outcome outcome = RunCli({verb, "--help"});
+    EXPECT_THAT(outcome.out, HasSubstr("3 not found (404), 4 conflict (409), 5 not authenticated "
+                                       "(401/403), 6 daemon error (5xx), 7 daemon unreachable"))
+        << verb;
+  }
+}
+
+TEST(CliTest, ClientVerbsCheckTheirArgumentsFirst) {
+  EXPECT_EQ(RunCli({"trigger", "Jobs", "report"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCli({"cancel", "jobs", " "}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCli({"trigger", "jobs"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCli({"tasks", "--tz", "Nowhere/City"}).exit_code, kExitUsage);
+  EXPECT_EQ(RunCli({"tasks", "--plugin", "-x"}).exit_code, kExitUsage);
+  Outcome bad_url = RunCli({"tasks", "--url", "https://127.0.0.1:7007"});
+  EXPECT_EQ(bad_url.exit_code, kExitUsage);
+  EXPECT_THAT(bad_url.err, HasSubstr("https is not supported"));
 }
 
 TEST(CliTest, NoCommandIsAUsageError) {

@@ -1,0 +1,241 @@
+#include "cli/client_verb.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "cli/rest_client.h"
+#include "stagehand/cli/cli.h"
+#include "stagehand/time/manual_clock.h"
+
+namespace stagehand::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ServerUrl Local() { return ParseServerUrl("http://127.0.0.1:7007").value(); }
+
+TEST(ParseServerUrlTest, ReadsHostPortAndBasePath) {
+  ServerUrl url = ParseServerUrl("http://127.0.0.1:7007").value();
+  EXPECT_EQ(url.host, "127.0.0.1");
+  EXPECT_EQ(url.port, 7007);
+  EXPECT_EQ(url.base_path, "");
+  EXPECT_EQ(url.ToString(), "http://127.0.0.1:7007");
+
+  url = ParseServerUrl("HTTP://scheduler.internal/stagehand/").value();
+  EXPECT_EQ(url.host, "scheduler.internal");
+  EXPECT_EQ(url.port, 80);
+  EXPECT_EQ(url.base_path, "/stagehand");
+
+  url = ParseServerUrl("localhost:8080").value();
+  EXPECT_EQ(url.host, "localhost");
+  EXPECT_EQ(url.port, 8080);
+
+  url = ParseServerUrl("http://[::1]:7007").value();
+  EXPECT_EQ(url.host, "::1");
+  EXPECT_EQ(url.ToString(), "http://[::1]:7007");
+}
+
+TEST(ParseServerUrlTest, RejectsWhatItCannotReach) {
+  for (const char* bad :
+       {"https://127.0.0.1:7007", "ftp://x", "http://", "http://:7007", "http://h:0",
+        "http://h:70000", "http://h:7x", "http://h:", "http://h/a?b", "http://[::1"}) {
+    Result<ServerUrl> url = ParseServerUrl(bad);
+    EXPECT_FALSE(url.ok()) << bad;
+    if (!url.ok()) {
+      EXPECT_THAT(url.status().message(), HasSubstr("invalid --url")) << bad;
+    }
+  }
+}
+
+TEST(ConnectableHostTest, WildcardsBecomeLoopback) {
+  EXPECT_EQ(ConnectableHost("0.0.0.0"), "127.0.0.1");
+  EXPECT_EQ(ConnectableHost(""), "127.0.0.1");
+  EXPECT_EQ(ConnectableHost("::"), "[::1]");
+  EXPECT_EQ(ConnectableHost("fe80::1"), "[fe80::1]");
+  EXPECT_EQ(ConnectableHost("10.1.2.3"), "10.1.2.3");
+}
+
+TEST(EncodePathSegmentTest, KeepsUnreservedAndEscapesTheRest) {
+  EXPECT_EQ(EncodePathSegment("report-2_b.c~d"), "report-2_b.c~d");
+  EXPECT_EQ(EncodePathSegment("a/b c"), "a%2Fb%20c");
+  EXPECT_EQ(EncodePathSegment("50%+?#"), "50%25%2B%3F%23");
+  EXPECT_EQ(EncodePathSegment("é"), "%C3%A9");
+}
+
+TEST(ExitCodeForHttpStatusTest, EachAnswerHasItsCode) {
+  EXPECT_EQ(ExitCodeForHttpStatus(404), kExitNotFound);
+  EXPECT_EQ(ExitCodeForHttpStatus(409), kExitConflict);
+  EXPECT_EQ(ExitCodeForHttpStatus(401), kExitUnauthenticated);
+  EXPECT_EQ(ExitCodeForHttpStatus(403), kExitUnauthenticated);
+  EXPECT_EQ(ExitCodeForHttpStatus(500), kExitServerError);
+  EXPECT_EQ(ExitCodeForHttpStatus(503), kExitServerError);
+  EXPECT_EQ(ExitCodeForHttpStatus(400), kExitFailure);
+}
+
+TEST(ExitCodesTest, AreDistinct) {
+  const int codes[] = {kExitOk,          kExitFailure,         kExitUsage,       kExitNotFound,
+                       kExitConflict,    kExitUnauthenticated, kExitServerError, kExitUnreachable,
+                       kExitUnavailable, kExitConfig};
+  std::map<int, int> seen;
+  for (int code : codes) {
+    EXPECT_EQ(++seen[code], 1) << code;
+  }
+}
+
+TEST(DescribeHttpFailureTest, UsesTheServerMessage) {
+  ClientFailure failure = DescribeHttpFailure(
+      {404, R"({"error":{"name":"NotFoundError","message":"Task nope does not exist"},)"
+            R"("request":{"method":"POST","url":"/x"},"response":{"statusCode":404}})"},
+      "cannot trigger jobs/nope", "no plugin 'jobs'", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitNotFound);
+  EXPECT_EQ(failure.message, "cannot trigger jobs/nope: Task nope does not exist (404)");
+
+  failure = DescribeHttpFailure(
+      {409, R"({"error":{"name":"ConflictError","message":"Task report is currently running"}})"},
+      "cannot trigger jobs/report", "", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitConflict);
+  EXPECT_EQ(failure.message, "cannot trigger jobs/report: Task report is currently running (409)");
+}
+
+TEST(DescribeHttpFailureTest, NotFoundWithoutBodyUsesTheHint) {
+  ClientFailure failure =
+      DescribeHttpFailure({404, ""}, "cannot trigger nope/x",
+                          "no plugin 'nope' at http://127.0.0.1:7007", Local(), false);
+  EXPECT_EQ(failure.exit_code, kExitNotFound);
+  EXPECT_EQ(failure.message,
+            "cannot trigger nope/x: no plugin 'nope' at http://127.0.0.1:7007 (404)");
+}
+
+TEST(DescribeHttpFailureTest, UnauthenticatedAdviceDependsOnTheToken) {
+  const std::string body =
+      R"({"error":{"name":"AuthenticationError","message":"Missing credentials"}})";
+  ClientFailure without = DescribeHttpFailure({401, body}, "cannot list the plugins", "", Local(),
+                                              /*had_token=*/false);
+  EXPECT_EQ(without.exit_code, kExitUnauthenticated);
+  EXPECT_EQ(without.message,
+            "cannot list the plugins: the daemon at http://127.0.0.1:7007 needs a token (401); "
+            "pass --token or set STAGEHAND_TOKEN");
+  ClientFailure with = DescribeHttpFailure({401, body}, "cannot list the plugins", "", Local(),
+                                           /*had_token=*/true);
+  EXPECT_THAT(with.message, HasSubstr("did not accept the token (401)"));
+}
+
+TEST(DescribeHttpFailureTest, ServerErrorsAndOthersStayOnOneLine) {
+  ClientFailure failure =
+      DescribeHttpFailure({500, R"({"error":{"name":"Error","message":"db down\nretry later"}})"},
+                          "cannot list the tasks of plugin 'jobs'", "", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitServerError);
+  EXPECT_EQ(failure.message,
+            "cannot list the tasks of plugin 'jobs': the daemon failed (500 Error: db down; "
+            "retry later)");
+  failure = DescribeHttpFailure({502, "<html>bad gateway</html>"}, "cannot cancel jobs/x", "",
+                                Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitServerError);
+  EXPECT_EQ(failure.message, "cannot cancel jobs/x: the daemon failed (502)");
+  failure = DescribeHttpFailure({400, R"({"error":{"name":"InputError","message":"bad"}})"},
+                                "cannot cancel jobs/x", "", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitFailure);
+  EXPECT_EQ(failure.message, "cannot cancel jobs/x: unexpected answer (400 InputError: bad)");
+}
+
+TEST(DescribeUnreachableTest, HasItsOwnCode) {
+  ClientFailure failure =
+      DescribeUnreachable(UnavailableError("cannot reach the daemon at http://127.0.0.1:1: x"));
+  EXPECT_EQ(failure.exit_code, kExitUnreachable);
+  EXPECT_THAT(failure.message, HasSubstr("cannot reach the daemon at http://127.0.0.1:1: x"));
+  EXPECT_THAT(failure.message, Not(HasSubstr("\n")));
+}
+
+TEST(OneLineTest, JoinsLines) {
+  EXPECT_EQ(OneLine("a\nb"), "a; b");
+  EXPECT_EQ(OneLine("  a  \r\n\n  b\n"), "a; b");
+  EXPECT_EQ(OneLine("single"), "single");
+}
+
+class MakeClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("stagehand-cli-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::filesystem::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  ClientOrFailure Make(const ClientOptions& options,
+                       std::optional<std::string> env_token = std::nullopt) {
+    Context context(out_, err_, clock_);
+    context.environment = [env_token](const std::string& name) -> std::optional<std::string> {
+      return name == "STAGEHAND_TOKEN" ? env_token : std::nullopt;
+    };
+    return MakeClient(options, context);
+  }
+
+  std::filesystem::path dir_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  testing::ManualClock clock_;
+};
+
+TEST_F(MakeClientTest, DefaultsToTheLocalPort) {
+  ClientOrFailure made = Make({});
+  ASSERT_TRUE(made.client.has_value());
+  EXPECT_EQ(made.client->url().ToString(), "http://127.0.0.1:7007");
+  EXPECT_FALSE(made.client->has_token());
+}
+
+TEST_F(MakeClientTest, TakesTheAddressFromTheConfigListen) {
+  ClientOptions options;
+  options.config_files.push_back(
+      Write("a.yaml",
+            "backend:\n  listen: { host: 0.0.0.0, port: 7123 }\n"
+            "  database: { client: better-sqlite3, connection: ':memory:' }\n"));
+  ClientOrFailure made = Make(options);
+  ASSERT_TRUE(made.client.has_value()) << made.failure.message;
+  EXPECT_EQ(made.client->url().ToString(), "http://127.0.0.1:7123");
+
+  options.url = "http://10.0.0.9:9000";
+  made = Make(options);
+  ASSERT_TRUE(made.client.has_value());
+  EXPECT_EQ(made.client->url().ToString(), "http://10.0.0.9:9000");
+}
+
+TEST_F(MakeClientTest, BadConfigOrUrlFails) {
+  ClientOptions options;
+  options.config_files.push_back((dir_ / "missing.yaml").string());
+  ClientOrFailure made = Make(options);
+  EXPECT_FALSE(made.client.has_value());
+  EXPECT_EQ(made.failure.exit_code, kExitConfig);
+  EXPECT_THAT(made.failure.message, HasSubstr("missing.yaml"));
+
+  ClientOptions bad_url;
+  bad_url.url = "https://x";
+  made = Make(bad_url);
+  EXPECT_FALSE(made.client.has_value());
+  EXPECT_EQ(made.failure.exit_code, kExitUsage);
+}
+
+TEST_F(MakeClientTest, TokenFromFlagElseEnvironment) {
+  EXPECT_TRUE(Make({}, "from-env").client->has_token());
+  EXPECT_FALSE(Make({}, "").client->has_token());
+  ClientOptions options;
+  options.token = "from-flag";
+  EXPECT_TRUE(Make(options).client->has_token());
+}
+
+}  // namespace
+}  // namespace stagehand::cli
