@@ -70,7 +70,8 @@ std::optional<std::string> LookupEnvironment(const Context& context, const std::
   if (context.environment) {
     return context.environment(name);
   }
-  const char* value = std::getenv(name.c_str());
+  // Read once per verb on the main thread, before any thread of ours exists.
+  const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
   return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
 }
 
@@ -121,7 +122,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   Context context{std::cout, std::cerr, SystemClock::Instance()};
-  context.colour = isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+  context.colour = isatty(STDOUT_FILENO) == 1 &&
+                   std::getenv("NO_COLOR") == nullptr;  // NOLINT(concurrency-mt-unsafe)
   return RunWithContext(args, context);
 }
 

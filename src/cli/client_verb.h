@@ -12,7 +12,7 @@
 #include "cli/rest_client.h"
 #include "stagehand/base/status.h"
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
 }  // namespace CLI
 

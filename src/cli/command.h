@@ -13,7 +13,7 @@
 #include "stagehand/time/clock.h"
 #include "stagehand/time/time_zone.h"
 
-namespace CLI {
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
 }  // namespace CLI
 

@@ -45,7 +45,7 @@ std::string Count(std::size_t n, std::string_view noun) {
 }
 
 std::string ConnectionValue(const DatabaseConnection& connection, const std::string& key,
-                            std::string fallback) {
+                            const std::string& fallback) {
   auto found = connection.find(key);
   return found != connection.end() && !found->second.empty() ? found->second : fallback;
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -114,43 +115,43 @@ class CliVerbsTest : public ::testing::Test {
     backend_ = std::move(*backend);
     ASSERT_TRUE(
         backend_
-            ->AddPlugin({"jobs",
-                         [this](PluginServices& services) {
-                           std::vector<TaskDefinition> tasks;
-                           tasks.push_back(Task("yearly", CronFrequency{"0 0 1 1 *", "UTC"},
-                                                TaskScope::kGlobal, [](std::stop_token) {}));
-                           TaskDefinition warmup = Task("warmup", Minutes(5), TaskScope::kLocal,
-                                                        [](std::stop_token) {});
-                           warmup.initial_delay = Minutes(60);
-                           tasks.push_back(std::move(warmup));
-                           tasks.push_back(Task("report", ManualFrequency{}, TaskScope::kGlobal,
-                                                [this](const std::stop_token& stop) {
-                                                  report_started_.Open();
-                                                  std::mutex mu;
-                                                  std::condition_variable_any cv;
-                                                  std::unique_lock lock(mu);
-                                                  cv.wait(lock, stop, [] { return false; });
-                                                  report_stopped_.Open();
-                                                }));
-                           tasks.push_back(Task("quick", ManualFrequency{}, TaskScope::kGlobal,
-                                                [this](std::stop_token) { quick_ran_.Open(); }));
-                           tasks.push_back(Task("fails", ManualFrequency{}, TaskScope::kGlobal,
-                                                [](std::stop_token) -> Status {
-                                                  return UnavailableError(
-                                                      "disk full\nwhile writing the report");
-                                                }));
-                           tasks.push_back(Task("nightly report/v2", ManualFrequency{},
-                                                TaskScope::kGlobal,
-                                                [this](std::stop_token) { encoded_ran_.Open(); }));
-                           return services.scheduler->ScheduleTasks(std::move(tasks));
-                         }})
+            ->AddPlugin(
+                {"jobs",
+                 [this](PluginServices& services) {
+                   std::vector<TaskDefinition> tasks;
+                   tasks.push_back(Task("yearly", CronFrequency{"0 0 1 1 *", "UTC"},
+                                        TaskScope::kGlobal, [](const std::stop_token&) {}));
+                   TaskDefinition warmup =
+                       Task("warmup", Minutes(5), TaskScope::kLocal, [](const std::stop_token&) {});
+                   warmup.initial_delay = Minutes(60);
+                   tasks.push_back(std::move(warmup));
+                   tasks.push_back(Task("report", ManualFrequency{}, TaskScope::kGlobal,
+                                        [this](const std::stop_token& stop) {
+                                          report_started_.Open();
+                                          std::mutex mu;
+                                          std::condition_variable_any cv;
+                                          std::unique_lock lock(mu);
+                                          cv.wait(lock, stop, [] { return false; });
+                                          report_stopped_.Open();
+                                        }));
+                   tasks.push_back(Task("quick", ManualFrequency{}, TaskScope::kGlobal,
+                                        [this](const std::stop_token&) { quick_ran_.Open(); }));
+                   tasks.push_back(Task("fails", ManualFrequency{}, TaskScope::kGlobal,
+                                        [](const std::stop_token&) -> Status {
+                                          return UnavailableError(
+                                              "disk full\nwhile writing the report");
+                                        }));
+                   tasks.push_back(Task("nightly report/v2", ManualFrequency{}, TaskScope::kGlobal,
+                                        [this](const std::stop_token&) { encoded_ran_.Open(); }));
+                   return services.scheduler->ScheduleTasks(std::move(tasks));
+                 }})
             .ok());
     ASSERT_TRUE(backend_
                     ->AddPlugin({"mail",
                                  [](PluginServices& services) {
                                    return services.scheduler->ScheduleTask(
                                        Task("digest", CronFrequency{"30 6 * * *", "UTC"},
-                                            TaskScope::kLocal, [](std::stop_token) {}));
+                                            TaskScope::kLocal, [](const std::stop_token&) {}));
                                  }})
                     .ok());
     Status started = backend_->Start();
@@ -160,12 +161,12 @@ class CliVerbsTest : public ::testing::Test {
 
   // Runs `stagehand <args>` with --url pointing at the backend (unless `with_url` is false) and
   // STAGEHAND_TOKEN set to `env_token` when given.
-  Outcome Cli(std::vector<std::string> args, std::optional<std::string> env_token = std::nullopt,
-              bool with_url = true) {
+  Outcome Cli(const std::vector<std::string>& args,
+              const std::optional<std::string>& env_token = std::nullopt, bool with_url = true) {
     std::vector<std::string> command_line{"stagehand"};
     command_line.insert(command_line.end(), args.begin(), args.end());
     if (with_url) {
-      command_line.push_back("--url");
+      command_line.emplace_back("--url");
       command_line.push_back(url_);
     }
     std::ostringstream out;
@@ -398,10 +399,12 @@ TEST_F(CliVerbsTest, AStoppedDaemonIsUnreachable) {
 // Files in a temporary directory, removed at the end.
 class TempFiles {
  public:
-  TempFiles()
-      : dir_(std::filesystem::temp_directory_path() /
-             ("stagehand-cli-it-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
-    std::filesystem::create_directories(dir_);
+  TempFiles() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "stagehand-cli-it-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) {
+      dir_ = pattern;
+    }
   }
   ~TempFiles() { std::filesystem::remove_all(dir_); }
   TempFiles(const TempFiles&) = delete;
@@ -414,7 +417,6 @@ class TempFiles {
   }
 
  private:
-  static inline int counter_ = 0;
   std::filesystem::path dir_;
 };
 

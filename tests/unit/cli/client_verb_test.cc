@@ -177,7 +177,7 @@ class MakeClientTest : public ::testing::Test {
   }
 
   ClientOrFailure Make(const ClientOptions& options,
-                       std::optional<std::string> env_token = std::nullopt) {
+                       const std::optional<std::string>& env_token = std::nullopt) {
     Context context(out_, err_, clock_);
     context.environment = [env_token](const std::string& name) -> std::optional<std::string> {
       return name == "STAGEHAND_TOKEN" ? env_token : std::nullopt;
