@@ -39,6 +39,9 @@ struct TaskEngine::Run {
   MonoTime fence_at = kMonoInfinity;
   nanoseconds lag{0};
   bool ours = true;  // global: this host still holds the ticket as far as it knows
+  // Global: a cancel asked the run to stop; the row stays held (its ticket marked) until this host
+  // releases it, so the run keeps being renewed while its function stops.
+  bool cancel_requested = false;
   bool timeout_signalled = false;
 };
 
@@ -334,13 +337,11 @@ Status TaskEngine::Trigger(const std::string& id) {
 }
 
 Status TaskEngine::Cancel(const std::string& id) {
-  TimeZone zone = context_.default_zone;
   {
     std::stop_source to_signal(std::nostopstate);
     {
       std::lock_guard lock(mu_);
       auto it = tasks_.find(id);
-      if (it != tasks_.end()) zone = it->second->def.schedule.zone;
       if (it != tasks_.end() && it->second->def.scope == TaskScope::kLocal &&
           it->second->phase != Task::Phase::kFinished) {
         if (!it->second->run) return ConflictError("Task " + id + " is not running");
@@ -353,14 +354,13 @@ Status TaskEngine::Cancel(const std::string& id) {
     }
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
-  STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, zone));
+  STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, context_.options.lease));
   std::stop_source to_signal(std::nostopstate);
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
     if (it != tasks_.end() && it->second->run && it->second->run->ours) {
-      it->second->run->ours = false;
-      it->second->run->fence_at = kMonoInfinity;
+      it->second->run->cancel_requested = true;
       to_signal = it->second->run->stop;
     }
   }
@@ -486,18 +486,23 @@ void TaskEngine::RenewLeases() {
   const milliseconds lease = context_.options.lease;
   for (const Due& item : due) {
     const MonoTime sent = clock_.MonoNow();
-    Result<bool> renewed = context_.store->RenewLease(item.task->def.id, item.run->ticket,
-                                                      item.task->def.timeout, lease);
+    Result<LeaseStatus> renewed = context_.store->RenewLease(item.task->def.id, item.run->ticket,
+                                                             item.task->def.timeout, lease);
     const RunInfo info = InfoOf(*item.task, *item.run);
     bool lost = false;
+    bool cancel_noticed = false;
     {
       std::lock_guard lock(mu_);
       if (!item.run->ours) continue;
       if (!renewed.ok()) {
         item.run->renew_at =
             clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
-      } else if (*renewed) {
+      } else if (*renewed != LeaseStatus::kLost) {
         SetLeaseDeadlines(*item.run, item.task->def.timeout, sent);
+        if (*renewed == LeaseStatus::kCancelRequested && !item.run->cancel_requested) {
+          item.run->cancel_requested = true;
+          cancel_noticed = true;
+        }
       } else {
         item.run->ours = false;
         item.run->fence_at = kMonoInfinity;
@@ -511,14 +516,19 @@ void TaskEngine::RenewLeases() {
                         renewed.status().message(),
                     {{"task", item.task->def.id}});
       observer_->OnLeaseRenewalFailed(info);
-    } else if (*renewed) {
-      observer_->OnLeaseRenewed(info);
     } else if (lost) {
       logger_->Info(
           "Task ticket for \"" + item.task->def.id + "\" is no longer valid; aborting execution",
           {{"task", item.task->def.id}});
       item.run->stop.request_stop();
       observer_->OnLeaseLost(info);
+    } else {
+      if (cancel_noticed) {
+        logger_->Info("Task \"" + item.task->def.id + "\" was cancelled; stopping the run",
+                      {{"task", item.task->def.id}});
+        item.run->stop.request_stop();
+      }
+      observer_->OnLeaseRenewed(info);
     }
   }
 }

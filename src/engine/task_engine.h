@@ -52,7 +52,8 @@ struct EngineContext {
   std::shared_ptr<Logger> logger;
   std::shared_ptr<SchedulerObserver> observer;
   EngineOptions options;
-  // The zone for cron cadences of tasks this process did not register (cancel of a remote task).
+  // The zone for cron cadences of tasks this process did not register. Unused by the engine since
+  // a cancel no longer reschedules (the run's owner does, at its release); kept for callers.
   TimeZone default_zone = TimeZone::Utc();
 };
 

@@ -52,6 +52,11 @@ bool HoldsTicket(const TaskRow& row, const std::string& ticket) {
   return row.current_run_ticket && *row.current_run_ticket == ticket;
 }
 
+// Whether `ticket` holds the row in its cancel-marked form.
+bool HoldsMarkedTicket(const TaskRow& row, const std::string& ticket) {
+  return row.current_run_ticket && *row.current_run_ticket == CancelRequestedTicket(ticket);
+}
+
 void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json) {
   row.current_run_ticket.reset();
   row.current_run_started_at.reset();
@@ -330,18 +335,20 @@ Result<ClaimResult> MemoryTaskStore::Claim(const std::string& id, const std::str
   return result;
 }
 
-Result<bool> MemoryTaskStore::RenewLease(const std::string& id, const std::string& ticket,
-                                         std::chrono::milliseconds timeout,
-                                         std::chrono::milliseconds lease) {
+Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std::string& ticket,
+                                                std::chrono::milliseconds timeout,
+                                                std::chrono::milliseconds lease) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
   return table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
+    if (it == rows.end()) return LeaseStatus::kLost;
     TaskRow& row = it->second;
+    const bool marked = HoldsMarkedTicket(row, ticket);
+    if (!marked && !HoldsTicket(row, ticket)) return LeaseStatus::kLost;
     const WallTime started = row.current_run_started_at.value_or(now);
     row.current_run_expires_at = std::min(started + timeout, now + lease);
-    return true;
+    return marked ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
   });
 }
 
@@ -354,10 +361,12 @@ Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& 
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
+    if (it == rows.end()) return false;
     TaskRow& row = it->second;
+    const bool marked = HoldsMarkedTicket(row, ticket);
+    if (!marked && !HoldsTicket(row, ticket)) return false;
     row.next_run_start_at = Evaluate(*plan, now, row.next_run_start_at);
-    EndRun(row, now, error_json);
+    EndRun(row, now, marked ? ErrorJson("Task was cancelled") : error_json);
     return true;
   });
   if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
@@ -380,7 +389,7 @@ Status MemoryTaskStore::Trigger(const std::string& id) {
   return status;
 }
 
-Status MemoryTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
+Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds hold) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   std::optional<TaskRow> read =
       table_->WithRows([&](std::map<std::string, TaskRow>& rows) -> std::optional<TaskRow> {
@@ -397,22 +406,21 @@ Status MemoryTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
     return InvalidArgumentError(fmt::format("plugin {}: task {} has invalid settings_json: {}",
                                             plugin_id_, id, settings.status().message()));
   }
-  const WallTime now = DatabaseTime();
-  Result<NextRunPlan> plan =
-      store_internal::PlanReleaseNext(TaskSchedule{std::move(*settings), zone}, now);
-  if (!plan.ok()) return plan.status();
+  const std::string& ticket = *read->current_run_ticket;
+  if (ticket.starts_with(kCancelRequestedPrefix)) return Status::Ok();
 
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const std::string& ticket = *read->current_run_ticket;
-  const bool cancelled = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+  const WallTime now = DatabaseTime();
+  const bool marked = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
     TaskRow& row = it->second;
-    row.next_run_start_at = Evaluate(*plan, now, row.next_run_start_at);
-    EndRun(row, now, ErrorJson("Task was cancelled"));
+    row.current_run_ticket = CancelRequestedTicket(ticket);
+    row.current_run_expires_at =
+        row.current_run_expires_at ? std::min(*row.current_run_expires_at, now + hold) : now + hold;
     return true;
   });
-  if (!cancelled) return ConflictError(fmt::format("Task {} is not running", id));
+  if (!marked) return ConflictError(fmt::format("Task {} is not running", id));
   table_->Publish({StoreEvent{StoreEvent::Kind::kCancel, id}});
   return Status::Ok();
 }

@@ -13,6 +13,12 @@ std::optional<std::string> FormatOptional(const std::optional<WallTime>& instant
 
 }  // namespace
 
+std::string CancelRequestedTicket(std::string_view ticket) {
+  std::string marked(kCancelRequestedPrefix);
+  marked += ticket;
+  return marked;
+}
+
 TaskState ToTaskState(const TaskRow& row, const TimeZone& zone) {
   TaskState state;
   if (row.current_run_started_at) {

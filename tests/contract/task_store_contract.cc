@@ -349,9 +349,9 @@ TEST_F(TaskStoreContractTest, DoesNotClobberATicketLockWhenStolen) {
   Result<bool> released = store_->Release("stolen", "mine", schedule, std::nullopt);
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_FALSE(*released);
-  Result<bool> renewed = store_->RenewLease("stolen", "mine", minutes(1), minutes(1));
+  Result<LeaseStatus> renewed = store_->RenewLease("stolen", "mine", minutes(1), minutes(1));
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
-  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_EQ(Row("stolen"), stolen);
 }
 
@@ -368,9 +368,9 @@ TEST_F(TaskStoreContractTest, GracefullyHandlesADisappearedRow) {
   Result<bool> released = store_->Release("gone", "t2", schedule, std::nullopt);
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_FALSE(*released);
-  Result<bool> renewed = store_->RenewLease("gone", "t2", minutes(1), minutes(1));
+  Result<LeaseStatus> renewed = store_->RenewLease("gone", "t2", minutes(1), minutes(1));
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
-  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_FALSE(fixture_->GetRawRow("gone").has_value());
   EXPECT_EQ(ReadinessOf("gone"), Readiness::kMissing);
 }
@@ -627,10 +627,10 @@ TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
 
   fixture_->LetTimePass(milliseconds(20));
   WallTime before = Now();
-  Result<bool> renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
+  Result<LeaseStatus> renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
   WallTime after = Now();
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
-  EXPECT_TRUE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   TaskRow row = Row("renew");
   EXPECT_TRUE(
       Within(row.current_run_expires_at, before + milliseconds(500), after + milliseconds(500)));
@@ -639,20 +639,29 @@ TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
 
   renewed = store_->RenewLease("renew", "t1", seconds(2), hours(1));
   ASSERT_TRUE(renewed.ok());
-  EXPECT_TRUE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   EXPECT_TRUE(Same(Row("renew").current_run_expires_at, started + seconds(2)));
 
   const TaskRow before_wrong = Row("renew");
   renewed = store_->RenewLease("renew", "not-mine", seconds(2), hours(1));
   ASSERT_TRUE(renewed.ok());
-  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_EQ(Row("renew"), before_wrong);
 
-  ASSERT_TRUE(store_->Cancel("renew", TimeZone::Utc()).ok());
-  renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
+  // A cancel keeps the row held: the owner still renews it, and learns of the cancel.
+  ASSERT_TRUE(store_->Cancel("renew", minutes(1)).ok());
+  before = Now();
+  renewed = store_->RenewLease("renew", "t1", hours(1), milliseconds(500));
+  after = Now();
   ASSERT_TRUE(renewed.ok());
-  EXPECT_FALSE(*renewed);
-  EXPECT_FALSE(Row("renew").current_run_expires_at.has_value());
+  EXPECT_EQ(*renewed, LeaseStatus::kCancelRequested);
+  row = Row("renew");
+  EXPECT_EQ(row.current_run_ticket, CancelRequestedTicket("t1"));
+  EXPECT_TRUE(
+      Within(row.current_run_expires_at, before + milliseconds(500), after + milliseconds(500)));
+  renewed = store_->RenewLease("renew", "t2", hours(1), milliseconds(500));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(*renewed, LeaseStatus::kLost);
 }
 
 // --- Release ----------------------------------------------------------------------------------
@@ -739,43 +748,87 @@ TEST_F(TaskStoreContractTest, TriggerOfARunningTaskIsAConflict) {
 
 // --- Cancel -----------------------------------------------------------------------------------
 
-TEST_F(TaskStoreContractTest, CanCancelARunningTask) {
+TEST_F(TaskStoreContractTest, CancelKeepsTheRowHeldUntilTheOwnerReleases) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("cancel", schedule);
   const std::optional<WallTime> scheduled = Row("cancel").next_run_start_at;
   ASSERT_TRUE(scheduled.has_value());
   ASSERT_TRUE(Claim("cancel", "t1"));
-  const WallTime before = Now();
-  const Status status = store_->Cancel("cancel", TimeZone::Utc());
-  const WallTime after = Now();
+  const TaskRow claimed = Row("cancel");
+  const Status status = store_->Cancel("cancel", hours(1));
   ASSERT_TRUE(status.ok()) << status.ToString();
-  const TaskRow row = Row("cancel");
+  TaskRow row = Row("cancel");
+  EXPECT_EQ(row.current_run_ticket, CancelRequestedTicket("t1"));
+  EXPECT_EQ(row.current_run_started_at, claimed.current_run_started_at);
+  EXPECT_EQ(row.current_run_expires_at, claimed.current_run_expires_at);  // already earlier
+  EXPECT_EQ(row.next_run_start_at, scheduled);
+  EXPECT_EQ(row.last_run_error_json, std::nullopt);
+  EXPECT_EQ(ToTaskState(row, TimeZone::Utc()).status, TaskState::Status::kRunning);
+
+  // Nothing can start another run while the cancelled one is stopping.
+  const Status trigger = store_->Trigger("cancel");
+  EXPECT_EQ(trigger.code(), StatusCode::kConflict);
+  EXPECT_EQ(trigger.message(), "Task cancel is currently running");
+  EXPECT_FALSE(Claim("cancel", "t2"));
+  EXPECT_NE(ReadinessOf("cancel"), Readiness::kReady);
+  // A second cancel is accepted and changes nothing.
+  ASSERT_TRUE(store_->Cancel("cancel", milliseconds(1)).ok());
+  EXPECT_EQ(Row("cancel"), row);
+
+  // The owner's release ends the run as Backstage's cancel would have, whatever its outcome.
+  const WallTime before = Now();
+  Result<bool> released = store_->Release("cancel", "t1", schedule, std::nullopt);
+  const WallTime after = Now();
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_TRUE(*released);
+  row = Row("cancel");
   EXPECT_FALSE(row.current_run_ticket.has_value());
   EXPECT_FALSE(row.current_run_started_at.has_value());
   EXPECT_FALSE(row.current_run_expires_at.has_value());
   EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
   EXPECT_EQ(row.last_run_error_json, kCancelledJson);
   EXPECT_TRUE(Same(row.next_run_start_at, *scheduled + minutes(10)));
-
-  // The cancelled run's own release no longer matches.
-  Result<bool> released = store_->Release("cancel", "t1", schedule, std::nullopt);
-  ASSERT_TRUE(released.ok());
-  EXPECT_FALSE(*released);
-  EXPECT_EQ(Row("cancel"), row);
+  EXPECT_TRUE(store_->Trigger("cancel").ok());
 }
 
-TEST_F(TaskStoreContractTest, CancelReschedulesACronTaskFromNow) {
-  Upsert("cancel-cron", Schedule("* * * * * *"));
-  ASSERT_TRUE(Claim("cancel-cron", "t1"));
+TEST_F(TaskStoreContractTest, CancelBringsTheExpiryForwardToTheHold) {
+  Upsert("hold", Schedule("PT10M"));
+  Result<ClaimResult> claim = store_->Claim("hold", "t1", hours(1), hours(1));
+  ASSERT_TRUE(claim.ok());
+  ASSERT_TRUE(claim->claimed);
   const WallTime before = Now();
-  ASSERT_TRUE(store_->Cancel("cancel-cron", TimeZone::Utc()).ok());
+  ASSERT_TRUE(store_->Cancel("hold", milliseconds(300)).ok());
   const WallTime after = Now();
-  EXPECT_TRUE(Within(Row("cancel-cron").next_run_start_at, CronNext("* * * * * *", before),
+  EXPECT_TRUE(Within(Row("hold").current_run_expires_at, before + milliseconds(300),
+                     after + milliseconds(300)));
+
+  // An owner that never releases is swept once the hold has passed.
+  fixture_->LetTimePass(milliseconds(400));
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, std::vector<std::string>{"hold"});
+  EXPECT_FALSE(Row("hold").current_run_ticket.has_value());
+}
+
+TEST_F(TaskStoreContractTest, CancelledRunReleaseRecordsTheCancelAndReschedulesACronTask) {
+  const TaskSchedule schedule = Schedule("* * * * * *");
+  Upsert("cancel-cron", schedule);
+  ASSERT_TRUE(Claim("cancel-cron", "t1"));
+  ASSERT_TRUE(store_->Cancel("cancel-cron", minutes(1)).ok());
+  const WallTime before = Now();
+  Result<bool> released =
+      store_->Release("cancel-cron", "t1", schedule, ErrorJson("the function failed"));
+  const WallTime after = Now();
+  ASSERT_TRUE(released.ok());
+  EXPECT_TRUE(*released);
+  const TaskRow row = Row("cancel-cron");
+  EXPECT_EQ(row.last_run_error_json, kCancelledJson);
+  EXPECT_TRUE(Within(row.next_run_start_at, CronNext("* * * * * *", before),
                      CronNext("* * * * * *", after)));
 }
 
 TEST_F(TaskStoreContractTest, CannotCancelANonExistentTask) {
-  const Status status = store_->Cancel("nope", TimeZone::Utc());
+  const Status status = store_->Cancel("nope", minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "Task nope does not exist");
 }
@@ -783,7 +836,7 @@ TEST_F(TaskStoreContractTest, CannotCancelANonExistentTask) {
 TEST_F(TaskStoreContractTest, CannotCancelATaskThatIsNotRunning) {
   Upsert("idle", Schedule("PT10M"));
   const TaskRow idle = Row("idle");
-  const Status status = store_->Cancel("idle", TimeZone::Utc());
+  const Status status = store_->Cancel("idle", minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kConflict);
   EXPECT_EQ(status.message(), "Task idle is not running");
   EXPECT_EQ(Row("idle"), idle);
@@ -847,9 +900,9 @@ TEST_F(TaskStoreContractTest, SweepReclaimsARunWhoseLeaseLapsed) {
   swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
   EXPECT_EQ(*swept, std::vector<std::string>{"lapsed"});
-  Result<bool> renewed = store_->RenewLease("lapsed", "dead-host", minutes(1), minutes(1));
+  Result<LeaseStatus> renewed = store_->RenewLease("lapsed", "dead-host", minutes(1), minutes(1));
   ASSERT_TRUE(renewed.ok());
-  EXPECT_FALSE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_TRUE(Claim("lapsed", "new-host"));
 }
 
@@ -1178,12 +1231,18 @@ TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
   EXPECT_FALSE(Claim("bs-cron-delay", "ours"));
   EXPECT_FALSE(Claim("bs-running", "ours"));
 
-  // A Backstage worker's run is cancelled from here.
-  ASSERT_TRUE(store_->Cancel("bs-running", utc).ok());
+  // A Backstage worker's run is cancelled from here: its liveness check no longer finds its
+  // ticket, so it aborts; the row stays held for at most the hold, then the janitor frees it.
+  const WallTime before_cancel = Now();
+  ASSERT_TRUE(store_->Cancel("bs-running", seconds(20)).ok());
+  const WallTime after_cancel = Now();
   const TaskRow cancelled = Row("bs-running");
-  EXPECT_FALSE(cancelled.current_run_ticket.has_value());
-  EXPECT_EQ(cancelled.last_run_error_json, kCancelledJson);
-  EXPECT_TRUE(Same(cancelled.next_run_start_at, base - seconds(5) + minutes(10)));
+  EXPECT_EQ(cancelled.current_run_ticket,
+            CancelRequestedTicket("0f8e7a52-3c1d-4b6e-9a2f-5d4c3b2a1908"));
+  EXPECT_TRUE(Within(cancelled.current_run_expires_at, before_cancel + seconds(20),
+                     after_cancel + seconds(20)));
+  EXPECT_EQ(cancelled.next_run_start_at, running.next_run_start_at);
+  EXPECT_EQ(cancelled.current_run_started_at, running.current_run_started_at);
 
   // A Backstage manual row runs when triggered and stays without a next run.
   ASSERT_TRUE(store_->Trigger("bs-manual").ok());
@@ -1217,11 +1276,11 @@ TEST_F(TaskStoreContractTest, UnparsableSettingsAreReportedNotFatal) {
   EXPECT_EQ(poll.entries[1].readiness, Readiness::kInvalidSettings);
   EXPECT_FALSE(poll.entries[1].settings_error.empty());
 
-  const Status cancel = store_->Cancel("broken-running", TimeZone::Utc());
+  const Status cancel = store_->Cancel("broken-running", minutes(1));
   EXPECT_EQ(cancel.code(), StatusCode::kInvalidArgument) << cancel.ToString();
   EXPECT_EQ(Row("broken-running"), broken_running);
 
-  const Status idle_cancel = store_->Cancel("broken-idle", TimeZone::Utc());
+  const Status idle_cancel = store_->Cancel("broken-idle", minutes(1));
   EXPECT_EQ(idle_cancel.code(), StatusCode::kConflict) << idle_cancel.ToString();
   EXPECT_EQ(idle_cancel.message(), "Task broken-idle is not running");
 
@@ -1282,7 +1341,7 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   ASSERT_TRUE(store_->Trigger("note").ok());
   EXPECT_TRUE(inbox->WaitFor(Kind::kTrigger, "note"));
   ASSERT_TRUE(Claim("note", "t2"));
-  ASSERT_TRUE(store_->Cancel("note", TimeZone::Utc()).ok());
+  ASSERT_TRUE(store_->Cancel("note", minutes(1)).ok());
   EXPECT_TRUE(inbox->WaitFor(Kind::kCancel, "note"));
 
   const WallTime base = WholeSeconds(Now());

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stagehand/base/status.h"
@@ -40,6 +41,22 @@ struct TaskRow {
 // current_run_started_at is set; timestamps formatted with FormatIsoInstant in `zone`; an empty
 // last_run_error_json counts as absent.
 TaskState ToTaskState(const TaskRow& row, const TimeZone& zone);
+
+// A run that a cancel asked to stop keeps its row, with its ticket rewritten to this prefix followed
+// by the ticket, until its owner releases it (or the janitor sweeps it). Every statement that
+// treats a NULL ticket as free (claim, trigger, readiness; Backstage's too) sees the row as
+// running, so no other run can start while the cancelled one is still stopping.
+inline constexpr std::string_view kCancelRequestedPrefix = "cancel:";
+
+// Returns the ticket a cancel writes for the run holding `ticket`.
+std::string CancelRequestedTicket(std::string_view ticket);
+
+// The outcome of RenewLease.
+enum class LeaseStatus {
+  kHeld,             // the ticket holds the row; its expiry was extended
+  kCancelRequested,  // as kHeld, but a cancel asked the run to stop (the marked ticket)
+  kLost,             // the ticket no longer holds the row (swept, deleted, taken over)
+};
 
 // What the store needs to compute a task's next start: its settings and the zone its cron
 // cadence is evaluated in.
@@ -103,7 +120,7 @@ struct StoreEvent {
   enum class Kind {
     kUpsert,   // a task was registered or its schedule changed
     kTrigger,  // a task was made due now
-    kCancel,   // a running task's ticket was cleared by a cancel
+    kCancel,   // a cancel asked a running task's run to stop (its ticket is marked)
     kRelease,  // a run ended and the task was rescheduled
     kSweep,    // an expired run was reset by the janitor
     kDelete,   // a row was deleted
@@ -172,15 +189,19 @@ class TaskStore {
                                     std::chrono::milliseconds timeout,
                                     std::chrono::milliseconds lease) = 0;
 
-  // Extends the run's expiry to min(started + timeout, now + lease) while `ticket` still holds the
-  // row. Returns false if the ticket is gone (cancelled, swept, deleted). Errors: kUnavailable.
-  virtual Result<bool> RenewLease(const std::string& id, const std::string& ticket,
-                                  std::chrono::milliseconds timeout,
-                                  std::chrono::milliseconds lease) = 0;
+  // Extends the run's expiry to min(started + timeout, now + lease) while `ticket`, plain or marked
+  // by a cancel (CancelRequestedTicket), still holds the row. Returns kCancelRequested when the
+  // marked form holds it (the run must stop, and still release), kLost if neither does
+  // (swept, deleted, taken over). Errors: kUnavailable.
+  virtual Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
+                                         std::chrono::milliseconds timeout,
+                                         std::chrono::milliseconds lease) = 0;
 
-  // Ends the run held by `ticket` (§4.6): clears the ticket and run times, sets last_run_ended_at
-  // = now and last_run_error_json = `error_json` (NULL on success), and moves next_run_start_at to
-  // the next cron time, NULL for manual, or greatest(next + cadence, now) for durations. Returns
+  // Ends the run held by `ticket`, plain or marked by a cancel (§4.6): clears the ticket and run
+  // times, sets last_run_ended_at = now and last_run_error_json = `error_json` (NULL on success),
+  // or {"name":"Error","message":"Task was cancelled"} when a cancel marked the ticket, and moves
+  // next_run_start_at to the next cron time, NULL for manual, or greatest(next + cadence, now) for
+  // durations; so a cancelled run ends with the row Backstage's cancel (§4.9) leaves. Returns
   // false, changing nothing, if the ticket no longer holds the row. Errors: kUnavailable.
   virtual Result<bool> Release(const std::string& id, const std::string& ticket,
                                const TaskSchedule& schedule,
@@ -190,12 +211,16 @@ class TaskStore {
   // "Task {id} is currently running"; kUnavailable.
   virtual Status Trigger(const std::string& id) = 0;
 
-  // Cancels a task's current run (§4.9): clears the ticket, records
-  // {"name":"Error","message":"Task was cancelled"} and reschedules from the row's own settings
-  // (cron evaluated in `zone`). Up to two round trips. Errors: kNotFound "Task {id} does not
-  // exist"; kConflict "Task {id} is not running"; kInvalidArgument if the row's settings do not
-  // parse; kUnavailable.
-  virtual Status Cancel(const std::string& id, const TimeZone& zone) = 0;
+  // Asks a task's current run to stop. Unlike Backstage's cancel (§4.9), which frees the row at
+  // once, the row stays held until the run's owner releases it: the ticket is rewritten to
+  // CancelRequestedTicket(ticket), current_run_expires_at becomes min(expires, now + `hold`) so
+  // that a dead owner's row is swept soon, and the owner learns of it through a kCancel event or
+  // its next RenewLease; its Release then records the cancel. While the row is so marked, Trigger
+  // answers kConflict "is currently running" and no host can claim it. Cancelling a run already
+  // marked succeeds and changes nothing (idempotent). Two round trips. Errors: kNotFound "Task
+  // {id} does not exist"; kConflict "Task {id} is not running" (no ticket, or the run ended in
+  // between); kInvalidArgument if the row's settings do not parse (as Backstage); kUnavailable.
+  virtual Status Cancel(const std::string& id, std::chrono::milliseconds hold) = 0;
 
   // Resets every run whose expiry has passed (the janitor, §7), recording
   // {"name":"Error","message":"Task timed out"}; next_run_start_at is kept so the task is due

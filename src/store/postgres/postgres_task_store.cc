@@ -169,14 +169,14 @@ class PostgresTaskStore final : public TaskStore {
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override;
-  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
-                          std::chrono::milliseconds timeout,
-                          std::chrono::milliseconds lease) override;
+  Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
+                                 std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds lease) override;
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
   Status Trigger(const std::string& id) override;
-  Status Cancel(const std::string& id, const TimeZone& zone) override;
+  Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
   Status Delete(const std::string& id) override;
@@ -549,6 +549,7 @@ Status PostgresTaskStore::WarmUp() {
       &s.release,
       &s.trigger,
       &s.read_for_cancel,
+      &s.mark_cancelled,
       &s.sweep,
       &s.states,
       &s.remove,
@@ -562,16 +563,18 @@ Status PostgresTaskStore::WarmUp() {
   one_id.Add(no_such_id);
   PgParams empty_poll;
   empty_poll.Add("{}").Add("{}");
-  PgParams run;  // id, ticket, timeout ms, lease ms
-  run.Add(no_such_id).Add("warm-up").Add(1LL).Add(1LL);
+  PgParams claim;  // id, ticket, timeout ms, lease ms
+  claim.Add(no_such_id).Add("warm-up").Add(1LL).Add(1LL);
+  PgParams renew = claim;
+  renew.Add(CancelRequestedTicket("warm-up"));
   PgParams release;
   release.Add(no_such_id).Add("warm-up");
   AddPlan(release, NextRunPlan{NextRunPlan::Kind::kNull});
-  release.AddNull().Add(channel_).Add("release");
+  release.AddNull().Add(channel_).Add("release").Add(CancelRequestedTicket("warm-up")).AddNull();
   PgParams trigger;
   trigger.Add(no_such_id).Add(channel_);
   const std::pair<const PgStatement*, const PgParams*> runs[] = {
-      {&s.poll_changed, &empty_poll}, {&s.claim, &run},       {&s.renew_lease, &run},
+      {&s.poll_changed, &empty_poll}, {&s.claim, &claim},     {&s.renew_lease, &renew},
       {&s.release, &release},         {&s.trigger, &trigger}, {&s.read_for_cancel, &one_id},
   };
   return pool_.WarmUp([&](PgConnection& connection) -> Status {
@@ -608,19 +611,21 @@ Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::s
   return ClaimResult{expires->has_value(), *now, *expires};
 }
 
-Result<bool> PostgresTaskStore::RenewLease(const std::string& id, const std::string& ticket,
-                                           std::chrono::milliseconds timeout,
-                                           std::chrono::milliseconds lease) {
+Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id,
+                                                  const std::string& ticket,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::chrono::milliseconds lease) {
   PgParams params;
   params.Add(id)
       .Add(ticket)
       .Add(static_cast<long long>(timeout.count()))
-      .Add(static_cast<long long>(lease.count()));
+      .Add(static_cast<long long>(lease.count()))
+      .Add(CancelRequestedTicket(ticket));
   Result<Executed> executed = Run("renew lease", sql::TaskStatements().renew_lease, params);
   if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) return false;
+  if (executed->result.rows() == 0) return LeaseStatus::kLost;
   if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
-  return true;
+  return executed->result.GetBool(0, 1) ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
 }
 
 Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string& ticket,
@@ -631,7 +636,11 @@ Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string
   PgParams params;
   params.Add(id).Add(ticket);
   AddPlan(params, *next);
-  params.Add(error_json).Add(channel_).Add("release");
+  params.Add(error_json)
+      .Add(channel_)
+      .Add("release")
+      .Add(CancelRequestedTicket(ticket))
+      .Add(ErrorJson("Task was cancelled"));
   Result<Executed> executed = Run("release", sql::TaskStatements().release, params);
   if (!executed.ok()) return executed.status();
   if (executed->result.rows() == 0) return false;
@@ -654,15 +663,14 @@ Status PostgresTaskStore::Trigger(const std::string& id) {
   return Status::Ok();
 }
 
-Status PostgresTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
+Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::milliseconds hold) {
   const sql::Statements& statements = sql::TaskStatements();
   PgParams read_params;
   read_params.Add(id);
   Result<Executed> read = Run("cancel", statements.read_for_cancel, read_params);
   if (!read.ok()) return read.status();
   if (read->result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
-  Result<WallTime> now = ObserveNow(*read, 0, 2);
-  if (!now.ok()) return now.status();
+  if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
   const std::optional<std::string> ticket = read->result.GetOptional(0, 1);
   if (!ticket || ticket->empty()) return ConflictError(fmt::format("Task {} is not running", id));
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->result.Get(0, 0));
@@ -670,15 +678,15 @@ Status PostgresTaskStore::Cancel(const std::string& id, const TimeZone& zone) {
     return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,
                                             settings.status().message()));
   }
-  Result<NextRunPlan> next =
-      store_internal::PlanReleaseNext(TaskSchedule{std::move(*settings), zone}, *now);
-  if (!next.ok()) return next.status();
+  if (ticket->starts_with(kCancelRequestedPrefix)) return Status::Ok();
 
   PgParams params;
-  params.Add(id).Add(*ticket);
-  AddPlan(params, *next);
-  params.Add(ErrorJson("Task was cancelled")).Add(channel_).Add("cancel");
-  Result<Executed> executed = Run("cancel", statements.release, params);
+  params.Add(id)
+      .Add(*ticket)
+      .Add(CancelRequestedTicket(*ticket))
+      .Add(static_cast<long long>(hold.count()))
+      .Add(channel_);
+  Result<Executed> executed = Run("cancel", statements.mark_cancelled, params);
   if (!executed.ok()) return executed.status();
   if (executed->result.rows() == 0) {
     return ConflictError(fmt::format("Task {} is not running", id));

@@ -203,8 +203,8 @@ SELECT now(), (SELECT current_run_expires_at FROM claimed)
 UPDATE backstage_backend_tasks__tasks
 SET current_run_expires_at = least(current_run_started_at + $3::float8 * interval '1 millisecond',
                                    now() + $4::float8 * interval '1 millisecond')
-WHERE id = $1::text AND current_run_ticket = $2::text
-RETURNING now()
+WHERE id = $1::text AND current_run_ticket IN ($2::text, $5::text)
+RETURNING now(), current_run_ticket = $5::text
 )sql";
 
   std::string release = fmt::format(R"sql(
@@ -214,8 +214,8 @@ SET next_run_start_at = {next},
     current_run_started_at = NULL,
     current_run_expires_at = NULL,
     last_run_ended_at = now(),
-    last_run_error_json = $6::text
-WHERE id = $1::text AND current_run_ticket = $2::text
+    last_run_error_json = CASE WHEN current_run_ticket = $9::text THEN $10::text ELSE $6::text END
+WHERE id = $1::text AND current_run_ticket IN ($2::text, $9::text)
 RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
 )sql",
                                     fmt::arg("next", Plan(3, true)));
@@ -236,6 +236,15 @@ SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM triggered) > 0, 
 SELECT settings_json, current_run_ticket, now()
 FROM backstage_backend_tasks__tasks
 WHERE id = $1::text
+)sql";
+
+  std::string mark_cancelled = R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET current_run_ticket = $3::text,
+    current_run_expires_at = least(current_run_expires_at,
+                                   now() + $4::float8 * interval '1 millisecond')
+WHERE id = $1::text AND current_run_ticket = $2::text
+RETURNING now(), pg_notify($5::text, 'cancel:' || id)
 )sql";
 
   std::string sweep = R"sql(
@@ -282,6 +291,7 @@ const Statements& TaskStatements() {
       .release = {5, "stagehand_release", texts->release.c_str()},
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
       .read_for_cancel = {7, "stagehand_read_for_cancel", texts->read_for_cancel.c_str()},
+      .mark_cancelled = {15, "stagehand_mark_cancelled", texts->mark_cancelled.c_str()},
       .sweep = {8, "stagehand_sweep", texts->sweep.c_str()},
       .states = {9, "stagehand_states", texts->states.c_str()},
       .remove = {10, "stagehand_delete", texts->remove.c_str()},

@@ -41,14 +41,19 @@ struct Statements {
   // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not
   // claimed)
   PgStatement claim;
-  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now() (no row: the ticket is gone)
+  // $1 id, $2 ticket, $3 timeout ms, $4 lease ms, $5 the ticket marked by a cancel → now(),
+  // whether the marked ticket holds the row (no row: neither form holds it)
   PgStatement renew_lease;
-  // $1 id, $2 ticket, $3..$5 next plan, $6 error JSON, $7 channel, $8 event kind → now()
+  // $1 id, $2 ticket, $3..$5 next plan, $6 error JSON, $7 channel, $8 event kind, $9 the ticket
+  // marked by a cancel, $10 the error JSON recorded when the marked ticket holds the row → now()
   PgStatement release;
   // $1 id, $2 channel → exists, triggered, now()
   PgStatement trigger;
   // $1 id → settings_json, current_run_ticket, now()
   PgStatement read_for_cancel;
+  // $1 id, $2 ticket, $3 the marked ticket, $4 hold ms, $5 channel → now() (no row: the ticket
+  // no longer holds the row)
+  PgStatement mark_cancelled;
   // $1 timeout error JSON, $2 channel → id, now()
   PgStatement sweep;
   // → id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at,

@@ -49,8 +49,9 @@ std::string Release(NextRunPlan::Kind next) {
   return fmt::format(
       "UPDATE backstage_backend_tasks__tasks SET next_run_start_at = {}, "
       "current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL, "
-      "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), last_run_error_json = ?3 "
-      "WHERE id = ?1 AND current_run_ticket = ?2",
+      "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), "
+      "last_run_error_json = CASE WHEN current_run_ticket = ?5 THEN ?6 ELSE ?3 END "
+      "WHERE id = ?1 AND current_run_ticket IN (?2, ?5)",
       PlanExpression(next, 4));
 }
 

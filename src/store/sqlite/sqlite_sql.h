@@ -145,10 +145,19 @@ inline constexpr std::string_view kClaim =
     "AND next_run_start_at <= strftime('%Y-%m-%d %H:%M:%f','now') "
     "RETURNING current_run_started_at, current_run_expires_at";
 
-// ?1 id, ?2 ticket, ?3 modifier for the timeout, ?4 modifier for the lease.
+// ?1 id, ?2 ticket, ?3 modifier for the timeout, ?4 modifier for the lease, ?5 the ticket marked
+// by a cancel. Returns whether the marked ticket held the row (no row: neither form held it).
 inline constexpr std::string_view kRenewLease =
     "UPDATE backstage_backend_tasks__tasks SET current_run_expires_at = min("
     "coalesce(strftime('%Y-%m-%d %H:%M:%f',current_run_started_at,?3), "
+    "strftime('%Y-%m-%d %H:%M:%f','now',?4)), strftime('%Y-%m-%d %H:%M:%f','now',?4)) "
+    "WHERE id = ?1 AND current_run_ticket IN (?2, ?5) RETURNING current_run_ticket = ?5";
+
+// ?1 id, ?2 ticket, ?3 the marked ticket, ?4 modifier for the hold: marks the run as cancelled and
+// brings its expiry forward to at most now + hold.
+inline constexpr std::string_view kMarkCancelled =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?3, "
+    "current_run_expires_at = min(coalesce(strftime('%Y-%m-%d %H:%M:%f',current_run_expires_at), "
     "strftime('%Y-%m-%d %H:%M:%f','now',?4)), strftime('%Y-%m-%d %H:%M:%f','now',?4)) "
     "WHERE id = ?1 AND current_run_ticket = ?2";
 
@@ -174,8 +183,8 @@ inline constexpr std::string_view kDelete =
 // re-registration start's parameter. Returns next_run_start_at, now and the version.
 std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister);
 
-// End of a run or a cancel (§4.6, §4.9): ?1 id, ?2 ticket, ?3 error JSON or NULL, ?4 the plan's
-// parameter.
+// End of a run (§4.6): ?1 id, ?2 ticket, ?3 error JSON or NULL, ?4 the plan's parameter, ?5 the
+// ticket marked by a cancel, ?6 the error JSON recorded when the marked ticket holds the row.
 std::string Release(NextRunPlan::Kind next);
 
 }  // namespace stagehand::store_internal::sqlite_sql

@@ -206,18 +206,24 @@ class SqliteTaskStore final : public TaskStore {
     return result;
   }
 
-  Result<bool> RenewLease(const std::string& id, const std::string& ticket,
-                          std::chrono::milliseconds timeout,
-                          std::chrono::milliseconds lease) override {
+  Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
+                                 std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds lease) override {
     std::lock_guard lock(mu_);
     Result<SqliteStatement> stmt = db_->Prepare(sql::kRenewLease);
     if (!stmt.ok()) return stmt.status();
+    const std::string marked = CancelRequestedTicket(ticket);
     stmt->Bind(1, id)
         .Bind(2, ticket)
         .Bind(3, DurationModifier(timeout))
-        .Bind(4, DurationModifier(lease));
+        .Bind(4, DurationModifier(lease))
+        .Bind(5, marked);
+    Result<bool> row = stmt->Step("renewing a lease");
+    if (!row.ok()) return row.status();
+    if (!*row) return LeaseStatus::kLost;
+    const bool cancel_requested = stmt->Int(0) != 0;
     STAGEHAND_RETURN_IF_ERROR(stmt->Run("renewing a lease"));
-    return db_->Changes() == 1;
+    return cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
   }
 
   Result<bool> Release(const std::string& id, const std::string& ticket,
@@ -245,7 +251,7 @@ class SqliteTaskStore final : public TaskStore {
     return ConflictError(fmt::format("Task {} is currently running", id));
   }
 
-  Status Cancel(const std::string& id, const TimeZone& zone) override {
+  Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
     std::lock_guard lock(mu_);
     std::string settings_json;
     std::string ticket;
@@ -265,12 +271,12 @@ class SqliteTaskStore final : public TaskStore {
           StatusCode::kInvalidArgument,
           fmt::format("task '{}' has unparsable settings: {}", id, settings.status().message()));
     }
-    Result<NextRunPlan> next =
-        store_internal::PlanReleaseNext(TaskSchedule{*settings, zone}, db_clock_.Now());
-    if (!next.ok()) return next.status();
-    Result<bool> released = ReleaseLocked(id, ticket, *next, ErrorJson("Task was cancelled"));
-    if (!released.ok()) return released.status();
-    if (!*released) return ConflictError(fmt::format("Task {} is not running", id));
+    if (ticket.starts_with(kCancelRequestedPrefix)) return Status::Ok();
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kMarkCancelled);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id).Bind(2, ticket).Bind(3, CancelRequestedTicket(ticket)).Bind(4, DurationModifier(hold));
+    STAGEHAND_RETURN_IF_ERROR(stmt->Run("cancelling a task"));
+    if (db_->Changes() != 1) return ConflictError(fmt::format("Task {} is not running", id));
     return Status::Ok();
   }
 
@@ -457,7 +463,11 @@ class SqliteTaskStore final : public TaskStore {
                              const std::optional<std::string>& error_json) {
     Result<SqliteStatement> stmt = db_->Prepare(sql::Release(next.kind));
     if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, id).Bind(2, ticket).BindOptional(3, error_json);
+    stmt->Bind(1, id)
+        .Bind(2, ticket)
+        .BindOptional(3, error_json)
+        .Bind(5, CancelRequestedTicket(ticket))
+        .Bind(6, ErrorJson("Task was cancelled"));
     BindPlan(*stmt, 4, next);
     STAGEHAND_RETURN_IF_ERROR(stmt->Run("releasing a task"));
     return db_->Changes() == 1;

@@ -259,7 +259,7 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
   EXPECT_TRUE(IsUnavailable(store->RenewLease("running", "t1", minutes(1), minutes(1)).status()));
   EXPECT_TRUE(IsUnavailable(store->Release("running", "t1", schedule, std::nullopt).status()));
   EXPECT_TRUE(IsUnavailable(store->Trigger("before")));
-  EXPECT_TRUE(IsUnavailable(store->Cancel("running", TimeZone::Utc())));
+  EXPECT_TRUE(IsUnavailable(store->Cancel("running", minutes(1))));
   EXPECT_TRUE(IsUnavailable(store->SweepExpired().status()));
   EXPECT_TRUE(IsUnavailable(store->States().status()));
   EXPECT_TRUE(IsUnavailable(store->Delete("before")));
@@ -272,9 +272,9 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
   // already works.
   Result<WallTime> now = store->DatabaseNow();
   EXPECT_TRUE(now.ok()) << now.status().ToString();
-  Result<bool> renewed = store->RenewLease("running", "t1", minutes(1), minutes(1));
+  Result<LeaseStatus> renewed = store->RenewLease("running", "t1", minutes(1), minutes(1));
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
-  EXPECT_TRUE(*renewed);
+  EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   Result<bool> released = store->Release("running", "t1", schedule, std::nullopt);
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_TRUE(*released);

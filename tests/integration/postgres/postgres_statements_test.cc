@@ -139,7 +139,9 @@ TEST(PgbenchScriptTest, RunsTheStoresOwnClaimAndReleaseStatements) {
                                        {"NULL::timestamptz", "$5::timestamptz"},
                                        {"NULL::text", "$6::text"},
                                        {":channel::", "$7::"},
-                                       {":event::", "$8::"}}),
+                                       {":event::", "$8::"},
+                                       {":marked::", "$9::"},
+                                       {":cancelled::", "$10::"}}),
             Squeeze(statements.release.sql));
 }
 

@@ -120,7 +120,7 @@ TEST_F(SqliteCompatTest, ReadsARunClaimedByBackstage) {
   Result<ClaimResult> claim = store_->Claim("bs", "ours", minutes(1), minutes(1));
   ASSERT_TRUE(claim.ok());
   EXPECT_FALSE(claim->claimed);
-  EXPECT_TRUE(store_->Cancel("bs", TimeZone::Utc()).ok());
+  EXPECT_TRUE(store_->Cancel("bs", minutes(1)).ok());
 }
 
 TEST_F(SqliteCompatTest, BackstageStatementsWorkOnRowsStagehandWrote) {
@@ -204,7 +204,7 @@ TEST_F(SqliteCompatTest, UnparsableSettingsAreReportedPerTask) {
   EXPECT_FALSE(poll->entries[0].settings_error.empty());
   EXPECT_EQ(poll->entries[1].readiness, Readiness::kReady);
 
-  const Status cancel = store_->Cancel("broken", TimeZone::Utc());
+  const Status cancel = store_->Cancel("broken", minutes(1));
   EXPECT_EQ(cancel.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(cancel.message(), HasSubstr("plugin 'myplugin'"));
   EXPECT_THAT(cancel.message(), HasSubstr(path_));

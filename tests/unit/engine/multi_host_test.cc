@@ -57,9 +57,104 @@ TEST_F(EngineTest, CancelOnOneHostStopsTheRunOnAnother) {
   ASSERT_TRUE(b.Cancel("m").ok());
   ASSERT_TRUE(probe.WaitInactive());
   EXPECT_EQ(probe.stopped_by_token(), 1);
-  ASSERT_TRUE(recorder_->WaitFor("lease-lost", "m", 1));
+  // The owner releases the run itself, recording the cancel.
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
-  EXPECT_EQ(Row("m")->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  EXPECT_EQ(recorder_->Count("lease-lost", "m"), 0);
+  const TaskRow row = *Row("m");
+  EXPECT_EQ(row.last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_TRUE(b.Trigger("m").ok());
+}
+
+// A task function that keeps running after its stop token fires, until the test lets it return
+// (a command still in its SIGTERM grace, say). Thread-safe.
+class SlowToStop {
+ public:
+  TaskFunction Fn() {
+    return [this](std::stop_token stop) -> Status {
+      std::stop_callback on_stop(stop, [this] {
+        std::lock_guard lock(mu_);
+        stop_seen_ = true;
+        cv_.notify_all();
+      });
+      std::unique_lock lock(mu_);
+      ++calls_;
+      ++active_;
+      max_active_ = std::max(max_active_, active_);
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return may_return_; });
+      --active_;
+      return Status::Ok();
+    };
+  }
+  void LetReturn() {
+    std::lock_guard lock(mu_);
+    may_return_ = true;
+    cv_.notify_all();
+  }
+  bool WaitStopSeen() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return stop_seen_; });
+  }
+  bool WaitCalls(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_ >= n; });
+  }
+  int calls() const {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  int max_active() const {
+    std::lock_guard lock(mu_);
+    return max_active_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+  int active_ = 0;
+  int max_active_ = 0;
+  bool stop_seen_ = false;
+  bool may_return_ = false;
+};
+
+// Regression (reliability suite, scenario `rest`): a cancel freed the row at once, so a trigger
+// right after it started a second run on another host while the cancelled one was still stopping.
+TEST_F(EngineTest, CancelFollowedByTriggerNeverOverlapsARunThatIsSlowToStop) {
+  TaskEngine& a = StartEngine();
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  SlowToStop fn;
+  ASSERT_TRUE(b.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())).ok());
+  ASSERT_TRUE(b.Trigger("m").ok());
+  ASSERT_TRUE(fn.WaitCalls(1));
+  ASSERT_TRUE(a.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())).ok());
+  Settle();
+
+  ASSERT_TRUE(a.Cancel("m").ok());
+  ASSERT_TRUE(fn.WaitStopSeen());
+  EXPECT_EQ(a.Trigger("m"), ConflictError("Task m is currently running"));
+  EXPECT_TRUE(a.Cancel("m").ok());  // idempotent while the run stops
+  // The owner keeps renewing the held row for as long as its function takes to return.
+  AdvanceBy(seconds(35));
+  EXPECT_EQ(a.Trigger("m"), ConflictError("Task m is currently running"));
+  EXPECT_EQ(b.Trigger("m"), ConflictError("Task m is currently running"));
+  EXPECT_EQ(Row("m")->current_run_ticket.value_or("").rfind("cancel:", 0), 0u);
+  EXPECT_EQ(fn.calls(), 1);
+  EXPECT_EQ(recorder_->Count("lease-lost", "m"), 0);
+  EXPECT_EQ(recorder_->Count("reclaimed", "m"), 0);
+
+  fn.LetReturn();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
+  Settle();
+  const TaskRow row = *Row("m");
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_EQ(row.last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_TRUE(fn.WaitCalls(2));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 2));
+  EXPECT_EQ(fn.max_active(), 1);
 }
 
 TEST_F(EngineTest, DeadHostsRunIsTakenOverAfterTheLease) {

@@ -41,7 +41,7 @@ TEST_F(MemoryTaskStoreTest, CountsOneStatementPerRoundTrip) {
   ASSERT_TRUE(store_.Claim("a", "t", minutes(1), minutes(1)).ok());
   EXPECT_EQ(store_.statement_count(), count + 2);
   // Cancel reads, then writes.
-  ASSERT_TRUE(store_.Cancel("a", TimeZone::Utc()).ok());
+  ASSERT_TRUE(store_.Cancel("a", minutes(1)).ok());
   EXPECT_EQ(store_.statement_count(), count + 4);
 
   // Rejected before reaching the table.
@@ -74,7 +74,7 @@ TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsEveryOperationAndTouchesNothing
   expect_unavailable(store_.RenewLease("a", "t", minutes(1), minutes(1)).status());
   expect_unavailable(store_.Release("a", "t", Schedule("PT10M"), std::nullopt).status());
   expect_unavailable(store_.Trigger("a"));
-  expect_unavailable(store_.Cancel("a", TimeZone::Utc()));
+  expect_unavailable(store_.Cancel("a", minutes(1)));
   expect_unavailable(store_.SweepExpired().status());
   expect_unavailable(store_.States().status());
   expect_unavailable(store_.Delete("a"));
