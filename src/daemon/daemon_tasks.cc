@@ -356,23 +356,29 @@ TaskFunction MakeTaskFunction(const DaemonTask& task, const std::shared_ptr<Logg
   return *std::move(fn);
 }
 
-// Schedules `tasks` with the plugin's scheduler, in order.
+// Schedules `tasks` with the plugin's scheduler in one batch (one database round trip for the
+// global ones), all or nothing.
 Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
                            PluginServices& services) {
   std::shared_ptr<Logger> logger = services.logger ? services.logger : NullLogger();
+  std::vector<TaskDefinition> definitions;
+  definitions.reserve(tasks.size());
   for (const DaemonTask& task : tasks) {
     Status error;
     TaskFunction fn = MakeTaskFunction(task, logger, clock, error);
     if (!error.ok()) {
       return error.WithPrefix("task '" + task.id + "': ");
     }
-    Status scheduled = services.scheduler->ScheduleTask(
+    definitions.push_back(
         MakeTaskDefinition(task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
-    if (!scheduled.ok()) {
-      return scheduled.WithPrefix("task '" + task.id + "': ");
-    }
   }
-  return Status::Ok();
+  Status scheduled = services.scheduler->ScheduleTasks(std::move(definitions));
+  if (!scheduled.ok() && tasks.size() == 1) {
+    // A batch's error names its task; a batch of one is named here, as the scheduler's fallback
+    // (one ScheduleTask per task) may not.
+    return scheduled.WithPrefix("task '" + tasks.front().id + "': ");
+  }
+  return scheduled;
 }
 
 }  // namespace

@@ -39,9 +39,7 @@ struct PluginScheduler::Impl {
         clock(options.clock != nullptr ? options.clock : &SystemClock::Instance()),
         engine(engine_internal::EngineContext{
             options.plugin_id, options.store.get(), clock,
-            options.logger ? ChildLogger(options.logger, {{"plugin", options.plugin_id}})
-                           : NullLogger(),
-            options.observer, options.engine, options.default_zone}) {}
+            options.logger ? options.logger : NullLogger(), options.observer, options.engine, options.default_zone}) {}
 
   PluginSchedulerOptions options;
   Clock* clock;

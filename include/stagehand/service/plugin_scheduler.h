@@ -22,6 +22,7 @@ struct PluginSchedulerOptions {
   std::shared_ptr<TaskStore> store;
   // Must outlive the scheduler. The system clock when null.
   Clock* clock = nullptr;
+  // Used as is: the host passes the plugin's child logger, which already carries `plugin`.
   std::shared_ptr<Logger> logger;
   std::shared_ptr<SchedulerObserver> observer;
   EngineOptions engine;

@@ -826,6 +826,8 @@ TEST_F(PluginSchedulerTest, CancelStopsARunningGlobalTaskAndRecordsIt) {
 
   ASSERT_TRUE(probe->WaitForReturns(1));
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  // The run releases the row itself (recording the cancel) once its function has returned.
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
   std::optional<TaskRow> row = Row("g");
   ASSERT_TRUE(row.has_value());
   EXPECT_FALSE(row->current_run_ticket.has_value());
