@@ -1,0 +1,611 @@
+'use strict';
+// Backstage's own scheduler (DefaultSchedulerService of @backstage/backend-defaults) driven through
+// the scenarios of bench/engine_bench, on the PostgreSQL server in --url (default:
+// STAGEHAND_TEST_POSTGRES_URL). Prints one JSON document
+// with the same keys as engine_bench's multi-process report, so bench/report.py can set them side
+// by side. Each scenario uses a fresh database, dropped at the end.
+//
+//   node peer.js [--url=postgresql://...] --modules=DIR [--scenarios=a,b,...] [--smoke] [--out=FILE]
+//
+// --modules is the node_modules folder that `npm ci` filled from bench/backstage-peer/package.json
+// (scripts/bench installs it into a cache folder). Scenarios: trigger, across, cancel, cron,
+// interval, idle, throughput, kill. Multi-process scenarios fork this file in worker mode
+// (--worker=KIND); timestamps are CLOCK_MONOTONIC nanoseconds (process.hrtime), comparable across
+// processes, and wall-clock milliseconds for cron slots.
+
+const path = require('node:path');
+const fs = require('node:fs');
+const { fork } = require('node:child_process');
+const { createRequire } = require('node:module');
+
+const kPluginId = 'benchpeer';
+
+function parseArgs(argv) {
+  const args = {};
+  for (const arg of argv) {
+    const match = /^--([a-z_]+)(?:=(.*))?$/.exec(arg);
+    if (!match) throw new Error(`unknown argument ${arg}`);
+    args[match[1]] = match[2] === undefined ? true : match[2];
+  }
+  return args;
+}
+
+const args = parseArgs(process.argv.slice(2));
+args.url ??= process.env.STAGEHAND_TEST_POSTGRES_URL;
+if (!args.url) throw new Error('--url (or STAGEHAND_TEST_POSTGRES_URL) is required');
+if (!args.modules) throw new Error('--modules is required');
+const load = createRequire(path.join(path.resolve(args.modules), 'peer-anchor.js'));
+const { DefaultSchedulerService } = load('@backstage/backend-defaults/scheduler');
+const knexFactory = load('knex');
+const pg = load('pg');
+
+const nowNs = () => process.hrtime.bigint();
+const nsToMs = (ns) => Number(ns) / 1e6;
+const wallMs = () => performance.timeOrigin + performance.now();
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function databaseUrl(url, database) {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+async function adminQuery(sql, params) {
+  const client = new pg.Client({ connectionString: args.url });
+  await client.connect();
+  try {
+    return await client.query(sql, params);
+  } finally {
+    await client.end();
+  }
+}
+
+let databaseCounter = 0;
+async function createDatabase() {
+  const name = `backstage_plugin_${kPluginId}_${process.pid}_${databaseCounter++}`;
+  await adminQuery(`CREATE DATABASE "${name}"`);
+  return name;
+}
+
+async function dropDatabase(name) {
+  await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+async function statementCalls(database) {
+  const result = await adminQuery(
+    'SELECT coalesce(sum(calls), 0)::float8 AS calls FROM pg_stat_statements s ' +
+      'JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1',
+    [database],
+  );
+  return Number(result.rows[0].calls);
+}
+
+// The minimal services DefaultSchedulerService.create needs: a quiet logger, a root lifecycle
+// whose shutdown hooks we run ourselves, a router sink, the plugin's metadata, the database (knex
+// on pg, as Backstage's DatabaseManager makes it) and no-op metrics.
+function makeScheduler(database) {
+  const knex = knexFactory({
+    client: 'pg',
+    connection: databaseUrl(args.url, database),
+    useNullAsDefault: true,
+  });
+  const logger = {
+    debug() {},
+    info() {},
+    warn(message) {
+      if (args.verbose) console.error(`peer warn: ${message}`);
+    },
+    error(message) {
+      console.error(`peer error: ${message}`);
+    },
+    child() {
+      return logger;
+    },
+  };
+  const shutdownHooks = [];
+  const rootLifecycle = {
+    addStartupHook() {},
+    addBeforeShutdownHook() {},
+    addShutdownHook(hook) {
+      shutdownHooks.push(typeof hook === 'function' ? hook : hook.fn);
+    },
+  };
+  const instrument = { add() {}, record() {} };
+  const metrics = {
+    createCounter: () => instrument,
+    createHistogram: () => instrument,
+    createGauge: () => instrument,
+    createUpDownCounter: () => instrument,
+  };
+  const scheduler = DefaultSchedulerService.create({
+    database: { getClient: async () => knex, migrations: { skip: false } },
+    logger,
+    rootLifecycle,
+    httpRouter: { use() {}, addAuthPolicy() {} },
+    pluginMetadata: { getId: () => kPluginId },
+    metrics,
+  });
+  async function shutdown() {
+    for (const hook of shutdownHooks) await hook();
+    await sleep(50);
+    await knex.destroy();
+  }
+  return { scheduler, shutdown };
+}
+
+// p50/p99/max of millisecond samples, nearest-rank, plus the samples themselves.
+function percentiles(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q) => {
+    const rank = Math.ceil(q * sorted.length);
+    return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+  };
+  const out = { n: sorted.length };
+  if (sorted.length > 0) {
+    out.p50_ms = at(0.5);
+    out.p99_ms = at(0.99);
+    out.max_ms = sorted[sorted.length - 1];
+  }
+  out.samples_ms = values;
+  return out;
+}
+
+// Resolves waiters when an event with a given key has been seen.
+class Events {
+  constructor() {
+    this.seen = new Map();
+    this.waiters = new Map();
+  }
+  emit(key, value) {
+    const list = this.seen.get(key) ?? [];
+    list.push(value);
+    this.seen.set(key, list);
+    const waiters = this.waiters.get(key) ?? [];
+    this.waiters.delete(key);
+    for (const waiter of waiters) waiter();
+  }
+  count(key) {
+    return (this.seen.get(key) ?? []).length;
+  }
+  // Resolves with the n-th (1-based) value of `key`.
+  async wait(key, n, timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    while (this.count(key) < n) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw new Error(`timed out waiting for ${key} #${n}`);
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, remaining);
+        const waiter = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        this.waiters.set(key, [...(this.waiters.get(key) ?? []), waiter]);
+      });
+    }
+    return this.seen.get(key)[n - 1];
+  }
+}
+
+const manual = (id, fn, timeout = { seconds: 60 }) => ({
+  id,
+  frequency: { trigger: 'manual' },
+  timeout,
+  fn,
+});
+
+// Backstage's global workers look for work every 5 s each, so one sample takes seconds. Samples
+// are taken on `width` tasks at a time (each task has its own worker loop: they are independent).
+async function triggerRounds(count, width, trigger, events) {
+  const latencies = [];
+  for (let done = 0; done < count; done += width) {
+    const ids = [];
+    for (let i = 0; i < Math.min(width, count - done); ++i) ids.push(`manual-${i}`);
+    const triggered = await Promise.all(
+      ids.map(async (id) => {
+        const before = nowNs();
+        await trigger(id);
+        return before;
+      }),
+    );
+    const starts = await Promise.all(
+      ids.map((id) => events.wait(`start:${id}`, events.count(`start:${id}`) + 1, 60000)),
+    );
+    ids.forEach((_, i) => latencies.push(nsToMs(starts[i] - triggered[i])));
+  }
+  return latencies;
+}
+
+async function scenarioTrigger(counts) {
+  const database = await createDatabase();
+  const { scheduler, shutdown } = makeScheduler(database);
+  const events = new Events();
+  try {
+    for (let i = 0; i < counts.width; ++i) {
+      const id = `manual-${i}`;
+      await scheduler.scheduleTask(manual(id, async () => events.emit(`start:${id}`, nowNs())));
+    }
+    const latencies = await triggerRounds(counts.triggers, counts.width, (id) =>
+      scheduler.triggerTask(id), events);
+    return percentiles(latencies);
+  } finally {
+    await shutdown();
+    await dropDatabase(database);
+  }
+}
+
+// A worker process of this program: its messages land in `events` as `<event>:<id>` (value: the
+// monotonic instant) or `<event>` (value: the message).
+function spawnWorker(kind, database, extra, events) {
+  const child = fork(
+    __filename,
+    [`--url=${args.url}`, `--modules=${args.modules}`, `--worker=${kind}`, `--database=${database}`,
+      ...Object.entries(extra).map(([k, v]) => `--${k}=${v}`)],
+    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+  );
+  child.on('message', (message) => {
+    if (message.id !== undefined) events.emit(`${message.event}:${message.id}`, BigInt(message.ns));
+    else events.emit(message.event, message);
+  });
+  child.exited = new Promise((resolve) => child.on('exit', resolve));
+  return child;
+}
+
+async function stopWorker(child) {
+  if (child.exitCode === null && child.signalCode === null) child.send({ cmd: 'quit' });
+  await child.exited;
+}
+
+async function acrossProcesses(counts, kind) {
+  const database = await createDatabase();
+  const events = new Events();
+  const a = makeScheduler(database);
+  const b = spawnWorker(kind, database, { width: counts.width }, events);
+  try {
+    await events.wait('ready', 1, 60000);
+    if (kind === 'manual') {
+      return percentiles(await triggerRounds(counts.across, counts.width, (id) =>
+        a.scheduler.triggerTask(id), events));
+    }
+    const latencies = [];
+    for (let done = 0; done < counts.cancels; done += counts.width) {
+      const ids = [];
+      for (let i = 0; i < Math.min(counts.width, counts.cancels - done); ++i) ids.push(`manual-${i}`);
+      await Promise.all(ids.map(async (id) => {
+        const n = events.count(`start:${id}`) + 1;
+        await a.scheduler.triggerTask(id);
+        await events.wait(`start:${id}`, n, 60000);
+        const cancelled = nowNs();
+        await a.scheduler.cancelTask(id);
+        const stopped = await events.wait(`stop:${id}`, n, 60000);
+        latencies.push(nsToMs(stopped - cancelled));
+      }));
+    }
+    return percentiles(latencies);
+  } finally {
+    await stopWorker(b);
+    await a.shutdown();
+    await dropDatabase(database);
+  }
+}
+
+// Slots: `seconds` whole seconds from the second after the first whole second following
+// registration; lag of each run after its (rounded) second.
+async function scenarioCron(seconds) {
+  const database = await createDatabase();
+  const { scheduler, shutdown } = makeScheduler(database);
+  const starts = [];
+  try {
+    const registered = wallMs();
+    await scheduler.scheduleTask({
+      id: 'cron',
+      frequency: { cron: '* * * * * *' },
+      timeout: { seconds: 60 },
+      fn: async () => { starts.push(wallMs()); },
+    });
+    const firstSlot = Math.ceil(registered / 1000) * 1000 + 1000;
+    const lastSlot = firstSlot + (seconds - 1) * 1000;
+    await sleep(lastSlot + 500 - wallMs());
+    const hit = new Set();
+    const lags = [];
+    for (const start of starts) {
+      const slot = Math.round(start / 1000) * 1000;
+      if (slot < firstSlot || slot > lastSlot) continue;
+      hit.add(slot);
+      lags.push(start - slot);
+    }
+    return {
+      seconds,
+      slots: seconds,
+      slots_run: hit.size,
+      runs_in_window: lags.length,
+      start_lag: percentiles(lags),
+    };
+  } finally {
+    await shutdown();
+    await dropDatabase(database);
+  }
+}
+
+async function scenarioInterval(seconds) {
+  const database = await createDatabase();
+  const { scheduler, shutdown } = makeScheduler(database);
+  const starts = [];
+  try {
+    await scheduler.scheduleTask({
+      id: 'interval',
+      frequency: { seconds: 1 },
+      timeout: { seconds: 60 },
+      fn: async () => { starts.push(nowNs()); },
+    });
+    await sleep(seconds * 1000);
+    const spacing = [];
+    for (let i = 1; i < starts.length; ++i) spacing.push(nsToMs(starts[i] - starts[i - 1]));
+    return { seconds, runs: starts.length, spacing: percentiles(spacing) };
+  } finally {
+    await shutdown();
+    await dropDatabase(database);
+  }
+}
+
+// `tasks` idle global tasks (cron once a year) in a worker process: its registration time, then
+// statements, CPU and RSS over `seconds` of doing nothing.
+async function scenarioIdle(tasks, seconds) {
+  const database = await createDatabase();
+  const events = new Events();
+  const child = spawnWorker('idle', database, { tasks }, events);
+  try {
+    const ready = await events.wait('ready', 1, 600000);
+    await sleep(2000);
+    const callsBefore = await statementCalls(database);
+    child.send({ cmd: 'measure_begin' });
+    await events.wait('measuring', 1, 60000);
+    const begin = nowNs();
+    await sleep(seconds * 1000);
+    child.send({ cmd: 'measure_end' });
+    const measured = await events.wait('measured', 1, 60000);
+    const idleSeconds = nsToMs(nowNs() - begin) / 1000;
+    const callsAfter = await statementCalls(database);
+    return {
+      tasks,
+      registration_ms: ready.registration_ms,
+      idle_seconds: idleSeconds,
+      statements_per_s: (callsAfter - callsBefore) / idleSeconds,
+      cpu_ms_per_s: measured.cpu_ms / idleSeconds,
+      rss_mb: measured.rss_mb,
+    };
+  } finally {
+    await stopWorker(child);
+    await dropDatabase(database);
+  }
+}
+
+// `processes` workers each register the same `tasks` global tasks every 100 ms; completed runs per
+// second over `seconds` once all are registered, and overlapping runs of one task across all.
+async function scenarioThroughput(processes, tasks, seconds) {
+  const database = await createDatabase();
+  const events = new Events();
+  const children = [];
+  try {
+    for (let i = 0; i < processes; ++i) {
+      children.push(spawnWorker('throughput', database, { tasks }, events));
+    }
+    await events.wait('ready', processes, 600000);
+    const begin = nowNs();
+    await sleep(seconds * 1000);
+    const end = nowNs();
+    for (const child of children) child.send({ cmd: 'report' });
+    const reports = [];
+    for (let i = 1; i <= processes; ++i) reports.push(await events.wait('runs', i, 60000));
+    return summariseRuns(reports.map((r) => r.runs), begin, end, processes, tasks);
+  } finally {
+    for (const child of children) await stopWorker(child);
+    await dropDatabase(database);
+  }
+}
+
+// `runs`: per process, [taskIndex, startNs, endNs] triples flattened (as strings: BigInt over IPC).
+function summariseRuns(runs, begin, end, processes, tasks) {
+  const byTask = new Map();
+  let completed = 0;
+  const perProcess = [];
+  for (const list of runs) {
+    let mine = 0;
+    for (let i = 0; i < list.length; i += 3) {
+      const task = list[i];
+      const start = BigInt(list[i + 1]);
+      const stop = BigInt(list[i + 2]);
+      if (!byTask.has(task)) byTask.set(task, []);
+      byTask.get(task).push([start, stop]);
+      if (stop >= begin && stop <= end) {
+        ++completed;
+        ++mine;
+      }
+    }
+    perProcess.push(mine);
+  }
+  let overlaps = 0;
+  for (const intervals of byTask.values()) {
+    intervals.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+    for (let i = 1; i < intervals.length; ++i) {
+      if (intervals[i][0] < intervals[i - 1][1]) ++overlaps;
+    }
+  }
+  const seconds = nsToMs(end - begin) / 1000;
+  return {
+    processes,
+    tasks,
+    seconds,
+    completed_runs: completed,
+    runs_per_s: completed / seconds,
+    runs_per_process: perProcess,
+    overlaps,
+  };
+}
+
+// Two workers register one global task (every second, `timeoutSeconds` timeout, runs until
+// aborted). The one running it is killed with SIGKILL; seconds until the other starts it.
+async function scenarioKill(timeoutSeconds, limitSeconds) {
+  const database = await createDatabase();
+  const events = new Events();
+  const children = [0, 1].map((i) =>
+    spawnWorker('kill', database, { timeout: timeoutSeconds, index: i }, events));
+  try {
+    await events.wait('ready', 2, 60000);
+    const first = await events.wait('owner', 1, 60000);
+    await sleep(1000);
+    const victim = children[first.index];
+    const killed = nowNs();
+    victim.kill('SIGKILL');
+    try {
+      const next = await events.wait('owner', 2, limitSeconds * 1000);
+      return {
+        timeout_s: timeoutSeconds,
+        takeover_s: nsToMs(BigInt(next.ns) - killed) / 1000,
+        taken_over_by_other: next.index !== first.index,
+      };
+    } catch {
+      return { timeout_s: timeoutSeconds, takeover_s: null, limit_s: limitSeconds };
+    }
+  } finally {
+    for (const child of children) await stopWorker(child);
+    await dropDatabase(database);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker mode: one Backstage scheduler in this process, commands from the parent over IPC.
+
+async function worker() {
+  const kind = args.worker;
+  const { scheduler, shutdown } = makeScheduler(args.database);
+  const send = (message) => process.send(message);
+  const aborts = new Map();
+  const runs = [];
+  let quitting = false;
+  process.on('message', async (message) => {
+    if (message.cmd === 'quit') {
+      if (quitting) return;
+      quitting = true;
+      for (const abort of aborts.values()) abort();
+      await shutdown();
+      process.disconnect();
+      process.exit(0);
+    } else if (message.cmd === 'measure_begin') {
+      worker.cpu = process.cpuUsage();
+      send({ event: 'measuring' });
+    } else if (message.cmd === 'measure_end') {
+      const cpu = process.cpuUsage(worker.cpu);
+      send({
+        event: 'measured',
+        cpu_ms: (cpu.user + cpu.system) / 1000,
+        rss_mb: process.memoryUsage().rss / (1024 * 1024),
+      });
+    } else if (message.cmd === 'report') {
+      send({ event: 'runs', runs });
+    }
+  });
+
+  const blockUntilAbort = (signal) =>
+    new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+
+  if (kind === 'manual' || kind === 'blocking') {
+    for (let i = 0; i < Number(args.width); ++i) {
+      const id = `manual-${i}`;
+      await scheduler.scheduleTask(manual(id, async (signal) => {
+        send({ event: 'start', id, ns: String(nowNs()) });
+        if (kind === 'blocking') {
+          await blockUntilAbort(signal);
+          send({ event: 'stop', id, ns: String(nowNs()) });
+        }
+      }));
+    }
+    send({ event: 'ready' });
+  } else if (kind === 'idle') {
+    const begin = nowNs();
+    for (let i = 0; i < Number(args.tasks); ++i) {
+      await scheduler.scheduleTask({
+        id: `idle-${i}`,
+        frequency: { cron: '0 0 1 1 *' },
+        timeout: { seconds: 60 },
+        fn: async () => {},
+      });
+    }
+    send({ event: 'ready', registration_ms: nsToMs(nowNs() - begin) });
+  } else if (kind === 'throughput') {
+    for (let i = 0; i < Number(args.tasks); ++i) {
+      await scheduler.scheduleTask({
+        id: `t-${i}`,
+        frequency: { milliseconds: 100 },
+        timeout: { seconds: 60 },
+        fn: async () => {
+          const start = nowNs();
+          await null;
+          runs.push(i, String(start), String(nowNs()));
+        },
+      });
+    }
+    send({ event: 'ready' });
+  } else if (kind === 'kill') {
+    await scheduler.scheduleTask({
+      id: 'victim',
+      frequency: { seconds: 1 },
+      timeout: { seconds: Number(args.timeout) },
+      fn: async (signal) => {
+        send({ event: 'owner', index: Number(args.index), ns: String(nowNs()) });
+        await blockUntilAbort(signal);
+      },
+    });
+    send({ event: 'ready' });
+  } else {
+    throw new Error(`unknown worker kind ${kind}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const smoke = Boolean(args.smoke);
+  const counts = smoke
+    ? { triggers: 2, across: 2, cancels: 2, width: 2, cron: 2, interval: 2, idle: [50],
+      idleSeconds: 1, processes: 2, tasks: 20, throughputSeconds: 2 }
+    : { triggers: 50, across: 50, cancels: 20, width: 10, cron: 30, interval: 30,
+      idle: [1000, 10000], idleSeconds: 10, processes: 4, tasks: 500, throughputSeconds: 30 };
+  const all = ['trigger', 'across', 'cancel', 'cron', 'interval', 'idle', 'throughput', 'kill'];
+  const scenarios = new Set(args.scenarios ? args.scenarios.split(',') : all);
+  for (const name of scenarios) {
+    if (!all.includes(name)) throw new Error(`unknown scenario ${name}`);
+  }
+  const version = load('@backstage/backend-defaults/package.json').version;
+  const results = {
+    system: 'backstage',
+    backend_defaults_version: version,
+    node_version: process.version,
+    smoke,
+  };
+  const run = async (name, key, fn) => {
+    if (!scenarios.has(name)) return;
+    const begin = Date.now();
+    console.error(`peer: ${key}...`);
+    results[key] = await fn();
+    console.error(`peer: ${key} done in ${((Date.now() - begin) / 1000).toFixed(1)} s`);
+  };
+  await run('trigger', 'in_process_trigger', () => scenarioTrigger(counts));
+  await run('across', 'trigger_across_processes', () => acrossProcesses(counts, 'manual'));
+  await run('cancel', 'cancel_across_processes', () => acrossProcesses(counts, 'blocking'));
+  await run('cron', 'cron_every_second', () => scenarioCron(counts.cron));
+  await run('interval', 'interval_one_second', () => scenarioInterval(counts.interval));
+  for (const tasks of counts.idle) {
+    await run('idle', `idle_tasks_${tasks}`, () => scenarioIdle(tasks, counts.idleSeconds));
+  }
+  await run('throughput', 'throughput', () =>
+    scenarioThroughput(counts.processes, counts.tasks, counts.throughputSeconds));
+  await run('kill', 'sigkill_takeover', () => scenarioKill(smoke ? 2 : 30, smoke ? 90 : 300));
+  const text = JSON.stringify(results, null, 2);
+  if (args.out) fs.writeFileSync(args.out, `${text}\n`);
+  console.log(text);
+}
+
+(args.worker ? worker() : main()).catch((error) => {
+  console.error(`peer: ${error.stack ?? error}`);
+  process.exit(1);
+});
