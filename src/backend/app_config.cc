@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "stagehand/config/config_problems.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/time/duration.h"
 
@@ -17,22 +18,6 @@ namespace {
 constexpr int kMaxMaxConcurrency = 10000;
 constexpr std::size_t kMinStaticTokenLength = 8;
 constexpr double kMaxByteSize = 9007199254740992.0;  // 2^53, exact in a double
-
-// Appends `status`'s message (possibly several lines) to `problems`.
-void AddProblem(std::vector<std::string>& problems, const Status& status) {
-  problems.push_back(status.message());
-}
-
-Status JoinProblems(const std::vector<std::string>& problems) {
-  std::string message;
-  for (const std::string& problem : problems) {
-    if (!message.empty()) {
-      message += '\n';
-    }
-    message += problem;
-  }
-  return InvalidArgumentError(std::move(message));
-}
 
 // Names a value in messages: "'file'" or "'file' at line N".
 std::string Location(const std::string& context, int line) {
@@ -92,7 +77,7 @@ std::optional<std::uint16_t> PortFromNumber(double number) {
 // Backstage's empty host means every interface.
 std::string HostOrAny(const std::string& host) { return host.empty() ? "0.0.0.0" : host; }
 
-void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::string>& problems) {
+void ReadListen(const Config& backend, BackendConfig& out, ConfigProblems& problems) {
   const ConfigNode* listen = backend.Node("listen");
   if (listen == nullptr || std::holds_alternative<ConfigNode::Null>(listen->value)) {
     return;
@@ -114,7 +99,7 @@ void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::stri
       }
     }
     if (!port) {
-      problems.push_back(InvalidValue(
+      problems.Add(InvalidValue(
           backend, "listen",
           fmt::format("Unable to parse listen address {}, expected <port> or <host>:<port>",
                       *text)));
@@ -128,13 +113,13 @@ void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::stri
       out.listen_host = "0.0.0.0";
       out.listen_port = *port;
     } else {
-      problems.push_back(InvalidValue(backend, "listen", "not a port number (0-65535)"));
+      problems.Add(InvalidValue(backend, "listen", "not a port number (0-65535)"));
     }
     return;
   }
   Result<Config> block = backend.GetConfig("listen");
   if (!block.ok()) {
-    AddProblem(problems, block.status());
+    problems.Add(block.status());
     return;
   }
   const ConfigNode* host = block->Node("host");
@@ -142,17 +127,17 @@ void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::stri
     if (const auto* text = std::get_if<std::string>(&host->value)) {
       out.listen_host = HostOrAny(*text);
     } else {
-      AddProblem(problems, block->GetString("host").status());
+      problems.Add(block->GetString("host").status());
     }
   }
   Result<std::optional<double>> port = block->GetOptionalNumber("port");
   if (!port.ok()) {
-    AddProblem(problems, port.status());
+    problems.Add(port.status());
   } else if (*port) {
     if (std::optional<std::uint16_t> value = PortFromNumber(**port)) {
       out.listen_port = *value;
     } else {
-      problems.push_back(InvalidValue(*block, "port", "not a port number (0-65535)"));
+      problems.Add(InvalidValue(*block, "port", "not a port number (0-65535)"));
     }
   }
 }
@@ -160,17 +145,17 @@ void ReadListen(const Config& backend, BackendConfig& out, std::vector<std::stri
 // Reads a duration at `key` of `config` in any form ReadDurationFromConfig accepts. Returns nullopt
 // when the key is missing or on error (then a problem is added).
 std::optional<std::chrono::milliseconds> ReadDuration(const Config& config, std::string_view key,
-                                                      std::vector<std::string>& problems) {
+                                                      ConfigProblems& problems) {
   const ConfigNode* node = config.Node(key);
   if (node == nullptr) {
     if (Result<std::optional<Config>> walk = config.GetOptionalConfig(key); !walk.ok()) {
-      AddProblem(problems, walk.status());
+      problems.Add(walk.status());
     }
     return std::nullopt;
   }
   Result<HumanDuration> duration = ReadDurationFromConfig(config, key);
   if (!duration.ok()) {
-    problems.push_back(InvalidValue(config, key, duration.status().message()));
+    problems.Add(InvalidValue(config, key, duration.status().message()));
     return std::nullopt;
   }
   return ToChronoMilliseconds(*duration);
@@ -179,13 +164,13 @@ std::optional<std::chrono::milliseconds> ReadDuration(const Config& config, std:
 // Reads a duration and checks it is at least `minimum`.
 void ReadBoundedDuration(const Config& config, std::string_view key,
                          std::chrono::milliseconds minimum, std::string_view minimum_text,
-                         std::chrono::milliseconds& out, std::vector<std::string>& problems) {
+                         std::chrono::milliseconds& out, ConfigProblems& problems) {
   std::optional<std::chrono::milliseconds> value = ReadDuration(config, key, problems);
   if (!value) {
     return;
   }
   if (*value < minimum) {
-    problems.push_back(InvalidValue(
+    problems.Add(InvalidValue(
         config, key, fmt::format("must be at least {}, got {} ms", minimum_text, value->count())));
     return;
   }
@@ -238,10 +223,10 @@ std::optional<double> ParseByteSize(std::string_view text) {
   return std::floor(std::strtod(number.c_str(), nullptr) * scale);
 }
 
-void ReadServer(const Config& root, BackendConfig& out, std::vector<std::string>& problems) {
+void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems) {
   Result<std::optional<Config>> server = root.GetOptionalConfig("stagehand.server");
   if (!server.ok()) {
-    AddProblem(problems, server.status());
+    problems.Add(server.status());
     return;
   }
   if (!*server) {
@@ -256,9 +241,9 @@ void ReadServer(const Config& root, BackendConfig& out, std::vector<std::string>
       bytes = ParseByteSize(*text);
     }
     if (!bytes || *bytes < 1 || *bytes > kMaxByteSize) {
-      problems.push_back(InvalidValue(block, "maxRequestBodySize",
-                                      "expected a positive number of bytes or a size such as "
-                                      "'512kb' or '1mb' (units b, kb, mb, gb, tb)"));
+      problems.Add(InvalidValue(block, "maxRequestBodySize",
+                                "expected a positive number of bytes or a size such as "
+                                "'512kb' or '1mb' (units b, kb, mb, gb, tb)"));
     } else {
       out.max_request_body_bytes = static_cast<std::size_t>(*bytes);
     }
@@ -268,41 +253,39 @@ void ReadServer(const Config& root, BackendConfig& out, std::vector<std::string>
 }
 
 void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
-                      std::vector<std::string>& problems) {
+                      ConfigProblems& problems) {
   Result<std::string> token = entry.GetString("options.token");
   Result<std::string> subject = entry.GetString("options.subject");
   bool valid = true;
   // Backstage's StaticTokenHandler checks, with its messages; the token itself is never quoted.
   if (!token.ok()) {
-    AddProblem(problems, token.status());
+    problems.Add(token.status());
     valid = false;
   } else if (HasSpace(*token)) {
-    problems.push_back(InvalidValue(entry, "options.token",
-                                    "Illegal token, must be a set of non-space characters"));
+    problems.Add(InvalidValue(entry, "options.token",
+                              "Illegal token, must be a set of non-space characters"));
     valid = false;
   } else if (token->size() < kMinStaticTokenLength) {
-    problems.push_back(
-        InvalidValue(entry, "options.token",
-                     fmt::format("Illegal token, must be at least {} characters length",
-                                 kMinStaticTokenLength)));
+    problems.Add(InvalidValue(entry, "options.token",
+                              fmt::format("Illegal token, must be at least {} characters length",
+                                          kMinStaticTokenLength)));
     valid = false;
   } else if (!tokens.insert(*token).second) {
-    problems.push_back(InvalidValue(entry, "options.token",
-                                    "Static externalAccess token was declared more than once"));
+    problems.Add(InvalidValue(entry, "options.token",
+                              "Static externalAccess token was declared more than once"));
     valid = false;
   }
   if (!subject.ok()) {
-    AddProblem(problems, subject.status());
+    problems.Add(subject.status());
     valid = false;
   } else if (HasSpace(*subject)) {
-    problems.push_back(InvalidValue(entry, "options.subject",
-                                    "Illegal subject, must be a set of non-space characters"));
+    problems.Add(InvalidValue(entry, "options.subject",
+                              "Illegal subject, must be a set of non-space characters"));
     valid = false;
   }
   if (entry.Has("accessRestrictions")) {
     // Ignoring restrictions would grant more access than the config asks for.
-    problems.push_back(
-        InvalidValue(entry, "accessRestrictions", "accessRestrictions are not supported"));
+    problems.Add(InvalidValue(entry, "accessRestrictions", "accessRestrictions are not supported"));
     valid = false;
   }
   if (valid) {
@@ -310,10 +293,10 @@ void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthCo
   }
 }
 
-void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& problems) {
+void ReadAuth(const Config& root, AuthConfig& out, ConfigProblems& problems) {
   Result<std::optional<Config>> auth = root.GetOptionalConfig("backend.auth");
   if (!auth.ok()) {
-    AddProblem(problems, auth.status());
+    problems.Add(auth.status());
     return;
   }
   if (!*auth) {
@@ -323,7 +306,7 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
   Result<std::optional<bool>> disabled =
       block.GetOptionalBoolean("dangerouslyDisableDefaultAuthPolicy");
   if (!disabled.ok()) {
-    AddProblem(problems, disabled.status());
+    problems.Add(disabled.status());
   } else {
     out.default_policy_disabled = disabled->value_or(false);
   }
@@ -332,18 +315,18 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
   }
   Result<std::vector<Config>> entries = block.GetConfigArray("externalAccess");
   if (!entries.ok()) {
-    AddProblem(problems, entries.status());
+    problems.Add(entries.status());
     return;
   }
   std::set<std::string> tokens;
   for (const Config& entry : *entries) {
     Result<std::string> type = entry.GetString("type");
     if (!type.ok()) {
-      AddProblem(problems, type.status());
+      problems.Add(type.status());
       continue;
     }
     if (*type != "static") {
-      problems.push_back(InvalidValue(
+      problems.Add(InvalidValue(
           entry, "type",
           fmt::format("unsupported access method '{}'; only type static is supported", *type)));
       continue;
@@ -352,10 +335,10 @@ void ReadAuth(const Config& root, AuthConfig& out, std::vector<std::string>& pro
   }
 }
 
-void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::string>& problems) {
+void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& problems) {
   Result<std::optional<Config>> scheduler = root.GetOptionalConfig("stagehand.scheduler");
   if (!scheduler.ok()) {
-    AddProblem(problems, scheduler.status());
+    problems.Add(scheduler.status());
     return;
   }
   if (!*scheduler) {
@@ -369,11 +352,11 @@ void ReadScheduler(const Config& root, EngineOptions& out, std::vector<std::stri
                       out.shutdown_grace, problems);
   Result<std::optional<double>> concurrency = block.GetOptionalNumber("maxConcurrency");
   if (!concurrency.ok()) {
-    AddProblem(problems, concurrency.status());
+    problems.Add(concurrency.status());
   } else if (*concurrency) {
     const double value = **concurrency;
     if (!(value >= 1 && value <= kMaxMaxConcurrency) || std::floor(value) != value) {
-      problems.push_back(
+      problems.Add(
           InvalidValue(block, "maxConcurrency",
                        fmt::format("expected an integer from 1 to {}", kMaxMaxConcurrency)));
     } else {
@@ -398,7 +381,7 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
                                           const std::string& context,
                                           const EnvironmentLookup& environment, int line) {
   std::string result;
-  std::vector<std::string> problems;
+  ConfigProblems problems;
   std::size_t i = 0;
   while (i < value.size()) {
     if (value.compare(i, 3, "$${") == 0) {
@@ -412,8 +395,8 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
     }
     const std::size_t close = value.find('}', i + 2);
     if (close == std::string::npos) {
-      problems.push_back(fmt::format("Unterminated '${{' in config value for key '{}' in {}",
-                                     full_key, Location(context, line)));
+      problems.Add(fmt::format("Unterminated '${{' in config value for key '{}' in {}", full_key,
+                               Location(context, line)));
       break;
     }
     std::string name = value.substr(i + 2, close - i - 2);
@@ -426,21 +409,21 @@ Result<std::string> SubstituteEnvironment(const std::string& value, const std::s
     if (std::optional<std::string> replacement = environment(name)) {
       result += *replacement;
     } else {
-      problems.push_back(
+      problems.Add(
           fmt::format("Environment variable '{}' is not set; it is used by config key '{}' in {}",
                       name, full_key, Location(context, line)));
     }
     i = close + 1;
   }
   if (!problems.empty()) {
-    return JoinProblems(problems);
+    return problems.ToStatus();
   }
   return result;
 }
 
 Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
                              const EnvironmentLookup& environment) {
-  std::vector<std::string> problems;
+  ConfigProblems problems;
   std::vector<Config> layers;
   const Config::StringTransform substitute =
       [&environment](const std::string& value, const std::string& full_key,
@@ -451,29 +434,29 @@ Result<Config> LoadAppConfig(const std::vector<std::string>& paths,
   for (const std::string& path : paths) {
     Result<Config> file = Config::FromYamlFile(path);
     if (!file.ok()) {
-      AddProblem(problems, file.status());
+      problems.Add(file.status());
       continue;
     }
     Result<Config> substituted = file->TransformStrings(substitute);
     if (!substituted.ok()) {
-      AddProblem(problems, substituted.status());
+      problems.Add(substituted.status());
       continue;
     }
     layers.push_back(*std::move(substituted));
   }
   if (!problems.empty()) {
-    return JoinProblems(problems);
+    return problems.ToStatus();
   }
   return Config::Merge(layers);
 }
 
 Result<BackendConfig> ReadBackendConfig(const Config& root) {
-  std::vector<std::string> problems;
+  ConfigProblems problems;
   BackendConfig config;
 
   Result<std::optional<Config>> backend = root.GetOptionalConfig("backend");
   if (!backend.ok()) {
-    AddProblem(problems, backend.status());
+    problems.Add(backend.status());
   } else if (*backend) {
     ReadListen(**backend, config, problems);
   }
@@ -482,7 +465,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   if (backend.ok()) {
     Result<DatabaseConfig> database = ReadDatabaseConfig(root);
     if (!database.ok()) {
-      AddProblem(problems, database.status());
+      problems.Add(database.status());
     } else {
       config.database = *std::move(database);
     }
@@ -490,7 +473,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   ReadScheduler(root, config.engine, problems);
 
   if (!problems.empty()) {
-    return JoinProblems(problems);
+    return problems.ToStatus();
   }
   return config;
 }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "stagehand/config/config_problems.h"
 #include "stagehand/store/sqlite_task_store.h"
 
 namespace stagehand {
@@ -18,31 +19,8 @@ namespace {
 constexpr std::string_view kRootKey = "backend.database";
 constexpr char kMemory[] = ":memory:";
 
-// Gathers every problem of a read so that one run reports them all.
-class Problems {
- public:
-  void Add(const Status& status) { lines_.push_back(status.message()); }
-  void Add(std::string message) { lines_.push_back(std::move(message)); }
-  bool empty() const { return lines_.empty(); }
-  Status ToStatus() const {
-    std::string message;
-    for (const std::string& line : lines_) {
-      message += (message.empty() ? "" : "\n") + line;
-    }
-    return InvalidArgumentError(message);
-  }
-
- private:
-  std::vector<std::string> lines_;
-};
-
-std::string InvalidValue(const Config& config, std::string_view key, std::string_view why) {
-  return fmt::format("Invalid config value for key '{}' in '{}': {}", config.FullKey(key),
-                     config.Context(key), why);
-}
-
 std::optional<std::string> ReadString(const Config& config, std::string_view key,
-                                      Problems& problems) {
+                                      ConfigProblems& problems) {
   Result<std::optional<std::string>> value = config.GetOptionalString(key);
   if (!value.ok()) {
     problems.Add(value.status());
@@ -51,7 +29,8 @@ std::optional<std::string> ReadString(const Config& config, std::string_view key
   return *value;
 }
 
-std::optional<bool> ReadBoolean(const Config& config, std::string_view key, Problems& problems) {
+std::optional<bool> ReadBoolean(const Config& config, std::string_view key,
+                                ConfigProblems& problems) {
   Result<std::optional<bool>> value = config.GetOptionalBoolean(key);
   if (!value.ok()) {
     problems.Add(value.status());
@@ -71,7 +50,7 @@ std::optional<DatabaseClient> ParseClient(const std::string& name) {
 }
 
 std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view key, bool required,
-                                         Problems& problems, std::string* name) {
+                                         ConfigProblems& problems, std::string* name) {
   if (required && !config.Has(key)) {
     problems.Add(config.GetString(key).status());
     return std::nullopt;
@@ -82,10 +61,11 @@ std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view 
   }
   std::optional<DatabaseClient> client = ParseClient(*value);
   if (!client) {
-    problems.Add(InvalidValue(config, key,
-                              fmt::format("unsupported client '{}', wanted one of better-sqlite3, "
-                                          "sqlite3, pg",
-                                          *value)));
+    problems.Add(
+        InvalidConfigValue(config, key,
+                           fmt::format("unsupported client '{}', wanted one of better-sqlite3, "
+                                       "sqlite3, pg",
+                                       *value)));
     return std::nullopt;
   }
   *name = *value;
@@ -117,7 +97,7 @@ bool ParsePostgresString(const std::string& text, DatabaseConnection& connection
 // Returns the scalar at `key` of an object connection as text: strings substituted, numbers
 // written without a fraction when they have none.
 std::optional<std::string> ReadScalar(const Config& config, const std::string& key,
-                                      Problems& problems) {
+                                      ConfigProblems& problems) {
   const ConfigNode* node = config.Node(key);
   if (node != nullptr && std::holds_alternative<double>(node->value)) {
     const double number = std::get<double>(node->value);
@@ -130,7 +110,8 @@ std::optional<std::string> ReadScalar(const Config& config, const std::string& k
 }
 
 // Reads `connection` under `config` for `client`, normalised to named fields.
-DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, Problems& problems) {
+DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
+                                  ConfigProblems& problems) {
   constexpr std::string_view kKey = "connection";
   DatabaseConnection connection;
   const ConfigNode* node = config.Node(kKey);
@@ -149,7 +130,8 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, P
     std::string error;
     if (!ParsePostgresString(*text, connection, error)) {
       // libpq's message may quote the text, which may hold a password: do not repeat it.
-      problems.Add(InvalidValue(config, kKey, "not a valid PostgreSQL connection string or URL"));
+      problems.Add(
+          InvalidConfigValue(config, kKey, "not a valid PostgreSQL connection string or URL"));
     }
     return connection;
   }
@@ -182,7 +164,7 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client, P
         std::string error;
         if (!ParsePostgresString(*text, connection, error)) {
           problems.Add(
-              InvalidValue(*object, key, "not a valid PostgreSQL connection string or URL"));
+              InvalidConfigValue(*object, key, "not a valid PostgreSQL connection string or URL"));
         }
       }
       continue;
@@ -222,7 +204,7 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
   }
   const Config& db = *database;
 
-  Problems problems;
+  ConfigProblems problems;
   DatabaseConfig config;
   config.context = db.Context();
 
@@ -239,10 +221,11 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
     if (*client == DatabaseClient::kSqlite) {
       auto filename = config.connection.find("filename");
       if (filename != config.connection.end() && filename->second != kMemory) {
-        problems.Add(InvalidValue(db, "connection",
-                                  "a file name is not supported for the base sqlite connection; "
-                                  "use ':memory:' or {directory: <dir>}, or give a filename in "
-                                  "backend.database.plugin.<pluginId>.connection"));
+        problems.Add(
+            InvalidConfigValue(db, "connection",
+                               "a file name is not supported for the base sqlite connection; "
+                               "use ':memory:' or {directory: <dir>}, or give a filename in "
+                               "backend.database.plugin.<pluginId>.connection"));
       }
     }
   }
@@ -256,7 +239,7 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
     } else if (*mode == "schema") {
       config.division_mode = PluginDivisionMode::kSchema;
     } else {
-      problems.Add(InvalidValue(
+      problems.Add(InvalidConfigValue(
           db, "pluginDivisionMode",
           fmt::format("unsupported mode '{}', wanted one of database, schema", *mode)));
     }

@@ -15,6 +15,7 @@
 #include "stagehand/backend/database_config.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config.h"
+#include "stagehand/config/config_problems.h"
 #include "stagehand/daemon/daemon_tasks.h"
 
 namespace stagehand::cli {
@@ -23,21 +24,6 @@ namespace {
 struct ConfigCheckOptions {
   std::vector<std::string> config_files;
 };
-
-// Appends each line of `status`'s message to `problems`.
-void AddProblems(const Status& status, std::vector<std::string>& problems) {
-  std::string_view rest = status.message();
-  while (!rest.empty()) {
-    std::size_t end = rest.find('\n');
-    if (std::string_view line = rest.substr(0, end); !line.empty()) {
-      problems.emplace_back(line);
-    }
-    if (end == std::string_view::npos) {
-      break;
-    }
-    rest.remove_prefix(end + 1);
-  }
-}
 
 // Returns "1 plugin" / "2 plugins".
 std::string Count(std::size_t n, std::string_view noun) {
@@ -83,18 +69,18 @@ std::string DescribePluginDatabase(const PluginDatabase& database) {
 int RunConfigCheck(const ConfigCheckOptions& options, const Context& context) {
   EnvironmentLookup environment =
       context.environment ? EnvironmentLookup(context.environment) : ProcessEnvironment();
-  std::vector<std::string> problems;
+  ConfigProblems problems;
   Result<Config> root = LoadAppConfig(options.config_files, environment);
   if (!root.ok()) {
-    AddProblems(root.status(), problems);
+    problems.Add(root.status());
   } else {
     Result<BackendConfig> backend = ReadBackendConfig(*root);
     if (!backend.ok()) {
-      AddProblems(backend.status(), problems);
+      problems.Add(backend.status());
     }
     Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
     if (!plugins.ok()) {
-      AddProblems(plugins.status(), problems);
+      problems.Add(plugins.status());
     }
 
     // Every plugin serve would start, even when its tasks have problems.
@@ -116,7 +102,7 @@ int RunConfigCheck(const ConfigCheckOptions& options, const Context& context) {
       for (std::size_t i = 0; i < plugin_ids.size(); ++i) {
         Result<PluginDatabase> database = ResolvePluginDatabase(backend->database, plugin_ids[i]);
         if (!database.ok()) {
-          AddProblems(database.status(), problems);
+          problems.Add(database.status());
           continue;
         }
         if (plugins.ok()) {
@@ -146,10 +132,11 @@ int RunConfigCheck(const ConfigCheckOptions& options, const Context& context) {
       return kExitOk;
     }
   }
-  for (const std::string& problem : problems) {
+  for (const std::string& problem : problems.lines()) {
     context.err << "stagehand: " << problem << '\n';
   }
-  context.err << "stagehand: config check failed: " << Count(problems.size(), "problem") << '\n';
+  context.err << "stagehand: config check failed: " << Count(problems.lines().size(), "problem")
+              << '\n';
   context.err.flush();
   return kExitConfig;
 }

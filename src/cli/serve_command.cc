@@ -16,6 +16,7 @@
 #include "stagehand/backend/backend.h"
 #include "stagehand/base/stream_logger.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/config/config_problems.h"
 #include "stagehand/daemon/daemon_tasks.h"
 #include "stagehand/executors/command_task.h"
 
@@ -29,25 +30,9 @@ struct ServeOptions {
   std::optional<std::uint16_t> port;
 };
 
-// Appends the lines of `status` to `problems`.
-void AddProblems(const Status& status, std::vector<std::string>& problems) {
-  const std::string& message = status.message();
-  std::size_t start = 0;
-  while (start <= message.size()) {
-    std::size_t end = message.find('\n', start);
-    if (end == std::string::npos) {
-      end = message.size();
-    }
-    if (end > start) {
-      problems.push_back(message.substr(start, end - start));
-    }
-    start = end + 1;
-  }
-}
-
 // Writes each problem as its own "stagehand: " line and returns kExitConfig.
-int ConfigProblems(const Context& context, const std::vector<std::string>& problems) {
-  for (const std::string& problem : problems) {
+int ReportConfigProblems(const Context& context, const ConfigProblems& problems) {
+  for (const std::string& problem : problems.lines()) {
     context.err << "stagehand: " << problem << '\n';
   }
   context.err.flush();
@@ -89,21 +74,21 @@ int RunServe(const ServeOptions& options, const Context& context) {
   }
 
   Result<Config> root = LoadAppConfig(options.config_files, ProcessEnvironment());
-  std::vector<std::string> problems;
+  ConfigProblems problems;
   if (!root.ok()) {
-    AddProblems(root.status(), problems);
-    return ConfigProblems(context, problems);
+    problems.Add(root.status());
+    return ReportConfigProblems(context, problems);
   }
   Result<BackendConfig> backend_config = ReadBackendConfig(*root);
   if (!backend_config.ok()) {
-    AddProblems(backend_config.status(), problems);
+    problems.Add(backend_config.status());
   }
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
   if (!plugins.ok()) {
-    AddProblems(plugins.status(), problems);
+    problems.Add(plugins.status());
   }
   if (!problems.empty()) {
-    return ConfigProblems(context, problems);
+    return ReportConfigProblems(context, problems);
   }
 
   BackendOptions backend_options;
@@ -112,8 +97,8 @@ int RunServe(const ServeOptions& options, const Context& context) {
   backend_options.port_override = options.port;
   Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(backend_options));
   if (!backend.ok()) {
-    AddProblems(backend.status(), problems);
-    return ConfigProblems(context, problems);
+    problems.Add(backend.status());
+    return ReportConfigProblems(context, problems);
   }
   std::size_t task_count = 0;
   for (DaemonPlugin& plugin : *plugins) {
@@ -121,11 +106,11 @@ int RunServe(const ServeOptions& options, const Context& context) {
     if (Status added = (*backend)->AddPlugin(
             MakeDaemonBackendPlugin(std::move(plugin), SystemClock::Instance()));
         !added.ok()) {
-      AddProblems(added, problems);
+      problems.Add(added);
     }
   }
   if (!problems.empty()) {
-    return ConfigProblems(context, problems);
+    return ReportConfigProblems(context, problems);
   }
 
   if (Status started = (*backend)->Start(); !started.ok()) {
