@@ -81,6 +81,9 @@ TaskEngine::TaskEngine(EngineContext context)
       next_sweep_(clock_.MonoNow()),
       executor_(context_.options.max_concurrency, [this] { Kick(); }) {
   if (context_.store != nullptr) {
+    // Half a lease: a renewal that gets no answer fails in time to be retried before the run
+    // fences itself, and a release or poll never holds a thread (or shutdown) much longer.
+    context_.store->SetCallTimeout(context_.options.lease / 2);
     notifications_ =
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
   }

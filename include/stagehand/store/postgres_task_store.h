@@ -26,6 +26,9 @@ struct PostgresStoreOptions {
   std::chrono::milliseconds connect_timeout{5000};
   // Bound on any one statement; a statement past it fails kUnavailable.
   std::chrono::milliseconds statement_timeout{10000};
+  // Client-side bound on waiting for any one statement's answer (see TaskStore::SetCallTimeout,
+  // which replaces it); zero means none.
+  std::chrono::milliseconds call_timeout{0};
 };
 
 // Opens the pool for `plugin_id`, creating the plugin database or schema when missing. Does not

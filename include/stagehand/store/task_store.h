@@ -241,6 +241,13 @@ class TaskStore {
   // round trips; a no-op where there is nothing to prepare. Errors: kUnavailable.
   virtual Status WarmUp() { return Status::Ok(); }
 
+  // Bounds how long any later operation waits for the database to answer a statement, where the
+  // store can (PostgreSQL: client-side, whatever the network does); an operation past the bound
+  // fails kUnavailable. Zero removes the bound. The engine sets it from its lease, so that a
+  // renewal, release or poll never blocks for longer than a fraction of a lease. A no-op where
+  // calls are bounded otherwise (SQLite's busy timeout) or cannot block (memory).
+  virtual void SetCallTimeout(std::chrono::milliseconds /*timeout*/) {}
+
   // Starts delivering this store's events (and other writers' where the database can tell) to
   // `handler`, on a thread owned by the returned object. `handler` must not block. Returns
   // nullptr if this store cannot notify (SQLite): callers then rely on polling alone.

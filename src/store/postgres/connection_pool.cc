@@ -14,7 +14,19 @@ ConnectionPool::Lease::~Lease() {
 }
 
 ConnectionPool::ConnectionPool(PgConnectParams params, int size)
-    : params_(std::move(params)), size_(size < 1 ? 1 : size) {}
+    : params_(std::move(params)),
+      size_(size < 1 ? 1 : size),
+      call_timeout_ms_(params_.call_timeout.count()) {}
+
+void ConnectionPool::SetCallTimeout(std::chrono::milliseconds timeout) {
+  call_timeout_ms_ = timeout.count();
+}
+
+Result<std::unique_ptr<PgConnection>> ConnectionPool::Open() const {
+  PgConnectParams params = params_;
+  params.call_timeout = std::chrono::milliseconds(call_timeout_ms_.load());
+  return PgConnection::Open(params);
+}
 
 ConnectionPool::~ConnectionPool() {
   std::lock_guard lock(mu_);
@@ -39,8 +51,10 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
         continue;
       }
       lock.unlock();
-      if (idle.connection->Healthy())
+      if (idle.connection->Healthy()) {
+        idle.connection->set_call_timeout(std::chrono::milliseconds(call_timeout_ms_.load()));
         return Lease(this, std::move(idle.connection), idle.generation);
+      }
       idle.connection.reset();
       lock.lock();
       --open_;
@@ -50,7 +64,7 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
       ++open_;
       const std::uint64_t generation = generation_;
       lock.unlock();
-      Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params_);
+      Result<std::unique_ptr<PgConnection>> opened = Open();
       if (opened.ok()) return Lease(this, std::move(*opened), generation);
       lock.lock();
       --open_;
@@ -83,7 +97,7 @@ Status ConnectionPool::WarmUp(const std::function<Status(PgConnection&)>& prepar
       ++open_;
       generation = generation_;
     }
-    Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params_);
+    Result<std::unique_ptr<PgConnection>> opened = Open();
     if (!opened.ok()) {
       std::lock_guard lock(mu_);
       --open_;

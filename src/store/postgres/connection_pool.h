@@ -3,6 +3,8 @@
 // use reconnects (the way the store recovers after a server restart).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -57,6 +59,10 @@ class ConnectionPool {
 
   const PgConnectParams& params() const { return params_; }
 
+  // Sets PgConnectParams::call_timeout for every session lent from now on (and for the TCP
+  // settings of sessions opened from now on).
+  void SetCallTimeout(std::chrono::milliseconds timeout);
+
  private:
   struct Idle {
     std::unique_ptr<PgConnection> connection;
@@ -64,9 +70,12 @@ class ConnectionPool {
   };
 
   void Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
+  // Opens a session with the current call timeout.
+  Result<std::unique_ptr<PgConnection>> Open() const;
 
   const PgConnectParams params_;
   const int size_;
+  std::atomic<long long> call_timeout_ms_;
   std::mutex mu_;
   std::condition_variable returned_;
   std::vector<Idle> idle_;  // guarded by mu_

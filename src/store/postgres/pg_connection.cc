@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 
@@ -150,9 +152,15 @@ long long PgResult::affected() const {
 Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& params,
                                                          WallTime* db_now) {
   const std::string connect_timeout = Seconds(params.connect_timeout);
-  // Unacknowledged data is given up on a little after the statement timeout would have fired.
-  const std::string tcp_user_timeout =
-      std::to_string(params.statement_timeout.count() + params.connect_timeout.count());
+  // Unacknowledged data is given up on a little after the statement timeout would have fired, or
+  // within the call bound when there is one; an idle session that stops answering is noticed by
+  // keepalives within about the call bound too.
+  const bool bounded = params.call_timeout.count() > 0;
+  const std::string tcp_user_timeout = std::to_string(
+      bounded ? params.call_timeout.count()
+              : params.statement_timeout.count() + params.connect_timeout.count());
+  const std::string keepalives_idle = bounded ? Seconds(params.call_timeout / 2) : "10";
+  const std::string keepalives_interval = bounded ? "1" : "5";
   std::vector<const char*> keywords = {
       "dbname",           "connect_timeout",     "keepalives",
       "keepalives_idle",  "keepalives_interval", "keepalives_count",
@@ -160,8 +168,8 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   std::vector<const char*> values = {params.conninfo.c_str(),
                                      connect_timeout.c_str(),
                                      "1",
-                                     "10",
-                                     "5",
+                                     keepalives_idle.c_str(),
+                                     keepalives_interval.c_str(),
                                      "3",
                                      tcp_user_timeout.c_str(),
                                      "UTF8",
@@ -177,6 +185,7 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   PGconn* raw = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
   if (raw == nullptr) return UnavailableError("out of memory creating a connection");
   std::unique_ptr<PgConnection> connection(new PgConnection(raw));
+  connection->set_call_timeout(params.call_timeout);
   if (PQstatus(raw) != CONNECTION_OK) {
     return UnavailableError(Redact(OneLine(PQerrorMessage(raw)), params.conninfo));
   }
@@ -221,10 +230,71 @@ PgResult PgConnection::Wrap(PGresult* result) {
   return PgResult(result, std::move(error), lost);
 }
 
+PgResult PgConnection::AwaitResult() {
+  SystemClock& clock = SystemClock::Instance();
+  const bool bounded = call_timeout_.count() > 0;
+  const MonoTime deadline = clock.MonoNow() + call_timeout_;
+  // Waits until the socket is ready for `events` or the deadline passes; false on timeout.
+  const auto wait_for = [&](short events) {
+    while (true) {
+      int timeout_ms = -1;
+      if (bounded) {
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.MonoNow()).count();
+        if (left <= 0) return false;
+        timeout_ms = static_cast<int>(std::min<long long>(left, 60'000));
+      }
+      pollfd fd{PQsocket(conn_), events, 0};
+      const int ready = ::poll(&fd, 1, timeout_ms);
+      if (ready > 0) return true;
+      if (ready < 0 && errno != EINTR) return true;  // let libpq report the socket's error
+    }
+  };
+  const auto abandon = [&] {
+    // PQcancel is not used: it opens a new connection, which a path that drops packets would block
+    // just as long. The server's statement_timeout ends the statement. The session is left with a
+    // query in flight (not PQTRANS_IDLE), so the pool closes it instead of lending it again.
+    return PgResult(nullptr,
+                    fmt::format("no answer from the database within {} ms (connection dropped)",
+                                call_timeout_.count()),
+                    true);
+  };
+  while (true) {
+    const int flushed = PQflush(conn_);
+    if (flushed == 0) break;
+    if (flushed < 0) return Wrap(nullptr);
+    if (!wait_for(POLLIN | POLLOUT)) return abandon();
+    if (PQconsumeInput(conn_) == 0) return Wrap(nullptr);
+  }
+  PGresult* first = nullptr;
+  while (true) {
+    while (PQisBusy(conn_) != 0) {
+      if (!wait_for(POLLIN)) {
+        if (first != nullptr) PQclear(first);
+        return abandon();
+      }
+      if (PQconsumeInput(conn_) == 0) {
+        if (first != nullptr) PQclear(first);
+        return Wrap(nullptr);
+      }
+    }
+    PGresult* next = PQgetResult(conn_);
+    if (next == nullptr) break;
+    if (first == nullptr) {
+      first = next;
+    } else {
+      PQclear(next);
+    }
+  }
+  return Wrap(first);
+}
+
 std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
   STAGEHAND_CHECK(statement.index >= 0 && statement.index < kMaxStatements);
   if (prepared_[statement.index]) return std::nullopt;
-  PgResult prepared = Wrap(PQprepare(conn_, statement.name, statement.sql, 0, nullptr));
+  PgResult prepared = PQsendPrepare(conn_, statement.name, statement.sql, 0, nullptr) == 1
+                          ? AwaitResult()
+                          : Wrap(nullptr);
   if (!prepared.ok() && prepared.SqlState() != "42P05") return prepared;  // 42P05: exists
   prepared_[statement.index] = true;
   return std::nullopt;
@@ -233,14 +303,20 @@ std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
 PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
   if (std::optional<PgResult> failed = Prepare(statement)) return *std::move(failed);
   const std::vector<const char*> values = params.Pointers();
-  return Wrap(PQexecPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,
-                             /*resultFormat=*/0));
+  if (PQsendQueryPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,
+                          /*resultFormat=*/0) != 1) {
+    return Wrap(nullptr);
+  }
+  return AwaitResult();
 }
 
 PgResult PgConnection::ExecuteText(const char* sql, const PgParams& params) {
   const std::vector<const char*> values = params.Pointers();
-  return Wrap(PQexecParams(conn_, sql, params.size(), nullptr, values.data(), nullptr, nullptr,
-                           /*resultFormat=*/0));
+  if (PQsendQueryParams(conn_, sql, params.size(), nullptr, values.data(), nullptr, nullptr,
+                        /*resultFormat=*/0) != 1) {
+    return Wrap(nullptr);
+  }
+  return AwaitResult();
 }
 
 PgResult PgConnection::ExecuteScript(const char* sql) { return Wrap(PQexec(conn_, sql)); }

@@ -88,6 +88,11 @@ struct PgConnectParams {
   std::string database;  // overrides the database of `conninfo` when not empty
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds statement_timeout{10000};
+  // Client-side bound on each statement (sending it and waiting for its result), so that a
+  // connection whose packets are dropped cannot block a caller for minutes; zero means none. Also
+  // sets the TCP keepalives and tcp_user_timeout of new sessions. The server may still run a
+  // statement abandoned this way until its statement_timeout.
+  std::chrono::milliseconds call_timeout{0};
   std::string search_path;  // a schema name (unescaped); empty keeps the server's default
 };
 
@@ -123,6 +128,9 @@ class PgConnection {
 
   PGconn* raw() { return conn_; }
 
+  // Sets the bound of later statements (PgConnectParams::call_timeout); zero means none.
+  void set_call_timeout(std::chrono::milliseconds timeout) { call_timeout_ = timeout; }
+
   // Whether the store has warmed this session up (TaskStore::WarmUp), so it is done once.
   bool warmed() const { return warmed_; }
   void MarkWarmed() { warmed_ = true; }
@@ -130,8 +138,13 @@ class PgConnection {
  private:
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
   PgResult Wrap(PGresult* result);
+  // Waits for the result of the query just sent (PQsend*), within call_timeout_ when it is set.
+  // A statement past the bound is abandoned with a connection-lost result; the session, with its
+  // query still in flight, is then no longer idle, so the pool closes it rather than reuse it.
+  PgResult AwaitResult();
 
   PGconn* conn_;
+  std::chrono::milliseconds call_timeout_{0};
   bool prepared_[kMaxStatements] = {};
   bool warmed_ = false;
 };

@@ -177,6 +177,9 @@ class PostgresTaskStore final : public TaskStore {
                        const std::optional<std::string>& error_json) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
+  void SetCallTimeout(std::chrono::milliseconds timeout) override {
+    pool_.SetCallTimeout(timeout);
+  }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
   Status Delete(const std::string& id) override;
@@ -808,6 +811,7 @@ Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plug
   params.search_path = options.schema;
   params.connect_timeout = options.connect_timeout;
   params.statement_timeout = options.statement_timeout;
+  params.call_timeout = options.call_timeout;
   std::string where =
       fmt::format("plugin '{}', database '{}'", plugin_id, store_internal::DatabaseNameOf(params));
   if (!options.schema.empty()) where += fmt::format(", schema '{}'", options.schema);

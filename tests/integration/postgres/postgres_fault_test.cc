@@ -6,8 +6,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <atomic>
 #include <condition_variable>
@@ -47,6 +51,112 @@ int ClosedPort() {
 std::string Env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
+}
+
+// A TCP proxy on 127.0.0.1 in front of the test server that can stop moving bytes in both
+// directions without closing anything (packets "dropped" by a partition, as far as either end
+// can tell). Thread-safe.
+class BlackholeProxy {
+ public:
+  explicit BlackholeProxy(int target_port) : target_port_(target_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(listener_, 16);
+    socklen_t length = sizeof address;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    wake_ = ::eventfd(0, EFD_NONBLOCK);
+    thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+  }
+  ~BlackholeProxy() {
+    thread_.request_stop();
+    Wake();
+    thread_.join();
+    for (const auto& [a, b] : pairs_) {
+      ::close(a);
+      ::close(b);
+    }
+    ::close(listener_);
+    ::close(wake_);
+  }
+  BlackholeProxy(const BlackholeProxy&) = delete;
+  BlackholeProxy& operator=(const BlackholeProxy&) = delete;
+
+  int port() const { return port_; }
+  // Stops forwarding on every connection, present and future; sockets stay open.
+  void Blackhole() {
+    blackholed_ = true;
+    Wake();
+  }
+
+ private:
+  void Wake() {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);
+  }
+  void Loop(const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      std::vector<pollfd> fds = {{wake_, POLLIN, 0}, {listener_, POLLIN, 0}};
+      if (!blackholed_) {
+        for (const auto& [a, b] : pairs_) {
+          fds.push_back({a, POLLIN, 0});
+          fds.push_back({b, POLLIN, 0});
+        }
+      }
+      if (::poll(fds.data(), fds.size(), -1) <= 0) continue;
+      if (fds[0].revents != 0) {
+        std::uint64_t count = 0;
+        (void)!::read(wake_, &count, sizeof count);
+      }
+      if (fds[1].revents != 0) Accept();
+      for (std::size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        const auto& pair = pairs_[(i - 2) / 2];
+        const int from = fds[i].fd;
+        const int to = from == pair.first ? pair.second : pair.first;
+        char buffer[16384];
+        const ssize_t got = ::read(from, buffer, sizeof buffer);
+        if (got > 0) (void)!::write(to, buffer, static_cast<std::size_t>(got));
+      }
+    }
+  }
+  void Accept() {
+    const int client = ::accept(listener_, nullptr, nullptr);
+    if (client < 0) return;
+    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<std::uint16_t>(target_port_));
+    ::connect(server, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    pairs_.emplace_back(client, server);
+  }
+
+  const int target_port_;
+  int port_ = 0;
+  int listener_ = -1;
+  int wake_ = -1;
+  std::atomic<bool> blackholed_{false};
+  std::vector<std::pair<int, int>> pairs_;  // used by the proxy thread only (and the destructor)
+  std::jthread thread_;
+};
+
+// Returns `url` with its port replaced by `port`.
+std::string WithPort(const std::string& url, int port) {
+  const std::size_t at = url.rfind('@');
+  const std::size_t colon = url.find(':', at == std::string::npos ? 0 : at);
+  const std::size_t slash = url.find('/', colon);
+  return url.substr(0, colon + 1) + std::to_string(port) + url.substr(slash);
+}
+
+// Returns the port of `url`.
+int PortOf(const std::string& url) {
+  const std::size_t at = url.rfind('@');
+  const std::size_t colon = url.find(':', at == std::string::npos ? 0 : at);
+  return std::atoi(url.c_str() + colon + 1);
 }
 
 TaskSchedule Every10Minutes() {
@@ -231,6 +341,49 @@ TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStays
   claim = store.Claim("locked", "t1", minutes(1), minutes(1));
   ASSERT_TRUE(claim.ok()) << claim.status().ToString();
   EXPECT_TRUE(claim->claimed);
+}
+
+// Regression (reliability suite, finding 2): a blackholed connection blocked a libpq call for
+// minutes, and with it a daemon's shutdown.
+TEST_F(PostgresFaultTest, BlackholedConnectionFailsWithinTheCallTimeout) {
+  database_ = pg_test::UniqueDatabaseName("stagehand_faults");
+  {
+    // Create and migrate the database directly.
+    std::unique_ptr<TaskStore> direct = OpenFresh();
+    ASSERT_NE(direct, nullptr);
+  }
+  BlackholeProxy proxy(PortOf(url()));
+  PostgresStoreOptions options;
+  options.connection = WithPort(url(), proxy.port());
+  options.database = database_;
+  options.pool_size = 2;
+  options.connect_timeout = seconds(2);
+  Result<std::unique_ptr<TaskStore>> opened =
+      OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  TaskStore& store = **opened;
+  constexpr milliseconds kBound(400);
+  store.SetCallTimeout(kBound);
+  const TaskSchedule schedule = Every10Minutes();
+  ASSERT_TRUE(store.Upsert("t", schedule).ok());
+  Result<ClaimResult> claim = store.Claim("t", "t1", minutes(1), minutes(1));
+  ASSERT_TRUE(claim.ok() && claim->claimed) << claim.status().ToString();
+
+  proxy.Blackhole();
+  const auto started = std::chrono::steady_clock::now();
+  Result<LeaseStatus> renewed = store.RenewLease("t", "t1", minutes(1), minutes(1));
+  const auto renew_took = std::chrono::steady_clock::now() - started;
+  EXPECT_TRUE(IsUnavailable(renewed.status()));
+  EXPECT_LT(renew_took, kBound + milliseconds(600));
+  EXPECT_GE(renew_took, kBound - milliseconds(50));
+
+  // The abandoned session is dropped; the next call opens another, which the blackhole stalls in
+  // its handshake until the connect timeout.
+  const auto release_started = std::chrono::steady_clock::now();
+  Result<bool> released = store.Release("t", "t1", schedule, std::nullopt);
+  const auto release_took = std::chrono::steady_clock::now() - release_started;
+  EXPECT_TRUE(IsUnavailable(released.status()));
+  EXPECT_LT(release_took, options.connect_timeout + kBound + seconds(1));
 }
 
 TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain) {
