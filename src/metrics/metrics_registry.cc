@@ -197,20 +197,24 @@ class FamilyBase {
   mutable std::mutex mu_;
 };
 
-class CounterImpl final : public FamilyBase, public CounterFamily {
- public:
-  CounterImpl(std::string name, std::string help, std::vector<std::string> label_names)
-      : FamilyBase(MetricType::kCounter, std::move(name), std::move(help), std::move(label_names)) {
-  }
+// One double per label set: the storage and rendering counters and gauges share.
+class ScalarFamily : public FamilyBase {
+ protected:
+  using FamilyBase::FamilyBase;
 
-  void Add(const std::vector<std::string>& label_values, double amount) override {
+  void AddToSeries(const std::vector<std::string>& label_values, double delta) {
     CheckLabelCount(label_values);
-    STAGEHAND_CHECK(amount >= 0);
     std::lock_guard lock(mu_);
-    series_.FindOrInsert(label_values, 0.0) += amount;
+    series_.FindOrInsert(label_values, 0.0) += delta;
   }
 
-  double Value(const std::vector<std::string>& label_values) const override {
+  void SetSeries(const std::vector<std::string>& label_values, double value) {
+    CheckLabelCount(label_values);
+    std::lock_guard lock(mu_);
+    series_.FindOrInsert(label_values, 0.0) = value;
+  }
+
+  double SeriesValue(const std::vector<std::string>& label_values) const {
     CheckLabelCount(label_values);
     std::lock_guard lock(mu_);
     const double* value = series_.Find(label_values);
@@ -229,40 +233,39 @@ class CounterImpl final : public FamilyBase, public CounterFamily {
   SeriesTable<double> series_;  // guarded by mu_
 };
 
-class GaugeImpl final : public FamilyBase, public GaugeFamily {
+class CounterImpl final : public ScalarFamily, public CounterFamily {
  public:
-  GaugeImpl(std::string name, std::string help, std::vector<std::string> label_names)
-      : FamilyBase(MetricType::kGauge, std::move(name), std::move(help), std::move(label_names)) {}
+  CounterImpl(std::string name, std::string help, std::vector<std::string> label_names)
+      : ScalarFamily(MetricType::kCounter, std::move(name), std::move(help),
+                     std::move(label_names)) {}
 
-  void Set(const std::vector<std::string>& label_values, double value) override {
-    CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
-    series_.FindOrInsert(label_values, 0.0) = value;
-  }
-
-  void Add(const std::vector<std::string>& label_values, double delta) override {
-    CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
-    series_.FindOrInsert(label_values, 0.0) += delta;
+  void Add(const std::vector<std::string>& label_values, double amount) override {
+    STAGEHAND_CHECK(amount >= 0);
+    AddToSeries(label_values, amount);
   }
 
   double Value(const std::vector<std::string>& label_values) const override {
-    CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
-    const double* value = series_.Find(label_values);
-    return value == nullptr ? 0.0 : *value;
+    return SeriesValue(label_values);
+  }
+};
+
+class GaugeImpl final : public ScalarFamily, public GaugeFamily {
+ public:
+  GaugeImpl(std::string name, std::string help, std::vector<std::string> label_names)
+      : ScalarFamily(MetricType::kGauge, std::move(name), std::move(help), std::move(label_names)) {
   }
 
- private:
-  void RenderSeries(std::string& out) const override {
-    for (const auto& entry : series_.entries()) {
-      AppendSeriesHead(out, name_, "", label_names_, *entry.label_values);
-      AppendNumber(out, entry.value);
-      out += '\n';
-    }
+  void Set(const std::vector<std::string>& label_values, double value) override {
+    SetSeries(label_values, value);
   }
 
-  SeriesTable<double> series_;  // guarded by mu_
+  void Add(const std::vector<std::string>& label_values, double delta) override {
+    AddToSeries(label_values, delta);
+  }
+
+  double Value(const std::vector<std::string>& label_values) const override {
+    return SeriesValue(label_values);
+  }
 };
 
 class HistogramImpl final : public FamilyBase, public HistogramFamily {
