@@ -61,6 +61,20 @@ int UsageError(const Context& context, std::string_view message) {
   return kExitUsage;
 }
 
+Result<TimeZone> ResolveZone(const std::optional<std::string>& tz, const Context& context) {
+  if (tz) {
+    Result<TimeZone> located = TimeZone::Locate(*tz);
+    if (!located.ok()) {
+      return InvalidArgumentError("invalid --tz: " + located.status().message());
+    }
+    return located;
+  }
+  if (context.default_zone != nullptr) {
+    return *context.default_zone;
+  }
+  return TimeZone::ProcessDefault();
+}
+
 int Failure(const Context& context, std::string_view message) {
   context.err << "stagehand: " << message << '\n';
   return kExitFailure;

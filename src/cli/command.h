@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stagehand/base/status.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/time/time_zone.h"
 
@@ -77,6 +78,10 @@ std::optional<std::string> LookupEnvironment(const Context& context, const std::
 
 // Writes "stagehand: <message>" to context.err and returns kExitUsage.
 int UsageError(const Context& context, std::string_view message);
+
+// Returns the zone a verb shows times in: `tz` when given, else the context's default, else the
+// process zone. Errors: kInvalidArgument "invalid --tz: ..." for an unknown zone.
+Result<TimeZone> ResolveZone(const std::optional<std::string>& tz, const Context& context);
 
 // Writes "stagehand: <message>" to context.err and returns kExitFailure.
 int Failure(const Context& context, std::string_view message);

@@ -31,17 +31,9 @@ int RunCronNext(const CronNextOptions& options, const Context& context) {
                                    "': " + cron.status().message());
   }
 
-  std::optional<TimeZone> zone;
-  if (options.tz) {
-    Result<TimeZone> located = TimeZone::Locate(*options.tz);
-    if (!located.ok()) {
-      return UsageError(context, "invalid --tz: " + located.status().message());
-    }
-    zone = *located;
-  } else if (context.default_zone != nullptr) {
-    zone = *context.default_zone;
-  } else {
-    zone = TimeZone::ProcessDefault();
+  Result<TimeZone> zone = ResolveZone(options.tz, context);
+  if (!zone.ok()) {
+    return UsageError(context, zone.status().message());
   }
 
   WallTime instant = context.clock.Now();

@@ -71,17 +71,9 @@ int RunTasks(const TasksOptions& options, const Context& context) {
       return UsageError(context, valid.message());
     }
   }
-  std::optional<TimeZone> zone;
-  if (options.tz) {
-    Result<TimeZone> located = TimeZone::Locate(*options.tz);
-    if (!located.ok()) {
-      return UsageError(context, "invalid --tz: " + located.status().message());
-    }
-    zone = *located;
-  } else if (context.default_zone != nullptr) {
-    zone = *context.default_zone;
-  } else {
-    zone = TimeZone::ProcessDefault();
+  Result<TimeZone> zone = ResolveZone(options.tz, context);
+  if (!zone.ok()) {
+    return UsageError(context, zone.status().message());
   }
 
   ClientOrFailure made = MakeClient(options.client, context);
