@@ -157,7 +157,7 @@ double RunPgbench(const std::string& url, int threads, int duration_seconds) {
       std::to_string(threads) + " -T " + std::to_string(duration_seconds) +
       " -D rows_per_client=" + std::to_string(kRowsPerConnection) +
       " -D timeout_ms=60000 -D lease_ms=60000 -D plan_kind=scheduled_plus -D seconds=0"
-      " -D channel=stagehand_tasks -D event=release -f " +
+      " -D channel=stagehand_tasks -D event=release -D marked=none -D cancelled=none -f " +
       ShellQuote(script) + " " + ShellQuote(url) + " 2>&1";
   const std::string output = Capture(command);
   const size_t at = output.find("tps = ");

@@ -5,7 +5,7 @@
 -- Run by bench/store_claim_bench with:
 --   pgbench -n -M prepared -c 8 -j 2 -T 10 -D rows_per_client=N -D timeout_ms=60000
 --     -D lease_ms=60000 -D plan_kind=scheduled_plus -D seconds=0 -D channel=stagehand_tasks
---     -D event=release -f claim_release.sql
+--     -D event=release -D marked=none -D cancelled=none -f claim_release.sql
 -- against a database whose task rows have the ids 0 .. 8N-1 (client c uses c*N .. c*N+N-1).
 \set id :client_id * :rows_per_client + random(0, :rows_per_client - 1)
 \set ticket random(1, 2000000000)
@@ -26,6 +26,6 @@ SET next_run_start_at = CASE :plan_kind::text WHEN 'null' THEN NULL WHEN 'now' T
     current_run_started_at = NULL,
     current_run_expires_at = NULL,
     last_run_ended_at = now(),
-    last_run_error_json = NULL::text
-WHERE id = :id::text AND current_run_ticket = :ticket::text
+    last_run_error_json = CASE WHEN current_run_ticket = :marked::text THEN :cancelled::text ELSE NULL::text END
+WHERE id = :id::text AND current_run_ticket IN (:ticket::text, :marked::text)
 RETURNING now(), pg_notify(:channel::text, :event::text || ':' || id);
