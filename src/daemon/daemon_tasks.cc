@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "stagehand/config/config_problems.h"
 #include "stagehand/service/scheduler.h"
 
 namespace stagehand {
@@ -26,31 +27,8 @@ constexpr std::string_view kHttpKeys = "url, method, headers, body, expectStatus
 constexpr std::chrono::milliseconds kDefaultHttpTotalTimeout{30000};
 constexpr std::chrono::milliseconds kMaxHttpConnectTimeout{5000};
 
-// Gathers every problem of a read so that one run reports them all.
-class Problems {
- public:
-  void Add(const Status& status) { lines_.push_back(status.message()); }
-  void Add(std::string message) { lines_.push_back(std::move(message)); }
-  bool empty() const { return lines_.empty(); }
-  Status ToStatus() const {
-    std::string message;
-    for (const std::string& line : lines_) {
-      message += (message.empty() ? "" : "\n") + line;
-    }
-    return InvalidArgumentError(message);
-  }
-
- private:
-  std::vector<std::string> lines_;
-};
-
-std::string InvalidValue(const Config& config, std::string_view key, std::string_view why) {
-  return fmt::format("Invalid config value for key '{}' in '{}': {}", config.FullKey(key),
-                     config.Context(key), why);
-}
-
 // Adds a problem for each key of `config` that is not in `expected` (a comma-separated list).
-void CheckKeys(const Config& config, std::string_view expected, Problems& problems) {
+void CheckKeys(const Config& config, std::string_view expected, ConfigProblems& problems) {
   for (const std::string& key : config.Keys()) {
     bool known = false;
     std::string_view rest = expected;
@@ -66,8 +44,8 @@ void CheckKeys(const Config& config, std::string_view expected, Problems& proble
       problems.Add(fmt::format("Invalid config key '{}' in '{}': unknown key '{}'; expected {}",
                                config.FullKey(), config.Context(), key, expected));
     } else {
-      problems.Add(
-          InvalidValue(config, key, fmt::format("unknown key '{}'; expected {}", key, expected)));
+      problems.Add(InvalidConfigValue(config, key,
+                                      fmt::format("unknown key '{}'; expected {}", key, expected)));
     }
   }
 }
@@ -75,7 +53,7 @@ void CheckKeys(const Config& config, std::string_view expected, Problems& proble
 // Returns the text of a scalar (a string, a number or a boolean) the way it reads in YAML, or
 // nullopt after adding a type problem.
 std::optional<std::string> ReadScalarText(const Config& config, std::string_view key,
-                                          Problems& problems) {
+                                          ConfigProblems& problems) {
   const ConfigNode* node = config.Node(key);
   if (node == nullptr) {
     return std::nullopt;
@@ -100,7 +78,7 @@ std::optional<std::string> ReadScalarText(const Config& config, std::string_view
 
 // Reads an object of scalars (`env`, `headers`) at `key`.
 std::map<std::string, std::string> ReadStringMap(const Config& config, std::string_view key,
-                                                 Problems& problems) {
+                                                 ConfigProblems& problems) {
   std::map<std::string, std::string> values;
   Result<std::optional<Config>> block = config.GetOptionalConfig(key);
   if (!block.ok()) {
@@ -113,7 +91,8 @@ std::map<std::string, std::string> ReadStringMap(const Config& config, std::stri
   const Config& map = **block;
   for (const std::string& name : map.Keys()) {
     if (name.empty() || name.find('.') != std::string::npos) {
-      problems.Add(InvalidValue(config, key, fmt::format("the name '{}' is not valid here", name)));
+      problems.Add(
+          InvalidConfigValue(config, key, fmt::format("the name '{}' is not valid here", name)));
       continue;
     }
     if (std::optional<std::string> value = ReadScalarText(map, name, problems)) {
@@ -129,7 +108,7 @@ bool IsHttpMethod(std::string_view method) {
   });
 }
 
-std::optional<CommandSpec> ReadCommand(const Config& task, Problems& problems) {
+std::optional<CommandSpec> ReadCommand(const Config& task, ConfigProblems& problems) {
   CommandSpec spec;
   bool ok = true;
   Result<std::vector<std::string>> argv = task.GetStringArray("command");
@@ -137,9 +116,10 @@ std::optional<CommandSpec> ReadCommand(const Config& task, Problems& problems) {
     problems.Add(argv.status());
     ok = false;
   } else if (argv->empty()) {
-    problems.Add(InvalidValue(task, "command",
-                              "the command is empty; give the program and its arguments, e.g. "
-                              "['/bin/sh', '-c', 'echo hello']"));
+    problems.Add(
+        InvalidConfigValue(task, "command",
+                           "the command is empty; give the program and its arguments, e.g. "
+                           "['/bin/sh', '-c', 'echo hello']"));
     ok = false;
   } else {
     spec.argv = *std::move(argv);
@@ -158,13 +138,13 @@ std::optional<CommandSpec> ReadCommand(const Config& task, Problems& problems) {
   return spec;
 }
 
-std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
+std::optional<HttpTaskSpec> ReadHttp(const Config& task, ConfigProblems& problems) {
   if (task.Has("env")) {
-    problems.Add(InvalidValue(task, "env", "env applies only to command tasks"));
+    problems.Add(InvalidConfigValue(task, "env", "env applies only to command tasks"));
   }
   if (task.Has("workingDirectory")) {
-    problems.Add(
-        InvalidValue(task, "workingDirectory", "workingDirectory applies only to command tasks"));
+    problems.Add(InvalidConfigValue(task, "workingDirectory",
+                                    "workingDirectory applies only to command tasks"));
   }
   Result<Config> http = task.GetConfig("http");
   if (!http.ok()) {
@@ -179,7 +159,7 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
     problems.Add(url.status());
     ok = false;
   } else if (Result<HttpTaskUrl> parsed = ParseHttpTaskUrl(*url); !parsed.ok()) {
-    problems.Add(InvalidValue(*http, "url", parsed.status().message()));
+    problems.Add(InvalidConfigValue(*http, "url", parsed.status().message()));
     ok = false;
   } else {
     spec.url = *url;
@@ -190,7 +170,7 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
     ok = false;
   } else if (*method) {
     if (!IsHttpMethod(**method)) {
-      problems.Add(InvalidValue(
+      problems.Add(InvalidConfigValue(
           *http, "method", fmt::format("'{}' is not an HTTP method, e.g. GET or POST", **method)));
       ok = false;
     } else {
@@ -203,8 +183,8 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
   spec.headers = ReadStringMap(*http, "headers", problems);
   for (const auto& [name, value] : spec.headers) {
     if (value.find_first_of("\r\n") != std::string::npos) {
-      problems.Add(
-          InvalidValue(*http, "headers", fmt::format("the header '{}' has a line break", name)));
+      problems.Add(InvalidConfigValue(*http, "headers",
+                                      fmt::format("the header '{}' has a line break", name)));
       ok = false;
     }
   }
@@ -225,9 +205,9 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
   } else if (*expect) {
     const double status = **expect;
     if (std::trunc(status) != status || status < 100 || status > 599) {
-      problems.Add(
-          InvalidValue(*http, "expectStatus",
-                       fmt::format("{} is not an HTTP status (an integer in 100..599)", status)));
+      problems.Add(InvalidConfigValue(
+          *http, "expectStatus",
+          fmt::format("{} is not an HTTP status (an integer in 100..599)", status)));
       ok = false;
     } else {
       spec.expect_status = static_cast<int>(status);
@@ -239,7 +219,7 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, Problems& problems) {
   return spec;
 }
 
-std::optional<ScheduleDefinition> ReadSchedule(const Config& task, Problems& problems) {
+std::optional<ScheduleDefinition> ReadSchedule(const Config& task, ConfigProblems& problems) {
   Result<Config> block = task.GetConfig("schedule");
   if (!block.ok()) {
     problems.Add(block.status());
@@ -253,20 +233,22 @@ std::optional<ScheduleDefinition> ReadSchedule(const Config& task, Problems& pro
     if (message.find("'" + block->FullKey()) != std::string::npos) {
       problems.Add(message);
     } else {
-      problems.Add(InvalidValue(task, "schedule", message));
+      problems.Add(InvalidConfigValue(task, "schedule", message));
     }
     return std::nullopt;
   }
   return *std::move(schedule);
 }
 
-std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id, Problems& problems) {
+std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
+                                   ConfigProblems& problems) {
   if (Status valid = ValidateTaskId(id); !valid.ok()) {
-    problems.Add(InvalidValue(tasks, {}, fmt::format("task id '{}': {}", id, valid.message())));
+    problems.Add(
+        InvalidConfigValue(tasks, {}, fmt::format("task id '{}': {}", id, valid.message())));
     return std::nullopt;
   }
   if (id.find('.') != std::string::npos) {
-    problems.Add(InvalidValue(tasks, {}, fmt::format("task id '{}' cannot contain '.'", id)));
+    problems.Add(InvalidConfigValue(tasks, {}, fmt::format("task id '{}' cannot contain '.'", id)));
     return std::nullopt;
   }
   Result<Config> task = tasks.GetConfig(id);
@@ -281,13 +263,15 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id, P
   const bool has_http = task->Has("http");
   std::optional<std::variant<CommandSpec, HttpTaskSpec>> executor;
   if (has_command && has_http) {
-    problems.Add(InvalidValue(*task, {},
-                              "a task has exactly one executor, but both 'command' and 'http' "
-                              "are set"));
+    problems.Add(
+        InvalidConfigValue(*task, {},
+                           "a task has exactly one executor, but both 'command' and 'http' "
+                           "are set"));
   } else if (!has_command && !has_http) {
-    problems.Add(InvalidValue(*task, {},
-                              "a task needs an executor: 'command' (the program and its "
-                              "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
+    problems.Add(
+        InvalidConfigValue(*task, {},
+                           "a task needs an executor: 'command' (the program and its "
+                           "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
   } else if (has_command) {
     if (std::optional<CommandSpec> command = ReadCommand(*task, problems)) {
       command->task_id = id;
@@ -310,9 +294,9 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id, P
 }
 
 std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string& id,
-                                       Problems& problems) {
+                                       ConfigProblems& problems) {
   if (Status valid = ValidatePluginId(id); !valid.ok()) {
-    problems.Add(InvalidValue(plugins, {}, valid.message()));
+    problems.Add(InvalidConfigValue(plugins, {}, valid.message()));
     return std::nullopt;
   }
   Result<Config> plugin = plugins.GetConfig(id);
@@ -398,7 +382,7 @@ Status ValidatePluginId(std::string_view id) {
 }
 
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
-  Problems problems;
+  ConfigProblems problems;
   std::vector<DaemonPlugin> plugins;
   Result<std::optional<Config>> block = root.GetOptionalConfig(kPluginsKey);
   if (!block.ok()) {
