@@ -168,17 +168,26 @@ struct HttpServer::Impl {
     logger->Info("request", fields);
   }
 
-  // Settles how long a request body is before httplib reads it, as RFC 9112 §6.3 says: without
-  // Content-Length and Transfer-Encoding the body is empty (httplib would read until the peer
-  // closes), and a Content-Length that is not a decimal number is answered 400 at once (httplib
-  // would read ~2^64 bytes for "-1"). httplib hands pre-routing handlers a const view of a request
-  // it owns as a mutable local, so adding the header through const_cast is well defined.
+  // Settles a request's body before httplib reads it, as RFC 9112 §6 allows, so that no request
+  // waits for bytes that may never come:
+  // - without Content-Length and Transfer-Encoding the body is empty (httplib would read until the
+  //   peer closes);
+  // - Transfer-Encoding is refused with 411 Length Required (no route takes a streamed body, and a
+  //   chunk header can announce terabytes);
+  // - a Content-Length that is not a decimal number is 400, one above the body limit is 413, both
+  //   at once (httplib would first read or skip that many bytes, ~2^64 for "-1").
+  // httplib hands pre-routing handlers a const view of a request it owns as a mutable local, so
+  // adding the header through const_cast is well defined.
   httplib::Server::HandlerResponse CheckBodyFraming(const httplib::Request& request,
                                                     httplib::Response& response) {
+    if (request.has_header("Transfer-Encoding")) {
+      response.status = 411;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const bool may_have_body = request.method == "POST" || request.method == "PUT" ||
                                request.method == "PATCH" || request.method == "DELETE" ||
                                request.method == "PRI";
-    if (!may_have_body || request.has_header("Transfer-Encoding")) {
+    if (!may_have_body) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     if (!request.has_header("Content-Length")) {
@@ -189,13 +198,17 @@ struct HttpServer::Impl {
     const std::string length = request.get_header_value("Content-Length");
     const bool decimal = !length.empty() && length.size() <= 19 &&
                          length.find_first_not_of("0123456789") == std::string::npos;
-    if (decimal) {
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (!decimal) {
+      WriteResponse(ErrorResponse(InvalidArgumentError("Invalid Content-Length header"),
+                                  ToHttpRequest(request), *logger),
+                    response);
+      return httplib::Server::HandlerResponse::Handled;
     }
-    WriteResponse(ErrorResponse(InvalidArgumentError("Invalid Content-Length header"),
-                                ToHttpRequest(request), *logger),
-                  response);
-    return httplib::Server::HandlerResponse::Handled;
+    if (std::stoull(length) > options.max_request_body_bytes) {
+      response.status = 413;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   }
 
   void Configure() {

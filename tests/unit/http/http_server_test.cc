@@ -360,6 +360,23 @@ TEST_F(HttpServerTest, NegativeOrHugeContentLengthIs400AtOnce) {
   EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
 }
 
+TEST_F(HttpServerTest, BodyLargerThanTheLimitIs413BeforeItIsSent) {
+  StartServer();
+  // Only the head is sent: the answer must not wait for the announced 4 MB.
+  EXPECT_EQ(Exchange(port(), "POST /x HTTP/1.1\r\nContent-Length: 4000000\r\n\r\naaaa").status,
+            413);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+TEST_F(HttpServerTest, StreamedBodyIs411) {
+  StartServer();
+  EXPECT_EQ(
+      Exchange(port(), "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffff\r\nab")
+          .status,
+      411);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
 TEST_F(HttpServerTest, OverlongUriIs4xx) {
   StartServer();
   EXPECT_EQ(Get(port(), "/" + std::string(20000, 'a')).status / 100, 4);
