@@ -33,10 +33,12 @@ Convention (what a doc writer needs to know):
                                STAGEHAND_TEST_POSTGRES_URL is unset (a failure when CI is set).
                                The listed databases are dropped before and after.
 
-  Shape: digit runs compare equal to any digits, runs of blanks to any blanks, relative times
-  (`in 4s`, `1h2m ago`, `now`) to each other, and a date before a time may be absent; a line `...`
-  matches any number of lines. Output that is JSON (the whole output, or a line) is compared as
-  JSON: the same keys, array lengths and value types, strings equal up to digits.
+  Shape: timestamps, dates and times of day compare equal to any others, so do decimal numbers
+  (`0.386`), relative times (`in 4s`, `1h2m ago`, `now`) and runs of blanks; a date before a time
+  may be absent; other text, integers included (status codes, exit codes, counts), must be equal.
+  A line `...` matches any number of lines. Output that is JSON (the whole output, or a line) is
+  compared as JSON: the same keys, array lengths and value types, integers equal, strings equal
+  up to the rules above.
 
 The sandbox: each file runs in a fresh temporary directory laid out like a checkout: a copy of
 examples/*.yaml, scripts/run (without its bootstrap and build steps) and
@@ -166,11 +168,15 @@ def free_port():
 
 RELATIVE_TIME = re.compile(r"\b(?:in (?:\d+[dhms])+|(?:\d+[dhms])+ ago|now)\b")
 DATE_BEFORE_TIME = re.compile(r"\b\d{4}-\d\d-\d\d (?=\d\d:\d\d)")
+TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\d(?:T\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:\d\d)?)?"
+                       r"|\b\d\d:\d\d(?::\d\d(?:\.\d+)?)?\b")
+DECIMAL = re.compile(r"\b\d+\.\d+(?:e[+-]?\d+)?\b")
 
 
 def normalize(text):
     text = RELATIVE_TIME.sub("<when>", DATE_BEFORE_TIME.sub("", text))
-    return re.sub(r"\s+", " ", re.sub(r"\d+", "0", text)).strip()
+    text = DECIMAL.sub("<num>", TIMESTAMP.sub("<time>", text))
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def json_shape_diff(expected, actual, where="$"):
@@ -197,7 +203,9 @@ def json_shape_diff(expected, actual, where="$"):
         return None if expected == actual else f"{where}: {actual!r} instead of {expected!r}"
     if isinstance(expected, (int, float)):
         ok = isinstance(actual, (int, float)) and not isinstance(actual, bool)
-        return None if ok else f"{where}: expected a number, got {actual!r}"
+        if isinstance(expected, int) and isinstance(actual, int):
+            ok = expected == actual
+        return None if ok else f"{where}: {actual!r} instead of {expected!r}"
     if isinstance(expected, str):
         if isinstance(actual, str) and normalize(actual) == normalize(expected):
             return None
