@@ -41,7 +41,7 @@ Convention (what a doc writer needs to know):
   up to the rules above.
 
 The sandbox: each file runs in a fresh temporary directory laid out like a checkout: a copy of
-examples/*.yaml, scripts/run (without its bootstrap and build steps) and
+examples/*.yaml, packaging/, scripts/run (without its bootstrap and build steps) and
 build/release/apps/stagehand/stagehand (the binary under test), which is also on PATH. The ports
 7007 and 7008 are replaced by free ports everywhere (commands, markers, expected output, the example
 files; the client verbs' default address too), and
@@ -288,6 +288,8 @@ class Runner:
                 text = open(os.path.join(source, "examples", name), encoding="utf-8").read()
                 with open(os.path.join(self.sandbox, "examples", name), "w", encoding="utf-8") as f:
                     f.write(self.subst(text))
+        if os.path.isdir(os.path.join(source, "packaging")):
+            shutil.copytree(os.path.join(source, "packaging"), os.path.join(self.sandbox, "packaging"))
         os.makedirs(os.path.join(self.sandbox, "scripts"))
         run = open(os.path.join(source, "scripts", "run"), encoding="utf-8").read()
         for step in ("scripts/bootstrap\n", "cmake --preset release >/dev/null\n",
