@@ -816,7 +816,7 @@ Json IdleProcess(const std::string& url, int tasks, seconds idle) {
   args.database = backend->database();
   args.tasks = tasks;
   WorkerProcess worker(args, board);
-  const Json ready = board.MustWait("ready", 1, seconds(600));
+  const Json ready = board.MustWait("ready", 1, seconds(120));
   std::this_thread::sleep_for(seconds(2));
   const double calls_before = std::stod(admin.Scalar(calls_sql));
   worker.Send("measure_begin");
@@ -851,7 +851,7 @@ Json Throughput(const std::string& url, int processes, int tasks, seconds durati
     args.tasks = tasks;
     workers.push_back(std::make_unique<WorkerProcess>(args, board));
   }
-  board.MustWait("ready", static_cast<size_t>(processes), seconds(600));
+  board.MustWait("ready", static_cast<size_t>(processes), seconds(120));
   const int64_t begin = NowNs();
   std::this_thread::sleep_for(duration);
   const int64_t end = NowNs();

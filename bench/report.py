@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Renders the side-by-side comparison of bench/side_by_side.sh.
+
+Reads stagehand.json (engine_bench --side_by_side), backstage.json (bench/backstage-peer/peer.js)
+and pgbench.json (store_claim_bench) from --dir; prints a Markdown table of every scenario with the
+ratio (how many times better stagehand is: Backstage / stagehand for costs and latencies,
+stagehand / Backstage for rates), writes it to comparison.md, and plots the start-lag
+distributions of both systems (empirical CDFs, log time axis) to start_lag.png with gnuplot.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def get(doc, *keys):
+    for key in keys:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def fmt(value, unit=""):
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not unit:
+        return f"{value:,}"
+    if abs(value) >= 100:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return text + unit
+
+
+def ratio(ours, theirs, higher_is_better=False):
+    if ours is None or theirs is None:
+        return "—"
+    if higher_is_better:
+        ours, theirs = theirs, ours
+    if ours == 0:
+        return "∞" if theirs > 0 else "="
+    value = theirs / ours
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.1f}×"
+
+
+def rows(sh, bs, pg):
+    """(scenario, measure, stagehand, backstage, ratio, target) tuples."""
+    out = []
+
+    def latency(key, name, target):
+        for q in ("p50_ms", "p99_ms"):
+            a, b = get(sh, key, q), get(bs, key, q)
+            n = get(sh, key, "n"), get(bs, key, "n")
+            out.append((f"{name} (n = {n[0]} / {n[1]})", q.replace("_ms", ""), fmt(a, " ms"),
+                        fmt(b, " ms"), ratio(a, b), target if q == "p99_ms" else ""))
+
+    latency("in_process_trigger", "trigger → start, same process", "p99 ≤ 5 ms")
+    latency("trigger_across_processes", "trigger on A → start on B", "p99 ≤ 50 ms")
+    latency("cancel_across_processes", "cancel on A → stop token on B", "p99 ≤ 100 ms")
+
+    cron = "cron_every_second"
+    if get(sh, cron) or get(bs, cron):
+        slots = lambda d: (f"{get(d, cron, 'slots_run')} / {get(d, cron, 'slots')}"
+                           if get(d, cron) else None)
+        a, b = get(sh, cron, "slots_run"), get(bs, cron, "slots_run")
+        out.append(("cron `* * * * * *`", "slots run", slots(sh), slots(bs),
+                    ratio(a, b, higher_is_better=True), "100 %"))
+        for q in ("p50_ms", "p99_ms"):
+            a, b = get(sh, cron, "start_lag", q), get(bs, cron, "start_lag", q)
+            out.append(("cron `* * * * * *`", "start lag " + q.replace("_ms", ""),
+                        fmt(a, " ms"), fmt(b, " ms"), ratio(a, b),
+                        "p99 ≤ 20 ms" if q == "p99_ms" else ""))
+
+    interval = "interval_one_second"
+    if get(sh, interval) or get(bs, interval):
+        a, b = get(sh, interval, "runs"), get(bs, interval, "runs")
+        out.append((f"1 s interval for {get(sh, interval, 'seconds')} s", "runs", fmt(a), fmt(b),
+                    ratio(a, b, higher_is_better=True), ""))
+        for q in ("p50_ms", "p99_ms"):
+            a, b = get(sh, interval, "spacing", q), get(bs, interval, "spacing", q)
+            out.append(("1 s interval", "spacing " + q.replace("_ms", ""), fmt(a, " ms"),
+                        fmt(b, " ms"), "", ""))
+
+    idle_keys = sorted({k for d in (sh, bs) for k in d if k.startswith("idle_tasks_")},
+                       key=lambda k: int(k.rsplit("_", 1)[1]))
+    for key in idle_keys:
+        n = key.rsplit("_", 1)[1]
+        for measure, field, unit, target in (
+                ("registration", "registration_ms", " ms", "≤ 1 s (10,000)"),
+                ("statements/s", "statements_per_s", "", "≤ 0.2"),
+                ("RSS", "rss_mb", " MB", "≤ 20 MB (1,000)"),
+                ("CPU", "cpu_ms_per_s", " ms/s", "")):
+            a, b = get(sh, key, field), get(bs, key, field)
+            out.append((f"{int(n):,} idle global tasks", measure, fmt(a, unit), fmt(b, unit),
+                        ratio(a, b), target))
+
+    tp = "throughput"
+    if get(sh, tp) or get(bs, tp):
+        a, b = get(sh, tp, "runs_per_s"), get(bs, tp, "runs_per_s")
+        limit = get(pg, "pgbench_pairs_per_second")
+        name = (f"{get(sh, tp, 'processes')} processes × {get(sh, tp, 'tasks')} tasks at "
+                f"100 ms, {fmt(get(sh, tp, 'seconds'))} s")
+        out.append((name, "completed runs/s", fmt(a), fmt(b), ratio(a, b, higher_is_better=True),
+                    "≥ 90 % of pgbench"))
+        if limit:
+            out.append((name, "share of pgbench's claim+release rate "
+                        f"({fmt(limit)}/s)", fmt(100 * a / limit if a else None, " %"),
+                        fmt(100 * b / limit if b else None, " %"), "", "≥ 90 %"))
+        out.append((name, "overlapping runs", fmt(get(sh, tp, "overlaps")),
+                    fmt(get(bs, tp, "overlaps")), "", "0"))
+
+    kill = "sigkill_takeover"
+    if get(sh, kill) or get(bs, kill):
+        a, b = get(sh, kill, "takeover_s"), get(bs, kill, "takeover_s")
+        timeout = get(sh, kill, "timeout_s")
+        out.append((f"owner SIGKILLed (task timeout {timeout} s)", "s until another process runs it",
+                     fmt(a, " s"), fmt(b, " s") if b is not None or not get(bs, kill) else
+                     f"> {get(bs, kill, 'limit_s')} s", ratio(a, b), "≤ 11 s"))
+    return out
+
+
+def table(sh, bs, pg):
+    lines = ["| scenario | measure | stagehand | Backstage | ratio | target |",
+             "|---|---|---|---|---|---|"]
+    for row in rows(sh, bs, pg):
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def plot(sh, bs, out_path):
+    series = [
+        ("in_process_trigger", None, "trigger → start, same process"),
+        ("trigger_across_processes", None, "trigger A → start B"),
+        ("cancel_across_processes", None, "cancel A → stop token B"),
+        ("cron_every_second", "start_lag", "cron lag after the second"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        plots = []
+        for i, (key, sub, title) in enumerate(series):
+            for system, doc, dash in (("stagehand", sh, 1), ("Backstage", bs, 2)):
+                node = get(doc, key, sub) if sub else get(doc, key)
+                samples = sorted(get(node, "samples_ms") or [])
+                if not samples:
+                    continue
+                path = os.path.join(tmp, f"{key}_{system}.dat")
+                with open(path, "w", encoding="utf-8") as f:
+                    for rank, value in enumerate(samples, 1):
+                        f.write(f"{max(value, 0.01)} {rank / len(samples)}\n")
+                plots.append(f"'{path}' using 1:2 with steps lw 2 dt {dash} lc {i + 1} "
+                             f"title '{system}: {title}'")
+        if not plots:
+            return False
+        script = "\n".join([
+            "set terminal pngcairo size 1100,650 font 'sans,10'",
+            f"set output '{out_path}'",
+            "set title 'Start and stop lag: stagehand (solid) vs Backstage 0.19 (dashed), same PostgreSQL'",
+            "set logscale x 10",
+            "set xlabel 'lag (ms, log scale)'",
+            "set ylabel 'share of samples ≤ lag'",
+            "set yrange [0:1.02]",
+            "set grid",
+            "set key outside right top",
+            "plot " + ", \\\n  ".join(plots),
+        ])
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", required=True)
+    args = parser.parse_args()
+    sh = load(os.path.join(args.dir, "stagehand.json"))
+    bs = load(os.path.join(args.dir, "backstage.json"))
+    pg_path = os.path.join(args.dir, "pgbench.json")
+    pg = load(pg_path) if os.path.exists(pg_path) else {}
+    text = table(sh, bs, pg)
+    with open(os.path.join(args.dir, "comparison.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    print(text)
+    png = os.path.join(args.dir, "start_lag.png")
+    if not plot(sh, bs, png):
+        print("report.py: no latency samples to plot", file=sys.stderr)
+        return 1
+    print(f"plot: {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# stagehand and Backstage's own scheduler side by side on the PostgreSQL server in
+# STAGEHAND_TEST_POSTGRES_URL (it starts none itself): installs the Backstage peer's npm packages
+# into a cache folder when they are missing or stale, runs engine_bench --side_by_side, the peer
+# (bench/backstage-peer/peer.js) and the claim+release reference of pgbench
+# (bench/store_claim_bench), then renders the comparison table and the start-lag plot
+# (bench/report.py).
+#
+#   bench/side_by_side.sh --build-dir=DIR --out-dir=DIR [--smoke] [--scenarios=a,b,...]
+#
+# Outputs in --out-dir: stagehand.json, backstage.json, pgbench.json, comparison.md,
+# start_lag.png. The npm cache folder is STAGEHAND_BENCH_CACHE (default
+# ~/.cache/stagehand-bench); the first install fetches about 650 packages from the npm registry.
+# A missing tool (node, npm, gnuplot, pgbench) is an error, never a skip.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir=""
+out_dir=""
+smoke=0
+scenarios=""
+for arg in "$@"; do
+  case "${arg}" in
+    --build-dir=*) build_dir="${arg#*=}" ;;
+    --out-dir=*) out_dir="${arg#*=}" ;;
+    --smoke) smoke=1 ;;
+    --scenarios=*) scenarios="${arg#*=}" ;;
+    *)
+      echo "side_by_side.sh: unknown argument ${arg}" >&2
+      exit 2
+      ;;
+  esac
+done
+if [[ -z "${build_dir}" || -z "${out_dir}" ]]; then
+  echo "side_by_side.sh: --build-dir and --out-dir are required" >&2
+  exit 2
+fi
+if [[ -z "${STAGEHAND_TEST_POSTGRES_URL:-}" ]]; then
+  echo "side_by_side.sh: STAGEHAND_TEST_POSTGRES_URL is not set" >&2
+  exit 2
+fi
+for tool in node npm gnuplot python3; do
+  if ! command -v "${tool}" >/dev/null; then
+    echo "side_by_side.sh: ${tool} is missing (run scripts/bootstrap)" >&2
+    exit 1
+  fi
+done
+for binary in engine_bench store_claim_bench; do
+  if [[ ! -x "${build_dir}/bench/${binary}" ]]; then
+    echo "side_by_side.sh: ${build_dir}/bench/${binary} is missing; build it first" >&2
+    exit 1
+  fi
+done
+mkdir -p "${out_dir}"
+
+# The peer's packages: npm ci from the committed lock file, into a folder keyed by the lock's hash,
+# so a changed lock installs afresh. --ignore-scripts: the peer uses only pure-JavaScript packages
+# (knex, pg); install scripts would compile better-sqlite3's SQLite (minutes) for nothing.
+peer_src="${root}/bench/backstage-peer"
+cache="${STAGEHAND_BENCH_CACHE:-${HOME}/.cache/stagehand-bench}"
+lock_hash="$(sha256sum "${peer_src}/package-lock.json" | cut -c1-16)"
+peer_dir="${cache}/peer-${lock_hash}"
+if [[ ! -f "${peer_dir}/.installed" ]]; then
+  echo "side_by_side.sh: installing the Backstage peer's packages into ${peer_dir}" >&2
+  rm -rf "${peer_dir}"
+  mkdir -p "${peer_dir}"
+  cp "${peer_src}/package.json" "${peer_src}/package-lock.json" "${peer_dir}/"
+  begin=${SECONDS}
+  (cd "${peer_dir}" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+  touch "${peer_dir}/.installed"
+  echo "side_by_side.sh: npm ci took $((SECONDS - begin)) s" >&2
+fi
+
+engine_args=(--side_by_side)
+peer_args=(--modules="${peer_dir}/node_modules")
+claim_seconds=10
+if ((smoke)); then
+  engine_args+=(--smoke)
+  peer_args+=(--smoke)
+  claim_seconds=2
+  # Backstage's janitor sweeps once a minute, so its SIGKILL takeover alone takes minutes.
+  scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput}"
+fi
+if [[ -n "${scenarios}" ]]; then
+  engine_args+=(--scenarios="${scenarios}")
+  peer_args+=(--scenarios="${scenarios}")
+fi
+
+echo "==> stagehand (engine_bench ${engine_args[*]})" >&2
+"${build_dir}/bench/engine_bench" "${engine_args[@]}" --benchmark_out="${out_dir}/stagehand.json" \
+  >/dev/null
+echo "==> Backstage $(node -e "process.stdout.write(require('${peer_dir}/node_modules/@backstage/backend-defaults/package.json').version)") (peer.js ${peer_args[*]})" >&2
+node "${peer_src}/peer.js" "${peer_args[@]}" --out="${out_dir}/backstage.json" >/dev/null
+echo "==> pgbench claim+release reference (store_claim_bench --seconds=${claim_seconds})" >&2
+if [[ -z "${STAGEHAND_TEST_PG_BIN:-}" ]]; then
+  source "${root}/scripts/lib/postgres.sh"
+  STAGEHAND_TEST_PG_BIN="$(stagehand_pg_bin_dir)"
+  export STAGEHAND_TEST_PG_BIN
+fi
+"${build_dir}/bench/store_claim_bench" --seconds="${claim_seconds}" \
+  --benchmark_out="${out_dir}/pgbench.json" >/dev/null
+
+python3 "${root}/bench/report.py" --dir="${out_dir}"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark harness (bench/side_by_side.sh) in its reduced form: every scenario of
+# both systems but the SIGKILL one, with tiny counts and durations; then checks that both reports,
+# the pgbench reference, the table and the plot were produced. Timings are not asserted.
+#   tests/bench/side_by_side_smoke.sh BUILD_DIR
+# Needs STAGEHAND_TEST_POSTGRES_URL, node, npm and gnuplot. When something is missing it skips
+# (exit 77) on a developer's machine and fails under CI=true.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="${1:?usage: side_by_side_smoke.sh BUILD_DIR}"
+
+missing() {
+  if [[ "${CI:-}" == "true" ]]; then
+    echo "side_by_side_smoke: FAIL: $*" >&2
+    exit 1
+  fi
+  echo "side_by_side_smoke: skipped: $*" >&2
+  exit 77
+}
+[[ -n "${STAGEHAND_TEST_POSTGRES_URL:-}" ]] || missing "STAGEHAND_TEST_POSTGRES_URL is not set"
+for tool in node npm gnuplot; do
+  command -v "${tool}" >/dev/null || missing "${tool} is not installed (scripts/bootstrap)"
+done
+
+out="${build_dir}/bench-smoke"
+rm -rf "${out}"
+begin=${SECONDS}
+"${root}/bench/side_by_side.sh" --build-dir="${build_dir}" --out-dir="${out}" --smoke
+echo "side_by_side_smoke: harness took $((SECONDS - begin)) s"
+
+python3 - "${out}" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+keys = ["in_process_trigger", "trigger_across_processes", "cancel_across_processes",
+        "cron_every_second", "interval_one_second", "idle_tasks_50", "throughput"]
+problems = []
+for system in ("stagehand", "backstage"):
+    doc = json.load(open(os.path.join(out, f"{system}.json")))
+    for key in keys:
+        if not isinstance(doc.get(key), dict):
+            problems.append(f"{system}.json has no {key}")
+    for key in keys[:3]:
+        if doc.get(key, {}).get("n", 0) < 1:
+            problems.append(f"{system}.json: {key} has no sample")
+    if doc.get("throughput", {}).get("completed_runs", 0) < 1:
+        problems.append(f"{system}.json: throughput completed no run")
+    if doc.get("throughput", {}).get("overlaps") != 0:
+        problems.append(f"{system}.json: overlapping runs of one global task")
+pg = json.load(open(os.path.join(out, "pgbench.json")))
+if not pg.get("pgbench_pairs_per_second", 0) > 0:
+    problems.append("pgbench.json has no claim+release rate")
+for name in ("comparison.md", "start_lag.png"):
+    path = os.path.join(out, name)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        problems.append(f"{name} is missing")
+for problem in problems:
+    print("side_by_side_smoke:", problem, file=sys.stderr)
+sys.exit(1 if problems else 0)
+PY
+echo "side_by_side_smoke: ok"
