@@ -58,7 +58,8 @@ std::string StatusAndError(int status, const ErrorBody& error) {
 
 const char* const kClientHelpFooter =
     "The daemon is found at --url, else at backend.listen of the --config files, else at "
-    "http://127.0.0.1:7007. The token is --token, else $STAGEHAND_TOKEN; it is sent as "
+    "$STAGEHAND_URL, else at http://127.0.0.1:7007. The token is --token, else $STAGEHAND_TOKEN; "
+    "it is sent as "
     "'Authorization: Bearer <token>'.\n"
     "Exit codes: 0 done, 1 other failure, 2 bad usage, 3 not found (404), 4 conflict (409), "
     "5 not authenticated (401/403), 6 daemon error (5xx), 7 daemon unreachable, 78 invalid "
@@ -67,7 +68,7 @@ const char* const kClientHelpFooter =
 void AddClientOptions(CLI::App& command, ClientOptions& options) {
   command.add_option("--url", options.url,
                      "Base URL of the daemon, e.g. http://127.0.0.1:7007 (default: backend.listen "
-                     "of --config, else http://127.0.0.1:7007)");
+                     "of --config, else $STAGEHAND_URL, else http://127.0.0.1:7007)");
   command.add_option("--token", options.token,
                      "Bearer token for the daemon's API (default: $STAGEHAND_TOKEN)");
   command
@@ -96,6 +97,10 @@ ClientOrFailure MakeClient(const ClientOptions& options, const Context& context)
       made.failure = {kExitConfig, problems};
       return made;
     }
+  } else if (std::optional<std::string> from_environment =
+                 LookupEnvironment(context, "STAGEHAND_URL");
+             from_environment && !from_environment->empty()) {
+    url_text = *from_environment;
   }
   Result<ServerUrl> url = ParseServerUrl(url_text);
   if (!url.ok()) {

@@ -81,20 +81,6 @@ LOG_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 60.0
 
 
-CLIENT_WRAPPER = """#!/usr/bin/env bash
-# The doc test's stagehand: the binary under test, with --url http://127.0.0.1:{port} added to the
-# client verbs when neither --url nor --config is given (their default is 127.0.0.1:7007).
-case "${{1:-}}" in
-  tasks | trigger | cancel)
-    for arg in "$@"; do
-      case "$arg" in --url | --url=* | -c | --config | --config=*) exec {binary} "$@" ;; esac
-    done
-    exec {binary} "$@" --url http://127.0.0.1:{port} ;;
-esac
-exec {binary} "$@"
-"""
-
-
 class DocError(Exception):
     """A failed check, with what the reader of the test log needs to fix it."""
 
@@ -303,14 +289,12 @@ class Runner:
         os.chmod(os.path.join(self.sandbox, "scripts", "run"), 0o755)
         bindir = os.path.join(self.sandbox, "build", "release", "apps", "stagehand")
         os.makedirs(bindir)
-        # The client verbs' default address, 127.0.0.1:7007, is the first substituted port here.
-        with open(os.path.join(bindir, "stagehand"), "w", encoding="utf-8") as f:
-            f.write(CLIENT_WRAPPER.format(binary=shlex.quote(os.path.abspath(self.args.binary)),
-                                          port=self.ports["7007"]))
-        os.chmod(os.path.join(bindir, "stagehand"), 0o755)
+        os.symlink(os.path.abspath(self.args.binary), os.path.join(bindir, "stagehand"))
         self.env = {k: v for k, v in os.environ.items()
                     if k not in ("STAGEHAND_TOKEN", "DATABASE_URL", "CDPATH", "BASH_ENV", "ENV")}
         self.env["PATH"] = bindir + os.pathsep + self.env.get("PATH", "/usr/bin:/bin")
+        # The client verbs' default address, 127.0.0.1:7007, is the first substituted port here.
+        self.env["STAGEHAND_URL"] = f"http://127.0.0.1:{self.ports['7007']}"
         self.env["HOME"] = self.env.get("HOME", self.sandbox)
         baseline = subprocess.run(["bash", "-c", "compgen -v"], env=self.env, cwd=self.sandbox,
                                   capture_output=True, text=True, check=True).stdout.split()

@@ -198,6 +198,23 @@ TEST_F(MakeClientTest, DefaultsToTheLocalPort) {
   EXPECT_FALSE(made.client->has_token());
 }
 
+TEST_F(MakeClientTest, TakesTheAddressFromTheEnvironmentUnlessGivenOtherwise) {
+  Context context(out_, err_, clock_);
+  context.environment = [](const std::string& name) -> std::optional<std::string> {
+    return name == "STAGEHAND_URL" ? std::optional<std::string>("http://127.0.0.1:7200")
+                                   : std::nullopt;
+  };
+  ClientOrFailure made = MakeClient({}, context);
+  ASSERT_TRUE(made.client.has_value()) << made.failure.message;
+  EXPECT_EQ(made.client->url().ToString(), "http://127.0.0.1:7200");
+
+  ClientOptions options;
+  options.url = "http://127.0.0.1:7300";
+  made = MakeClient(options, context);
+  ASSERT_TRUE(made.client.has_value());
+  EXPECT_EQ(made.client->url().ToString(), "http://127.0.0.1:7300");
+}
+
 TEST_F(MakeClientTest, TakesTheAddressFromTheConfigListen) {
   ClientOptions options;
   options.config_files.push_back(
