@@ -209,6 +209,7 @@ async function triggerRounds(count, width, trigger, events) {
   for (let done = 0; done < count; done += width) {
     const ids = [];
     for (let i = 0; i < Math.min(width, count - done); ++i) ids.push(`manual-${i}`);
+    const expected = ids.map((id) => events.count(`start:${id}`) + 1);
     const triggered = await Promise.all(
       ids.map(async (id) => {
         const before = nowNs();
@@ -217,7 +218,7 @@ async function triggerRounds(count, width, trigger, events) {
       }),
     );
     const starts = await Promise.all(
-      ids.map((id) => events.wait(`start:${id}`, events.count(`start:${id}`) + 1, 60000)),
+      ids.map((id, i) => events.wait(`start:${id}`, expected[i], 60000)),
     );
     ids.forEach((_, i) => latencies.push(nsToMs(starts[i] - triggered[i])));
   }
