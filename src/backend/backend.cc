@@ -29,16 +29,6 @@ namespace {
 constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
 
-// Backstage's plugin id rule: a lowercase letter, then lowercase letters, digits and dashes.
-bool IsValidPluginId(const std::string& id) {
-  if (id.empty() || id.front() < 'a' || id.front() > 'z') {
-    return false;
-  }
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
-
 bool IsRootPath(const HttpRequest& request) { return request.path == "/" || request.path.empty(); }
 
 bool IsGet(const HttpRequest& request) {
@@ -213,11 +203,23 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   return backend;
 }
 
+Status ValidatePluginId(std::string_view id) {
+  const bool valid = !id.empty() && id.front() >= 'a' && id.front() <= 'z' &&
+                     std::all_of(id.begin(), id.end(), [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+                     });
+  if (valid) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError(fmt::format(
+      "'{}' is not a valid plugin id; use lowercase letters, digits and dashes, starting with a "
+      "letter (e.g. 'jobs', 'nightly-reports')",
+      id));
+}
+
 Status Backend::AddPlugin(BackendPlugin plugin) {
-  if (!IsValidPluginId(plugin.id)) {
-    return InvalidArgumentError(fmt::format(
-        "invalid plugin id '{}': use lowercase letters, digits and dashes, starting with a letter",
-        plugin.id));
+  if (Status valid = ValidatePluginId(plugin.id); !valid.ok()) {
+    return valid;
   }
   if (!plugin.init) {
     return InvalidArgumentError(fmt::format("plugin '{}' has no init", plugin.id));

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "stagehand/backend/app_config.h"
+#include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config.h"
-#include "stagehand/daemon/daemon_tasks.h"
 #include "stagehand/service/scheduler.h"
 
 namespace stagehand::cli {

@@ -12,8 +12,8 @@
 #include "cli/client_verb.h"
 #include "cli/command.h"
 #include "cli/task_table.h"
+#include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
-#include "stagehand/daemon/daemon_tasks.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::cli {

@@ -367,20 +367,6 @@ Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
 
 }  // namespace
 
-Status ValidatePluginId(std::string_view id) {
-  const bool valid = !id.empty() && id.front() >= 'a' && id.front() <= 'z' &&
-                     std::all_of(id.begin(), id.end(), [](char c) {
-                       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-                     });
-  if (valid) {
-    return Status::Ok();
-  }
-  return InvalidArgumentError(fmt::format(
-      "'{}' is not a valid plugin id; use lowercase letters, digits and dashes, starting with a "
-      "letter (e.g. 'jobs', 'nightly-reports')",
-      id));
-}
-
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
   ConfigProblems problems;
   std::vector<DaemonPlugin> plugins;

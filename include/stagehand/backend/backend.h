@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "stagehand/backend/app_config.h"
 #include "stagehand/base/logger.h"
@@ -126,6 +127,11 @@ class Backend {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Returns OK when `id` is a valid plugin id: Backstage's rule, a lowercase letter, then lowercase
+// letters, digits and dashes (e.g. `jobs`, `my-jobs-2`). Errors: kInvalidArgument
+// "'<id>' is not a valid plugin id; ...".
+Status ValidatePluginId(std::string_view id);
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread created afterwards inherits
 // the mask and RunUntilShutdownSignal can take them with sigwait. Call first thing in main, before

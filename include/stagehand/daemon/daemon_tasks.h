@@ -52,11 +52,6 @@ struct DaemonPlugin {
   std::vector<DaemonTask> tasks;
 };
 
-// Returns OK when `id` is a valid plugin id, by the rule Backend::AddPlugin applies (Backstage's:
-// a lowercase letter, then lowercase letters, digits and dashes, e.g. `jobs`, `my-jobs-2`).
-// Errors: kInvalidArgument "'{id}' is not a valid plugin id; ...".
-Status ValidatePluginId(std::string_view id);
-
 // Reads every plugin under `stagehand.plugins` of the merged `root`, in config order; an empty
 // list when the block is absent. Errors: kInvalidArgument listing every problem found, one per
 // line, each naming the full key and the file it came from: an invalid plugin or task id, an

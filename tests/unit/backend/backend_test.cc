@@ -103,7 +103,7 @@ TEST_F(BackendTest, AddPluginRejectsInvalidIds) {
   for (const char* id : {"", "Jobs", "1jobs", "-jobs", "jobs_2", "jobs/x", "jöbs", "jobs "}) {
     Status status = backend->AddPlugin(Plugin(id));
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << "'" << id << "'";
-    EXPECT_THAT(status.message(), HasSubstr("invalid plugin id"));
+    EXPECT_THAT(status.message(), HasSubstr("is not a valid plugin id"));
   }
   EXPECT_TRUE(backend->AddPlugin(Plugin("j")).ok());
   EXPECT_TRUE(backend->AddPlugin(Plugin("jobs-2")).ok());
