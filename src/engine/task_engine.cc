@@ -573,10 +573,6 @@ void TaskEngine::PollAndClaim(bool sweep) {
     return;
   }
 
-  struct Candidate {
-    std::shared_ptr<Task> task;
-    PollEntry entry;
-  };
   std::vector<Candidate> ready;
   std::vector<std::string> finished_missing;
   std::vector<std::pair<std::string, std::string>> finished_invalid;
@@ -649,66 +645,96 @@ void TaskEngine::PollAndClaim(bool sweep) {
   }
 
   if (debug_logs_) logger_->Debug("Poll found " + std::to_string(ready.size()) + " ready task(s)");
-  for (const Candidate& candidate : ready) {
-    {
-      std::lock_guard lock(mu_);
-      if (shutting_down_) return;
-    }
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return;
+  }
+  std::vector<Candidate> reserved;
+  reserved.reserve(ready.size());
+  for (Candidate& candidate : ready) {
     if (!executor_.TryReserve()) {
       std::lock_guard lock(mu_);
       candidate.task->poll_requested = true;  // retried when a slot frees (the executor kicks)
       continue;
     }
-    StartGlobalRun(candidate.task, candidate.entry);
+    reserved.push_back(std::move(candidate));
   }
+  if (!reserved.empty()) ClaimAndStart(reserved);
 }
 
-void TaskEngine::StartGlobalRun(const std::shared_ptr<Task>& task, const PollEntry& entry) {
-  const std::string ticket = NewUuidV4();
-  const MonoTime sent = clock_.MonoNow();
-  const milliseconds lease = context_.options.lease;
-  Result<ClaimResult> claim = context_.store->Claim(task->def.id, ticket, task->def.timeout, lease);
-  if (debug_logs_) {
-    logger_->Debug("Claim of task " + task->def.id + ": " +
-                       (!claim.ok()      ? claim.status().message()
-                        : claim->claimed ? "claimed"
-                                         : "lost"),
-                   {{"task", task->def.id}});
+void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
+  std::vector<ClaimRequest> claims;
+  claims.reserve(candidates.size());
+  for (const Candidate& candidate : candidates) {
+    claims.push_back(
+        ClaimRequest{candidate.task->def.id, NewUuidV4(), candidate.task->def.timeout});
   }
-  if (!claim.ok() || !claim->claimed) {
-    executor_.CancelReservation();
-    if (!claim.ok()) {
-      logger_->Warn("Failed to claim task \"" + task->def.id + "\", " + claim.status().message(),
-                    {{"task", task->def.id}});
-      std::lock_guard lock(mu_);
-      task->wake_at = std::max(task->wake_at, clock_.MonoNow() + context_.options.retry_backoff);
-    } else {
-      observer_->OnClaimLost(context_.plugin_id, task->def.id);
-      std::lock_guard lock(mu_);
-      task->wake_at = kMonoInfinity;
+  const MonoTime sent = clock_.MonoNow();
+  Result<std::vector<ClaimResult>> claimed =
+      context_.store->ClaimMany(claims, context_.options.lease);
+  if (debug_logs_) {
+    std::size_t won = 0;
+    if (claimed.ok()) {
+      for (const ClaimResult& result : *claimed) won += result.claimed ? 1 : 0;
+    }
+    logger_->Debug("Claim of " + std::to_string(claims.size()) + " task(s): " +
+                   (claimed.ok() ? std::to_string(won) + " claimed" : claimed.status().message()));
+  }
+  if (!claimed.ok()) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) executor_.CancelReservation();
+    for (const Candidate& candidate : candidates) {
+      logger_->Warn(
+          "Failed to claim task \"" + candidate.task->def.id + "\", " + claimed.status().message(),
+          {{"task", candidate.task->def.id}});
+    }
+    std::lock_guard lock(mu_);
+    const MonoTime retry_at = clock_.MonoNow() + context_.options.retry_backoff;
+    for (const Candidate& candidate : candidates) {
+      candidate.task->wake_at = std::max(candidate.task->wake_at, retry_at);
     }
     return;
   }
-  auto run = std::make_shared<Run>();
-  run->ticket = ticket;
-  run->schedule = task->def.schedule;
-  if (entry.settings) run->schedule.settings = *entry.settings;
-  run->started = sent;
-  run->timeout_at = sent + task->def.timeout;
-  SetLeaseDeadlines(*run, task->def.timeout, sent);
-  if (entry.next_run_start_at && claim->db_now > *entry.next_run_start_at) {
-    run->lag = std::chrono::duration_cast<nanoseconds>(claim->db_now - *entry.next_run_start_at);
+  std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> started;
+  started.reserve(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& candidate = candidates[i];
+    const std::shared_ptr<Task>& task = candidate.task;
+    const ClaimResult& claim = (*claimed)[i];
+    if (!claim.claimed) {
+      executor_.CancelReservation();
+      observer_->OnClaimLost(context_.plugin_id, task->def.id);
+      std::lock_guard lock(mu_);
+      task->wake_at = kMonoInfinity;
+      continue;
+    }
+    auto run = std::make_shared<Run>();
+    run->ticket = claims[i].ticket;
+    run->schedule = task->def.schedule;
+    if (candidate.entry.settings) run->schedule.settings = *candidate.entry.settings;
+    run->started = sent;
+    run->timeout_at = sent + task->def.timeout;
+    SetLeaseDeadlines(*run, task->def.timeout, sent);
+    if (candidate.entry.next_run_start_at && claim.db_now > *candidate.entry.next_run_start_at) {
+      run->lag = std::chrono::duration_cast<nanoseconds>(claim.db_now -
+                                                         *candidate.entry.next_run_start_at);
+    }
+    started.emplace_back(task, std::move(run));
   }
+  if (started.empty()) return;
   {
     std::lock_guard lock(mu_);
-    task->run = run;
-    task->phase = Task::Phase::kRunning;
-    ++runs_in_flight_;
-    ++runs_outside_fn_;
+    for (const auto& [task, run] : started) {
+      task->run = run;
+      task->phase = Task::Phase::kRunning;
+      ++runs_in_flight_;
+      ++runs_outside_fn_;
+    }
     kicked_timer_ = true;
   }
   cv_.notify_all();
-  executor_.Submit([this, task, run] { ExecuteGlobalRun(task, run); });
+  for (auto& [task, run] : started) {
+    executor_.Submit([this, task = task, run = run] { ExecuteGlobalRun(task, run); });
+  }
 }
 
 std::optional<std::string> TaskEngine::Invoke(const Task& task, Run& run) {
@@ -738,7 +764,7 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
   const RunInfo info = InfoOf(*task, *run);
   observer_->OnRunStarted(info, run->lag);
   const MonoTime began = clock_.MonoNow();
-  const std::optional<std::string> error = Invoke(*task, *run);
+  std::optional<std::string> error = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
   if (error) {
     logger_->Error("Task " + task->def.id + " failed, " + *error, {{"task", task->def.id}});
@@ -749,26 +775,68 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
     ours = run->ours;
     run->ours = false;  // no more renewals: the release below ends the claim
   }
-  if (ours) {
-    Result<bool> released =
-        context_.store->Release(task->def.id, run->ticket, run->schedule, error);
+  PendingRelease ended{std::move(task), std::move(run), info, duration, std::move(error)};
+  if (!ours) {
+    FinishGlobalRun(ended);
+    return;
+  }
+  EnqueueRelease(std::move(ended));
+}
+
+void TaskEngine::EnqueueRelease(PendingRelease release) {
+  {
+    std::lock_guard lock(release_mu_);
+    pending_releases_.push_back(std::move(release));
+    if (releasing_) return;
+    releasing_ = true;
+  }
+  std::vector<PendingRelease> batch;
+  while (true) {
+    batch.clear();
+    {
+      std::lock_guard lock(release_mu_);
+      if (pending_releases_.empty()) {
+        releasing_ = false;
+        return;
+      }
+      batch.swap(pending_releases_);
+    }
+    ReleaseBatch(batch);
+  }
+}
+
+void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
+  std::vector<ReleaseRequest> releases;
+  releases.reserve(batch.size());
+  for (const PendingRelease& ended : batch) {
+    releases.push_back(
+        ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
+  }
+  Result<std::vector<bool>> released = context_.store->ReleaseMany(releases);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::string& id = batch[i].task->def.id;
     if (debug_logs_) {
-      logger_->Debug("Release of task " + task->def.id + ": " +
-                         (!released.ok() ? released.status().message()
-                          : *released    ? "released"
-                                         : "ticket no longer held"),
-                     {{"task", task->def.id}});
+      logger_->Debug("Release of task " + id + ": " +
+                         (!released.ok()   ? released.status().message()
+                          : (*released)[i] ? "released"
+                                           : "ticket no longer held"),
+                     {{"task", id}});
     }
     if (!released.ok()) {
-      logger_->Warn("Failed to release task \"" + task->def.id + "\", " +
-                        released.status().message() + "; its lease will lapse",
-                    {{"task", task->def.id}});
+      logger_->Warn("Failed to release task \"" + id + "\", " + released.status().message() +
+                        "; its lease will lapse",
+                    {{"task", id}});
     }
   }
+  for (const PendingRelease& ended : batch) FinishGlobalRun(ended);
+}
+
+void TaskEngine::FinishGlobalRun(const PendingRelease& ended) {
+  const std::shared_ptr<Task>& task = ended.task;
   bool finished = false;
   {
     std::lock_guard lock(mu_);
-    if (task->run == run) task->run.reset();
+    if (task->run == ended.run) task->run.reset();
     if (task->phase == Task::Phase::kRunning) {
       finished = task->recurrence_stopped;
       task->phase = finished ? Task::Phase::kFinished : Task::Phase::kWaiting;
@@ -780,7 +848,7 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
     kicked_timer_ = true;
   }
   cv_.notify_all();
-  ReportRunEnd(info, duration, error);
+  ReportRunEnd(ended.info, ended.duration, ended.error);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
 }
 

@@ -125,8 +125,30 @@ class TaskEngine {
   // Dispatcher steps. Each returns having done its I/O without holding mu_.
   void RenewLeases();
   void PollAndClaim(bool sweep);
-  void StartGlobalRun(const std::shared_ptr<Task>& task, const PollEntry& entry);
+  // A ready task the dispatcher holds an executor slot for, with the poll entry that found it.
+  struct Candidate {
+    std::shared_ptr<Task> task;
+    PollEntry entry;
+  };
+  // Claims every candidate in one ClaimMany and starts the runs it won; gives back the slots of
+  // the others.
+  void ClaimAndStart(const std::vector<Candidate>& candidates);
   void ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
+  // A finished global run waiting for its release.
+  struct PendingRelease {
+    std::shared_ptr<Task> task;
+    std::shared_ptr<Run> run;
+    RunInfo info;
+    std::chrono::nanoseconds duration{0};
+    std::optional<std::string> error;
+  };
+  // Queues `release`; unless another run's thread is already releasing, releases every queued run
+  // (one ReleaseMany per round) until the queue is empty. So a lone release goes out at once, and
+  // runs that end while a release is in flight go out together in the next statement.
+  void EnqueueRelease(PendingRelease release);
+  void ReleaseBatch(std::vector<PendingRelease>& batch);
+  // Marks the run ended in this process's bookkeeping and reports it.
+  void FinishGlobalRun(const PendingRelease& ended);
   void ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
   // Calls the task function, catching exceptions. Returns the error JSON (nullopt on success).
   std::optional<std::string> Invoke(const Task& task, Run& run);
@@ -173,6 +195,12 @@ class TaskEngine {
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
+
+  // Finished global runs not yet released, and whether a run's thread is releasing them. Guarded by
+  // release_mu_, which is never held together with mu_.
+  std::mutex release_mu_;
+  std::vector<PendingRelease> pending_releases_;
+  bool releasing_ = false;
 
   Executor executor_;
   std::unique_ptr<Notifications> notifications_;

@@ -47,6 +47,30 @@ Result<std::vector<UpsertResult>> TaskStore::UpsertMany(std::span<const TaskUpse
   return results;
 }
 
+Result<std::vector<ClaimResult>> TaskStore::ClaimMany(std::span<const ClaimRequest> claims,
+                                                      std::chrono::milliseconds lease) {
+  std::vector<ClaimResult> results;
+  results.reserve(claims.size());
+  for (const ClaimRequest& claim : claims) {
+    Result<ClaimResult> claimed = Claim(claim.id, claim.ticket, claim.timeout, lease);
+    if (!claimed.ok()) return claimed.status();
+    results.push_back(*claimed);
+  }
+  return results;
+}
+
+Result<std::vector<bool>> TaskStore::ReleaseMany(std::span<const ReleaseRequest> releases) {
+  std::vector<bool> results;
+  results.reserve(releases.size());
+  for (const ReleaseRequest& release : releases) {
+    Result<bool> released =
+        Release(release.id, release.ticket, release.schedule, release.error_json);
+    if (!released.ok()) return released.status();
+    results.push_back(*released);
+  }
+  return results;
+}
+
 Result<PollResult> TaskStore::PollChanged(
     std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
     bool sweep_expired) {

@@ -1366,6 +1366,257 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   EXPECT_EQ(inbox->size(), delivered);
 }
 
+// --- Batches ----------------------------------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
+  Upsert("due-a", Schedule("PT10M"));
+  Upsert("due-b", Schedule("PT10M"));
+  Upsert("future", Schedule("PT10M", "PT1H"));
+  Upsert("manual", Schedule("manual"));
+  Upsert("held", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("held", "other-host"));
+  const TaskRow held = Row("held");
+
+  const std::vector<ClaimRequest> claims = {
+      {"due-b", "ticket-b", seconds(3)},   {"future", "ticket-f", minutes(1)},
+      {"missing", "ticket-m", minutes(1)}, {"held", "ticket-h", minutes(1)},
+      {"manual", "ticket-x", minutes(1)},  {"due-a", "ticket-a", minutes(1)},
+  };
+  const WallTime before = Now();
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, seconds(5));
+  const WallTime after = Now();
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), claims.size());
+  const std::vector<bool> expected = {true, false, false, false, false, true};
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    EXPECT_EQ((*claimed)[i].claimed, expected[i]) << claims[i].id;
+    EXPECT_TRUE(Within((*claimed)[i].db_now, before, after)) << claims[i].id;
+    EXPECT_EQ((*claimed)[i].expires_at.has_value(), expected[i]) << claims[i].id;
+  }
+
+  // Each claimed row holds its own ticket and expires after the shorter of its timeout and the
+  // lease, as a single Claim would write it.
+  const TaskRow b = Row("due-b");
+  EXPECT_EQ(b.current_run_ticket, "ticket-b");
+  ASSERT_TRUE(b.current_run_started_at.has_value());
+  EXPECT_TRUE(Within(b.current_run_started_at, before, after));
+  EXPECT_TRUE(Same(b.current_run_expires_at, *b.current_run_started_at + seconds(3)));
+  EXPECT_TRUE(Same((*claimed)[0].expires_at, *b.current_run_started_at + seconds(3)));
+  const TaskRow a = Row("due-a");
+  EXPECT_EQ(a.current_run_ticket, "ticket-a");
+  ASSERT_TRUE(a.current_run_started_at.has_value());
+  EXPECT_TRUE(Same(a.current_run_expires_at, *a.current_run_started_at + seconds(5)));
+  EXPECT_EQ(ToTaskState(a, TimeZone::Utc()).status, TaskState::Status::kRunning);
+
+  EXPECT_EQ(Row("held"), held);
+  EXPECT_FALSE(Row("future").current_run_ticket.has_value());
+  EXPECT_FALSE(Row("manual").current_run_ticket.has_value());
+  EXPECT_FALSE(fixture_->GetRawRow("missing").has_value());
+
+  // The claimed runs are ordinary runs: renewed, released one at a time, claimable again.
+  Result<LeaseStatus> renewed = store_->RenewLease("due-a", "ticket-a", minutes(1), minutes(1));
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(*renewed, LeaseStatus::kHeld);
+  EXPECT_TRUE(Release("due-a", "ticket-a", Schedule("PT0S")));
+  Result<std::vector<ClaimResult>> again = store_->ClaimMany(
+      std::vector<ClaimRequest>{{"due-a", "ticket-a2", minutes(1)}, {"due-b", "t", minutes(1)}},
+      minutes(1));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->size(), 2u);
+  EXPECT_TRUE((*again)[0].claimed);
+  EXPECT_FALSE((*again)[1].claimed);
+  EXPECT_EQ(Row("due-a").current_run_ticket, "ticket-a2");
+  EXPECT_EQ(Row("due-b").current_run_ticket, "ticket-b");
+
+  Result<std::vector<ClaimResult>> none = store_->ClaimMany({}, minutes(1));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
+  const TaskSchedule duration = Schedule("PT10M");
+  const TaskSchedule cron = Schedule("* * * * * *");
+  const TaskSchedule manual = Schedule("manual");
+  Upsert("duration", duration);
+  Upsert("cron", cron);
+  Upsert("manual", manual);
+  ASSERT_TRUE(store_->Trigger("manual").ok());
+  Upsert("cancelled", duration);
+  Upsert("stolen", duration);
+  const std::optional<WallTime> scheduled = Row("duration").next_run_start_at;
+  const std::optional<WallTime> cancelled_scheduled = Row("cancelled").next_run_start_at;
+  ASSERT_TRUE(scheduled.has_value());
+  ASSERT_TRUE(cancelled_scheduled.has_value());
+  ASSERT_TRUE(Claim("duration", "t-duration"));
+  ASSERT_TRUE(Claim("cron", "t-cron"));
+  ASSERT_TRUE(Claim("manual", "t-manual"));
+  ASSERT_TRUE(Claim("cancelled", "t-cancelled"));
+  ASSERT_TRUE(store_->Cancel("cancelled", minutes(1)).ok());
+  ASSERT_TRUE(Claim("stolen", "t-thief"));
+  const TaskRow stolen = Row("stolen");
+
+  const std::vector<ReleaseRequest> releases = {
+      {"cron", "t-cron", cron, std::nullopt},
+      {"stolen", "t-stolen", duration, std::nullopt},
+      {"duration", "t-duration", duration, ErrorJson("boom")},
+      {"missing", "t-missing", duration, std::nullopt},
+      {"cancelled", "t-cancelled", duration, std::nullopt},
+      {"manual", "t-manual", manual, std::nullopt},
+  };
+  const WallTime before = Now();
+  Result<std::vector<bool>> released = store_->ReleaseMany(releases);
+  const WallTime after = Now();
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_EQ(*released, (std::vector<bool>{true, false, true, false, true, true}));
+
+  const TaskRow d = Row("duration");
+  EXPECT_FALSE(d.current_run_ticket.has_value());
+  EXPECT_FALSE(d.current_run_started_at.has_value());
+  EXPECT_FALSE(d.current_run_expires_at.has_value());
+  EXPECT_TRUE(Within(d.last_run_ended_at, before, after));
+  EXPECT_EQ(d.last_run_error_json, ErrorJson("boom"));
+  EXPECT_TRUE(Same(d.next_run_start_at, *scheduled + minutes(10)));
+
+  const TaskRow c = Row("cron");
+  EXPECT_FALSE(c.current_run_ticket.has_value());
+  EXPECT_EQ(c.last_run_error_json, std::nullopt);
+  EXPECT_TRUE(
+      Within(c.next_run_start_at, CronNext("* * * * * *", before), CronNext("* * * * * *", after)));
+
+  const TaskRow m = Row("manual");
+  EXPECT_FALSE(m.current_run_ticket.has_value());
+  EXPECT_FALSE(m.next_run_start_at.has_value());
+
+  const TaskRow x = Row("cancelled");
+  EXPECT_FALSE(x.current_run_ticket.has_value());
+  EXPECT_EQ(x.last_run_error_json, kCancelledJson);
+  EXPECT_TRUE(Same(x.next_run_start_at, *cancelled_scheduled + minutes(10)));
+
+  EXPECT_EQ(Row("stolen"), stolen);
+  EXPECT_FALSE(fixture_->GetRawRow("missing").has_value());
+
+  // Released again with the same tickets: nothing holds them any more.
+  Result<std::vector<bool>> twice = store_->ReleaseMany(releases);
+  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  EXPECT_EQ(*twice, std::vector<bool>(releases.size(), false));
+  EXPECT_EQ(Row("duration"), d);
+
+  Result<std::vector<bool>> none = store_->ReleaseMany({});
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
+  if (!fixture_->supports_notifications()) {
+    GTEST_SKIP() << "this store does not deliver notifications";
+  }
+  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
+  auto inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription =
+      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
+  ASSERT_NE(subscription, nullptr);
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("batch-1", schedule);
+  Upsert("batch-2", schedule);
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
+      std::vector<ClaimRequest>{{"batch-1", "t1", minutes(1)}, {"batch-2", "t2", minutes(1)}},
+      minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  Result<std::vector<bool>> released = store_->ReleaseMany(std::vector<ReleaseRequest>{
+      {"batch-1", "t1", schedule, std::nullopt}, {"batch-2", "t2", schedule, std::nullopt}});
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_EQ(*released, (std::vector<bool>{true, true}));
+  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
+  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
+}
+
+TEST_F(TaskStoreContractTest, EachRowHasExactlyOneWinnerWhenHostsClaimManyAtOnce) {
+  constexpr int kHosts = 4;
+  constexpr int kTasks = 6;
+  const int rounds = std::max(1, fixture_->claim_race_rounds() / 4);
+  const TaskSchedule schedule = Schedule("PT0S");
+  std::vector<std::unique_ptr<TaskStore>> hosts;
+  for (int i = 0; i < kHosts; ++i) {
+    hosts.push_back(fixture_->OpenStore());
+    ASSERT_NE(hosts.back(), nullptr);
+  }
+  std::vector<std::string> ids;
+  for (int t = 0; t < kTasks; ++t) {
+    ids.push_back("many-" + std::to_string(t));
+    ASSERT_TRUE(Upsert(ids.back(), schedule).has_value());
+  }
+  // results[h][t]: the ticket host h won task t with (empty: lost); "!" marks a failed call.
+  std::vector<std::vector<std::string>> results(kHosts, std::vector<std::string>(kTasks));
+  std::barrier sync(kHosts + 1);
+  std::vector<std::jthread> threads;
+  threads.reserve(kHosts);
+  for (int h = 0; h < kHosts; ++h) {
+    threads.emplace_back([&, h] {
+      for (int round = 0; round < rounds; ++round) {
+        sync.arrive_and_wait();
+        std::vector<ClaimRequest> claims;
+        // Each host asks in its own order (rotated, every other one reversed).
+        for (int k = 0; k < kTasks; ++k) {
+          const int rotated = (k + h) % kTasks;
+          const int t = h % 2 == 0 ? rotated : kTasks - 1 - rotated;
+          claims.push_back(
+              {ids[static_cast<std::size_t>(t)],
+               "r" + std::to_string(round) + "-h" + std::to_string(h) + "-t" + std::to_string(t),
+               minutes(1)});
+        }
+        Result<std::vector<ClaimResult>> claimed =
+            hosts[static_cast<std::size_t>(h)]->ClaimMany(claims, minutes(1));
+        std::vector<std::string>& mine = results[static_cast<std::size_t>(h)];
+        std::fill(mine.begin(), mine.end(), std::string());
+        for (std::size_t i = 0; i < claims.size(); ++i) {
+          const std::size_t t = static_cast<std::size_t>(
+              std::find(ids.begin(), ids.end(), claims[i].id) - ids.begin());
+          if (!claimed.ok()) {
+            mine[t] = "!";
+          } else if ((*claimed)[i].claimed) {
+            mine[t] = claims[i].ticket;
+          }
+        }
+        sync.arrive_and_wait();
+      }
+    });
+  }
+
+  int bad = 0;
+  int failed = 0;
+  std::string first_bad;
+  for (int round = 0; round < rounds; ++round) {
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();
+    std::vector<ReleaseRequest> releases;
+    for (int t = 0; t < kTasks; ++t) {
+      int winners = 0;
+      for (int h = 0; h < kHosts; ++h) {
+        const std::string& ticket =
+            results[static_cast<std::size_t>(h)][static_cast<std::size_t>(t)];
+        if (ticket == "!") {
+          ++failed;
+        } else if (!ticket.empty()) {
+          ++winners;
+          releases.push_back({ids[static_cast<std::size_t>(t)], ticket, schedule, std::nullopt});
+        }
+      }
+      if (winners != 1 && bad++ == 0) {
+        first_bad = "round " + std::to_string(round) + ", " + ids[static_cast<std::size_t>(t)] +
+                    ": " + std::to_string(winners) + " winners";
+      }
+    }
+    Result<std::vector<bool>> released = store_->ReleaseMany(releases);
+    if (!released.ok() || std::count(released->begin(), released->end(), true) !=
+                              static_cast<std::ptrdiff_t>(releases.size())) {
+      ++failed;
+    }
+  }
+  threads.clear();
+  EXPECT_EQ(bad, 0) << first_bad << " (of " << rounds << " rounds)";
+  EXPECT_EQ(failed, 0);
+}
+
 // --- Mutual exclusion -------------------------------------------------------------------------
 
 TEST_F(TaskStoreContractTest, ExactlyOneOfEightHostsWinsEachClaimRace) {

@@ -114,6 +114,22 @@ struct ClaimResult {
   std::optional<WallTime> expires_at;  // current_run_expires_at written (when claimed)
 };
 
+// One claim of a batch (ClaimMany): the task, the fresh ticket its run is to hold, and the run's
+// timeout.
+struct ClaimRequest {
+  std::string id;
+  std::string ticket;
+  std::chrono::milliseconds timeout{0};
+};
+
+// One release of a batch (ReleaseMany), with Release's arguments.
+struct ReleaseRequest {
+  std::string id;
+  std::string ticket;
+  TaskSchedule schedule;
+  std::optional<std::string> error_json;
+};
+
 // A change announced by a writer, delivered to listeners (PostgreSQL LISTEN/NOTIFY; in-process
 // for the memory store).
 struct StoreEvent {
@@ -189,6 +205,16 @@ class TaskStore {
                                     std::chrono::milliseconds timeout,
                                     std::chrono::milliseconds lease) = 0;
 
+  // Claims several tasks at once, each by Claim's rules with its own ticket and timeout and the
+  // shared `lease`; returns one ClaimResult per request, in request order (claimed false for a row
+  // that is missing, not due, held, or being written by another statement at that moment). Ids
+  // must be distinct. One round trip on PostgreSQL (rows another session has locked are skipped
+  // rather than waited for, so concurrent batches never deadlock); one transaction on SQLite. The
+  // default runs Claim for each request. Errors: kUnavailable (then no result is known; a
+  // claim may have been written, and its lease lapses).
+  virtual Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                                     std::chrono::milliseconds lease);
+
   // Extends the run's expiry to min(started + timeout, now + lease) while `ticket`, plain or marked
   // by a cancel (CancelRequestedTicket), still holds the row. Returns kCancelRequested when the
   // marked form holds it (the run must stop, and still release), kLost if neither does
@@ -206,6 +232,12 @@ class TaskStore {
   virtual Result<bool> Release(const std::string& id, const std::string& ticket,
                                const TaskSchedule& schedule,
                                const std::optional<std::string>& error_json) = 0;
+
+  // Ends several runs at once, each by Release's rules (a cancelled run records the cancel); returns
+  // one flag per request, in request order: whether its ticket still held the row. Ids must be
+  // distinct. One round trip on PostgreSQL (rows locked in id order); one transaction on SQLite.
+  // The default runs Release for each request. Errors: kUnavailable.
+  virtual Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases);
 
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
   // "Task {id} is currently running"; kUnavailable.

@@ -169,12 +169,15 @@ class PostgresTaskStore final : public TaskStore {
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override;
+  Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease) override;
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override;
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
+  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   void SetCallTimeout(std::chrono::milliseconds timeout) override {
@@ -548,8 +551,10 @@ Status PostgresTaskStore::WarmUp() {
       &s.poll_changed_and_sweep,
       &s.poll_and_sweep,
       &s.claim,
+      &s.claim_many,
       &s.renew_lease,
       &s.release,
+      &s.release_many,
       &s.trigger,
       &s.read_for_cancel,
       &s.mark_cancelled,
@@ -614,6 +619,53 @@ Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::s
   return ClaimResult{expires->has_value(), *now, *expires};
 }
 
+Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(
+    std::span<const ClaimRequest> claims, std::chrono::milliseconds lease) {
+  if (claims.empty()) return std::vector<ClaimResult>();
+  std::string ids = "{";
+  std::string tickets = "{";
+  std::string timeouts = "{";
+  std::unordered_map<std::string_view, std::size_t> index_of;
+  index_of.reserve(claims.size());
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    if (i > 0) {
+      ids += ',';
+      tickets += ',';
+      timeouts += ',';
+    }
+    AppendQuoted(ids, claims[i].id);
+    AppendQuoted(tickets, claims[i].ticket);
+    timeouts += std::to_string(claims[i].timeout.count());
+    index_of.emplace(claims[i].id, i);
+  }
+  ids += '}';
+  tickets += '}';
+  timeouts += '}';
+  PgParams params;
+  params.Add(std::move(ids))
+      .Add(std::move(tickets))
+      .Add(std::move(timeouts))
+      .Add(static_cast<long long>(lease.count()));
+  Result<Executed> executed = Run("claim", sql::TaskStatements().claim_many, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  Result<WallTime> now = ObserveNow(*executed, 0, 2);
+  if (!now.ok()) return now.status();
+  std::vector<ClaimResult> results(claims.size(), ClaimResult{false, *now, std::nullopt});
+  for (int row = 0; row < result.rows(); ++row) {
+    if (result.IsNull(row, 0)) continue;
+    const auto found = index_of.find(result.Get(row, 0));
+    if (found == index_of.end()) {
+      return InternalError(fmt::format("{}: claim returned an unknown task", where_));
+    }
+    Result<std::optional<WallTime>> expires = TimeAt(result, row, 1);
+    if (!expires.ok()) return expires.status();
+    results[found->second].claimed = true;
+    results[found->second].expires_at = *expires;
+  }
+  return results;
+}
+
 Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id,
                                                   const std::string& ticket,
                                                   std::chrono::milliseconds timeout,
@@ -649,6 +701,65 @@ Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string
   if (executed->result.rows() == 0) return false;
   if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
   return true;
+}
+
+Result<std::vector<bool>> PostgresTaskStore::ReleaseMany(std::span<const ReleaseRequest> releases) {
+  if (releases.empty()) return std::vector<bool>();
+  std::string ids = "{";
+  std::string tickets = "{";
+  std::string errors = "{";
+  std::string marked = "{";
+  PlanArrays next;
+  std::unordered_map<std::string_view, std::size_t> index_of;
+  index_of.reserve(releases.size());
+  const WallTime db_now = db_clock_.Now();
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    const ReleaseRequest& release = releases[i];
+    Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, db_now);
+    if (!plan.ok()) return plan.status();
+    if (i > 0) {
+      ids += ',';
+      tickets += ',';
+      errors += ',';
+      marked += ',';
+    }
+    AppendQuoted(ids, release.id);
+    AppendQuoted(tickets, release.ticket);
+    if (release.error_json) {
+      AppendQuoted(errors, *release.error_json);
+    } else {
+      errors += "NULL";
+    }
+    AppendQuoted(marked, CancelRequestedTicket(release.ticket));
+    next.Add(*plan);
+    index_of.emplace(release.id, i);
+  }
+  ids += '}';
+  tickets += '}';
+  errors += '}';
+  marked += '}';
+  next.Close();
+  PgParams params;
+  params.Add(std::move(ids)).Add(std::move(tickets));
+  params.Add(std::move(next.kinds)).Add(std::move(next.seconds)).Add(std::move(next.instants));
+  params.Add(std::move(errors))
+      .Add(std::move(marked))
+      .Add(ErrorJson("Task was cancelled"))
+      .Add(channel_);
+  Result<Executed> executed = Run("release", sql::TaskStatements().release_many, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 1); !now.ok()) return now.status();
+  std::vector<bool> results(releases.size(), false);
+  for (int row = 0; row < result.rows(); ++row) {
+    if (result.IsNull(row, 0)) continue;
+    const auto found = index_of.find(result.Get(row, 0));
+    if (found == index_of.end()) {
+      return InternalError(fmt::format("{}: release returned an unknown task", where_));
+    }
+    results[found->second] = true;
+  }
+  return results;
 }
 
 Status PostgresTaskStore::Trigger(const std::string& id) {

@@ -26,6 +26,22 @@ std::string Plan(int kind, bool in_update) {
       kind, kind + 1, kind + 2, scheduled_plus);
 }
 
+// As PlanColumns, for an UPDATE of `table`: also 'scheduled_plus', which reads the row's own
+// next_run_start_at.
+std::string PlanColumnsInUpdate(std::string_view from, std::string_view prefix,
+                                std::string_view table) {
+  return fmt::format(
+      "CASE {0}.{1}_kind"
+      " WHEN 'null' THEN NULL"
+      " WHEN 'now' THEN now()"
+      " WHEN 'now_plus' THEN now() + {0}.{1}_seconds * interval '1 second'"
+      " WHEN 'instant' THEN {0}.{1}_instant"
+      " WHEN 'scheduled_plus' THEN"
+      " greatest({2}.next_run_start_at + {0}.{1}_seconds * interval '1 second', now())"
+      " END",
+      from, prefix, table);
+}
+
 // The next-run expression of a plan held in the columns `kind`, `seconds` and `instant` of `from`.
 std::string PlanColumns(std::string_view from, std::string_view prefix) {
   return fmt::format(
@@ -199,6 +215,33 @@ WITH claimed AS (
 SELECT now(), (SELECT current_run_expires_at FROM claimed)
 )sql";
 
+  // Rows are locked in id order and rows another session holds are skipped, so concurrent batches
+  // never wait on each other (nor deadlock); the claim conditions are checked again on the locked
+  // row's latest version.
+  std::string claim_many = R"sql(
+WITH input AS (
+  SELECT u.id, u.ticket, u.timeout_ms
+  FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id, ticket, timeout_ms)
+), locked AS (
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
+  WHERE t.id = ANY ($1::text[]) AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+  ORDER BY t.id
+  FOR UPDATE SKIP LOCKED
+), claimed AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET current_run_ticket = i.ticket,
+      current_run_started_at = now(),
+      current_run_expires_at = now() + least(i.timeout_ms, $4::float8) * interval '1 millisecond'
+  FROM input AS i
+  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
+    AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+  RETURNING t.id, t.current_run_expires_at
+)
+SELECT id, current_run_expires_at, now() FROM claimed
+UNION ALL
+SELECT NULL, NULL, now()
+)sql";
+
   std::string renew_lease = R"sql(
 UPDATE backstage_backend_tasks__tasks
 SET current_run_expires_at = least(current_run_started_at + $3::float8 * interval '1 millisecond',
@@ -219,6 +262,38 @@ WHERE id = $1::text AND current_run_ticket IN ($2::text, $9::text)
 RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
 )sql",
                                     fmt::arg("next", Plan(3, true)));
+
+  // Rows are locked in id order first, so two batches touching the same rows cannot deadlock.
+  std::string release_many = fmt::format(R"sql(
+WITH input AS (
+  SELECT u.id, u.ticket, u.next_kind, u.next_seconds, u.next_instant, u.error_json, u.marked
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
+              $7::text[])
+       AS u(id, ticket, next_kind, next_seconds, next_instant, error_json, marked)
+), locked AS (
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
+  WHERE t.id = ANY ($1::text[])
+  ORDER BY t.id
+  FOR UPDATE
+), released AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET next_run_start_at = {next},
+      current_run_ticket = NULL,
+      current_run_started_at = NULL,
+      current_run_expires_at = NULL,
+      last_run_ended_at = now(),
+      last_run_error_json = CASE WHEN t.current_run_ticket = i.marked THEN $8::text
+                                 ELSE i.error_json END
+  FROM input AS i
+  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
+    AND t.current_run_ticket IN (i.ticket, i.marked)
+  RETURNING t.id
+)
+SELECT r.id, now(), pg_notify($9::text, 'release:' || r.id) FROM released AS r
+UNION ALL
+SELECT NULL, now(), NULL
+)sql",
+                                         fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")));
 
   std::string trigger = R"sql(
 WITH target AS (
@@ -287,8 +362,10 @@ const Statements& TaskStatements() {
                                  texts->poll_changed_and_sweep.c_str()},
       .poll_and_sweep = {2, "stagehand_poll_and_sweep", texts->poll_and_sweep.c_str()},
       .claim = {3, "stagehand_claim", texts->claim.c_str()},
+      .claim_many = {16, "stagehand_claim_many", texts->claim_many.c_str()},
       .renew_lease = {4, "stagehand_renew_lease", texts->renew_lease.c_str()},
       .release = {5, "stagehand_release", texts->release.c_str()},
+      .release_many = {17, "stagehand_release_many", texts->release_many.c_str()},
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
       .read_for_cancel = {7, "stagehand_read_for_cancel", texts->read_for_cancel.c_str()},
       .mark_cancelled = {15, "stagehand_mark_cancelled", texts->mark_cancelled.c_str()},

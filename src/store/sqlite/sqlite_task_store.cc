@@ -180,30 +180,49 @@ class SqliteTaskStore final : public TaskStore {
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override {
     std::lock_guard lock(mu_);
-    ClaimResult result;
-    {
-      Result<SqliteStatement> stmt = db_->Prepare(sql::kClaim);
-      if (!stmt.ok()) return stmt.status();
-      stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(std::min(timeout, lease)));
-      const WallTime sent = clock_.Now();
-      Result<bool> row = stmt->Step("claiming a task");
-      if (!row.ok()) return row.status();
-      if (*row) {
-        Result<WallTime> started = ObserveNow(*stmt, 0, sent);
-        if (!started.ok()) return started.status();
-        Result<std::optional<WallTime>> expires = ReadTime(*stmt, 1, id);
-        if (!expires.ok()) return expires.status();
-        result.claimed = true;
-        result.db_now = *started;
-        result.expires_at = *expires;
-        STAGEHAND_RETURN_IF_ERROR(stmt->Run("claiming a task"));
-        return result;
-      }
+    return ClaimLocked(id, ticket, timeout, lease);
+  }
+
+  Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease) override {
+    if (claims.empty()) return std::vector<ClaimResult>();
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    std::vector<ClaimResult> results;
+    results.reserve(claims.size());
+    for (const ClaimRequest& claim : claims) {
+      Result<ClaimResult> claimed = ClaimLocked(claim.id, claim.ticket, claim.timeout, lease);
+      if (!claimed.ok()) return claimed.status();
+      results.push_back(*claimed);
     }
-    Result<WallTime> now = NowLocked();
-    if (!now.ok()) return now.status();
-    result.db_now = *now;
-    return result;
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return results;
+  }
+
+  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override {
+    if (releases.empty()) return std::vector<bool>();
+    std::vector<NextRunPlan> plans;
+    plans.reserve(releases.size());
+    const WallTime db_now = db_clock_.Now();
+    for (const ReleaseRequest& release : releases) {
+      Result<NextRunPlan> next = store_internal::PlanReleaseNext(release.schedule, db_now);
+      if (!next.ok()) return next.status();
+      plans.push_back(*next);
+    }
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    std::vector<bool> results;
+    results.reserve(releases.size());
+    for (std::size_t i = 0; i < releases.size(); ++i) {
+      Result<bool> released =
+          ReleaseLocked(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json);
+      if (!released.ok()) return released.status();
+      results.push_back(*released);
+    }
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return results;
   }
 
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
@@ -331,6 +350,36 @@ class SqliteTaskStore final : public TaskStore {
   }
 
  private:
+  // Claim, with mu_ held.
+  Result<ClaimResult> ClaimLocked(const std::string& id, const std::string& ticket,
+                                  std::chrono::milliseconds timeout,
+                                  std::chrono::milliseconds lease) {
+    ClaimResult result;
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kClaim);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(std::min(timeout, lease)));
+      const WallTime sent = clock_.Now();
+      Result<bool> row = stmt->Step("claiming a task");
+      if (!row.ok()) return row.status();
+      if (*row) {
+        Result<WallTime> started = ObserveNow(*stmt, 0, sent);
+        if (!started.ok()) return started.status();
+        Result<std::optional<WallTime>> expires = ReadTime(*stmt, 1, id);
+        if (!expires.ok()) return expires.status();
+        result.claimed = true;
+        result.db_now = *started;
+        result.expires_at = *expires;
+        STAGEHAND_RETURN_IF_ERROR(stmt->Run("claiming a task"));
+        return result;
+      }
+    }
+    Result<WallTime> now = NowLocked();
+    if (!now.ok()) return now.status();
+    result.db_now = *now;
+    return result;
+  }
+
   // Reads a timestamp column of task `id`: NULL, our or Backstage's text, or integer epoch
   // milliseconds.
   Result<std::optional<WallTime>> ReadTime(const SqliteStatement& stmt, int column,
