@@ -56,6 +56,8 @@ struct TaskEngine::Task {
   std::optional<std::int64_t> known_version;
   std::optional<WallTime> known_next;
   bool poll_requested = false;
+  // When to poll at the latest because another host released the row (a delayed poll_requested).
+  MonoTime poll_at = kMonoInfinity;
   bool recurrence_stopped = false;
   std::shared_ptr<Run> run;
   // What only local tasks have (kept apart: a process may hold many thousands of global tasks).
@@ -408,7 +410,7 @@ bool TaskEngine::DispatcherHasWork(MonoTime now) const {
   for (const auto& [id, task] : tasks_) {
     if (task->def.scope != TaskScope::kGlobal || task->phase != Task::Phase::kWaiting) continue;
     any_waiting = true;
-    if (task->poll_requested || task->wake_at <= now) return true;
+    if (task->poll_requested || task->wake_at <= now || task->poll_at <= now) return true;
   }
   return any_waiting && (now >= next_safety_poll_ || now >= next_sweep_);
 }
@@ -425,7 +427,7 @@ MonoTime TaskEngine::NextDispatcherWake() const {
     }
     if (can_claim && task->phase == Task::Phase::kWaiting) {
       any_waiting = true;
-      next = std::min(next, task->wake_at);
+      next = std::min({next, task->wake_at, task->poll_at});
     }
   }
   if (any_waiting) next = std::min({next, next_safety_poll_, next_sweep_});
@@ -548,6 +550,7 @@ void TaskEngine::PollAndClaim(bool sweep) {
         known_versions.push_back(task->known_version);
         polled_tasks.push_back(task);
         task->poll_requested = false;
+        task->poll_at = kMonoInfinity;
       }
     }
   }
@@ -1030,6 +1033,7 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   {
     std::lock_guard lock(mu_);
     const MonoTime now = clock_.MonoNow();
+    bool kick = false;
     const auto apply = [&](Task& task) {
       if (task.def.scope != TaskScope::kGlobal) return;
       if (task.run && task.run->ours &&
@@ -1037,13 +1041,24 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
            event.kind == StoreEvent::Kind::kResync || event.kind == StoreEvent::Kind::kDelete)) {
         task.run->renew_at = now;  // verify the ticket now
       }
-      if (task.phase == Task::Phase::kWaiting) task.poll_requested = true;
+      if (task.phase != Task::Phase::kWaiting) return;
+      if (event.kind == StoreEvent::Kind::kRelease &&
+          context_.options.release_poll_delay.count() > 0) {
+        task.poll_at = std::min(task.poll_at, now + context_.options.release_poll_delay);
+        // The parked dispatcher only needs waking when this moved its deadline earlier.
+        kick = kick || !dispatcher_parked_ || task.poll_at < dispatcher_deadline_;
+      } else {
+        task.poll_requested = true;
+        kick = true;
+      }
     };
     if (event.kind == StoreEvent::Kind::kResync) {
       for (const auto& [id, task] : tasks_) apply(*task);
     } else if (auto it = tasks_.find(event.task_id); it != tasks_.end()) {
       apply(*it->second);
     }
+    if (event.kind != StoreEvent::Kind::kRelease) kick = true;
+    if (!kick) return;
     kicked_dispatcher_ = true;
   }
   cv_.notify_all();

@@ -20,6 +20,10 @@ struct EngineOptions {
   int max_concurrency = 32;
   // How long Shutdown waits for running tasks to return after signalling their stop tokens.
   std::chrono::milliseconds shutdown_grace{10000};
+  // How long a host waits before re-polling after another host announced a release (PostgreSQL
+  // NOTIFY). Releases of many runs then cost one poll per window instead of one each; the run's
+  // next start is rarely sooner (the releasing host itself re-polls at once). Zero: poll at once.
+  std::chrono::milliseconds release_poll_delay{20};
   // Pause before retrying after the database failed.
   std::chrono::milliseconds retry_backoff{1000};
 };

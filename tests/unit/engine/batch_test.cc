@@ -1,0 +1,165 @@
+// Global tasks due together: claimed in one ClaimMany, released through ReleaseMany, and the
+// delayed re-poll after another host's release.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "engine_harness.h"
+
+namespace stagehand::engine_internal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Forwards every call to a MemoryTaskStore and records the sizes of the batched claims and
+// releases. Thread-safe.
+class CountingStore final : public TaskStore {
+ public:
+  explicit CountingStore(std::shared_ptr<testing::MemoryTaskStore> inner)
+      : inner_(std::move(inner)) {}
+
+  std::vector<std::size_t> claim_batches() const {
+    std::lock_guard lock(mu_);
+    return claim_batches_;
+  }
+  std::vector<std::size_t> release_batches() const {
+    std::lock_guard lock(mu_);
+    return release_batches_;
+  }
+  int single_releases() const {
+    std::lock_guard lock(mu_);
+    return single_releases_;
+  }
+
+  const std::string& plugin_id() const override { return inner_->plugin_id(); }
+  Status Migrate() override { return inner_->Migrate(); }
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
+    return inner_->Upsert(id, schedule);
+  }
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override {
+    return inner_->UpsertMany(tasks);
+  }
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
+    return inner_->Poll(ids, sweep_expired);
+  }
+  Result<PollResult> PollChanged(std::span<const std::string> ids,
+                                 std::span<const std::optional<std::int64_t>> known_versions,
+                                 bool sweep_expired) override {
+    return inner_->PollChanged(ids, known_versions, sweep_expired);
+  }
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override {
+    return inner_->Claim(id, ticket, timeout, lease);
+  }
+  Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease) override {
+    {
+      std::lock_guard lock(mu_);
+      claim_batches_.push_back(claims.size());
+    }
+    return inner_->ClaimMany(claims, lease);
+  }
+  Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
+                                 std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds lease) override {
+    return inner_->RenewLease(id, ticket, timeout, lease);
+  }
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override {
+    {
+      std::lock_guard lock(mu_);
+      ++single_releases_;
+    }
+    return inner_->Release(id, ticket, schedule, error_json);
+  }
+  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override {
+    {
+      std::lock_guard lock(mu_);
+      release_batches_.push_back(releases.size());
+    }
+    return inner_->ReleaseMany(releases);
+  }
+  Status Trigger(const std::string& id) override { return inner_->Trigger(id); }
+  Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
+    return inner_->Cancel(id, hold);
+  }
+  Result<std::vector<std::string>> SweepExpired() override { return inner_->SweepExpired(); }
+  Result<std::vector<TaskRow>> States() override { return inner_->States(); }
+  Status Delete(const std::string& id) override { return inner_->Delete(id); }
+  Result<WallTime> DatabaseNow() override { return inner_->DatabaseNow(); }
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override {
+    return inner_->Listen(std::move(handler));
+  }
+
+ private:
+  std::shared_ptr<testing::MemoryTaskStore> inner_;
+  mutable std::mutex mu_;
+  std::vector<std::size_t> claim_batches_;
+  std::vector<std::size_t> release_batches_;
+  int single_releases_ = 0;
+};
+
+std::size_t Sum(const std::vector<std::size_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+}
+
+TEST_F(EngineTest, TasksDueTogetherAreClaimedInOneStatementAndReleasedInBatches) {
+  auto counting = std::make_shared<CountingStore>(store_);
+  TaskEngine& engine = StartEngine(counting, Options());
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  std::vector<EngineTask> tasks;
+  for (int i = 0; i < 5; ++i) {
+    tasks.push_back(Task("due-" + std::to_string(i), Schedule("PT1M"), probe.Fn()));
+  }
+  ASSERT_TRUE(engine.RegisterMany(std::move(tasks)).ok());
+  ASSERT_TRUE(probe.WaitCalls(5));
+  EXPECT_EQ(counting->claim_batches(), std::vector<std::size_t>{5});
+
+  probe.Release();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(recorder_->WaitFor("completed", "due-" + std::to_string(i), 1));
+  }
+  Settle();
+  EXPECT_EQ(Sum(counting->release_batches()), 5u);
+  EXPECT_EQ(counting->single_releases(), 0);
+  for (int i = 0; i < 5; ++i) {
+    const std::optional<TaskRow> row = Row("due-" + std::to_string(i));
+    ASSERT_TRUE(row);
+    EXPECT_EQ(row->current_run_ticket, std::nullopt);
+    EXPECT_EQ(row->next_run_start_at, clock_.Now() + seconds(60));
+  }
+}
+
+TEST_F(EngineTest, AnotherHostsReleaseIsPickedUpAfterTheReleasePollDelay) {
+  EngineOptions options = Options();
+  options.release_poll_delay = milliseconds(20);
+  TaskEngine& a = StartEngine(store_, options);
+  Probe& probe_a = MakeProbe();
+  probe_a.Hold();
+  ASSERT_TRUE(a.Register(Task("shared", Schedule("PT0S"), probe_a.Fn())).ok());
+  ASSERT_TRUE(probe_a.WaitCalls(1));
+
+  TaskEngine& b = StartEngine(OtherHostStore(), options);
+  Probe& probe_b = MakeProbe();
+  ASSERT_TRUE(b.Register(Task("shared", Schedule("PT0S"), probe_b.Fn())).ok());
+  Settle();
+  EXPECT_EQ(probe_b.calls(), 0);
+
+  // A stops registering the task, so only B can run it next; A's release announces the row due.
+  // (The memory store delivers the release event before A's Shutdown returns.)
+  a.Shutdown();
+  ASSERT_TRUE(b.WaitIdleForTesting());
+  EXPECT_EQ(probe_b.calls(), 0) << "B polled before the release poll delay";
+  clock_.Advance(milliseconds(19));
+  ASSERT_TRUE(b.WaitIdleForTesting());
+  EXPECT_EQ(probe_b.calls(), 0) << "B polled before the release poll delay";
+  clock_.Advance(milliseconds(1));
+  ASSERT_TRUE(probe_b.WaitCalls(1));
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
