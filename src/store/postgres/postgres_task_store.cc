@@ -581,9 +581,28 @@ Status PostgresTaskStore::WarmUp() {
   release.AddNull().Add(channel_).Add("release").Add(CancelRequestedTicket("warm-up")).AddNull();
   PgParams trigger;
   trigger.Add(no_such_id).Add(channel_);
+  const std::string ids = TextArray(std::span<const std::string>(&no_such_id, 1));
+  PgParams claim_many;  // ids, tickets, timeouts ms, lease ms
+  claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL);
+  PgParams release_many;  // ids, tickets, next plans, error JSONs, marked tickets, ...
+  release_many.Add(ids)
+      .Add("{warm-up}")
+      .Add("{" + std::string(sql::kPlanNull) + "}")
+      .Add("{0}")
+      .Add("{NULL}")
+      .Add("{NULL}")
+      .Add("{" + CancelRequestedTicket("warm-up") + "}")
+      .AddNull()
+      .Add(channel_);
   const std::pair<const PgStatement*, const PgParams*> runs[] = {
-      {&s.poll_changed, &empty_poll}, {&s.claim, &claim},     {&s.renew_lease, &renew},
-      {&s.release, &release},         {&s.trigger, &trigger}, {&s.read_for_cancel, &one_id},
+      {&s.poll_changed, &empty_poll},
+      {&s.claim, &claim},
+      {&s.claim_many, &claim_many},
+      {&s.renew_lease, &renew},
+      {&s.release, &release},
+      {&s.release_many, &release_many},
+      {&s.trigger, &trigger},
+      {&s.read_for_cancel, &one_id},
   };
   return pool_.WarmUp([&](PgConnection& connection) -> Status {
     if (connection.warmed()) return Status::Ok();
