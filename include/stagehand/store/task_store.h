@@ -42,9 +42,9 @@ struct TaskRow {
 // last_run_error_json counts as absent.
 TaskState ToTaskState(const TaskRow& row, const TimeZone& zone);
 
-// A run that a cancel asked to stop keeps its row, with its ticket rewritten to this prefix followed
-// by the ticket, until its owner releases it (or the janitor sweeps it). Every statement that
-// treats a NULL ticket as free (claim, trigger, readiness; Backstage's too) sees the row as
+// A run that a cancel asked to stop keeps its row, with its ticket rewritten to this prefix
+// followed by the ticket, until its owner releases it (or the janitor sweeps it). Every statement
+// that treats a NULL ticket as free (claim, trigger, readiness; Backstage's too) sees the row as
 // running, so no other run can start while the cancelled one is still stopping.
 inline constexpr std::string_view kCancelRequestedPrefix = "cancel:";
 
@@ -233,9 +233,9 @@ class TaskStore {
                                const TaskSchedule& schedule,
                                const std::optional<std::string>& error_json) = 0;
 
-  // Ends several runs at once, each by Release's rules (a cancelled run records the cancel); returns
-  // one flag per request, in request order: whether its ticket still held the row. Ids must be
-  // distinct. One round trip on PostgreSQL (rows locked in id order); one transaction on SQLite.
+  // Ends several runs at once, each by Release's rules (a cancelled run records the cancel);
+  // returns one flag per request, in request order: whether its ticket still held the row. Ids must
+  // be distinct. One round trip on PostgreSQL (rows locked in id order); one transaction on SQLite.
   // The default runs Release for each request. Errors: kUnavailable.
   virtual Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases);
 

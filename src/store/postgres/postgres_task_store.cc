@@ -180,9 +180,7 @@ class PostgresTaskStore final : public TaskStore {
   Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
-  void SetCallTimeout(std::chrono::milliseconds timeout) override {
-    pool_.SetCallTimeout(timeout);
-  }
+  void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_.SetCallTimeout(timeout); }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
   Status Delete(const std::string& id) override;
@@ -595,14 +593,10 @@ Status PostgresTaskStore::WarmUp() {
       .AddNull()
       .Add(channel_);
   const std::pair<const PgStatement*, const PgParams*> runs[] = {
-      {&s.poll_changed, &empty_poll},
-      {&s.claim, &claim},
-      {&s.claim_many, &claim_many},
-      {&s.renew_lease, &renew},
-      {&s.release, &release},
-      {&s.release_many, &release_many},
-      {&s.trigger, &trigger},
-      {&s.read_for_cancel, &one_id},
+      {&s.poll_changed, &empty_poll}, {&s.claim, &claim},
+      {&s.claim_many, &claim_many},   {&s.renew_lease, &renew},
+      {&s.release, &release},         {&s.release_many, &release_many},
+      {&s.trigger, &trigger},         {&s.read_for_cancel, &one_id},
   };
   return pool_.WarmUp([&](PgConnection& connection) -> Status {
     if (connection.warmed()) return Status::Ok();
@@ -638,8 +632,8 @@ Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::s
   return ClaimResult{expires->has_value(), *now, *expires};
 }
 
-Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(
-    std::span<const ClaimRequest> claims, std::chrono::milliseconds lease) {
+Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const ClaimRequest> claims,
+                                                              std::chrono::milliseconds lease) {
   if (claims.empty()) return std::vector<ClaimResult>();
   std::string ids = "{";
   std::string tickets = "{";
@@ -685,8 +679,7 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(
   return results;
 }
 
-Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id,
-                                                  const std::string& ticket,
+Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const std::string& ticket,
                                                   std::chrono::milliseconds timeout,
                                                   std::chrono::milliseconds lease) {
   PgParams params;

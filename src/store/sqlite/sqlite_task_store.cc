@@ -293,7 +293,10 @@ class SqliteTaskStore final : public TaskStore {
     if (ticket.starts_with(kCancelRequestedPrefix)) return Status::Ok();
     Result<SqliteStatement> stmt = db_->Prepare(sql::kMarkCancelled);
     if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, id).Bind(2, ticket).Bind(3, CancelRequestedTicket(ticket)).Bind(4, DurationModifier(hold));
+    stmt->Bind(1, id)
+        .Bind(2, ticket)
+        .Bind(3, CancelRequestedTicket(ticket))
+        .Bind(4, DurationModifier(hold));
     STAGEHAND_RETURN_IF_ERROR(stmt->Run("cancelling a task"));
     if (db_->Changes() != 1) return ConflictError(fmt::format("Task {} is not running", id));
     return Status::Ok();
