@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <system_error>
+#include <thread>
 
 #include "store/sqlite/sqlite_sql.h"
 
@@ -163,9 +165,17 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
   }
   // Switching to WAL reads the file, so a missing directory, a file that is not a database or an
   // unwritable location is reported here rather than at the first statement.
+  // Switching a fresh file to WAL takes an exclusive lock for which SQLite does not always call the
+  // busy handler, so processes opening one new file at once retry it for the busy timeout.
   if (IsFilePath(path)) {
-    if (Status status = db->Exec(sqlite_sql::kConnectionSetup); !status.ok()) {
-      return fail(sqlite3_errmsg(raw));
+    const auto deadline = std::chrono::steady_clock::now() + busy_timeout;
+    while (!db->Exec(sqlite_sql::kConnectionSetup).ok()) {
+      const int code = sqlite3_errcode(raw);
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+          std::chrono::steady_clock::now() >= deadline) {
+        return fail(sqlite3_errmsg(raw));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   if (sqlite3_db_readonly(raw, "main") == 1) return fail("the database is read-only");
