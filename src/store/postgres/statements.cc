@@ -63,20 +63,26 @@ std::string VersionOf(std::string_view alias) {
       alias);
 }
 
-std::string PollChanged(bool sweep) {
-  // As in poll_and_sweep, the outer query sees the table as it was before `swept` changed it.
-  const std::string swept_cte = sweep ? R"sql(
+// The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
+// the error JSON bound at parameter $<error_param> and notifying on the channel at the next one.
+std::string SweptCte(int error_param) {
+  return fmt::format(R"sql(
 WITH swept AS (
   UPDATE backstage_backend_tasks__tasks
   SET current_run_ticket = NULL,
       current_run_started_at = NULL,
       current_run_expires_at = NULL,
       last_run_ended_at = now(),
-      last_run_error_json = $3::text
+      last_run_error_json = ${}::text
   WHERE current_run_expires_at < now()
-  RETURNING id, pg_notify($4::text, 'sweep:' || id)
-))sql"
-                                      : "";
+  RETURNING id, pg_notify(${}::text, 'sweep:' || id)
+))sql",
+                     error_param, error_param + 1);
+}
+
+std::string PollChanged(bool sweep) {
+  // As in poll_and_sweep, the outer query sees the table as it was before `swept` changed it.
+  const std::string swept_cte = sweep ? SweptCte(3) : "";
   const std::string running = sweep ? "t.current_run_ticket IS NOT NULL AND s.id IS NULL"
                                     : "t.current_run_ticket IS NOT NULL";
   const std::string idle =
@@ -176,17 +182,7 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 
   // The outer query sees the table as it was before `swept` changed it, so a polled row that the
   // sweep released counts as idle here.
-  std::string poll_and_sweep = R"sql(
-WITH swept AS (
-  UPDATE backstage_backend_tasks__tasks
-  SET current_run_ticket = NULL,
-      current_run_started_at = NULL,
-      current_run_expires_at = NULL,
-      last_run_ended_at = now(),
-      last_run_error_json = $2::text
-  WHERE current_run_expires_at < now()
-  RETURNING id, pg_notify($3::text, 'sweep:' || id)
-)
+  std::string poll_and_sweep = SweptCte(2) + R"sql(
 SELECT 'task', t.id, t.settings_json, t.next_run_start_at,
        t.current_run_ticket IS NOT NULL AND s.id IS NULL,
        CASE WHEN s.id IS NULL THEN t.current_run_expires_at END,
