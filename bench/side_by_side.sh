@@ -78,7 +78,8 @@ if ((smoke)); then
   engine_args+=(--smoke)
   peer_args+=(--smoke)
   claim_seconds=2
-  # Backstage's janitor sweeps once a minute, so its SIGKILL takeover alone takes minutes.
+  # Backstage's janitor sweeps once a minute, so its SIGKILL takeover alone takes minutes; the
+  # saturation scenario repeats throughput's figure at its limit and is left to the full run.
   scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput}"
 fi
 if [[ -n "${scenarios}" ]]; then

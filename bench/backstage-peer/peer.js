@@ -9,9 +9,9 @@
 //
 // --modules is the node_modules folder that `npm ci` filled from bench/backstage-peer/package.json
 // (scripts/bench installs it into a cache folder). Scenarios: trigger, across, cancel, cron,
-// interval, idle, throughput, kill. Multi-process scenarios fork this file in worker mode
-// (--worker=KIND); timestamps are CLOCK_MONOTONIC nanoseconds (process.hrtime), comparable across
-// processes, and wall-clock milliseconds for cron slots.
+// interval, idle, throughput, saturation, kill. Multi-process scenarios fork this file in worker
+// mode (--worker=KIND); timestamps are CLOCK_MONOTONIC nanoseconds (process.hrtime), comparable
+// across processes, and wall-clock milliseconds for cron slots.
 
 const path = require('node:path');
 const fs = require('node:fs');
@@ -407,16 +407,16 @@ async function scenarioIdle(tasks, seconds) {
   }
 }
 
-// `processes` workers each register the same `tasks` global tasks every 100 ms; completed runs per
-// second over `seconds` once all are registered, and overlapping runs of one task across all.
-async function scenarioThroughput(processes, tasks, seconds) {
+// `processes` workers each register the same `tasks` global tasks every `cadenceMs`; completed runs
+// per second over `seconds` once all are registered, and overlapping runs of one task across all.
+async function scenarioThroughput(processes, tasks, cadenceMs, seconds) {
   const database = await createDatabase();
   const events = new Events();
   const children = [];
   try {
     await migrate(database);
     for (let i = 0; i < processes; ++i) {
-      children.push(spawnWorker('throughput', database, { tasks }, events));
+      children.push(spawnWorker('throughput', database, { tasks, cadence: cadenceMs }, events));
     }
     await events.wait('ready', processes, 600000);
     const begin = nowNs();
@@ -425,7 +425,7 @@ async function scenarioThroughput(processes, tasks, seconds) {
     for (const child of children) child.send({ cmd: 'report' });
     const reports = [];
     for (let i = 1; i <= processes; ++i) reports.push(await events.wait('runs', i, 60000));
-    return summariseRuns(reports.map((r) => r.runs), begin, end, processes, tasks);
+    return summariseRuns(reports.map((r) => r.runs), begin, end, processes, tasks, cadenceMs);
   } finally {
     for (const child of children) await stopWorker(child);
     await dropDatabase(database);
@@ -433,7 +433,7 @@ async function scenarioThroughput(processes, tasks, seconds) {
 }
 
 // `runs`: per process, [taskIndex, startNs, endNs] triples flattened (as strings: BigInt over IPC).
-function summariseRuns(runs, begin, end, processes, tasks) {
+function summariseRuns(runs, begin, end, processes, tasks, cadenceMs) {
   const byTask = new Map();
   let completed = 0;
   const perProcess = [];
@@ -463,6 +463,7 @@ function summariseRuns(runs, begin, end, processes, tasks) {
   return {
     processes,
     tasks,
+    cadence_ms: cadenceMs,
     seconds,
     completed_runs: completed,
     runs_per_s: completed / seconds,
@@ -565,7 +566,7 @@ async function worker() {
     for (let i = 0; i < Number(args.tasks); ++i) {
       await scheduler.scheduleTask({
         id: `t-${i}`,
-        frequency: { milliseconds: 100 },
+        frequency: { milliseconds: Number(args.cadence) },
         timeout: { seconds: 60 },
         fn: async () => {
           const start = nowNs();
@@ -600,7 +601,8 @@ async function main() {
       idleSeconds: 1, processes: 2, tasks: 20, throughputSeconds: 2 }
     : { triggers: 50, across: 50, cancels: 20, width: 10, cron: 30, interval: 30,
       idle: [1000, 10000], idleSeconds: 10, processes: 4, tasks: 500, throughputSeconds: 30 };
-  const all = ['trigger', 'across', 'cancel', 'cron', 'interval', 'idle', 'throughput', 'kill'];
+  const all = ['trigger', 'across', 'cancel', 'cron', 'interval', 'idle', 'throughput',
+    'saturation', 'kill'];
   const scenarios = new Set(args.scenarios ? args.scenarios.split(',') : all);
   for (const name of scenarios) {
     if (!all.includes(name)) throw new Error(`unknown scenario ${name}`);
@@ -628,7 +630,10 @@ async function main() {
     await run('idle', `idle_tasks_${tasks}`, () => scenarioIdle(tasks, counts.idleSeconds));
   }
   await run('throughput', 'throughput', () =>
-    scenarioThroughput(counts.processes, counts.tasks, counts.throughputSeconds));
+    scenarioThroughput(counts.processes, counts.tasks, 100, counts.throughputSeconds));
+  // The same tasks always due: the scheduler's own claim+run+release limit.
+  await run('saturation', 'throughput_saturated', () =>
+    scenarioThroughput(counts.processes, counts.tasks, 1, counts.throughputSeconds));
   await run('kill', 'sigkill_takeover', () => scenarioKill(smoke ? 2 : 30, smoke ? 90 : 300));
   const text = JSON.stringify(results, null, 2);
   if (args.out) fs.writeFileSync(args.out, `${text}\n`);
