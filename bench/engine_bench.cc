@@ -6,14 +6,15 @@
 // Backstage's scheduler, with the same JSON keys) use worker processes of this program
 // (--worker=KIND), each with its own PluginScheduler on the same PostgreSQL database and the
 // engine's default options: trigger and cancel from this process to a worker, a 1 s interval,
-// idle tasks in a fresh process, 4 processes x 500 tasks every 100 ms, and a SIGKILLed owner.
+// idle tasks in a fresh process, 4 processes x 500 tasks every 100 ms, the same 2,000 tasks due
+// continuously (1 ms cadence: the engine's own limit, beside pgbench's), and a SIGKILLed owner.
 // A plain program (not Google Benchmark: each figure is a distribution of event latencies, not a
 // loop rate). Prints one JSON document; also writes it to --benchmark_out=FILE (scripts/bench).
 // PostgreSQL scenarios use STAGEHAND_TEST_POSTGRES_URL and are skipped when it is unset.
 //
 //   engine_bench [--scenarios=trigger,across,cancel,cron,idle,idle_sqlite,register,
 //                             across_processes,cancel_processes,interval,idle_processes,
-//                             throughput,kill]
+//                             throughput,saturation,kill]
 //                [--cron_seconds=10]
 //                [--idle_tasks=10000] [--idle_seconds=10] [--trace]
 //                [--side_by_side] [--smoke]
@@ -531,6 +532,7 @@ struct WorkerArgs {
   int width = 0;
   int timeout_s = 0;
   int index = 0;
+  int cadence_ms = 100;
 };
 
 // Events of all workers of a scenario, keyed "<event>" or "<event>:<id>".
@@ -575,7 +577,8 @@ class WorkerProcess {
                                      "--tasks=" + std::to_string(worker.tasks),
                                      "--width=" + std::to_string(worker.width),
                                      "--timeout=" + std::to_string(worker.timeout_s),
-                                     "--index=" + std::to_string(worker.index)};
+                                     "--index=" + std::to_string(worker.index),
+                                     "--cadence=" + std::to_string(worker.cadence_ms)};
     if (g_trace) args.emplace_back("--trace");
     int to_child[2];
     int from_child[2];
@@ -684,7 +687,7 @@ int RunWorker(const std::string& url, const WorkerArgs& args) {
   } else if (args.kind == "throughput") {
     std::vector<TaskDefinition> tasks;
     for (int i = 0; i < args.tasks; ++i) {
-      tasks.push_back(Global("t-" + std::to_string(i), milliseconds(100),
+      tasks.push_back(Global("t-" + std::to_string(i), milliseconds(args.cadence_ms),
                              [&runs_mu, &runs, i](std::stop_token) {
                                const int64_t start = NowNs();
                                const int64_t end = NowNs();
@@ -736,6 +739,7 @@ struct SideBySide {
   int processes = 4;
   int tasks = 500;
   int throughput_seconds = 30;
+  int saturation_cadence_ms = 1;
   int kill_timeout_s = 30;
   int kill_limit_s = 300;
 };
@@ -837,9 +841,10 @@ Json IdleProcess(const std::string& url, int tasks, seconds idle) {
   return out;
 }
 
-// `processes` workers, each registering the same `tasks` global tasks every 100 ms: completed runs
-// per second over `duration` once all are registered, and overlapping runs of one task.
-Json Throughput(const std::string& url, int processes, int tasks, seconds duration) {
+// `processes` workers, each registering the same `tasks` global tasks every `cadence`: completed
+// runs per second over `duration` once all are registered, and overlapping runs of one task.
+Json Throughput(const std::string& url, int processes, int tasks, milliseconds cadence,
+                seconds duration) {
   auto backend = Backend::Postgres(url);
   backend->Open();
   EventBoard board;
@@ -849,6 +854,7 @@ Json Throughput(const std::string& url, int processes, int tasks, seconds durati
     args.kind = "throughput";
     args.database = backend->database();
     args.tasks = tasks;
+    args.cadence_ms = static_cast<int>(cadence.count());
     workers.push_back(std::make_unique<WorkerProcess>(args, board));
   }
   board.MustWait("ready", static_cast<size_t>(processes), seconds(120));
@@ -882,6 +888,7 @@ Json Throughput(const std::string& url, int processes, int tasks, seconds durati
   Json out;
   out["processes"] = processes;
   out["tasks"] = tasks;
+  out["cadence_ms"] = cadence.count();
   out["seconds"] = seconds_measured;
   out["completed_runs"] = completed;
   out["runs_per_s"] = static_cast<double>(completed) / seconds_measured;
@@ -927,7 +934,7 @@ Json SigkillTakeover(const std::string& url, int timeout_s, int limit_s) {
 
 // The scenarios compared with Backstage (bench/backstage-peer/peer.js), under the same JSON keys;
 // `only` (when not empty) selects some: trigger, across, cancel, cron, interval, idle,
-// throughput, kill.
+// throughput, saturation, kill.
 int RunSideBySide(const std::string& url, const std::set<std::string>& only, bool smoke,
                   const std::string& out_file) {
   SideBySide sizes;
@@ -971,7 +978,12 @@ int RunSideBySide(const std::string& url, const std::set<std::string>& only, boo
         [&] { return IdleProcess(url, tasks, seconds(sizes.idle_seconds)); });
   }
   run("throughput", "throughput", [&] {
-    return Throughput(url, sizes.processes, sizes.tasks, seconds(sizes.throughput_seconds));
+    return Throughput(url, sizes.processes, sizes.tasks, milliseconds(100),
+                      seconds(sizes.throughput_seconds));
+  });
+  run("saturation", "throughput_saturated", [&] {
+    return Throughput(url, sizes.processes, sizes.tasks, milliseconds(sizes.saturation_cadence_ms),
+                      seconds(sizes.throughput_seconds));
   });
   run("kill", "sigkill_takeover",
       [&] { return SigkillTakeover(url, sizes.kill_timeout_s, sizes.kill_limit_s); });
@@ -1027,6 +1039,8 @@ int Main(int argc, char** argv) {
       worker.timeout_s = std::stoi(*timeout);
     } else if (auto index = value("--index")) {
       worker.index = std::stoi(*index);
+    } else if (auto cadence = value("--cadence")) {
+      worker.cadence_ms = std::stoi(*cadence);
     } else if (auto o = value("--benchmark_out")) {
       out_file = *o;
     } else if (arg.rfind("--benchmark_", 0) != 0) {

@@ -4,6 +4,7 @@
 #include <exception>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "stagehand/base/uuid.h"
@@ -51,11 +52,18 @@ struct TaskEngine::Task {
   EngineTask def;
   Phase phase = Phase::kRegistering;
   MonoTime wake_at = kMonoInfinity;
-  // The row as the last poll that reported it saw it (global tasks): its version, so later polls
-  // can leave it out while it is unchanged, and its next start, to re-plan the wake-up then.
+  // The row as this host last saw it (global tasks; from its registration, a poll or its own
+  // release): its version, so polls can leave it out and a due task can be claimed without a poll
+  // while it is unchanged; its next start, to plan the wake-up; its settings when they differ from
+  // def's (another host registered it differently).
   std::optional<std::int64_t> known_version;
   std::optional<WallTime> known_next;
+  std::optional<TaskSettingsV2> known_settings;
+  // The row may have changed in a way this host has not seen: poll it before claiming.
   bool poll_requested = false;
+  // Releases this host sent whose notification has not come back yet: that notification announces
+  // nothing new (the release's own result did), so it is not a reason to poll.
+  int release_echoes = 0;
   // When to poll at the latest because another host released the row (a delayed poll_requested).
   MonoTime poll_at = kMonoInfinity;
   bool recurrence_stopped = false;
@@ -81,6 +89,7 @@ TaskEngine::TaskEngine(EngineContext context)
                             : context_.options.lease),
       next_safety_poll_(clock_.MonoNow()),
       next_sweep_(clock_.MonoNow()),
+      claim_order_salt_(std::hash<std::string>{}(NewUuidV4())),
       executor_(context_.options.max_concurrency, [this] { Kick(); }) {
   if (context_.store != nullptr) {
     // Half a lease: a renewal that gets no answer fails in time to be retried before the run
@@ -188,6 +197,7 @@ void TaskEngine::Activate(Task& task, const std::optional<WallTime>& row_next,
     // Polls leave the row out while it stays as written here.
     task.known_version = row_version;
     task.known_next = row_next;
+    task.known_settings.reset();
   }
   if (task.def.has_initial_delay) {
     task.phase = Task::Phase::kInitialWait;
@@ -539,22 +549,62 @@ void TaskEngine::RenewLeases() {
 }
 
 void TaskEngine::PollAndClaim(bool sweep) {
+  // A safety or sweep round polls every waiting task. Otherwise only the tasks whose row may have
+  // changed unseen are polled (an event, a trigger, a lost claim), and a due task whose row is
+  // known is claimed directly: the claim requires the row's version to be the one known.
   std::vector<std::string> ids;
   std::vector<std::optional<std::int64_t>> known_versions;
   std::vector<std::shared_ptr<Task>> polled_tasks;
+  std::vector<Candidate> candidates;
+  bool full = false;
   {
     std::lock_guard lock(mu_);
+    const MonoTime now = clock_.MonoNow();
+    full = sweep || now >= next_safety_poll_;
     for (const auto& [id, task] : tasks_) {
-      if (task->def.scope == TaskScope::kGlobal && task->phase == Task::Phase::kWaiting) {
+      if (task->def.scope != TaskScope::kGlobal || task->phase != Task::Phase::kWaiting) continue;
+      const bool unseen = task->poll_requested || task->poll_at <= now ||
+                          (task->wake_at <= now && !task->known_version);
+      if (full || unseen) {
         ids.push_back(id);
         known_versions.push_back(task->known_version);
         polled_tasks.push_back(task);
         task->poll_requested = false;
         task->poll_at = kMonoInfinity;
+      } else if (task->wake_at <= now) {
+        candidates.push_back({task, *task->known_version, task->known_next, task->known_settings});
       }
     }
   }
-  if (ids.empty()) return;
+  if (!ids.empty() && !Poll(ids, known_versions, polled_tasks, sweep, full, candidates)) return;
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return;
+  }
+  if (candidates.empty()) return;
+  // Earliest due first; ties in an order of this engine's own, so that hosts sharing a table
+  // reach for different rows first.
+  for (Candidate& candidate : candidates) {
+    candidate.tie = std::hash<std::string>{}(candidate.task->def.id) ^ claim_order_salt_;
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.due, a.tie) < std::tie(b.due, b.tie);
+  });
+  std::vector<Candidate> reserved;
+  reserved.reserve(candidates.size());
+  for (Candidate& candidate : candidates) {
+    // The others stay due and known: the next round (when a slot frees, the executor kicks)
+    // claims them.
+    if (!executor_.TryReserve()) break;
+    reserved.push_back(std::move(candidate));
+  }
+  if (!reserved.empty()) ClaimAndStart(reserved);
+}
+
+bool TaskEngine::Poll(const std::vector<std::string>& ids,
+                      const std::vector<std::optional<std::int64_t>>& known_versions,
+                      const std::vector<std::shared_ptr<Task>>& polled_tasks, bool sweep,
+                      bool full, std::vector<Candidate>& ready) {
   if (debug_logs_) {
     logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" +
                    (sweep ? " with sweep" : ""));
@@ -565,23 +615,22 @@ void TaskEngine::PollAndClaim(bool sweep) {
   if (!polled.ok()) {
     logger_->Warn("Task state poll failed, " + polled.status().message());
     std::lock_guard lock(mu_);
-    next_safety_poll_ = mono_ref + context_.options.retry_backoff;
-    for (const std::string& id : ids) {
-      auto it = tasks_.find(id);
-      if (it != tasks_.end() && it->second->phase == Task::Phase::kWaiting) {
-        it->second->wake_at = std::max(it->second->wake_at, next_safety_poll_);
-      }
+    const MonoTime retry_at = mono_ref + context_.options.retry_backoff;
+    next_safety_poll_ = std::max(next_safety_poll_, retry_at);
+    for (const std::shared_ptr<Task>& task : polled_tasks) {
+      if (task->phase != Task::Phase::kWaiting) continue;
+      task->poll_requested = true;
+      task->wake_at = std::max(task->wake_at, retry_at);
     }
-    if (sweep) next_sweep_ = next_safety_poll_;
-    return;
+    if (sweep) next_sweep_ = retry_at;
+    return false;
   }
 
-  std::vector<Candidate> ready;
   std::vector<std::string> finished_missing;
   std::vector<std::pair<std::string, std::string>> finished_invalid;
   {
     std::lock_guard lock(mu_);
-    next_safety_poll_ = mono_ref + context_.options.poll_interval;
+    if (full) next_safety_poll_ = mono_ref + context_.options.poll_interval;
     if (sweep) next_sweep_ = mono_ref + janitor_interval_;
     // Rows left out of the result are unchanged, idle and not due. A task among them whose wake-up
     // has come (it is computed to be early, never late) waits for its row's next start again.
@@ -600,6 +649,11 @@ void TaskEngine::PollAndClaim(bool sweep) {
       // A row running elsewhere is reported again once idle, whatever its next start then.
       task.known_version = entry.running ? std::nullopt : std::optional(entry.version);
       task.known_next = entry.next_run_start_at;
+      if (entry.settings && *entry.settings != task.def.schedule.settings) {
+        task.known_settings = entry.settings;
+      } else {
+        task.known_settings.reset();
+      }
       switch (entry.readiness) {
         case Readiness::kMissing:
           task.phase = Task::Phase::kFinished;
@@ -610,7 +664,8 @@ void TaskEngine::PollAndClaim(bool sweep) {
           finished_invalid.emplace_back(entry.id, entry.settings_error);
           break;
         case Readiness::kReady:
-          ready.push_back({it->second, entry});
+          task.wake_at = mono_ref;
+          ready.push_back({it->second, entry.version, entry.next_run_start_at, task.known_settings});
           break;
         case Readiness::kNotReady:
           if (entry.running) {
@@ -646,31 +701,16 @@ void TaskEngine::PollAndClaim(bool sweep) {
     logger_->Warn("Task timed out and was lost: " + id, {{"task", id}});
     observer_->OnReclaimed(context_.plugin_id, id);
   }
-
   if (debug_logs_) logger_->Debug("Poll found " + std::to_string(ready.size()) + " ready task(s)");
-  {
-    std::lock_guard lock(mu_);
-    if (shutting_down_) return;
-  }
-  std::vector<Candidate> reserved;
-  reserved.reserve(ready.size());
-  for (Candidate& candidate : ready) {
-    if (!executor_.TryReserve()) {
-      std::lock_guard lock(mu_);
-      candidate.task->poll_requested = true;  // retried when a slot frees (the executor kicks)
-      continue;
-    }
-    reserved.push_back(std::move(candidate));
-  }
-  if (!reserved.empty()) ClaimAndStart(reserved);
+  return true;
 }
 
 void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
   std::vector<ClaimRequest> claims;
   claims.reserve(candidates.size());
   for (const Candidate& candidate : candidates) {
-    claims.push_back(
-        ClaimRequest{candidate.task->def.id, NewUuidV4(), candidate.task->def.timeout});
+    claims.push_back(ClaimRequest{candidate.task->def.id, NewUuidV4(), candidate.task->def.timeout,
+                                  candidate.version});
   }
   const MonoTime sent = clock_.MonoNow();
   Result<std::vector<ClaimResult>> claimed =
@@ -706,20 +746,21 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
     if (!claim.claimed) {
       executor_.CancelReservation();
       observer_->OnClaimLost(context_.plugin_id, task->def.id);
+      // Held elsewhere, changed, or not due after all: a poll tells which.
       std::lock_guard lock(mu_);
-      task->wake_at = kMonoInfinity;
+      task->known_version.reset();
+      task->poll_requested = true;
       continue;
     }
     auto run = std::make_shared<Run>();
     run->ticket = claims[i].ticket;
     run->schedule = task->def.schedule;
-    if (candidate.entry.settings) run->schedule.settings = *candidate.entry.settings;
+    if (candidate.settings) run->schedule.settings = *candidate.settings;
     run->started = sent;
     run->timeout_at = sent + task->def.timeout;
     SetLeaseDeadlines(*run, task->def.timeout, sent);
-    if (candidate.entry.next_run_start_at && claim.db_now > *candidate.entry.next_run_start_at) {
-      run->lag = std::chrono::duration_cast<nanoseconds>(claim.db_now -
-                                                         *candidate.entry.next_run_start_at);
+    if (candidate.due && claim.db_now > *candidate.due) {
+      run->lag = std::chrono::duration_cast<nanoseconds>(claim.db_now - *candidate.due);
     }
     started.emplace_back(task, std::move(run));
   }
@@ -778,7 +819,12 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
     ours = run->ours;
     run->ours = false;  // no more renewals: the release below ends the claim
   }
-  PendingRelease ended{std::move(task), std::move(run), info, duration, std::move(error)};
+  PendingRelease ended;
+  ended.task = std::move(task);
+  ended.run = std::move(run);
+  ended.info = info;
+  ended.duration = duration;
+  ended.error = std::move(error);
   if (!ours) {
     FinishGlobalRun(ended);
     return;
@@ -815,20 +861,39 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
     releases.push_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
   }
-  Result<std::vector<bool>> released = context_.store->ReleaseMany(releases);
+  if (notifications_ != nullptr) {
+    std::lock_guard lock(mu_);
+    for (const PendingRelease& ended : batch) ++ended.task->release_echoes;
+  }
+  // Read before the statement: a wake-up computed from it can only be early, never late.
+  const MonoTime mono_ref = clock_.MonoNow();
+  Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    const std::string& id = batch[i].task->def.id;
+    PendingRelease& ended = batch[i];
+    const std::string& id = ended.task->def.id;
+    const ReleaseResult* result = released.ok() ? &(*released)[i] : nullptr;
     if (debug_logs_) {
       logger_->Debug("Release of task " + id + ": " +
-                         (!released.ok()   ? released.status().message()
-                          : (*released)[i] ? "released"
-                                           : "ticket no longer held"),
+                         (result == nullptr  ? released.status().message()
+                          : result->released ? "released"
+                                             : "ticket no longer held"),
                      {{"task", id}});
     }
-    if (!released.ok()) {
+    if (result == nullptr) {
       logger_->Warn("Failed to release task \"" + id + "\", " + released.status().message() +
                         "; its lease will lapse",
                     {{"task", id}});
+    }
+    if (result != nullptr && result->released && result->version) {
+      ended.row_version = result->version;
+      ended.row_next = result->next_run_start_at;
+      ended.row_wake_at = result->next_run_start_at
+                              ? MonoFromDb(*result->next_run_start_at, result->db_now, mono_ref)
+                              : kMonoInfinity;
+    }
+    if (notifications_ != nullptr && (result == nullptr || !result->released)) {
+      std::lock_guard lock(mu_);
+      ended.task->release_echoes = 0;  // nothing (known) was written, so nothing echoes
     }
   }
   for (const PendingRelease& ended : batch) FinishGlobalRun(ended);
@@ -843,7 +908,14 @@ void TaskEngine::FinishGlobalRun(const PendingRelease& ended) {
     if (task->phase == Task::Phase::kRunning) {
       finished = task->recurrence_stopped;
       task->phase = finished ? Task::Phase::kFinished : Task::Phase::kWaiting;
-      task->poll_requested = true;
+      if (ended.row_version) {
+        task->known_version = ended.row_version;
+        task->known_next = ended.row_next;
+        task->wake_at = ended.row_wake_at;
+      } else {
+        task->known_version.reset();
+        task->poll_requested = true;
+      }
     }
     --runs_in_flight_;
     --runs_outside_fn_;
@@ -1035,14 +1107,19 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
     const MonoTime now = clock_.MonoNow();
     bool kick = false;
     const auto apply = [&](Task& task) {
-      if (task.def.scope != TaskScope::kGlobal) return;
+      if (task.def.scope != TaskScope::kGlobal || task.phase == Task::Phase::kFinished) return;
       if (task.run && task.run->ours &&
           (event.kind == StoreEvent::Kind::kCancel || event.kind == StoreEvent::Kind::kSweep ||
            event.kind == StoreEvent::Kind::kResync || event.kind == StoreEvent::Kind::kDelete)) {
         task.run->renew_at = now;  // verify the ticket now
       }
-      if (task.phase != Task::Phase::kWaiting) return;
-      if (event.kind == StoreEvent::Kind::kRelease &&
+      if (event.kind == StoreEvent::Kind::kResync) task.release_echoes = 0;
+      if (event.kind == StoreEvent::Kind::kRelease && task.release_echoes > 0) {
+        --task.release_echoes;
+        return;
+      }
+      // Outside kWaiting the request waits: the task polls once it waits again.
+      if (task.phase == Task::Phase::kWaiting && event.kind == StoreEvent::Kind::kRelease &&
           context_.options.release_poll_delay.count() > 0) {
         task.poll_at = std::min(task.poll_at, now + context_.options.release_poll_delay);
         // The parked dispatcher only needs waking when this moved its deadline earlier.

@@ -125,11 +125,22 @@ class TaskEngine {
   // Dispatcher steps. Each returns having done its I/O without holding mu_.
   void RenewLeases();
   void PollAndClaim(bool sweep);
-  // A ready task the dispatcher holds an executor slot for, with the poll entry that found it.
+  // A due task to claim, with the row as this host knows it: the claim requires that version, and
+  // the run uses those settings (nullopt: the task's own).
   struct Candidate {
     std::shared_ptr<Task> task;
-    PollEntry entry;
+    std::int64_t version = 0;
+    std::optional<WallTime> due;
+    std::optional<TaskSettingsV2> settings;
+    std::size_t tie = 0;  // orders candidates of equal due time
   };
+  // Polls `ids` (PollChanged) and updates what this host knows of their rows; appends the ready
+  // ones to `ready`. `full`: every waiting task is polled (the safety-net round). Returns false
+  // when the poll failed (the tasks are polled again after the retry backoff).
+  bool Poll(const std::vector<std::string>& ids,
+            const std::vector<std::optional<std::int64_t>>& known_versions,
+            const std::vector<std::shared_ptr<Task>>& polled_tasks, bool sweep, bool full,
+            std::vector<Candidate>& ready);
   // Claims every candidate in one ClaimMany and starts the runs it won; gives back the slots of
   // the others.
   void ClaimAndStart(const std::vector<Candidate>& candidates);
@@ -141,6 +152,11 @@ class TaskEngine {
     RunInfo info;
     std::chrono::nanoseconds duration{0};
     std::optional<std::string> error;
+    // The row after the release, when the store reported it: the task then waits for that next
+    // start without polling.
+    std::optional<std::int64_t> row_version;
+    std::optional<WallTime> row_next;
+    MonoTime row_wake_at = kMonoInfinity;
   };
   // Queues `release`; unless another run's thread is already releasing, releases every queued run
   // (one ReleaseMany per round) until the queue is empty. So a lone release goes out at once, and
@@ -195,6 +211,8 @@ class TaskEngine {
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
+  // Orders due tasks of equal due time before a claim, differently on every host.
+  const std::size_t claim_order_salt_;
 
   // Finished global runs not yet released, and whether a run's thread is releasing them. Guarded by
   // release_mu_, which is never held together with mu_.

@@ -155,12 +155,49 @@ std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, WallTim
   return swept;
 }
 
-// The PollEntry::version of a row: its next start in microseconds since the epoch.
-std::int64_t VersionOf(const std::optional<WallTime>& next_run_start_at) {
-  if (!next_run_start_at) return std::numeric_limits<std::int64_t>::min();
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             next_run_start_at->time_since_epoch())
-      .count();
+// The PollEntry::version of a row: FNV-1a of its settings, seeded with its next start in
+// microseconds since the epoch (a NULL next start has a seed of its own).
+std::int64_t VersionOf(const TaskRow& row) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  const std::uint64_t seed =
+      row.next_run_start_at
+          ? static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                           row.next_run_start_at->time_since_epoch())
+                                           .count())
+          : 0x8000000000000000ULL;
+  for (int byte = 0; byte < 8; ++byte) {
+    hash ^= (seed >> (8 * byte)) & 0xffU;
+    hash *= 1099511628211ULL;
+  }
+  for (const char c : row.settings_json) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return static_cast<std::int64_t>(hash >> 1);
+}
+
+// Claim's rules on one row (and the expected version, when given). Returns whether it claimed.
+bool ClaimRow(TaskRow& row, const std::string& ticket, std::chrono::milliseconds timeout,
+              std::chrono::milliseconds lease, std::optional<std::int64_t> expected_version,
+              WallTime now) {
+  if (row.current_run_ticket || !row.next_run_start_at || *row.next_run_start_at > now) {
+    return false;
+  }
+  if (expected_version && VersionOf(row) != *expected_version) return false;
+  row.current_run_ticket = ticket;
+  row.current_run_started_at = now;
+  row.current_run_expires_at = now + std::min(timeout, lease);
+  return true;
+}
+
+// Release's rules on one row. Returns whether the ticket held it.
+bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
+                const std::optional<std::string>& error_json, WallTime now) {
+  const bool marked = HoldsMarkedTicket(row, ticket);
+  if (!marked && !HoldsTicket(row, ticket)) return false;
+  row.next_run_start_at = Evaluate(plan, now, row.next_run_start_at);
+  EndRun(row, now, marked ? ErrorJson("Task was cancelled") : error_json);
+  return true;
 }
 
 std::vector<StoreEvent> EventsFor(StoreEvent::Kind kind, const std::vector<std::string>& ids) {
@@ -231,7 +268,7 @@ Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSc
     }
     row.settings_json = settings_json;
     result.next_run_start_at = row.next_run_start_at;
-    result.version = VersionOf(row.next_run_start_at);
+    result.version = VersionOf(row);
   });
   table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
   return result;
@@ -260,7 +297,7 @@ Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const Ta
       }
       row.settings_json = plans[i].settings_json;
       results[i].next_run_start_at = row.next_run_start_at;
-      results[i].version = VersionOf(row.next_run_start_at);
+      results[i].version = VersionOf(row);
     }
   });
   std::vector<StoreEvent> events;
@@ -294,7 +331,7 @@ Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool 
     }
     const TaskRow& row = *found[i];
     entry.next_run_start_at = row.next_run_start_at;
-    entry.version = VersionOf(row.next_run_start_at);
+    entry.version = VersionOf(row);
     entry.running = row.current_run_ticket.has_value();
     entry.current_run_expires_at = row.current_run_expires_at;
     if (!entry.running && row.next_run_start_at &&
@@ -323,16 +360,32 @@ Result<ClaimResult> MemoryTaskStore::Claim(const std::string& id, const std::str
   result.db_now = now;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end()) return;
-    TaskRow& row = it->second;
-    if (row.current_run_ticket || !row.next_run_start_at || *row.next_run_start_at > now) return;
-    row.current_run_ticket = ticket;
-    row.current_run_started_at = now;
-    row.current_run_expires_at = now + std::min(timeout, lease);
+    if (it == rows.end() || !ClaimRow(it->second, ticket, timeout, lease, std::nullopt, now)) {
+      return;
+    }
     result.claimed = true;
-    result.expires_at = row.current_run_expires_at;
+    result.expires_at = it->second.current_run_expires_at;
   });
   return result;
+}
+
+Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const ClaimRequest> claims,
+                                                            std::chrono::milliseconds lease) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  std::vector<ClaimResult> results(claims.size(), ClaimResult{false, now, std::nullopt});
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    for (std::size_t i = 0; i < claims.size(); ++i) {
+      auto it = rows.find(claims[i].id);
+      if (it == rows.end() || !ClaimRow(it->second, claims[i].ticket, claims[i].timeout, lease,
+                                        claims[i].expected_version, now)) {
+        continue;
+      }
+      results[i].claimed = true;
+      results[i].expires_at = it->second.current_run_expires_at;
+    }
+  });
+  return results;
 }
 
 Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std::string& ticket,
@@ -361,16 +414,43 @@ Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& 
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end()) return false;
-    TaskRow& row = it->second;
-    const bool marked = HoldsMarkedTicket(row, ticket);
-    if (!marked && !HoldsTicket(row, ticket)) return false;
-    row.next_run_start_at = Evaluate(*plan, now, row.next_run_start_at);
-    EndRun(row, now, marked ? ErrorJson("Task was cancelled") : error_json);
-    return true;
+    return it != rows.end() && ReleaseRow(it->second, ticket, *plan, error_json, now);
   });
   if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return released;
+}
+
+Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
+    std::span<const ReleaseRequest> releases) {
+  const WallTime now = DatabaseTime();
+  std::vector<NextRunPlan> plans;
+  plans.reserve(releases.size());
+  for (const ReleaseRequest& release : releases) {
+    Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, now);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*plan);
+  }
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  std::vector<ReleaseResult> results(releases.size());
+  std::vector<std::string> released_ids;
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    for (std::size_t i = 0; i < releases.size(); ++i) {
+      const ReleaseRequest& release = releases[i];
+      ReleaseResult& result = results[i];
+      result.db_now = now;
+      auto it = rows.find(release.id);
+      if (it == rows.end() ||
+          !ReleaseRow(it->second, release.ticket, plans[i], release.error_json, now)) {
+        continue;
+      }
+      result.released = true;
+      result.next_run_start_at = it->second.next_run_start_at;
+      result.version = VersionOf(it->second);
+      released_ids.push_back(release.id);
+    }
+  });
+  table_->Publish(EventsFor(StoreEvent::Kind::kRelease, released_ids));
+  return results;
 }
 
 Status MemoryTaskStore::Trigger(const std::string& id) {

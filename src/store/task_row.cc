@@ -59,14 +59,19 @@ Result<std::vector<ClaimResult>> TaskStore::ClaimMany(std::span<const ClaimReque
   return results;
 }
 
-Result<std::vector<bool>> TaskStore::ReleaseMany(std::span<const ReleaseRequest> releases) {
-  std::vector<bool> results;
+Result<std::vector<ReleaseResult>> TaskStore::ReleaseMany(
+    std::span<const ReleaseRequest> releases) {
+  std::vector<ReleaseResult> results;
   results.reserve(releases.size());
   for (const ReleaseRequest& release : releases) {
     Result<bool> released =
         Release(release.id, release.ticket, release.schedule, release.error_json);
     if (!released.ok()) return released.status();
-    results.push_back(*released);
+    Result<WallTime> now = DatabaseNow();
+    if (!now.ok()) return now.status();
+    ReleaseResult& result = results.emplace_back();
+    result.released = *released;
+    result.db_now = *now;
   }
   return results;
 }

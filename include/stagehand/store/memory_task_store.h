@@ -55,12 +55,16 @@ class MemoryTaskStore final : public TaskStore {
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override;
+  Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease) override;
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override;
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
+  Result<std::vector<ReleaseResult>> ReleaseMany(
+      std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   Result<std::vector<std::string>> SweepExpired() override;

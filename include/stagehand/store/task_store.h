@@ -94,8 +94,9 @@ struct PollEntry {
   std::optional<WallTime> next_run_start_at;
   bool running = false;  // the row holds a ticket
   std::optional<WallTime> current_run_expires_at;
-  // Identifies the row's next_run_start_at: equal versions of one row mean an unchanged next
-  // start. Store-defined; only ever compared with versions the same store returned (PollChanged).
+  // Identifies the row's next_run_start_at and settings_json: equal versions of one row mean
+  // neither changed. Store-defined; only ever compared with versions the same store returned
+  // (PollChanged, ClaimRequest::expected_version).
   std::int64_t version = 0;
 };
 
@@ -120,6 +121,10 @@ struct ClaimRequest {
   std::string id;
   std::string ticket;
   std::chrono::milliseconds timeout{0};
+  // When set, the claim also requires the row's version (PollEntry::version) to equal this one:
+  // the row is still as the caller last saw it (same next start, same settings), so the caller may
+  // run it with the settings it knows without polling first.
+  std::optional<std::int64_t> expected_version;
 };
 
 // One release of a batch (ReleaseMany), with Release's arguments.
@@ -128,6 +133,16 @@ struct ReleaseRequest {
   std::string ticket;
   TaskSchedule schedule;
   std::optional<std::string> error_json;
+};
+
+// The outcome of one release of a batch (ReleaseMany).
+struct ReleaseResult {
+  bool released = false;  // whether the ticket still held the row (else nothing changed)
+  std::optional<WallTime> next_run_start_at;  // the row's next start after the release
+  // The row's PollEntry::version after the release; nullopt when not released, or when the store
+  // cannot tell (TaskStore's default ReleaseMany).
+  std::optional<std::int64_t> version;
+  WallTime db_now;  // the database's clock when the statement ran
 };
 
 // A change announced by a writer, delivered to listeners (PostgreSQL LISTEN/NOTIFY; in-process
@@ -191,9 +206,9 @@ class TaskStore {
   // Like Poll, but may leave out the ids whose rows are idle, not due and unchanged: every row that
   // is missing, holds a ticket, is due, or has a version other than `known_versions[i]` (nullopt:
   // never seen) is reported, in request order. So a poll of many quiet tasks returns almost
-  // nothing. Settings of a row whose version is unchanged are not re-read (a row
-  // whose settings alone changed is reported when it is next due). `known_versions` has one
-  // element per id. The default filters Poll's result. Errors: kUnavailable.
+  // nothing. A row whose settings alone changed has a new version, so it is reported.
+  // `known_versions` has one element per id. The default filters Poll's result.
+  // Errors: kUnavailable.
   virtual Result<PollResult> PollChanged(
       std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
       bool sweep_expired);
@@ -206,12 +221,13 @@ class TaskStore {
                                     std::chrono::milliseconds lease) = 0;
 
   // Claims several tasks at once, each by Claim's rules with its own ticket and timeout and the
-  // shared `lease`; returns one ClaimResult per request, in request order (claimed false for a row
-  // that is missing, not due, held, or being written by another statement at that moment). Ids
-  // must be distinct. One round trip on PostgreSQL (rows another session has locked are skipped
-  // rather than waited for, so concurrent batches never deadlock); one transaction on SQLite. The
-  // default runs Claim for each request. Errors: kUnavailable (then no result is known; a
-  // claim may have been written, and its lease lapses).
+  // shared `lease`, and, for a request with an expected_version, only if the row's version equals
+  // it; returns one ClaimResult per request, in request order (claimed false for a row that is
+  // missing, not due, held, of another version, or being written by another statement at that
+  // moment). Ids must be distinct. One round trip on PostgreSQL (rows another session has locked
+  // are skipped rather than waited for, so concurrent batches never deadlock); one transaction on
+  // SQLite. The default runs Claim for each request and ignores expected versions. Errors:
+  // kUnavailable (then no result is known; a claim may have been written, and its lease lapses).
   virtual Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
                                                      std::chrono::milliseconds lease);
 
@@ -234,10 +250,12 @@ class TaskStore {
                                const std::optional<std::string>& error_json) = 0;
 
   // Ends several runs at once, each by Release's rules (a cancelled run records the cancel);
-  // returns one flag per request, in request order: whether its ticket still held the row. Ids must
-  // be distinct. One round trip on PostgreSQL (rows locked in id order); one transaction on SQLite.
-  // The default runs Release for each request. Errors: kUnavailable.
-  virtual Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases);
+  // returns one result per request, in request order: whether its ticket still held the row and,
+  // if so, the row's next start and version after the release (so the caller knows when it is
+  // due without polling it). Ids must be distinct. One round trip on PostgreSQL (rows locked in id
+  // order); one transaction on SQLite. The default runs Release for each request (without
+  // versions). Errors: kUnavailable.
+  virtual Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases);
 
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
   // "Task {id} is currently running"; kUnavailable.

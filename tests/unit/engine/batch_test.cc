@@ -9,7 +9,9 @@
 namespace stagehand::engine_internal {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
+using std::chrono::minutes;
 using std::chrono::seconds;
 
 // Forwards every call to a MemoryTaskStore and records the sizes of the batched claims and
@@ -31,6 +33,15 @@ class CountingStore final : public TaskStore {
     std::lock_guard lock(mu_);
     return single_releases_;
   }
+  // Every id any poll asked for, in order; cleared by ClearPolls.
+  std::vector<std::string> polled_ids() const {
+    std::lock_guard lock(mu_);
+    return polled_ids_;
+  }
+  void ClearPolls() {
+    std::lock_guard lock(mu_);
+    polled_ids_.clear();
+  }
 
   const std::string& plugin_id() const override { return inner_->plugin_id(); }
   Status Migrate() override { return inner_->Migrate(); }
@@ -46,6 +57,10 @@ class CountingStore final : public TaskStore {
   Result<PollResult> PollChanged(std::span<const std::string> ids,
                                  std::span<const std::optional<std::int64_t>> known_versions,
                                  bool sweep_expired) override {
+    {
+      std::lock_guard lock(mu_);
+      polled_ids_.insert(polled_ids_.end(), ids.begin(), ids.end());
+    }
     return inner_->PollChanged(ids, known_versions, sweep_expired);
   }
   Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
@@ -75,7 +90,8 @@ class CountingStore final : public TaskStore {
     }
     return inner_->Release(id, ticket, schedule, error_json);
   }
-  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override {
+  Result<std::vector<ReleaseResult>> ReleaseMany(
+      std::span<const ReleaseRequest> releases) override {
     {
       std::lock_guard lock(mu_);
       release_batches_.push_back(releases.size());
@@ -100,6 +116,7 @@ class CountingStore final : public TaskStore {
   std::vector<std::size_t> claim_batches_;
   std::vector<std::size_t> release_batches_;
   int single_releases_ = 0;
+  std::vector<std::string> polled_ids_;
 };
 
 std::size_t Sum(const std::vector<std::size_t>& sizes) {
@@ -159,6 +176,51 @@ TEST_F(EngineTest, AnotherHostsReleaseIsPickedUpAfterTheReleasePollDelay) {
   EXPECT_EQ(probe_b.calls(), 0) << "B polled before the release poll delay";
   clock_.Advance(milliseconds(1));
   ASSERT_TRUE(probe_b.WaitCalls(1));
+}
+
+TEST_F(EngineTest, ATaskThisHostReleasedIsClaimedWhenDueWithoutAPoll) {
+  auto counting = std::make_shared<CountingStore>(store_);
+  EngineOptions options = Options();
+  options.poll_interval = hours(1);  // no safety-net or janitor round in between
+  options.janitor_interval = hours(1);
+  TaskEngine& engine = StartEngine(counting, options);
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  counting->ClearPolls();
+
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 3));
+  EXPECT_EQ(counting->polled_ids(), std::vector<std::string>{})
+      << "the release told the engine the next start; its own notification is no news";
+  EXPECT_EQ(Row("t")->next_run_start_at, clock_.Now() + seconds(60));
+}
+
+TEST_F(EngineTest, ARowChangedUnannouncedIsPolledBeforeItRunsWithTheNewSettings) {
+  EngineOptions options = Options();
+  options.poll_interval = hours(1);
+  options.janitor_interval = hours(1);
+  TaskEngine& engine = StartEngine(store_, options);
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+
+  // Another writer (a Backstage host, which does not notify) re-registers the task with a
+  // two-minute cadence; the next start it already had stays.
+  std::optional<TaskRow> row = Row("t");
+  ASSERT_TRUE(row);
+  row->settings_json = Schedule("PT2M").settings.ToJson();
+  OtherHostStore()->PutRow(*row);
+
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  Settle();
+  EXPECT_EQ(Row("t")->next_run_start_at, clock_.Now() + minutes(2))
+      << "the run was released with the settings this host knew, not the row's";
 }
 
 }  // namespace
