@@ -177,7 +177,7 @@ class PostgresTaskStore final : public TaskStore {
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
-  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
+  Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_.SetCallTimeout(timeout); }
@@ -580,8 +580,8 @@ Status PostgresTaskStore::WarmUp() {
   PgParams trigger;
   trigger.Add(no_such_id).Add(channel_);
   const std::string ids = TextArray(std::span<const std::string>(&no_such_id, 1));
-  PgParams claim_many;  // ids, tickets, timeouts ms, lease ms
-  claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL);
+  PgParams claim_many;  // ids, tickets, timeouts ms, lease ms, expected versions
+  claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL).Add("{NULL}");
   PgParams release_many;  // ids, tickets, next plans, error JSONs, marked tickets, ...
   release_many.Add(ids)
       .Add("{warm-up}")
@@ -638,6 +638,7 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
   std::string ids = "{";
   std::string tickets = "{";
   std::string timeouts = "{";
+  std::string versions = "{";
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(claims.size());
   for (std::size_t i = 0; i < claims.size(); ++i) {
@@ -645,20 +646,24 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
       ids += ',';
       tickets += ',';
       timeouts += ',';
+      versions += ',';
     }
     AppendQuoted(ids, claims[i].id);
     AppendQuoted(tickets, claims[i].ticket);
     timeouts += std::to_string(claims[i].timeout.count());
+    versions += claims[i].expected_version ? std::to_string(*claims[i].expected_version) : "NULL";
     index_of.emplace(claims[i].id, i);
   }
   ids += '}';
   tickets += '}';
   timeouts += '}';
+  versions += '}';
   PgParams params;
   params.Add(std::move(ids))
       .Add(std::move(tickets))
       .Add(std::move(timeouts))
-      .Add(static_cast<long long>(lease.count()));
+      .Add(static_cast<long long>(lease.count()))
+      .Add(std::move(versions));
   Result<Executed> executed = Run("claim", sql::TaskStatements().claim_many, params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
@@ -715,8 +720,9 @@ Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string
   return true;
 }
 
-Result<std::vector<bool>> PostgresTaskStore::ReleaseMany(std::span<const ReleaseRequest> releases) {
-  if (releases.empty()) return std::vector<bool>();
+Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
+    std::span<const ReleaseRequest> releases) {
+  if (releases.empty()) return std::vector<ReleaseResult>();
   std::string ids = "{";
   std::string tickets = "{";
   std::string errors = "{";
@@ -761,15 +767,23 @@ Result<std::vector<bool>> PostgresTaskStore::ReleaseMany(std::span<const Release
   Result<Executed> executed = Run("release", sql::TaskStatements().release_many, params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 1); !now.ok()) return now.status();
-  std::vector<bool> results(releases.size(), false);
+  Result<WallTime> now = ObserveNow(*executed, 0, 1);
+  if (!now.ok()) return now.status();
+  ReleaseResult unreleased;
+  unreleased.db_now = *now;
+  std::vector<ReleaseResult> results(releases.size(), unreleased);
   for (int row = 0; row < result.rows(); ++row) {
     if (result.IsNull(row, 0)) continue;
     const auto found = index_of.find(result.Get(row, 0));
     if (found == index_of.end()) {
       return InternalError(fmt::format("{}: release returned an unknown task", where_));
     }
-    results[found->second] = true;
+    Result<std::optional<WallTime>> next_start = TimeAt(result, row, 3);
+    if (!next_start.ok()) return next_start.status();
+    ReleaseResult& released = results[found->second];
+    released.released = true;
+    released.next_run_start_at = *next_start;
+    released.version = result.GetInt(row, 4);
   }
   return results;
 }

@@ -54,12 +54,14 @@ std::string PlanColumns(std::string_view from, std::string_view prefix) {
       from, prefix);
 }
 
-// The version of the next_run_start_at of the row aliased `alias`: its microseconds since the
-// epoch, or the smallest bigint when it is NULL.
+// The version of the next_run_start_at and settings_json of the row aliased `alias`: the 64-bit
+// hash of its settings seeded with its next start in microseconds since the epoch (the smallest
+// bigint when it is NULL), so that a change of either gives another version.
 std::string VersionOf(std::string_view alias) {
   return fmt::format(
-      "coalesce(round(extract(epoch FROM {}.next_run_start_at) * 1000000)::int8, "
-      "-9223372036854775808)",
+      "hashtextextended(coalesce({0}.settings_json, ''), "
+      "coalesce(round(extract(epoch FROM {0}.next_run_start_at) * 1000000)::int8, "
+      "-9223372036854775808))",
       alias);
 }
 
@@ -148,15 +150,17 @@ WITH input AS (
       END
   FROM input AS i
   WHERE t.id = i.id
-  RETURNING t.id, t.next_run_start_at
+  RETURNING t.id, t.next_run_start_at, t.settings_json
 ), inserted AS (
   INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
   SELECT i.id, i.start_at, i.settings_json FROM input AS i
   WHERE NOT EXISTS (SELECT FROM updated AS u WHERE u.id = i.id)
   ON CONFLICT (id) DO UPDATE SET settings_json = excluded.settings_json
-  RETURNING t.id, t.next_run_start_at
+  RETURNING t.id, t.next_run_start_at, t.settings_json
 ), written AS (
-  SELECT id, next_run_start_at FROM updated UNION ALL SELECT id, next_run_start_at FROM inserted
+  SELECT id, next_run_start_at, settings_json FROM updated
+  UNION ALL
+  SELECT id, next_run_start_at, settings_json FROM inserted
 )
 SELECT w.id, w.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || w.id), {version}
 FROM written AS w
@@ -212,17 +216,20 @@ SELECT now(), (SELECT current_run_expires_at FROM claimed)
 )sql";
 
   // Rows are locked in id order and rows another session holds are skipped, so concurrent batches
-  // never wait on each other (nor deadlock); the claim conditions are checked again on the locked
-  // row's latest version.
-  std::string claim_many = R"sql(
+  // never wait on each other (nor deadlock); the claim conditions, and the expected version where
+  // one is given, are checked again on the locked row's latest version.
+  std::string claim_many = fmt::format(R"sql(
 WITH input AS (
-  SELECT u.id, u.ticket, u.timeout_ms
-  FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id, ticket, timeout_ms)
+  SELECT u.id, u.ticket, u.timeout_ms, u.expected
+  FROM unnest($1::text[], $2::text[], $3::float8[], $5::int8[])
+       AS u(id, ticket, timeout_ms, expected)
 ), locked AS (
   SELECT t.id FROM backstage_backend_tasks__tasks AS t
-  WHERE t.id = ANY ($1::text[]) AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+  JOIN input AS i ON i.id = t.id
+  WHERE t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+    AND (i.expected IS NULL OR {version} = i.expected)
   ORDER BY t.id
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF t SKIP LOCKED
 ), claimed AS (
   UPDATE backstage_backend_tasks__tasks AS t
   SET current_run_ticket = i.ticket,
@@ -231,12 +238,14 @@ WITH input AS (
   FROM input AS i
   WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
     AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+    AND (i.expected IS NULL OR {version} = i.expected)
   RETURNING t.id, t.current_run_expires_at
 )
 SELECT id, current_run_expires_at, now() FROM claimed
 UNION ALL
 SELECT NULL, NULL, now()
-)sql";
+)sql",
+                                       fmt::arg("version", VersionOf("t")));
 
   std::string renew_lease = R"sql(
 UPDATE backstage_backend_tasks__tasks
@@ -283,13 +292,15 @@ WITH input AS (
   FROM input AS i
   WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
     AND t.current_run_ticket IN (i.ticket, i.marked)
-  RETURNING t.id
+  RETURNING t.id, t.next_run_start_at, {version} AS version
 )
-SELECT r.id, now(), pg_notify($9::text, 'release:' || r.id) FROM released AS r
+SELECT r.id, now(), pg_notify($9::text, 'release:' || r.id), r.next_run_start_at, r.version
+FROM released AS r
 UNION ALL
-SELECT NULL, now(), NULL
+SELECT NULL, now(), NULL, NULL, NULL
 )sql",
-                                         fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")));
+                                         fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")),
+                                         fmt::arg("version", VersionOf("t")));
 
   std::string trigger = R"sql(
 WITH target AS (

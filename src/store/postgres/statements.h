@@ -41,8 +41,9 @@ struct Statements {
   // $1 id, $2 ticket, $3 timeout ms, $4 lease ms → now(), current_run_expires_at (NULL: not
   // claimed)
   PgStatement claim;
-  // $1 ids (text[]), $2 tickets (text[]), $3 timeouts ms (float8[]), $4 lease ms → id (NULL on the
-  //   one row carrying only the clock), current_run_expires_at, now(); one row per claimed task
+  // $1 ids (text[]), $2 tickets (text[]), $3 timeouts ms (float8[]), $4 lease ms, $5 expected
+  //   versions (int8[], NULL: none) → id (NULL on the one row carrying only the clock),
+  //   current_run_expires_at, now(); one row per claimed task
   PgStatement claim_many;
   // $1 id, $2 ticket, $3 timeout ms, $4 lease ms, $5 the ticket marked by a cancel → now(),
   // whether the marked ticket holds the row (no row: neither form holds it)
@@ -52,8 +53,8 @@ struct Statements {
   PgStatement release;
   // $1 ids, $2 tickets, $3..$5 next plans, $6 error JSONs, $7 the tickets marked by a cancel
   // (arrays, one element per run), $8 the error JSON recorded where a marked ticket holds the row,
-  // $9 channel → id (NULL on the one row carrying only the clock), now(), (notify); one row per
-  // released task
+  // $9 channel → id (NULL on the one row carrying only the clock), now(), (notify),
+  // next_run_start_at, version; one row per released task
   PgStatement release_many;
   // $1 id, $2 channel → exists, triggered, now()
   PgStatement trigger;
