@@ -110,21 +110,31 @@ bool SqliteStatement::IsInteger(int column) const {
 
 namespace {
 
-// stagehand_version(x): FNV-1a of x's text, so that values of any storage format compare equal
-// exactly when their text does; NULL has a version of its own.
+// stagehand_version(next_run_start_at, settings_json): FNV-1a of both values' text, so that values
+// of any storage format compare equal exactly when their text does. Each value is hashed as a
+// NULL flag, its length and its bytes, so a NULL next start has versions of its own and no two
+// pairs run together into the same input.
 void VersionFunction(sqlite3_context* context, int argc, sqlite3_value** argv) {
-  if (argc != 1 || sqlite3_value_type(argv[0]) == SQLITE_NULL) {
-    sqlite3_result_int64(context, std::numeric_limits<sqlite3_int64>::min());
-    return;
-  }
-  const auto* text = sqlite3_value_text(argv[0]);
-  const int size = sqlite3_value_bytes(argv[0]);
   std::uint64_t hash = 14695981039346656037ULL;
-  for (int i = 0; i < size; ++i) {
-    hash ^= text[i];
+  const auto mix = [&hash](std::uint64_t byte) {
+    hash ^= byte;
     hash *= 1099511628211ULL;
+  };
+  for (int arg = 0; arg < argc; ++arg) {
+    sqlite3_value* value = argv[arg];
+    if (sqlite3_value_type(value) == SQLITE_NULL) {
+      mix(0);
+      continue;
+    }
+    mix(1);
+    const auto* text = sqlite3_value_text(value);
+    const int size = sqlite3_value_bytes(value);
+    for (int shift = 0; shift < 32; shift += 8) {
+      mix((static_cast<std::uint64_t>(size) >> shift) & 0xffU);
+    }
+    for (int i = 0; i < size; ++i) mix(text[i]);
   }
-  hash &= 0x7fffffffffffffffULL;  // never the NULL version
+  hash &= 0x7fffffffffffffffULL;
   sqlite3_result_int64(context, static_cast<sqlite3_int64>(hash));
 }
 
@@ -158,7 +168,7 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
   }
   std::unique_ptr<SqliteDatabase> db(new SqliteDatabase(raw, plugin_id, path));
   sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout.count()));
-  if (sqlite3_create_function(raw, "stagehand_version", 1,
+  if (sqlite3_create_function(raw, "stagehand_version", 2,
                               SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
                               &VersionFunction, nullptr, nullptr) != SQLITE_OK) {
     return fail(sqlite3_errmsg(raw));

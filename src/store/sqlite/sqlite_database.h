@@ -61,9 +61,10 @@ class SqliteStatement {
 class SqliteDatabase {
  public:
   // Opens (creating if needed, with its directory) the database at `path`, sets the busy timeout
-  // and WAL mode, and defines the SQL function stagehand_version(x): a 64-bit hash of x's text
-  // (the smallest integer for NULL), the version of a next_run_start_at value. Errors: kUnavailable
-  // "plugin '<id>': cannot open SQLite database '<path>': <reason>".
+  // and WAL mode, and defines the SQL function stagehand_version(next_run_start_at,
+  // settings_json): a non-negative 64-bit hash of both values' text (NULL hashed as such), a row's
+  // PollEntry::version. Errors: kUnavailable "plugin '<id>': cannot open SQLite database '<path>':
+  // <reason>".
   static Result<std::unique_ptr<SqliteDatabase>> Open(const std::string& plugin_id,
                                                       const std::string& path,
                                                       std::chrono::milliseconds busy_timeout);

@@ -41,7 +41,7 @@ std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister) {
       "OR {1} < backstage_backend_tasks__tasks.next_run_start_at THEN {1} "
       "ELSE backstage_backend_tasks__tasks.next_run_start_at END "
       "RETURNING next_run_start_at, strftime('%Y-%m-%d %H:%M:%f','now'), "
-      "stagehand_version(next_run_start_at)",
+      "stagehand_version(next_run_start_at, settings_json)",
       PlanExpression(start, 3), next);
 }
 
@@ -51,7 +51,9 @@ std::string Release(NextRunPlan::Kind next) {
       "current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL, "
       "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), "
       "last_run_error_json = CASE WHEN current_run_ticket = ?5 THEN ?6 ELSE ?3 END "
-      "WHERE id = ?1 AND current_run_ticket IN (?2, ?5)",
+      "WHERE id = ?1 AND current_run_ticket IN (?2, ?5) "
+      "RETURNING next_run_start_at, stagehand_version(next_run_start_at, settings_json), "
+      "strftime('%Y-%m-%d %H:%M:%f','now')",
       PlanExpression(next, 4));
 }
 

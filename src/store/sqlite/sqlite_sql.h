@@ -108,7 +108,7 @@ inline constexpr std::string_view kPoll =
     "SELECT ids.value, t.id IS NOT NULL, t.settings_json, t.next_run_start_at, "
     "t.current_run_ticket, t.current_run_expires_at, "
     "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now, "
-    "stagehand_version(t.next_run_start_at) "
+    "stagehand_version(t.next_run_start_at, t.settings_json) "
     "FROM json_each(?1) AS ids CROSS JOIN clock "
     "LEFT JOIN backstage_backend_tasks__tasks AS t ON t.id = ids.value "
     "ORDER BY ids.key";
@@ -122,11 +122,11 @@ inline constexpr std::string_view kPollChanged =
     "SELECT k.id, t.id IS NOT NULL, t.settings_json, t.next_run_start_at, "
     "t.current_run_ticket, t.current_run_expires_at, "
     "coalesce(t.next_run_start_at <= clock.now AND t.current_run_ticket IS NULL, 0), clock.now, "
-    "stagehand_version(t.next_run_start_at) "
+    "stagehand_version(t.next_run_start_at, t.settings_json) "
     "FROM known AS k CROSS JOIN clock "
     "LEFT JOIN backstage_backend_tasks__tasks AS t ON t.id = k.id "
     "WHERE t.id IS NULL OR t.current_run_ticket IS NOT NULL OR t.next_run_start_at <= clock.now "
-    "OR stagehand_version(t.next_run_start_at) IS NOT k.version "
+    "OR stagehand_version(t.next_run_start_at, t.settings_json) IS NOT k.version "
     "ORDER BY k.key";
 
 // ?1 error JSON. Returns the reset ids.
@@ -143,6 +143,16 @@ inline constexpr std::string_view kClaim =
     "current_run_expires_at = strftime('%Y-%m-%d %H:%M:%f','now',?3) "
     "WHERE id = ?1 AND current_run_ticket IS NULL "
     "AND next_run_start_at <= strftime('%Y-%m-%d %H:%M:%f','now') "
+    "RETURNING current_run_started_at, current_run_expires_at";
+
+// As kClaim, and ?4 the version (stagehand_version) the row must have.
+inline constexpr std::string_view kClaimVersion =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?2, "
+    "current_run_started_at = strftime('%Y-%m-%d %H:%M:%f','now'), "
+    "current_run_expires_at = strftime('%Y-%m-%d %H:%M:%f','now',?3) "
+    "WHERE id = ?1 AND current_run_ticket IS NULL "
+    "AND next_run_start_at <= strftime('%Y-%m-%d %H:%M:%f','now') "
+    "AND stagehand_version(next_run_start_at, settings_json) = ?4 "
     "RETURNING current_run_started_at, current_run_expires_at";
 
 // ?1 id, ?2 ticket, ?3 modifier for the timeout, ?4 modifier for the lease, ?5 the ticket marked
@@ -185,6 +195,7 @@ std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister);
 
 // End of a run (§4.6): ?1 id, ?2 ticket, ?3 error JSON or NULL, ?4 the plan's parameter, ?5 the
 // ticket marked by a cancel, ?6 the error JSON recorded when the marked ticket holds the row.
+// Returns (one row if released) next_run_start_at, the version and now.
 std::string Release(NextRunPlan::Kind next);
 
 }  // namespace stagehand::store_internal::sqlite_sql

@@ -165,9 +165,9 @@ class SqliteTaskStore final : public TaskStore {
   Status WarmUp() override {
     std::lock_guard lock(mu_);
     const std::string_view statements[] = {
-        sql::kPoll,       sql::kPollChanged, sql::kSweepExpired, sql::kClaim,
-        sql::kRenewLease, sql::kTrigger,     sql::kTaskExists,   sql::kReadForCancel,
-        sql::kStates,     sql::kDelete,      sql::kDatabaseNow,
+        sql::kPoll,          sql::kPollChanged, sql::kSweepExpired, sql::kClaim,
+        sql::kClaimVersion,  sql::kRenewLease,  sql::kTrigger,      sql::kTaskExists,
+        sql::kReadForCancel, sql::kStates,      sql::kDelete,       sql::kDatabaseNow,
     };
     for (std::string_view statement : statements) {
       Result<SqliteStatement> prepared = db_->Prepare(statement);
@@ -180,7 +180,7 @@ class SqliteTaskStore final : public TaskStore {
                             std::chrono::milliseconds timeout,
                             std::chrono::milliseconds lease) override {
     std::lock_guard lock(mu_);
-    return ClaimLocked(id, ticket, timeout, lease);
+    return ClaimLocked(id, ticket, timeout, lease, std::nullopt);
   }
 
   Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
@@ -192,7 +192,8 @@ class SqliteTaskStore final : public TaskStore {
     std::vector<ClaimResult> results;
     results.reserve(claims.size());
     for (const ClaimRequest& claim : claims) {
-      Result<ClaimResult> claimed = ClaimLocked(claim.id, claim.ticket, claim.timeout, lease);
+      Result<ClaimResult> claimed =
+          ClaimLocked(claim.id, claim.ticket, claim.timeout, lease, claim.expected_version);
       if (!claimed.ok()) return claimed.status();
       results.push_back(*claimed);
     }
@@ -200,8 +201,9 @@ class SqliteTaskStore final : public TaskStore {
     return results;
   }
 
-  Result<std::vector<bool>> ReleaseMany(std::span<const ReleaseRequest> releases) override {
-    if (releases.empty()) return std::vector<bool>();
+  Result<std::vector<ReleaseResult>> ReleaseMany(
+      std::span<const ReleaseRequest> releases) override {
+    if (releases.empty()) return std::vector<ReleaseResult>();
     std::vector<NextRunPlan> plans;
     plans.reserve(releases.size());
     const WallTime db_now = db_clock_.Now();
@@ -213,13 +215,23 @@ class SqliteTaskStore final : public TaskStore {
     std::lock_guard lock(mu_);
     SqliteTransaction transaction(*db_);
     STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
-    std::vector<bool> results;
+    std::vector<ReleaseResult> results;
     results.reserve(releases.size());
+    std::optional<WallTime> now;
     for (std::size_t i = 0; i < releases.size(); ++i) {
-      Result<bool> released =
+      Result<ReleaseResult> released =
           ReleaseLocked(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json);
       if (!released.ok()) return released.status();
-      results.push_back(*released);
+      if (released->released && !now) now = released->db_now;
+      results.push_back(std::move(*released));
+    }
+    if (!now) {
+      Result<WallTime> observed = NowLocked();
+      if (!observed.ok()) return observed.status();
+      now = *observed;
+    }
+    for (ReleaseResult& result : results) {
+      if (!result.released) result.db_now = *now;
     }
     STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
     return results;
@@ -251,7 +263,9 @@ class SqliteTaskStore final : public TaskStore {
     Result<NextRunPlan> next = store_internal::PlanReleaseNext(schedule, db_clock_.Now());
     if (!next.ok()) return next.status();
     std::lock_guard lock(mu_);
-    return ReleaseLocked(id, ticket, *next, error_json);
+    Result<ReleaseResult> released = ReleaseLocked(id, ticket, *next, error_json);
+    if (!released.ok()) return released.status();
+    return released->released;
   }
 
   Status Trigger(const std::string& id) override {
@@ -353,15 +367,18 @@ class SqliteTaskStore final : public TaskStore {
   }
 
  private:
-  // Claim, with mu_ held.
+  // Claim, with mu_ held; with an `expected_version`, only a row of that version is claimed.
   Result<ClaimResult> ClaimLocked(const std::string& id, const std::string& ticket,
                                   std::chrono::milliseconds timeout,
-                                  std::chrono::milliseconds lease) {
+                                  std::chrono::milliseconds lease,
+                                  std::optional<std::int64_t> expected_version) {
     ClaimResult result;
     {
-      Result<SqliteStatement> stmt = db_->Prepare(sql::kClaim);
+      Result<SqliteStatement> stmt =
+          db_->Prepare(expected_version ? sql::kClaimVersion : sql::kClaim);
       if (!stmt.ok()) return stmt.status();
       stmt->Bind(1, id).Bind(2, ticket).Bind(3, DurationModifier(std::min(timeout, lease)));
+      if (expected_version) stmt->Bind(4, *expected_version);
       const WallTime sent = clock_.Now();
       Result<bool> row = stmt->Step("claiming a task");
       if (!row.ok()) return row.status();
@@ -510,9 +527,10 @@ class SqliteTaskStore final : public TaskStore {
     return ids;
   }
 
-  Result<bool> ReleaseLocked(const std::string& id, const std::string& ticket,
-                             const NextRunPlan& next,
-                             const std::optional<std::string>& error_json) {
+  // Release, with mu_ held. A result that is not released carries no db_now.
+  Result<ReleaseResult> ReleaseLocked(const std::string& id, const std::string& ticket,
+                                      const NextRunPlan& next,
+                                      const std::optional<std::string>& error_json) {
     Result<SqliteStatement> stmt = db_->Prepare(sql::Release(next.kind));
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, id)
@@ -521,8 +539,21 @@ class SqliteTaskStore final : public TaskStore {
         .Bind(5, CancelRequestedTicket(ticket))
         .Bind(6, ErrorJson("Task was cancelled"));
     BindPlan(*stmt, 4, next);
+    const WallTime sent = clock_.Now();
+    Result<bool> row = stmt->Step("releasing a task");
+    if (!row.ok()) return row.status();
+    ReleaseResult result;
+    if (!*row) return result;
+    Result<std::optional<WallTime>> next_start = ReadTime(*stmt, 0, id);
+    if (!next_start.ok()) return next_start.status();
+    Result<WallTime> now = ObserveNow(*stmt, 2, sent);
+    if (!now.ok()) return now.status();
+    result.released = true;
+    result.next_run_start_at = *next_start;
+    result.version = stmt->Int(1);
+    result.db_now = *now;
     STAGEHAND_RETURN_IF_ERROR(stmt->Run("releasing a task"));
-    return db_->Changes() == 1;
+    return result;
   }
 
   const std::string plugin_id_;
