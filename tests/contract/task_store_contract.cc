@@ -74,6 +74,14 @@ WallTime CronNext(const std::string& expression, WallTime after) {
 
 WallTime WholeSeconds(WallTime t) { return std::chrono::floor<seconds>(t); }
 
+// Returns whether each release of a batch found its ticket holding the row.
+std::vector<bool> ReleasedFlags(const std::vector<ReleaseResult>& results) {
+  std::vector<bool> flags;
+  flags.reserve(results.size());
+  for (const ReleaseResult& result : results) flags.push_back(result.released);
+  return flags;
+}
+
 TaskRow RawRow(std::string id, std::string settings_json) {
   TaskRow row;
   row.id = std::move(id);
@@ -1366,6 +1374,62 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   EXPECT_EQ(inbox->size(), delivered);
 }
 
+TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
+  // Cadences whose re-registration keeps the next start: a later one (now + 1 h after now + 10 min)
+  // and a manual one (NULL stays NULL).
+  const TaskSchedule delayed = Schedule("PT1H", "PT10M");
+  const TaskSchedule manual = Schedule("manual");
+  Upsert("delayed", delayed);
+  Upsert("manual", manual);
+  const std::vector<std::string> ids = {"delayed", "manual"};
+  const PollResult before = Poll(ids);
+  ASSERT_EQ(before.entries.size(), ids.size());
+  const TaskRow delayed_row = Row("delayed");
+  const TaskRow manual_row = Row("manual");
+
+  // The same settings again: the version stays.
+  Result<UpsertResult> same = store_->Upsert("delayed", delayed);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->version, before.entries[0].version);
+
+  // Only the timeout changes: the next start stays, the version does not.
+  const std::vector<TaskSchedule> longer = {Schedule("PT1H", "PT10M", "PT2M"),
+                                            Schedule("manual", std::nullopt, "PT2M")};
+  std::vector<std::optional<std::int64_t>> known;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    Result<UpsertResult> rewritten = store_->Upsert(ids[i], longer[i]);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+    EXPECT_NE(rewritten->version, before.entries[i].version) << ids[i];
+    known.push_back(before.entries[i].version);
+  }
+  EXPECT_EQ(Row("delayed").next_run_start_at, delayed_row.next_run_start_at);
+  EXPECT_EQ(Row("delayed").settings_json, longer[0].settings.ToJson());
+  EXPECT_FALSE(Row("manual").next_run_start_at.has_value());
+  EXPECT_NE(Row("manual").settings_json, manual_row.settings_json);
+
+  // A poll with the old versions reports both rows, with their new settings.
+  Result<PollResult> changed = store_->PollChanged(ids, known, false);
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_EQ(changed->entries.size(), ids.size());
+  const PollResult after = Poll(ids);
+  ASSERT_EQ(after.entries.size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const PollEntry& entry = changed->entries[i];
+    EXPECT_EQ(entry.id, ids[i]);
+    EXPECT_EQ(entry.readiness, Readiness::kNotReady) << ids[i];
+    ASSERT_TRUE(entry.settings.has_value()) << ids[i];
+    EXPECT_EQ(entry.settings->timeout_after_duration, "PT2M") << ids[i];
+    EXPECT_EQ(entry.next_run_start_at, before.entries[i].next_run_start_at) << ids[i];
+    EXPECT_EQ(entry.version, after.entries[i].version) << ids[i];
+    known[i] = entry.version;
+  }
+
+  // With the new versions, nothing is reported.
+  Result<PollResult> quiet = store_->PollChanged(ids, known, false);
+  ASSERT_TRUE(quiet.ok()) << quiet.status().ToString();
+  EXPECT_TRUE(quiet->entries.empty());
+}
+
 // --- Batches ----------------------------------------------------------------------------------
 
 TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
@@ -1378,9 +1442,12 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
   const TaskRow held = Row("held");
 
   const std::vector<ClaimRequest> claims = {
-      {"due-b", "ticket-b", seconds(3)},   {"future", "ticket-f", minutes(1)},
-      {"missing", "ticket-m", minutes(1)}, {"held", "ticket-h", minutes(1)},
-      {"manual", "ticket-x", minutes(1)},  {"due-a", "ticket-a", minutes(1)},
+      {"due-b", "ticket-b", seconds(3), std::nullopt},
+      {"future", "ticket-f", minutes(1), std::nullopt},
+      {"missing", "ticket-m", minutes(1), std::nullopt},
+      {"held", "ticket-h", minutes(1), std::nullopt},
+      {"manual", "ticket-x", minutes(1), std::nullopt},
+      {"due-a", "ticket-a", minutes(1), std::nullopt},
   };
   const WallTime before = Now();
   Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, seconds(5));
@@ -1418,9 +1485,10 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
   ASSERT_TRUE(renewed.ok());
   EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   EXPECT_TRUE(Release("due-a", "ticket-a", Schedule("PT0S")));
-  Result<std::vector<ClaimResult>> again = store_->ClaimMany(
-      std::vector<ClaimRequest>{{"due-a", "ticket-a2", minutes(1)}, {"due-b", "t", minutes(1)}},
-      minutes(1));
+  Result<std::vector<ClaimResult>> again =
+      store_->ClaimMany(std::vector<ClaimRequest>{{"due-a", "ticket-a2", minutes(1), std::nullopt},
+                                                  {"due-b", "t", minutes(1), std::nullopt}},
+                        minutes(1));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   ASSERT_EQ(again->size(), 2u);
   EXPECT_TRUE((*again)[0].claimed);
@@ -1464,10 +1532,10 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
       {"manual", "t-manual", manual, std::nullopt},
   };
   const WallTime before = Now();
-  Result<std::vector<bool>> released = store_->ReleaseMany(releases);
+  Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
   const WallTime after = Now();
   ASSERT_TRUE(released.ok()) << released.status().ToString();
-  EXPECT_EQ(*released, (std::vector<bool>{true, false, true, false, true, true}));
+  EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, false, true, false, true, true}));
 
   const TaskRow d = Row("duration");
   EXPECT_FALSE(d.current_run_ticket.has_value());
@@ -1496,14 +1564,152 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
   EXPECT_FALSE(fixture_->GetRawRow("missing").has_value());
 
   // Released again with the same tickets: nothing holds them any more.
-  Result<std::vector<bool>> twice = store_->ReleaseMany(releases);
+  Result<std::vector<ReleaseResult>> twice = store_->ReleaseMany(releases);
   ASSERT_TRUE(twice.ok()) << twice.status().ToString();
-  EXPECT_EQ(*twice, std::vector<bool>(releases.size(), false));
+  EXPECT_EQ(ReleasedFlags(*twice), std::vector<bool>(releases.size(), false));
   EXPECT_EQ(Row("duration"), d);
 
-  Result<std::vector<bool>> none = store_->ReleaseMany({});
+  Result<std::vector<ReleaseResult>> none = store_->ReleaseMany({});
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_TRUE(none->empty());
+}
+
+TEST_F(TaskStoreContractTest, ClaimManyClaimsOnlyRowsOfTheExpectedVersion) {
+  const TaskSchedule due = Schedule("PT10M");
+  const TaskSchedule immediate = Schedule("PT0S");
+  // Each row is due and free when the batch below runs; each `stale` version is one the row had
+  // before something changed it.
+  Result<UpsertResult> current = store_->Upsert("current", due);
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  Upsert("plain", due);
+  Upsert("held", due);
+  ASSERT_TRUE(Claim("held", "other-host"));
+
+  Result<UpsertResult> triggered = store_->Upsert("triggered", Schedule("PT10M", "PT1H"));
+  ASSERT_TRUE(triggered.ok()) << triggered.status().ToString();
+  ASSERT_TRUE(store_->Trigger("triggered").ok());
+
+  Result<UpsertResult> resettled = store_->Upsert("resettled", due);
+  ASSERT_TRUE(resettled.ok()) << resettled.status().ToString();
+  Upsert("resettled", Schedule("PT10M", std::nullopt, "PT2M"));
+
+  Result<UpsertResult> recycled = store_->Upsert("recycled", immediate);
+  ASSERT_TRUE(recycled.ok()) << recycled.status().ToString();
+  ASSERT_TRUE(Claim("recycled", "earlier-run"));
+  fixture_->LetTimePass(milliseconds(5));
+  ASSERT_TRUE(Release("recycled", "earlier-run", immediate));
+
+  const std::vector<std::string> stale_ids = {"triggered", "resettled", "recycled"};
+  std::vector<TaskRow> stale_rows;
+  for (const std::string& id : stale_ids) stale_rows.push_back(Row(id));
+  const PollResult polled = Poll({"current", "triggered", "resettled", "recycled"});
+  ASSERT_EQ(polled.entries.size(), 4u);
+  for (const PollEntry& entry : polled.entries) {
+    EXPECT_EQ(entry.readiness, Readiness::kReady) << entry.id;
+  }
+  EXPECT_EQ(polled.entries[0].version, current->version);
+  EXPECT_NE(polled.entries[1].version, triggered->version) << "a trigger moves the next start";
+  EXPECT_NE(polled.entries[2].version, resettled->version) << "new settings";
+  EXPECT_NE(polled.entries[3].version, recycled->version) << "another run moved the next start";
+
+  std::vector<ClaimRequest> claims = {
+      {"triggered", "t-triggered", minutes(1), triggered->version},
+      {"current", "t-current", minutes(1), current->version},
+      {"resettled", "t-resettled", minutes(1), resettled->version},
+      {"plain", "t-plain", minutes(1), std::nullopt},
+      {"recycled", "t-recycled", minutes(1), recycled->version},
+      {"held", "t-held", minutes(1), std::nullopt},
+      {"missing", "t-missing", minutes(1), current->version},
+  };
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), claims.size());
+  const std::vector<bool> expected = {false, true, false, true, false, false, false};
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    EXPECT_EQ((*claimed)[i].claimed, expected[i]) << claims[i].id;
+    EXPECT_EQ((*claimed)[i].expires_at.has_value(), expected[i]) << claims[i].id;
+  }
+  EXPECT_EQ(Row("current").current_run_ticket, "t-current");
+  EXPECT_EQ(Row("plain").current_run_ticket, "t-plain");
+  EXPECT_EQ(Row("held").current_run_ticket, "other-host");
+  for (std::size_t i = 0; i < stale_ids.size(); ++i) {
+    EXPECT_EQ(Row(stale_ids[i]), stale_rows[i]) << stale_ids[i];
+  }
+
+  // The versions a poll reports now are current: those claims succeed, one without expectation
+  // as before.
+  Result<std::vector<ClaimResult>> fresh = store_->ClaimMany(
+      std::vector<ClaimRequest>{
+          {"triggered", "t2-triggered", minutes(1), polled.entries[1].version},
+          {"resettled", "t2-resettled", minutes(1), polled.entries[2].version},
+          {"recycled", "t2-recycled", minutes(1), std::nullopt},
+      },
+      minutes(1));
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_EQ(fresh->size(), 3u);
+  for (std::size_t i = 0; i < stale_ids.size(); ++i) {
+    EXPECT_TRUE((*fresh)[i].claimed) << stale_ids[i];
+    EXPECT_EQ(Row(stale_ids[i]).current_run_ticket, "t2-" + stale_ids[i]);
+  }
+}
+
+TEST_F(TaskStoreContractTest, ReleaseManyReportsEachReleasedRowsNextStartAndVersion) {
+  const TaskSchedule duration = Schedule("PT10M");
+  const TaskSchedule manual = Schedule("manual");
+  const TaskSchedule immediate = Schedule("PT0S");
+  Upsert("duration", duration);
+  Upsert("manual", manual);
+  ASSERT_TRUE(store_->Trigger("manual").ok());
+  Upsert("again", immediate);
+  Upsert("stolen", duration);
+  ASSERT_TRUE(Claim("duration", "t-duration"));
+  ASSERT_TRUE(Claim("manual", "t-manual"));
+  ASSERT_TRUE(Claim("again", "t-again"));
+  ASSERT_TRUE(Claim("stolen", "t-thief"));
+  fixture_->LetTimePass(milliseconds(5));
+
+  const std::vector<ReleaseRequest> releases = {
+      {"duration", "t-duration", duration, std::nullopt},
+      {"stolen", "t-stolen", duration, std::nullopt},
+      {"manual", "t-manual", manual, std::nullopt},
+      {"missing", "t-missing", duration, std::nullopt},
+      {"again", "t-again", immediate, std::nullopt},
+  };
+  const WallTime before = Now();
+  Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
+  const WallTime after = Now();
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_EQ(released->size(), releases.size());
+  EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, false, true, false, true}));
+
+  std::vector<std::string> ids;
+  for (const ReleaseRequest& release : releases) ids.push_back(release.id);
+  const PollResult polled = Poll(ids);
+  ASSERT_EQ(polled.entries.size(), ids.size());
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    const ReleaseResult& result = (*released)[i];
+    EXPECT_TRUE(Within(result.db_now, before, after)) << ids[i];
+    if (!result.released) {
+      EXPECT_FALSE(result.version.has_value()) << ids[i];
+      continue;
+    }
+    EXPECT_EQ(result.next_run_start_at, Row(ids[i]).next_run_start_at) << ids[i];
+    EXPECT_EQ(result.next_run_start_at, polled.entries[i].next_run_start_at) << ids[i];
+    ASSERT_TRUE(result.version.has_value()) << ids[i];
+    EXPECT_EQ(*result.version, polled.entries[i].version) << ids[i];
+  }
+  EXPECT_FALSE((*released)[2].next_run_start_at.has_value()) << "manual";
+  EXPECT_TRUE(Within((*released)[4].next_run_start_at, before, after));
+  EXPECT_EQ(Row("stolen").current_run_ticket, "t-thief");
+
+  // The reported version is the one a claim without a poll can expect.
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
+      std::vector<ClaimRequest>{{"again", "t-again-2", minutes(1), (*released)[4].version}},
+      minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_TRUE((*claimed)[0].claimed);
+  EXPECT_EQ(Row("again").current_run_ticket, "t-again-2");
 }
 
 TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
@@ -1518,14 +1724,15 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("batch-1", schedule);
   Upsert("batch-2", schedule);
-  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
-      std::vector<ClaimRequest>{{"batch-1", "t1", minutes(1)}, {"batch-2", "t2", minutes(1)}},
-      minutes(1));
+  Result<std::vector<ClaimResult>> claimed =
+      store_->ClaimMany(std::vector<ClaimRequest>{{"batch-1", "t1", minutes(1), std::nullopt},
+                                                  {"batch-2", "t2", minutes(1), std::nullopt}},
+                        minutes(1));
   ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
-  Result<std::vector<bool>> released = store_->ReleaseMany(std::vector<ReleaseRequest>{
+  Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(std::vector<ReleaseRequest>{
       {"batch-1", "t1", schedule, std::nullopt}, {"batch-2", "t2", schedule, std::nullopt}});
   ASSERT_TRUE(released.ok()) << released.status().ToString();
-  EXPECT_EQ(*released, (std::vector<bool>{true, true}));
+  EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, true}));
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
 }
@@ -1562,7 +1769,7 @@ TEST_F(TaskStoreContractTest, EachRowHasExactlyOneWinnerWhenHostsClaimManyAtOnce
           claims.push_back(
               {ids[static_cast<std::size_t>(t)],
                "r" + std::to_string(round) + "-h" + std::to_string(h) + "-t" + std::to_string(t),
-               minutes(1)});
+               minutes(1), std::nullopt});
         }
         Result<std::vector<ClaimResult>> claimed =
             hosts[static_cast<std::size_t>(h)]->ClaimMany(claims, minutes(1));
@@ -1606,8 +1813,9 @@ TEST_F(TaskStoreContractTest, EachRowHasExactlyOneWinnerWhenHostsClaimManyAtOnce
                     ": " + std::to_string(winners) + " winners";
       }
     }
-    Result<std::vector<bool>> released = store_->ReleaseMany(releases);
-    if (!released.ok() || std::count(released->begin(), released->end(), true) !=
+    Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
+    if (!released.ok() || std::count_if(released->begin(), released->end(),
+                                        [](const ReleaseResult& r) { return r.released; }) !=
                               static_cast<std::ptrdiff_t>(releases.size())) {
       ++failed;
     }
