@@ -348,6 +348,8 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
   ReadBoundedDuration(block, "lease", std::chrono::seconds(1), "1 second", out.lease, problems);
   ReadBoundedDuration(block, "pollInterval", std::chrono::milliseconds(1), "1 millisecond",
                       out.poll_interval, problems);
+  ReadBoundedDuration(block, "maxPollInterval", std::chrono::milliseconds(1), "1 millisecond",
+                      out.max_poll_interval, problems);
   ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
                       out.shutdown_grace, problems);
   Result<std::optional<double>> concurrency = block.GetOptionalNumber("maxConcurrency");

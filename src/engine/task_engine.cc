@@ -84,11 +84,10 @@ TaskEngine::TaskEngine(EngineContext context)
       logger_(context_.logger ? context_.logger : NullLogger()),
       observer_(context_.observer ? context_.observer : std::make_shared<SchedulerObserver>()),
       debug_logs_(logger_->Enabled(LogLevel::kDebug)),
-      janitor_interval_(context_.options.janitor_interval.count() > 0
-                            ? context_.options.janitor_interval
-                            : context_.options.lease),
+      janitor_interval_(context_.options.janitor_interval),
+      safety_interval_(context_.options.poll_interval),
       next_safety_poll_(clock_.MonoNow()),
-      next_sweep_(clock_.MonoNow()),
+      next_sweep_(janitor_interval_.count() > 0 ? clock_.MonoNow() : kMonoInfinity),
       claim_order_salt_(std::hash<std::string>{}(NewUuidV4())),
       executor_(context_.options.max_concurrency, [this] { Kick(); }) {
   if (context_.store != nullptr) {
@@ -474,7 +473,7 @@ void TaskEngine::DispatcherLoop(std::stop_token stop) {
         }
       }
       poll = DispatcherHasWork(now);
-      sweep = poll && now >= next_sweep_;
+      sweep = poll && (now >= next_sweep_ || now >= next_safety_poll_);
     }
     if (renew) RenewLeases();
     if (poll) PollAndClaim(sweep);
@@ -548,6 +547,23 @@ void TaskEngine::RenewLeases() {
   }
 }
 
+bool TaskEngine::Unannounced(const PollResult& polled, const std::vector<std::string>& ids,
+                             const std::vector<std::optional<std::int64_t>>& known_versions) {
+  if (!polled.swept_ids.empty()) return true;
+  std::size_t i = 0;
+  for (const PollEntry& entry : polled.entries) {
+    while (i < ids.size() && ids[i] != entry.id) ++i;
+    if (i == ids.size()) return true;
+    // A row whose version this host knew (so it was idle) was claimed, changed or removed since.
+    if (known_versions[i] && (entry.readiness == Readiness::kMissing ||
+                              entry.readiness == Readiness::kInvalidSettings || entry.running ||
+                              entry.version != *known_versions[i])) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void TaskEngine::PollAndClaim(bool sweep) {
   // A safety or sweep round polls every waiting task. Otherwise only the tasks whose row may have
   // changed unseen are polled (an event, a trigger, a lost claim), and a due task whose row is
@@ -616,6 +632,7 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
     logger_->Warn("Task state poll failed, " + polled.status().message());
     std::lock_guard lock(mu_);
     const MonoTime retry_at = mono_ref + context_.options.retry_backoff;
+    safety_interval_ = context_.options.poll_interval;
     next_safety_poll_ = std::max(next_safety_poll_, retry_at);
     for (const std::shared_ptr<Task>& task : polled_tasks) {
       if (task->phase != Task::Phase::kWaiting) continue;
@@ -630,8 +647,18 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
   std::vector<std::pair<std::string, std::string>> finished_invalid;
   {
     std::lock_guard lock(mu_);
-    if (full) next_safety_poll_ = mono_ref + context_.options.poll_interval;
-    if (sweep) next_sweep_ = mono_ref + janitor_interval_;
+    if (sweep) next_sweep_ = janitor_interval_.count() > 0 ? mono_ref + janitor_interval_ : kMonoInfinity;
+    if (full) {
+      const bool quiet = notifications_ != nullptr && !Unannounced(*polled, ids, known_versions);
+      safety_interval_ = quiet ? std::min(std::max(safety_interval_ * 2, context_.options.poll_interval),
+                                          std::max(context_.options.max_poll_interval,
+                                                   context_.options.poll_interval))
+                               : context_.options.poll_interval;
+      next_safety_poll_ = mono_ref + safety_interval_;
+      if (debug_logs_) {
+        logger_->Debug("Next safety-net poll in " + std::to_string(safety_interval_.count()) + " ms");
+      }
+    }
     // Rows left out of the result are unchanged, idle and not due. A task among them whose wake-up
     // has come (it is computed to be early, never late) waits for its row's next start again.
     for (const std::shared_ptr<Task>& task_ptr : polled_tasks) {
@@ -1130,6 +1157,8 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
       }
     };
     if (event.kind == StoreEvent::Kind::kResync) {
+      safety_interval_ = context_.options.poll_interval;
+      next_safety_poll_ = std::min(next_safety_poll_, now + safety_interval_);
       for (const auto& [id, task] : tasks_) apply(*task);
     } else if (auto it = tasks_.find(event.task_id); it != tasks_.end()) {
       apply(*it->second);

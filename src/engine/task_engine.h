@@ -134,6 +134,10 @@ class TaskEngine {
     std::optional<TaskSettingsV2> settings;
     std::size_t tie = 0;  // orders candidates of equal due time
   };
+  // Returns whether a safety-net poll of `ids` found a change nobody announced to this host: a
+  // row it knew idle that is now running, changed or gone, or an expired run it swept.
+  static bool Unannounced(const PollResult& polled, const std::vector<std::string>& ids,
+                          const std::vector<std::optional<std::int64_t>>& known_versions);
   // Polls `ids` (PollChanged) and updates what this host knows of their rows; appends the ready
   // ones to `ready`. `full`: every waiting task is polled (the safety-net round). Returns false
   // when the poll failed (the tasks are polled again after the retry backoff).
@@ -209,6 +213,9 @@ class TaskEngine {
   bool stopped_ = false;
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
+  // The wait between safety-net polls: poll_interval, doubled after every quiet one up to
+  // max_poll_interval while the store notifies.
+  std::chrono::milliseconds safety_interval_;
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
   // Orders due tasks of equal due time before a claim, differently on every host.

@@ -12,8 +12,15 @@ struct EngineOptions {
   // The safety-net poll: how often waiting global tasks are polled even when nothing announced a
   // change (catches writers that do not notify: Backstage workers, other processes on SQLite).
   std::chrono::milliseconds poll_interval{5000};
-  // How often expired runs are swept (the janitor). Folded into a poll when one is due anyway.
-  // Zero means "equal to the lease".
+  // Where the store announces its writers' changes (PostgreSQL NOTIFY), a safety-net poll that
+  // finds nothing unannounced doubles the wait before the next one, up to this; a poll that finds
+  // an unannounced change (a Backstage worker's write, say) or a lost subscription brings it back
+  // to poll_interval. So an idle stagehand-only fleet costs one statement a minute per host, and a
+  // fleet shared with Backstage workers keeps polling every poll_interval. A value at or below
+  // poll_interval keeps the interval fixed.
+  std::chrono::milliseconds max_poll_interval{60000};
+  // How often expired runs are swept (the janitor) at the least. Zero: with every safety-net poll.
+  // Runs this host knows to be held elsewhere are swept when their expiry passes, whatever this.
   std::chrono::milliseconds janitor_interval{0};
   // Most task functions running at once in this plugin; a due task is not claimed without a free
   // slot.

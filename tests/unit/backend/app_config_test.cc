@@ -500,9 +500,10 @@ TEST_F(AppConfigTest, ExternalAccessMustBeAnArrayOfObjects) {
 TEST_F(AppConfigTest, SchedulerOptions) {
   BackendConfig config = ReadBackendOk(
       "stagehand:\n  scheduler:\n    lease: 30s\n    pollInterval: {seconds: 2}\n"
-      "    maxConcurrency: 4\n    shutdownGrace: PT5S\n");
+      "    maxConcurrency: 4\n    shutdownGrace: PT5S\n    maxPollInterval: 2s\n");
   EXPECT_EQ(config.engine.lease, 30s);
   EXPECT_EQ(config.engine.poll_interval, 2s);
+  EXPECT_EQ(config.engine.max_poll_interval, 2s);
   EXPECT_EQ(config.engine.max_concurrency, 4);
   EXPECT_EQ(config.engine.shutdown_grace, 5s);
 
@@ -514,6 +515,7 @@ TEST_F(AppConfigTest, SchedulerOptions) {
   EXPECT_EQ(config.engine.poll_interval, 1ms);
   EXPECT_EQ(config.engine.max_concurrency, 10000);
   EXPECT_EQ(config.engine.shutdown_grace, 0ms);
+  EXPECT_EQ(config.engine.max_poll_interval, 60s) << "the default";
 }
 
 TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
@@ -535,6 +537,9 @@ TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
                 HasSubstr("expected an integer from 1 to 10000"))
         << value;
   }
+  EXPECT_EQ(ReadBackendError("stagehand:\n  scheduler:\n    maxPollInterval: 0s\n"),
+            "Invalid config value for key 'stagehand.scheduler.maxPollInterval' in '" + file +
+                "' at line 3: must be at least 1 millisecond, got 0 ms");
   EXPECT_EQ(ReadBackendError("stagehand:\n  scheduler:\n    maxConcurrency: many\n"),
             "Unable to convert config value for key 'stagehand.scheduler.maxConcurrency' in '" +
                 file + "' to a number");

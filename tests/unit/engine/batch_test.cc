@@ -15,11 +15,11 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 
 // Forwards every call to a MemoryTaskStore and records the sizes of the batched claims and
-// releases. Thread-safe.
+// releases and the polled ids. With `notifies` false it cannot Listen, as SQLite. Thread-safe.
 class CountingStore final : public TaskStore {
  public:
-  explicit CountingStore(std::shared_ptr<testing::MemoryTaskStore> inner)
-      : inner_(std::move(inner)) {}
+  explicit CountingStore(std::shared_ptr<testing::MemoryTaskStore> inner, bool notifies = true)
+      : inner_(std::move(inner)), notifies_(notifies) {}
 
   std::vector<std::size_t> claim_batches() const {
     std::lock_guard lock(mu_);
@@ -107,11 +107,12 @@ class CountingStore final : public TaskStore {
   Status Delete(const std::string& id) override { return inner_->Delete(id); }
   Result<WallTime> DatabaseNow() override { return inner_->DatabaseNow(); }
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override {
-    return inner_->Listen(std::move(handler));
+    return notifies_ ? inner_->Listen(std::move(handler)) : nullptr;
   }
 
  private:
   std::shared_ptr<testing::MemoryTaskStore> inner_;
+  const bool notifies_;
   mutable std::mutex mu_;
   std::vector<std::size_t> claim_batches_;
   std::vector<std::size_t> release_batches_;
@@ -221,6 +222,20 @@ TEST_F(EngineTest, ARowChangedUnannouncedIsPolledBeforeItRunsWithTheNewSettings)
   Settle();
   EXPECT_EQ(Row("t")->next_run_start_at, clock_.Now() + minutes(2))
       << "the run was released with the settings this host knew, not the row's";
+}
+
+TEST_F(EngineTest, WithoutNotificationsTheSafetyNetPollKeepsItsInterval) {
+  auto silent = std::make_shared<CountingStore>(store_, /*notifies=*/false);
+  TaskEngine& engine = StartEngine(silent, Options());  // poll_interval 5 s
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("idle", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  silent->ClearPolls();
+  for (int i = 0; i < 120; ++i) {
+    clock_.Advance(seconds(1));
+    Settle();
+  }
+  EXPECT_GE(silent->polled_ids().size(), 23U) << "other writers are only seen by polling";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 namespace stagehand::engine_internal {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -319,22 +320,41 @@ TEST_F(EngineTest, RegisterManyIsAllOrNothingAndWritesOnce) {
   EXPECT_TRUE(Row("m49").has_value());
 }
 
-TEST_F(EngineTest, IdleTasksCostAStatementEveryPollInterval) {
-  TaskEngine& engine = StartEngine();
+TEST_F(EngineTest, IdleTasksBackOffTheSafetyNetPollUntilAChangeWasNotAnnounced) {
+  TaskEngine& engine = StartEngine();  // poll_interval 5 s, max_poll_interval 60 s
   Probe& probe = MakeProbe();
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(
         engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())).ok());
   }
   Settle();
-  const std::uint64_t before = store_->statement_count();
-  for (int i = 0; i < 60; ++i) {
-    clock_.Advance(seconds(1));
-    Settle();
+  const auto statements_over = [&](int seconds_to_pass) {
+    const std::uint64_t before = store_->statement_count();
+    for (int i = 0; i < seconds_to_pass; ++i) {
+      clock_.Advance(seconds(1));
+      Settle();
+    }
+    return store_->statement_count() - before;
+  };
+  // 5, 10, 20, 40 s apart, then every 60 s.
+  EXPECT_LE(statements_over(300), 8U);
+  const std::uint64_t settled = statements_over(300);
+  EXPECT_GE(settled, 4U) << "the safety-net poll stopped";
+  EXPECT_LE(settled, 6U) << "an idle host should poll once a minute";
+
+  // A writer that does not notify (a Backstage worker) claims one of the tasks.
+  std::optional<TaskRow> row = Row("idle-7");
+  ASSERT_TRUE(row);
+  row->current_run_ticket = "backstage-ticket";
+  row->current_run_started_at = clock_.Now();
+  row->current_run_expires_at = clock_.Now() + hours(1);
+  OtherHostStore()->PutRow(*row);
+  int waited = 0;
+  while (statements_over(1) == 0) {
+    ASSERT_LE(++waited, 60) << "no safety-net poll within max_poll_interval";
   }
-  const std::uint64_t statements = store_->statement_count() - before;
-  EXPECT_LE(statements, 12U) << "more than 0.2 statements per second while idle";
-  EXPECT_GE(statements, 6U) << "the safety-net poll did not run";
+  EXPECT_EQ(statements_over(4), 0U);
+  EXPECT_EQ(statements_over(1), 1U) << "the poll after an unannounced change comes poll_interval later";
   EXPECT_EQ(probe.calls(), 0);
 }
 
