@@ -735,7 +735,7 @@ struct SideBySide {
   int cron_seconds = 30;
   int interval_seconds = 30;
   std::vector<int> idle_tasks = {1000, 10000};
-  int idle_seconds = 10;
+  int idle_seconds = 60;
   int processes = 4;
   int tasks = 500;
   int throughput_seconds = 30;

@@ -600,7 +600,7 @@ async function main() {
     ? { triggers: 2, across: 2, cancels: 2, width: 2, cron: 2, interval: 2, idle: [50],
       idleSeconds: 1, processes: 2, tasks: 20, throughputSeconds: 2 }
     : { triggers: 50, across: 50, cancels: 20, width: 10, cron: 30, interval: 30,
-      idle: [1000, 10000], idleSeconds: 10, processes: 4, tasks: 500, throughputSeconds: 30 };
+      idle: [1000, 10000], idleSeconds: 60, processes: 4, tasks: 500, throughputSeconds: 30 };
   const all = ['trigger', 'across', 'cancel', 'cron', 'interval', 'idle', 'throughput',
     'saturation', 'kill'];
   const scenarios = new Set(args.scenarios ? args.scenarios.split(',') : all);

@@ -593,10 +593,6 @@ void TaskEngine::PollAndClaim(bool sweep) {
     }
   }
   if (!ids.empty() && !Poll(ids, known_versions, polled_tasks, sweep, full, candidates)) return;
-  {
-    std::lock_guard lock(mu_);
-    if (shutting_down_) return;
-  }
   if (candidates.empty()) return;
   // Earliest due first; ties in an order of this engine's own, so that hosts sharing a table
   // reach for different rows first.
@@ -733,6 +729,24 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
 }
 
 void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) {
+      for (std::size_t i = 0; i < candidates.size(); ++i) executor_.CancelReservation();
+      return;
+    }
+    claiming_ = true;  // Shutdown waits for this claim, so it signals the runs it starts
+  }
+  struct ClaimDone {
+    TaskEngine* engine;
+    ~ClaimDone() {
+      {
+        std::lock_guard lock(engine->mu_);
+        engine->claiming_ = false;
+      }
+      engine->cv_.notify_all();
+    }
+  } claim_done{this};
   std::vector<ClaimRequest> claims;
   claims.reserve(candidates.size());
   for (const Candidate& candidate : candidates) {
@@ -1173,11 +1187,14 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
 void TaskEngine::Shutdown() {
   std::vector<std::stop_source> to_signal;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (shutting_down_) {
       if (stopped_) return;
     }
     shutting_down_ = true;
+    // A claim in flight may start runs: they are signalled with the others. It ends within the
+    // store's call timeout.
+    cv_.wait(lock, [&] { return !claiming_; });
     for (const auto& [id, task] : tasks_) {
       if (task->run) to_signal.push_back(task->run->stop);
     }

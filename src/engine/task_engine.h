@@ -1,11 +1,18 @@
 // The scheduling engine of one plugin: every task of the plugin, global and local, driven by two
 // threads instead of one loop per task.
 //
-// - The dispatcher thread does all database work for global tasks: it polls every waiting task in
-//   one statement (with the janitor sweep folded in when due), claims the ready ones it has a free
-//   executor slot for, and renews the leases of this host's runs. It sleeps until the earliest due
-//   time it knows of, the next renewal, the safety-net poll, or until an event wakes it: an
-//   in-process registration, trigger or cancel, or a store notification (PostgreSQL NOTIFY).
+// - The dispatcher thread does all database work for global tasks. It knows each waiting task's
+//   row (version, next start) from its registration, its own releases and polls; a due task whose
+//   row it knows is claimed directly (the claim requires that version, so a row changed since is
+//   never run on stale settings), and only the tasks whose row may have changed unseen (an event,
+//   a trigger, a lost claim) are polled, in one statement, before claiming. Claims of tasks due
+//   together go out in one statement, for as many as it has free executor slots. A safety-net poll
+//   of every waiting task (with the janitor sweep folded in) catches writers that do not notify;
+//   while the store notifies and those polls find nothing unannounced, it backs off up to
+//   EngineOptions::max_poll_interval. It also renews the leases of this host's runs. It sleeps
+//   until the earliest due time it knows of, the next renewal, the safety-net poll, or until an
+//   event wakes it: an in-process registration, trigger or cancel, or a store notification
+//   (PostgreSQL NOTIFY).
 // - The timer thread does no I/O: it starts local runs when due, signals runs at their timeout, and
 //   fences runs whose lease could not be renewed in time, so a slow database never delays them.
 // - Task functions run on a bounded executor; each run releases its own ticket when it returns.
@@ -211,6 +218,7 @@ class TaskEngine {
   MonoTime dispatcher_deadline_{};
   MonoTime timer_deadline_{};
   bool stopped_ = false;
+  bool claiming_ = false;  // the dispatcher has a claim in flight (Shutdown waits for it)
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
   // The wait between safety-net polls: poll_interval, doubled after every quiet one up to

@@ -1,8 +1,12 @@
-// Global tasks due together: claimed in one ClaimMany, released through ReleaseMany, and the
-// delayed re-poll after another host's release.
+// Global tasks due together: claimed in one ClaimMany, released through ReleaseMany, the delayed
+// re-poll after another host's release, claims without polls, the safety-net poll's interval,
+// and a claim in flight at shutdown.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <future>
 #include <numeric>
+#include <thread>
 
 #include "engine_harness.h"
 
@@ -70,11 +74,30 @@ class CountingStore final : public TaskStore {
   }
   Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
                                              std::chrono::milliseconds lease) override {
+    Result<std::vector<ClaimResult>> claimed = inner_->ClaimMany(claims, lease);
+    std::unique_lock lock(mu_);
+    claim_batches_.push_back(claims.size());
+    claims_held_ += hold_claims_ ? 1 : 0;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !hold_claims_; });
+    return claimed;
+  }
+  // Makes claims wait, after the database wrote them, until ReleaseClaims: a claim in flight.
+  void HoldClaims() {
+    std::lock_guard lock(mu_);
+    hold_claims_ = true;
+  }
+  void ReleaseClaims() {
     {
       std::lock_guard lock(mu_);
-      claim_batches_.push_back(claims.size());
+      hold_claims_ = false;
     }
-    return inner_->ClaimMany(claims, lease);
+    cv_.notify_all();
+  }
+  // Waits (real time, bounded) until a claim is held.
+  bool WaitClaimHeld() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return claims_held_ > 0; });
   }
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
@@ -114,6 +137,9 @@ class CountingStore final : public TaskStore {
   std::shared_ptr<testing::MemoryTaskStore> inner_;
   const bool notifies_;
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_claims_ = false;
+  int claims_held_ = 0;
   std::vector<std::size_t> claim_batches_;
   std::vector<std::size_t> release_batches_;
   int single_releases_ = 0;
@@ -222,6 +248,38 @@ TEST_F(EngineTest, ARowChangedUnannouncedIsPolledBeforeItRunsWithTheNewSettings)
   Settle();
   EXPECT_EQ(Row("t")->next_run_start_at, clock_.Now() + minutes(2))
       << "the run was released with the settings this host knew, not the row's";
+}
+
+TEST_F(EngineTest, ARunWhoseClaimWasInFlightWhenShutdownBeganIsSignalled) {
+  auto gated = std::make_shared<CountingStore>(store_);
+  TaskEngine& engine = StartEngine(gated, Options());  // shutdown_grace 5 s (manual clock)
+  Probe& probe = MakeProbe();
+  probe.Hold();  // runs until released or stopped
+  gated->HoldClaims();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(gated->WaitClaimHeld());
+
+  std::promise<void> stopped;
+  std::thread stopper([&] {
+    engine.Shutdown();
+    stopped.set_value();
+  });
+  auto done = stopped.get_future();
+  EXPECT_EQ(done.wait_for(milliseconds(50)), std::future_status::timeout)
+      << "Shutdown did not wait for the claim in flight";
+  gated->ReleaseClaims();
+  // The run the claim started is told to stop, so Shutdown returns without the grace period
+  // passing (the manual clock stands still).
+  const bool returned = done.wait_for(seconds(10)) == std::future_status::ready;
+  if (!returned) {
+    probe.Release();
+    clock_.Advance(seconds(5));
+  }
+  stopper.join();
+  EXPECT_TRUE(returned) << "the run started by the claim in flight was never signalled";
+  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  EXPECT_EQ(Row("t")->current_run_ticket, std::nullopt) << "the stopped run released its ticket";
 }
 
 TEST_F(EngineTest, WithoutNotificationsTheSafetyNetPollKeepsItsInterval) {
