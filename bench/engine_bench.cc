@@ -931,7 +931,6 @@ Json SigkillTakeover(const std::string& url, int timeout_s, int limit_s) {
   return out;
 }
 
-
 // The scenarios compared with Backstage (bench/backstage-peer/peer.js), under the same JSON keys;
 // `only` (when not empty) selects some: trigger, across, cancel, cron, interval, idle,
 // throughput, saturation, kill.

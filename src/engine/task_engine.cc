@@ -96,6 +96,7 @@ TaskEngine::TaskEngine(EngineContext context)
     context_.store->SetCallTimeout(context_.options.lease / 2);
     notifications_ =
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
+    store_notifies_ = notifications_ != nullptr;
   }
   dispatcher_ = std::jthread([this](std::stop_token stop) { DispatcherLoop(stop); });
   timer_ = std::jthread([this](std::stop_token stop) { TimerLoop(stop); });
@@ -555,9 +556,9 @@ bool TaskEngine::Unannounced(const PollResult& polled, const std::vector<std::st
     while (i < ids.size() && ids[i] != entry.id) ++i;
     if (i == ids.size()) return true;
     // A row whose version this host knew (so it was idle) was claimed, changed or removed since.
-    if (known_versions[i] && (entry.readiness == Readiness::kMissing ||
-                              entry.readiness == Readiness::kInvalidSettings || entry.running ||
-                              entry.version != *known_versions[i])) {
+    if (known_versions[i] &&
+        (entry.readiness == Readiness::kMissing || entry.readiness == Readiness::kInvalidSettings ||
+         entry.running || entry.version != *known_versions[i])) {
       return true;
     }
   }
@@ -615,8 +616,8 @@ void TaskEngine::PollAndClaim(bool sweep) {
 
 bool TaskEngine::Poll(const std::vector<std::string>& ids,
                       const std::vector<std::optional<std::int64_t>>& known_versions,
-                      const std::vector<std::shared_ptr<Task>>& polled_tasks, bool sweep,
-                      bool full, std::vector<Candidate>& ready) {
+                      const std::vector<std::shared_ptr<Task>>& polled_tasks, bool sweep, bool full,
+                      std::vector<Candidate>& ready) {
   if (debug_logs_) {
     logger_->Debug("Polling " + std::to_string(ids.size()) + " task(s)" +
                    (sweep ? " with sweep" : ""));
@@ -643,16 +644,19 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
   std::vector<std::pair<std::string, std::string>> finished_invalid;
   {
     std::lock_guard lock(mu_);
-    if (sweep) next_sweep_ = janitor_interval_.count() > 0 ? mono_ref + janitor_interval_ : kMonoInfinity;
+    if (sweep)
+      next_sweep_ = janitor_interval_.count() > 0 ? mono_ref + janitor_interval_ : kMonoInfinity;
     if (full) {
-      const bool quiet = notifications_ != nullptr && !Unannounced(*polled, ids, known_versions);
-      safety_interval_ = quiet ? std::min(std::max(safety_interval_ * 2, context_.options.poll_interval),
-                                          std::max(context_.options.max_poll_interval,
-                                                   context_.options.poll_interval))
-                               : context_.options.poll_interval;
+      const bool quiet = store_notifies_ && !Unannounced(*polled, ids, known_versions);
+      safety_interval_ =
+          quiet ? std::min(
+                      std::max(safety_interval_ * 2, context_.options.poll_interval),
+                      std::max(context_.options.max_poll_interval, context_.options.poll_interval))
+                : context_.options.poll_interval;
       next_safety_poll_ = mono_ref + safety_interval_;
       if (debug_logs_) {
-        logger_->Debug("Next safety-net poll in " + std::to_string(safety_interval_.count()) + " ms");
+        logger_->Debug("Next safety-net poll in " + std::to_string(safety_interval_.count()) +
+                       " ms");
       }
     }
     // Rows left out of the result are unchanged, idle and not due. A task among them whose wake-up
@@ -688,7 +692,8 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
           break;
         case Readiness::kReady:
           task.wake_at = mono_ref;
-          ready.push_back({it->second, entry.version, entry.next_run_start_at, task.known_settings});
+          ready.push_back(
+              {it->second, entry.version, entry.next_run_start_at, task.known_settings});
           break;
         case Readiness::kNotReady:
           if (entry.running) {
@@ -729,13 +734,16 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
 }
 
 void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
+  bool shutting_down = false;
   {
     std::lock_guard lock(mu_);
-    if (shutting_down_) {
-      for (std::size_t i = 0; i < candidates.size(); ++i) executor_.CancelReservation();
-      return;
-    }
-    claiming_ = true;  // Shutdown waits for this claim, so it signals the runs it starts
+    shutting_down = shutting_down_;
+    claiming_ = !shutting_down;  // Shutdown waits for this claim, so it signals the runs it starts
+  }
+  if (shutting_down) {
+    // Not under mu_: giving a slot back kicks the engine, which takes it.
+    for (std::size_t i = 0; i < candidates.size(); ++i) executor_.CancelReservation();
+    return;
   }
   struct ClaimDone {
     TaskEngine* engine;
@@ -902,7 +910,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
     releases.push_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
   }
-  if (notifications_ != nullptr) {
+  if (store_notifies_) {
     std::lock_guard lock(mu_);
     for (const PendingRelease& ended : batch) ++ended.task->release_echoes;
   }
@@ -932,7 +940,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
                               ? MonoFromDb(*result->next_run_start_at, result->db_now, mono_ref)
                               : kMonoInfinity;
     }
-    if (notifications_ != nullptr && (result == nullptr || !result->released)) {
+    if (store_notifies_ && (result == nullptr || !result->released)) {
       std::lock_guard lock(mu_);
       ended.task->release_echoes = 0;  // nothing (known) was written, so nothing echoes
     }

@@ -236,7 +236,8 @@ class TaskEngine {
   bool releasing_ = false;
 
   Executor executor_;
-  std::unique_ptr<Notifications> notifications_;
+  std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
+  bool store_notifies_ = false;                   // whether Listen subscribed; set before threads
   std::jthread dispatcher_;
   std::jthread timer_;
 };

@@ -63,8 +63,7 @@ class MemoryTaskStore final : public TaskStore {
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
-  Result<std::vector<ReleaseResult>> ReleaseMany(
-      std::span<const ReleaseRequest> releases) override;
+  Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   Result<std::vector<std::string>> SweepExpired() override;

@@ -354,7 +354,8 @@ TEST_F(EngineTest, IdleTasksBackOffTheSafetyNetPollUntilAChangeWasNotAnnounced) 
     ASSERT_LE(++waited, 60) << "no safety-net poll within max_poll_interval";
   }
   EXPECT_EQ(statements_over(4), 0U);
-  EXPECT_EQ(statements_over(1), 1U) << "the poll after an unannounced change comes poll_interval later";
+  EXPECT_EQ(statements_over(1), 1U)
+      << "the poll after an unannounced change comes poll_interval later";
   EXPECT_EQ(probe.calls(), 0);
 }
 
