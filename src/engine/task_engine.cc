@@ -633,7 +633,7 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
     next_safety_poll_ = std::max(next_safety_poll_, retry_at);
     for (const std::shared_ptr<Task>& task : polled_tasks) {
       if (task->phase != Task::Phase::kWaiting) continue;
-      task->poll_requested = true;
+      task->poll_at = std::min(task->poll_at, retry_at);  // still unseen: polled again then
       task->wake_at = std::max(task->wake_at, retry_at);
     }
     if (sweep) next_sweep_ = retry_at;

@@ -282,6 +282,24 @@ TEST_F(EngineTest, ARunWhoseClaimWasInFlightWhenShutdownBeganIsSignalled) {
   EXPECT_EQ(Row("t")->current_run_ticket, std::nullopt) << "the stopped run released its ticket";
 }
 
+TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
+  // Without notifications the safety-net poll stays at poll_interval (5 s).
+  auto counting = std::make_shared<CountingStore>(store_, /*notifies=*/false);
+  TaskEngine& engine = StartEngine(counting, Options());  // retry_backoff 1 s
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  store_->SetUnavailable(true);
+  counting->ClearPolls();
+  AdvanceBy(seconds(5));  // the safety-net poll, which fails
+  EXPECT_EQ(counting->polled_ids().size(), 1U);
+  AdvanceBy(milliseconds(999));
+  EXPECT_EQ(counting->polled_ids().size(), 1U) << "retried before the backoff";
+  AdvanceBy(milliseconds(1));
+  EXPECT_EQ(counting->polled_ids().size(), 2U);
+  store_->SetUnavailable(false);
+}
+
 TEST_F(EngineTest, WithoutNotificationsTheSafetyNetPollKeepsItsInterval) {
   auto silent = std::make_shared<CountingStore>(store_, /*notifies=*/false);
   TaskEngine& engine = StartEngine(silent, Options());  // poll_interval 5 s
