@@ -16,6 +16,7 @@
 #include <barrier>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -1735,6 +1736,48 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
   EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, true}));
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
+}
+
+TEST_F(TaskStoreContractTest, ReleaseManyOfManyLongIdsNotifiesEachOnce) {
+  if (!fixture_->supports_notifications()) {
+    GTEST_SKIP() << "this store does not deliver notifications";
+  }
+  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
+  auto inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription =
+      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
+  ASSERT_NE(subscription, nullptr);
+  const TaskSchedule schedule = Schedule("PT10M");
+  // 120 ids of 250 characters (about 350 bytes, with two-byte letters, colons and newlines): more
+  // than one notification payload can hold.
+  std::vector<std::string> ids;
+  std::vector<ClaimRequest> claims;
+  std::vector<ReleaseRequest> releases;
+  for (int i = 0; i < 120; ++i) {
+    std::string id = std::to_string(1000 + i) + ":\n";
+    while (id.size() < 340) id += "\xc3\xa9t\xc3\xa9";
+    ASSERT_TRUE(Upsert(id, schedule).has_value()) << i;
+    ids.push_back(id);
+    claims.push_back({id, "ticket-" + std::to_string(i), minutes(1), std::nullopt});
+    releases.push_back({id, "ticket-" + std::to_string(i), schedule, std::nullopt});
+  }
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_EQ(ReleasedFlags(*released), std::vector<bool>(ids.size(), true));
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, id)) << id.substr(0, 4);
+  }
+  std::map<std::string, int> releases_of;
+  {
+    std::lock_guard lock(inbox->mu);
+    for (const StoreEvent& event : inbox->events) {
+      if (event.kind == StoreEvent::Kind::kRelease) ++releases_of[event.task_id];
+    }
+  }
+  EXPECT_EQ(releases_of.size(), ids.size()) << "events for ids that were not released";
+  for (const std::string& id : ids) EXPECT_EQ(releases_of[id], 1) << id.substr(0, 4);
 }
 
 TEST_F(TaskStoreContractTest, EachRowHasExactlyOneWinnerWhenHostsClaimManyAtOnce) {

@@ -43,7 +43,31 @@ std::string NotificationChannel(const std::string& schema) {
   return channel;
 }
 
-bool ParseNotification(std::string_view payload, StoreEvent& event) {
+namespace {
+
+// Parses the list of a "releases:" payload: "<byte length>:<task id>" repeated.
+bool ParseReleases(std::string_view list, std::vector<StoreEvent>& events) {
+  std::vector<StoreEvent> parsed;
+  while (!list.empty()) {
+    const size_t colon = list.find(':');
+    if (colon == std::string_view::npos || colon == 0) return false;
+    size_t length = 0;
+    for (const char c : list.substr(0, colon)) {
+      if (c < '0' || c > '9' || length > list.size()) return false;
+      length = length * 10 + static_cast<size_t>(c - '0');
+    }
+    list.remove_prefix(colon + 1);
+    if (length > list.size()) return false;
+    parsed.push_back(StoreEvent{StoreEvent::Kind::kRelease, std::string(list.substr(0, length))});
+    list.remove_prefix(length);
+  }
+  events.insert(events.end(), parsed.begin(), parsed.end());
+  return true;
+}
+
+}  // namespace
+
+bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events) {
   static constexpr std::array<std::pair<std::string_view, StoreEvent::Kind>, 6> kKinds = {{
       {"upsert", StoreEvent::Kind::kUpsert},
       {"trigger", StoreEvent::Kind::kTrigger},
@@ -55,10 +79,10 @@ bool ParseNotification(std::string_view payload, StoreEvent& event) {
   const size_t colon = payload.find(':');
   if (colon == std::string_view::npos) return false;
   const std::string_view kind = payload.substr(0, colon);
+  if (kind == "releases") return ParseReleases(payload.substr(colon + 1), events);
   for (const auto& [name, value] : kKinds) {
     if (kind == name) {
-      event.kind = value;
-      event.task_id = std::string(payload.substr(colon + 1));
+      events.push_back(StoreEvent{value, std::string(payload.substr(colon + 1))});
       return true;
     }
   }
@@ -116,11 +140,12 @@ bool PgNotifications::Pause(const std::stop_token& stop, int timeout_ms) {
 
 bool PgNotifications::Drain(PgConnection& connection) {
   if (PQconsumeInput(connection.raw()) == 0) return false;
+  std::vector<StoreEvent> events;
   while (PGnotify* notify = PQnotifies(connection.raw())) {
-    StoreEvent event;
-    const bool parsed = ParseNotification(notify->extra == nullptr ? "" : notify->extra, event);
+    events.clear();
+    ParseNotification(notify->extra == nullptr ? "" : notify->extra, events);
     PQfreemem(notify);
-    if (parsed) handler_(event);
+    for (const StoreEvent& event : events) handler_(event);
   }
   return PQstatus(connection.raw()) == CONNECTION_OK;
 }

@@ -1,11 +1,13 @@
 // LISTEN/NOTIFY for the PostgreSQL task store: a dedicated session and thread that turn
-// notifications on the plugin's channel ("<kind>:<task id>") into StoreEvents.
+// notifications on the plugin's channel ("<kind>:<task id>", or "releases:" followed by
+// "<byte length>:<task id>" for each of several released tasks) into StoreEvents.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "stagehand/store/task_store.h"
 #include "store/postgres/pg_connection.h"
@@ -17,8 +19,10 @@ namespace stagehand::store_internal {
 // end in a hash of the schema instead.
 std::string NotificationChannel(const std::string& schema);
 
-// Parses a payload "<kind>:<task id>". Returns false for anything else.
-bool ParseNotification(std::string_view payload, StoreEvent& event);
+// Parses a payload "<kind>:<task id>", or "releases:" followed by "<byte length>:<task id>" for
+// each released task, appending its events to `events`. Returns false (appending nothing) for
+// anything else.
+bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events);
 
 // A live subscription. The constructor subscribes synchronously when it can, so events written
 // after it returns are delivered; if the server is unreachable it keeps retrying in the background

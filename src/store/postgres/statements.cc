@@ -269,6 +269,8 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
                                     fmt::arg("next", Plan(3, true)));
 
   // Rows are locked in id order first, so two batches touching the same rows cannot deadlock.
+  // One notification announces many releases ("releases:" then "<bytes>:<id>" per row), in chunks
+  // that keep each payload under PostgreSQL's 8,000-byte limit (an id is at most 255 characters).
   std::string release_many = fmt::format(R"sql(
 WITH input AS (
   SELECT u.id, u.ticket, u.next_kind, u.next_seconds, u.next_instant, u.error_json, u.marked
@@ -294,10 +296,18 @@ WITH input AS (
     AND t.current_run_ticket IN (i.ticket, i.marked)
   RETURNING t.id, t.next_run_start_at, {version} AS version
 )
-SELECT r.id, now(), pg_notify($9::text, 'release:' || r.id), r.next_run_start_at, r.version
+SELECT r.id, now(), NULL, r.next_run_start_at, r.version
 FROM released AS r
 UNION ALL
-SELECT NULL, now(), NULL, NULL, NULL
+SELECT NULL, now(), (
+  SELECT count(*) FROM (
+    SELECT pg_notify($9::text, 'releases:' || string_agg(octet_length(c.id)::text || ':' || c.id,
+                                                          '' ORDER BY c.id))
+    FROM (SELECT id, sum(octet_length(id) + 8) OVER (ORDER BY id) / 6000 AS chunk
+          FROM released) AS c
+    GROUP BY c.chunk
+  ) AS notified
+)::text, NULL, NULL
 )sql",
                                          fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")),
                                          fmt::arg("version", VersionOf("t")));

@@ -68,23 +68,46 @@ TEST(PgNotificationsTest, ChannelIsPerSchemaAndFitsPostgresLimit) {
 }
 
 TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
-  StoreEvent event;
-  ASSERT_TRUE(ParseNotification("release:a:b", event));
-  EXPECT_EQ(event.kind, StoreEvent::Kind::kRelease);
-  EXPECT_EQ(event.task_id, "a:b");
+  std::vector<StoreEvent> events;
+  ASSERT_TRUE(ParseNotification("release:a:b", events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, StoreEvent::Kind::kRelease);
+  EXPECT_EQ(events[0].task_id, "a:b");
   const std::map<std::string, StoreEvent::Kind> kinds = {{"upsert", StoreEvent::Kind::kUpsert},
                                                          {"trigger", StoreEvent::Kind::kTrigger},
                                                          {"cancel", StoreEvent::Kind::kCancel},
                                                          {"sweep", StoreEvent::Kind::kSweep},
                                                          {"delete", StoreEvent::Kind::kDelete}};
   for (const auto& [name, kind] : kinds) {
-    ASSERT_TRUE(ParseNotification(name + ":x", event)) << name;
-    EXPECT_EQ(event.kind, kind);
+    events.clear();
+    ASSERT_TRUE(ParseNotification(name + ":x", events)) << name;
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, kind);
   }
-  EXPECT_TRUE(ParseNotification("upsert:", event));
-  EXPECT_EQ(event.task_id, "");
-  EXPECT_FALSE(ParseNotification("resync", event));
-  EXPECT_FALSE(ParseNotification("other:x", event));
+  events.clear();
+  EXPECT_TRUE(ParseNotification("upsert:", events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].task_id, "");
+  events.clear();
+  EXPECT_FALSE(ParseNotification("resync", events));
+  EXPECT_FALSE(ParseNotification("other:x", events));
+  EXPECT_TRUE(events.empty());
+}
+
+TEST(PgNotificationsTest, ParsesTheReleasesOfABatchByLength) {
+  std::vector<StoreEvent> events;
+  ASSERT_TRUE(ParseNotification("releases:1:a3:b:c3:x\ny6:\xc3\xa9t\xc3\xa9:", events));
+  ASSERT_EQ(events.size(), 4u);
+  for (const StoreEvent& event : events) EXPECT_EQ(event.kind, StoreEvent::Kind::kRelease);
+  EXPECT_EQ(events[0].task_id, "a");
+  EXPECT_EQ(events[1].task_id, "b:c");
+  EXPECT_EQ(events[2].task_id, "x\ny");
+  EXPECT_EQ(events[3].task_id, "\xc3\xa9t\xc3\xa9:");
+  for (const std::string bad : {"releases:2:a", "releases:x:a", "releases::a", "releases:1a"}) {
+    events.clear();
+    EXPECT_FALSE(ParseNotification(bad, events)) << bad;
+    EXPECT_TRUE(events.empty()) << bad;
+  }
 }
 
 std::string Squeeze(const std::string& sql) {
