@@ -64,6 +64,9 @@ struct TaskEngine::Task {
   // Releases this host sent whose notification has not come back yet: that notification announces
   // nothing new (the release's own result did), so it is not a reason to poll.
   int release_echoes = 0;
+  // Identifies this host's latest claim of the row (a hash of its ticket), to tell its own claim
+  // notifications from other hosts'.
+  std::size_t last_claim = 0;
   // When to poll at the latest because another host released the row (a delayed poll_requested).
   MonoTime poll_at = kMonoInfinity;
   bool recurrence_stopped = false;
@@ -761,6 +764,12 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
     claims.push_back(ClaimRequest{candidate.task->def.id, NewUuidV4(), candidate.task->def.timeout,
                                   candidate.version});
   }
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      candidates[i].task->last_claim = std::hash<std::string>{}(claims[i].ticket);
+    }
+  }
   const MonoTime sent = clock_.MonoNow();
   Result<std::vector<ClaimResult>> claimed =
       context_.store->ClaimMany(claims, context_.options.lease);
@@ -1163,6 +1172,17 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
         task.run->renew_at = now;  // verify the ticket now
       }
       if (event.kind == StoreEvent::Kind::kResync) task.release_echoes = 0;
+      if (event.kind == StoreEvent::Kind::kClaim) {
+        if (std::hash<std::string>{}(event.ticket) == task.last_claim) return;  // this host's
+        if (task.phase != Task::Phase::kWaiting) return;
+        // Held elsewhere: its release (or, if its host dies, the sweep) is announced later.
+        task.known_version.reset();
+        task.wake_at = kMonoInfinity;
+        task.poll_at = kMonoInfinity;
+        next_sweep_ = std::min(next_sweep_, now + context_.options.lease + milliseconds(1));
+        kick = kick || !dispatcher_parked_ || next_sweep_ < dispatcher_deadline_;
+        return;
+      }
       if (event.kind == StoreEvent::Kind::kRelease && task.release_echoes > 0) {
         --task.release_echoes;
         return;
@@ -1185,7 +1205,9 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
     } else if (auto it = tasks_.find(event.task_id); it != tasks_.end()) {
       apply(*it->second);
     }
-    if (event.kind != StoreEvent::Kind::kRelease) kick = true;
+    if (event.kind != StoreEvent::Kind::kRelease && event.kind != StoreEvent::Kind::kClaim) {
+      kick = true;
+    }
     if (!kick) return;
     kicked_dispatcher_ = true;
   }

@@ -6,9 +6,10 @@
 //   row it knows is claimed directly (the claim requires that version, so a row changed since is
 //   never run on stale settings), and only the tasks whose row may have changed unseen (an event,
 //   a trigger, a lost claim) are polled, in one statement, before claiming. Claims of tasks due
-//   together go out in one statement, for as many as it has free executor slots. A safety-net poll
-//   of every waiting task (with the janitor sweep folded in) catches writers that do not notify;
-//   while the store notifies and those polls find nothing unannounced, it backs off up to
+//   together go out in one statement, for as many as it has free executor slots; another host's
+//   announced claim tells it the row is held until that host's release is announced. A safety-net
+//   poll of every waiting task (with the janitor sweep folded in) catches writers that do not
+//   notify; while the store notifies and those polls find nothing unannounced, it backs off up to
 //   EngineOptions::max_poll_interval. It also renews the leases of this host's runs. It sleeps
 //   until the earliest due time it knows of, the next renewal, the safety-net poll, or until an
 //   event wakes it: an in-process registration, trigger or cancel, or a store notification

@@ -374,6 +374,7 @@ Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const Clai
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
   std::vector<ClaimResult> results(claims.size(), ClaimResult{false, now, std::nullopt});
+  std::vector<StoreEvent> events;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     for (std::size_t i = 0; i < claims.size(); ++i) {
       auto it = rows.find(claims[i].id);
@@ -383,8 +384,10 @@ Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const Clai
       }
       results[i].claimed = true;
       results[i].expires_at = it->second.current_run_expires_at;
+      events.push_back(StoreEvent{StoreEvent::Kind::kClaim, claims[i].id, claims[i].ticket});
     }
   });
+  table_->Publish(events);
   return results;
 }
 

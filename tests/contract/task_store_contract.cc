@@ -1738,6 +1738,44 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
 }
 
+TEST_F(TaskStoreContractTest, ClaimManyAnnouncesEachClaimWithItsTicket) {
+  if (!fixture_->supports_notifications()) {
+    GTEST_SKIP() << "this store does not deliver notifications";
+  }
+  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
+  auto inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription =
+      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
+  ASSERT_NE(subscription, nullptr);
+  const TaskSchedule schedule = Schedule("PT10M");
+  const std::string long_id = "colon:\nnewline-" + std::string(230, 'x');
+  Upsert("claim-1", schedule);
+  Upsert(long_id, schedule);
+  Upsert("held", schedule);
+  ASSERT_TRUE(store_->Claim("held", "earlier", minutes(1), minutes(1)).ok());
+  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
+      std::vector<ClaimRequest>{{"claim-1", "ticket-1", minutes(1), std::nullopt},
+                                {long_id, "ticket:2", minutes(1), std::nullopt},
+                                {"held", "ticket-3", minutes(1), std::nullopt}},
+      minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kClaim, "claim-1"));
+  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kClaim, long_id));
+  // A release after the claims is delivered after them; then every claim event has arrived.
+  ASSERT_TRUE(store_->Release("held", "earlier", schedule, std::nullopt).ok());
+  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "held"));
+  std::map<std::string, std::string> tickets;
+  {
+    std::lock_guard lock(inbox->mu);
+    for (const StoreEvent& event : inbox->events) {
+      if (event.kind == StoreEvent::Kind::kClaim) tickets[event.task_id] = event.ticket;
+    }
+  }
+  EXPECT_EQ(tickets, (std::map<std::string, std::string>{{"claim-1", "ticket-1"},
+                                                         {long_id, "ticket:2"}}))
+      << "one event per claimed row, with its ticket; none for a row not claimed";
+}
+
 TEST_F(TaskStoreContractTest, ReleaseManyOfManyLongIdsNotifiesEachOnce) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stagehand/base/status.h"
@@ -153,12 +154,18 @@ struct StoreEvent {
     kTrigger,  // a task was made due now
     kCancel,   // a cancel asked a running task's run to stop (its ticket is marked)
     kRelease,  // a run ended and the task was rescheduled
+    kClaim,    // a host claimed the task for a run (ClaimMany); `ticket` is the run's
     kSweep,    // an expired run was reset by the janitor
     kDelete,   // a row was deleted
     kResync,   // notifications may have been lost (e.g. reconnect): re-poll everything
   };
+  StoreEvent() = default;
+  StoreEvent(Kind event_kind, std::string event_task_id, std::string event_ticket = {})
+      : kind(event_kind), task_id(std::move(event_task_id)), ticket(std::move(event_ticket)) {}
+
   Kind kind = Kind::kResync;
   std::string task_id;  // empty for kResync
+  std::string ticket;   // kClaim only
 };
 
 // A live subscription to a store's events. Destroying it stops delivery; after the destructor
@@ -224,10 +231,12 @@ class TaskStore {
   // shared `lease`, and, for a request with an expected_version, only if the row's version equals
   // it; returns one ClaimResult per request, in request order (claimed false for a row that is
   // missing, not due, held, of another version, or being written by another statement at that
-  // moment). Ids must be distinct. One round trip on PostgreSQL (rows another session has locked
-  // are skipped rather than waited for, so concurrent batches never deadlock); one transaction on
-  // SQLite. The default runs Claim for each request and ignores expected versions. Errors:
-  // kUnavailable (then no result is known; a claim may have been written, and its lease lapses).
+  // moment). Ids must be distinct. Where the store notifies, each claimed row is announced
+  // (kClaim, with its ticket), so other hosts know it is held without polling it. One round trip
+  // on PostgreSQL (rows another session has locked are skipped rather than waited for, so
+  // concurrent batches never deadlock); one transaction on SQLite. The default runs Claim for each
+  // request and ignores expected versions. Errors: kUnavailable (then no result is known; a claim
+  // may have been written, and its lease lapses).
   virtual Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
                                                      std::chrono::milliseconds lease);
 

@@ -45,21 +45,31 @@ std::string NotificationChannel(const std::string& schema) {
 
 namespace {
 
-// Parses the list of a "releases:" payload: "<byte length>:<task id>" repeated.
-bool ParseReleases(std::string_view list, std::vector<StoreEvent>& events) {
+// Takes one "<byte length>:<text>" item off the front of `list`. Returns false if there is none.
+bool TakeItem(std::string_view& list, std::string& item) {
+  const size_t colon = list.find(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  size_t length = 0;
+  for (const char c : list.substr(0, colon)) {
+    if (c < '0' || c > '9' || length > list.size()) return false;
+    length = length * 10 + static_cast<size_t>(c - '0');
+  }
+  list.remove_prefix(colon + 1);
+  if (length > list.size()) return false;
+  item = std::string(list.substr(0, length));
+  list.remove_prefix(length);
+  return true;
+}
+
+// Parses the list of a "releases:" payload (an item per task id) or a "claims:" one (an item per
+// task id, each followed by an item for its ticket).
+bool ParseBatch(std::string_view list, StoreEvent::Kind kind, std::vector<StoreEvent>& events) {
   std::vector<StoreEvent> parsed;
   while (!list.empty()) {
-    const size_t colon = list.find(':');
-    if (colon == std::string_view::npos || colon == 0) return false;
-    size_t length = 0;
-    for (const char c : list.substr(0, colon)) {
-      if (c < '0' || c > '9' || length > list.size()) return false;
-      length = length * 10 + static_cast<size_t>(c - '0');
-    }
-    list.remove_prefix(colon + 1);
-    if (length > list.size()) return false;
-    parsed.push_back(StoreEvent{StoreEvent::Kind::kRelease, std::string(list.substr(0, length))});
-    list.remove_prefix(length);
+    StoreEvent& event = parsed.emplace_back();
+    event.kind = kind;
+    if (!TakeItem(list, event.task_id)) return false;
+    if (kind == StoreEvent::Kind::kClaim && !TakeItem(list, event.ticket)) return false;
   }
   events.insert(events.end(), parsed.begin(), parsed.end());
   return true;
@@ -79,7 +89,8 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
   const size_t colon = payload.find(':');
   if (colon == std::string_view::npos) return false;
   const std::string_view kind = payload.substr(0, colon);
-  if (kind == "releases") return ParseReleases(payload.substr(colon + 1), events);
+  if (kind == "releases") return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kRelease, events);
+  if (kind == "claims") return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kClaim, events);
   for (const auto& [name, value] : kKinds) {
     if (kind == name) {
       events.push_back(StoreEvent{value, std::string(payload.substr(colon + 1))});

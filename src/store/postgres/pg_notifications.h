@@ -1,6 +1,8 @@
 // LISTEN/NOTIFY for the PostgreSQL task store: a dedicated session and thread that turn
-// notifications on the plugin's channel ("<kind>:<task id>", or "releases:" followed by
-// "<byte length>:<task id>" for each of several released tasks) into StoreEvents.
+// notifications on the plugin's channel ("<kind>:<task id>"; "releases:" followed by
+// "<byte length>:<task id>" for each of several released tasks; "claims:" followed by
+// "<byte length>:<task id><byte length>:<ticket>" for each of several claimed ones) into
+// StoreEvents.
 #pragma once
 
 #include <functional>
@@ -19,9 +21,8 @@ namespace stagehand::store_internal {
 // end in a hash of the schema instead.
 std::string NotificationChannel(const std::string& schema);
 
-// Parses a payload "<kind>:<task id>", or "releases:" followed by "<byte length>:<task id>" for
-// each released task, appending its events to `events`. Returns false (appending nothing) for
-// anything else.
+// Parses a payload "<kind>:<task id>", "releases:…" or "claims:…" (see above), appending its
+// events to `events`. Returns false (appending nothing) for anything else.
 bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events);
 
 // A live subscription. The constructor subscribes synchronously when it can, so events written

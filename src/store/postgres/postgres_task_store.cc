@@ -580,8 +580,8 @@ Status PostgresTaskStore::WarmUp() {
   PgParams trigger;
   trigger.Add(no_such_id).Add(channel_);
   const std::string ids = TextArray(std::span<const std::string>(&no_such_id, 1));
-  PgParams claim_many;  // ids, tickets, timeouts ms, lease ms, expected versions
-  claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL).Add("{NULL}");
+  PgParams claim_many;  // ids, tickets, timeouts ms, lease ms, expected versions, channel
+  claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL).Add("{NULL}").Add(channel_);
   PgParams release_many;  // ids, tickets, next plans, error JSONs, marked tickets, ...
   release_many.Add(ids)
       .Add("{warm-up}")
@@ -663,7 +663,8 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
       .Add(std::move(tickets))
       .Add(std::move(timeouts))
       .Add(static_cast<long long>(lease.count()))
-      .Add(std::move(versions));
+      .Add(std::move(versions))
+      .Add(channel_);
   Result<Executed> executed = Run("claim", sql::TaskStatements().claim_many, params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;

@@ -239,11 +239,23 @@ WITH input AS (
   WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
     AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
     AND (i.expected IS NULL OR {version} = i.expected)
-  RETURNING t.id, t.current_run_expires_at
+  RETURNING t.id, t.current_run_expires_at, t.current_run_ticket
 )
-SELECT id, current_run_expires_at, now() FROM claimed
+SELECT id, current_run_expires_at, now(), NULL FROM claimed
 UNION ALL
-SELECT NULL, NULL, now()
+SELECT NULL, NULL, now(), (
+  SELECT count(*) FROM (
+    SELECT pg_notify($6::text, 'claims:' || string_agg(
+               octet_length(c.id)::text || ':' || c.id ||
+               octet_length(c.current_run_ticket)::text || ':' || c.current_run_ticket,
+               '' ORDER BY c.id))
+    FROM (SELECT id, current_run_ticket,
+                 sum(octet_length(id) + octet_length(current_run_ticket) + 16)
+                   OVER (ORDER BY id) / 6000 AS chunk
+          FROM claimed) AS c
+    GROUP BY c.chunk
+  ) AS notified
+)::text
 )sql",
                                        fmt::arg("version", VersionOf("t")));
 

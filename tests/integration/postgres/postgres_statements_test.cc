@@ -94,7 +94,7 @@ TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
   EXPECT_TRUE(events.empty());
 }
 
-TEST(PgNotificationsTest, ParsesTheReleasesOfABatchByLength) {
+TEST(PgNotificationsTest, ParsesTheReleasesAndClaimsOfABatchByLength) {
   std::vector<StoreEvent> events;
   ASSERT_TRUE(ParseNotification("releases:1:a3:b:c3:x\ny6:\xc3\xa9t\xc3\xa9:", events));
   ASSERT_EQ(events.size(), 4u);
@@ -103,7 +103,16 @@ TEST(PgNotificationsTest, ParsesTheReleasesOfABatchByLength) {
   EXPECT_EQ(events[1].task_id, "b:c");
   EXPECT_EQ(events[2].task_id, "x\ny");
   EXPECT_EQ(events[3].task_id, "\xc3\xa9t\xc3\xa9:");
-  for (const std::string bad : {"releases:2:a", "releases:x:a", "releases::a", "releases:1a"}) {
+  events.clear();
+  ASSERT_TRUE(ParseNotification("claims:3:a:b2:t13:x\ny3:t:2", events));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, StoreEvent::Kind::kClaim);
+  EXPECT_EQ(events[0].task_id, "a:b");
+  EXPECT_EQ(events[0].ticket, "t1");
+  EXPECT_EQ(events[1].task_id, "x\ny");
+  EXPECT_EQ(events[1].ticket, "t:2");
+  for (const std::string bad : {"releases:2:a", "releases:x:a", "releases::a", "releases:1a",
+                                "claims:1:a", "claims:1:a5:t"}) {
     events.clear();
     EXPECT_FALSE(ParseNotification(bad, events)) << bad;
     EXPECT_TRUE(events.empty()) << bad;

@@ -300,6 +300,40 @@ TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
   store_->SetUnavailable(false);
 }
 
+TEST_F(EngineTest, ATaskClaimedElsewhereIsNotClaimedHereUntilItsReleaseIsAnnounced) {
+  auto elsewhere = OtherHostStore();  // another host, by hand
+  auto counting = std::make_shared<CountingStore>(store_);
+  TaskEngine& engine = StartEngine(counting, Options());
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  // The other host (say, after a trigger this host has not polled yet) claims a run, and
+  // announces it.
+  TaskRow row = *Row("t");
+  row.next_run_start_at = clock_.Now();
+  elsewhere->PutRow(row);
+  counting->ClearPolls();
+  Result<std::vector<ClaimResult>> claimed = elsewhere->ClaimMany(
+      std::vector<ClaimRequest>{{"t", "theirs", seconds(90), std::nullopt}}, seconds(90));
+  ASSERT_TRUE(claimed.ok());
+  ASSERT_TRUE((*claimed)[0].claimed);
+  Settle();
+  EXPECT_EQ(counting->polled_ids(), std::vector<std::string>{})
+      << "the announced claim says all there is to know";
+  AdvanceBy(seconds(60));  // past the next start this host knew of
+  EXPECT_EQ(recorder_->Count("claim-lost", "t"), 0) << "claimed a row it knew to be held";
+  EXPECT_EQ(probe.calls(), 1);
+  // Its release is announced: this host runs the next one.
+  const TaskSchedule schedule = Schedule("PT1M");
+  ASSERT_TRUE(
+      elsewhere->ReleaseMany(std::vector<ReleaseRequest>{{"t", "theirs", schedule, std::nullopt}})
+          .ok());
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  EXPECT_EQ(recorder_->Count("claim-lost", "t"), 0);
+}
+
 TEST_F(EngineTest, WithoutNotificationsTheSafetyNetPollKeepsItsInterval) {
   auto silent = std::make_shared<CountingStore>(store_, /*notifies=*/false);
   TaskEngine& engine = StartEngine(silent, Options());  // poll_interval 5 s

@@ -34,6 +34,24 @@ TEST_F(EngineTest, TwoHostsNeverOverlapAGlobalTask) {
   EXPECT_EQ(recorder_->Count("started", "t"), 12);
 }
 
+TEST_F(EngineTest, AnotherHostTakesTheNextRunWhenTheLastRunnerStops) {
+  TaskEngine& a = StartEngine();
+  Probe& probe = MakeProbe();
+  std::stop_source a_stops;
+  EngineTask on_a = Task("t", Schedule("PT1M"), probe.Fn());
+  on_a.stop = a_stops.get_token();
+  ASSERT_TRUE(a.Register(std::move(on_a)).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  TaskEngine& b = StartEngine(OtherHostStore(), Options());
+  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
+  a_stops.request_stop();  // A no longer runs the task
+  AdvanceBy(seconds(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 3));
+  EXPECT_EQ(recorder_->Count("started", "t"), 3);
+}
+
 TEST_F(EngineTest, TriggerOnOneHostRunsTheTaskRegisteredOnAnother) {
   TaskEngine& a = StartEngine();
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
