@@ -398,7 +398,8 @@ Json CronEverySecond(Backend& backend, seconds duration) {
   std::set<std::chrono::system_clock::time_point> hit;
   std::vector<double> lags;
   for (const auto& start : probe.WallStarts()) {
-    const auto slot = std::chrono::round<seconds>(start);
+    // A run belongs to the second at or before its start (a run is never early for its slot).
+    const auto slot = std::chrono::floor<seconds>(start);
     if (slot < first_slot || slot > last_slot) continue;
     hit.insert(slot);
     lags.push_back(Ms(start - slot));

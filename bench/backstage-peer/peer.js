@@ -336,7 +336,8 @@ async function scenarioCron(seconds) {
     const hit = new Set();
     const lags = [];
     for (const start of starts) {
-      const slot = Math.round(start / 1000) * 1000;
+      // A run belongs to the second at or before its start (a run is never early for its slot).
+      const slot = Math.floor(start / 1000) * 1000;
       if (slot < firstSlot || slot > lastSlot) continue;
       hit.add(slot);
       lags.push(start - slot);
