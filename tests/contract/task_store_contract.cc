@@ -1330,28 +1330,42 @@ struct Inbox {
   }
 };
 
+// Another host's subscription to the store's events. Members are destroyed subscription first.
+struct OtherHostListener {
+  std::unique_ptr<TaskStore> store;
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  std::unique_ptr<Notifications> subscription;  // nullptr where the store cannot notify
+};
+
+// Opens another host's store on the fixture's database and subscribes to its events.
+OtherHostListener ListenOnAnotherHost(StoreFixture& fixture) {
+  OtherHostListener listener;
+  listener.store = fixture.OpenStore();
+  listener.subscription = listener.store->Listen(
+      [inbox = listener.inbox](const StoreEvent& event) { inbox->Add(event); });
+  return listener;
+}
+
 TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";
   }
-  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
-  auto inbox = std::make_shared<Inbox>();
-  std::unique_ptr<Notifications> subscription =
-      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
-  ASSERT_NE(subscription, nullptr);
+  OtherHostListener other = ListenOnAnotherHost(*fixture_);
+  ASSERT_NE(other.subscription, nullptr);
+  Inbox& inbox = *other.inbox;
   using Kind = StoreEvent::Kind;
   const TaskSchedule schedule = Schedule("PT10M");
 
   Upsert("note", schedule);
-  EXPECT_TRUE(inbox->WaitFor(Kind::kUpsert, "note"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kUpsert, "note"));
   ASSERT_TRUE(Claim("note", "t1"));
   ASSERT_TRUE(Release("note", "t1", schedule));
-  EXPECT_TRUE(inbox->WaitFor(Kind::kRelease, "note"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kRelease, "note"));
   ASSERT_TRUE(store_->Trigger("note").ok());
-  EXPECT_TRUE(inbox->WaitFor(Kind::kTrigger, "note"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kTrigger, "note"));
   ASSERT_TRUE(Claim("note", "t2"));
   ASSERT_TRUE(store_->Cancel("note", minutes(1)).ok());
-  EXPECT_TRUE(inbox->WaitFor(Kind::kCancel, "note"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kCancel, "note"));
 
   const WallTime base = WholeSeconds(Now());
   TaskRow expired = RawRow("note-expired", schedule.settings.ToJson());
@@ -1362,17 +1376,17 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   fixture_->PutRawRow(expired);
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
-  EXPECT_TRUE(inbox->WaitFor(Kind::kSweep, "note-expired"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kSweep, "note-expired"));
 
   ASSERT_TRUE(store_->Delete("note").ok());
-  EXPECT_TRUE(inbox->WaitFor(Kind::kDelete, "note"));
+  EXPECT_TRUE(inbox.WaitFor(Kind::kDelete, "note"));
 
   // After the subscription is gone, nothing more is delivered.
-  subscription.reset();
-  const std::size_t delivered = inbox->size();
+  other.subscription.reset();
+  const std::size_t delivered = inbox.size();
   ASSERT_TRUE(store_->Trigger("note-expired").ok());
   Upsert("note-after", schedule);
-  EXPECT_EQ(inbox->size(), delivered);
+  EXPECT_EQ(inbox.size(), delivered);
 }
 
 TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
@@ -1717,11 +1731,9 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";
   }
-  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
-  auto inbox = std::make_shared<Inbox>();
-  std::unique_ptr<Notifications> subscription =
-      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
-  ASSERT_NE(subscription, nullptr);
+  OtherHostListener other = ListenOnAnotherHost(*fixture_);
+  ASSERT_NE(other.subscription, nullptr);
+  Inbox& inbox = *other.inbox;
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("batch-1", schedule);
   Upsert("batch-2", schedule);
@@ -1734,45 +1746,43 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
       {"batch-1", "t1", schedule, std::nullopt}, {"batch-2", "t2", schedule, std::nullopt}});
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, true}));
-  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
-  EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
+  EXPECT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
+  EXPECT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
 }
 
 TEST_F(TaskStoreContractTest, ClaimManyAnnouncesEachClaimWithItsTicket) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";
   }
-  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
-  auto inbox = std::make_shared<Inbox>();
-  std::unique_ptr<Notifications> subscription =
-      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
-  ASSERT_NE(subscription, nullptr);
+  OtherHostListener other = ListenOnAnotherHost(*fixture_);
+  ASSERT_NE(other.subscription, nullptr);
+  Inbox& inbox = *other.inbox;
   const TaskSchedule schedule = Schedule("PT10M");
   const std::string long_id = "colon:\nnewline-" + std::string(230, 'x');
   Upsert("claim-1", schedule);
   Upsert(long_id, schedule);
   Upsert("held", schedule);
   ASSERT_TRUE(store_->Claim("held", "earlier", minutes(1), minutes(1)).ok());
-  Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
-      std::vector<ClaimRequest>{{"claim-1", "ticket-1", minutes(1), std::nullopt},
-                                {long_id, "ticket:2", minutes(1), std::nullopt},
-                                {"held", "ticket-3", minutes(1), std::nullopt}},
-      minutes(1));
+  Result<std::vector<ClaimResult>> claimed =
+      store_->ClaimMany(std::vector<ClaimRequest>{{"claim-1", "ticket-1", minutes(1), std::nullopt},
+                                                  {long_id, "ticket:2", minutes(1), std::nullopt},
+                                                  {"held", "ticket-3", minutes(1), std::nullopt}},
+                        minutes(1));
   ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
-  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kClaim, "claim-1"));
-  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kClaim, long_id));
+  ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kClaim, "claim-1"));
+  ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kClaim, long_id));
   // A release after the claims is delivered after them; then every claim event has arrived.
   ASSERT_TRUE(store_->Release("held", "earlier", schedule, std::nullopt).ok());
-  ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, "held"));
+  ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "held"));
   std::map<std::string, std::string> tickets;
   {
-    std::lock_guard lock(inbox->mu);
-    for (const StoreEvent& event : inbox->events) {
+    std::lock_guard lock(inbox.mu);
+    for (const StoreEvent& event : inbox.events) {
       if (event.kind == StoreEvent::Kind::kClaim) tickets[event.task_id] = event.ticket;
     }
   }
-  EXPECT_EQ(tickets, (std::map<std::string, std::string>{{"claim-1", "ticket-1"},
-                                                         {long_id, "ticket:2"}}))
+  EXPECT_EQ(tickets,
+            (std::map<std::string, std::string>{{"claim-1", "ticket-1"}, {long_id, "ticket:2"}}))
       << "one event per claimed row, with its ticket; none for a row not claimed";
 }
 
@@ -1780,11 +1790,9 @@ TEST_F(TaskStoreContractTest, ReleaseManyOfManyLongIdsNotifiesEachOnce) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";
   }
-  std::unique_ptr<TaskStore> other = fixture_->OpenStore();
-  auto inbox = std::make_shared<Inbox>();
-  std::unique_ptr<Notifications> subscription =
-      other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
-  ASSERT_NE(subscription, nullptr);
+  OtherHostListener other = ListenOnAnotherHost(*fixture_);
+  ASSERT_NE(other.subscription, nullptr);
+  Inbox& inbox = *other.inbox;
   const TaskSchedule schedule = Schedule("PT10M");
   // 120 ids of 250 characters (about 350 bytes, with two-byte letters, colons and newlines): more
   // than one notification payload can hold.
@@ -1805,12 +1813,12 @@ TEST_F(TaskStoreContractTest, ReleaseManyOfManyLongIdsNotifiesEachOnce) {
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_EQ(ReleasedFlags(*released), std::vector<bool>(ids.size(), true));
   for (const std::string& id : ids) {
-    ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kRelease, id)) << id.substr(0, 4);
+    ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, id)) << id.substr(0, 4);
   }
   std::map<std::string, int> releases_of;
   {
-    std::lock_guard lock(inbox->mu);
-    for (const StoreEvent& event : inbox->events) {
+    std::lock_guard lock(inbox.mu);
+    for (const StoreEvent& event : inbox.events) {
       if (event.kind == StoreEvent::Kind::kRelease) ++releases_of[event.task_id];
     }
   }
