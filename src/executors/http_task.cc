@@ -17,6 +17,8 @@ constexpr std::size_t kBodyExcerptBytes = 200;
 // After a stop, how often the in-flight request is shut down again: a socket that was still
 // being connected at the first attempt is shut down once it exists.
 constexpr std::chrono::milliseconds kAbortRetry{10};
+// How far past the total timeout the HTTP client's own read and write timeouts lie.
+constexpr std::chrono::milliseconds kClientTimeoutSlack{1000};
 
 Status BadUrl(std::string_view url, std::string_view reason) {
   return InvalidArgumentError(fmt::format("invalid URL '{}': {}", url, reason));
@@ -82,8 +84,10 @@ class Exchange {
             url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host, url.port)) {
     auto connect = std::min(spec.connect_timeout, spec.total_timeout);
     client_.set_connection_timeout(connect);
-    client_.set_read_timeout(spec.total_timeout);
-    client_.set_write_timeout(spec.total_timeout);
+    // The caller's deadline ends the exchange; these only bound the helper thread if it is not
+    // aborted (they are kept past the deadline so that the deadline, not a read error, decides).
+    client_.set_read_timeout(spec.total_timeout + kClientTimeoutSlack);
+    client_.set_write_timeout(spec.total_timeout + kClientTimeoutSlack);
     client_.set_keep_alive(false);
     client_.set_follow_location(false);
     request_.method = std::move(method);
@@ -291,6 +295,10 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   }
   exchange.Join();
 
+  if (!exchange.ok() && clock.MonoNow() >= deadline) {
+    return DeadlineExceededError(
+        fmt::format("{}: no response within {} ms", what, spec.total_timeout.count()));
+  }
   if (!exchange.ok()) {
     return UnavailableError(
         fmt::format("{}: request failed: {}", what, httplib::to_string(exchange.error())));
