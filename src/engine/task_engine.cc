@@ -1,6 +1,7 @@
 #include "engine/task_engine.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <set>
 #include <string_view>
@@ -64,9 +65,10 @@ struct TaskEngine::Task {
   // Releases this host sent whose notification has not come back yet: that notification announces
   // nothing new (the release's own result did), so it is not a reason to poll.
   int release_echoes = 0;
-  // Identifies this host's latest claim of the row (a hash of its ticket), to tell its own claim
-  // notifications from other hosts'.
-  std::size_t last_claim = 0;
+  // This host's latest claims of the row (hashes of their tickets), to tell its own claim
+  // notifications, which may come after a later claim of its own, from other hosts'.
+  std::array<std::size_t, 4> own_claims{};
+  std::size_t next_own_claim = 0;
   // When to poll at the latest because another host released the row (a delayed poll_requested).
   MonoTime poll_at = kMonoInfinity;
   bool recurrence_stopped = false;
@@ -767,7 +769,9 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      candidates[i].task->last_claim = std::hash<std::string>{}(claims[i].ticket);
+      Task& task = *candidates[i].task;
+      task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
+          std::hash<std::string>{}(claims[i].ticket);
     }
   }
   const MonoTime sent = clock_.MonoNow();
@@ -1173,7 +1177,11 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
       }
       if (event.kind == StoreEvent::Kind::kResync) task.release_echoes = 0;
       if (event.kind == StoreEvent::Kind::kClaim) {
-        if (std::hash<std::string>{}(event.ticket) == task.last_claim) return;  // this host's
+        const std::size_t claim = std::hash<std::string>{}(event.ticket);
+        if (std::find(task.own_claims.begin(), task.own_claims.end(), claim) !=
+            task.own_claims.end()) {
+          return;  // this host's
+        }
         if (task.phase != Task::Phase::kWaiting) return;
         // Held elsewhere: its release (or, if its host dies, the sweep) is announced later.
         task.known_version.reset();
