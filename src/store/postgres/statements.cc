@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
+#include <string_view>
+
 namespace stagehand::store_internal::pg_sql {
 
 namespace {
@@ -63,6 +66,33 @@ std::string VersionOf(std::string_view alias) {
       "coalesce(round(extract(epoch FROM {0}.next_run_start_at) * 1000000)::int8, "
       "-9223372036854775808))",
       alias);
+}
+
+// A scalar subquery that announces the rows of the CTE `rows` on the channel bound at parameter
+// $<channel_param>: one NOTIFY per chunk of rows, "<kind>:" then "<bytes>:<value>" for each of
+// `columns` of each row (ordered by id), chunks keeping each payload under PostgreSQL's
+// 8,000-byte limit (an id or ticket is at most 255 characters). Its value is the NOTIFY count.
+std::string NotifyInChunks(int channel_param, std::string_view kind, std::string_view rows,
+                           std::initializer_list<std::string_view> columns) {
+  std::string items;
+  std::string sizes;
+  std::string selected;
+  for (const std::string_view column : columns) {
+    if (!items.empty()) items += " || ";
+    items += fmt::format("octet_length(c.{0})::text || ':' || c.{0}", column);
+    sizes += fmt::format("octet_length({}) + 8 + ", column);
+    selected += fmt::format("{}, ", column);
+  }
+  return fmt::format(R"sql((
+  SELECT count(*) FROM (
+    SELECT pg_notify(${channel}::text, '{kind}:' || string_agg({items}, '' ORDER BY c.id))
+    FROM (SELECT {selected}sum({sizes}0) OVER (ORDER BY id) / 6000 AS chunk FROM {rows}) AS c
+    GROUP BY c.chunk
+  ) AS notified
+)::text)sql",
+                     fmt::arg("channel", channel_param), fmt::arg("kind", kind),
+                     fmt::arg("items", items), fmt::arg("selected", selected),
+                     fmt::arg("sizes", sizes), fmt::arg("rows", rows));
 }
 
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
@@ -218,7 +248,8 @@ SELECT now(), (SELECT current_run_expires_at FROM claimed)
   // Rows are locked in id order and rows another session holds are skipped, so concurrent batches
   // never wait on each other (nor deadlock); the claim conditions, and the expected version where
   // one is given, are checked again on the locked row's latest version.
-  std::string claim_many = fmt::format(R"sql(
+  std::string claim_many = fmt::format(
+      R"sql(
 WITH input AS (
   SELECT u.id, u.ticket, u.timeout_ms, u.expected
   FROM unnest($1::text[], $2::text[], $3::float8[], $5::int8[])
@@ -243,21 +274,10 @@ WITH input AS (
 )
 SELECT id, current_run_expires_at, now(), NULL FROM claimed
 UNION ALL
-SELECT NULL, NULL, now(), (
-  SELECT count(*) FROM (
-    SELECT pg_notify($6::text, 'claims:' || string_agg(
-               octet_length(c.id)::text || ':' || c.id ||
-               octet_length(c.current_run_ticket)::text || ':' || c.current_run_ticket,
-               '' ORDER BY c.id))
-    FROM (SELECT id, current_run_ticket,
-                 sum(octet_length(id) + octet_length(current_run_ticket) + 16)
-                   OVER (ORDER BY id) / 6000 AS chunk
-          FROM claimed) AS c
-    GROUP BY c.chunk
-  ) AS notified
-)::text
+SELECT NULL, NULL, now(), {notify}
 )sql",
-                                       fmt::arg("version", VersionOf("t")));
+      fmt::arg("version", VersionOf("t")),
+      fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
 
   std::string renew_lease = R"sql(
 UPDATE backstage_backend_tasks__tasks
@@ -281,9 +301,8 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
                                     fmt::arg("next", Plan(3, true)));
 
   // Rows are locked in id order first, so two batches touching the same rows cannot deadlock.
-  // One notification announces many releases ("releases:" then "<bytes>:<id>" per row), in chunks
-  // that keep each payload under PostgreSQL's 8,000-byte limit (an id is at most 255 characters).
-  std::string release_many = fmt::format(R"sql(
+  std::string release_many = fmt::format(
+      R"sql(
 WITH input AS (
   SELECT u.id, u.ticket, u.next_kind, u.next_seconds, u.next_instant, u.error_json, u.marked
   FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
@@ -311,18 +330,10 @@ WITH input AS (
 SELECT r.id, now(), NULL, r.next_run_start_at, r.version
 FROM released AS r
 UNION ALL
-SELECT NULL, now(), (
-  SELECT count(*) FROM (
-    SELECT pg_notify($9::text, 'releases:' || string_agg(octet_length(c.id)::text || ':' || c.id,
-                                                          '' ORDER BY c.id))
-    FROM (SELECT id, sum(octet_length(id) + 8) OVER (ORDER BY id) / 6000 AS chunk
-          FROM released) AS c
-    GROUP BY c.chunk
-  ) AS notified
-)::text, NULL, NULL
+SELECT NULL, now(), {notify}, NULL, NULL
 )sql",
-                                         fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")),
-                                         fmt::arg("version", VersionOf("t")));
+      fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")), fmt::arg("version", VersionOf("t")),
+      fmt::arg("notify", NotifyInChunks(9, "releases", "released", {"id"})));
 
   std::string trigger = R"sql(
 WITH target AS (
