@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <system_error>
@@ -616,6 +617,31 @@ std::string FormatIsoDuration(const HumanDuration& d) {
 
 std::string FormatIsoDuration(std::chrono::milliseconds d) {
   return FormatIsoDuration(OnlyMilliseconds(static_cast<double>(d.count())));
+}
+
+std::string FormatShortDuration(std::chrono::milliseconds d) {
+  if (d.count() < 0) return "-" + FormatShortDuration(-d);
+  const std::int64_t total_ms = d.count();
+  if (total_ms < 1000) return std::to_string(total_ms) + "ms";
+  const std::int64_t hours = total_ms / 3'600'000;
+  const std::int64_t minutes = total_ms / 60'000 % 60;
+  const std::int64_t seconds = total_ms / 1000 % 60;
+  const std::int64_t millis = total_ms % 1000;
+  std::string out;
+  if (hours > 0) out += std::to_string(hours) + "h";
+  if (minutes > 0 || (hours > 0 && (seconds > 0 || millis > 0))) {
+    out += std::to_string(minutes) + "m";
+  }
+  if (seconds > 0 || millis > 0) {
+    out += std::to_string(seconds);
+    if (millis > 0) {
+      std::string fraction = std::to_string(1000 + millis).substr(1);
+      while (fraction.back() == '0') fraction.pop_back();
+      out += "." + fraction;
+    }
+    out += "s";
+  }
+  return out;
 }
 
 Result<HumanDuration> ParseIsoDuration(std::string_view text) {

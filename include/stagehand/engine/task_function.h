@@ -11,36 +11,64 @@
 
 namespace stagehand {
 
+// What a running task function is told by the engine. Both tokens only ever go from not requested
+// to requested. Cheap to copy; thread-safe.
+struct RunControl {
+  // Finish soon: signalled on timeout, cancel, shutdown or a lease that could not be renewed. A
+  // function that starts processes or requests may give them a grace period to end cleanly.
+  std::stop_token stop;
+  // End now, without grace: the run's claim is about to lapse (its lease could not be renewed),
+  // shutdown has waited long enough, or a cancel came while the run was already stopping. An
+  // executor that started processes must have ended every one of them when it returns. Always
+  // requested after (or together with) `stop`.
+  std::stop_token kill;
+};
+
 // The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a
-// lost lease, and should return soon after. A run fails when the function throws or returns a
-// non-OK Status; a function returning void succeeds unless it throws.
+// lost lease, and should return soon after; or, in its RunControl form, also the kill token. A run
+// fails when the function throws or returns a non-OK Status; a function returning void succeeds
+// unless it throws. A function that ignores its tokens keeps its run's claim (renewed by the
+// engine) until it returns, and is reported as overdue.
 class TaskFunction {
  public:
   TaskFunction() = default;
   template <typename F>
-  requires std::invocable<F&, std::stop_token> TaskFunction(
-      F fn)  // NOLINT(google-explicit-constructor)
+  requires(std::invocable<F&, std::stop_token> || std::invocable<F&, const RunControl&>)
+      TaskFunction(F fn)  // NOLINT
       : fn_(Wrap(std::move(fn))) {}
 
   explicit operator bool() const { return static_cast<bool>(fn_); }
-  Status operator()(std::stop_token stop) const { return fn_(std::move(stop)); }
+  Status operator()(const RunControl& control) const { return fn_(control); }
+  // Runs with `stop` as the stop token and a kill token that is never requested.
+  Status operator()(std::stop_token stop) const { return fn_(RunControl{std::move(stop), {}}); }
 
  private:
   template <typename F>
-  static std::function<Status(std::stop_token)> Wrap(F fn) {
-    if constexpr (std::is_void_v<std::invoke_result_t<F&, std::stop_token>>) {
-      return [fn = std::move(fn)](std::stop_token stop) mutable {
-        fn(std::move(stop));
-        return Status::Ok();
+  static std::function<Status(const RunControl&)> Wrap(F fn) {
+    if constexpr (std::invocable<F&, const RunControl&>) {
+      using R = std::invoke_result_t<F&, const RunControl&>;
+      return [fn = std::move(fn)](const RunControl& control) mutable -> Status {
+        if constexpr (std::is_void_v<R>) {
+          fn(control);
+          return Status::Ok();
+        } else {
+          return fn(control);
+        }
       };
     } else {
-      return [fn = std::move(fn)](std::stop_token stop) mutable -> Status {
-        return fn(std::move(stop));
+      using R = std::invoke_result_t<F&, std::stop_token>;
+      return [fn = std::move(fn)](const RunControl& control) mutable -> Status {
+        if constexpr (std::is_void_v<R>) {
+          fn(control.stop);
+          return Status::Ok();
+        } else {
+          return fn(control.stop);
+        }
       };
     }
   }
 
-  std::function<Status(std::stop_token)> fn_;
+  std::function<Status(const RunControl&)> fn_;
 };
 
 }  // namespace stagehand

@@ -43,6 +43,11 @@ std::string FormatIsoDuration(const HumanDuration& d);
 // Formats a std::chrono duration as luxon's Duration.fromMillis(ms).toISO(): "PT3600S", "PT0.1S".
 std::string FormatIsoDuration(std::chrono::milliseconds d);
 
+// Formats `d` for people, in the largest units that keep it exact to the millisecond: "250ms",
+// "2s", "1.5s", "90s" stays "1m30s", "2m", "1h", "1h0m5s" for 3,605 s; negative durations get a
+// leading '-'. Used in log lines and run outcomes ("timed out after 2s").
+std::string FormatShortDuration(std::chrono::milliseconds d);
+
 // Parses an ISO-8601 duration in luxon's dialect (`P1Y2M3W4DT5H6M7.8S`, `PT1,5S`, `-PT5M`, `P`,
 // `PT`). Returns the components that were written (a leading '-' negates them all).
 // Errors: kInvalidArgument with the message

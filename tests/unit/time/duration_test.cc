@@ -514,3 +514,17 @@ TEST(DurationRoundTripTest, ConfigStringsSurviveFormatting) {
 
 }  // namespace
 }  // namespace stagehand
+
+TEST(FormatShortDurationTest, UsesTheLargestExactUnits) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(FormatShortDuration(milliseconds(0)), "0ms");
+  EXPECT_EQ(FormatShortDuration(milliseconds(250)), "250ms");
+  EXPECT_EQ(FormatShortDuration(milliseconds(2000)), "2s");
+  EXPECT_EQ(FormatShortDuration(milliseconds(1500)), "1.5s");
+  EXPECT_EQ(FormatShortDuration(milliseconds(1005)), "1.005s");
+  EXPECT_EQ(FormatShortDuration(milliseconds(90'000)), "1m30s");
+  EXPECT_EQ(FormatShortDuration(milliseconds(120'000)), "2m");
+  EXPECT_EQ(FormatShortDuration(milliseconds(3'600'000)), "1h");
+  EXPECT_EQ(FormatShortDuration(milliseconds(3'605'000)), "1h0m5s");
+  EXPECT_EQ(FormatShortDuration(milliseconds(-2000)), "-2s");
+}
