@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "config/config_internal.h"
+#include "stagehand/config/config_problems.h"
 
 namespace stagehand {
 namespace {
@@ -577,6 +581,88 @@ TEST(ConfigTransformTest, SubviewKeysAreFull) {
   ASSERT_TRUE(transformed.ok());
   EXPECT_EQ(seen, "outer.inner");
   EXPECT_EQ(transformed->FullKey("inner"), "outer.inner");
+}
+
+constexpr std::array<std::string_view, 4> kScheduleKeys = {"frequency", "timeout", "initialDelay",
+                                                           "scope"};
+
+TEST(NearestKeyTest, FindsTyposWithinTwoEditsIgnoringCase) {
+  EXPECT_EQ(NearestKey("intialDelay", kScheduleKeys), "initialDelay");    // deletion
+  EXPECT_EQ(NearestKey("tiemout", kScheduleKeys), "timeout");             // transposition
+  EXPECT_EQ(NearestKey("frequancy", kScheduleKeys), "frequency");         // substitution
+  EXPECT_EQ(NearestKey("initialDelays", kScheduleKeys), "initialDelay");  // insertion
+  EXPECT_EQ(NearestKey("InitialDelay", kScheduleKeys), "initialDelay");   // case
+  EXPECT_EQ(NearestKey("initalDely", kScheduleKeys), "initialDelay");     // two edits
+  EXPECT_EQ(NearestKey("scop", kScheduleKeys), "scope");
+}
+
+TEST(NearestKeyTest, RefusesKeysTooFarFromEveryCandidate) {
+  EXPECT_EQ(NearestKey("delay", kScheduleKeys), std::nullopt);
+  EXPECT_EQ(NearestKey("initlDly", kScheduleKeys), std::nullopt);  // three edits
+  EXPECT_EQ(NearestKey("scp", kScheduleKeys), std::nullopt);       // two edits, a short key
+  EXPECT_EQ(NearestKey("", kScheduleKeys), std::nullopt);
+  EXPECT_EQ(NearestKey("timeout", {}), std::nullopt);
+}
+
+TEST(NearestKeyTest, ComparesDottedCandidatesByTheirLastPart) {
+  constexpr std::array<std::string_view, 2> kBelow = {"frequency.cron", "frequency.timeZone"};
+  EXPECT_EQ(NearestKey("timezone", kBelow), "frequency.timeZone");
+  EXPECT_EQ(NearestKey("cron", kBelow), "frequency.cron");
+}
+
+TEST(NearestKeyTest, TheFirstOfEquallyCloseCandidatesWins) {
+  constexpr std::array<std::string_view, 2> kKeys = {"lease", "least"};
+  EXPECT_EQ(NearestKey("leasx", kKeys), "lease");
+}
+
+TEST(UnknownKeyMessageTest, SuggestsOrListsTheExpectedKeys) {
+  EXPECT_EQ(UnknownKeyMessage("intialDelay", kScheduleKeys),
+            "unknown key 'intialDelay'; did you mean 'initialDelay'?");
+  EXPECT_EQ(UnknownKeyMessage("retries", kScheduleKeys),
+            "unknown key 'retries'; expected frequency, timeout, initialDelay, scope");
+  constexpr std::array<std::string_view, 1> kElsewhere = {"frequency.timeZone"};
+  EXPECT_EQ(UnknownKeyMessage("timeZone", kScheduleKeys, kElsewhere),
+            "unknown key 'timeZone'; did you mean 'frequency.timeZone'?");
+  EXPECT_EQ(UnknownKeyMessage("zone", kScheduleKeys, kElsewhere),
+            "unknown key 'zone'; expected frequency, timeout, initialDelay, scope");
+}
+
+TEST(AddUnknownKeysTest, NamesEachUnknownKeyWithItsFullKeyAndFile) {
+  const Config config = Yaml(R"(
+stagehand:
+  schedule: { frequency: 1m, tiemout: 1m, scope: local, retries: 3 }
+)",
+                             "app.yaml");
+  auto schedule = config.GetConfig("stagehand.schedule");
+  ASSERT_TRUE(schedule.ok());
+  ConfigProblems problems;
+  EXPECT_FALSE(AddUnknownKeys(*schedule, kScheduleKeys, problems));
+  EXPECT_THAT(problems.lines(),
+              ::testing::ElementsAre(
+                  "Invalid config value for key 'stagehand.schedule.tiemout' in 'app.yaml': "
+                  "unknown key 'tiemout'; did you mean 'timeout'?",
+                  "Invalid config value for key 'stagehand.schedule.retries' in 'app.yaml': "
+                  "unknown key 'retries'; expected frequency, timeout, initialDelay, scope"));
+}
+
+TEST(AddUnknownKeysTest, KeysThatCannotBePartOfAPathNameTheObject) {
+  const Config config = Json(R"({"block": {"a.b": 1, "": 2, "scope": 3}})");
+  auto block = config.GetConfig("block");
+  ASSERT_TRUE(block.ok());
+  ConfigProblems problems;
+  EXPECT_FALSE(AddUnknownKeys(*block, kScheduleKeys, problems));
+  EXPECT_THAT(problems.lines(),
+              ::testing::ElementsAre("Invalid config key 'block' in 'mock-config': unknown key "
+                                     "'a.b'; expected frequency, timeout, initialDelay, scope",
+                                     "Invalid config key 'block' in 'mock-config': unknown key "
+                                     "''; expected frequency, timeout, initialDelay, scope"));
+}
+
+TEST(AddUnknownKeysTest, KnownKeysAndEmptyObjectsAddNothing) {
+  ConfigProblems problems;
+  EXPECT_TRUE(AddUnknownKeys(Json(R"({"frequency": 1, "scope": 2})"), kScheduleKeys, problems));
+  EXPECT_TRUE(AddUnknownKeys(Config::Empty(), kScheduleKeys, problems));
+  EXPECT_TRUE(problems.empty());
 }
 
 }  // namespace
