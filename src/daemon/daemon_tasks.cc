@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -21,34 +22,12 @@ namespace stagehand {
 namespace {
 
 constexpr std::string_view kPluginsKey = "stagehand.plugins";
-constexpr std::string_view kPluginKeys = "tasks";
-constexpr std::string_view kTaskKeys = "schedule, command, http, env, workingDirectory";
-constexpr std::string_view kHttpKeys = "url, method, headers, body, expectStatus";
-constexpr std::chrono::milliseconds kDefaultHttpTotalTimeout{30000};
+constexpr std::array<std::string_view, 1> kPluginKeys = {"tasks"};
+constexpr std::array<std::string_view, 5> kTaskKeys = {"schedule", "command", "http", "env",
+                                                       "workingDirectory"};
+constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "headers", "body",
+                                                       "expectStatus"};
 constexpr std::chrono::milliseconds kMaxHttpConnectTimeout{5000};
-
-// Adds a problem for each key of `config` that is not in `expected` (a comma-separated list).
-void CheckKeys(const Config& config, std::string_view expected, ConfigProblems& problems) {
-  for (const std::string& key : config.Keys()) {
-    bool known = false;
-    std::string_view rest = expected;
-    while (!rest.empty() && !known) {
-      const std::size_t comma = rest.find(", ");
-      known = rest.substr(0, comma) == key;
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
-    }
-    if (known) {
-      continue;
-    }
-    if (key.empty() || key.find('.') != std::string::npos) {
-      problems.Add(fmt::format("Invalid config key '{}' in '{}': unknown key '{}'; expected {}",
-                               config.FullKey(), config.Context(), key, expected));
-    } else {
-      problems.Add(InvalidConfigValue(config, key,
-                                      fmt::format("unknown key '{}'; expected {}", key, expected)));
-    }
-  }
-}
 
 // Returns the text of a scalar (a string, a number or a boolean) the way it reads in YAML, or
 // nullopt after adding a type problem.
@@ -151,7 +130,7 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, ConfigProblems& problem
     problems.Add(http.status());
     return std::nullopt;
   }
-  CheckKeys(*http, kHttpKeys, problems);
+  AddUnknownKeys(*http, kHttpKeys, problems);
   HttpTaskSpec spec;
   bool ok = true;
   Result<std::string> url = http->GetString("url");
@@ -225,13 +204,18 @@ std::optional<ScheduleDefinition> ReadSchedule(const Config& task, ConfigProblem
     problems.Add(block.status());
     return std::nullopt;
   }
+  // A schedule with an unknown key is not read further: the key was meant to say something, and
+  // Backstage's reader, which ignores it, would report its absence or its neighbours instead.
+  if (!CheckScheduleKeys(*block, problems)) {
+    return std::nullopt;
+  }
   Result<ScheduleDefinition> schedule = ReadScheduleDefinitionFromConfig(*block);
   if (!schedule.ok()) {
     const std::string& message = schedule.status().message();
     // Errors of the config getters already name the full key and the file; Backstage's own
     // messages name only the key inside the schedule.
     if (message.find("'" + block->FullKey()) != std::string::npos) {
-      problems.Add(message);
+      problems.Add(schedule.status());
     } else {
       problems.Add(InvalidConfigValue(task, "schedule", message));
     }
@@ -256,7 +240,7 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
     problems.Add(task.status());
     return std::nullopt;
   }
-  CheckKeys(*task, kTaskKeys, problems);
+  AddUnknownKeys(*task, kTaskKeys, problems);
   std::optional<ScheduleDefinition> schedule = ReadSchedule(*task, problems);
 
   const bool has_command = task->Has("command");
@@ -280,9 +264,7 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
   } else if (std::optional<HttpTaskSpec> http = ReadHttp(*task, problems)) {
     http->task_id = id;
     if (schedule) {
-      const std::chrono::milliseconds timeout = ToMilliseconds(schedule->timeout);
-      http->total_timeout =
-          timeout > std::chrono::milliseconds::zero() ? timeout : kDefaultHttpTotalTimeout;
+      http->total_timeout = ToMilliseconds(schedule->timeout);
       http->connect_timeout = std::min(kMaxHttpConnectTimeout, http->total_timeout);
     }
     executor = *std::move(http);
@@ -304,7 +286,7 @@ std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string&
     problems.Add(plugin.status());
     return std::nullopt;
   }
-  CheckKeys(*plugin, kPluginKeys, problems);
+  AddUnknownKeys(*plugin, kPluginKeys, problems);
   Result<std::optional<Config>> tasks = plugin->GetOptionalConfig("tasks");
   if (!tasks.ok()) {
     problems.Add(tasks.status());

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
@@ -12,32 +15,84 @@
 namespace stagehand {
 namespace {
 
+constexpr std::array<std::string_view, 8> kUnitNames = {
+    "years", "months", "weeks", "days", "hours", "minutes", "seconds", "milliseconds"};
+
 struct DurationUnit {
-  const char* name;
+  std::string_view name;
   std::optional<double> HumanDuration::*field;
 };
 
 constexpr std::array<DurationUnit, 8> kUnits = {{
-    {"years", &HumanDuration::years},
-    {"months", &HumanDuration::months},
-    {"weeks", &HumanDuration::weeks},
-    {"days", &HumanDuration::days},
-    {"hours", &HumanDuration::hours},
-    {"minutes", &HumanDuration::minutes},
-    {"seconds", &HumanDuration::seconds},
-    {"milliseconds", &HumanDuration::milliseconds},
+    {kUnitNames[0], &HumanDuration::years},
+    {kUnitNames[1], &HumanDuration::months},
+    {kUnitNames[2], &HumanDuration::weeks},
+    {kUnitNames[3], &HumanDuration::days},
+    {kUnitNames[4], &HumanDuration::hours},
+    {kUnitNames[5], &HumanDuration::minutes},
+    {kUnitNames[6], &HumanDuration::seconds},
+    {kUnitNames[7], &HumanDuration::milliseconds},
 }};
 
 constexpr std::string_view kUnitList =
     "'years', 'months', 'weeks', 'days', 'hours', 'minutes', 'seconds', 'milliseconds'";
 
+// The keys of a schedule, and those that belong inside its `frequency` object.
+constexpr std::array<std::string_view, 4> kScheduleKeys = {"frequency", "timeout", "initialDelay",
+                                                           "scope"};
+constexpr std::array<std::string_view, 3> kFrequencyKeysBelow = {
+    "frequency.cron", "frequency.timeZone", "frequency.trigger"};
+// The keys of each form of a `frequency` object other than a duration.
+constexpr std::array<std::string_view, 2> kCronKeys = {"cron", "timeZone"};
+constexpr std::array<std::string_view, 1> kTriggerKeys = {"trigger"};
+constexpr std::array<std::string_view, 3> kFrequencyFormKeys = {"cron", "timeZone", "trigger"};
+
 bool IsKnownUnit(std::string_view name) {
-  for (const DurationUnit& unit : kUnits) {
-    if (name == unit.name) {
-      return true;
-    }
+  return std::find(kUnitNames.begin(), kUnitNames.end(), name) != kUnitNames.end();
+}
+
+// Adds a problem for each key of the object at `key` that is not in `known` (see AddUnknownKeys).
+// Returns whether every key is known, true when the value is missing or not an object.
+bool CheckObjectKeys(const Config& config, std::string_view key,
+                     std::span<const std::string_view> known,
+                     std::span<const std::string_view> elsewhere, ConfigProblems& problems) {
+  const ConfigNode* node = config.Node(key);
+  if (node == nullptr || !std::holds_alternative<ConfigNode::Object>(node->value)) {
+    return true;
   }
-  return false;
+  Result<Config> block = config.GetConfig(key);
+  return !block.ok() || AddUnknownKeys(*block, known, problems, elsewhere);
+}
+
+// A duration of a schedule that cannot work: the field as config spells it, and why.
+struct DurationIssue {
+  std::string_view field;
+  std::string reason;
+};
+
+// Returns the issues ValidateScheduleDurations reports, in field order.
+std::vector<DurationIssue> FindDurationIssues(const ScheduleDefinition& schedule) {
+  std::vector<DurationIssue> issues;
+  std::optional<DurationSpec> frequency;
+  if (const auto* human = std::get_if<HumanDuration>(&schedule.frequency)) {
+    frequency = *human;
+  } else if (const auto* chrono = std::get_if<std::chrono::milliseconds>(&schedule.frequency)) {
+    frequency = *chrono;
+  }
+  if (frequency && ToMilliseconds(*frequency) <= std::chrono::milliseconds::zero()) {
+    issues.push_back({"frequency", fmt::format("must be longer than zero, got {}",
+                                               FormatDurationSpec(*frequency))});
+  }
+  if (ToMilliseconds(schedule.timeout) <= std::chrono::milliseconds::zero()) {
+    issues.push_back({"timeout", fmt::format("must be longer than zero, got {}",
+                                             FormatDurationSpec(schedule.timeout))});
+  }
+  if (schedule.initial_delay &&
+      ToMilliseconds(*schedule.initial_delay) < std::chrono::milliseconds::zero()) {
+    issues.push_back({"initialDelay", fmt::format("cannot be negative, got {}",
+                                                  FormatDurationSpec(*schedule.initial_delay))});
+  }
+  return issues;
 }
 
 // Returns `status`'s message as JavaScript prints the error Backstage's ConfigReader would have
@@ -261,7 +316,43 @@ Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config
           **scope));
     }
   }
+
+  ConfigProblems problems;
+  for (const DurationIssue& issue : FindDurationIssues(schedule)) {
+    problems.Add(InvalidConfigValue(config, issue.field, issue.reason));
+  }
+  STAGEHAND_RETURN_IF_ERROR(problems.ToStatus());
   return schedule;
+}
+
+Status ValidateScheduleDurations(const ScheduleDefinition& schedule) {
+  std::vector<std::string> lines;
+  for (const DurationIssue& issue : FindDurationIssues(schedule)) {
+    lines.push_back(fmt::format("{} {}", issue.field, issue.reason));
+  }
+  if (lines.empty()) {
+    return Status::Ok();
+  }
+  return InvalidArgumentError(fmt::format("{}", fmt::join(lines, "; ")));
+}
+
+bool CheckDurationKeys(const Config& config, std::string_view key, ConfigProblems& problems) {
+  return CheckObjectKeys(config, key, kUnitNames, {}, problems);
+}
+
+bool CheckScheduleKeys(const Config& schedule, ConfigProblems& problems) {
+  bool known = AddUnknownKeys(schedule, kScheduleKeys, problems, kFrequencyKeysBelow);
+  if (schedule.Has("frequency.cron")) {
+    known = CheckObjectKeys(schedule, "frequency", kCronKeys, {}, problems) && known;
+  } else if (schedule.Has("frequency.trigger")) {
+    known = CheckObjectKeys(schedule, "frequency", kTriggerKeys, {}, problems) && known;
+  } else {
+    known =
+        CheckObjectKeys(schedule, "frequency", kUnitNames, kFrequencyFormKeys, problems) && known;
+  }
+  known = CheckDurationKeys(schedule, "timeout", problems) && known;
+  known = CheckDurationKeys(schedule, "initialDelay", problems) && known;
+  return known;
 }
 
 }  // namespace stagehand

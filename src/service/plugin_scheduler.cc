@@ -37,9 +37,10 @@ struct PluginScheduler::Impl {
   explicit Impl(PluginSchedulerOptions opts)
       : options(std::move(opts)),
         clock(options.clock != nullptr ? options.clock : &SystemClock::Instance()),
-        engine(engine_internal::EngineContext{
-            options.plugin_id, options.store.get(), clock,
-            options.logger ? options.logger : NullLogger(), options.observer, options.engine, options.default_zone}) {}
+        engine(engine_internal::EngineContext{options.plugin_id, options.store.get(), clock,
+                                              options.logger ? options.logger : NullLogger(),
+                                              options.observer, options.engine,
+                                              options.default_zone}) {}
 
   PluginSchedulerOptions options;
   Clock* clock;
@@ -73,6 +74,9 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
     }
   }
   if (Status valid = settings.Validate(); !valid.ok()) {
+    return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
+  }
+  if (Status valid = ValidateScheduleDurations(schedule); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
   Result<TimeZone> zone = ZoneOf(task, default_zone);

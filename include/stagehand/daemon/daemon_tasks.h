@@ -55,9 +55,12 @@ struct DaemonPlugin {
 // Reads every plugin under `stagehand.plugins` of the merged `root`, in config order; an empty
 // list when the block is absent. Errors: kInvalidArgument listing every problem found, one per
 // line, each naming the full key and the file it came from: an invalid plugin or task id, an
-// unknown key (with the keys expected there), a missing or invalid schedule (Backstage's message,
-// after the key), neither or both of `command` and `http`, an empty command, a bad URL, method,
-// header or expectStatus, `env` or `workingDirectory` on an HTTP task, values of the wrong type.
+// unknown key anywhere down to the schedule's duration objects (with the key most likely meant, or
+// the keys expected there), a missing or invalid schedule (Backstage's message, after the key), a
+// schedule that cannot work (a zero or negative frequency or timeout, a negative initial delay, a
+// cron that never fires), neither or both of `command` and `http`, an empty command, a bad URL,
+// method, header or expectStatus, `env` or `workingDirectory` on an HTTP task, values of the wrong
+// type.
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root);
 
 // Returns a backend plugin with `plugin`'s id whose init schedules each task, in order, with the

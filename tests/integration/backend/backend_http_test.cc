@@ -407,6 +407,7 @@ TEST_F(BackendHttpTest, PortInUseIsUnavailableAndStopsWhatStarted) {
   ASSERT_NE(scheduler, nullptr);
   TaskDefinition task;
   task.id = "late";
+  task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) { return Status::Ok(); };
   EXPECT_EQ(scheduler->ScheduleTask(std::move(task)).code(), StatusCode::kUnavailable);
   // The first backend is unaffected.

@@ -247,6 +247,7 @@ TEST_F(BackendTest, InitFailureNamesThePluginAndStopsWhatStarted) {
   ASSERT_NE(first_scheduler, nullptr);
   TaskDefinition task;
   task.id = "after-failure";
+  task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) { return Status::Ok(); };
   EXPECT_EQ(first_scheduler->ScheduleTask(std::move(task)).code(), StatusCode::kUnavailable);
   // A failed backend cannot be started again; stopping it is harmless.

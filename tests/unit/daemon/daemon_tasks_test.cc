@@ -163,7 +163,7 @@ stagehand:
   EXPECT_EQ(defaults.connect_timeout, std::chrono::seconds(5));
 }
 
-TEST(ReadDaemonPluginsTest, UnknownTaskKeyIsNamedWithTheExpectedKeys) {
+TEST(ReadDaemonPluginsTest, UnknownTaskKeyIsNamedWithTheKeyMeant) {
   EXPECT_THAT(
       Problems(R"(
 stagehand:
@@ -175,8 +175,7 @@ stagehand:
           comand: [date]
 )"),
       ElementsAre("Invalid config value for key 'stagehand.plugins.jobs.tasks.hello.comand' "
-                  "in 'app.yaml': unknown key 'comand'; expected schedule, command, http, "
-                  "env, workingDirectory",
+                  "in 'app.yaml': unknown key 'comand'; did you mean 'command'?",
                   "Invalid config value for key 'stagehand.plugins.jobs.tasks.hello' in "
                   "'app.yaml': a task needs an executor: 'command' (the program and its "
                   "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
@@ -350,7 +349,7 @@ stagehand:
           "valid plugin id; use lowercase letters, digits and dashes, starting with a letter "
           "(e.g. 'jobs', 'nightly-reports')",
           "Invalid config value for key 'stagehand.plugins.good.task' in 'app.yaml': unknown key "
-          "'task'; expected tasks",
+          "'task'; did you mean 'tasks'?",
           "Invalid config value for key 'stagehand.plugins.good.tasks' in 'app.yaml': task id ' ': "
           "  is not a valid ID, expected non-empty string",
           "Invalid config value for key 'stagehand.plugins.good.tasks' in 'app.yaml': task id "
@@ -394,6 +393,115 @@ TEST(ReadDaemonPluginsTest, StagehandPluginsMustBeAnObject) {
   EXPECT_THAT(Problems("stagehand: { plugins: [jobs] }"),
               ElementsAre("Invalid type in config for key 'stagehand.plugins' in 'app.yaml', got "
                           "array, wanted object"));
+}
+
+// Issue 13: `frequency: 0s` and `frequency: {minutes: -1}` passed and the daemon ran the task
+// without pause.
+TEST(ReadDaemonPluginsTest, SchedulesThatCannotWorkAreRejectedNamingTheKey) {
+  const std::string key = "Invalid config value for key 'stagehand.plugins.jobs.tasks.";
+  EXPECT_THAT(Problems(R"(
+stagehand:
+  plugins:
+    jobs:
+      tasks:
+        zero:
+          schedule: { frequency: 0s, timeout: 10s }
+          command: [date]
+        negative:
+          schedule: { frequency: { minutes: -1 }, timeout: 10s }
+          command: [date]
+        iso:
+          schedule: { frequency: PT0S, timeout: PT0S }
+          command: [date]
+        delay:
+          schedule: { frequency: 1m, timeout: { seconds: 0 }, initialDelay: PT-1S }
+          command: [date]
+        feb31:
+          schedule: { frequency: { cron: '0 0 31 2 *' }, timeout: 10s }
+          command: [date]
+)"),
+              ElementsAre(key + "zero.schedule.frequency' in 'app.yaml': must be longer than "
+                                "zero, got PT0S",
+                          key + "negative.schedule.frequency' in 'app.yaml': must be longer than "
+                                "zero, got PT-1M",
+                          key + "iso.schedule.frequency' in 'app.yaml': must be longer than zero, "
+                                "got PT0S",
+                          key + "iso.schedule.timeout' in 'app.yaml': must be longer than zero, "
+                                "got PT0S",
+                          key + "delay.schedule.timeout' in 'app.yaml': must be longer than zero, "
+                                "got PT0S",
+                          key + "delay.schedule.initialDelay' in 'app.yaml': cannot be negative, "
+                                "got PT-1S",
+                          "Invalid cron expression at "
+                          "'stagehand.plugins.jobs.tasks.feb31.schedule.frequency.cron' in "
+                          "'app.yaml': Something went wrong. No execution date was found in the "
+                          "next 8 years."));
+}
+
+TEST(ReadDaemonPluginsTest, ZeroInitialDelayMeansNoDelay) {
+  std::vector<DaemonPlugin> plugins = ReadOk(R"(
+stagehand:
+  plugins:
+    jobs:
+      tasks:
+        now:
+          schedule: { frequency: 1m, timeout: 10s, initialDelay: 0s }
+          command: [date]
+)");
+  ASSERT_EQ(plugins.size(), 1u);
+  ASSERT_TRUE(plugins[0].tasks[0].schedule.initial_delay.has_value());
+  EXPECT_EQ(ToMilliseconds(*plugins[0].tasks[0].schedule.initial_delay),
+            std::chrono::milliseconds(0));
+}
+
+// Issue 13: a misspelt key inside `schedule` was ignored and the task ran with the default.
+TEST(ReadDaemonPluginsTest, TyposInsideTheScheduleNameTheKeyMeant) {
+  const std::string key = "Invalid config value for key 'stagehand.plugins.jobs.tasks.";
+  EXPECT_THAT(
+      Problems(R"(
+stagehand:
+  plugins:
+    jobs:
+      tasks:
+        delayed:
+          schedule: { frequency: 1m, timeout: 10s, intialDelay: 1m }
+          command: [date]
+        zoned:
+          schedule: { frequency: { cron: '0 3 * * *' }, timeZone: Europe/Berlin, timeout: 10s }
+          command: [date]
+        every:
+          schedule: { frequency: { minuts: 5 }, timeout: { secnds: 30 } }
+          command: [date]
+)"),
+      ElementsAre(key + "delayed.schedule.intialDelay' in 'app.yaml': unknown key "
+                        "'intialDelay'; did you mean 'initialDelay'?",
+                  key + "zoned.schedule.timeZone' in 'app.yaml': unknown key 'timeZone'; did you "
+                        "mean 'frequency.timeZone'?",
+                  key + "every.schedule.frequency.minuts' in 'app.yaml': unknown key 'minuts'; "
+                        "did you mean 'minutes'?",
+                  key + "every.schedule.timeout.secnds' in 'app.yaml': unknown key 'secnds'; did "
+                        "you mean 'seconds'?"));
+}
+
+TEST(ReadDaemonPluginsTest, UnknownKeysFarFromAnyKnownOneListTheExpectedKeys) {
+  EXPECT_THAT(Problems(R"(
+stagehand:
+  plugins:
+    jobs:
+      tasks:
+        hello:
+          schedule: { frequency: 1m, timeout: 10s, retries: 3 }
+          command: [date]
+          priority: high
+)"),
+              ElementsAre("Invalid config value for key "
+                          "'stagehand.plugins.jobs.tasks.hello.priority' in 'app.yaml': unknown "
+                          "key 'priority'; expected schedule, command, http, env, "
+                          "workingDirectory",
+                          "Invalid config value for key "
+                          "'stagehand.plugins.jobs.tasks.hello.schedule.retries' in 'app.yaml': "
+                          "unknown key 'retries'; expected frequency, timeout, initialDelay, "
+                          "scope"));
 }
 
 TEST(ValidatePluginIdTest, AcceptsBackstageStyleIds) {

@@ -460,5 +460,223 @@ initialDelay: 10s
       R"({"version":2,"cadence":"*/5 * * * *","initialDelayDuration":"PT10S","timeoutAfterDuration":"PT3M"})");
 }
 
+// Schedules Backstage reads but whose workers would run without pause (issue 13): rejected after
+// parsing, one line per field, naming the full key and the file.
+TEST(ReadScheduleDefinitionTest, RejectsZeroAndNegativeFrequenciesInEveryForm) {
+  const std::string key = "Invalid config value for key 'frequency' in 'mock-config': ";
+  for (const auto& [frequency, got] : std::vector<std::pair<std::string, std::string>>{
+           {R"("0s")", "PT0S"},
+           {R"("0 ms")", "PT0S"},
+           {R"("PT0S")", "PT0S"},
+           {R"("P0D")", "PT0S"},
+           {R"("PT-1M")", "PT-1M"},
+           {R"({"seconds": 0})", "PT0S"},
+           {R"({"minutes": -1})", "PT-1M"},
+           {R"({"hours": 1, "minutes": -60})", "PT1H-60M"},
+           {R"({"milliseconds": 0.4})", "PT0S"}}) {
+    const Config config = Json(R"({"frequency": )" + frequency + R"(, "timeout": "1m"})");
+    EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(config)),
+              key + "must be longer than zero, got " + got)
+        << frequency;
+  }
+}
+
+TEST(ReadScheduleDefinitionTest, NegativeStringsFailInBackstagesOwnParser) {
+  EXPECT_EQ(
+      ErrorOf(ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "-1m", "timeout": "1m"})"))),
+      "Invalid duration '-1m' in config at 'frequency', Error: Negative durations are not "
+      "allowed");
+  // A leading '-' is not ISO to Backstage's reader (only "PT-1M" is), so the `ms` form refuses it.
+  EXPECT_EQ(
+      ErrorOf(ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "-PT1M", "timeout": "1m"})"))),
+      "Invalid duration '-PT1M' in config at 'frequency', Error: Not a valid duration "
+      "string, try a number followed by a unit such as '1d' or '2 seconds'");
+}
+
+TEST(ReadScheduleDefinitionTest, RejectsZeroAndNegativeTimeoutsInEveryForm) {
+  const std::string key = "Invalid config value for key 'timeout' in 'mock-config': ";
+  for (const auto& [timeout, got] :
+       std::vector<std::pair<std::string, std::string>>{{R"("0s")", "PT0S"},
+                                                        {R"("PT0S")", "PT0S"},
+                                                        {R"("PT-5S")", "PT-5S"},
+                                                        {R"({"seconds": 0})", "PT0S"},
+                                                        {R"({"minutes": -1})", "PT-1M"}}) {
+    const Config config =
+        Json(R"({"frequency": {"trigger": "manual"}, "timeout": )" + timeout + "}");
+    EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(config)),
+              key + "must be longer than zero, got " + got)
+        << timeout;
+  }
+}
+
+TEST(ReadScheduleDefinitionTest, RejectsNegativeInitialDelaysAndAcceptsZero) {
+  const std::string key = "Invalid config value for key 'initialDelay' in 'mock-config': ";
+  for (const auto& [delay, got] : std::vector<std::pair<std::string, std::string>>{
+           {R"("PT-1M")", "PT-1M"}, {R"({"seconds": -1})", "PT-1S"}}) {
+    const Config config =
+        Json(R"({"frequency": "1h", "timeout": "1m", "initialDelay": )" + delay + "}");
+    EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(config)),
+              key + "cannot be negative, got " + got)
+        << delay;
+  }
+  for (const char* zero : {R"("0s")", R"("PT0S")", R"({"seconds": 0})"}) {
+    const Config config =
+        Json(std::string(R"({"frequency": "1h", "timeout": "1m", "initialDelay": )") + zero + "}");
+    auto schedule = ReadScheduleDefinitionFromConfig(config);
+    ASSERT_TRUE(schedule.ok()) << zero << ": " << schedule.status();
+    EXPECT_EQ(ToMilliseconds(*schedule->initial_delay), milliseconds(0)) << zero;
+  }
+}
+
+TEST(ReadScheduleDefinitionTest, ReportsEveryDurationThatCannotWorkWithItsFullKey) {
+  const Config config = Yaml(R"(
+jobs:
+  schedule:
+    frequency: { minutes: -1 }
+    timeout: 0s
+    initialDelay: PT-1S
+)",
+                             "app.yaml");
+  auto schedule = config.GetConfig("jobs.schedule");
+  ASSERT_TRUE(schedule.ok());
+  EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(*schedule)),
+            "Invalid config value for key 'jobs.schedule.frequency' in 'app.yaml': must be longer "
+            "than zero, got PT-1M\n"
+            "Invalid config value for key 'jobs.schedule.timeout' in 'app.yaml': must be longer "
+            "than zero, got PT0S\n"
+            "Invalid config value for key 'jobs.schedule.initialDelay' in 'app.yaml': cannot be "
+            "negative, got PT-1S");
+}
+
+TEST(ReadScheduleDefinitionTest, RejectsCronsThatNeverFire) {
+  for (const char* cron : {"0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 0 30 2 *"}) {
+    const Config config =
+        Json(std::string(R"({"frequency": {"cron": ")") + cron + R"("}, "timeout": "1m"})");
+    EXPECT_THAT(ErrorOf(ReadScheduleDefinitionFromConfig(config)),
+                StartsWith("Invalid cron expression at 'frequency.cron' in 'mock-config': "))
+        << cron;
+  }
+}
+
+TEST(ValidateScheduleDurationsTest, NamesEachFieldThatCannotWork) {
+  ScheduleDefinition schedule;
+  schedule.frequency = milliseconds(0);
+  schedule.timeout = milliseconds(-1000);
+  HumanDuration minus_five;
+  minus_five.seconds = -5;
+  schedule.initial_delay = minus_five;
+  const Status status = ValidateScheduleDurations(schedule);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "frequency must be longer than zero, got PT0S; timeout must be longer than zero, got "
+            "PT-1S; initialDelay cannot be negative, got PT-5S");
+}
+
+TEST(ValidateScheduleDurationsTest, AcceptsWorkableSchedules) {
+  ScheduleDefinition cron;
+  cron.frequency = CronFrequency{"* * * * *", ""};
+  cron.timeout = milliseconds(1);
+  cron.initial_delay = milliseconds(0);
+  EXPECT_TRUE(ValidateScheduleDurations(cron).ok());
+  ScheduleDefinition manual;
+  manual.timeout = Minutes(1);
+  EXPECT_TRUE(ValidateScheduleDurations(manual).ok());
+  ScheduleDefinition every;
+  every.frequency = Minutes(0.5);
+  every.timeout = Minutes(1);
+  EXPECT_TRUE(ValidateScheduleDurations(every).ok());
+  // The timeout is required: its default (zero) is refused.
+  EXPECT_EQ(ValidateScheduleDurations(ScheduleDefinition{}),
+            InvalidArgumentError("timeout must be longer than zero, got PT0S"));
+}
+
+// Returns the problems CheckScheduleKeys finds in the schedule at `stagehand.plugins.jobs.tasks.t.
+// schedule` of `yaml` (the schedule block's body, indented by 10 spaces).
+std::vector<std::string> ScheduleKeyProblems(const std::string& yaml, bool expect_known = false) {
+  const Config config = Yaml(
+      "stagehand:\n  plugins:\n    jobs:\n      tasks:\n        t:\n          schedule:\n" + yaml,
+      "app.yaml");
+  auto schedule = config.GetConfig("stagehand.plugins.jobs.tasks.t.schedule");
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  ConfigProblems problems;
+  EXPECT_EQ(CheckScheduleKeys(*schedule, problems), expect_known);
+  return problems.lines();
+}
+
+constexpr const char* kScheduleKey =
+    "Invalid config value for key 'stagehand.plugins.jobs.tasks.t.schedule.";
+
+TEST(CheckScheduleKeysTest, SuggestsTheKeyMeantInsideTheSchedule) {
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { minutes: 5 }\n"
+                                  "            timeout: 1m\n"
+                                  "            intialDelay: 10s\n"
+                                  "            Scope: local\n"),
+              ::testing::ElementsAre(
+                  std::string(kScheduleKey) +
+                      "intialDelay' in 'app.yaml': unknown key 'intialDelay'; did you mean "
+                      "'initialDelay'?",
+                  std::string(kScheduleKey) +
+                      "Scope' in 'app.yaml': unknown key 'Scope'; did you mean 'scope'?"));
+}
+
+TEST(CheckScheduleKeysTest, SuggestsFrequencyKeysPlacedBesideIt) {
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { cron: '0 3 * * *' }\n"
+                                  "            timeZone: Europe/Berlin\n"
+                                  "            timeout: 1m\n"),
+              ::testing::ElementsAre(std::string(kScheduleKey) +
+                                     "timeZone' in 'app.yaml': unknown key 'timeZone'; did you "
+                                     "mean 'frequency.timeZone'?"));
+}
+
+TEST(CheckScheduleKeysTest, ChecksEachFormOfFrequency) {
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { cron: '0 3 * * *', timezone: UTC }\n"
+                                  "            timeout: 1m\n"),
+              ::testing::ElementsAre(std::string(kScheduleKey) +
+                                     "frequency.timezone' in 'app.yaml': unknown key 'timezone'; "
+                                     "did you mean 'timeZone'?"));
+  EXPECT_THAT(
+      ScheduleKeyProblems("            frequency: { trigger: manual, minutes: 1 }\n"
+                          "            timeout: 1m\n"),
+      ::testing::ElementsAre(std::string(kScheduleKey) +
+                             "frequency.minutes' in 'app.yaml': unknown key 'minutes'; expected "
+                             "trigger"));
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { minuts: 5 }\n"
+                                  "            timeout: 1m\n"),
+              ::testing::ElementsAre(std::string(kScheduleKey) +
+                                     "frequency.minuts' in 'app.yaml': unknown key 'minuts'; did "
+                                     "you mean 'minutes'?"));
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { crn: '* * * * *' }\n"
+                                  "            timeout: 1m\n"),
+              ::testing::ElementsAre(std::string(kScheduleKey) +
+                                     "frequency.crn' in 'app.yaml': unknown key 'crn'; did you "
+                                     "mean 'cron'?"));
+}
+
+TEST(CheckScheduleKeysTest, ChecksTimeoutAndInitialDelayObjects) {
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: 1h\n"
+                                  "            timeout: { secnds: 30 }\n"
+                                  "            initialDelay: { minutes: 1, hrs: 1 }\n"),
+              ::testing::ElementsAre(
+                  std::string(kScheduleKey) +
+                      "timeout.secnds' in 'app.yaml': unknown key 'secnds'; did you mean "
+                      "'seconds'?",
+                  std::string(kScheduleKey) +
+                      "initialDelay.hrs' in 'app.yaml': unknown key 'hrs'; expected years, "
+                      "months, weeks, days, hours, minutes, seconds, milliseconds"));
+}
+
+TEST(CheckScheduleKeysTest, AcceptsEveryKnownKey) {
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { cron: '0 3 * * *', timeZone: UTC }\n"
+                                  "            timeout: { minutes: 1, seconds: 30 }\n"
+                                  "            initialDelay: 10s\n"
+                                  "            scope: local\n",
+                                  true),
+              ::testing::IsEmpty());
+  EXPECT_THAT(ScheduleKeyProblems("            frequency: { trigger: manual }\n"
+                                  "            timeout: PT1M\n",
+                                  true),
+              ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace stagehand

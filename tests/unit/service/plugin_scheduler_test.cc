@@ -1038,10 +1038,9 @@ TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancell
   EXPECT_EQ(cancelled->current_run_ticket, CancelRequestedTicket("ticket-of-another-host"));
   EXPECT_EQ(scheduler_->TriggerTask("elsewhere"),
             ConflictError("Task elsewhere is currently running"));
-  Result<bool> released = store_->Release("elsewhere", "ticket-of-another-host",
-                                          TaskSchedule{*TaskSettingsV2::FromJson(row.settings_json),
-                                                       TimeZone::Utc()},
-                                          std::nullopt);
+  Result<bool> released = store_->Release(
+      "elsewhere", "ticket-of-another-host",
+      TaskSchedule{*TaskSettingsV2::FromJson(row.settings_json), TimeZone::Utc()}, std::nullopt);
   ASSERT_TRUE(released.ok());
   EXPECT_TRUE(*released);
   cancelled = Row("elsewhere");
@@ -1073,6 +1072,53 @@ TEST_F(PluginSchedulerTest, CancelOnAnotherHostStopsTheRunHere) {
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
   EXPECT_EQ(Row("g")->last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
+}
+
+// Issue 13: zero and negative cadences were accepted and ran without pause.
+TEST_F(PluginSchedulerTest, RejectsZeroAndNegativeDurationsNamingTheField) {
+  auto probe = std::make_shared<TaskProbe>();
+  HumanDuration minus_one_minute;
+  minus_one_minute.minutes = -1;
+  const auto rejected = [&](TaskDefinition task, const std::string& why) {
+    for (TaskScope scope : {TaskScope::kGlobal, TaskScope::kLocal}) {
+      task.scope = scope;
+      EXPECT_EQ(scheduler_->ScheduleTask(task),
+                InvalidArgumentError("Invalid schedule for task t: " + why));
+    }
+  };
+  rejected(Global("t", milliseconds(0), probe->Returning()),
+           "frequency must be longer than zero, got PT0S");
+  rejected(Global("t", Seconds(0), probe->Returning()),
+           "frequency must be longer than zero, got PT0S");
+  rejected(Global("t", minus_one_minute, probe->Returning()),
+           "frequency must be longer than zero, got PT-1M");
+  TaskDefinition no_timeout = Global("t", ManualFrequency{}, probe->Returning());
+  no_timeout.timeout = milliseconds(0);
+  rejected(no_timeout, "timeout must be longer than zero, got PT0S");
+  TaskDefinition negative_timeout = Global("t", CronFrequency{"* * * * *", ""}, probe->Returning());
+  negative_timeout.timeout = minus_one_minute;
+  rejected(negative_timeout, "timeout must be longer than zero, got PT-1M");
+  TaskDefinition early = Global("t", minutes(1), probe->Returning());
+  early.initial_delay = Seconds(-5);
+  rejected(early, "initialDelay cannot be negative, got PT-5S");
+  TaskDefinition everything = Global("t", milliseconds(-1), probe->Returning());
+  everything.timeout = milliseconds(0);
+  everything.initial_delay = milliseconds(-1000);
+  rejected(everything,
+           "frequency must be longer than zero, got PT-0.001S; timeout must be longer than zero, "
+           "got PT0S; initialDelay cannot be negative, got PT-1S");
+
+  EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
+  EXPECT_FALSE(Row("t").has_value());
+  EXPECT_EQ(probe->starts(), 0U);
+}
+
+TEST_F(PluginSchedulerTest, AZeroInitialDelayMeansNoDelay) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task = Global("t", minutes(1), probe->Returning());
+  task.initial_delay = milliseconds(0);
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
 }
 
 }  // namespace
