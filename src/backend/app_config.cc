@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "stagehand/config/config_problems.h"
 #include "stagehand/model/schedule.h"
@@ -14,6 +17,47 @@
 
 namespace stagehand {
 namespace {
+
+// The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon.
+constexpr std::array<std::string_view, 3> kStagehandKeys = {"plugins", "server", "scheduler"};
+constexpr std::array<std::string_view, 2> kServerKeys = {"maxRequestBodySize", "requestTimeout"};
+constexpr std::array<std::string_view, 5> kSchedulerKeys = {
+    "lease", "pollInterval", "maxPollInterval", "shutdownGrace", "maxConcurrency"};
+
+// A block of Backstage's `backend` config (@backstage/backend-defaults' schema): the keys
+// stagehand reads and the ones it ignores.
+struct BackendBlock {
+  std::string_view key;
+  std::vector<std::string_view> used;
+  std::vector<std::string_view> ignored;
+};
+
+const std::vector<BackendBlock>& BackendBlocks() {
+  static const std::vector<BackendBlock> kBlocks = {
+      {"backend",
+       {"listen", "database", "auth"},
+       {"baseUrl",  "lifecycle", "trustProxy", "https",     "server",   "auditor",
+        "actions",  "cache",     "cors",       "csp",       "referrer", "health",
+        "metrics",  "tracing",   "logger",     "rateLimit", "reading",  "workingDirectory",
+        "packages", "startup"}},
+      {"backend.listen", {"host", "port"}, {}},
+      {"backend.auth",
+       {"dangerouslyDisableDefaultAuthPolicy", "externalAccess"},
+       {"keys", "pluginKeyStore"}},
+      {"backend.database",
+       {"client", "connection", "prefix", "pluginDivisionMode", "skipMigrations", "plugin"},
+       {"ensureExists", "ensureSchemaExists", "role", "knexConfig"}},
+  };
+  return kBlocks;
+}
+
+// Each `backend.database.plugin.<pluginId>` block.
+const BackendBlock& PluginDatabaseBlock() {
+  static const BackendBlock kBlock = {"backend.database.plugin",
+                                      {"client", "connection", "skipMigrations"},
+                                      {"ensureExists", "ensureSchemaExists", "role", "knexConfig"}};
+  return kBlock;
+}
 
 constexpr int kMaxMaxConcurrency = 10000;
 constexpr std::size_t kMinStaticTokenLength = 8;
@@ -153,6 +197,9 @@ std::optional<std::chrono::milliseconds> ReadDuration(const Config& config, std:
     }
     return std::nullopt;
   }
+  if (!CheckDurationKeys(config, key, problems)) {
+    return std::nullopt;
+  }
   Result<HumanDuration> duration = ReadDurationFromConfig(config, key);
   if (!duration.ok()) {
     problems.Add(InvalidValue(config, key, duration.status().message()));
@@ -233,6 +280,7 @@ void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems
     return;
   }
   const Config& block = **server;
+  AddUnknownKeys(block, kServerKeys, problems);
   if (const ConfigNode* size = block.Node("maxRequestBodySize")) {
     std::optional<double> bytes;
     if (const auto* number = std::get_if<double>(&size->value)) {
@@ -345,6 +393,7 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
     return;
   }
   const Config& block = **scheduler;
+  AddUnknownKeys(block, kSchedulerKeys, problems);
   ReadBoundedDuration(block, "lease", std::chrono::seconds(1), "1 second", out.lease, problems);
   ReadBoundedDuration(block, "pollInterval", std::chrono::milliseconds(1), "1 millisecond",
                       out.poll_interval, problems);
@@ -367,7 +416,61 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
   }
 }
 
+// Adds a problem for each unknown key directly under `stagehand`, when it is an object.
+void CheckStagehandKeys(const Config& root, ConfigProblems& problems) {
+  const ConfigNode* node = root.Node("stagehand");
+  if (node == nullptr || !std::holds_alternative<ConfigNode::Object>(node->value)) {
+    return;
+  }
+  if (Result<Config> block = root.GetConfig("stagehand"); block.ok()) {
+    AddUnknownKeys(*block, kStagehandKeys, problems);
+  }
+}
+
+// Adds a warning for each key of the object at `key` of `root` that `block` does not use.
+void WarnUnusedKeys(const Config& root, std::string_view key, const BackendBlock& block,
+                    std::vector<std::string>& warnings) {
+  const ConfigNode* node = root.Node(key);
+  if (node == nullptr || !std::holds_alternative<ConfigNode::Object>(node->value)) {
+    return;
+  }
+  Result<Config> object = root.GetConfig(key);
+  if (!object.ok()) {
+    return;
+  }
+  std::vector<std::string_view> known = block.used;
+  known.insert(known.end(), block.ignored.begin(), block.ignored.end());
+  for (const std::string& name : object->Keys()) {
+    if (std::find(block.used.begin(), block.used.end(), name) != block.used.end()) {
+      continue;
+    }
+    const bool ignored =
+        std::find(block.ignored.begin(), block.ignored.end(), name) != block.ignored.end();
+    warnings.push_back(fmt::format("Ignoring config key '{}' in '{}': {}", object->FullKey(name),
+                                   object->Context(name),
+                                   ignored ? "a Backstage setting that stagehand does not use"
+                                           : UnknownKeyMessage(name, known)));
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> BackendConfigWarnings(const Config& root) {
+  std::vector<std::string> warnings;
+  for (const BackendBlock& block : BackendBlocks()) {
+    WarnUnusedKeys(root, block.key, block, warnings);
+  }
+  const BackendBlock& plugin = PluginDatabaseBlock();
+  if (Result<std::optional<Config>> plugins = root.GetOptionalConfig(plugin.key);
+      plugins.ok() && plugins->has_value()) {
+    for (const std::string& id : (*plugins)->Keys()) {
+      if (!id.empty() && id.find('.') == std::string::npos) {
+        WarnUnusedKeys(**plugins, id, plugin, warnings);
+      }
+    }
+  }
+  return warnings;
+}
 
 EnvironmentLookup ProcessEnvironment() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -473,6 +576,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
     }
   }
   ReadScheduler(root, config.engine, problems);
+  CheckStagehandKeys(root, problems);
 
   if (!problems.empty()) {
     return problems.ToStatus();

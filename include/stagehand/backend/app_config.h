@@ -70,8 +70,19 @@ struct BackendConfig {
 };
 
 // Reads the backend's keys from the merged `root`; `backend.database` is required (as in
-// Backstage). Errors: kInvalidArgument listing every problem, one per line, each naming the full
-// key and the file it came from (and the line, for values checked here).
+// Backstage). The `stagehand` block is read strictly: an unknown key directly under it, or under
+// `stagehand.server` or `stagehand.scheduler` (down to their duration objects), is a problem that
+// names the key most likely meant (see AddUnknownKeys). Errors: kInvalidArgument listing every
+// problem, one per line, each naming the full key and the file it came from (and the line, for
+// values checked here).
 Result<BackendConfig> ReadBackendConfig(const Config& root);
+
+// Returns one line for each key under `backend` (`listen`, `auth`, `database` and its per-plugin
+// blocks) that stagehand ignores, naming the full key and the file: "Ignoring config key
+// 'backend.cors' in 'app.yaml': a Backstage setting that stagehand does not use", or for a key
+// Backstage does not define either, "Ignoring config key 'backend.databse' in 'app.yaml': unknown
+// key 'databse'; did you mean 'database'?". Keys under `backend` belong to Backstage's schema, so
+// these are warnings, not problems; `backend` values of the wrong type are ReadBackendConfig's.
+std::vector<std::string> BackendConfigWarnings(const Config& root);
 
 }  // namespace stagehand

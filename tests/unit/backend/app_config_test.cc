@@ -589,5 +589,91 @@ TEST_F(AppConfigTest, BackendThatIsNotAnObject) {
   EXPECT_THAT(backend.status().message(), HasSubstr("'stagehand'"));
 }
 
+// Issue 13: misspelt `stagehand` sections were ignored and the daemon ran with defaults.
+TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
+  const std::string file = File("app-config.yaml");
+  EXPECT_THAT(
+      Lines(ReadBackendError("stagehand:\n  plugin: {}\n  schedular: {lease: 5s}\n  Server: {}\n")),
+      ElementsAre("Invalid config value for key 'stagehand.plugin' in '" + file +
+                      "': unknown key 'plugin'; did you mean 'plugins'?",
+                  "Invalid config value for key 'stagehand.schedular' in '" + file +
+                      "': unknown key 'schedular'; did you mean 'scheduler'?",
+                  "Invalid config value for key 'stagehand.Server' in '" + file +
+                      "': unknown key 'Server'; did you mean 'server'?"));
+  EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
+            "Invalid config value for key 'stagehand.workers' in '" + file +
+                "': unknown key 'workers'; expected plugins, server, scheduler");
+}
+
+TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
+  const std::string file = File("app-config.yaml");
+  EXPECT_THAT(
+      Lines(ReadBackendError("stagehand:\n  server:\n    requestTimout: 5s\n"
+                             "  scheduler:\n    lease: {secnds: 30}\n"
+                             "    maxConcurency: 4\n    threads: 4\n")),
+      ElementsAre("Invalid config value for key 'stagehand.server.requestTimout' in '" + file +
+                      "': unknown key 'requestTimout'; did you mean "
+                      "'requestTimeout'?",
+                  "Invalid config value for key 'stagehand.scheduler.maxConcurency' in '" + file +
+                      "': unknown key 'maxConcurency'; did you mean "
+                      "'maxConcurrency'?",
+                  "Invalid config value for key 'stagehand.scheduler.threads' in '" + file +
+                      "': unknown key 'threads'; expected lease, pollInterval, "
+                      "maxPollInterval, shutdownGrace, maxConcurrency",
+                  "Invalid config value for key 'stagehand.scheduler.lease.secnds' in '" + file +
+                      "': unknown key 'secnds'; did you mean 'seconds'?"));
+}
+
+TEST_F(AppConfigTest, IgnoredBackendKeysAreWarningsNotProblems) {
+  const std::string path =
+      Write("app.yaml",
+            "backend:\n  baseUrl: http://localhost:7007\n  cors: {origin: '*'}\n  databse: {}\n"
+            "  listen: {port: 7007, hots: x}\n"
+            "  auth: {keys: [{secret: s}], dangerouslyDisableDefaultAuthPolicy: true}\n"
+            "  database:\n    client: better-sqlite3\n    connection: ':memory:'\n"
+            "    ensureExists: false\n    knexConfig: {debug: true}\n"
+            "    plugin:\n      jobs: {skipMigrations: true, role: owner, clinet: pg}\n");
+  Result<Config> config = Load({path});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ReadBackendConfig(*config).ok());
+  EXPECT_THAT(BackendConfigWarnings(*config),
+              ElementsAre("Ignoring config key 'backend.baseUrl' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.cors' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.databse' in '" + path +
+                              "': unknown key 'databse'; did you mean 'database'?",
+                          "Ignoring config key 'backend.listen.hots' in '" + path +
+                              "': unknown key 'hots'; did you mean 'host'?",
+                          "Ignoring config key 'backend.auth.keys' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.database.ensureExists' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.database.knexConfig' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.database.plugin.jobs.role' in '" + path +
+                              "': a Backstage setting that stagehand does not use",
+                          "Ignoring config key 'backend.database.plugin.jobs.clinet' in '" + path +
+                              "': unknown key 'clinet'; did you mean 'client'?"));
+}
+
+TEST_F(AppConfigTest, UsedBackendKeysGiveNoWarnings) {
+  const std::string path = Write(
+      "app.yaml",
+      "backend:\n  listen: {host: 127.0.0.1, port: 7007}\n"
+      "  auth:\n    dangerouslyDisableDefaultAuthPolicy: false\n"
+      "    externalAccess: [{type: static, options: {token: abcdefgh, subject: ci}}]\n"
+      "  database:\n    client: pg\n    connection: {host: db, port: 5432, user: u, password: p}\n"
+      "    prefix: bs_\n    pluginDivisionMode: schema\n    skipMigrations: false\n"
+      "    plugin:\n      jobs: {client: pg, connection: 'postgres://x/y', skipMigrations: true}\n"
+      "stagehand:\n  server: {maxRequestBodySize: 1mb, requestTimeout: 5s}\n"
+      "  scheduler: {lease: 10s}\n  plugins: {}\n");
+  Result<Config> config = Load({path});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ReadBackendConfig(*config).ok());
+  EXPECT_THAT(BackendConfigWarnings(*config), ::testing::IsEmpty());
+  EXPECT_THAT(BackendConfigWarnings(Config::Empty()), ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace stagehand
