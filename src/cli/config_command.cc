@@ -4,18 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "cli/client_verb.h"
+#include "cli/app_config_check.h"
 #include "cli/command.h"
-#include "stagehand/backend/app_config.h"
 #include "stagehand/backend/database_config.h"
 #include "stagehand/cli/cli.h"
-#include "stagehand/config/config.h"
-#include "stagehand/config/config_problems.h"
 #include "stagehand/daemon/daemon_tasks.h"
 
 namespace stagehand::cli {
@@ -67,76 +63,35 @@ std::string DescribePluginDatabase(const PluginDatabase& database) {
 }
 
 int RunConfigCheck(const ConfigCheckOptions& options, const Context& context) {
-  EnvironmentLookup environment =
-      context.environment ? EnvironmentLookup(context.environment) : ProcessEnvironment();
-  ConfigProblems problems;
-  Result<Config> root = LoadAppConfig(options.config_files, environment);
-  if (!root.ok()) {
-    problems.Add(root.status());
-  } else {
-    Result<BackendConfig> backend = ReadBackendConfig(*root);
-    if (!backend.ok()) {
-      problems.Add(backend.status());
+  const AppConfigCheck check = CheckAppConfig(options.config_files, context);
+  PrintConfigWarnings(check, context);
+  if (check.problems.empty()) {
+    std::size_t task_count = 0;
+    for (const DaemonPlugin& plugin : check.plugins) {
+      task_count += plugin.tasks.size();
     }
-    Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*root);
-    if (!plugins.ok()) {
-      problems.Add(plugins.status());
+    context.out << "ok: " << Count(check.plugins.size(), "plugin") << ", "
+                << Count(task_count, "task") << "; database "
+                << DescribeDatabase(check.backend.database) << "; listen "
+                << check.backend.listen_host << ":" << check.backend.listen_port << '\n';
+    for (std::size_t i = 0; i < check.plugins.size(); ++i) {
+      const DaemonPlugin& plugin = check.plugins[i];
+      std::string ids;
+      for (const DaemonTask& task : plugin.tasks) {
+        ids += (ids.empty() ? "" : ", ") + task.id;
+      }
+      context.out << "  " << plugin.id << ": " << Count(plugin.tasks.size(), "task")
+                  << (ids.empty() ? "" : " (" + ids + ")") << "; "
+                  << DescribePluginDatabase(check.plugin_databases[i]) << '\n';
     }
-
-    // Every plugin serve would start, even when its tasks have problems.
-    std::vector<std::string> plugin_ids;
-    if (plugins.ok()) {
-      for (const DaemonPlugin& plugin : *plugins) {
-        plugin_ids.push_back(plugin.id);
-      }
-    } else if (Result<std::optional<Config>> block = root->GetOptionalConfig("stagehand.plugins");
-               block.ok() && block->has_value()) {
-      for (const std::string& id : (*block)->Keys()) {
-        if (ValidatePluginId(id).ok()) {
-          plugin_ids.push_back(id);
-        }
-      }
-    }
-    std::vector<std::string> plugin_lines;
-    if (backend.ok()) {
-      for (std::size_t i = 0; i < plugin_ids.size(); ++i) {
-        Result<PluginDatabase> database = ResolvePluginDatabase(backend->database, plugin_ids[i]);
-        if (!database.ok()) {
-          problems.Add(database.status());
-          continue;
-        }
-        if (plugins.ok()) {
-          const DaemonPlugin& plugin = (*plugins)[i];
-          std::string ids;
-          for (const DaemonTask& task : plugin.tasks) {
-            ids += (ids.empty() ? "" : ", ") + task.id;
-          }
-          plugin_lines.push_back("  " + plugin.id + ": " + Count(plugin.tasks.size(), "task") +
-                                 (ids.empty() ? "" : " (" + ids + ")") + "; " +
-                                 DescribePluginDatabase(*database));
-        }
-      }
-    }
-    if (problems.empty()) {
-      std::size_t task_count = 0;
-      for (const DaemonPlugin& plugin : *plugins) {
-        task_count += plugin.tasks.size();
-      }
-      context.out << "ok: " << Count(plugins->size(), "plugin") << ", " << Count(task_count, "task")
-                  << "; database " << DescribeDatabase(backend->database) << "; listen "
-                  << backend->listen_host << ":" << backend->listen_port << '\n';
-      for (const std::string& line : plugin_lines) {
-        context.out << line << '\n';
-      }
-      context.out.flush();
-      return kExitOk;
-    }
+    context.out.flush();
+    return kExitOk;
   }
-  for (const std::string& problem : problems.lines()) {
+  for (const std::string& problem : check.problems.lines()) {
     context.err << "stagehand: " << problem << '\n';
   }
-  context.err << "stagehand: config check failed: " << Count(problems.lines().size(), "problem")
-              << '\n';
+  context.err << "stagehand: config check failed: "
+              << Count(check.problems.lines().size(), "problem") << '\n';
   context.err.flush();
   return kExitConfig;
 }
@@ -160,6 +115,8 @@ void AddConfigCommand(CLI::App& app, Action& action) {
       ->required()
       ->allow_extra_args(false);
   check->footer(
+      "Unknown keys under 'stagehand' are problems; 'backend' keys that stagehand ignores are "
+      "warnings ('stagehand: warning: ...' on stderr).\n"
       "Exit codes: 0 valid (a summary on stdout), 2 bad usage, 78 invalid (every problem on its "
       "own line on stderr).\n"
       "Example:\n"

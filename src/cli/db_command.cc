@@ -1,5 +1,7 @@
 // `stagehand db migrate`: creates or updates each plugin's task tables from the app-config.
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
@@ -8,12 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/app_config_check.h"
 #include "cli/command.h"
-#include "stagehand/backend/app_config.h"
 #include "stagehand/backend/database_config.h"
 #include "stagehand/backend/database_manager.h"
 #include "stagehand/cli/cli.h"
-#include "stagehand/config/config.h"
 
 namespace stagehand::cli {
 namespace {
@@ -23,63 +24,56 @@ struct DbMigrateOptions {
   std::vector<std::string> plugins;
 };
 
-// Writes each line of `message` as its own "stagehand: " line and returns kExitConfig.
-int ConfigError(const Context& context, const std::string& message) {
-  std::size_t start = 0;
-  while (start <= message.size()) {
-    std::size_t end = message.find('\n', start);
-    if (end == std::string::npos) {
-      end = message.size();
-    }
-    context.err << "stagehand: " << message.substr(start, end - start) << '\n';
-    start = end + 1;
+// Returns the plugin ids the config names: the keys of `stagehand.plugins` and of
+// `backend.database.plugin`, sorted.
+std::set<std::string> NamedPlugins(const AppConfigCheck& check) {
+  std::set<std::string> ids;
+  for (const DaemonPlugin& plugin : check.plugins) {
+    ids.insert(plugin.id);
   }
-  return kExitConfig;
-}
-
-// Returns the keys of the object at `key`, or adds a problem when it is not an object.
-void CollectKeys(const Config& root, const std::string& key, std::set<std::string>& ids,
-                 std::string& problems) {
-  Result<std::optional<Config>> block = root.GetOptionalConfig(key);
-  if (!block.ok()) {
-    problems += (problems.empty() ? "" : "\n") + block.status().message();
-    return;
-  }
-  if (!*block) {
-    return;
-  }
-  for (const std::string& id : (*block)->Keys()) {
+  for (const auto& [id, database] : check.backend.database.plugins) {
     ids.insert(id);
   }
+  return ids;
 }
 
 int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
-  Result<Config> loaded = LoadAppConfig(options.config_files, ProcessEnvironment());
-  if (!loaded.ok()) {
-    return ConfigError(context, loaded.status().message());
+  AppConfigCheck check = CheckAppConfig(options.config_files, context);
+  PrintConfigWarnings(check, context);
+  if (!check.problems.empty()) {
+    for (const std::string& problem : check.problems.lines()) {
+      context.err << "stagehand: " << problem << '\n';
+    }
+    context.err.flush();
+    return kExitConfig;
   }
-  const Config& root = *loaded;
-
-  std::string problems;
-  Result<DatabaseConfig> database = ReadDatabaseConfig(root);
-  if (!database.ok()) {
-    problems = database.status().message();
-  }
-  std::set<std::string> ids(options.plugins.begin(), options.plugins.end());
-  if (options.plugins.empty()) {
-    CollectKeys(root, "stagehand.plugins", ids, problems);
-    CollectKeys(root, "backend.database.plugin", ids, problems);
-  }
-  if (!problems.empty()) {
-    return ConfigError(context, problems);
+  const std::set<std::string> named = NamedPlugins(check);
+  std::set<std::string> ids = named;
+  if (!options.plugins.empty()) {
+    ids.clear();
+    for (const std::string& id : options.plugins) {
+      if (named.count(id) == 0) {
+        std::string message = fmt::format(
+            "--plugin {}: the config names no plugin '{}' under 'stagehand.plugins' or "
+            "'backend.database.plugin'",
+            id, id);
+        if (!named.empty()) {
+          message += fmt::format("; it names {}", fmt::join(named, ", "));
+        }
+        context.err << "stagehand: " << message << '\n';
+        context.err.flush();
+        return kExitConfig;
+      }
+      ids.insert(id);
+    }
   }
   if (ids.empty()) {
     context.err << "stagehand: no plugins to migrate: the config names none under "
-                   "'stagehand.plugins' or 'backend.database.plugin'; use --plugin\n";
+                   "'stagehand.plugins' or 'backend.database.plugin'\n";
     return kExitConfig;
   }
 
-  DatabaseManager manager(std::move(*database), context.clock);
+  DatabaseManager manager(std::move(check.backend.database), context.clock);
   bool failed = false;
   for (const std::string& id : ids) {
     Result<PluginDatabase> where = manager.Resolve(id);
@@ -112,15 +106,17 @@ void AddDbCommand(CLI::App& app, Action& action) {
   auto options = std::make_shared<DbMigrateOptions>();
   CLI::App* migrate = db->add_subcommand(
       "migrate",
-      "Create or update the task tables of every plugin the config names (keys of "
-      "stagehand.plugins and backend.database.plugin), as Backstage's migrations do; safe to "
-      "run again");
+      "Check the config as 'stagehand config check' does, then create or update the task "
+      "tables of every plugin the config names (keys of stagehand.plugins and "
+      "backend.database.plugin), as Backstage's migrations do; safe to run again");
   migrate
       ->add_option("-c,--config", options->config_files,
                    "App-config YAML file; repeat to merge several, later files winning")
       ->required()
       ->allow_extra_args(false);
-  migrate->add_option("-p,--plugin", options->plugins, "Migrate only this plugin id (repeatable)")
+  migrate
+      ->add_option("-p,--plugin", options->plugins,
+                   "Migrate only this plugin id, one the config names (repeatable)")
       ->allow_extra_args(false);
   migrate->footer(
       "Prints one line per plugin: '<id>: migrated (<database>)', '<id>: skipped "

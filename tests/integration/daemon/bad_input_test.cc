@@ -3,12 +3,17 @@
 // the daemon keeps answering.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "integration/daemon/daemon_process.h"
 
@@ -92,8 +97,7 @@ TEST_F(BadInputTest, EveryTaskAndBackendProblemIsListedWithFileAndKey) {
   }
   EXPECT_THAT(log, HasSubstr("'backend.listen.port'"));
   EXPECT_THAT(log, HasSubstr("'stagehand.plugins.jobs.tasks.typo.comand' in '" + file +
-                             "': unknown key 'comand'; expected schedule, command, http, env, "
-                             "workingDirectory"));
+                             "': unknown key 'comand'; did you mean 'command'?"));
   EXPECT_THAT(log, HasSubstr("'stagehand.plugins.jobs.tasks.both' in '" + file +
                              "': a task has exactly one executor, but both 'command' and 'http' "
                              "are set"));
@@ -103,6 +107,128 @@ TEST_F(BadInputTest, EveryTaskAndBackendProblemIsListedWithFileAndKey) {
                              file + "'"));
   // typo (unknown key + no executor), both, bad-schedule, and the port.
   EXPECT_EQ(lines.size(), 5u) << log;
+}
+
+// Issue 13: these passed `config check`, and the daemon ran the zero and negative cadences without
+// pause and the misspelt keys with their defaults.
+constexpr const char* kSchedulesThatCannotWork =
+    "backend:\n"
+    "  database: { client: better-sqlite3, connection: ':memory:' }\n"
+    "stagehand:\n"
+    "  plugins:\n"
+    "    jobs:\n"
+    "      tasks:\n"
+    "        zero:\n"
+    "          schedule: { frequency: 0s, timeout: 10s }\n"
+    "          command: ['true']\n"
+    "        negative:\n"
+    "          schedule: { frequency: { minutes: -1 }, timeout: 10s }\n"
+    "          command: ['true']\n"
+    "        iso:\n"
+    "          schedule: { frequency: PT0S, timeout: PT-1S, initialDelay: PT-1M }\n"
+    "          command: ['true']\n"
+    "        feb31:\n"
+    "          schedule: { frequency: { cron: '0 0 31 2 *' }, timeout: 10s }\n"
+    "          command: ['true']\n"
+    "        typo:\n"
+    "          schedule: { frequency: 1m, timeout: 10s, intialDelay: 1m }\n"
+    "          command: ['true']\n"
+    "  schedular: { lease: 5s }\n";
+
+// The lines of the problems kSchedulesThatCannotWork holds, after "stagehand: ", for `file`.
+std::vector<std::string> ExpectedScheduleProblems(const std::string& file) {
+  const std::string task = "Invalid config value for key 'stagehand.plugins.jobs.tasks.";
+  return {
+      "stagehand: " + task + "zero.schedule.frequency' in '" + file +
+          "': must be longer than zero, got PT0S",
+      "stagehand: " + task + "negative.schedule.frequency' in '" + file +
+          "': must be longer than zero, got PT-1M",
+      "stagehand: " + task + "iso.schedule.frequency' in '" + file +
+          "': must be longer than zero, got PT0S",
+      "stagehand: " + task + "iso.schedule.timeout' in '" + file +
+          "': must be longer than zero, got PT-1S",
+      "stagehand: " + task + "iso.schedule.initialDelay' in '" + file +
+          "': cannot be negative, got PT-1M",
+      "stagehand: Invalid cron expression at "
+      "'stagehand.plugins.jobs.tasks.feb31.schedule.frequency.cron' in '" +
+          file + "': Something went wrong. No execution date was found in the next 8 years.",
+      "stagehand: " + task + "typo.schedule.intialDelay' in '" + file +
+          "': unknown key 'intialDelay'; did you mean 'initialDelay'?",
+  };
+}
+
+// A `stagehand` command run to completion: its exit code and its stdout and stderr, interleaved.
+struct Finished {
+  int code = -1;
+  std::string output;
+};
+
+// Runs the stagehand binary with `args`, its output going to `log`, and waits for it to exit.
+Finished RunStagehand(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  std::vector<std::string> strings = {STAGEHAND_BINARY};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  EXPECT_GE(log_fd, 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  Finished finished;
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
+    finished.code = WEXITSTATUS(status);
+  }
+  finished.output = ReadFile(log);
+  return finished;
+}
+
+TEST_F(BadInputTest, ConfigCheckRejectsSchedulesThatCannotWorkAndTypos) {
+  const std::string file = Path("app.yaml");
+  WriteFile(file, kSchedulesThatCannotWork);
+  const Finished check = RunStagehand({"config", "check", "--config", file}, dir_ / "check.log");
+  EXPECT_EQ(check.code, kExitConfig) << check.output;
+  // The backend's problems come first, then the tasks'.
+  std::vector<std::string> expected = {
+      "stagehand: Invalid config value for key 'stagehand.schedular' in '" + file +
+      "': unknown key 'schedular'; did you mean 'scheduler'?"};
+  for (const std::string& problem : ExpectedScheduleProblems(file)) expected.push_back(problem);
+  expected.push_back("stagehand: config check failed: 8 problems");
+  EXPECT_THAT(Lines(check.output), ContainerEq(expected));
+}
+
+TEST_F(BadInputTest, ServeRejectsSchedulesThatCannotWorkWithExit78) {
+  EXPECT_EQ(Serve({{"app.yaml", kSchedulesThatCannotWork}}), kExitConfig);
+  const std::vector<std::string> lines = Lines(Log());
+  for (const std::string& problem : ExpectedScheduleProblems(Path("app.yaml"))) {
+    EXPECT_THAT(lines, ::testing::Contains(problem));
+  }
+}
+
+TEST_F(BadInputTest, DbMigrateRejectsWhatConfigCheckRejectsAndUnnamedPlugins) {
+  const std::string file = Path("app.yaml");
+  WriteFile(file, kSchedulesThatCannotWork);
+  const Finished migrate = RunStagehand({"db", "migrate", "--config", file}, dir_ / "migrate.log");
+  EXPECT_EQ(migrate.code, kExitConfig) << migrate.output;
+  EXPECT_THAT(Lines(migrate.output), ::testing::IsSupersetOf(ExpectedScheduleProblems(file)));
+
+  const std::string data = (dir_ / "data").string();
+  const std::string valid = Path("valid.yaml");
+  WriteFile(valid, "backend:\n  database: { client: better-sqlite3, connection: { directory: '" +
+                       data + "' } }\nstagehand:\n  plugins:\n    jobs: {}\n");
+  const Finished nope =
+      RunStagehand({"db", "migrate", "--config", valid, "--plugin", "nope"}, dir_ / "nope.log");
+  EXPECT_EQ(nope.code, kExitConfig);
+  EXPECT_EQ(nope.output,
+            "stagehand: --plugin nope: the config names no plugin 'nope' under "
+            "'stagehand.plugins' or 'backend.database.plugin'; it names jobs\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "data" / "nope.sqlite"));
 }
 
 TEST_F(BadInputTest, UnsetVariableIsAConfigError) {

@@ -195,7 +195,64 @@ TEST_F(DbMigrateSqliteTest, UnreadableFileIsAConfigError) {
 TEST_F(DbMigrateSqliteTest, NoPluginsIsAConfigError) {
   CliResult result = RunCli({"db", "migrate", "--config", Config("", "")});
   EXPECT_EQ(result.code, cli::kExitConfig);
-  EXPECT_THAT(result.err, HasSubstr("--plugin"));
+  EXPECT_THAT(result.err, HasSubstr("no plugins to migrate"));
+}
+
+// Issue 13: `db migrate --plugin nope` created nope.sqlite and exited 0.
+TEST_F(DbMigrateSqliteTest, RefusesAPluginTheConfigDoesNotName) {
+  CliResult result = RunCli({"db", "migrate", "--config", Config(), "--plugin", "nope"});
+  EXPECT_EQ(result.code, cli::kExitConfig);
+  EXPECT_EQ(result.err,
+            "stagehand: --plugin nope: the config names no plugin 'nope' under 'stagehand.plugins' "
+            "or 'backend.database.plugin'; it names catalog, search\n");
+  EXPECT_EQ(result.out, "");
+  EXPECT_FALSE(std::filesystem::exists(data()));
+}
+
+TEST_F(DbMigrateSqliteTest, PluginFlagAcceptsAPluginNamedOnlyUnderTheDatabase) {
+  CliResult result = RunCli({"db", "migrate", "--config",
+                             Config("    plugin:\n      scaffolder: {skipMigrations: false}\n"),
+                             "--plugin", "scaffolder"});
+  ASSERT_EQ(result.code, cli::kExitOk) << result.err;
+  EXPECT_EQ(result.out, "scaffolder: migrated (" + File("scaffolder") + ")\n");
+}
+
+// Issue 13: `db migrate` accepted a config that `config check` rejects.
+TEST_F(DbMigrateSqliteTest, RejectsWhatConfigCheckRejectsWithTheSameLines) {
+  const std::string config =
+      Config("",
+             "stagehand:\n  schedular: {lease: 5s}\n  plugins:\n    catalog:\n      tasks:\n"
+             "        hot:\n          schedule: {frequency: 0s, timeout: 1m, intialDelay: 1s}\n"
+             "          command: ['true']\n        loop:\n"
+             "          schedule: {frequency: {minutes: -1}, timeout: 1m}\n"
+             "          command: ['true']\n");
+  CliResult check = RunCli({"config", "check", "--config", config});
+  ASSERT_EQ(check.code, cli::kExitConfig);
+  CliResult migrate = RunCli({"db", "migrate", "--config", config});
+  EXPECT_EQ(migrate.code, cli::kExitConfig);
+  EXPECT_EQ(migrate.out, "");
+  EXPECT_EQ(migrate.err + "stagehand: config check failed: 3 problems\n", check.err);
+  EXPECT_THAT(migrate.err,
+              HasSubstr("stagehand: Invalid config value for key 'stagehand.schedular' in '" +
+                        config + "': unknown key 'schedular'; did you mean 'scheduler'?\n"));
+  EXPECT_THAT(migrate.err,
+              HasSubstr("'stagehand.plugins.catalog.tasks.hot.schedule.intialDelay' in '" + config +
+                        "': unknown key 'intialDelay'; did you mean "
+                        "'initialDelay'?\n"));
+  EXPECT_THAT(migrate.err,
+              HasSubstr("'stagehand.plugins.catalog.tasks.loop.schedule.frequency' in '" + config +
+                        "': must be longer than zero, got PT-1M\n"));
+  EXPECT_FALSE(std::filesystem::exists(data()));
+}
+
+TEST_F(DbMigrateSqliteTest, IgnoredBackendKeysAreWarnings) {
+  const std::string config = Config("    ensureExists: true\n");
+  CliResult result = RunCli({"db", "migrate", "--config", config});
+  ASSERT_EQ(result.code, cli::kExitOk) << result.err;
+  EXPECT_EQ(result.err,
+            "stagehand: warning: Ignoring config key 'backend.database.ensureExists' in '" +
+                config + "': a Backstage setting that stagehand does not use\n");
+  EXPECT_THAT(result.out, HasSubstr("catalog: migrated"));
 }
 
 TEST_F(DbMigrateSqliteTest, MissingConfigFlagIsAUsageError) {
