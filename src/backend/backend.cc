@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ namespace {
 
 constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
+constexpr std::string_view kMetricsPath = "/metrics";
 
 bool IsRootPath(const HttpRequest& request) { return request.path == "/" || request.path.empty(); }
 
@@ -137,11 +139,17 @@ std::string JoinIds(const std::vector<std::unique_ptr<PluginEntry>>& plugins) {
   return out;
 }
 
+// SIGHUP and SIGQUIT stop the host as SIGTERM does: their default actions would end the process
+// at once, leaving running commands orphaned and their rows claimed until the lease lapses.
+// SIGHUP is meant to become "reload" once there is one.
+constexpr int kShutdownSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
 sigset_t ShutdownSignals() {
   sigset_t signals;
   sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
+  for (const int signal : kShutdownSignals) {
+    sigaddset(&signals, signal);
+  }
   return signals;
 }
 
@@ -197,6 +205,7 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   server_options.read_timeout = impl.config.request_timeout;
   server_options.write_timeout = impl.config.request_timeout;
   server_options.logger = impl.logger;
+  server_options.quiet_routes = {std::string(kMetricsPath)};
   server_options.clock = impl.clock;
   server_options.on_request = MakeHttpRequestMetrics(impl.metrics);
   impl.server = std::make_unique<HttpServer>(std::move(server_options));
@@ -339,15 +348,16 @@ Status Backend::Impl::DoStart() {
                     return plugin->router.Handle(request);
                   }));
   }
-  server->Mount("/metrics", [this](const HttpRequest& request) -> std::optional<HttpResponse> {
-    if (!IsGet(request) || !IsRootPath(request)) {
-      return std::nullopt;
-    }
-    HttpResponse response;
-    response.headers.emplace_back("Content-Type", std::string(kPrometheusContentType));
-    response.body = metrics.RenderPrometheusText();
-    return response;
-  });
+  server->Mount(
+      std::string(kMetricsPath), [this](const HttpRequest& request) -> std::optional<HttpResponse> {
+        if (!IsGet(request) || !IsRootPath(request)) {
+          return std::nullopt;
+        }
+        HttpResponse response;
+        response.headers.emplace_back("Content-Type", std::string(kPrometheusContentType));
+        response.body = metrics.RenderPrometheusText();
+        return response;
+      });
   nlohmann::json list = nlohmann::json::array();
   for (const auto& entry : plugins) {
     list.push_back({{"id", entry->plugin.id}});
@@ -488,8 +498,9 @@ Status Backend::RunUntilShutdownSignal() {
       woken_by_stop = impl_->state != Impl::State::kStarted;
     }
     if (!woken_by_stop) {
+      const char* name = sigabbrev_np(signal);
       impl_->logger->Info(
-          fmt::format("Received {}, shutting down", signal == SIGINT ? "SIGINT" : "SIGTERM"));
+          fmt::format("Received SIG{}, shutting down", name != nullptr ? name : "?"));
     }
   }
   Stop();

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -146,15 +147,18 @@ struct HttpServer::Impl {
         start ? clock->MonoNow() - *start : std::chrono::nanoseconds(0);
     const std::string_view target = request.target;
     const std::string_view path = target.substr(0, target.find('?'));
+    const std::string_view route = RouteOf(request.method, path);
     if (options.on_request) {
       HttpRequestRecord record;
       record.method = request.method;
-      record.route = RouteOf(request.method, path);
+      record.route = route;
       record.status = response.status;
       record.duration = elapsed;
       options.on_request(record);
     }
-    if (!logger->Enabled(LogLevel::kInfo)) {
+    const LogLevel level =
+        response.status < 400 && IsQuietRoute(route) ? LogLevel::kDebug : LogLevel::kInfo;
+    if (!logger->Enabled(level)) {
       return;
     }
     LogFields fields = {{"method", request.method},
@@ -165,7 +169,14 @@ struct HttpServer::Impl {
           "duration_ms",
           fmt::format("{:.3f}", std::chrono::duration<double, std::milli>(elapsed).count()));
     }
-    logger->Info("request", fields);
+    logger->Log(level, "request", fields);
+  }
+
+  // Returns whether successful answers on `route` (see RouteOf) are logged at debug.
+  bool IsQuietRoute(std::string_view route) const {
+    return route == kLivenessPath || route == kReadinessPath ||
+           std::find(options.quiet_routes.begin(), options.quiet_routes.end(), route) !=
+               options.quiet_routes.end();
   }
 
   // Settles a request's body before httplib reads it, as RFC 9112 §6 allows, so that no request

@@ -112,8 +112,9 @@ class Backend {
   // scheduler's shutdown grace.
   void Stop();
 
-  // Blocks until SIGTERM or SIGINT arrives (see BlockShutdownSignals), then runs Stop. Returns OK
-  // after a clean stop.
+  // Blocks until SIGTERM, SIGINT, SIGHUP or SIGQUIT arrives (see BlockShutdownSignals), then runs
+  // Stop: each of them is a clean shutdown (running tasks signalled, their rows released). SIGHUP
+  // will mean "reload" once reloading exists. Returns OK after a clean stop.
   Status RunUntilShutdownSignal();
 
   // The bound HTTP port after Start, else 0.
@@ -133,9 +134,10 @@ class Backend {
 // "'<id>' is not a valid plugin id; ...".
 Status ValidatePluginId(std::string_view id);
 
-// Blocks SIGTERM and SIGINT in the calling thread, so that every thread created afterwards inherits
-// the mask and RunUntilShutdownSignal can take them with sigwait. Call first thing in main, before
-// any thread exists. Child processes started by command tasks get a clean mask.
+// Blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT in the calling thread, so that every thread created
+// afterwards inherits the mask and RunUntilShutdownSignal can take them with sigwait (none of them
+// can then end the process before its commands are stopped). Call first thing in main, before any
+// thread exists. Child processes started by command tasks get a clean mask and default actions.
 void BlockShutdownSignals();
 
 }  // namespace stagehand

@@ -1,6 +1,7 @@
 // The backend's HTTP server: listens on one address, answers the health endpoints, and hands
 // requests under each mount (/api/<pluginId>) to that mount's handler with the path made relative
-// to the mount. Everything else gets 404 with an empty body. One access-log line per request.
+// to the mount. Everything else gets 404 with an empty body. One access-log line per request (at
+// debug for successful health probes and quiet routes, at info otherwise).
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
@@ -43,6 +45,10 @@ struct HttpServerOptions {
   // Receives the access log (message "request", fields method, path, status, duration_ms) and
   // handler failures. Headers are never logged. Dropped when null.
   std::shared_ptr<Logger> logger;
+  // Mount prefixes (as given to Mount, e.g. "/metrics") whose successful answers (status below
+  // 400) are logged at debug instead of info: scrapes and probes that would flood the log. The
+  // health endpoints are always treated so; their failures stay at info.
+  std::vector<std::string> quiet_routes;
   // Measures request durations (monotonic). The system clock when null; must outlive the server.
   Clock* clock = nullptr;
   // Called once per answered request (also those refused before routing), on a server worker

@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -398,7 +399,7 @@ TEST_F(HttpServerTest, WritesAccessLogWithoutHeaders) {
             200);
   const std::vector<RecordingLogger::Record> records = logger_->WaitFor(1);
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].level, LogLevel::kInfo);
+  EXPECT_EQ(records[0].level, LogLevel::kDebug);  // a successful health probe
   EXPECT_EQ(records[0].message, "request");
   EXPECT_EQ(Field(records[0].fields, "method"), "GET");
   EXPECT_EQ(Field(records[0].fields, "path"), "/.backstage/health/v1/liveness");
@@ -407,6 +408,43 @@ TEST_F(HttpServerTest, WritesAccessLogWithoutHeaders) {
               ::testing::MatchesRegex(R"([0-9]+\.[0-9]{3})"));
   for (const auto& [name, value] : records[0].fields) {
     EXPECT_THAT(value, Not(HasSubstr("secret-token")));
+  }
+}
+
+// Probes and scrapes would flood the log at info: their successful answers go to debug, their
+// failures (a readiness 503, a scrape that fails) stay at info with every other request.
+TEST_F(HttpServerTest, SuccessfulProbesAndQuietRoutesAreLoggedAtDebug) {
+  HttpServerOptions options = Options();
+  options.quiet_routes = {"/scrape"};
+  HttpServer server(std::move(options));
+  const auto answer = [](int status) {
+    return [status](const HttpRequest&) -> std::optional<HttpResponse> {
+      HttpResponse response;
+      response.status = status;
+      return response;
+    };
+  };
+  server.Mount("/scrape", answer(200));
+  server.Mount("/scrape-failing", answer(500));
+  server.Mount("/api/jobs", answer(200));
+  ASSERT_TRUE(server.Start().ok());
+  const std::vector<std::pair<std::string, LogLevel>> expected = {
+      {"/.backstage/health/v1/liveness", LogLevel::kDebug},
+      {"/.backstage/health/v1/readiness", LogLevel::kInfo},  // 503: not ready
+      {"/scrape", LogLevel::kDebug},
+      {"/scrape-failing", LogLevel::kInfo},
+      {"/api/jobs", LogLevel::kInfo}};
+  for (const auto& [path, level] : expected) {
+    Get(server.port(), path);
+  }
+  const std::vector<RecordingLogger::Record> records = logger_->WaitFor(expected.size());
+  ASSERT_EQ(records.size(), expected.size());
+  for (const auto& [path, level] : expected) {
+    const auto record = std::find_if(records.begin(), records.end(), [&](const auto& r) {
+      return Field(r.fields, "path") == path;
+    });
+    ASSERT_NE(record, records.end()) << path;
+    EXPECT_EQ(record->level, level) << path;
   }
 }
 
