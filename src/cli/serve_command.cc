@@ -1,10 +1,17 @@
 // `stagehand serve`: runs the backend host with the tasks the app-config defines under
-// `stagehand.plugins`, until SIGTERM or SIGINT.
+// `stagehand.plugins`, until SIGTERM, SIGINT, SIGHUP or SIGQUIT (each a clean shutdown).
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -28,6 +35,7 @@ struct ServeOptions {
   std::string log_format = "text";
   std::string log_level = "info";
   std::optional<std::uint16_t> port;
+  std::string ready_file;
 };
 
 // Writes each problem as its own "stagehand: " line and returns kExitConfig.
@@ -50,6 +58,37 @@ std::string OneLine(const std::string& message) {
     }
   }
   return line;
+}
+
+// Writes the ready file: one JSON object on one line, {"host":..,"pid":..,"port":..}. It is
+// written to a temporary file beside `path` and renamed over it, so a reader never sees it half
+// written. Errors: kUnavailable naming the file and the reason.
+Status WriteReadyFile(const std::filesystem::path& path, const std::string& host,
+                      std::uint16_t port) {
+  const nlohmann::json ready = {{"host", host}, {"port", port}, {"pid", ::getpid()}};
+  std::filesystem::path temporary = path;
+  temporary += ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << ready.dump() << '\n';
+    out.close();
+    if (!out) {
+      const int error = errno;
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      return UnavailableError("cannot write the ready file " + path.string() + ": " +
+                              std::strerror(error));
+    }
+  }
+  std::error_code renamed;
+  std::filesystem::rename(temporary, path, renamed);
+  if (renamed) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    return UnavailableError("cannot write the ready file " + path.string() + ": " +
+                            renamed.message());
+  }
+  return Status::Ok();
 }
 
 int RunServe(const ServeOptions& options, const Context& context) {
@@ -113,7 +152,25 @@ int RunServe(const ServeOptions& options, const Context& context) {
     return ReportConfigProblems(context, problems);
   }
 
-  if (Status started = (*backend)->Start(); !started.ok()) {
+  if (!options.ready_file.empty()) {
+    // A file left by an earlier run must not announce this one before it listens; the file goes
+    // away again as shutdown begins (readiness turns 503 at the same moment).
+    const std::filesystem::path ready_file = options.ready_file;
+    std::error_code ignored;
+    std::filesystem::remove(ready_file, ignored);
+    (*backend)->root_lifecycle().AddShutdownHook([ready_file] {
+      std::error_code ignored_too;
+      std::filesystem::remove(ready_file, ignored_too);
+    });
+  }
+  Status started = (*backend)->Start();
+  if (started.ok() && !options.ready_file.empty()) {
+    started = WriteReadyFile(options.ready_file, backend_config->listen_host, (*backend)->port());
+    if (!started.ok()) {
+      (*backend)->Stop();
+    }
+  }
+  if (!started.ok()) {
     context.err << "stagehand: cannot start: " << OneLine(started.message()) << '\n';
     context.err.flush();
     return kExitUnavailable;
@@ -138,7 +195,7 @@ void AddServeCommand(CLI::App& app, Action& action) {
       "serve",
       "Run the scheduler service: the tasks under stagehand.plugins.<pluginId>.tasks, the "
       "scheduler REST API under /api/<pluginId>, health endpoints and /metrics; stops cleanly on "
-      "SIGTERM or SIGINT");
+      "SIGTERM, SIGINT, SIGHUP or SIGQUIT");
   serve
       ->add_option("-c,--config", options->config_files,
                    "App-config YAML file; repeat to merge several, later files winning")
@@ -154,10 +211,21 @@ void AddServeCommand(CLI::App& app, Action& action) {
       ->default_val("info");
   serve->add_option("--port", options->port,
                     "Listen on this port instead of backend.listen.port (0 picks a free one; "
-                    "the ready log line names it)");
+                    "the ready log line and the ready file name it)");
+  serve
+      ->add_option("--ready-file", options->ready_file,
+                   "Once the server listens and every plugin has started, write "
+                   "{\"host\":..,\"pid\":..,\"port\":..} on one line to PATH (by rename, so "
+                   "it is whole when it exists); removed again when shutdown begins. With port 0, "
+                   "read the bound port from it")
+      ->option_text("PATH");
   serve->footer(
-      "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 failed while running, 2 bad usage, 69 could "
-      "not start (database or listen port), 78 invalid config (every problem on its own line).\n"
+      "Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT each stop the daemon cleanly (running "
+      "commands signalled, their tasks released); SIGHUP will reload the config once reloading "
+      "exists.\n"
+      "Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad usage, 69 could not "
+      "start (database, listen port or ready file), 78 invalid config (every problem on its own "
+      "line).\n"
       "Example:\n"
       "  STAGEHAND_TOKEN=secret stagehand serve --config examples/app-config.yaml \\\n"
       "      --config examples/app-config.auth.yaml --log-format json\n"

@@ -1,7 +1,7 @@
 // Test helpers that run `stagehand serve` as a child process: a temporary directory for its
-// config, data and log; the process itself (started with --log-format json and --port 0, its port
-// read from the "stagehand serve is ready" log record, its readiness polled with a deadline); and
-// small HTTP helpers for the scheduler REST API.
+// config, data and log; the process itself (started with --log-format json, --port 0 and
+// --ready-file, its port read from the ready file, so no test probes for a free port and races
+// another for it); and small HTTP helpers for the scheduler REST API.
 #pragma once
 
 #include <fcntl.h>
@@ -92,17 +92,21 @@ inline std::optional<pid_t> ReadPid(const std::filesystem::path& path) {
   return static_cast<pid_t>(std::stol(text));
 }
 
-// One `stagehand serve` child process. Its stdout and stderr go to `log_path`. The destructor
-// kills it (SIGKILL) if it still runs. Not thread-safe.
+// One `stagehand serve` child process. Its stdout and stderr go to `log_path`; its ready file is
+// `log_path` + ".ready". The destructor kills it (SIGKILL) if it still runs. Not thread-safe.
 class DaemonProcess {
  public:
-  // Starts `stagehand serve` with --log-format json, --port 0 (unless `extra_args` names a port)
-  // and one --config per file, with `env` added to the test's environment.
+  // Starts `stagehand serve` with --log-format json, --ready-file, --port 0 (unless `extra_args`
+  // names a port) and one --config per file, with `env` added to the test's environment.
   DaemonProcess(std::vector<std::string> config_files, std::filesystem::path log_path,
                 std::vector<std::pair<std::string, std::string>> env = {},
                 std::vector<std::string> extra_args = {"--port", "0"})
-      : log_path_(std::move(log_path)) {
-    std::vector<std::string> args = {STAGEHAND_BINARY, "serve", "--log-format", "json"};
+      : log_path_(std::move(log_path)), ready_path_(log_path_.string() + ".ready") {
+    // A ready file left by an earlier daemon with the same log would announce its port.
+    std::error_code ignored;
+    std::filesystem::remove(ready_path_, ignored);
+    std::vector<std::string> args = {STAGEHAND_BINARY, "serve",        "--log-format",
+                                     "json",           "--ready-file", ready_path_.string()};
     for (std::string& file : config_files) {
       args.emplace_back("--config");
       args.push_back(std::move(file));
@@ -151,21 +155,21 @@ class DaemonProcess {
     return records;
   }
 
-  // Waits for the ready record and then for readiness 200. Returns the port, or 0 after adding a
-  // test failure with the log.
+  // Waits for the ready file (written once the daemon listens and its plugins have started; by
+  // rename, so it is whole when it exists), then checks readiness 200. Returns the port, or 0
+  // after adding a test failure with the log.
   int WaitUntilReady(std::chrono::milliseconds timeout = 15s) {
     const bool ready = PollUntil(
         [&] {
           if (Exited()) return true;
-          for (const nlohmann::json& record : Records()) {
-            if (record.value("message", "") == "stagehand serve is ready" &&
-                record.contains("port")) {
-              const nlohmann::json& port = record["port"];
-              port_ = port.is_string() ? std::stoi(port.get<std::string>()) : port.get<int>();
-              return true;
-            }
+          if (!std::filesystem::exists(ready_path_)) return false;
+          const nlohmann::json file = nlohmann::json::parse(ReadFile(ready_path_), nullptr, false);
+          if (!file.is_object() || !file.contains("port") || !file["port"].is_number()) {
+            ADD_FAILURE() << "malformed ready file: " << ReadFile(ready_path_);
+            return true;
           }
-          return false;
+          port_ = file["port"].get<int>();
+          return true;
         },
         timeout);
     if (!ready || port_ == 0) {
@@ -189,6 +193,7 @@ class DaemonProcess {
   }
 
   int port() const { return port_; }
+  const std::filesystem::path& ready_path() const { return ready_path_; }
 
   // Returns whether the process has exited (reaping it), recording its exit code (128 + signal
   // for a signal).
@@ -210,6 +215,7 @@ class DaemonProcess {
 
  private:
   std::filesystem::path log_path_;
+  std::filesystem::path ready_path_;
   pid_t pid_ = -1;
   int port_ = 0;
   std::optional<int> exit_code_;

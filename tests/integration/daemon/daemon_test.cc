@@ -1,11 +1,14 @@
 // `stagehand serve` as a subprocess on SQLite: command tasks (success, failure, timeout and cancel
-// kill their whole process group), HTTP tasks against a loopback server, SIGTERM during a run,
-// and the bearer-token policy.
+// kill their whole process group), HTTP tasks against a loopback server, SIGTERM, SIGHUP, SIGQUIT
+// and SIGINT during a run, the ready file, the access log's levels and the bearer-token policy.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <string.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -245,6 +248,124 @@ TEST_F(DaemonTest, SigtermDuringARunExitsZeroAndReleasesTheTask) {
   ASSERT_TRUE(task["taskState"].is_object()) << task.dump();
   EXPECT_EQ(task["taskState"]["status"], "idle") << task.dump();
   EXPECT_TRUE(task["taskState"].contains("lastRunEndedAt")) << task.dump();
+}
+
+// Each of these signals stops the daemon as SIGTERM does: exit 0, the running command's whole
+// group ended, the row released. SIGHUP used to kill the daemon at once, leaving the command
+// running as an orphan and the row claimed until its timeout.
+class ShutdownSignalTest : public DaemonTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ShutdownSignalTest, StopsCleanlyDuringARunWithoutOrphans) {
+  const int signal = GetParam();
+  const std::string config = AppConfig(dir_,
+                                       "        slow:\n"
+                                       "          schedule: { frequency: { trigger: manual }, "
+                                       "timeout: 10m }\n"
+                                       "          command: ['/bin/sh', '-c', 'echo $$ > "
+                                       "command.pid; " +
+                                           std::string(kSleeperScript) +
+                                           "']\n"
+                                           "          workingDirectory: '" +
+                                           dir_.path().string() + "'\n");
+  int port = Start(config);
+  ASSERT_NE(port, 0);
+  {
+    SchedulerApi api(port, "jobs");
+    ASSERT_EQ(api.Post("slow", "trigger"), 200);
+  }
+  std::optional<pid_t> command;
+  std::optional<pid_t> child;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        command = ReadPid(dir_ / "command.pid");
+        child = ReadPid(dir_ / "child.pid");
+        return command && child;
+      },
+      5s));
+
+  daemon_->Signal(signal);
+  EXPECT_EQ(daemon_->WaitForExit(15s), 0) << daemon_->Log();
+  EXPECT_THAT(daemon_->Log(),
+              HasSubstr(std::string("Received SIG") + sigabbrev_np(signal) + ", shutting down"));
+  EXPECT_TRUE(PollUntil([&] { return !ProcessExists(*command) && !ProcessExists(*child); }, 5s))
+      << "the command or its background sleep survived the shutdown";
+
+  // Started again on the same database, the task reads idle at once: the row was released.
+  daemon_.reset();
+  port = Start(config);
+  ASSERT_NE(port, 0);
+  SchedulerApi api(port, "jobs");
+  nlohmann::json task = api.Task("slow");
+  ASSERT_TRUE(task["taskState"].is_object()) << task.dump();
+  EXPECT_EQ(task["taskState"]["status"], "idle") << task.dump();
+  EXPECT_TRUE(task["taskState"].contains("lastRunEndedAt")) << task.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, ShutdownSignalTest, ::testing::Values(SIGHUP, SIGQUIT, SIGINT),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return std::string("SIG") + sigabbrev_np(param.param);
+                         });
+
+// backend.listen.port 0 without --port: the daemon picks a port and the ready file names it; the
+// file goes away when shutdown begins.
+TEST_F(DaemonTest, ReadyFileNamesThePortListenPortZeroBound) {
+  std::string config = AppConfig(dir_, ManualShellTask("noop", "true"));
+  const std::string fixed = "port: 7007";
+  config.replace(config.find(fixed), fixed.size(), "port: 0");
+  WriteFile(dir_ / "app-config.yaml", config);
+  daemon_.emplace(std::vector<std::string>{(dir_ / "app-config.yaml").string()},
+                  dir_ / "daemon.log", std::vector<std::pair<std::string, std::string>>{},
+                  std::vector<std::string>{});
+  const int port = daemon_->WaitUntilReady();
+  ASSERT_NE(port, 0);
+  ASSERT_NE(port, 7007);
+  const nlohmann::json ready = nlohmann::json::parse(ReadFile(daemon_->ready_path()));
+  EXPECT_EQ(ready["host"], "127.0.0.1") << ready.dump();
+  EXPECT_EQ(ready["pid"], daemon_->pid()) << ready.dump();
+  EXPECT_THAT(daemon_->Log(), HasSubstr("Listening on 127.0.0.1:" + std::to_string(port)));
+
+  daemon_->Signal(SIGTERM);
+  EXPECT_EQ(daemon_->WaitForExit(15s), 0) << daemon_->Log();
+  EXPECT_FALSE(std::filesystem::exists(daemon_->ready_path()));
+}
+
+// Health probes and /metrics scrapes would flood the log at info: their successful answers are
+// logged at debug; other requests stay at info.
+TEST_F(DaemonTest, HealthProbesAndMetricsScrapesAreLoggedAtDebug) {
+  WriteFile(dir_ / "app-config.yaml", AppConfig(dir_, ManualShellTask("noop", "true")));
+  daemon_.emplace(std::vector<std::string>{(dir_ / "app-config.yaml").string()},
+                  dir_ / "daemon.log", std::vector<std::pair<std::string, std::string>>{},
+                  std::vector<std::string>{"--port", "0", "--log-level", "debug"});
+  const int port = daemon_->WaitUntilReady();
+  ASSERT_NE(port, 0);
+  SchedulerApi api(port, "jobs");
+  for (const char* path :
+       {"/.backstage/health/v1/liveness", "/.backstage/health/v1/readiness", "/metrics"}) {
+    httplib::Result result = api.client().Get(path);
+    ASSERT_TRUE(result) << path;
+    EXPECT_EQ(result->status, 200) << path;
+  }
+  ASSERT_FALSE(api.Tasks().is_null());
+
+  const std::string tasks_path = api.base() + "/tasks";
+  std::map<std::string, std::string> levels;  // path -> level of its last "request" record
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        levels.clear();
+        for (const nlohmann::json& record : daemon_->Records()) {
+          if (record.value("message", "") == "request") {
+            levels[record.value("path", "")] = record.value("level", "");
+          }
+        }
+        return levels.count(tasks_path) != 0 && levels.count("/metrics") != 0 &&
+               levels.count("/.backstage/health/v1/liveness") != 0;
+      },
+      5s))
+      << daemon_->Log();
+  EXPECT_EQ(levels["/.backstage/health/v1/liveness"], "debug");
+  EXPECT_EQ(levels["/.backstage/health/v1/readiness"], "debug");
+  EXPECT_EQ(levels["/metrics"], "debug");
+  EXPECT_EQ(levels[tasks_path], "info");
 }
 
 TEST_F(DaemonTest, TokenIsRequiredWhenAuthIsOn) {
