@@ -3,41 +3,54 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <spawn.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string_view>
 #include <utility>
+
+#include "executors/process_shim.h"
+#include "stagehand/time/duration.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace stagehand {
 namespace {
 
+using executors_internal::kSentKill;
+using executors_internal::kSentTerm;
+using executors_internal::kShimKill;
+using executors_internal::kShimTerminate;
+using executors_internal::RunShim;
+using executors_internal::ShimEvent;
+using executors_internal::ShimPlan;
+using executors_internal::ShimReport;
+using executors_internal::ShimStep;
+
 constexpr std::size_t kTailLines = 10;
 constexpr std::size_t kTailBytes = 1024;
 // A longer stretch without a newline is logged as one line, so that memory stays bounded.
 constexpr std::size_t kMaxLineBytes = 4096;
 constexpr std::size_t kReadChunk = std::size_t{16} * 1024;
-// How often the grace deadline is compared with the clock while the group is terminating, so a
+// How often the grace deadline is compared with the clock while the tree is terminating, so a
 // ManualClock drives it as well as the real one.
 constexpr int kGraceSliceMs = 20;
-// Without a pidfd, how often the child is checked for exit.
-constexpr int kExitSliceMs = 50;
-constexpr int kIdleSliceMs = 500;
-// After the program exited and its group was killed, how long the pipes may stay silent before
-// the rest of the output is given up (a process outside the group may still hold them).
+// After the whole tree is gone, how long the pipes may stay silent before the rest of the output
+// is given up (a process outside the tree may have been handed them over a socket).
 constexpr int kDrainIdleMs = 100;
 
 std::string ErrnoText(int err) {
@@ -73,27 +86,6 @@ class Fd {
 
  private:
   int fd_ = -1;
-};
-
-// posix_spawn attributes and file actions, destroyed on every path. Not thread-safe.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions_);
-    posix_spawnattr_init(&attr_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions_);
-    posix_spawnattr_destroy(&attr_);
-  }
-  posix_spawn_file_actions_t* actions() { return &actions_; }
-  posix_spawnattr_t* attr() { return &attr_; }
-
- private:
-  posix_spawn_file_actions_t actions_{};
-  posix_spawnattr_t attr_{};
 };
 
 struct Stream {
@@ -249,35 +241,49 @@ std::vector<std::string> MergedEnvironment(const std::map<std::string, std::stri
   return merged;
 }
 
-std::vector<char*> PointersTo(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
+std::vector<std::string> ExecPaths(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    return {program};
+  }
+  std::vector<std::string> paths;
+  if (program.empty()) {
+    return paths;
+  }
+  // As execvp and posix_spawnp: the PATH of this process, not the command's.
+  const char* path = getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only, as execvp does
+  std::string_view dirs = path != nullptr ? path : "/bin:/usr/bin";
+  for (;;) {
+    std::size_t colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    paths.push_back(dir.empty() ? program : fmt::format("{}/{}", dir, program));
+    if (colon == std::string_view::npos) {
+      break;
+    }
+    dirs.remove_prefix(colon + 1);
+  }
+  return paths;
+}
+
+std::vector<const char*> PointersTo(const std::vector<std::string>& strings) {
+  std::vector<const char*> pointers;
   pointers.reserve(strings.size() + 1);
-  for (std::string& s : strings) {
-    pointers.push_back(s.data());
+  for (const std::string& s : strings) {
+    pointers.push_back(s.c_str());
   }
   pointers.push_back(nullptr);
   return pointers;
 }
 
-// Returns whether the child has exited, filling `info`, without reaping it: the zombie keeps the
-// process group id reserved until the group has been killed.
-bool HasExited(pid_t pid, siginfo_t& info) {
-  info = {};
-  while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-    if (errno != EINTR) {
-      return true;  // ECHILD: nothing left to wait for.
-    }
-  }
-  return info.si_pid == pid;
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
-std::string DescribeExit(const siginfo_t& info) {
-  if (info.si_code == CLD_EXITED) {
-    return fmt::format("exited with code {}", info.si_status);
+std::string DescribeExit(const ShimReport& exit) {
+  if (exit.code == CLD_EXITED) {
+    return fmt::format("exited with code {}", exit.status);
   }
-  const char* abbrev = sigabbrev_np(info.si_status);
-  return fmt::format("was killed by signal {} (SIG{})", info.si_status,
-                     abbrev != nullptr ? abbrev : "?");
+  return fmt::format("was killed by signal {} ({})", exit.status, SignalName(exit.status));
 }
 
 void DrainAfterExit(std::array<Stream, 2>& streams, OutputSink& sink, int wake_fd) {
@@ -315,10 +321,235 @@ void DrainAfterExit(std::array<Stream, 2>& streams, OutputSink& sink, int wake_f
   }
 }
 
+// What RunCommand asked of the shim, and when (monotonic, on the run's clock).
+struct Orders {
+  bool term_sent = false;
+  MonoTime term_at{};
+  MonoTime kill_deadline{};
+  bool kill_sent = false;
+  bool kill_by_token = false;
+  MonoTime kill_at{};
+};
+
+// What the shim reported.
+struct Reports {
+  std::optional<ShimReport> start;  // kStarted or kStartFailed.
+  std::optional<ShimReport> exit;
+  std::optional<ShimReport> done;
+};
+
+// The `task` and `program` fields of the run's own log records.
+LogFields RunFields(const CommandSpec& spec) {
+  LogFields fields;
+  if (!spec.task_id.empty()) {
+    fields.emplace_back("task", spec.task_id);
+  }
+  fields.emplace_back("program", spec.argv.front());
+  return fields;
+}
+
+// Forks the shim that runs `spec`, handing it the other ends of `channel` and of the output
+// pipes. Returns its pid.
+Result<pid_t> ForkShim(const CommandSpec& spec, int channel_fd, int stdout_fd, int stderr_fd) {
+  std::vector<const char*> argv = PointersTo(spec.argv);
+  std::vector<std::string> env = MergedEnvironment(spec.env);
+  std::vector<const char*> envp = PointersTo(env);
+  std::vector<std::string> exec_paths = ExecPaths(spec.argv.front());
+  std::vector<const char*> exec_path_pointers = PointersTo(exec_paths);
+  ShimPlan plan;
+  // execve takes char* const[] but does not write through it.
+  plan.argv = const_cast<char* const*>(argv.data());  // NOLINT(*-const-cast)
+  plan.envp = const_cast<char* const*>(envp.data());  // NOLINT(*-const-cast)
+  plan.exec_paths = exec_path_pointers.data();
+  plan.working_directory =
+      spec.working_directory.empty() ? nullptr : spec.working_directory.c_str();
+  plan.parent_pid = getpid();
+  plan.channel_fd = channel_fd;
+  plan.stdout_fd = stdout_fd;
+  plan.stderr_fd = stderr_fd;
+
+  // The shim starts with every signal blocked, so that no handler of this process runs in it.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t shim = fork();
+  if (shim == 0) {
+    RunShim(plan);
+  }
+  int fork_error = errno;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (shim < 0) {
+    return UnavailableError(
+        fmt::format("cannot start '{}': fork: {}", spec.argv.front(), ErrnoText(fork_error)));
+  }
+  return shim;
+}
+
+void SendOrder(int channel, char order) {
+  while (send(channel, &order, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+// Sends the orders that `control` and the grace deadline call for, each once: SIGTERM on stop,
+// SIGKILL on kill or `kill_grace` after SIGTERM.
+void GiveOrders(const CommandSpec& spec, const RunControl& control, Clock& clock, int channel,
+                Orders& orders) {
+  if (!orders.kill_sent && control.kill.stop_requested()) {
+    SendOrder(channel, kShimKill);
+    orders.kill_sent = true;
+    orders.kill_by_token = true;
+    orders.kill_at = clock.MonoNow();
+  }
+  if (!orders.term_sent && !orders.kill_sent && control.stop.stop_requested()) {
+    SendOrder(channel, kShimTerminate);
+    orders.term_sent = true;
+    orders.term_at = clock.MonoNow();
+    orders.kill_deadline = orders.term_at + spec.kill_grace;
+  }
+  if (orders.term_sent && !orders.kill_sent && clock.MonoNow() >= orders.kill_deadline) {
+    SendOrder(channel, kShimKill);
+    orders.kill_sent = true;
+    orders.kill_at = clock.MonoNow();
+  }
+}
+
+// Reads every report available on `channel`; returns false at end of file (the shim exited).
+bool ReadReports(int channel, Reports& reports) {
+  for (;;) {
+    ShimReport report;
+    ssize_t n = recv(channel, &report, sizeof(report), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    if (n != static_cast<ssize_t>(sizeof(report))) {
+      continue;
+    }
+    switch (report.event) {
+      case ShimEvent::kStarted:
+      case ShimEvent::kStartFailed:
+        reports.start = report;
+        break;
+      case ShimEvent::kExited:
+        reports.exit = report;
+        break;
+      case ShimEvent::kDone:
+        reports.done = report;
+        break;
+    }
+  }
+}
+
+Status StartFailure(const CommandSpec& spec, const ShimReport& failure) {
+  const std::string& program = spec.argv.front();
+  switch (failure.step) {
+    case ShimStep::kExec:
+      return FailedPreconditionError(
+          fmt::format("cannot start '{}': {}", program, ErrnoText(failure.error)));
+    case ShimStep::kChdir:
+      return FailedPreconditionError(fmt::format("cannot start '{}': working directory '{}': {}",
+                                                 program, spec.working_directory,
+                                                 ErrnoText(failure.error)));
+    case ShimStep::kSpawn:
+    case ShimStep::kSupervise:
+      break;
+  }
+  return UnavailableError(fmt::format("cannot start '{}': {}", program, ErrnoText(failure.error)));
+}
+
+// The outcome of a command that the shim signalled: CANCELLED, saying how it ended.
+Status SignalledOutcome(const CommandSpec& spec, const ShimReport& exit, const Orders& orders) {
+  const std::string& program = spec.argv.front();
+  bool sent_term = (exit.signals & kSentTerm) != 0;
+  if ((exit.signals & kSentKill) != 0 && exit.code != CLD_EXITED && exit.status == SIGKILL) {
+    if (!orders.kill_by_token) {
+      return CancelledError(fmt::format("command '{}' was killed after ignoring SIGTERM for {}",
+                                        program, FormatShortDuration(spec.kill_grace)));
+    }
+    if (sent_term) {
+      auto after =
+          std::chrono::duration_cast<std::chrono::milliseconds>(orders.kill_at - orders.term_at);
+      return CancelledError(
+          fmt::format("command '{}' was killed at once (SIGKILL) {} after SIGTERM", program,
+                      FormatShortDuration(after)));
+    }
+    return CancelledError(fmt::format("command '{}' was killed at once (SIGKILL)", program));
+  }
+  std::string_view first = sent_term ? "SIGTERM" : "SIGKILL";
+  if (exit.code == CLD_EXITED) {
+    return CancelledError(
+        fmt::format("command '{}' exited with code {} after {}", program, exit.status, first));
+  }
+  if (SignalName(exit.status) == first) {
+    return CancelledError(fmt::format("command '{}' ended by {}", program, first));
+  }
+  return CancelledError(
+      fmt::format("command '{}' ended by {} after {}", program, SignalName(exit.status), first));
+}
+
+// Reaps the shim; returns a description of its end when it was killed.
+std::optional<std::string> ReapShim(pid_t shim) {
+  int status = 0;
+  while (waitpid(shim, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return fmt::format("cannot reap it: {}", ErrnoText(errno));
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    return fmt::format("killed by {}", SignalName(WTERMSIG(status)));
+  }
+  return std::nullopt;
+}
+
+// Maps what the shim reported to the run's Status.
+Status Outcome(const CommandSpec& spec, const Reports& reports, const Orders& orders,
+               const std::optional<std::string>& shim_end, const OutputSink& sink, Logger& logger) {
+  const std::string& program = spec.argv.front();
+  if (reports.start && reports.start->event == ShimEvent::kStartFailed) {
+    return StartFailure(spec, *reports.start);
+  }
+  if (!reports.start || !reports.exit || !reports.done) {
+    if (reports.start && !reports.exit) {
+      // The tree went to the nearest subreaper (this process after BecomeChildSubreaper, or
+      // init): end what can still be found, the command's group.
+      pid_t pgid = reports.start->pid;
+      kill(-pgid, SIGKILL);
+      while (waitpid(-pgid, nullptr, 0) > 0 || errno == EINTR) {
+      }
+    }
+    return UnavailableError(fmt::format("command '{}': its supervisor ended early ({})", program,
+                                        shim_end.value_or("without a report")));
+  }
+  const ShimReport& exit = *reports.exit;
+  if (exit.signals != 0) {
+    return SignalledOutcome(spec, exit, orders);
+  }
+  if (reports.done->leftovers > 0) {
+    LogFields fields = RunFields(spec);
+    fields.emplace_back("count", std::to_string(reports.done->leftovers));
+    logger.Debug("killed the processes the command left behind", fields);
+  }
+  if (exit.code == CLD_EXITED && exit.status == 0) {
+    return Status::Ok();
+  }
+  std::string message = fmt::format("command '{}' {}", program, DescribeExit(exit));
+  std::string tail = sink.StderrTail();
+  if (!tail.empty()) {
+    message += "; stderr:\n" + tail;
+  }
+  return UnavailableError(std::move(message));
+}
+
 }  // namespace
 
 Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
-                  const std::stop_token& stop) {
+                  const RunControl& control) {
   if (spec.argv.empty()) {
     return InvalidArgumentError("command: argv is empty");
   }
@@ -336,8 +567,8 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
                       spec.working_directory));
     }
   }
-  if (stop.stop_requested()) {
-    return CancelledError(fmt::format("command '{}' not started: stopped", program));
+  if (control.stop.stop_requested() || control.kill.stop_requested()) {
+    return CancelledError(fmt::format("command '{}' not started", program));
   }
 
   std::array<Stream, 2> streams;
@@ -349,107 +580,56 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
   Fd err_write;
   STAGEHAND_RETURN_IF_ERROR(MakePipe(streams[0].fd, out_write));
   STAGEHAND_RETURN_IF_ERROR(MakePipe(streams[1].fd, err_write));
+  std::array<int, 2> pair{};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair.data()) != 0) {
+    return UnavailableError(fmt::format("cannot create a socket pair: {}", ErrnoText(errno)));
+  }
+  Fd channel(pair[0]);
+  Fd shim_channel(pair[1]);
   Fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
     return UnavailableError(fmt::format("cannot create an eventfd: {}", ErrnoText(errno)));
   }
-
-  std::vector<std::string> args = spec.argv;
-  std::vector<char*> argv = PointersTo(args);
-  std::vector<std::string> env = MergedEnvironment(spec.env);
-  std::vector<char*> envp = PointersTo(env);
-
-  SpawnSetup setup;
-  posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(setup.actions(), out_write.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(setup.actions(), err_write.get(), STDERR_FILENO);
-  if (!spec.working_directory.empty()) {
-    posix_spawn_file_actions_addchdir_np(setup.actions(), spec.working_directory.c_str());
+  Result<pid_t> shim = ForkShim(spec, shim_channel.get(), out_write.get(), err_write.get());
+  if (!shim.ok()) {
+    return shim.status();
   }
-  // The host may block or ignore signals (a signal-handling thread, SIGPIPE); the child starts
-  // clean.
-  sigset_t mask;
-  sigemptyset(&mask);
-  posix_spawnattr_setsigmask(setup.attr(), &mask);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2}) {
-    sigaddset(&defaults, sig);
-  }
-  posix_spawnattr_setsigdefault(setup.attr(), &defaults);
-  posix_spawnattr_setpgroup(setup.attr(), 0);
-  posix_spawnattr_setflags(
-      setup.attr(),
-      static_cast<short>(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
-
-  pid_t pid = -1;
-  int spawn_error =
-      posix_spawnp(&pid, program.c_str(), setup.actions(), setup.attr(), argv.data(), envp.data());
-  if (spawn_error != 0) {
-    return FailedPreconditionError(
-        fmt::format("cannot start '{}': {}", program, ErrnoText(spawn_error)));
-  }
+  shim_channel.Reset();
   out_write.Reset();
   err_write.Reset();
-  // glibc 2.36's <sys/pidfd.h> lacks C linkage in C++, hence the raw system call.
-  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0U)));
-
-  LogFields start_fields;
-  if (!spec.task_id.empty()) {
-    start_fields.emplace_back("task", spec.task_id);
-  }
-  start_fields.emplace_back("program", program);
-  start_fields.emplace_back("pid", std::to_string(pid));
-  logger.Debug("command started", start_fields);
 
   int wake_fd = wake.get();
-  std::stop_callback on_stop(stop, [wake_fd] {
+  auto wake_up = [wake_fd] {
     std::uint64_t one = 1;
     if (write(wake_fd, &one, sizeof(one)) < 0) {
       // The counter is already non-zero; the poller will wake anyway.
     }
-  });
+  };
+  std::stop_callback on_stop(control.stop, wake_up);
+  std::stop_callback on_kill(control.kill, wake_up);
 
   OutputSink sink(spec, logger);
-  siginfo_t info{};
-  bool terminating = false;
-  bool killed = false;
-  MonoTime kill_deadline{};
-  while (!HasExited(pid, info)) {
-    if (stop.stop_requested() && !terminating) {
-      kill(-pid, SIGTERM);
-      terminating = true;
-      kill_deadline = clock.MonoNow() + spec.kill_grace;
-    }
-    if (terminating && !killed && clock.MonoNow() >= kill_deadline) {
-      kill(-pid, SIGKILL);
-      killed = true;
-    }
+  Orders orders;
+  Reports reports;
+  bool shim_running = true;
+  while (shim_running) {
+    GiveOrders(spec, control, clock, channel.get(), orders);
     std::array<pollfd, 4> fds{};
     std::array<Stream*, 2> polled{};
     nfds_t count = 0;
     for (Stream& stream : streams) {
-      if (!stream.fd.valid()) {
-        continue;
+      if (stream.fd.valid()) {
+        polled[count] = &stream;
+        fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
       }
-      polled[count] = &stream;
-      fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
     }
     nfds_t streams_polled = count;
-    if (pidfd.valid()) {
-      fds[count++] = pollfd{pidfd.get(), POLLIN, 0};
-    }
-    if (!terminating) {
-      fds[count++] = pollfd{wake_fd, POLLIN, 0};
-    }
-    int timeout_ms = kIdleSliceMs;
-    if (terminating && !killed) {
-      timeout_ms = kGraceSliceMs;
-    } else if (!pidfd.valid()) {
-      timeout_ms = kExitSliceMs;
-    }
-    int ready = poll(fds.data(), count, timeout_ms);
-    if (ready <= 0) {
+    fds[count++] = pollfd{channel.get(), POLLIN, 0};
+    fds[count++] = pollfd{wake_fd, POLLIN, 0};
+    // During the grace the deadline is read from `clock` in slices, so that a ManualClock drives
+    // it too.
+    int timeout_ms = orders.term_sent && !orders.kill_sent ? kGraceSliceMs : -1;
+    if (poll(fds.data(), count, timeout_ms) <= 0) {
       continue;
     }
     for (nfds_t i = 0; i < streams_polled; ++i) {
@@ -457,31 +637,30 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
         ReadAvailable(*polled[i], sink);
       }
     }
+    if ((fds[streams_polled + 1].revents & POLLIN) != 0) {
+      std::uint64_t counter = 0;
+      if (read(wake_fd, &counter, sizeof(counter)) < 0) {
+        // Another wake-up already reset it.
+      }
+    }
+    if (fds[streams_polled].revents != 0) {
+      bool started = reports.start.has_value();
+      shim_running = ReadReports(channel.get(), reports);
+      if (!started && reports.start && reports.start->event == ShimEvent::kStarted) {
+        LogFields fields = RunFields(spec);
+        fields.emplace_back("pid", std::to_string(reports.start->pid));
+        logger.Debug("command started", fields);
+      }
+    }
   }
-
-  // Whatever the program left running in its group does not outlive the run.
-  // Reaps the program and, when this process is a child subreaper, the members of the group that
-  // were re-parented to it, so that none is left as a zombie.
-  kill(-pid, SIGKILL);
-  int wait_status = 0;
-  while (waitpid(-pid, &wait_status, 0) > 0 || errno == EINTR) {
-  }
+  std::optional<std::string> shim_end = ReapShim(*shim);
   DrainAfterExit(streams, sink, wake_fd);
+  return Outcome(spec, reports, orders, shim_end, sink, logger);
+}
 
-  if (terminating) {
-    return CancelledError(fmt::format(
-        "command '{}' stopped: {}{}", program, DescribeExit(info),
-        killed ? fmt::format(" (SIGKILL after a grace of {} ms)", spec.kill_grace.count()) : ""));
-  }
-  if (info.si_code == CLD_EXITED && info.si_status == 0) {
-    return Status::Ok();
-  }
-  std::string message = fmt::format("command '{}' {}", program, DescribeExit(info));
-  std::string tail = sink.StderrTail();
-  if (!tail.empty()) {
-    message += "; stderr:\n" + tail;
-  }
-  return UnavailableError(std::move(message));
+Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
+                  const std::stop_token& stop) {
+  return RunCommand(spec, logger, clock, RunControl{stop, std::stop_token()});
 }
 
 Status BecomeChildSubreaper() {
@@ -500,8 +679,8 @@ Result<TaskFunction> MakeCommandTask(CommandSpec spec, std::shared_ptr<Logger> l
     logger = NullLogger();
   }
   return TaskFunction(
-      [spec = std::move(spec), logger = std::move(logger), &clock](const std::stop_token& stop) {
-        return RunCommand(spec, *logger, clock, stop);
+      [spec = std::move(spec), logger = std::move(logger), &clock](const RunControl& control) {
+        return RunCommand(spec, *logger, clock, control);
       });
 }
 

@@ -1,6 +1,8 @@
 // Command tasks: the task functions `stagehand serve` builds from a YAML `command:` entry. Each run
-// starts the argv as a child process in its own process group, logs its output, and maps its exit
-// to a Status. A stopped run (timeout, cancel, lost lease, shutdown) ends the whole group.
+// starts the argv as a child process, logs its output, and maps its exit to a Status. A run owns
+// its whole process tree, including processes that leave the command's group or session
+// (`setsid`, double forks): a stopped run (timeout, cancel, lost lease, shutdown) signals all of
+// them, and no process of a run outlives it, nor the stagehand process (see ADR 0007).
 #pragma once
 
 #include <chrono>
@@ -26,7 +28,7 @@ struct CommandSpec {
   std::map<std::string, std::string> env;
   // The child's working directory; empty keeps the current one.
   std::string working_directory;
-  // How long the group has between SIGTERM and SIGKILL once the run is stopped (monotonic).
+  // How long the tree has between SIGTERM and SIGKILL once the run is stopped (monotonic).
   std::chrono::milliseconds kill_grace{5000};
   // The most output bytes (stdout and stderr together) written to the log per run; the rest is
   // read and dropped.
@@ -35,24 +37,43 @@ struct CommandSpec {
   std::string task_id;
 };
 
-// Runs `spec` once and blocks until the child and every process left in its group are gone.
-// Lines of stdout are logged at info and lines of stderr at warn, with the fields `task` and
-// `stream`. Returns OK when the program exits with code 0; UNAVAILABLE with the exit code (or the
-// signal) and the last lines of stderr (at most 10 lines and 1 KiB) otherwise; FAILED_PRECONDITION
-// naming the program and the errno text when it cannot be started (missing binary, bad working
-// directory); INVALID_ARGUMENT for an empty argv; CANCELLED when `stop` was requested, after
-// SIGTERM to the group, at most `kill_grace` on `clock`, then SIGKILL. When the program exits by
-// itself, processes it left in its group are killed with SIGKILL. Never throws. Thread-safe.
+// Runs `spec` once and blocks until every process of its tree is dead and reaped. The command
+// runs under a supervisor process forked for the run, which reaps every descendant (they are
+// re-parented to it however they detach) and kills them all with SIGKILL when this process dies.
+// The command has /dev/null as stdin, no descriptor beyond 0 to 2, every signal at its default
+// disposition and unblocked, and its own process group. Lines of stdout are logged at info and
+// lines of stderr at warn, with the fields `task` and `stream`.
+//
+// Returns:
+// - OK when the program exits with code 0. Processes it left running are killed (SIGKILL); their
+//   number is logged at debug.
+// - UNAVAILABLE with the exit code (or the signal) and the last lines of stderr (at most 10 lines
+//   and 1 KiB) when it exits otherwise by itself; also when its supervisor is killed.
+// - CANCELLED when `control.stop` was requested (before the start: "command 'x' not started").
+//   Every process of the tree gets SIGTERM; those still running `kill_grace` later on `clock`
+//   (monotonic) get SIGKILL. When `control.kill` is requested, before or during the grace, they
+//   get SIGKILL at once. The message says how the command ended and does not say why it was
+//   stopped (the caller prefixes that): "command 'sleep' ended by SIGTERM", "command 'x' exited
+//   with code 143 after SIGTERM", "command 'x' was killed after ignoring SIGTERM for 5s",
+//   "command 'x' was killed at once (SIGKILL)" (kill token; "... (SIGKILL) 1.5s after SIGTERM"
+//   during the grace). A command that ended by itself before any signal reached it is reported
+//   as above (OK or UNAVAILABLE).
+// - FAILED_PRECONDITION naming the program and the errno text when it cannot be started
+//   (missing binary, bad working directory); INVALID_ARGUMENT for an empty argv.
+// Never throws. Thread-safe.
+Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock, const RunControl& control);
+
+// Runs RunCommand with `stop` as the stop token and a kill token that is never requested.
 Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
                   const std::stop_token& stop);
 
-// Makes this process the reaper of its orphaned descendants (Linux PR_SET_CHILD_SUBREAPER), so that
-// RunCommand can reap every member of a command's process group, not only the program itself.
-// Without it, group members whose parent died are reaped by init. Call once at startup, before
-// threads start commands. Returns UNAVAILABLE when the kernel refuses.
+// Makes this process the reaper of its orphaned descendants (Linux PR_SET_CHILD_SUBREAPER). Each
+// run's supervisor is already the reaper of its command's tree; this only matters when a
+// supervisor is killed from outside, and lets RunCommand reap the command's group then. Call once
+// at startup, before threads start commands. Returns UNAVAILABLE when the kernel refuses.
 Status BecomeChildSubreaper();
 
-// Returns a task function that calls RunCommand(spec, *logger, clock, stop) on each run, or
+// Returns a task function that calls RunCommand(spec, *logger, clock, control) on each run, or
 // INVALID_ARGUMENT when `spec.argv` is empty. `clock` must outlive the function.
 Result<TaskFunction> MakeCommandTask(CommandSpec spec, std::shared_ptr<Logger> logger,
                                      Clock& clock);

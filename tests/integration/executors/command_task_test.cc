@@ -1,17 +1,26 @@
 #include "stagehand/executors/command_task.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "executors/process_shim.h"
 #include "integration/executors/recording_logger.h"
 #include "stagehand/time/manual_clock.h"
 
@@ -23,11 +32,73 @@ using ::stagehand::testing::RecordingLogger;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using ::testing::Not;
+
+constexpr auto kEventLimit = std::chrono::seconds(5);
+constexpr auto kPollStep = std::chrono::milliseconds(2);
+
+// Returns whether `pid` names no process, not even a zombie.
+bool Gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Returns whether `pid` is gone within kEventLimit, reaping this process's exited children
+// meanwhile (a subreaper inherits the orphans of a killed child).
+bool WaitGone(pid_t pid) {
+  auto limit = std::chrono::steady_clock::now() + kEventLimit;
+  while (!Gone(pid) && std::chrono::steady_clock::now() < limit) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::this_thread::sleep_for(kPollStep);
+  }
+  return Gone(pid);
+}
+
+// Returns the pid written to `path`, waiting for it up to kEventLimit; 0 when none came.
+pid_t WaitForPidFile(const std::filesystem::path& path) {
+  auto limit = std::chrono::steady_clock::now() + kEventLimit;
+  for (;;) {
+    std::ifstream in(path);
+    std::string line;
+    if (std::getline(in, line) && !line.empty()) {
+      return static_cast<pid_t>(std::stol(line));
+    }
+    if (std::chrono::steady_clock::now() >= limit) {
+      return 0;
+    }
+    std::this_thread::sleep_for(kPollStep);
+  }
+}
+
+// Returns this process's resident set in KiB.
+long ResidentKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      return std::stol(line.substr(6));
+    }
+  }
+  return 0;
+}
 
 class CommandTaskTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { ASSERT_TRUE(BecomeChildSubreaper().ok()); }
+
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "stagehand-cmd-XXXXXX");
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+
+  // Every process a run started is gone and reaped when it returns: none is left as a child
+  // (or zombie) of this process, which is a subreaper.
+  void TearDown() override {
+    siginfo_t info{};
+    int waited = waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT);
+    EXPECT_TRUE(waited != 0 && errno == ECHILD) << "a child is left: " << info.si_pid;
+    std::filesystem::remove_all(dir_);
+  }
 
   CommandSpec Shell(std::string script) {
     CommandSpec spec;
@@ -56,8 +127,30 @@ class CommandTaskTest : public ::testing::Test {
 
   static bool GroupGone(pid_t pgid) { return kill(-pgid, 0) != 0 && errno == ESRCH; }
 
+  // Returns the outcome of `run`, which must come within kEventLimit; past it, kills group `pgid`
+  // so that the test ends.
+  static Status Within(std::future<Status>& run, pid_t pgid) {
+    if (run.wait_for(kEventLimit) != std::future_status::ready) {
+      ADD_FAILURE() << "the run did not return";
+      kill(-pgid, SIGKILL);
+    }
+    return run.get();
+  }
+
+  // Starts `spec` on a thread with both tokens of `control_`.
+  std::future<Status> StartControlled(const CommandSpec& spec) {
+    return std::async(std::launch::async, [this, spec] {
+      return RunCommand(spec, logger_, SystemClock::Instance(),
+                        RunControl{stop_.get_token(), kill_.get_token()});
+    });
+  }
+
+  std::string PidFile(std::string_view name = "pid") const { return (dir_ / name).string(); }
+
   RecordingLogger logger_;
   std::stop_source stop_;
+  std::stop_source kill_;
+  std::filesystem::path dir_;
 };
 
 TEST_F(CommandTaskTest, SucceedsAndLogsStdoutLines) {
@@ -186,9 +279,18 @@ TEST_F(CommandTaskTest, StopSendsSigtermToTheGroup) {
   Status status = run.get();
   auto elapsed = std::chrono::steady_clock::now() - stopped_at;
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
-  EXPECT_THAT(status.message(), HasSubstr("SIGTERM"));
+  EXPECT_EQ(status.message(), "command 'sleep' ended by SIGTERM");
   EXPECT_LT(elapsed, std::chrono::seconds(1));
   EXPECT_TRUE(GroupGone(pgid));
+}
+
+TEST_F(CommandTaskTest, ExitCodeAfterSigtermIsNamed) {
+  std::future<Status> run = Start(Shell("trap 'exit 7' TERM; sleep 300 & echo ready; wait"));
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  stop_.request_stop();
+  Status status = run.get();
+  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(status.message(), "command '/bin/sh' exited with code 7 after SIGTERM");
 }
 
 // The backend blocks SIGTERM and SIGINT in every thread (BlockShutdownSignals) so that one thread
@@ -229,7 +331,7 @@ TEST_F(CommandTaskTest, ProgramIgnoringSigtermIsKilledAfterTheGrace) {
   Status status = run.get();
   auto elapsed = std::chrono::steady_clock::now() - stopped_at;
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
-  EXPECT_THAT(status.message(), HasSubstr("SIGKILL after a grace of 200 ms"));
+  EXPECT_EQ(status.message(), "command '/bin/sh' was killed after ignoring SIGTERM for 200ms");
   EXPECT_GE(elapsed, std::chrono::milliseconds(200));
   EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
   EXPECT_TRUE(GroupGone(pgid));
@@ -250,8 +352,43 @@ TEST_F(CommandTaskTest, GraceDeadlineFollowsTheInjectedClock) {
   clock.Advance(std::chrono::hours(1));
   Status status = run.get();
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
-  EXPECT_THAT(status.message(), HasSubstr("SIGKILL"));
+  EXPECT_THAT(status.message(), HasSubstr("was killed after ignoring SIGTERM for 1h"));
   EXPECT_TRUE(GroupGone(pgid));
+}
+
+TEST_F(CommandTaskTest, KillTokenEndsATermIgnoringCommandAtOnce) {
+  CommandSpec spec = Shell("trap '' TERM; echo ready; sleep 300");
+  spec.kill_grace = std::chrono::hours(1);
+  std::future<Status> run = StartControlled(spec);
+  pid_t pgid = StartedGroup();
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  auto killed_at = std::chrono::steady_clock::now();
+  // Alone: with the stop token as well, the run might send SIGTERM just before.
+  kill_.request_stop();
+  Status status = Within(run, pgid);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(1));
+  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(status.message(), "command '/bin/sh' was killed at once (SIGKILL)");
+  EXPECT_TRUE(GroupGone(pgid));
+}
+
+TEST_F(CommandTaskTest, KillTokenDuringTheGraceEndsTheCommandAtOnce) {
+  CommandSpec spec =
+      Shell("trap 'echo got-term' TERM; echo ready; while :; do sleep 300 & wait $!; done");
+  spec.kill_grace = std::chrono::hours(1);
+  std::future<Status> run = StartControlled(spec);
+  pid_t pgid = StartedGroup();
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  stop_.request_stop();
+  ASSERT_TRUE(logger_.WaitFor("got-term").has_value());
+  auto killed_at = std::chrono::steady_clock::now();
+  kill_.request_stop();
+  Status status = Within(run, pgid);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(1));
+  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status.message(),
+              MatchesRegex("command '/bin/sh' was killed at once \\(SIGKILL\\) [0-9.]+m?s "
+                           "after SIGTERM"));
 }
 
 TEST_F(CommandTaskTest, StopKillsGrandchildrenInTheGroup) {
@@ -276,11 +413,153 @@ TEST_F(CommandTaskTest, BackgroundProcessesDoNotOutliveASuccessfulRun) {
   EXPECT_TRUE(kill(grandchild, 0) != 0 && errno == ESRCH);
 }
 
+TEST_F(CommandTaskTest, StopReachesASetsidGrandchild) {
+  std::future<Status> run =
+      Start(Shell(fmt::format("setsid sh -c 'echo $$ > {}; exec sleep 300' & wait", PidFile())));
+  pid_t grandchild = WaitForPidFile(PidFile());
+  ASSERT_GT(grandchild, 0);
+  stop_.request_stop();
+  EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
+  EXPECT_TRUE(Gone(grandchild));
+  if (!Gone(grandchild)) {
+    kill(grandchild, SIGKILL);
+  }
+}
+
+TEST_F(CommandTaskTest, StopReachesADoubleForkedDaemon) {
+  CommandSpec spec = Shell(
+      fmt::format("(setsid sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' &); exec sleep 300",
+                  PidFile()));
+  spec.kill_grace = std::chrono::milliseconds(200);
+  std::future<Status> run = Start(spec);
+  pid_t daemon = WaitForPidFile(PidFile());
+  ASSERT_GT(daemon, 0);
+  auto stopped_at = std::chrono::steady_clock::now();
+  stop_.request_stop();
+  // The command ends at once; the daemon, which ignores SIGTERM, is killed after the grace.
+  EXPECT_EQ(run.get().message(), "command '/bin/sh' ended by SIGTERM");
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped_at, std::chrono::milliseconds(200));
+  EXPECT_TRUE(Gone(daemon));
+  if (!Gone(daemon)) {
+    kill(daemon, SIGKILL);
+  }
+}
+
+TEST_F(CommandTaskTest, DaemonLeftBehindBySuccessfulRunIsKilled) {
+  Status status = Run(Shell(
+      fmt::format("(setsid sh -c 'echo $$ > {0}; exec sleep 300' &); until [ -s {0} ]; do :; done",
+                  PidFile())));
+  ASSERT_TRUE(status.ok()) << status;
+  pid_t daemon = WaitForPidFile(PidFile());
+  ASSERT_GT(daemon, 0);
+  EXPECT_TRUE(Gone(daemon));
+  if (!Gone(daemon)) {
+    kill(daemon, SIGKILL);
+  }
+  std::optional<LogRecord> note =
+      logger_.WaitFor("killed the processes the command left behind", std::chrono::seconds(0));
+  ASSERT_TRUE(note.has_value());
+  EXPECT_EQ(note->level, LogLevel::kDebug);
+  EXPECT_EQ(note->Field("count"), "1");
+}
+
+// The stagehand process dies abruptly (SIGKILL): the run's tree dies with it instead of living
+// on under init.
+TEST_F(CommandTaskTest, TreeDiesWithTheStagehandProcess) {
+  std::string script =
+      fmt::format("setsid sh -c 'echo $$ > {}; exec sleep 300' & echo $$ > {}; wait",
+                  PidFile("grandchild"), PidFile("command"));
+  pid_t host = fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    Status status =
+        RunCommand(Shell(script), *NullLogger(), SystemClock::Instance(), std::stop_token());
+    _exit(status.ok() ? 0 : 1);
+  }
+  pid_t command = WaitForPidFile(PidFile("command"));
+  pid_t grandchild = WaitForPidFile(PidFile("grandchild"));
+  ASSERT_EQ(kill(host, SIGKILL), 0);
+  ASSERT_EQ(waitpid(host, nullptr, 0), host);
+  ASSERT_GT(command, 0);
+  ASSERT_GT(grandchild, 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  EXPECT_TRUE(WaitGone(command));
+  EXPECT_TRUE(WaitGone(grandchild));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(1));
+  for (pid_t pid : {command, grandchild}) {
+    if (!Gone(pid)) {
+      kill(pid, SIGKILL);
+    }
+  }
+  while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+  }
+}
+
+TEST_F(CommandTaskTest, StdoutFloodIsKilledWithinTheGraceInBoundedMemory) {
+  CommandSpec spec = Shell("trap '' TERM; echo ready; exec yes flood");
+  spec.kill_grace = std::chrono::milliseconds(300);
+  long rss_before = ResidentKib();
+  std::future<Status> run = Start(spec);
+  ASSERT_TRUE(logger_.WaitFor("\u2026 output truncated").has_value());
+  auto stopped_at = std::chrono::steady_clock::now();
+  stop_.request_stop();
+  Status status = run.get();
+  auto elapsed = std::chrono::steady_clock::now() - stopped_at;
+  EXPECT_EQ(status.message(), "command '/bin/sh' was killed after ignoring SIGTERM for 300ms");
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(800));
+  EXPECT_LT(ResidentKib() - rss_before, 16 * 1024);
+}
+
+// A process that keeps the output pipe busy after the command exited does not hold the run.
+TEST_F(CommandTaskTest, FloodFromAProcessLeftBehindDoesNotHoldTheRun) {
+  std::future<Status> run = Start(Shell("(setsid yes flood &); echo started"));
+  bool returned = run.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!returned) {
+    stop_.request_stop();
+  }
+  Status status = run.get();
+  EXPECT_TRUE(returned);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_F(CommandTaskTest, CommandGetsOnlyTheStandardDescriptors) {
+  // As a library of the host process might: a descriptor without O_CLOEXEC.
+  int leaked = open("/dev/null", O_RDONLY);  // NOLINT(android-cloexec-open)
+  ASSERT_GE(leaked, 0);
+  Status status = Run(Shell("ls /proc/$$/fd"));
+  close(leaked);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("0", "1", "2"));
+}
+
+TEST_F(CommandTaskTest, BothChildSourcesFindTheWholeTree) {
+  std::future<Status> run = Start(Shell("sleep 300 & setsid sleep 300 & echo ready; wait"));
+  ASSERT_TRUE(logger_.WaitFor("ready").has_value());
+  using executors_internal::ChildSource;
+  std::array<pid_t, 16> from_files{};
+  std::array<pid_t, 16> from_scan{};
+  std::size_t files = executors_internal::SignalDescendants(
+      getpid(), 0, ChildSource::kChildrenFiles, from_files.data(), from_files.size());
+  std::size_t scanned = executors_internal::SignalDescendants(getpid(), 0, ChildSource::kParentScan,
+                                                              from_scan.data(), from_scan.size());
+  stop_.request_stop();
+  EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(executors_internal::DetectChildSource(), ChildSource::kChildrenFiles);
+  // The supervisor, the shell and its two sleeps.
+  ASSERT_EQ(files, 4U);
+  ASSERT_EQ(scanned, 4U);
+  std::sort(from_files.begin(), from_files.begin() + 4);
+  std::sort(from_scan.begin(), from_scan.begin() + 4);
+  EXPECT_EQ(from_files, from_scan);
+}
+
 TEST_F(CommandTaskTest, StopRequestedBeforeTheRunStartsNothing) {
   stop_.request_stop();
   Status status =
       RunCommand(Shell("echo never"), logger_, SystemClock::Instance(), stop_.get_token());
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(status.message(), "command '/bin/sh' not started");
   EXPECT_TRUE(logger_.Lines("stdout").empty());
 }
 
@@ -291,6 +570,23 @@ TEST_F(CommandTaskTest, MakeCommandTaskRunsTheCommand) {
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_TRUE((*task)(std::stop_token()).ok());
   EXPECT_THAT(logger->Lines("stdout"), ElementsAre("via task"));
+}
+
+TEST_F(CommandTaskTest, MakeCommandTaskPassesTheKillToken) {
+  CommandSpec spec = Shell("trap '' TERM; echo ready; sleep 300");
+  spec.kill_grace = std::chrono::hours(1);
+  auto logger = std::make_shared<RecordingLogger>();
+  Result<TaskFunction> task = MakeCommandTask(spec, logger, SystemClock::Instance());
+  ASSERT_TRUE(task.ok()) << task.status();
+  std::future<Status> run = std::async(std::launch::async, [&] {
+    return (*task)(RunControl{stop_.get_token(), kill_.get_token()});
+  });
+  std::optional<LogRecord> started = logger->WaitFor("command started");
+  ASSERT_TRUE(started.has_value());
+  ASSERT_TRUE(logger->WaitFor("ready").has_value());
+  kill_.request_stop();
+  EXPECT_EQ(Within(run, static_cast<pid_t>(std::stol(started->Field("pid")))).message(),
+            "command '/bin/sh' was killed at once (SIGKILL)");
 }
 
 }  // namespace
