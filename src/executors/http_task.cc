@@ -1,7 +1,10 @@
 #include "stagehand/executors/http_task.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -90,12 +93,21 @@ class Exchange {
     client_.set_write_timeout(spec.total_timeout + kClientTimeoutSlack);
     client_.set_keep_alive(false);
     client_.set_follow_location(false);
+    client_.set_socket_options([this](socket_t sock) { Track(sock); });
     request_.method = std::move(method);
     request_.path = url.target;
     for (const auto& [name, value] : spec.headers) {
       request_.headers.emplace(name, value);
     }
     request_.body = spec.body;
+  }
+
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+  ~Exchange() {
+    if (socket_copy_ >= 0) {
+      close(socket_copy_);
+    }
   }
 
   bool valid() const { return client_.is_valid(); }
@@ -126,6 +138,11 @@ class Exchange {
   void Abort(Clock& clock) {
     std::unique_lock<std::mutex> lock(mu_);
     while (!done_) {
+      // The client's stop() only reaches a connected socket; shutting down a connecting one
+      // fails its connect at once instead of at the connect timeout.
+      if (socket_copy_ >= 0) {
+        shutdown(socket_copy_, SHUT_RDWR);
+      }
       lock.unlock();
       client_.stop();
       lock.lock();
@@ -144,6 +161,17 @@ class Exchange {
   void Join() { worker_.join(); }
 
  private:
+  // Keeps a copy of the descriptor of each socket the client opens, before it connects, so that
+  // Abort can shut it down; a copy, so that the number is not reused while it is held.
+  void Track(socket_t sock) {
+    int copy = fcntl(sock, F_DUPFD_CLOEXEC, 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (socket_copy_ >= 0) {
+      close(socket_copy_);
+    }
+    socket_copy_ = copy;
+  }
+
   httplib::Client client_;
   httplib::Request request_;
   std::mutex mu_;
@@ -152,6 +180,7 @@ class Exchange {
   bool ok_ = false;
   httplib::Error error_ = httplib::Error::Success;
   httplib::Response response_;
+  int socket_copy_ = -1;
   std::jthread worker_;
 };
 
@@ -263,6 +292,16 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
 }
 
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
+                   const RunControl& control) {
+  // A request has no grace period: either token aborts it at once.
+  std::stop_source abort;
+  auto request_abort = [&abort] { abort.request_stop(); };
+  std::stop_callback on_stop(control.stop, request_abort);
+  std::stop_callback on_kill(control.kill, request_abort);
+  return RunHttpTask(spec, logger, clock, abort.get_token());
+}
+
+Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const std::stop_token& stop) {
   STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
   HttpTaskUrl url = *ParseHttpTaskUrl(spec.url);
@@ -326,8 +365,8 @@ Result<TaskFunction> MakeHttpTask(HttpTaskSpec spec, std::shared_ptr<Logger> log
     logger = NullLogger();
   }
   return TaskFunction(
-      [spec = std::move(spec), logger = std::move(logger), &clock](const std::stop_token& stop) {
-        return RunHttpTask(spec, *logger, clock, stop);
+      [spec = std::move(spec), logger = std::move(logger), &clock](const RunControl& control) {
+        return RunHttpTask(spec, *logger, clock, control);
       });
 }
 

@@ -51,12 +51,18 @@ struct HttpTaskSpec {
 // or `stop`. Returns OK when the status is the expected one; UNAVAILABLE with the status and the
 // first 200 bytes of the body when it is not, or naming the error when no response came
 // (connection refused, reset, read timeout); DEADLINE_EXCEEDED when `total_timeout` passed;
-// CANCELLED soon after `stop` is requested (a connection still being established may take up to
-// `connect_timeout`); INVALID_ARGUMENT for a bad URL or method. Never throws. Thread-safe.
+// CANCELLED at once when `stop` is requested, also while the connection is being established
+// (a host name still being resolved takes as long as the resolver does); INVALID_ARGUMENT for a
+// bad URL or method. Never throws. Thread-safe.
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const std::stop_token& stop);
 
-// Returns a task function that calls RunHttpTask(spec, *logger, clock, stop) on each run, or
+// Runs RunHttpTask with a stop token that is requested as soon as `control.stop` or
+// `control.kill` is: a request has no grace period, so both abort it at once.
+Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
+                   const RunControl& control);
+
+// Returns a task function that calls RunHttpTask(spec, *logger, clock, control) on each run, or
 // INVALID_ARGUMENT when the URL or method is invalid (e.g. "https is not supported in this build").
 // `clock` must outlive the function.
 Result<TaskFunction> MakeHttpTask(HttpTaskSpec spec, std::shared_ptr<Logger> logger, Clock& clock);
