@@ -40,6 +40,8 @@ struct CommandSpec {
 // Runs `spec` once and blocks until every process of its tree is dead and reaped. The command
 // runs under a supervisor process forked for the run, which reaps every descendant (they are
 // re-parented to it however they detach) and kills them all with SIGKILL when this process dies.
+// The supervisor is a fork that does not exec: it shares this process's memory copy-on-write and
+// keeps, until the run ends, the old copy of each page this process rewrites meanwhile (ADR 0007).
 // The command has /dev/null as stdin, no descriptor beyond 0 to 2, every signal at its default
 // disposition and unblocked, and its own process group. Lines of stdout are logged at info and
 // lines of stderr at warn, with the fields `task` and `stream`.
