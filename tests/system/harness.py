@@ -1,10 +1,14 @@
 """The system suite's fleet machinery: the PostgreSQL it talks to, one TCP proxy per host in front
-of it (the harness partitions a host by pausing or resetting its proxy), and `stagehand serve`
-processes with their configs, logs, readiness, freezing, killing and resource counters.
+of it (the harness partitions a host by pausing or resetting its proxy), `stagehand serve`
+processes with their configs, logs, readiness, freezing, killing and resource counters, and the
+watcher that sees when the last process of each run is dead.
 
-Everything listens on 127.0.0.1 only. Every process the harness starts is remembered by pid and
-ended by pid when the fleet stops."""
+Everything listens on 127.0.0.1 only, each daemon on a port it picks itself (port 0) and names in
+its ready file (`serve --ready-file`): nothing probes for a free port that another process could
+take first. Every process the harness starts is remembered by pid and ended by pid when the fleet
+stops."""
 
+import fcntl
 import http.client
 import json
 import os
@@ -21,12 +25,6 @@ import time
 def mono_ns():
     """CLOCK_MONOTONIC in ns: the clock the probe writes, comparable across processes."""
     return time.monotonic_ns()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout_s, interval_s=0.02):
@@ -240,14 +238,147 @@ def thread_count(pid):
         return None
 
 
+def append_line(path, line):
+    """Appends one line to `path` with a single O_APPEND write (atomic beside the probes' lines)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def process_state(pid):
+    """The state letter of `pid` from /proc/<pid>/stat (R, S, Z, ...), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def is_probe(pid, probe):
+    """Whether `pid` still runs the probe program (and is not a recycled pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0] == probe.encode()
+    except OSError:
+        return False
+
+
+class TreeWatcher:
+    """Sees when the last process of each run is dead, from the run locks the probes hold
+    (STAGEHAND_SYSTEM_LOCKS, see probe.cc): a poller finds each new `<run-id>.lock` within a few ms
+    and a thread per run blocks in flock(2) until the run's last process (the setsid grandchild
+    included) is gone, then appends `<ns> gone <host> <run-id> <task> dead` to the event sink. A run
+    already dead when found is dated when found (later than the truth, never earlier).
+
+    `finish` is called once the daemons have stopped: a run still holding its lock then has a
+    process that outlived its daemon; it is recorded `gone ... survivor` and its processes are
+    SIGKILLed (by pid, after checking that each pid still runs the probe). Thread-safe."""
+
+    POLL_S = 0.002
+
+    def __init__(self, directory, sink, probe):
+        self.directory = directory
+        self.sink = sink
+        self.probe = probe
+        os.makedirs(directory, exist_ok=True)
+        self.cond = threading.Condition()
+        self.seen = set()
+        self.live = {}  # lock name -> (host, run id, task)
+        self.recorded = set()  # run ids with a `gone` line
+        self.stopped = False
+        self.poller = threading.Thread(target=self._poll, daemon=True)
+        self.poller.start()
+
+    def _poll(self):
+        while not self.stopped:
+            try:
+                names = os.listdir(self.directory)
+            except OSError:
+                names = []
+            for name in names:
+                if name.endswith(".lock") and name not in self.seen:
+                    self.seen.add(name)
+                    threading.Thread(target=self._wait, args=(name,), daemon=True).start()
+            time.sleep(self.POLL_S)
+
+    def _wait(self, name):
+        path = os.path.join(self.directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            fields = os.pread(fd, 512, 0).decode(errors="replace").split()
+            if len(fields) != 3:
+                return
+            host, run_id, task = fields
+            with self.cond:
+                self.live[name] = (host, run_id, task)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._record(mono_ns(), host, run_id, task, "dead")
+            with self.cond:
+                self.live.pop(name, None)
+                self.cond.notify_all()
+        finally:
+            os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+    def _record(self, ns, host, run_id, task, kind):
+        with self.cond:
+            if run_id in self.recorded:
+                return
+            self.recorded.add(run_id)
+        append_line(self.sink, f"{ns} gone {host} {run_id} {task} {kind}")
+
+    def live_runs(self):
+        with self.cond:
+            return dict(self.live)
+
+    def finish(self, timeout_s=2.0):
+        """Waits up to `timeout_s` for the runs still alive, then records and kills the survivors;
+        returns their run ids."""
+        time.sleep(0.05)  # let the poller find the locks of runs that started last
+        with self.cond:
+            self.cond.wait_for(lambda: not self.live, timeout_s)
+            survivors = dict(self.live)
+        pids = {}
+        try:
+            with open(self.sink, errors="replace") as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 6 and parts[1] == "pid" and ":" in parts[5]:
+                        pids.setdefault(parts[3], []).append(int(parts[5].split(":")[1]))
+        except (OSError, ValueError):
+            pass
+        for host, run_id, task in survivors.values():
+            self._record(mono_ns(), host, run_id, task, "survivor")
+            for pid in pids.get(run_id, []):
+                if is_probe(pid, self.probe):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        with self.cond:
+            self.cond.wait_for(lambda: not self.live, 5)
+        self.stopped = True
+        return [run_id for _, run_id, _ in survivors.values()]
+
+
 class Host:
-    """One `stagehand serve` process: its port, its proxy, its config, its log."""
+    """One `stagehand serve` process: its port (known once it is ready), its proxy, its config, its
+    log and its ready file."""
 
     def __init__(self, fleet, index):
         self.fleet = fleet
         self.index = index
         self.name = f"h{index + 1}"
-        self.port = free_port()
+        self.port = None
         self.proxy = Proxy(fleet.pg.port)
         self.wrapper = []
         self.extra_env = {}
@@ -255,9 +386,10 @@ class Host:
         self.incarnation = 0
         self.exits = []  # (incarnation, return code, expected)
         self.config_path = os.path.join(fleet.workdir, f"{self.name}.yaml")
+        self.ready_path = os.path.join(fleet.workdir, f"{self.name}.ready")
         with open(self.config_path, "w") as f:
             json.dump({"backend": {
-                "listen": {"host": "127.0.0.1", "port": self.port},
+                "listen": {"host": "127.0.0.1", "port": 0},
                 "database": {"client": "pg", "connection": {
                     "host": "127.0.0.1", "port": self.proxy.port, "user": "stagehand",
                     "password": "stagehand"}}}}, f, indent=1)
@@ -271,11 +403,17 @@ class Host:
 
     def start(self):
         self.incarnation += 1
+        self.port = None
+        try:
+            os.unlink(self.ready_path)
+        except FileNotFoundError:
+            pass
         log = os.path.join(self.fleet.workdir, f"{self.name}.{self.incarnation}.log")
-        env = dict(os.environ, STAGEHAND_SYSTEM_HOST=self.name, **self.extra_env)
+        env = dict(os.environ, STAGEHAND_SYSTEM_HOST=self.name, **self.fleet.probe_env,
+                   **self.extra_env)
         argv = self.wrapper + [self.fleet.stagehand, "serve", "--config", self.fleet.common_config,
-                               "--config", self.config_path, "--log-level",
-                               getattr(self.fleet.ctx, "log_level", "info")]
+                               "--config", self.config_path, "--ready-file", self.ready_path,
+                               "--log-level", getattr(self.fleet.ctx, "log_level", "info")]
         with open(log, "w") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
@@ -283,13 +421,23 @@ class Host:
         return self
 
     def wait_ready(self, timeout_s=30):
+        """Waits for the ready file (written by rename once the daemon listens and its plugins have
+        started), takes the port from it and checks readiness 200."""
         def ready():
             if not self.alive():
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode} during "
                                    f"startup; log {self.log_path}:\n{self.log_tail()}")
+            try:
+                with open(self.ready_path) as f:
+                    announced = json.load(f)
+            except FileNotFoundError:
+                return False
+            if not self.wrapper and announced.get("pid") != self.pid:
+                raise RuntimeError(f"{self.name}: ready file of another process: {announced}")
+            self.port = int(announced["port"])
             status, _ = self.request("GET", "/.backstage/health/v1/readiness", timeout=1)
             return status == 200
-        if not wait_for(ready, timeout_s, 0.05):
+        if not wait_for(ready, timeout_s, 0.02):
             raise RuntimeError(f"{self.name} not ready after {timeout_s} s; log:\n"
                                f"{self.log_tail()}")
 
@@ -302,6 +450,8 @@ class Host:
 
     def request(self, method, path, body=None, headers=None, timeout=5):
         """One HTTP request on a fresh connection; (status, body) or (None, error text)."""
+        if self.port is None:
+            return None, f"{self.name} has no port (not started, or not ready yet)"
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             connection.request(method, path, body=body, headers=headers or {})
@@ -387,9 +537,11 @@ class Host:
 
 class Fleet:
     """N hosts sharing one plugin config. `tasks` maps task id → task config (schedule + command);
-    `plugin` is the plugin id (one per scenario, so each scenario has its own database)."""
+    `plugin` is the plugin id (one per scenario, so each scenario has its own database).
+    `track_trees` gives the probes a lock directory and watches it (TreeWatcher), so each run's
+    `gone` time is known; the load scenario turns it off (hundreds of runs a second)."""
 
-    def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None):
+    def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None, track_trees=True):
         self.ctx = ctx
         self.pg = ctx.pg
         self.stagehand = ctx.stagehand
@@ -398,6 +550,13 @@ class Fleet:
         os.makedirs(self.workdir, exist_ok=True)
         self.sink = os.path.join(self.workdir, "events.log")
         open(self.sink, "w").close()
+        self.watcher = None
+        self.probe_env = {}
+        self.survivors = []
+        if track_trees:
+            locks = os.path.join(self.workdir, "locks")
+            self.watcher = TreeWatcher(locks, self.sink, ctx.probe)
+            self.probe_env = {"STAGEHAND_SYSTEM_LOCKS": locks}
         self.common_config = os.path.join(self.workdir, "common.yaml")
         settings = {"lease": "2s", "pollInterval": "1s", "maxConcurrency": 64,
                     "shutdownGrace": "5s"}
@@ -411,18 +570,24 @@ class Fleet:
     def probe(self, task_id, work_ms):
         return [self.ctx.probe, self.sink, task_id, str(int(work_ms))]
 
-    def start(self):
-        """Starts the first host alone (it creates the plugin database), then the others."""
-        self.hosts[0].start().wait_ready()
-        for host in self.hosts[1:]:
+    def start(self, count=None):
+        """Starts the first host alone (it creates the plugin database), then the others (the
+        first `count` hosts only, when given)."""
+        hosts = self.hosts[:count] if count else self.hosts
+        hosts[0].start().wait_ready()
+        for host in hosts[1:]:
             host.start()
-        for host in self.hosts[1:]:
+        for host in hosts[1:]:
             host.wait_ready()
         return self
 
     def stop(self):
+        """Stops every host, then waits for the runs' last processes: any still alive is a
+        survivor (recorded in the sink and killed)."""
         for host in self.hosts:
             host.cleanup()
+        if self.watcher:
+            self.survivors = self.watcher.finish()
 
     def api(self, path=""):
         return f"/api/{self.plugin}/.backstage/scheduler/v1/tasks{path}"

@@ -1,18 +1,23 @@
-"""Unit tests of the system suite's own machinery: the checker's rules and the partitioning proxy.
-Run: python3 tests/system/harness_test.py"""
+"""Unit tests of the system suite's own machinery: the checker's rules, the partitioning proxy and
+the watcher of run trees. Run: python3 tests/system/harness_test.py"""
 
 import os
 import socket
+import subprocess
 import sys
+import tempfile
+import textwrap
 import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checker  # noqa: E402
-from harness import Proxy  # noqa: E402
+from harness import Proxy, TreeWatcher, wait_for  # noqa: E402
 
 MS = 1_000_000
+S = 1_000_000_000
 
 
 def lines(*events):
@@ -66,8 +71,88 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(result["skipped_busy"], 2)  # 2, 3: run b was still going
         self.assertEqual(result["missed"], 3)  # 5, 6 (d is 700 ms late), 7
         self.assertEqual(result["off_slot_starts"], 1)
-        excused = checker.cron_slots(runs, 0, 7 * s, s, 500 * MS, excused=[(5 * s, 6 * s)])
+        excused = checker.cron_slots(runs, 0, 7 * s, s, 500 * MS, faults=[(5 * s, 6 * s)])
         self.assertEqual((excused["missed"], excused["excused"]), (1, 2))
+        self.assertEqual(excused["off_slot_starts"], 1)  # d starts after the window
+
+    def test_the_registration_start_one_second_before_a_slot_is_never_excused(self):
+        # `*/2`: the slot at 0 ran; a host registering at 0.8 s made the task due at 2 − 1 = 1 s.
+        runs, _ = checker.parse_events(lines(
+            (3 * MS, "start", "h1", "a", "c", "-"), (4 * MS, "end", "h1", "a", "c", "done"),
+            (S, "start", "h2", "b", "c", "-"), (S + MS, "end", "h2", "b", "c", "done"),
+            (2 * S + 3 * MS, "start", "h1", "c", "c", "-"),
+            (2 * S + 4 * MS, "end", "h1", "c", "c", "done")))
+        for faults in ((), [(500 * MS, 1500 * MS)]):
+            result = checker.cron_slots(runs, 0, 2 * S, 2 * S, 500 * MS, faults=faults)
+            self.assertEqual((result["met"], result["off_slot_starts"], result["catch_up_starts"]),
+                             (2, 1, 0), faults)
+            self.assertEqual(result["off_slot"][0]["after_slot_ms"], 1000)
+
+    def test_two_starts_for_one_slot_are_a_double_start(self):
+        runs, _ = checker.parse_events(lines(
+            (3 * MS, "start", "h1", "a", "c", "-"), (4 * MS, "end", "h1", "a", "c", "done"),
+            (300 * MS, "start", "h2", "b", "c", "-"), (301 * MS, "end", "h2", "b", "c", "done")))
+        result = checker.cron_slots(runs, 0, 0, S, 500 * MS)
+        self.assertEqual((result["met"], result["double_starts"]), (1, 1))
+        self.assertEqual([x["run"] for x in result["doubles"][0]["starts"]], ["a", "b"])
+
+    def test_a_start_before_its_slot_is_off_slot(self):
+        runs, _ = checker.parse_events(lines(
+            (S - 5 * MS, "start", "h1", "a", "c", "-"), (S - 4 * MS, "end", "h1", "a", "c", "done"),
+            (2 * S - MS // 2, "start", "h1", "b", "c", "-"),
+            (2 * S, "end", "h1", "b", "c", "done")))
+        result = checker.cron_slots(runs, S, 2 * S, S, 500 * MS)
+        self.assertEqual((result["met"], result["off_slot_starts"], result["missed"]), (1, 1, 1))
+
+    def test_one_catch_up_after_a_slot_lost_to_a_fault(self):
+        # Slot 0's run dies with its host; another host catches up once; a later late start (a
+        # registration) is off-slot even inside the fault's window.
+        runs, _ = checker.parse_events(lines(
+            (3 * MS, "start", "h1", "lost", "c", "-"), (40 * MS, "tick", "h1", "lost", "c", "-"),
+            (3600 * MS, "start", "h2", "up", "c", "-"), (3700 * MS, "end", "h2", "up", "c", "done"),
+            (4 * S + 3 * MS, "start", "h2", "on", "c", "-"),
+            (4 * S + 4 * MS, "end", "h2", "on", "c", "done"),
+            (4700 * MS, "start", "h1", "reg", "c", "-"),
+            (4701 * MS, "end", "h1", "reg", "c", "done")))
+        result = checker.cron_slots(runs, 0, 4 * S, S, 500 * MS, faults=[(50 * MS, 5 * S)])
+        self.assertEqual((result["catch_up_starts"], result["off_slot_starts"]), (1, 1))
+        self.assertEqual(result["off_slot"][0]["run"], "reg")
+        self.assertEqual((result["met"], result["excused"], result["missed"]), (2, 3, 0))
+
+    def test_a_run_with_a_silently_killed_process_lasts_until_it_is_gone(self):
+        # The grandchild was SIGKILLed (no gc-end): the run lasts until the watcher saw it dead.
+        runs, _ = checker.parse_events(lines(
+            (0, "start", "h1", "a", "t", "-"), (5, "pid", "h1", "a", "t", "main:10"),
+            (6, "gc-start", "h1", "a", "t", "-"), (7, "pid", "h1", "a", "t", "grandchild:11"),
+            (100, "end", "h1", "a", "t", "term"), (250, "gc-tick", "h1", "a", "t", "-"),
+            (300, "gone", "h1", "a", "t", "dead"),
+            (200, "start", "h2", "b", "t", "-"), (400, "end", "h2", "b", "t", "done")))
+        a = next(r for r in runs if r.run_id == "a")
+        self.assertEqual((a.last, a.pids, checker.tree_tail_ms(a)),
+                         (300, {"main": 10, "grandchild": 11}, 200 / MS))
+        found = checker.overlaps(runs)
+        self.assertEqual([(o["a"], o["b"], o["at_ns"]) for o in found], [("a", "b", 200)])
+
+    def test_a_run_whose_processes_all_said_their_last_word_ends_with_it(self):
+        # The watcher woke late (`gone` at 300); every process had written its last event by 150.
+        runs, _ = checker.parse_events(lines(
+            (0, "start", "h1", "a", "t", "-"), (6, "gc-start", "h1", "a", "t", "-"),
+            (100, "end", "h1", "a", "t", "term"), (150, "gc-end", "h1", "a", "t", "term"),
+            (300, "gone", "h1", "a", "t", "dead"),
+            (200, "start", "h2", "b", "t", "-"), (400, "end", "h2", "b", "t", "done")))
+        self.assertEqual(next(r for r in runs if r.run_id == "a").last, 150)
+        self.assertEqual(checker.overlaps(runs), [])
+
+    def test_a_killed_run_seen_dead_is_not_lost_and_a_survivor_is_reported(self):
+        runs, _ = checker.parse_events(lines(
+            (0, "start", "h1", "killed", "t", "-"), (50, "tick", "h1", "killed", "t", "-"),
+            (90, "gone", "h1", "killed", "t", "dead"),
+            (0, "start", "h1", "stays", "t2", "-"), (10, "end", "h1", "stays", "t2", "done"),
+            (900, "gone", "h1", "stays", "t2", "survivor"),
+            (950, "gone", "h1", "stays", "t2", "dead")))
+        self.assertEqual(checker.unfinished(runs), [])
+        self.assertEqual(checker.survivors(runs), ["stays"])
+        self.assertEqual(checker.parse_events(["1 bogus h r t -"])[1], 1)
 
     def test_cadence_follows_the_catch_up_rule(self):
         runs, _ = checker.parse_events(lines(
@@ -79,6 +164,61 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(result["late"], 1)  # e: due at 455, started at 800
         self.assertEqual(result["late_runs"][0]["after"], "c")
         self.assertEqual(checker.cadence_gaps(runs, 100, 50, excused=[(400, 500)])["late"], 0)
+
+
+# A stand-in for the probe's run lock: takes the lock as probe.cc does (locked, then renamed), logs
+# its pid, forks a child that keeps the lock `child_s` after the parent exits.
+_LOCKER = textwrap.dedent("""
+    import fcntl, os, sys, time
+    directory, sink, run_id, child_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    path = os.path.join(directory, run_id + ".lock")
+    fd = os.open(path + ".new", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"h1 {run_id} t\\n".encode())
+    os.rename(path + ".new", path)
+    with open(sink, "a") as f:
+        f.write(f"{time.monotonic_ns()} pid h1 {run_id} t main:{os.getpid()}\\n")
+    if os.fork() == 0:
+        with open(sink, "a") as f:
+            f.write(f"{time.monotonic_ns()} pid h1 {run_id} t grandchild:{os.getpid()}\\n")
+        time.sleep(child_s)
+        os._exit(0)
+""")
+
+
+class TreeWatcherTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.sink = os.path.join(self.dir.name, "events.log")
+        open(self.sink, "w").close()
+        self.watcher = TreeWatcher(os.path.join(self.dir.name, "locks"), self.sink, sys.executable)
+
+    def tearDown(self):
+        self.watcher.finish(timeout_s=0)
+        self.dir.cleanup()
+
+    def start_run(self, run_id, child_s):
+        subprocess.run([sys.executable, "-c", _LOCKER, self.watcher.directory, self.sink, run_id,
+                        str(child_s)], check=True)
+        return time.monotonic_ns()
+
+    def gone(self):
+        with open(self.sink) as f:
+            return {p[3]: (int(p[0]), p[5]) for p in (line.split() for line in f) if p[1] == "gone"}
+
+    def test_a_run_is_gone_when_its_last_process_is(self):
+        parent_exited = self.start_run("r1", 0.3)
+        self.assertTrue(wait_for(lambda: "r1" in self.gone(), 5))
+        at, kind = self.gone()["r1"]
+        self.assertEqual(kind, "dead")
+        self.assertGreaterEqual(at - parent_exited, 250 * MS)
+
+    def test_a_process_alive_at_finish_is_a_survivor_and_is_killed(self):
+        self.start_run("r2", 60)
+        self.assertTrue(wait_for(lambda: self.watcher.live_runs(), 2))
+        self.assertEqual(self.watcher.finish(timeout_s=0.2), ["r2"])
+        self.assertEqual(self.gone()["r2"][1], "survivor")
+        self.assertFalse(self.watcher.live_runs())  # the child was killed: the lock is free
 
 
 class ProxyTest(unittest.TestCase):

@@ -17,6 +17,10 @@ TITLES = {
     "rolling": "6. Rolling restart (SIGTERM, then a new process, host by host)",
     "load": "Load",
     "rest": "REST under load and bad input",
+    "cron-join": "7. Cron slots through joins and a restart (1 ms tasks every 2 s and every "
+                 "second, a task flooding stdout)",
+    "stubborn": "8. A task that ignores SIGTERM and one that exits slowly (manual, timeout 2 s)",
+    "setsid": "9. Commands whose setsid grandchild outlives them (timeout, cancel, exit)",
 }
 
 

@@ -2,10 +2,12 @@
 """stagehand's distributed reliability suite.
 
 A fleet of `stagehand serve` processes (3 by default) shares one PostgreSQL, each through its own
-TCP proxy on 127.0.0.1 that the suite can partition. Every task is the probe program
-(tests/system/probe.cc), which appends `start`, `tick` (every 50 ms) and `end` events with
-CLOCK_MONOTONIC timestamps to one O_APPEND file, so runs whose host died are still seen. After each
-scenario the checker (checker.py) rebuilds the runs and checks the guarantees:
+TCP proxy on 127.0.0.1 that the suite can partition; each daemon listens on port 0 and names its
+port in its ready file. Every task is the probe program (tests/system/probe.cc), which appends
+`start`, `tick` (every 50 ms) and `end` events with CLOCK_MONOTONIC timestamps to one O_APPEND file,
+so runs whose host died are still seen, and holds a lock that the harness watches to see when the
+run's last process is dead (`gone`). After each scenario the checker (checker.py) rebuilds the runs
+and checks the guarantees:
 
   kill             SIGKILL of the host running a long task: takeover within lease + janitor + 1 s
   freeze           SIGSTOP of that host (daemon and commands) for 2.5 leases, then SIGCONT: another
@@ -18,9 +20,17 @@ scenario the checker (checker.py) rebuilds the runs and checks the guarantees:
   rolling          SIGTERM and restart of every host in turn: exit 0, running task handed over at once
   load             many global tasks with cadences 100 ms … 2 s: runs/s, start lag, claims lost, CPU
   rest             API calls at full speed and a fuzzer for a while: no 5xx, no leak, tasks on time
+  cron-join        1 ms cron tasks (`*/2`, every second) and a stdout flood through a join, a
+                   restart and another join: no slot with two starts, no start away from its slot
+  stubborn         one trigger of a SIGTERM-ignoring task (timeout 2 s) and of a slow exiter: one
+                   run each, `running` and 409 during the kill grace, killed within the grace
+  setsid           setsid grandchildren after a timeout, a cancel and an exit: the tree dies within
+                   the grace, no rerun while it lives, no zombie, no survivor
 
-Every scenario also checks: no overlap of two runs of one task, no daemon exit, no run that never
-ends, cron slots met and duration cadences kept (outside the fault's takeover window).
+Every scenario also checks: no overlap of two runs of one task (a run lasting until its last process
+is dead), no daemon exit, no run that never ends, no process outliving its daemon, cron slots met
+once each with no start away from its slot (no excuse for a registration's "slot - 1 s" start) and
+duration cadences kept (outside the fault's takeover window).
 
 Usage:
   python3 tests/system/run.py [--scenarios kill,freeze,...] [--soak MINUTES]
@@ -28,8 +38,8 @@ Usage:
 
 It uses the PostgreSQL of scripts/lib/postgres.sh when STAGEHAND_TEST_POSTGRES_URL is set (as under
 scripts/test); otherwise it starts a throwaway one itself. CI runs the default: the load with
-100 tasks for 15 s and the REST phase for 5 s, about 3 minutes in all. `--soak MINUTES` runs the load
-at full size (500 tasks) for MINUTES minutes (at least 1) and the REST phase for 10 s.
+100 tasks for 15 s and the REST phase for 5 s, about 3.5 minutes in all. `--soak MINUTES` runs the
+load at full size (500 tasks) for MINUTES minutes (at least 1) and the REST phase for 10 s.
 
 Writes <out>/results.json and <out>/summary.txt; exits 1 when any guarantee is violated."""
 

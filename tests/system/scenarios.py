@@ -6,6 +6,7 @@ injects one fault, observes, stops the fleet and checks the event sink. Each ret
 
 Timing constants are the fleet's: lease 2 s, janitor = lease, safety-net poll 1 s."""
 
+import json
 import os
 import random
 import re
@@ -14,7 +15,8 @@ import threading
 import time
 
 import checker
-from harness import Fleet, cpu_seconds, fd_count, mono_ns, thread_count, wait_for
+from harness import (Fleet, children_of, cpu_seconds, fd_count, mono_ns, process_state,
+                     thread_count, wait_for)
 
 LEASE_S = 2.0
 JANITOR_S = 2.0
@@ -47,9 +49,12 @@ class _Probe:
         self.ctx = ctx
         self.plugin = plugin
 
-    def __call__(self, task_id, work_ms):
+    def __call__(self, task_id, work_ms, behaviour=None, behaviour_ms=0):
         sink = os.path.join(self.ctx.out, self.plugin, "events.log")
-        return [self.ctx.probe, sink, task_id, str(int(work_ms))]
+        argv = [self.ctx.probe, sink, task_id, str(int(work_ms))]
+        if behaviour:
+            argv += [behaviour, str(int(behaviour_ms))]
+        return argv
 
 
 def make_fleet(ctx, plugin, tasks_fn, **kwargs):
@@ -61,10 +66,11 @@ def check(checks, guarantee, observed, ok):
 
 
 def running_run(fleet, task, after_ns=0, exclude_host=None):
-    """The newest run of `task` started after `after_ns` that has not ended, or None."""
+    """The newest run of `task` started after `after_ns` that has not ended (nor been seen dead),
+    or None."""
     runs, _ = checker.read_runs(fleet.sink)
     live = [r for r in runs if r.task == task and r.start >= after_ns and r.end is None
-            and r.host != exclude_host]
+            and r.gone is None and r.host != exclude_host]
     return max(live, key=lambda r: r.start) if live else None
 
 
@@ -84,40 +90,75 @@ def wall_to_mono_offset():
     return best[1]
 
 
-def common_checks(fleet, runs, checks, freezes=(), excused=(), dead=(), cron_task="cron",
+def cron_window(begin_ns, end_ns, period_ns, lead_ns=2 * S):
+    """The wall slots (as monotonic ns) a cron check covers: from the first slot at least `lead_ns`
+    after `begin_ns` to the last slot a period before `end_ns`."""
+    offset = wall_to_mono_offset()
+    first_wall = -(-(begin_ns + offset + lead_ns) // period_ns) * period_ns
+    last_wall = ((end_ns + offset) // period_ns) * period_ns - period_ns
+    return first_wall - offset, last_wall - offset
+
+
+def cron_checks(runs_by_task, checks, cron_tasks, begin_ns, end_ns, faults=(), idle=(),
+                lead_ns=2 * S):
+    """The cron guarantees for each (task, period_ns) of `cron_tasks`: every slot met, no slot with
+    two starts, no start away from its slot (checker.cron_slots). Returns the figures by task."""
+    figures, missed, doubles, off_slot = {}, 0, 0, 0
+    for task, period_ns in cron_tasks:
+        first, last = cron_window(begin_ns, end_ns, period_ns, lead_ns)
+        cron = checker.cron_slots(runs_by_task.get(task, []), first, last, period_ns,
+                                  CRON_TOLERANCE_NS, faults=faults, idle=idle)
+        cron.pop("missed_at_ns")
+        figures[task] = cron
+        missed += cron["missed"]
+        doubles += cron["double_starts"]
+        off_slot += cron["off_slot_starts"]
+    named = ", ".join(task for task, _ in cron_tasks)
+    check(checks, f"every cron slot runs within {CRON_TOLERANCE_NS // MS} ms (missed = 0, slots "
+          f"during a fault's takeover window excused; {named})", missed, missed == 0)
+    check(checks, f"each cron slot starts at most once (slots with two starts = 0; {named})",
+          doubles if not doubles else [figures[t]["doubles"] for t, _ in cron_tasks
+                                       if figures[t]["doubles"]], doubles == 0)
+    check(checks, "no cron start away from its slot: none before it (1 ms allowance), none more "
+          f"than {CRON_TOLERANCE_NS // MS} ms after it, not even the \"slot − 1 s\" start of a "
+          "registration; the one catch-up after a fault's lost slot counts for it "
+          f"(off-slot starts = 0; {named})",
+          off_slot if not off_slot else [figures[t]["off_slot"] for t, _ in cron_tasks
+                                         if figures[t]["off_slot"]], off_slot == 0)
+    return figures
+
+
+def common_checks(fleet, runs, checks, freezes=(), faults=(), dead=(), cron_tasks=(("cron", S),),
                   cadence_tasks=(), begin_ns=0, end_ns=0, skip_schedule=False):
-    """Checks every scenario makes: no overlap, no daemon exiting by itself, no run lost, cron
-    slots and duration cadences kept outside the excused fault windows."""
+    """Checks every scenario makes: no overlap (a run lasting until its last process is dead, when
+    the fleet watches its trees), no daemon exiting by itself, no run lost, no process outliving
+    its daemon, cron slots and duration cadences kept (`faults`: the takeover windows)."""
     found = checker.overlaps(runs, freezes)
-    check(checks, "no two runs of one global task at once (overlaps = 0)", len(found), not found)
+    check(checks, "no two runs of one global task at once, a run lasting until its last process "
+          "is dead (overlaps = 0)", len(found) if not found else found[:3], not found)
     exits = {h.name: h.unexpected_exits() for h in fleet.hosts if h.unexpected_exits()}
     check(checks, "no daemon exits unless told to, and each stops within 15 s of SIGTERM",
           exits or 0, not exits)
     lost = checker.unfinished(runs, dead)
     check(checks, "no run lost silently (every run of a live host ends)", len(lost), not lost)
+    if fleet.watcher:
+        survivors = checker.survivors(runs)
+        check(checks, "no process of a run outlives its daemon's stop (survivors = 0)",
+              len(survivors) if not survivors else survivors[:5], not survivors)
     figures = {"runs": len(runs), "overlaps": found[:10],
                "runs_per_host": {h.name: sum(1 for r in runs if r.host == h.name)
                                  for h in fleet.hosts}}
     if skip_schedule:
         return figures
     by_task = checker.by_task(runs)
-    if cron_task in by_task:
-        offset = wall_to_mono_offset()
-        first_wall = ((begin_ns + offset) // S + 2) * S
-        last_wall = ((end_ns + offset) // S - 1) * S
-        cron = checker.cron_slots(by_task[cron_task], first_wall - offset, last_wall - offset, S,
-                                  CRON_TOLERANCE_NS, excused=excused)
-        cron.pop("missed_at_ns")
-        figures["cron"] = cron
-        check(checks, f"every cron slot runs within {CRON_TOLERANCE_NS // MS} ms (missed = 0, "
-              "slots during a fault's takeover window excused)", cron["missed"],
-              cron["missed"] == 0)
-        check(checks, "cron runs start only at slots (off-slot starts = 0)",
-              cron["off_slot_starts"], cron["off_slot_starts"] == 0)
+    present = [(task, period) for task, period in cron_tasks if task in by_task]
+    if present:
+        cron = cron_checks(by_task, checks, present, begin_ns, end_ns, faults=faults)
+        figures["cron"] = cron if len(present) > 1 else cron[present[0][0]]
     late_total, cadence = 0, {}
     for task, period_ms in cadence_tasks:
         task_runs = [r for r in by_task.get(task, []) if begin_ns + 2 * S <= r.start <= end_ns]
-        gaps = checker.cadence_gaps(task_runs, period_ms * MS, CADENCE_TOLERANCE_NS, excused)
+        gaps = checker.cadence_gaps(task_runs, period_ms * MS, CADENCE_TOLERANCE_NS, faults)
         cadence[task] = gaps
         late_total += gaps["late"]
     if cadence_tasks:
@@ -164,11 +205,15 @@ def scenario_kill(ctx):
     old_final = next(r for r in runs if r.run_id == old.run_id)
     check(checks, f"takeover after SIGKILL within lease + janitor + 1 s = {TAKEOVER_BOUND_S:.1f} s",
           f"{takeover_s:.3f} s" if takeover_s else "never", takeover_s and takeover_s <= TAKEOVER_BOUND_S)
-    check(checks, "the killed host's command stops by itself (no orphan)",
-          f"{old_final.end_kind}, {(old_final.last - killed) / MS:.0f} ms after the kill",
-          old_final.end_kind == "orphan")
+    # Stopped by itself (the probe sees its parent change: `orphan`) or killed by whatever
+    # supervised it: either way, no process of the run lives on unsupervised.
+    orphan_ms = (old_final.last - killed) / MS
+    check(checks, "the killed host's command does not outlive it (its processes dead within 1 s "
+          "of the kill: no orphan)", f"{old_final.end_kind or 'killed'}, dead {orphan_ms:.0f} ms "
+          "after the kill" if checker.seen_dead(old_final) else "never seen dead",
+          checker.seen_dead(old_final) and orphan_ms <= 1000)
     excused = [(killed, killed + int(TAKEOVER_BOUND_S * S))]
-    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+    figures = common_checks(fleet, runs, checks, faults=excused, begin_ns=began, end_ns=ended,
                             cadence_tasks=tick_tasks(), dead=[(victim.name, killed - S)])
     figures["takeover_ms"] = takeover_s * 1000 if takeover_s else None
     return {"name": "kill", "faults": faults, "figures": figures, "checks": checks}
@@ -192,7 +237,7 @@ def scenario_freeze(ctx):
         ticket_before = fleet.row("long")
         woke = victim.thaw()
         freezes.append({"host": victim.name, "start": frozen, "end": woke})
-        old_end = wait_for(lambda: (find_run(fleet, old.run_id).end or None), 10)
+        old_end = wait_for(lambda: checker.seen_dead(find_run(fleet, old.run_id)) or None, 10)
         time.sleep(LEASE_S)
         ticket_after = fleet.row("long")
         new_state = find_run(fleet, new.run_id) if new else None
@@ -218,7 +263,7 @@ def scenario_freeze(ctx):
     check(checks, "after SIGCONT the woken host stops its runs promptly (≤ 1000 ms; "
           "residual ticks after wake reported)",
           f"{wake_to_end_ms:.1f} ms for the last of {len(caught)} run(s), {ticks_after_wake} "
-          f"tick(s) after wake, `long` ended {old_final.end_kind}"
+          f"tick(s) after wake, `long` ended {old_final.end_kind or 'killed'}"
           if wake_to_end_ms is not None else "never ends", wake_to_end_ms is not None and
           wake_to_end_ms <= 1000)
     check(checks, "the woken host never releases over the new owner's ticket",
@@ -230,7 +275,7 @@ def scenario_freeze(ctx):
     allowed = [{"host": h, "start": s, "end": e} for h, s, e in post_wake]
     strict = checker.overlaps(runs, freezes)
     excused = [(frozen, frozen + int(TAKEOVER_BOUND_S * S))]
-    figures = common_checks(fleet, runs, checks, freezes=freezes + allowed, excused=excused,
+    figures = common_checks(fleet, runs, checks, freezes=freezes + allowed, faults=excused,
                             begin_ns=began, end_ns=ended, cadence_tasks=tick_tasks())
     figures.update({"freeze_ms": (woke - frozen) / MS, "wake_to_end_ms": wake_to_end_ms,
                     "ticks_after_wake": ticks_after_wake,
@@ -274,15 +319,16 @@ def scenario_partition(ctx, mode="blackhole"):
     old_final = next(r for r in runs if r.run_id == old.run_id)
     fenced_ms = (old_final.last - cut) / MS
     check(checks, f"the partitioned host fences itself before its lease lapses (< {LEASE_S * 1000:.0f} ms "
-          "after the cut)", f"run stopped {fenced_ms:.0f} ms after the cut ({old_final.end_kind})",
-          old_final.end is not None and fenced_ms < LEASE_S * 1000)
+          "after the cut)", f"run stopped {fenced_ms:.0f} ms after the cut "
+          f"({old_final.end_kind or 'killed'})",
+          checker.seen_dead(old_final) and fenced_ms < LEASE_S * 1000)
     check(checks, f"another host takes over within {TAKEOVER_BOUND_S:.1f} s",
           f"{(new.start - cut) / S:.3f} s" if new else "never",
           new is not None and (new.start - cut) / S <= TAKEOVER_BOUND_S)
     check(checks, "after the heal the host rejoins (runs a task again within 15 s)",
           f"{rejoin_ms:.0f} ms" if rejoin_ms is not None else "never", rejoin_ms is not None)
     excused = [(cut, cut + int(TAKEOVER_BOUND_S * S))]
-    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+    figures = common_checks(fleet, runs, checks, faults=excused, begin_ns=began, end_ns=ended,
                             cadence_tasks=tick_tasks())
     figures.update({"fence_ms": fenced_ms, "rejoin_ms": rejoin_ms,
                     "takeover_ms": (new.start - cut) / MS if new else None})
@@ -323,7 +369,7 @@ def scenario_pg_restart(ctx):
     check(checks, "tasks run again after the restart (within 15 s)",
           f"{resume_ms:.0f} ms" if resume_ms is not None else "never", resume_ms is not None)
     excused = [(down, up + int(TAKEOVER_BOUND_S * S))]
-    figures = common_checks(fleet, runs, checks, excused=excused, begin_ns=began, end_ns=ended,
+    figures = common_checks(fleet, runs, checks, faults=excused, begin_ns=began, end_ns=ended,
                             cadence_tasks=tick_tasks())
     figures.update({"restart_ms": (up - down) / MS, "resume_ms": resume_ms})
     return {"name": "pg-restart", "faults": faults, "figures": figures, "checks": checks}
@@ -364,7 +410,7 @@ def scenario_skew(ctx):
 def scenario_rolling(ctx):
     """Fault 6: every host in turn gets SIGTERM and is replaced by a new process."""
     fleet = make_fleet(ctx, "sys-rolling", base_tasks)
-    checks, faults, handovers, codes, registrations = [], [], [], [], []
+    checks, faults, handovers, codes = [], [], [], []
     began = mono_ns()
     fleet.start()
     try:
@@ -386,7 +432,6 @@ def scenario_rolling(ctx):
                     handovers.append({"host": host.name, "handover_ms": None})
             host.start().wait_ready()
             back = mono_ns()
-            registrations.append((sent, back + S))
             faults.append({"kind": "SIGTERM + new process", "host": host.name, "start_ns": sent,
                            "end_ns": back, "duration_ms": (back - sent) / MS,
                            "takeover_ms": handovers[-1]["handover_ms"] if handovers and
@@ -405,8 +450,9 @@ def scenario_rolling(ctx):
            f"{h['host']}: never" for h in handovers],
           handovers and all(h["handover_ms"] is not None and h["handover_ms"] < 1000
                             for h in handovers))
+    # The registrations of the new processes excuse nothing: a slot runs once whoever registers.
     figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
-                            cadence_tasks=tick_tasks(), excused=registrations)
+                            cadence_tasks=tick_tasks())
     figures.update({"handovers": handovers, "worst_handover_ms": worst})
     return {"name": "rolling", "faults": faults, "figures": figures, "checks": checks}
 
@@ -443,7 +489,8 @@ def scenario_load(ctx):
     def tasks(probe):
         return {f"l{i:03d}": {"schedule": sched({"milliseconds": cadences[i % len(cadences)]}, 10),
                               "command": probe(f"l{i:03d}", 0)} for i in range(count)}
-    fleet = make_fleet(ctx, "sys-load", tasks, scheduler={"maxConcurrency": 64})
+    fleet = make_fleet(ctx, "sys-load", tasks, scheduler={"maxConcurrency": 64},
+                       track_trees=False)
     checks = []
     fleet.start()
     time.sleep(2)
@@ -487,6 +534,265 @@ def scenario_load(ctx):
     figures.pop("overlaps", None)
     check(checks, "the sink has no torn lines", bad, bad == 0)
     return {"name": "load", "faults": [], "figures": figures, "checks": checks}
+
+
+KILL_GRACE_S = 5.0  # the command executor's SIGTERM → SIGKILL grace
+
+
+def task_state(host, fleet, task):
+    """The `taskState` of `task` in `host`'s REST listing ({} when it has none, None when the
+    listing fails)."""
+    status, body = host.request("GET", fleet.api())
+    if status != 200:
+        return None
+    for entry in json.loads(body)["tasks"]:
+        if entry["taskId"] == task:
+            return entry.get("taskState") or {}
+    return None
+
+
+def gone_after_ms(run, since_ns):
+    """When the run's last process died, in ms after `since_ns` (None when never seen dead)."""
+    if run is None or not checker.seen_dead(run):
+        return None
+    return (run.last - since_ns) / MS
+
+
+def all_gone(fleet, tasks, per_task=1):
+    """Whether each of `tasks` has at least `per_task` runs and every run's processes are dead."""
+    runs, _ = checker.read_runs(fleet.sink)
+    by_task = checker.by_task(runs)
+    return all(len(by_task.get(t, [])) >= per_task for t in tasks) and all(
+        r.gone is not None for t in tasks for r in by_task.get(t, []))
+
+
+def scenario_cron_join(ctx):
+    """Registrations against cron slots: a 2-host fleet runs 1 ms cron tasks every 2 s and every
+    second beside a task that floods stdout; one host restarts (SIGTERM, then a new process), then
+    a third host joins. Each registration (the second host's, the restart's, the join's, and the
+    first host's on a fresh database) must leave the slots alone: no slot with two starts, no
+    start away from its slot."""
+    def tasks(probe):
+        return {
+            "slot2": {"schedule": sched({"cron": "*/2 * * * * *"}, 10),
+                      "command": probe("slot2", 1)},
+            "slot1": {"schedule": sched({"cron": "* * * * * *"}, 10),
+                      "command": probe("slot1", 1)},
+            "flood": {"schedule": sched({"seconds": 3}, 10),
+                      "command": probe("flood", 500, "flood")},
+        }
+    fleet = make_fleet(ctx, "sys-cron-join", tasks)
+    checks, faults = [], []
+    began = mono_ns()
+    try:
+        fleet.hosts[0].start().wait_ready()
+        first_ready = mono_ns()
+        joining = mono_ns()
+        fleet.hosts[1].start().wait_ready()
+        faults.append({"kind": "join", "host": fleet.hosts[1].name, "start_ns": joining,
+                       "end_ns": mono_ns(), "duration_ms": (mono_ns() - joining) / MS})
+        time.sleep(3.5)
+        restarted = fleet.hosts[1]
+        sent, code = restarted.terminate()
+        restarted.start().wait_ready()
+        back = mono_ns()
+        faults.append({"kind": "SIGTERM + new process", "host": restarted.name, "start_ns": sent,
+                       "end_ns": back, "duration_ms": (back - sent) / MS})
+        time.sleep(3.5)
+        joining = mono_ns()
+        fleet.hosts[2].start().wait_ready()
+        joined = mono_ns()
+        faults.append({"kind": "join", "host": fleet.hosts[2].name, "start_ns": joining,
+                       "end_ns": joined, "duration_ms": (joined - joining) / MS})
+        time.sleep(3.5)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    by_task = checker.by_task(runs)
+    check(checks, "the restarted host exits 0 on SIGTERM", code, code == 0)
+    figures = common_checks(fleet, runs, checks, cron_tasks=(), begin_ns=began, end_ns=ended,
+                            cadence_tasks=[("flood", 3000)])
+    # From the first slot after the fleet began: the first host's own registration counts too.
+    figures["cron"] = cron_checks(by_task, checks, [("slot2", 2 * S), ("slot1", S)], began, ended,
+                                  idle=[(began, first_ready)], lead_ns=0)
+    floods = by_task.get("flood", [])
+    slow = [f"{r.run_id}: {r.end_kind}, {((r.last - r.start) / MS):.0f} ms" for r in floods
+            if r.end_kind != "done" or r.last - r.start > 1500 * MS]
+    check(checks, "a command flooding stdout is drained: each of its runs ends `done` within its "
+          "500 ms of work + 1 s", slow or f"{len(floods)} runs", floods and not slow)
+    logs = {name: os.path.getsize(os.path.join(fleet.workdir, name))
+            for name in os.listdir(fleet.workdir) if name.endswith(".log") and name[0] == "h"}
+    check(checks, "the flood does not flood the daemon's log (output capped per run: each log "
+          "< 2 MiB)", logs, all(size < 2 << 20 for size in logs.values()))
+    figures.update({"flooded_mib_per_run": [round((r.flooded or 0) / 2**20, 1) for r in floods],
+                    "log_bytes": logs})
+    return {"name": "cron-join", "faults": faults, "figures": figures, "checks": checks}
+
+
+def scenario_stubborn(ctx):
+    """Commands that do not stop when told: one trigger each of a manual task (timeout 2 s) that
+    ignores SIGTERM and of one that takes 1.5 s to exit after it, on a 2-host fleet. Each trigger
+    gives exactly one run, which is still running (for REST, and for a second trigger) until its
+    processes are dead; nothing reruns it after its timeout."""
+    timeout_s = 2
+
+    def tasks(probe):
+        return {
+            "stubborn": {"schedule": sched({"trigger": "manual"}, timeout_s),
+                         "command": probe("stubborn", 12000, "ignore-term")},
+            "slow-exit": {"schedule": sched({"trigger": "manual"}, timeout_s),
+                          "command": probe("slow-exit", 12000, "slow-term", 1500)},
+        }
+    fleet = make_fleet(ctx, "sys-stubborn", tasks, hosts=2)
+    checks = []
+    began = mono_ns()
+    fleet.start()
+    first, second = fleet.hosts
+    try:
+        triggered = mono_ns()
+        statuses = {task: first.request("POST", fleet.api(f"/{task}/trigger"))[0]
+                    for task in ("stubborn", "slow-exit")}
+        # Past the timeout, inside the kill grace: asked from the other host.
+        time.sleep(timeout_s + 1)
+        in_grace = task_state(second, fleet, "stubborn")
+        retrigger = second.request("POST", fleet.api("/stubborn/trigger"))[0]
+        # Until every run's processes are dead, then a lease and a sweep more for any rerun.
+        wait_for(lambda: all_gone(fleet, ("stubborn", "slow-exit")), 11)
+        time.sleep(LEASE_S + JANITOR_S)
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    by_task = checker.by_task(runs)
+    check(checks, "the triggers are accepted", statuses, all(v == 200 for v in statuses.values()))
+    counts = {task: len(by_task.get(task, [])) for task in ("stubborn", "slow-exit")}
+    check(checks, "one trigger of a task that ignores SIGTERM (timeout 2 s) gives exactly one run; "
+          "so does one of a task that exits slowly", counts,
+          all(count == 1 for count in counts.values()))
+    grace_status = (in_grace or {}).get("status")
+    check(checks, "in its kill grace the run is still running: REST says `running` and a trigger "
+          "answers 409", f"status {grace_status}, trigger {retrigger}",
+          grace_status == "running" and retrigger == 409)
+    stubborn = min(by_task.get("stubborn", []), key=lambda r: r.start, default=None)
+    bound_ms = (timeout_s + KILL_GRACE_S + 1) * 1000
+    lived = gone_after_ms(stubborn, stubborn.start) if stubborn else None
+    ignored = sum(1 for _, d in stubborn.signals if d == "TERM-ignored") if stubborn else 0
+    check(checks, f"the SIGTERM-ignoring run is killed: its processes are dead within timeout + "
+          f"kill grace + 1 s = {bound_ms / 1000:.0f} s of its start",
+          f"gone after {lived:.0f} ms, {ignored} SIGTERM ignored" if lived is not None else
+          "never seen dead", lived is not None and lived <= bound_ms)
+    slow = min(by_task.get("slow-exit", []), key=lambda r: r.start, default=None)
+    slow_ms = (slow.last - slow.start) / MS if slow else None
+    check(checks, "the slowly exiting run finishes its own exit after SIGTERM (ends `term`, dead "
+          "within timeout + 1.5 s + 1 s)", f"{slow.end_kind}, gone after {slow_ms:.0f} ms"
+          if slow else "never ran", slow is not None and slow.end_kind == "term" and
+          slow_ms <= (timeout_s + 2.5) * 1000)
+    figures = common_checks(fleet, runs, checks, cron_tasks=(), begin_ns=began, end_ns=ended)
+    figures.update({"runs_by_task": counts, "stubborn_lifetime_ms": lived,
+                    "sigterm_ignored": ignored, "slow_exit_lifetime_ms": slow_ms,
+                    "rerun_starts_after_trigger_ms": [round((r.start - triggered) / MS)
+                                                      for r in runs if r.start > triggered][:10]})
+    return {"name": "stubborn", "faults": [], "figures": figures, "checks": checks}
+
+
+def scenario_setsid(ctx):
+    """Commands whose child escapes their process group with setsid(2) and outlives them: the
+    daemon must end the whole tree on a timeout and on a cancel, and no run may start again while
+    a process of the previous one lives (the task is triggered again as soon as REST shows it
+    idle, from the other host); no process survives and no zombie stays under a daemon."""
+    long_ms, grandchild_ms = 15000, 12000
+
+    def tasks(probe):
+        return {
+            "escape-timeout": {"schedule": sched({"trigger": "manual"}, 2),
+                               "command": probe("escape-timeout", long_ms, "setsid",
+                                                grandchild_ms)},
+            "escape-cancel": {"schedule": sched({"trigger": "manual"}, 30),
+                              "command": probe("escape-cancel", long_ms, "setsid",
+                                               grandchild_ms)},
+            "escape-done": {"schedule": sched({"trigger": "manual"}, 30),
+                            "command": probe("escape-done", 300, "setsid", 2500)},
+        }
+    names = ("escape-timeout", "escape-cancel", "escape-done")
+    fleet = make_fleet(ctx, "sys-setsid", tasks, hosts=2)
+    checks = []
+    began = mono_ns()
+    fleet.start()
+    first, second = fleet.hosts
+    retriggers, zombies = {}, {}
+    try:
+        triggered = mono_ns()
+        statuses = {task: first.request("POST", fleet.api(f"/{task}/trigger"))[0]
+                    for task in names}
+        wait_for(lambda: (running_run(fleet, "escape-cancel") or None) and
+                 any(r.gc_start for r in checker.read_runs(fleet.sink)[0]
+                     if r.task == "escape-cancel"), 5)
+        time.sleep(max(0.0, 1.0 - (mono_ns() - triggered) / S))
+        cancelled = mono_ns()
+        cancel_status = first.request("POST", fleet.api("/escape-cancel/cancel"))[0]
+        pending = set(names)
+        while pending and mono_ns() < triggered + 10 * S:
+            for task in sorted(pending):
+                state = task_state(second, fleet, task)
+                if state and state.get("status") != "running" and state.get("lastRunEndedAt"):
+                    retriggers[task] = {"at_ns": mono_ns(), "status": second.request(
+                        "POST", fleet.api(f"/{task}/trigger"))[0]}
+                    pending.discard(task)
+            time.sleep(0.02)
+        # The second runs: the cancel one is cancelled once started, the others end by themselves.
+        if wait_for(lambda: len([r for r in checker.read_runs(fleet.sink)[0]
+                                 if r.task == "escape-cancel"]) >= 2, 3):
+            second.request("POST", fleet.api("/escape-cancel/cancel"))
+        wait_for(lambda: all_gone(fleet, names, 2), max(1.0, (triggered + 12 * S - mono_ns()) / S))
+        wait_for(lambda: not any(process_state(pid) == "Z" for h in fleet.hosts
+                                 for pid in children_of(h.pid)), 1)
+        zombies = {h.name: [pid for pid in children_of(h.pid) if process_state(pid) == "Z"]
+                   for h in fleet.hosts}
+    finally:
+        ended = mono_ns()
+        fleet.stop()
+    runs, _ = checker.read_runs(fleet.sink)
+    by_task = checker.by_task(runs)
+    firsts = {task: by_task[task][0] if by_task.get(task) else None for task in names}
+    check(checks, "the triggers and the cancel are accepted",
+          {**statuses, "cancel": cancel_status},
+          all(v == 200 for v in statuses.values()) and cancel_status == 200)
+    timed_out = firsts["escape-timeout"]
+    bound_ms = (KILL_GRACE_S + 1) * 1000
+    after_timeout = gone_after_ms(timed_out, timed_out.start + 2 * S) if timed_out else None
+    check(checks, f"a timeout ends the whole tree, setsid grandchild included, within the kill "
+          f"grace + 1 s = {bound_ms / 1000:.0f} s", f"gone {after_timeout:.0f} ms after the "
+          "timeout" if after_timeout is not None else "never seen dead (killed by the harness)",
+          after_timeout is not None and after_timeout <= bound_ms)
+    after_cancel = gone_after_ms(firsts["escape-cancel"], cancelled)
+    check(checks, f"a cancel ends the whole tree, setsid grandchild included, within the kill "
+          f"grace + 1 s = {bound_ms / 1000:.0f} s", f"gone {after_cancel:.0f} ms after the cancel"
+          if after_cancel is not None else "never seen dead (killed by the harness)",
+          after_cancel is not None and after_cancel <= bound_ms)
+    again = {}
+    for task in names:
+        previous = firsts[task]
+        later = by_task.get(task, [])[1:2]
+        gone_ms = gone_after_ms(previous, triggered)
+        again[task] = {
+            "retrigger": retriggers.get(task, {}).get("status"),
+            "previous_gone_ms": round(gone_ms) if gone_ms is not None else None,
+            "next_start_ms": round((later[0].start - triggered) / MS) if later else None}
+    clean = all(a["retrigger"] == 200 and a["next_start_ms"] is not None and
+                a["previous_gone_ms"] is not None and a["previous_gone_ms"] <= a["next_start_ms"]
+                for a in again.values())
+    check(checks, "triggered again as soon as REST shows it idle, a task starts only after every "
+          "process of its previous run is dead (timeout, cancel, and a command that exited)",
+          again, clean)
+    check(checks, "no zombie stays under a daemon once the runs are over", zombies,
+          not any(zombies.values()))
+    figures = common_checks(fleet, runs, checks, cron_tasks=(), begin_ns=began, end_ns=ended)
+    figures.update({"gone_after_timeout_ms": after_timeout, "gone_after_cancel_ms": after_cancel,
+                    "grandchild_tail_ms": {task: checker.tree_tail_ms(firsts[task])
+                                           for task in names if firsts[task]},
+                    "again": again})
+    return {"name": "setsid", "faults": [], "figures": figures, "checks": checks}
 
 
 _FUZZ_METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "TRACE", "BREW", "G\x01T"]
@@ -645,4 +951,7 @@ SCENARIOS = {
     "rolling": scenario_rolling,
     "load": scenario_load,
     "rest": scenario_rest,
+    "cron-join": scenario_cron_join,
+    "stubborn": scenario_stubborn,
+    "setsid": scenario_setsid,
 }
