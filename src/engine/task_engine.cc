@@ -29,22 +29,45 @@ MonoTime MonoFromDb(WallTime instant, WallTime db_now, MonoTime mono_ref) {
   return mono_ref + delta;
 }
 
+// Backstage's registration writes a cron task's next start one second before its slot (§4.3), so
+// that every-second crons are due at once. A run started then would end before its slot and be
+// followed by the slot's own run. Returns the slot for such a time, so that a run never starts
+// before the slot it is for; otherwise returns `next`. `cron` may be null (not a cron cadence).
+WallTime SlotStart(const CronExpression* cron, const TimeZone& zone, WallTime next) {
+  using std::chrono::seconds;
+  if (cron == nullptr || next.time_since_epoch() % seconds(1) != nanoseconds(0)) return next;
+  const WallTime slot = next + seconds(1);
+  if (cron->Matches(next, zone) || !cron->Matches(slot, zone)) return next;
+  return slot;
+}
+
 }  // namespace
+
+// Why a run was asked to stop; the first reason wins and names the run's outcome.
+enum class StopReason { kNone, kTimeout, kCancel, kLeaseLost, kShutdown, kUnscheduled };
 
 struct TaskEngine::Run {
   std::string ticket;  // empty for local runs
   std::stop_source stop;
+  std::stop_source kill;  // RunControl::kill
+  StopReason reason = StopReason::kNone;
   TaskSchedule schedule;  // the settings to release with (the row's latest for global runs)
   MonoTime started{};     // for global runs: when the claim was sent
   MonoTime timeout_at = kMonoInfinity;
   MonoTime renew_at = kMonoInfinity;
+  // Global runs: past fence_at the lease is at risk and the run is asked to stop; at kill_at, a
+  // tenth of the lease before the database's expiry, it is killed and no longer renewed.
   MonoTime fence_at = kMonoInfinity;
+  MonoTime kill_at = kMonoInfinity;
+  // When a run still going after its timeout is reported as overdue (once).
+  MonoTime overdue_at = kMonoInfinity;
   nanoseconds lag{0};
   bool ours = true;  // global: this host still holds the ticket as far as it knows
   // Global: a cancel asked the run to stop; the row stays held (its ticket marked) until this host
   // releases it, so the run keeps being renewed while its function stops.
   bool cancel_requested = false;
   bool timeout_signalled = false;
+  bool fenced = false;  // fence_at passed without a renewal: the run was asked to stop
 };
 
 struct TaskEngine::Task {
@@ -74,8 +97,9 @@ struct TaskEngine::Task {
   bool recurrence_stopped = false;
   std::shared_ptr<Run> run;
   // What only local tasks have (kept apart: a process may hold many thousands of global tasks).
+  // The compiled cadence of a cron task (its own settings').
+  std::optional<CronExpression> cron;
   struct Local {
-    std::optional<CronExpression> cron;   // cron cadence
     std::optional<milliseconds> cadence;  // duration cadence
     TaskState state;
   };
@@ -109,18 +133,54 @@ TaskEngine::TaskEngine(EngineContext context)
 
 TaskEngine::~TaskEngine() { Shutdown(); }
 
-void TaskEngine::SetLeaseDeadlines(Run& run, milliseconds timeout, MonoTime lease_sent) const {
-  const milliseconds lease = context_.options.lease;
-  if (lease_sent + lease >= run.started + timeout) {
-    // The database caps the expiry at started + timeout: nothing left to renew, and the timeout
-    // (which signals the stop token) comes before the expiry.
-    run.renew_at = kMonoInfinity;
-    run.fence_at = kMonoInfinity;
-    return;
+void TaskEngine::SetLeaseDeadlines(Run& run, MonoTime expires, MonoTime lease_sent) {
+  // The claim or renewal was sent at lease_sent, so the database's expiry is no earlier than
+  // `expires`. Renew a third of the way in; if renewals keep failing, ask the run to stop a fifth
+  // of the span before the expiry and kill it a tenth before, so it is dead when the row lapses.
+  const nanoseconds span = expires - lease_sent;
+  run.renew_at = lease_sent + span / 3;
+  run.fence_at = expires - span / 5;
+  run.kill_at = expires - span / 10;
+}
+
+void TaskEngine::MarkStopping(Run& run, StopReason reason) {
+  if (run.reason == StopReason::kNone) run.reason = reason;
+}
+
+void TaskEngine::SignalStop(Run& run, bool kill) {
+  run.stop.request_stop();
+  if (kill) run.kill.request_stop();
+}
+
+std::string TaskEngine::StopOutcome(const Task& task, StopReason reason) const {
+  switch (reason) {
+    case StopReason::kNone:
+      return {};
+    case StopReason::kTimeout:
+      return "timed out after " + FormatShortDuration(task.def.timeout);
+    case StopReason::kCancel:
+      return "cancelled";
+    case StopReason::kLeaseLost:
+      return "lost its claim";
+    case StopReason::kShutdown:
+      return "interrupted by shutdown";
+    case StopReason::kUnscheduled:
+      return "stopped because the task was unscheduled";
   }
-  // The database's expiry is at least lease_sent + lease; stop a fifth of a lease before it.
-  run.renew_at = lease_sent + lease / 3;
-  run.fence_at = lease_sent + lease - lease / 5;
+  return {};
+}
+
+WallTime TaskEngine::RowStart(const Task& task, WallTime next) {
+  const bool own_cadence =
+      !task.known_settings || task.known_settings->cadence == task.def.schedule.settings.cadence;
+  return SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next);
+}
+
+milliseconds TaskEngine::RenewalHold(const Task& task, const Run& run, MonoTime sent) const {
+  // The store writes min(started + hold, now + lease). Past (or near) its timeout a run that has
+  // not returned yet is still stopping: its claim is held, now + lease, until its function returns.
+  const milliseconds elapsed = std::chrono::ceil<milliseconds>(sent - run.started);
+  return std::max(task.def.timeout, elapsed + context_.options.lease);
 }
 
 void TaskEngine::Kick() {
@@ -145,15 +205,16 @@ Result<std::shared_ptr<TaskEngine::Task>> TaskEngine::MakeTask(EngineTask def) c
   auto task = std::make_shared<Task>();
   task->def = std::move(def);
   const TaskSettingsV2& settings = task->def.schedule.settings;
+  if (settings.cadence_kind() == CadenceKind::kCron) {
+    Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
+    if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
+    task->cron = *std::move(cron);
+  }
   if (!global) {
     task->local = std::make_unique<Task::Local>();
     switch (settings.cadence_kind()) {
-      case CadenceKind::kCron: {
-        Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
-        if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
-        task->local->cron = *std::move(cron);
+      case CadenceKind::kCron:
         break;
-      }
       case CadenceKind::kDuration: {
         Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
         if (!duration.ok()) return InvalidArgumentError(duration.status().message());
@@ -214,7 +275,8 @@ void TaskEngine::Activate(Task& task, const std::optional<WallTime>& row_next,
   } else {
     task.phase = Task::Phase::kWaiting;
     if (global) {
-      task.wake_at = row_next ? MonoFromDb(*row_next, db_now, mono_ref) : kMonoInfinity;
+      task.wake_at =
+          row_next ? MonoFromDb(RowStart(task, *row_next), db_now, mono_ref) : kMonoInfinity;
     } else {
       const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
       task.wake_at = manual ? kMonoInfinity : now;
@@ -309,6 +371,7 @@ void TaskEngine::StopRecurrence(const std::string& id) {
     Task& task = *it->second;
     task.recurrence_stopped = true;
     if (task.run) {
+      MarkStopping(*task.run, StopReason::kUnscheduled);
       to_signal = task.run->stop;
       signal = true;
     } else if (task.phase != Task::Phase::kFinished) {
@@ -358,33 +421,40 @@ Status TaskEngine::Trigger(const std::string& id) {
 
 Status TaskEngine::Cancel(const std::string& id) {
   {
-    std::stop_source to_signal(std::nostopstate);
+    std::shared_ptr<Run> local_run;
+    bool kill = false;
     {
       std::lock_guard lock(mu_);
       auto it = tasks_.find(id);
       if (it != tasks_.end() && it->second->def.scope == TaskScope::kLocal &&
           it->second->phase != Task::Phase::kFinished) {
         if (!it->second->run) return ConflictError("Task " + id + " is not running");
-        to_signal = it->second->run->stop;
+        local_run = it->second->run;
+        // A cancel of a run that is already stopping (timed out, say) ends it without grace.
+        kill = local_run->stop.stop_requested();
+        MarkStopping(*local_run, StopReason::kCancel);
       }
     }
-    if (to_signal.stop_possible()) {
-      to_signal.request_stop();
+    if (local_run) {
+      SignalStop(*local_run, kill);
       return Status::Ok();
     }
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
   STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, context_.options.lease));
-  std::stop_source to_signal(std::nostopstate);
+  std::shared_ptr<Run> run;
+  bool kill = false;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
     if (it != tasks_.end() && it->second->run && it->second->run->ours) {
-      it->second->run->cancel_requested = true;
-      to_signal = it->second->run->stop;
+      run = it->second->run;
+      run->cancel_requested = true;
+      kill = run->stop.stop_requested();
+      MarkStopping(*run, StopReason::kCancel);
     }
   }
-  if (to_signal.stop_possible()) to_signal.request_stop();
+  if (run) SignalStop(*run, kill);
   return Status::Ok();
 }
 
@@ -506,8 +576,8 @@ void TaskEngine::RenewLeases() {
   const milliseconds lease = context_.options.lease;
   for (const Due& item : due) {
     const MonoTime sent = clock_.MonoNow();
-    Result<LeaseStatus> renewed = context_.store->RenewLease(item.task->def.id, item.run->ticket,
-                                                             item.task->def.timeout, lease);
+    Result<LeaseStatus> renewed = context_.store->RenewLease(
+        item.task->def.id, item.run->ticket, RenewalHold(*item.task, *item.run, sent), lease);
     const RunInfo info = InfoOf(*item.task, *item.run);
     bool lost = false;
     bool cancel_noticed = false;
@@ -518,15 +588,19 @@ void TaskEngine::RenewLeases() {
         item.run->renew_at =
             clock_.MonoNow() + std::min(lease / 10, context_.options.retry_backoff);
       } else if (*renewed != LeaseStatus::kLost) {
-        SetLeaseDeadlines(*item.run, item.task->def.timeout, sent);
+        SetLeaseDeadlines(*item.run, sent + lease, sent);
+        item.run->fenced = false;
         if (*renewed == LeaseStatus::kCancelRequested && !item.run->cancel_requested) {
           item.run->cancel_requested = true;
           cancel_noticed = true;
+          MarkStopping(*item.run, StopReason::kCancel);
         }
       } else {
         item.run->ours = false;
         item.run->fence_at = kMonoInfinity;
+        item.run->kill_at = kMonoInfinity;
         lost = true;
+        MarkStopping(*item.run, StopReason::kLeaseLost);
       }
       kicked_timer_ = true;
     }
@@ -537,16 +611,17 @@ void TaskEngine::RenewLeases() {
                     {{"task", item.task->def.id}});
       observer_->OnLeaseRenewalFailed(info);
     } else if (lost) {
-      logger_->Info(
-          "Task ticket for \"" + item.task->def.id + "\" is no longer valid; aborting execution",
+      logger_->Warn(
+          "Task ticket for \"" + item.task->def.id + "\" is no longer valid; killing the run",
           {{"task", item.task->def.id}});
-      item.run->stop.request_stop();
+      // Another host may run the task now: this run ends at once, without grace.
+      SignalStop(*item.run, /*kill=*/true);
       observer_->OnLeaseLost(info);
     } else {
       if (cancel_noticed) {
         logger_->Info("Task \"" + item.task->def.id + "\" was cancelled; stopping the run",
                       {{"task", item.task->def.id}});
-        item.run->stop.request_stop();
+        SignalStop(*item.run, /*kill=*/item.run->stop.stop_requested());
       }
       observer_->OnLeaseRenewed(info);
     }
@@ -594,7 +669,9 @@ void TaskEngine::PollAndClaim(bool sweep) {
         task->poll_requested = false;
         task->poll_at = kMonoInfinity;
       } else if (task->wake_at <= now) {
-        candidates.push_back({task, *task->known_version, task->known_next, task->known_settings});
+        const std::optional<WallTime> due =
+            task->known_next ? std::optional(RowStart(*task, *task->known_next)) : std::nullopt;
+        candidates.push_back({task, *task->known_version, due, task->known_settings});
       }
     }
   }
@@ -669,10 +746,11 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
     for (const std::shared_ptr<Task>& task_ptr : polled_tasks) {
       Task& task = *task_ptr;
       if (task.phase != Task::Phase::kWaiting || task.wake_at > mono_ref) continue;
-      task.wake_at = task.known_next
-                         ? std::max(MonoFromDb(*task.known_next, polled->db_now, mono_ref),
-                                    mono_ref + milliseconds(1))
-                         : kMonoInfinity;
+      task.wake_at =
+          task.known_next
+              ? std::max(MonoFromDb(RowStart(task, *task.known_next), polled->db_now, mono_ref),
+                         mono_ref + milliseconds(1))
+              : kMonoInfinity;
     }
     for (PollEntry& entry : polled->entries) {
       auto it = tasks_.find(entry.id);
@@ -695,11 +773,16 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
           task.phase = Task::Phase::kFinished;
           finished_invalid.emplace_back(entry.id, entry.settings_error);
           break;
-        case Readiness::kReady:
+        case Readiness::kReady: {
+          const WallTime start = RowStart(task, *entry.next_run_start_at);
+          if (start > polled->db_now) {
+            task.wake_at = MonoFromDb(start, polled->db_now, mono_ref);  // due at its slot
+            break;
+          }
           task.wake_at = mono_ref;
-          ready.push_back(
-              {it->second, entry.version, entry.next_run_start_at, task.known_settings});
+          ready.push_back({it->second, entry.version, start, task.known_settings});
           break;
+        }
         case Readiness::kNotReady:
           if (entry.running) {
             task.wake_at = kMonoInfinity;
@@ -709,7 +792,8 @@ bool TaskEngine::Poll(const std::vector<std::string>& ids,
                                    milliseconds(1));
             }
           } else if (entry.next_run_start_at) {
-            task.wake_at = MonoFromDb(*entry.next_run_start_at, polled->db_now, mono_ref);
+            task.wake_at =
+                MonoFromDb(RowStart(task, *entry.next_run_start_at), polled->db_now, mono_ref);
           } else {
             task.wake_at = kMonoInfinity;
           }
@@ -820,7 +904,7 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
     if (candidate.settings) run->schedule.settings = *candidate.settings;
     run->started = sent;
     run->timeout_at = sent + task->def.timeout;
-    SetLeaseDeadlines(*run, task->def.timeout, sent);
+    SetLeaseDeadlines(*run, sent + std::min(task->def.timeout, context_.options.lease), sent);
     if (candidate.due && claim.db_now > *candidate.due) {
       run->lag = std::chrono::duration_cast<nanoseconds>(claim.db_now - *candidate.due);
     }
@@ -843,11 +927,12 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
   }
 }
 
-std::optional<std::string> TaskEngine::Invoke(const Task& task, Run& run) {
+TaskEngine::Outcome TaskEngine::Invoke(const Task& task, Run& run) {
   {
     std::lock_guard lock(mu_);
     --runs_outside_fn_;
   }
+  cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {
     TaskEngine* engine;
     ~BackOutside() {
@@ -855,14 +940,38 @@ std::optional<std::string> TaskEngine::Invoke(const Task& task, Run& run) {
       ++engine->runs_outside_fn_;
     }
   } back_outside{this};
+  std::optional<std::string> message;
+  std::string name = "Error";
   try {
-    Status status = task.def.fn(run.stop.get_token());
-    if (status.ok()) return std::nullopt;
-    return ErrorJson(status.message());
+    Status status = task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token()});
+    if (!status.ok()) message = status.message();
   } catch (const std::exception& error) {
-    return ErrorJson(error.what());
+    message = error.what();
   } catch (...) {
-    return ErrorJson("<no reason given>", "Unknown");
+    message = "<no reason given>";
+    name = "Unknown";
+  }
+  Outcome outcome;
+  {
+    std::lock_guard lock(mu_);
+    outcome.reason = run.reason;
+  }
+  if (!message) return outcome;
+  // A stopped run's failure is named by why it was stopped, then by what the function said.
+  const std::string why = StopOutcome(task, outcome.reason);
+  outcome.error = ErrorJson(why.empty() ? *message : why + ": " + *message, name);
+  return outcome;
+}
+
+void TaskEngine::LogFailure(const Task& task, const Outcome& outcome) const {
+  if (!outcome.error) return;
+  const std::string line = "Task " + task.def.id + " failed, " + *outcome.error;
+  // Operators alert on errors: a run that shutdown or an operator stopped is not one.
+  if (outcome.reason == StopReason::kShutdown || outcome.reason == StopReason::kCancel ||
+      outcome.reason == StopReason::kUnscheduled) {
+    logger_->Warn(line, {{"task", task.def.id}});
+  } else {
+    logger_->Error(line, {{"task", task.def.id}});
   }
 }
 
@@ -870,11 +979,9 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
   const RunInfo info = InfoOf(*task, *run);
   observer_->OnRunStarted(info, run->lag);
   const MonoTime began = clock_.MonoNow();
-  std::optional<std::string> error = Invoke(*task, *run);
+  Outcome outcome = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
-  if (error) {
-    logger_->Error("Task " + task->def.id + " failed, " + *error, {{"task", task->def.id}});
-  }
+  LogFailure(*task, outcome);
   bool ours = false;
   {
     std::lock_guard lock(mu_);
@@ -886,7 +993,7 @@ void TaskEngine::ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Ru
   ended.run = std::move(run);
   ended.info = info;
   ended.duration = duration;
-  ended.error = std::move(error);
+  ended.error = std::move(outcome.error);
   if (!ours) {
     FinishGlobalRun(ended);
     return;
@@ -949,9 +1056,15 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
     if (result != nullptr && result->released && result->version) {
       ended.row_version = result->version;
       ended.row_next = result->next_run_start_at;
-      ended.row_wake_at = result->next_run_start_at
-                              ? MonoFromDb(*result->next_run_start_at, result->db_now, mono_ref)
-                              : kMonoInfinity;
+      const Task& task = *ended.task;
+      const bool own_cadence =
+          ended.run->schedule.settings.cadence == task.def.schedule.settings.cadence;
+      ended.row_wake_at =
+          result->next_run_start_at
+              ? MonoFromDb(SlotStart(own_cadence && task.cron ? &*task.cron : nullptr,
+                                     task.def.schedule.zone, *result->next_run_start_at),
+                           result->db_now, mono_ref)
+              : kMonoInfinity;
     }
     if (store_notifies_ && (result == nullptr || !result->released)) {
       std::lock_guard lock(mu_);
@@ -1005,8 +1118,8 @@ MonoTime TaskEngine::LocalNextWake(const Task& task, MonoTime run_started,
                                    WallTime wall_now) const {
   const MonoTime now = clock_.MonoNow();
   if (task.local->cadence) return std::max(now, run_started + *task.local->cadence);
-  if (task.local->cron) {
-    Result<WallTime> next = task.local->cron->NextAfter(wall_now, task.def.schedule.zone);
+  if (task.cron) {
+    Result<WallTime> next = task.cron->NextAfter(wall_now, task.def.schedule.zone);
     if (!next.ok()) return kMonoInfinity;
     return now + (*next - wall_now);
   }
@@ -1063,18 +1176,32 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
       if (!run.timeout_signalled) {
         if (run.timeout_at <= now) {
           run.timeout_signalled = true;
-          actions->to_signal.push_back(run.stop);
+          run.overdue_at = now + context_.options.lease;
+          MarkStopping(run, StopReason::kTimeout);
+          actions->to_stop.push_back(task.run);
         } else {
           next = std::min(next, run.timeout_at);
         }
+      } else if (run.overdue_at <= now) {
+        run.overdue_at = kMonoInfinity;
+        actions->overdue.push_back({task_ptr, task.run});
+      } else {
+        next = std::min(next, run.overdue_at);
       }
       if (!local && run.ours) {
-        if (run.fence_at <= now) {
-          run.ours = false;
-          actions->to_signal.push_back(run.stop);
+        // Renewals kept failing: ask the run to stop, and kill it before the claim lapses. Its
+        // lease is still renewed if the database comes back in between.
+        if (run.fence_at <= now && !run.fenced) {
+          run.fenced = true;
+          MarkStopping(run, StopReason::kLeaseLost);
+          actions->to_stop.push_back(task.run);
           actions->fenced.push_back({task_ptr, task.run});
+        }
+        if (run.kill_at <= now) {
+          run.ours = false;
+          actions->to_kill.push_back(task.run);
         } else {
-          next = std::min(next, run.fence_at);
+          next = std::min(next, run.fenced ? run.kill_at : run.fence_at);
         }
       }
     }
@@ -1098,12 +1225,23 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
       next = TimerStep(clock_.MonoNow(), &actions);
     }
     cv_.notify_all();
-    for (std::stop_source& source : actions.to_signal) source.request_stop();
+    for (const std::shared_ptr<Run>& run : actions.to_stop) SignalStop(*run, /*kill=*/false);
+    for (const std::shared_ptr<Run>& run : actions.to_kill) SignalStop(*run, /*kill=*/true);
     for (const auto& [task, run] : actions.fenced) {
-      logger_->Warn(
-          "Task \"" + task->def.id + "\" could not renew its lease in time; stopping the run",
-          {{"task", task->def.id}});
+      logger_->Warn("Task \"" + task->def.id +
+                        "\" could not renew its lease in time; stopping the run (killed " +
+                        FormatShortDuration(std::chrono::duration_cast<milliseconds>(
+                            run->kill_at - run->fence_at)) +
+                        " later if still running)",
+                    {{"task", task->def.id}});
       observer_->OnLeaseLost(InfoOf(*task, *run));
+    }
+    for (const auto& [task, run] : actions.overdue) {
+      logger_->Warn("Task \"" + task->def.id + "\" is overdue: its function has not returned " +
+                        FormatShortDuration(context_.options.lease) + " after its timeout of " +
+                        FormatShortDuration(task->def.timeout) +
+                        "; its claim is held until it does",
+                    {{"task", task->def.id}});
     }
     for (const std::shared_ptr<Task>& task : actions.to_start) {
       std::shared_ptr<Run> run;
@@ -1120,8 +1258,10 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
   const RunInfo info = InfoOf(*task, *run);
   observer_->OnRunStarted(info, run->lag);
   const MonoTime began = clock_.MonoNow();
-  const std::optional<std::string> error = Invoke(*task, *run);
+  const Outcome outcome = Invoke(*task, *run);
+  const std::optional<std::string>& error = outcome.error;
   const nanoseconds duration = clock_.MonoNow() - began;
+  LogFailure(*task, outcome);
   bool finished = false;
   {
     std::lock_guard lock(mu_);
@@ -1157,6 +1297,7 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
   std::unique_lock lock(mu_);
   return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
+    if (threads_stopping_) return true;
     const MonoTime now = clock_.MonoNow();
     return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
            runs_outside_fn_ == 0 && dispatcher_deadline_ > now && timer_deadline_ > now;
@@ -1223,7 +1364,7 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
 }
 
 void TaskEngine::Shutdown() {
-  std::vector<std::stop_source> to_signal;
+  std::vector<std::shared_ptr<Run>> to_signal;
   {
     std::unique_lock lock(mu_);
     if (shutting_down_) {
@@ -1234,29 +1375,47 @@ void TaskEngine::Shutdown() {
     // store's call timeout.
     cv_.wait(lock, [&] { return !claiming_; });
     for (const auto& [id, task] : tasks_) {
-      if (task->run) to_signal.push_back(task->run->stop);
+      if (!task->run) continue;
+      MarkStopping(*task->run, StopReason::kShutdown);
+      to_signal.push_back(task->run);
     }
     kicked_dispatcher_ = true;
     kicked_timer_ = true;
   }
   cv_.notify_all();
-  for (std::stop_source& source : to_signal) source.request_stop();
+  for (const std::shared_ptr<Run>& run : to_signal) SignalStop(*run, /*kill=*/false);
+  // Runs still going after the grace are killed, and their leases renewed a little longer, so
+  // that a command's processes are gone before another host may take the task over.
+  std::vector<std::shared_ptr<Run>> to_kill;
   std::vector<std::string> abandoned;
   {
     std::unique_lock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.shutdown_grace;
-    const bool drained =
-        clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; });
-    if (!drained) {
+    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
+      for (const auto& [id, task] : tasks_) {
+        if (task->run) to_kill.push_back(task->run);
+      }
+    }
+  }
+  for (const std::shared_ptr<Run>& run : to_kill) SignalStop(*run, /*kill=*/true);
+  if (!to_kill.empty()) {
+    std::unique_lock lock(mu_);
+    const MonoTime deadline = clock_.MonoNow() + context_.options.lease / 5;
+    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
       for (const auto& [id, task] : tasks_) {
         if (task->run) abandoned.push_back(id);
       }
     }
   }
   for (const std::string& id : abandoned) {
-    logger_->Warn(
-        "Task \"" + id + "\" did not stop within the shutdown grace period; its lease will lapse",
-        {{"task", id}});
+    logger_->Warn("Task \"" + id +
+                      "\" did not return after the shutdown grace period and a kill; its lease "
+                      "will lapse",
+                  {{"task", id}});
+  }
+  {
+    std::lock_guard lock(mu_);
+    threads_stopping_ = true;
   }
   notifications_.reset();
   dispatcher_.request_stop();

@@ -52,6 +52,8 @@
 
 namespace stagehand::engine_internal {
 
+enum class StopReason;
+
 // Everything the engine needs from its owner.
 struct EngineContext {
   std::string plugin_id;
@@ -111,7 +113,8 @@ class TaskEngine {
 
   // Test hook: blocks until the dispatcher and the timer are both parked with no wake-up pending
   // and every run is inside its task function (none starting or finishing), or until
-  // `real_timeout` of real time passes. Returns whether that state was reached.
+  // `real_timeout` of real time passes. Returns whether that state was reached; true at once once
+  // Shutdown has begun stopping the two threads.
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
@@ -178,8 +181,16 @@ class TaskEngine {
   // Marks the run ended in this process's bookkeeping and reports it.
   void FinishGlobalRun(const PendingRelease& ended);
   void ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
-  // Calls the task function, catching exceptions. Returns the error JSON (nullopt on success).
-  std::optional<std::string> Invoke(const Task& task, Run& run);
+  // How a run's function ended: the error JSON (nullopt on success) and why it was stopped.
+  struct Outcome {
+    std::optional<std::string> error;
+    StopReason reason{};
+  };
+  // Calls the task function with the run's tokens, catching exceptions. A stopped run's error
+  // message starts with the reason ("timed out after 2s: ...").
+  Outcome Invoke(const Task& task, Run& run);
+  // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
+  void LogFailure(const Task& task, const Outcome& outcome) const;
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
                     const std::optional<std::string>& error);
 
@@ -187,8 +198,10 @@ class TaskEngine {
   bool DispatcherHasWork(MonoTime now) const;  // requires mu_
   struct TimerActions {
     std::vector<std::shared_ptr<Task>> to_start;
-    std::vector<std::stop_source> to_signal;
+    std::vector<std::shared_ptr<Run>> to_stop;
+    std::vector<std::shared_ptr<Run>> to_kill;
     std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> fenced;
+    std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> overdue;
   };
   MonoTime TimerStep(MonoTime now, TimerActions* actions);  // requires mu_
   MonoTime LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const;
@@ -196,9 +209,22 @@ class TaskEngine {
   void OnStoreEvent(const StoreEvent& event);
   void Kick();  // wakes both threads
   RunInfo InfoOf(const Task& task, const Run& run) const;
-  // Sets when `run` renews its lease and when it fences itself, after a successful claim or
-  // renewal whose statement was sent at `lease_sent`.
-  void SetLeaseDeadlines(Run& run, std::chrono::milliseconds timeout, MonoTime lease_sent) const;
+  // Sets when `run` renews its lease, when it is asked to stop and when it is killed, after a
+  // successful claim or renewal sent at `lease_sent` that holds the row until `expires` at least.
+  static void SetLeaseDeadlines(Run& run, MonoTime expires, MonoTime lease_sent);
+  // The `timeout` to pass to RenewLease: the task's own while the run is well within it, and past
+  // (or near) it long enough that the renewal extends the claim by a whole lease.
+  std::chrono::milliseconds RenewalHold(const Task& task, const Run& run, MonoTime sent) const;
+  // Returns when a run of `task` due at `next` (its row's next start) may start: at `next`, or at
+  // the cron slot when `next` is Backstage's "slot - 1 s" registration time. Requires mu_.
+  static WallTime RowStart(const Task& task, WallTime next);
+  // Records why `run` is being stopped, unless a reason is already recorded. Requires mu_.
+  static void MarkStopping(Run& run, StopReason reason);
+  // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
+  // tokens' callbacks are the task function's).
+  static void SignalStop(Run& run, bool kill);
+  // The text naming how a stopped run ended ("timed out after 2s"); empty for kNone.
+  std::string StopOutcome(const Task& task, StopReason reason) const;
 
   EngineContext context_;
   Clock& clock_;
@@ -219,7 +245,8 @@ class TaskEngine {
   MonoTime dispatcher_deadline_{};
   MonoTime timer_deadline_{};
   bool stopped_ = false;
-  bool claiming_ = false;  // the dispatcher has a claim in flight (Shutdown waits for it)
+  bool threads_stopping_ = false;  // Shutdown is stopping the dispatcher and the timer
+  bool claiming_ = false;          // the dispatcher has a claim in flight (Shutdown waits for it)
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
   // The wait between safety-net polls: poll_interval, doubled after every quiet one up to
