@@ -126,6 +126,7 @@ int RunServe(const ServeOptions& options, const Context& context) {
   if (!plugins.ok()) {
     problems.Add(plugins.status());
   }
+  for (const std::string& warning : BackendConfigWarnings(*root)) logger->Warn(warning);
   if (!problems.empty()) {
     return ReportConfigProblems(context, problems);
   }

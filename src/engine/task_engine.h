@@ -18,14 +18,20 @@
 //   fences runs whose lease could not be renewed in time, so a slow database never delays them.
 // - Task functions run on a bounded executor; each run releases its own ticket when it returns.
 //
+// A run never outlives its claim: the claim of a run whose function has not returned is renewed
+// past its timeout (the run is overdue, and reported so), so no host can start the task again
+// while it is still stopping; a run whose renewals keep failing is asked to stop (RunControl::stop)
+// a fifth of its lease before the database's expiry and killed (RunControl::kill) a tenth before.
+// A cron row due at Backstage's "slot - 1 s" registration time is started at the slot.
+//
 // Shutdown order (Shutdown(), also run by the destructor):
 //   1. stop claiming and stop starting local runs (leases of running tasks keep being renewed);
 //   2. signal every running task's stop token;
 //   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket,
-//   so
-//      other hosts can take over at once);
-//   4. stop the dispatcher and timer threads and the store subscription (a run still going after
-//      the grace period is no longer renewed: its lease lapses and another host takes over);
+//      so other hosts can take over at once), then signal the kill token of those still going and
+//      wait up to a fifth of a lease more;
+//   4. stop the dispatcher and timer threads and the store subscription (a run still going then is
+//      one whose function ignores both tokens: it is no longer renewed, and ends with the process);
 //   5. join the executor threads.
 #pragma once
 

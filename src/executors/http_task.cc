@@ -308,7 +308,7 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   std::string method = *NormalizedMethod(spec.method);
   std::string what = fmt::format("HTTP {} {}", method, spec.url);
   if (stop.stop_requested()) {
-    return CancelledError(what + ": not sent: stopped");
+    return CancelledError(what + ": not sent");
   }
 
   LogFields fields;
@@ -327,7 +327,7 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   if (!exchange.Wait(clock, deadline, stop)) {
     exchange.Abort(clock);
     if (stop.stop_requested()) {
-      return CancelledError(what + ": stopped");
+      return CancelledError(what + ": aborted");
     }
     return DeadlineExceededError(
         fmt::format("{}: no response within {} ms", what, spec.total_timeout.count()));

@@ -512,9 +512,6 @@ TEST(DurationRoundTripTest, ConfigStringsSurviveFormatting) {
   }
 }
 
-}  // namespace
-}  // namespace stagehand
-
 TEST(FormatShortDurationTest, UsesTheLargestExactUnits) {
   using std::chrono::milliseconds;
   EXPECT_EQ(FormatShortDuration(milliseconds(0)), "0ms");
@@ -528,3 +525,6 @@ TEST(FormatShortDurationTest, UsesTheLargestExactUnits) {
   EXPECT_EQ(FormatShortDuration(milliseconds(3'605'000)), "1h0m5s");
   EXPECT_EQ(FormatShortDuration(milliseconds(-2000)), "-2s");
 }
+
+}  // namespace
+}  // namespace stagehand
