@@ -85,14 +85,19 @@ std::string Tool(const std::string& name) {
   return name;
 }
 
-// Runs `command` and returns its standard output (empty on failure).
+// Runs `command` and returns its standard output; a failure (start or exit status) is appended as
+// a line, so that a caller looking for a result does not find one and shows why.
 std::string Capture(const std::string& command) {
   std::string output;
-  if (FILE* pipe = ::popen(command.c_str(), "r")) {
-    char buffer[4096];
-    size_t read = 0;
-    while ((read = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, read);
-    if (::pclose(pipe) != 0) return "";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "cannot start: " + command;
+  char buffer[4096];
+  size_t read = 0;
+  while ((read = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, read);
+  if (const int status = ::pclose(pipe); status != 0) {
+    output += "\nexit status " + std::to_string(status) + " of: " + command + "\n";
+    const size_t at = output.find("tps = ");
+    if (at != std::string::npos) output.replace(at, 6, "tps (failed run) = ");
   }
   return output;
 }
@@ -148,7 +153,7 @@ StoreRun RunStore(TaskStore& store, steady_clock::duration duration) {
 // failure).
 double RunPgbench(const std::string& url, int threads, int duration_seconds) {
   std::string script =
-      (std::filesystem::path(__FILE__).parent_path() / "pgbench" / "claim_release.sql").string();
+      (std::filesystem::path(STAGEHAND_BENCH_DIR) / "pgbench" / "claim_release.sql").string();
   if (const char* override_path = std::getenv("STAGEHAND_BENCH_PGBENCH_SCRIPT")) {
     script = override_path;
   }

@@ -108,7 +108,8 @@ int RunServe(const ServeOptions& options, const Context& context) {
   std::shared_ptr<Logger> logger = MakeStreamLogger(stderr, *format, *level);
   if (!subreaper.ok()) {
     logger->Warn(
-        "Cannot become the child subreaper; processes a command leaves behind may outlive it",
+        "Cannot become the child subreaper; if a command's supervisor process is killed from "
+        "outside, what it left is not reaped here",
         {{"error", subreaper.message()}});
   }
 

@@ -10,13 +10,12 @@ namespace stagehand::store_internal {
 
 namespace {
 
-Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now,
-                             std::chrono::seconds shift) {
+Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
   Result<CronExpression> cron = CronExpression::Parse(schedule.settings.cadence);
   if (!cron.ok()) return cron.status();
   Result<WallTime> next = cron->NextAfter(db_now, schedule.zone);
   if (!next.ok()) return next.status();
-  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next - shift};
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next};
 }
 
 }  // namespace
@@ -40,7 +39,7 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
   }
   switch (settings.cadence_kind()) {
     case CadenceKind::kCron:
-      return CronPlan(schedule, db_now, std::chrono::seconds(1));
+      return CronPlan(schedule, db_now);
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration:
@@ -52,7 +51,7 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
 Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime db_now) {
   switch (schedule.settings.cadence_kind()) {
     case CadenceKind::kCron:
-      return CronPlan(schedule, db_now, std::chrono::seconds(1));
+      return CronPlan(schedule, db_now);
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
@@ -68,7 +67,7 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
 Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now) {
   switch (schedule.settings.cadence_kind()) {
     case CadenceKind::kCron:
-      return CronPlan(schedule, db_now, std::chrono::seconds(0));
+      return CronPlan(schedule, db_now);
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {

@@ -32,12 +32,14 @@ struct NextRunPlan {
 };
 
 // The start of a newly inserted row: now + initial delay if one is set (any cadence, even manual);
-// else cron: next fire after `db_now` - 1 s; manual: NULL; duration: now.
+// else cron: the next fire time after `db_now`; manual: NULL; duration: now. (Backstage writes the
+// fire time - 1 s, which let a run start before its slot and the slot run again after it; a row so
+// written is started at its slot by the engine.)
 // Errors: kInvalidArgument if the cadence or a duration does not parse.
 Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_now);
 
 // The candidate next start for an existing row on re-registration (kept only if earlier than the
-// row's own): cron: next fire after `db_now` - 1 s; manual: NULL; duration: now + cadence.
+// row's own): cron: the next fire time after `db_now`; manual: NULL; duration: now + cadence.
 Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime db_now);
 
 // The next start written when a run ends or is cancelled: cron: next fire after `db_now`;

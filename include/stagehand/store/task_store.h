@@ -192,9 +192,10 @@ class TaskStore {
   virtual Status Migrate() = 0;
 
   // Registers a task (Backstage's persistTask, §4.3). A new row starts at: now + initial delay if
-  // one is set; else the next cron time - 1 s; NULL for manual; now for durations. An existing
-  // row keeps its next start unless the new cadence's next start (cron next - 1 s, NULL for
-  // manual, now + cadence) is earlier, or it had none. The settings must be valid.
+  // one is set; else the next cron time (Backstage: that time - 1 s, see
+  // docs/backstage-differences.md); NULL for manual; now for durations. An existing row keeps its
+  // next start unless the new cadence's next start (the next cron time, NULL for manual, now +
+  // cadence) is earlier, or it had none. The settings must be valid.
   // Errors: kInvalidArgument (invalid settings), kUnavailable.
   virtual Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) = 0;
 
@@ -241,7 +242,9 @@ class TaskStore {
                                                      std::chrono::milliseconds lease);
 
   // Extends the run's expiry to min(started + timeout, now + lease) while `ticket`, plain or marked
-  // by a cancel (CancelRequestedTicket), still holds the row. Returns kCancelRequested when the
+  // by a cancel (CancelRequestedTicket), still holds the row. (The engine passes a `timeout` of at
+  // least the run's elapsed time + lease once the run is near or past its own timeout, so the
+  // claim of a run that is still stopping is held.) Returns kCancelRequested when the
   // marked form holds it (the run must stop, and still release), kLost if neither does
   // (swept, deleted, taken over). Errors: kUnavailable.
   virtual Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,

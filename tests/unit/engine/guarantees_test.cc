@@ -211,6 +211,21 @@ class GuaranteesTest : public EngineTest {
     stopped_.insert(&engine);
   }
 
+  static WallTime FirstSlotAfter(const std::string& cron, WallTime after) {
+    return *CronExpression::Parse(cron)->NextAfter(after, TimeZone::Utc());
+  }
+
+  // Writes the row as a Backstage worker's registration of a cron task would (§4.3): the next
+  // slot - 1 s, unless the row's next start is already earlier; nobody is notified.
+  void BackstageRegistration(const std::string& id, const std::string& cron) {
+    const WallTime early = FirstSlotAfter(cron, clock_.Now()) - seconds(1);
+    TaskRow row = Row(id).value_or(TaskRow{});
+    row.id = id;
+    if (row.settings_json.empty()) row.settings_json = Schedule(cron).settings.ToJson();
+    if (!row.next_run_start_at || early < *row.next_run_start_at) row.next_run_start_at = early;
+    store_->PutRow(row);
+  }
+
   std::deque<Worker> workers_;
   std::vector<std::string> worker_tasks_;
   std::set<const TaskEngine*> stopped_;  // engines shut down (their threads are gone)
@@ -349,9 +364,11 @@ TEST_F(GuaranteesTest, BackstageEarlyRegistrationSlotStartsAtTheSlot) {
   TaskEngine& engine = StartEngine();
   Worker& worker = MakeWorker("c");
   const auto instant = [] { return std::pair(milliseconds(1), milliseconds(0)); };
-  // Registration writes "next slot - 1 s" (Backstage's rule, kept for mixed fleets).
+  // A Backstage worker registered the task first: its row says "next slot - 1 s" (§4.3).
+  const WallTime slot = FirstSlotAfter("*/10 * * * * *", clock_.Now());
+  BackstageRegistration("c", "*/10 * * * * *");
+  ASSERT_EQ(Row("c")->next_run_start_at, slot - seconds(1));
   ASSERT_TRUE(engine.Register(Task("c", Schedule("*/10 * * * * *"), worker.Fn(instant))).ok());
-  const WallTime slot = *Row("c")->next_run_start_at + seconds(1);
   Pass(seconds(40));
   const std::vector<WallTime> starts = worker.starts();
   ASSERT_EQ(starts.size(), 4U);
@@ -366,7 +383,7 @@ TEST_F(GuaranteesTest, AHostJoiningOrRestartingNeverStartsASlotTwice) {
   TaskEngine* a = &StartEngine();
   ASSERT_TRUE(a->Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))).ok());
   Pass(seconds(12));
-  // A join between two slots re-registers the task: the row moves to "next slot - 1 s".
+  // A join between two slots re-registers the task.
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   ASSERT_TRUE(b.Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))).ok());
   Pass(seconds(11));
@@ -384,10 +401,10 @@ TEST_F(GuaranteesTest, AHostJoiningOrRestartingNeverStartsASlotTwice) {
   }
 }
 
-// Random registrations, restarts, joins, downtime and runs of random length (some past their
-// timeout, stopping slowly) over a simulated day: at most one run at a time, and at most one start
-// per cron slot (each start counted for the latest slot at or before it, so a start before its
-// slot counts for the previous one and shows up as a second start there).
+// Random registrations (stagehand's and Backstage's), restarts, joins, downtime and runs of random
+// length (some past their timeout, stopping slowly) over a simulated day: at most one run at a
+// time, and at most one start per cron slot (each start counted for the latest slot at or before
+// it, so a start before its slot counts for the previous one and shows up as a second start there).
 TEST_F(GuaranteesTest, PropertyEachCronSlotStartsAtMostOnceThroughADayOfChurn) {
   for (unsigned seed : {1U, 2U}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -435,6 +452,8 @@ TEST_F(GuaranteesTest, PropertyEachCronSlotStartsAtMostOnceThroughADayOfChurn) {
         std::erase(hosts, host);
       } else if (event < 9 && hosts.empty()) {  // back after downtime
         hosts.push_back(start_host());
+      } else if (event < 12) {  // a Backstage worker of the fleet registers the task
+        BackstageRegistration(id, "* * * * *");
       }
       Pass(seconds(step_s));
     }

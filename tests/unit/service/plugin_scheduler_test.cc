@@ -362,9 +362,9 @@ TEST_F(PluginSchedulerTest, AcceptsACronWithAKnownTimeZone) {
                   ->ScheduleTask(
                       Global("t", CronFrequency{"0 9 * * *", "Europe/Berlin"}, probe->Returning()))
                   .ok());
-  // The first start is 09:00 in Berlin (08:00Z in winter) minus one second.
+  // The first start is 09:00 in Berlin (08:00Z in winter).
   ASSERT_TRUE(Row("t").has_value());
-  EXPECT_EQ(Row("t")->next_run_start_at, At(std::chrono::hours(8) - seconds(1)));
+  EXPECT_EQ(Row("t")->next_run_start_at, At(std::chrono::hours(8)));
 }
 
 TEST_F(PluginSchedulerTest, RejectsATaskWithoutAFunction) {
@@ -581,14 +581,16 @@ TEST_F(PluginSchedulerTest, GlobalCronTaskRunsAtEverySlot) {
       scheduler_->ScheduleTask(Global("c", CronFrequency{"* * * * * *", ""}, probe->Returning()))
           .ok());
 
-  // The first start is the next slot minus one second (Backstage's rule), so it is due at once.
-  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c"));
+  // The first start is the next slot (not Backstage's "slot - 1 s", which would be due at once).
   EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(1)));
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c"));
+  EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(2)));
   for (int run = 2; run <= 4; ++run) {
     clock_.Advance(seconds(1));
     ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c", static_cast<std::size_t>(run)))
         << "run " << run;
-    EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(run)));
+    EXPECT_EQ(Row("c")->next_run_start_at, At(seconds(run + 1)));
   }
   EXPECT_EQ(probe->starts(), 4U);
 }

@@ -46,12 +46,13 @@ TEST(PlanInsertStartTest, ManualHasNoStartUnlessDelayed) {
   EXPECT_EQ(*PlanInsertStart(Schedule("manual", "PT2M"), now), Plan(Kind::kNowPlus, 120));
 }
 
-TEST(PlanInsertStartTest, CronStartsOneSecondBeforeItsFirstFireTime) {
+TEST(PlanInsertStartTest, CronStartsAtItsFirstFireTime) {
   EXPECT_EQ(*PlanInsertStart(Schedule("0 * * * *"), At("2026-03-01T10:30:00Z")),
-            Plan(Kind::kInstant, 0, At("2026-03-01T10:59:59Z")));
-  // Every second: the head start makes it due at once.
+            Plan(Kind::kInstant, 0, At("2026-03-01T11:00:00Z")));
+  // Every second: the next second, not the one already begun (Backstage's "- 1 s" would make it
+  // due at once, a second time for that slot when another host already ran it).
   EXPECT_EQ(*PlanInsertStart(Schedule("* * * * * *"), At("2026-03-01T10:30:00.500Z")),
-            Plan(Kind::kInstant, 0, At("2026-03-01T10:30:00Z")));
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:30:01Z")));
   // An initial delay wins over the cron time.
   EXPECT_EQ(*PlanInsertStart(Schedule("0 * * * *", "PT3S"), At("2026-03-01T10:30:00Z")),
             Plan(Kind::kNowPlus, 3));
@@ -63,7 +64,7 @@ TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
   // 00:30Z is 01:30 in Berlin; the next local midnight is 23:00Z.
   EXPECT_EQ(
       *PlanInsertStart(Schedule("0 0 * * *", std::nullopt, *berlin), At("2026-01-01T00:30:00Z")),
-      Plan(Kind::kInstant, 0, At("2026-01-01T22:59:59Z")));
+      Plan(Kind::kInstant, 0, At("2026-01-01T23:00:00Z")));
 }
 
 TEST(PlanInsertStartTest, RejectsBadCadencesAndDelays) {
@@ -83,7 +84,7 @@ TEST(PlanReregisterStartTest, IgnoresTheInitialDelay) {
   EXPECT_EQ(*PlanReregisterStart(Schedule("PT0S"), now), Plan(Kind::kNow));
   EXPECT_EQ(*PlanReregisterStart(Schedule("manual", "PT1H"), now), Plan(Kind::kNull));
   EXPECT_EQ(*PlanReregisterStart(Schedule("*/15 * * * *", "PT2M"), now),
-            Plan(Kind::kInstant, 0, At("2026-03-01T10:44:59Z")));
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:45:00Z")));
 }
 
 TEST(PlanReregisterStartTest, UsesCasualUnitsForDurations) {
