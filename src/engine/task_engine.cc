@@ -1229,10 +1229,8 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
     for (const std::shared_ptr<Run>& run : actions.to_kill) SignalStop(*run, /*kill=*/true);
     for (const auto& [task, run] : actions.fenced) {
       logger_->Warn("Task \"" + task->def.id +
-                        "\" could not renew its lease in time; stopping the run (killed " +
-                        FormatShortDuration(std::chrono::duration_cast<milliseconds>(
-                            run->kill_at - run->fence_at)) +
-                        " later if still running)",
+                        "\" could not renew its lease in time; stopping the run (it is killed "
+                        "before the lease lapses if still running)",
                     {{"task", task->def.id}});
       observer_->OnLeaseLost(InfoOf(*task, *run));
     }
