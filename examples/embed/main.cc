@@ -2,11 +2,13 @@
 // are scheduled by stagehand and whose scheduler is served over REST.
 //
 //   STAGEHAND_TOKEN=a-long-secret ./embed_example --config app-config.yaml
-//   curl -H "Authorization: Bearer a-long-secret" http://127.0.0.1:7007/api/reservations/.backstage/scheduler/v1/tasks
+//   curl -H "Authorization: Bearer a-long-secret"
+//   http://127.0.0.1:7007/api/reservations/.backstage/scheduler/v1/tasks
 //
 // Options: --config FILE (repeatable, later files win key by key; default app-config.yaml) and
 // --port N (replaces backend.listen.port; 0 picks a free port). Once serving, it prints
-// "listening on port N" on stdout. SIGTERM or SIGINT stops it; it then exits with 0.
+// "listening on port N" on stdout. SIGTERM, SIGINT, SIGHUP or SIGQUIT stops it; it then exits
+// with 0.
 
 #include <charconv>
 #include <cstdint>
@@ -66,8 +68,8 @@ int Fail(const std::string& what, const stagehand::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First thing, before any thread exists: SIGTERM and SIGINT are then delivered only to
-  // RunUntilShutdownSignal below.
+  // First thing, before any thread exists: SIGTERM, SIGINT, SIGHUP and SIGQUIT are then delivered
+  // only to RunUntilShutdownSignal below.
   stagehand::BlockShutdownSignals();
 
   const std::optional<Options> options = ParseOptions(argc, argv);
@@ -83,8 +85,8 @@ int main(int argc, char** argv) {
     return Fail("config", config.status());
   }
 
-  std::shared_ptr<stagehand::Logger> logger = stagehand::MakeStreamLogger(
-      stderr, stagehand::LogFormat::kText, stagehand::LogLevel::kInfo);
+  std::shared_ptr<stagehand::Logger> logger =
+      stagehand::MakeStreamLogger(stderr, stagehand::LogFormat::kText, stagehand::LogLevel::kInfo);
 
   // The plugin's state outlives the backend, which is destroyed first (declared later).
   reservations::Reservations state(stagehand::SystemClock::Instance(), logger);
@@ -110,8 +112,8 @@ int main(int argc, char** argv) {
   std::printf("listening on port %u\n", static_cast<unsigned>((*backend)->port()));
   std::fflush(stdout);
 
-  // Waits for SIGTERM or SIGINT, then stops: running tasks see their stop token fire and get the
-  // scheduler's shutdown grace to finish.
+  // Waits for SIGTERM, SIGINT, SIGHUP or SIGQUIT, then stops: running tasks see their stop token
+  // fire and get the scheduler's shutdown grace to finish (then their kill token).
   if (stagehand::Status stopped = (*backend)->RunUntilShutdownSignal(); !stopped.ok()) {
     return Fail("shutdown", stopped);
   }

@@ -487,7 +487,7 @@ Status Backend::RunUntilShutdownSignal() {
     }
   }
   if (wait) {
-    impl_->logger->Debug("Waiting for SIGTERM or SIGINT");
+    impl_->logger->Debug("Waiting for SIGTERM, SIGINT, SIGHUP or SIGQUIT");
     int signal = 0;
     while (sigwait(&signals, &signal) != 0) {
     }

@@ -439,7 +439,8 @@ TEST_F(BackendTest, StopFromAnotherThreadEndsRunUntilShutdownSignal) {
   ASSERT_TRUE(backend->Start().ok());
   std::future<Status> run =
       std::async(std::launch::async, [&] { return backend->RunUntilShutdownSignal(); });
-  ASSERT_TRUE(logger_->WaitFor("Waiting for SIGTERM or SIGINT", kDeadline).has_value());
+  ASSERT_TRUE(
+      logger_->WaitFor("Waiting for SIGTERM, SIGINT, SIGHUP or SIGQUIT", kDeadline).has_value());
   backend->Stop();
   ASSERT_EQ(run.wait_for(kDeadline), std::future_status::ready);
   EXPECT_TRUE(run.get().ok());
