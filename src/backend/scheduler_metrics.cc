@@ -53,7 +53,11 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
             "Runs this host stopped treating as its own (ticket gone or lease not renewed)",
             {"plugin", "taskId"})),
         reclaims_(registry.Counter("stagehand_janitor_reclaims_total",
-                                   "Expired runs reset by the janitor", {"plugin", "taskId"})) {}
+                                   "Expired runs reset by the janitor", {"plugin", "taskId"})),
+        overdue_(registry.Counter(
+            "stagehand_task_runs_overdue_total",
+            "Runs still going a lease after their timeout (their claim is held until they return)",
+            {"plugin", "taskId"})) {}
 
   void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds lag) override {
     const std::string scope(TaskScopeName(run.scope));
@@ -93,6 +97,10 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
     reclaims_.Add({std::string(plugin_id), std::string(task_id)});
   }
 
+  void OnRunOverdue(const RunInfo& run) override {
+    overdue_.Add({std::string(run.plugin_id), std::string(run.task_id)});
+  }
+
  private:
   void RecordEnd(const RunInfo& run, std::chrono::nanoseconds duration, std::string_view result) {
     const std::vector<std::string> labels = {std::string(run.plugin_id), std::string(run.task_id),
@@ -113,6 +121,7 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   CounterFamily& lease_renewals_;
   CounterFamily& leases_lost_;
   CounterFamily& reclaims_;
+  CounterFamily& overdue_;
 };
 
 }  // namespace

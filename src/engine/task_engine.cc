@@ -1240,6 +1240,7 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
                         FormatShortDuration(task->def.timeout) +
                         "; its claim is held until it does",
                     {{"task", task->def.id}});
+      observer_->OnRunOverdue(InfoOf(*task, *run));
     }
     for (const std::shared_ptr<Task>& task : actions.to_start) {
       std::shared_ptr<Run> run;

@@ -42,6 +42,9 @@ class SchedulerObserver {
   virtual void OnLeaseLost(const RunInfo& /*run*/) {}
   // The janitor reset an expired run of `task_id` (whoever held it).
   virtual void OnReclaimed(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // A run's function has still not returned a lease after its timeout signalled it to stop; its
+  // claim stays held until it does. Reported once per run.
+  virtual void OnRunOverdue(const RunInfo& /*run*/) {}
 };
 
 }  // namespace stagehand

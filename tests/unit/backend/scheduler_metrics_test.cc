@@ -126,7 +126,10 @@ TEST(SchedulerMetricsTest, CompletedRunRendersBackstagesInstruments) {
               "(ticket gone or lease not renewed)\n"
               "# TYPE stagehand_task_leases_lost_total counter\n"
               "# HELP stagehand_janitor_reclaims_total Expired runs reset by the janitor\n"
-              "# TYPE stagehand_janitor_reclaims_total counter\n";
+              "# TYPE stagehand_janitor_reclaims_total counter\n"
+              "# HELP stagehand_task_runs_overdue_total Runs still going a lease after their "
+              "timeout (their claim is held until they return)\n"
+              "# TYPE stagehand_task_runs_overdue_total counter\n";
   EXPECT_EQ(registry.RenderPrometheusText(), expected);
 }
 
@@ -176,6 +179,7 @@ TEST(SchedulerMetricsTest, CoordinationEvents) {
   observer->OnLeaseRenewalFailed(run);
   observer->OnLeaseLost(run);
   observer->OnReclaimed("other", "stuck");
+  observer->OnRunOverdue(run);
 
   const std::string text = registry.RenderPrometheusText();
   EXPECT_THAT(
@@ -188,6 +192,9 @@ TEST(SchedulerMetricsTest, CoordinationEvents) {
       text, HasSubstr("stagehand_task_leases_lost_total{plugin=\"myplugin\",taskId=\"sync\"} 1\n"));
   EXPECT_THAT(text,
               HasSubstr("stagehand_janitor_reclaims_total{plugin=\"other\",taskId=\"stuck\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("stagehand_task_runs_overdue_total{plugin=\"myplugin\",taskId=\"sync\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("backend_tasks_task_runs_count_total{")));
 }
 

@@ -43,6 +43,7 @@ class Recorder final : public SchedulerObserver {
   void OnReclaimed(std::string_view, std::string_view task_id) override {
     Add("reclaimed", task_id);
   }
+  void OnRunOverdue(const RunInfo& run) override { Add("overdue", run.task_id); }
 
   int Count(const std::string& kind, const std::string& task) const {
     std::lock_guard lock(mu_);

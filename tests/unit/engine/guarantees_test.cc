@@ -282,6 +282,7 @@ TEST_F(GuaranteesTest, StubbornRunKeepsItsClaimPastTheTimeoutAndRunsOnce) {
   EXPECT_GT(*row->current_run_expires_at, clock_.Now());
   EXPECT_EQ(b.Trigger("t").code(), StatusCode::kConflict);
   EXPECT_EQ(recorder_->Count("reclaimed", "t"), 0);
+  EXPECT_EQ(recorder_->Count("overdue", "t"), 1);  // once, a lease after the timeout
   // A cancel of a run that is already stopping kills it.
   ASSERT_TRUE(b.Cancel("t").ok());
   Pass(seconds(1));
