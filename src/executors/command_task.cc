@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -223,24 +226,6 @@ Status MakePipe(Fd& read_end, Fd& write_end) {
   return Status::Ok();
 }
 
-std::vector<std::string> MergedEnvironment(const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> merged;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view kv(*entry);
-    std::string_view key = kv.substr(0, kv.find('='));
-    if (overrides.find(std::string(key)) == overrides.end()) {
-      merged.emplace_back(kv);
-    }
-  }
-  for (const auto& [key, value] : overrides) {
-    std::string entry = key;
-    entry += '=';
-    entry += value;
-    merged.push_back(std::move(entry));
-  }
-  return merged;
-}
-
 std::vector<std::string> ExecPaths(const std::string& program) {
   if (program.find('/') != std::string::npos) {
     return {program};
@@ -352,7 +337,7 @@ LogFields RunFields(const CommandSpec& spec) {
 // pipes. Returns its pid.
 Result<pid_t> ForkShim(const CommandSpec& spec, int channel_fd, int stdout_fd, int stderr_fd) {
   std::vector<const char*> argv = PointersTo(spec.argv);
-  std::vector<std::string> env = MergedEnvironment(spec.env);
+  std::vector<std::string> env = CommandEnvironment(spec, environ);
   std::vector<const char*> envp = PointersTo(env);
   std::vector<std::string> exec_paths = ExecPaths(spec.argv.front());
   std::vector<const char*> exec_path_pointers = PointersTo(exec_paths);
@@ -547,6 +532,42 @@ Status Outcome(const CommandSpec& spec, const Reports& reports, const Orders& or
 }
 
 }  // namespace
+
+bool IsEnvironmentName(std::string_view name) {
+  auto is_alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+  return !name.empty() && (is_alpha(name.front()) || name.front() == '_') &&
+         std::all_of(name.begin(), name.end(),
+                     [&](char c) { return is_alpha(c) || (c >= '0' && c <= '9') || c == '_'; });
+}
+
+std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char* const* parent) {
+  auto wanted = [&spec](std::string_view name) {
+    return name.starts_with(kCommandBaseEnvironmentPrefix) ||
+           std::find(kCommandBaseEnvironment.begin(), kCommandBaseEnvironment.end(), name) !=
+               kCommandBaseEnvironment.end() ||
+           std::find(spec.inherit_env.begin(), spec.inherit_env.end(), name) !=
+               spec.inherit_env.end();
+  };
+  std::map<std::string, std::string, std::less<>> variables;
+  for (const char* const* entry = parent; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view kv(*entry);
+    std::size_t equals = kv.find('=');
+    if (equals == std::string_view::npos || !wanted(kv.substr(0, equals))) {
+      continue;
+    }
+    variables.emplace(kv.substr(0, equals), kv.substr(equals + 1));
+  }
+  for (const auto& [name, value] : spec.env) {
+    variables.insert_or_assign(name, value);
+  }
+  variables.emplace("PATH", kDefaultCommandPath);
+  std::vector<std::string> entries;
+  entries.reserve(variables.size());
+  for (const auto& [name, value] : variables) {
+    entries.push_back(fmt::format("{}={}", name, value));
+  }
+  return entries;
+}
 
 Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
                   const RunControl& control) {

@@ -2,15 +2,19 @@
 // starts the argv as a child process, logs its output, and maps its exit to a Status. A run owns
 // its whole process tree, including processes that leave the command's group or session
 // (`setsid`, double forks): a stopped run (timeout, cancel, lost lease, shutdown) signals all of
-// them, and no process of a run outlives it, nor the stagehand process (see ADR 0007).
+// them, and no process of a run outlives it, nor the stagehand process (see ADR 0007). A command
+// sees a clean environment: a small base, the variables its spec sets and those it names to
+// inherit; never the rest of the stagehand process's environment (its tokens and credentials).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stagehand/base/logger.h"
@@ -20,12 +24,27 @@
 
 namespace stagehand {
 
+// The variables a command takes from the stagehand process's environment when they are set there,
+// whatever its spec says: where programs are found, who and where the user is, the locale and the
+// time zone (every LC_* variable too), and where temporary files go. Anything else (tokens,
+// database credentials, proxies, the service manager's sockets) reaches a command only when named.
+inline constexpr std::array<std::string_view, 9> kCommandBaseEnvironment = {
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR"};
+// The prefix of the locale variables in the base (LC_ALL, LC_CTYPE, ...).
+inline constexpr std::string_view kCommandBaseEnvironmentPrefix = "LC_";
+// A command's PATH when neither the stagehand process nor its spec sets one.
+inline constexpr std::string_view kDefaultCommandPath = "/usr/local/bin:/usr/bin:/bin";
+
 // What to run and how. Thread-compatible value type.
 struct CommandSpec {
-  // The program and its arguments; argv[0] is looked up in PATH when it has no slash.
+  // The program and its arguments; argv[0] is looked up in the PATH of
+  // the stagehand process (as execvp does) when it has no slash.
   std::vector<std::string> argv;
-  // Added to (and overriding) the environment of the stagehand process.
+  // Set in the command's environment, overriding the base and the inherited variables.
   std::map<std::string, std::string> env;
+  // Names of variables the command takes from the stagehand process's environment, besides the
+  // base, when they are set there (an unset name is left out).
+  std::vector<std::string> inherit_env;
   // The child's working directory; empty keeps the current one.
   std::string working_directory;
   // How long the tree has between SIGTERM and SIGKILL once the run is stopped (monotonic).
@@ -37,12 +56,24 @@ struct CommandSpec {
   std::string task_id;
 };
 
+// Returns whether `name` is a portable environment variable name: a letter or '_', then letters,
+// digits and '_' (POSIX).
+bool IsEnvironmentName(std::string_view name);
+
+// Returns the environment a run of `spec` gets, as NAME=VALUE entries sorted by name: the
+// variables of kCommandBaseEnvironment (and LC_*) and those `spec.inherit_env` names, taken from
+// `parent` (a null-terminated NAME=VALUE array, such as `environ`; the first entry of a name wins)
+// when set there; then `spec.env`, overriding; and PATH=kDefaultCommandPath when still unset.
+// Nothing else of `parent` is kept. Thread-compatible: `parent` must not change meanwhile.
+std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char* const* parent);
+
 // Runs `spec` once and blocks until every process of its tree is dead and reaped. The command
 // runs under a supervisor process forked for the run, which reaps every descendant (they are
 // re-parented to it however they detach) and kills them all with SIGKILL when this process dies.
 // The supervisor is a fork that does not exec: it shares this process's memory copy-on-write and
 // keeps, until the run ends, the old copy of each page this process rewrites meanwhile (ADR 0007).
-// The command has /dev/null as stdin, no descriptor beyond 0 to 2, every signal at its default
+// The command has CommandEnvironment(spec, environ) as its environment, /dev/null as stdin, no
+// descriptor beyond 0 to 2, every signal at its default
 // disposition and unblocked, and its own process group. Lines of stdout are logged at info and
 // lines of stderr at warn, with the fields `task` and `stream`.
 //

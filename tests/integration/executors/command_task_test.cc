@@ -15,14 +15,18 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "executors/process_shim.h"
 #include "integration/executors/recording_logger.h"
 #include "stagehand/time/manual_clock.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration)
 
 namespace stagehand {
 namespace {
@@ -208,13 +212,113 @@ TEST_F(CommandTaskTest, AppliesEnvironmentAndWorkingDirectory) {
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("bar baz", "${HOME}", dir.string()));
 }
 
-TEST_F(CommandTaskTest, InheritsTheParentEnvironment) {
-  // No other thread of this test reads the environment at this point.
-  int set = setenv("STAGEHAND_EXECUTOR_TEST_VAR", "inherited", 1);  // NOLINT(concurrency-mt-unsafe)
-  ASSERT_EQ(set, 0);
-  Status status = Run(Shell("echo $STAGEHAND_EXECUTOR_TEST_VAR"));
+// Sets a variable of this process's environment for the scope. The tests that use it start no
+// thread before it, so nothing reads the environment meanwhile.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    EXPECT_EQ(setenv(name, value, 1), 0);  // NOLINT(concurrency-mt-unsafe)
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() { unsetenv(name_); }  // NOLINT(concurrency-mt-unsafe)
+
+ private:
+  const char* name_;
+};
+
+TEST(CommandEnvironmentTest, KeepsOnlyTheBaseAndTheNamedVariables) {
+  std::vector<const char*> parent = {"PATH=/opt/bin:/usr/bin",
+                                     "HOME=/var/lib/stagehand",
+                                     "USER=stagehand",
+                                     "LOGNAME=stagehand",
+                                     "SHELL=/bin/bash",
+                                     "LANG=C.UTF-8",
+                                     "LANGUAGE=en",
+                                     "LC_ALL=C.UTF-8",
+                                     "LC_TIME=de_DE.UTF-8",
+                                     "TZ=Europe/Berlin",
+                                     "TMPDIR=/var/tmp",
+                                     "STAGEHAND_TOKEN=secret-token",
+                                     "PGPASSWORD=secret-pg",
+                                     "AWS_SECRET_ACCESS_KEY=secret-aws",
+                                     "AWS_REGION=eu-central-1",
+                                     "NOTIFY_SOCKET=/run/systemd/notify",
+                                     "LCX=not-a-locale",
+                                     nullptr};
+  CommandSpec spec;
+  spec.inherit_env = {"AWS_REGION", "NOT_SET_ANYWHERE"};
+  spec.env = {{"HOME", "/srv/job"}, {"GREETING", "hi=there"}};
+  EXPECT_THAT(CommandEnvironment(spec, parent.data()),
+              ElementsAre("AWS_REGION=eu-central-1", "GREETING=hi=there", "HOME=/srv/job",
+                          "LANG=C.UTF-8", "LANGUAGE=en", "LC_ALL=C.UTF-8", "LC_TIME=de_DE.UTF-8",
+                          "LOGNAME=stagehand", "PATH=/opt/bin:/usr/bin", "SHELL=/bin/bash",
+                          "TMPDIR=/var/tmp", "TZ=Europe/Berlin", "USER=stagehand"));
+}
+
+TEST(CommandEnvironmentTest, SecretsReachACommandOnlyWhenNamed) {
+  std::vector<const char*> parent = {"PGPASSWORD=secret-pg", "STAGEHAND_TOKEN=secret-token",
+                                     nullptr};
+  CommandSpec spec;
+  spec.inherit_env = {"PGPASSWORD"};
+  EXPECT_THAT(CommandEnvironment(spec, parent.data()),
+              ElementsAre(fmt::format("PATH={}", kDefaultCommandPath), "PGPASSWORD=secret-pg"));
+}
+
+TEST(CommandEnvironmentTest, PathDefaultsWhenUnsetAndEnvOverridesIt) {
+  CommandSpec spec;
+  EXPECT_THAT(CommandEnvironment(spec, nullptr), ElementsAre("PATH=/usr/local/bin:/usr/bin:/bin"));
+  spec.env = {{"PATH", "/opt/tools"}};
+  EXPECT_THAT(CommandEnvironment(spec, nullptr), ElementsAre("PATH=/opt/tools"));
+}
+
+TEST(CommandEnvironmentTest, FirstEntryOfANameWinsAsGetenvReadsIt) {
+  std::vector<const char*> parent = {"TZ=UTC", "TZ=Asia/Tokyo", "malformed", nullptr};
+  EXPECT_THAT(CommandEnvironment(CommandSpec{}, parent.data()),
+              ElementsAre(fmt::format("PATH={}", kDefaultCommandPath), "TZ=UTC"));
+}
+
+TEST(CommandEnvironmentTest, EnvironmentNamesArePortableNames) {
+  for (std::string_view name : {"PATH", "_x", "a1_B2", "LC_ALL"}) {
+    EXPECT_TRUE(IsEnvironmentName(name)) << name;
+  }
+  for (std::string_view name : {"", "1PATH", "A-B", "A=B", "A B", "A.B", "\u00e9"}) {
+    EXPECT_FALSE(IsEnvironmentName(name)) << name;
+  }
+}
+
+// The daemon's secrets (issue 14): a real child's environment is exactly CommandEnvironment's,
+// so a variable the stagehand process holds reaches it only when named.
+TEST_F(CommandTaskTest, CommandSeesACleanEnvironmentWithoutTheDaemonsSecrets) {
+  ScopedEnv token("STAGEHAND_TOKEN", "secret-token-4b1d");
+  ScopedEnv password("PGPASSWORD", "secret-pg-4b1d");
+  ScopedEnv named("STAGEHAND_EXECUTOR_TEST_VAR", "inherited");
+  ScopedEnv locale("LC_MESSAGES", "C");
+  CommandSpec spec;
+  spec.argv = {"/usr/bin/env"};
+  spec.env = {{"FOO", "bar baz"}};
+  spec.inherit_env = {"STAGEHAND_EXECUTOR_TEST_VAR"};
+  Status status = Run(spec);
   ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("inherited"));
+  std::vector<std::string> seen = logger_.Lines("stdout");
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, CommandEnvironment(spec, environ));
+  EXPECT_THAT(seen, ::testing::IsSupersetOf(
+                        {"FOO=bar baz", "STAGEHAND_EXECUTOR_TEST_VAR=inherited", "LC_MESSAGES=C"}));
+  for (const std::string& entry : seen) {
+    EXPECT_THAT(entry, Not(HasSubstr("secret"))) << entry;
+  }
+}
+
+TEST_F(CommandTaskTest, ProcEnvironOfTheCommandHoldsNoSecret) {
+  ScopedEnv token("STAGEHAND_TOKEN", "secret-token-4b1d");
+  std::string file = (dir_ / "environ").string();
+  Status status = Run(Shell(fmt::format("cat /proc/self/environ > '{}'", file)));
+  ASSERT_TRUE(status.ok()) << status;
+  std::ifstream in(file, std::ios::binary);
+  std::string environ_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(environ_bytes, HasSubstr("PATH="));
+  EXPECT_THAT(environ_bytes, Not(HasSubstr("STAGEHAND_TOKEN")));
 }
 
 TEST_F(CommandTaskTest, CapsLoggedOutputAndNotesTheTruncation) {
