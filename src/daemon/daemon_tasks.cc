@@ -22,9 +22,9 @@ namespace stagehand {
 namespace {
 
 constexpr std::string_view kPluginsKey = "stagehand.plugins";
-constexpr std::array<std::string_view, 1> kPluginKeys = {"tasks"};
-constexpr std::array<std::string_view, 5> kTaskKeys = {"schedule", "command", "http", "env",
-                                                       "workingDirectory"};
+constexpr std::array<std::string_view, 2> kPluginKeys = {"tasks", "inheritEnv"};
+constexpr std::array<std::string_view, 6> kTaskKeys = {
+    "schedule", "command", "http", "env", "inheritEnv", "workingDirectory"};
 constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "headers", "body",
                                                        "expectStatus"};
 constexpr std::chrono::milliseconds kMaxHttpConnectTimeout{5000};
@@ -87,7 +87,39 @@ bool IsHttpMethod(std::string_view method) {
   });
 }
 
-std::optional<CommandSpec> ReadCommand(const Config& task, ConfigProblems& problems) {
+// Reads the list of environment variable names at `key` (`inheritEnv`); nullopt when it is absent
+// or after adding a problem for its type or for each name that is not a variable name.
+std::optional<std::vector<std::string>> ReadInheritEnv(const Config& config, std::string_view key,
+                                                       ConfigProblems& problems) {
+  if (!config.Has(key)) {
+    return std::nullopt;
+  }
+  Result<std::vector<std::string>> names = config.GetStringArray(key);
+  if (!names.ok()) {
+    problems.Add(names.status());
+    return std::nullopt;
+  }
+  bool ok = true;
+  for (const std::string& name : *names) {
+    if (!IsEnvironmentName(name)) {
+      problems.Add(InvalidConfigValue(
+          config, key,
+          fmt::format("'{}' is not an environment variable name (a letter or '_', then letters, "
+                      "digits and '_')",
+                      name)));
+      ok = false;
+    }
+  }
+  if (!ok) {
+    return std::nullopt;
+  }
+  return *std::move(names);
+}
+
+// Reads a command task; `inherit_env` is the plugin's default for `inheritEnv`.
+std::optional<CommandSpec> ReadCommand(const Config& task,
+                                       const std::vector<std::string>& inherit_env,
+                                       ConfigProblems& problems) {
   CommandSpec spec;
   bool ok = true;
   Result<std::vector<std::string>> argv = task.GetStringArray("command");
@@ -104,6 +136,13 @@ std::optional<CommandSpec> ReadCommand(const Config& task, ConfigProblems& probl
     spec.argv = *std::move(argv);
   }
   spec.env = ReadStringMap(task, "env", problems);
+  if (task.Has("inheritEnv")) {
+    std::optional<std::vector<std::string>> names = ReadInheritEnv(task, "inheritEnv", problems);
+    ok = ok && names.has_value();
+    spec.inherit_env = names.value_or(std::vector<std::string>{});
+  } else {
+    spec.inherit_env = inherit_env;
+  }
   Result<std::optional<std::string>> directory = task.GetOptionalString("workingDirectory");
   if (!directory.ok()) {
     problems.Add(directory.status());
@@ -120,6 +159,10 @@ std::optional<CommandSpec> ReadCommand(const Config& task, ConfigProblems& probl
 std::optional<HttpTaskSpec> ReadHttp(const Config& task, ConfigProblems& problems) {
   if (task.Has("env")) {
     problems.Add(InvalidConfigValue(task, "env", "env applies only to command tasks"));
+  }
+  if (task.Has("inheritEnv")) {
+    problems.Add(
+        InvalidConfigValue(task, "inheritEnv", "inheritEnv applies only to command tasks"));
   }
   if (task.Has("workingDirectory")) {
     problems.Add(InvalidConfigValue(task, "workingDirectory",
@@ -225,6 +268,7 @@ std::optional<ScheduleDefinition> ReadSchedule(const Config& task, ConfigProblem
 }
 
 std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
+                                   const std::vector<std::string>& inherit_env,
                                    ConfigProblems& problems) {
   if (Status valid = ValidateTaskId(id); !valid.ok()) {
     problems.Add(
@@ -257,7 +301,7 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
                            "a task needs an executor: 'command' (the program and its "
                            "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
   } else if (has_command) {
-    if (std::optional<CommandSpec> command = ReadCommand(*task, problems)) {
+    if (std::optional<CommandSpec> command = ReadCommand(*task, inherit_env, problems)) {
       command->task_id = id;
       executor = *std::move(command);
     }
@@ -287,6 +331,8 @@ std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string&
     return std::nullopt;
   }
   AddUnknownKeys(*plugin, kPluginKeys, problems);
+  std::vector<std::string> inherit_env =
+      ReadInheritEnv(*plugin, "inheritEnv", problems).value_or(std::vector<std::string>{});
   Result<std::optional<Config>> tasks = plugin->GetOptionalConfig("tasks");
   if (!tasks.ok()) {
     problems.Add(tasks.status());
@@ -295,7 +341,7 @@ std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string&
   DaemonPlugin result{id, {}};
   if (*tasks) {
     for (const std::string& task_id : (*tasks)->Keys()) {
-      if (std::optional<DaemonTask> task = ReadTask(**tasks, task_id, problems)) {
+      if (std::optional<DaemonTask> task = ReadTask(**tasks, task_id, inherit_env, problems)) {
         result.tasks.push_back(*std::move(task));
       }
     }

@@ -5,11 +5,13 @@
 //   stagehand:
 //     plugins:
 //       jobs:
+//         inheritEnv: [EXPORT_BUCKET]   # the default of the plugin's command tasks
 //         tasks:
 //           hello:
 //             schedule: { frequency: { cron: '*/5 * * * * *' }, timeout: 30s }
 //             command: ['/bin/sh', '-c', 'echo hello']
 //             env: { GREETING: hi }
+//             inheritEnv: [EXPORT_BUCKET, AWS_PROFILE]   # replaces the plugin's list
 //             workingDirectory: /srv
 //           ping:
 //             schedule: { frequency: { minutes: 1 }, timeout: 10s, scope: local }
@@ -36,7 +38,8 @@
 
 namespace stagehand {
 
-// One task read from the config. `executor` carries the task id in its `task_id`. For HTTP tasks
+// One task read from the config. `executor` carries the task id in its `task_id`; a command's
+// `inherit_env` is the task's `inheritEnv`, or the plugin's when the task has none. For HTTP tasks
 // the total timeout is the task timeout and the connect timeout at most the total one. A value
 // type; thread-compatible.
 struct DaemonTask {
@@ -59,8 +62,9 @@ struct DaemonPlugin {
 // the keys expected there), a missing or invalid schedule (Backstage's message, after the key), a
 // schedule that cannot work (a zero or negative frequency or timeout, a negative initial delay, a
 // cron that never fires), neither or both of `command` and `http`, an empty command, a bad URL,
-// method, header or expectStatus, `env` or `workingDirectory` on an HTTP task, values of the wrong
-// type.
+// method, header or expectStatus, an `inheritEnv` (of a plugin or a task) holding a name that is
+// not an environment variable name, `env`, `inheritEnv` or `workingDirectory` on an HTTP task,
+// values of the wrong type.
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root);
 
 // Returns a backend plugin with `plugin`'s id whose init schedules each task, in order, with the

@@ -83,6 +83,85 @@ stagehand:
   EXPECT_EQ(command.task_id, "hello");
 }
 
+TEST(ReadDaemonPluginsTest, InheritEnvOfTheTaskReplacesThePluginDefault) {
+  std::vector<DaemonPlugin> plugins = ReadOk(R"(
+stagehand:
+  plugins:
+    jobs:
+      inheritEnv: [AWS_REGION, _CACHE_DIR]
+      tasks:
+        default:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+        own:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+          inheritEnv: [PGPASSWORD]
+        none:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+          inheritEnv: []
+    other:
+      tasks:
+        plain:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+)");
+  ASSERT_EQ(plugins.size(), 2u);
+  ASSERT_EQ(plugins[0].tasks.size(), 3u);
+  EXPECT_THAT(std::get<CommandSpec>(plugins[0].tasks[0].executor).inherit_env,
+              ElementsAre("AWS_REGION", "_CACHE_DIR"));
+  EXPECT_THAT(std::get<CommandSpec>(plugins[0].tasks[1].executor).inherit_env,
+              ElementsAre("PGPASSWORD"));
+  EXPECT_TRUE(std::get<CommandSpec>(plugins[0].tasks[2].executor).inherit_env.empty());
+  ASSERT_EQ(plugins[1].tasks.size(), 1u);
+  EXPECT_TRUE(std::get<CommandSpec>(plugins[1].tasks[0].executor).inherit_env.empty());
+}
+
+TEST(ReadDaemonPluginsTest, InheritEnvErrorsNameTheKey) {
+  EXPECT_THAT(
+      Problems(R"(
+stagehand:
+  plugins:
+    jobs:
+      inheritEnv: [GOOD, 'BAD-NAME']
+      tasks:
+        bad-name:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+          inheritEnv: ['1ST', 'A=B', OK]
+        not-array:
+          schedule: { frequency: 1m, timeout: 10s }
+          command: [date]
+          inheritEnv: PGPASSWORD
+        on-http:
+          schedule: { frequency: 1m, timeout: 10s }
+          http: { url: 'http://127.0.0.1/' }
+          inheritEnv: [HOME]
+    other:
+      inheritEnv: { A: b }
+      inheritEnvs: [A]
+)"),
+      ElementsAre(
+          "Invalid config value for key 'stagehand.plugins.jobs.inheritEnv' in 'app.yaml': "
+          "'BAD-NAME' is not an environment variable name (a letter or '_', then letters, digits "
+          "and '_')",
+          "Invalid config value for key 'stagehand.plugins.jobs.tasks.bad-name.inheritEnv' in "
+          "'app.yaml': '1ST' is not an environment variable name (a letter or '_', then letters, "
+          "digits and '_')",
+          "Invalid config value for key 'stagehand.plugins.jobs.tasks.bad-name.inheritEnv' in "
+          "'app.yaml': 'A=B' is not an environment variable name (a letter or '_', then letters, "
+          "digits and '_')",
+          "Invalid type in config for key 'stagehand.plugins.jobs.tasks.not-array.inheritEnv' in "
+          "'app.yaml', got string, wanted string-array",
+          "Invalid config value for key 'stagehand.plugins.jobs.tasks.on-http.inheritEnv' in "
+          "'app.yaml': inheritEnv applies only to command tasks",
+          "Invalid config value for key 'stagehand.plugins.other.inheritEnvs' in 'app.yaml': "
+          "unknown key 'inheritEnvs'; did you mean 'inheritEnv'?",
+          "Invalid type in config for key 'stagehand.plugins.other.inheritEnv' in 'app.yaml', got "
+          "object, wanted string-array"));
+}
+
 TEST(ReadDaemonPluginsTest, ReadsEveryScheduleForm) {
   std::vector<DaemonPlugin> plugins = ReadOk(R"(
 stagehand:
@@ -497,7 +576,7 @@ stagehand:
               ElementsAre("Invalid config value for key "
                           "'stagehand.plugins.jobs.tasks.hello.priority' in 'app.yaml': unknown "
                           "key 'priority'; expected schedule, command, http, env, "
-                          "workingDirectory",
+                          "inheritEnv, workingDirectory",
                           "Invalid config value for key "
                           "'stagehand.plugins.jobs.tasks.hello.schedule.retries' in 'app.yaml': "
                           "unknown key 'retries'; expected frequency, timeout, initialDelay, "
