@@ -19,6 +19,21 @@ std::string NewLogId() {
   return id;
 }
 
+HttpResponse ErrorBody(int status, std::string_view name, std::string_view message,
+                       const HttpRequest& request) {
+  nlohmann::ordered_json body;
+  body["error"]["name"] = name;
+  body["error"]["message"] = message;
+  body["request"]["method"] = request.method;
+  body["request"]["url"] = request.Url();
+  body["response"]["statusCode"] = status;
+  HttpResponse response;
+  response.status = status;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return response;
+}
+
 }  // namespace
 
 HttpErrorClass HttpErrorClassFor(StatusCode code) {
@@ -56,17 +71,31 @@ HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logg
                   {"path", request.path},
                   {"error", error.ToString()}});
   }
-  nlohmann::ordered_json body;
-  body["error"]["name"] = error_class.name;
-  body["error"]["message"] = message;
-  body["request"]["method"] = request.method;
-  body["request"]["url"] = request.Url();
-  body["response"]["statusCode"] = error_class.status;
-  HttpResponse response;
-  response.status = error_class.status;
-  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return response;
+  return ErrorBody(error_class.status, error_class.name, message, request);
+}
+
+HttpResponse ProtocolErrorResponse(int status, const HttpRequest& request) {
+  STAGEHAND_CHECK(status >= 400 && status < 500);
+  // The names and messages of the http-errors package, which Express and its body parsers throw
+  // and Backstage's error middleware serializes.
+  switch (status) {
+    case 400:
+      return ErrorBody(status, "BadRequestError", "Bad Request", request);
+    case 411:
+      return ErrorBody(status, "LengthRequiredError", "Length Required", request);
+    case 413:
+      return ErrorBody(status, "PayloadTooLargeError", "request entity too large", request);
+    case 414:
+      return ErrorBody(status, "URITooLongError", "URI Too Long", request);
+    case 416:
+      return ErrorBody(status, "RangeNotSatisfiableError", "Range Not Satisfiable", request);
+    case 431:
+      return ErrorBody(status, "RequestHeaderFieldsTooLargeError",
+                       "Request Header Fields Too Large", request);
+    default:
+      return ErrorBody(status, "Error", fmt::format("Request failed with status {}", status),
+                       request);
+  }
 }
 
 }  // namespace stagehand

@@ -45,6 +45,34 @@ HttpRequest ToHttpRequest(const httplib::Request& request) {
   return out;
 }
 
+// The methods some route answers; every other method is one "other" label, so that clients
+// cannot add label values (a metric series each) by inventing methods.
+std::string_view MethodLabel(std::string_view method) {
+  for (const std::string_view known :
+       {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    if (method == known) {
+      return known;
+    }
+  }
+  return "other";
+}
+
+// Returns whether httplib refused `request` with 400 only for its method: a well-formed request
+// line ("<token> /<path> HTTP/1.x") whose method is none of those httplib parses. Express
+// answers such a request 404 (no route has the method), and so do we.
+bool IsUnknownMethodRequest(const httplib::Request& request) {
+  static constexpr std::string_view kParsed[] = {"GET",     "HEAD",    "POST",  "PUT",   "DELETE",
+                                                 "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+  const std::string_view method = request.method;
+  const bool token = !method.empty() && std::all_of(method.begin(), method.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '!' || c == '~' || c == '+' || c == '*';
+  });
+  return token && std::find(std::begin(kParsed), std::end(kParsed), method) == std::end(kParsed) &&
+         (request.version == "HTTP/1.1" || request.version == "HTTP/1.0") &&
+         !request.target.empty() && request.target.front() == '/';
+}
+
 HttpResponse JsonResponse(int status, std::string body) {
   HttpResponse response;
   response.status = status;
@@ -150,7 +178,7 @@ struct HttpServer::Impl {
     const std::string_view route = RouteOf(request.method, path);
     if (options.on_request) {
       HttpRequestRecord record;
-      record.method = request.method;
+      record.method = MethodLabel(request.method);
       record.route = route;
       record.status = response.status;
       record.duration = elapsed;
@@ -222,6 +250,26 @@ struct HttpServer::Impl {
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
+  // Gives the error statuses that httplib or CheckBodyFraming produce without a body Backstage's
+  // JSON error body (ProtocolErrorResponse), and answers an unknown method 404 with an empty body
+  // as Express does. Answers from routes (a body, or a 404 for no route) are left as they are.
+  // httplib has not read the headers of a request whose request line it refused and reads them
+  // as further requests, so the 404 says "Connection: close" to end the exchange.
+  httplib::Server::HandlerResponse OnError(const httplib::Request& request,
+                                           httplib::Response& response) {
+    if (!response.body.empty() || response.status == 404 || response.status >= 500) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (response.status == 400 && IsUnknownMethodRequest(request)) {
+      response.status = 404;
+      response.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const int status = response.status;
+    WriteResponse(ProtocolErrorResponse(status, ToHttpRequest(request)), response);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
   void Configure() {
     // httplib's default also sets SO_REUSEPORT, which lets a second server bind a busy port.
     server.set_socket_options([](socket_t socket) {
@@ -258,6 +306,10 @@ struct HttpServer::Impl {
           const HttpRequest ours = ToHttpRequest(request);
           WriteResponse(ErrorResponse(InternalError(what), ours, *logger), response);
         });
+    server.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& request, httplib::Response& response) {
+          return OnError(request, response);
+        }));
     server.set_logger([this](const httplib::Request& request, const httplib::Response& response) {
       OnAnswered(request, response);
     });

@@ -29,4 +29,10 @@ HttpErrorClass HttpErrorClassFor(StatusCode code);
 // is logged at error level with that logId, so no detail leaves the process.
 HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logger& logger);
 
+// Returns Backstage's error body for a 4xx `status` that the server produces itself, before any
+// route sees the request (400 malformed request, 411, 413, 414, 416, 431), with the name and
+// message Express's http-errors gives that status (413 → PayloadTooLargeError "request entity
+// too large"). `request` holds what could be parsed (its method and url may be empty).
+HttpResponse ProtocolErrorResponse(int status, const HttpRequest& request);
+
 }  // namespace stagehand

@@ -1,6 +1,8 @@
 // The backend's HTTP server: listens on one address, answers the health endpoints, and hands
 // requests under each mount (/api/<pluginId>) to that mount's handler with the path made relative
-// to the mount. Everything else gets 404 with an empty body. One access-log line per request (at
+// to the mount. Everything else gets 404 with an empty body, an unknown method included (as
+// Express). Errors the server produces itself (400, 411, 413, 414) get Backstage's JSON error
+// body. One access-log line per request (at
 // debug for successful health probes and quiet routes, at info otherwise).
 #pragma once
 
@@ -22,6 +24,8 @@ namespace stagehand {
 
 // What the server tells its request observer about each answered request.
 struct HttpRequestRecord {
+  // GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, or "other" for any other method (so clients
+  // cannot add label values by inventing methods).
   std::string_view method;
   // A low-cardinality name for what answered: the mount prefix ("/api/jobs", "/metrics"), the
   // health path, or "unmatched".

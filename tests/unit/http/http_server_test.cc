@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -382,6 +383,67 @@ TEST_F(HttpServerTest, OverlongUriIs4xx) {
   StartServer();
   EXPECT_EQ(Get(port(), "/" + std::string(20000, 'a')).status / 100, 4);
   EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+// Issue 14: the statuses the server produces itself had empty bodies.
+TEST_F(HttpServerTest, ServerErrorStatusesHaveBackstageErrorBodies) {
+  StartServer();
+  const RawResponse too_large =
+      Exchange(port(), "POST /api/p/x?a=1 HTTP/1.1\r\nContent-Length: 4000\r\n\r\n");
+  EXPECT_EQ(too_large.status, 413);
+  EXPECT_THAT(too_large.head, HasSubstr("Content-Type: application/json; charset=utf-8"));
+  EXPECT_EQ(too_large.body,
+            R"({"error":{"name":"PayloadTooLargeError","message":"request entity too large"},)"
+            R"("request":{"method":"POST","url":"/api/p/x?a=1"},"response":{"statusCode":413}})");
+  const RawResponse streamed =
+      Exchange(port(), "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(streamed.status, 411);
+  EXPECT_EQ(streamed.body,
+            R"({"error":{"name":"LengthRequiredError","message":"Length Required"},)"
+            R"("request":{"method":"POST","url":"/x"},"response":{"statusCode":411}})");
+  const RawResponse overlong = Get(port(), "/" + std::string(20000, 'a'));
+  EXPECT_EQ(overlong.status, 414);
+  EXPECT_THAT(overlong.body, HasSubstr(R"({"error":{"name":"URITooLongError")"));
+  EXPECT_THAT(overlong.body, HasSubstr(R"("response":{"statusCode":414}})"));
+  const RawResponse malformed = Exchange(port(), "GARBAGE\r\n\r\n");
+  EXPECT_EQ(malformed.status, 400);
+  EXPECT_THAT(malformed.body, HasSubstr(R"({"error":{"name":"BadRequestError")"));
+  EXPECT_THAT(malformed.body, HasSubstr(R"("response":{"statusCode":400}})"));
+  EXPECT_EQ(Get(port(), "/nowhere").body, "");
+}
+
+// Issue 14: httplib answered 400 to a method it does not know; Express answers 404 (no route has
+// the method), with the root not-found handler's empty body.
+TEST_F(HttpServerTest, UnknownMethodIs404WithEmptyBody) {
+  server_.Mount("/api/p",
+                [](const HttpRequest&) { return std::optional<HttpResponse>(HttpResponse{}); });
+  StartServer();
+  for (const std::string method : {"FOO", "PROPFIND", "get", "M-SEARCH"}) {
+    const RawResponse response = Get(port(), "/api/p/x", method);
+    EXPECT_EQ(response.status, 404) << method;
+    EXPECT_EQ(response.body, "") << method;
+  }
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
+}
+
+// Issue 14: 500 requests with random methods added 501 series to /metrics.
+TEST_F(HttpServerTest, OnRequestFoldsUnknownMethodsIntoOther) {
+  StartServer();
+  ASSERT_EQ(Get(port(), "/x", "OPTIONS").status, 404);
+  ASSERT_EQ(requests_->WaitFor(1).size(), 1u);
+  for (const std::string method : {"FOO", "BAR", "GARBAGE"}) {
+    ASSERT_EQ(Get(port(), "/x", method).status / 100, 4) << method;
+  }
+  // httplib leaves the headers of a request line it refuses unread and answers each header line
+  // as a request of its own, so more records than requests may come: every one is "other".
+  const std::vector<RequestRecorder::Record> records = requests_->WaitFor(4);
+  ASSERT_GE(records.size(), 4u);
+  std::set<std::string> methods;
+  for (const RequestRecorder::Record& record : records) {
+    methods.insert(record.method);
+  }
+  EXPECT_EQ(records[0].method, "OPTIONS");
+  EXPECT_EQ(methods, (std::set<std::string>{"OPTIONS", "other"}));
 }
 
 TEST_F(HttpServerTest, LongPathsAreRouted) {

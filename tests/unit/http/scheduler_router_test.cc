@@ -325,6 +325,35 @@ TEST_F(SchedulerRestRouterTest, MalformedPercentEncodingIsInputError) {
   EXPECT_TRUE(scheduler_.cancelled.empty());
 }
 
+// Issue 14: "report%00x" reached PostgreSQL as "report" (libpq ends text at NUL) and triggered it.
+TEST_F(SchedulerRestRouterTest, NulInTaskIdIsInputErrorAndNeverReachesTheScheduler) {
+  HttpResponse response = Post(std::string(kTasks) + "/report%00x/trigger");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_EQ(response.body,
+            R"({"error":{"name":"InputError","message":"Invalid param 'report%00x': a task id )"
+            R"(must not contain a NUL character"},)"
+            R"("request":{"method":"POST","url":"/.backstage/scheduler/v1/tasks/report%00x/)"
+            R"(trigger"},"response":{"statusCode":400}})");
+  EXPECT_EQ(Post(std::string(kTasks) + "/%00/cancel").status, 400);
+  EXPECT_TRUE(scheduler_.triggered.empty());
+  EXPECT_TRUE(scheduler_.cancelled.empty());
+}
+
+// Issue 14: raw bytes that are not UTF-8 gave a 500 from the store.
+TEST_F(SchedulerRestRouterTest, InvalidUtf8InTaskIdIsInputErrorAndNeverReachesTheScheduler) {
+  for (const std::string raw : {"a\xFF"
+                                "b",
+                                "\xC3", "\xC0\xAF", "\xED\xA0\x80", "%C3%A9\xE2"}) {
+    HttpResponse response = Post(std::string(kTasks) + "/" + raw + "/trigger");
+    EXPECT_EQ(response.status, 400) << raw;
+    EXPECT_THAT(response.body, HasSubstr("a task id must be valid UTF-8")) << raw;
+    EXPECT_THAT(response.body, HasSubstr(R"("name":"InputError")")) << raw;
+  }
+  EXPECT_TRUE(scheduler_.triggered.empty());
+  EXPECT_EQ(Post(std::string(kTasks) + "/\xC3\xA9%C3%A9/trigger").status, 200);
+  EXPECT_THAT(scheduler_.triggered, ElementsAre("\xC3\xA9\xC3\xA9"));
+}
+
 TEST_F(SchedulerRestRouterTest, IdIsPercentDecodedPathSegment) {
   Post(std::string(kTasks) + "/a%2Fb/trigger");
   Post(std::string(kTasks) + "/a%2fb%20c/trigger");
