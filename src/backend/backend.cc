@@ -217,13 +217,19 @@ Status ValidatePluginId(std::string_view id) {
                      std::all_of(id.begin(), id.end(), [](char c) {
                        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
                      });
-  if (valid) {
-    return Status::Ok();
+  if (!valid) {
+    return InvalidArgumentError(fmt::format(
+        "'{}' is not a valid plugin id; use lowercase letters, digits and dashes, starting with a "
+        "letter (e.g. 'jobs', 'nightly-reports')",
+        id));
   }
-  return InvalidArgumentError(fmt::format(
-      "'{}' is not a valid plugin id; use lowercase letters, digits and dashes, starting with a "
-      "letter (e.g. 'jobs', 'nightly-reports')",
-      id));
+  if (id.size() > kMaxPluginIdLength) {
+    return InvalidArgumentError(fmt::format(
+        "plugin id '{}' is {} characters long; the limit is {}, so that its PostgreSQL database "
+        "name 'backstage_plugin_<id>' fits PostgreSQL's 63 bytes",
+        id, id.size(), kMaxPluginIdLength));
+  }
+  return Status::Ok();
 }
 
 Status Backend::AddPlugin(BackendPlugin plugin) {

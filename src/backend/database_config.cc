@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::string_view kRootKey = "backend.database";
 constexpr char kMemory[] = ":memory:";
+constexpr std::size_t kMaxPostgresIdentifierBytes = 63;
 
 std::optional<std::string> ReadString(const Config& config, std::string_view key,
                                       ConfigProblems& problems) {
@@ -332,6 +333,13 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
   } else {
     auto dbname = connection.find("dbname");
     result.database = dbname != connection.end() ? dbname->second : config.prefix + plugin_id;
+    // PostgreSQL truncates longer identifiers silently, so two plugins could share a database.
+    if (result.database.size() > kMaxPostgresIdentifierBytes) {
+      return InvalidArgumentError(fmt::format(
+          "plugin '{}': database name '{}' is {} bytes long; PostgreSQL's limit is {} (shorten "
+          "backend.database.prefix or the plugin id)",
+          plugin_id, result.database, result.database.size(), kMaxPostgresIdentifierBytes));
+    }
     connection["dbname"] = "postgres";
   }
   result.server_connection = PostgresConnectionString(connection);

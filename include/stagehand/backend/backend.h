@@ -13,6 +13,7 @@
 // tickets, join threads) → the HTTP server closes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -129,9 +130,15 @@ class Backend {
   std::unique_ptr<Impl> impl_;
 };
 
+// The longest plugin id: the PostgreSQL database named after it with the default prefix,
+// `backstage_plugin_<id>`, must fit PostgreSQL's 63-byte identifiers (longer names are silently
+// truncated, so two plugins could share a database).
+inline constexpr std::size_t kMaxPluginIdLength = 63 - std::string_view("backstage_plugin_").size();
+
 // Returns OK when `id` is a valid plugin id: Backstage's rule, a lowercase letter, then lowercase
-// letters, digits and dashes (e.g. `jobs`, `my-jobs-2`). Errors: kInvalidArgument
-// "'<id>' is not a valid plugin id; ...".
+// letters, digits and dashes (e.g. `jobs`, `my-jobs-2`), and at most kMaxPluginIdLength (46)
+// characters. Errors: kInvalidArgument "'<id>' is not a valid plugin id; ..." or "plugin id
+// '<id>' is <n> characters long; the limit is 46 ...".
 Status ValidatePluginId(std::string_view id);
 
 // Blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT in the calling thread, so that every thread created

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "integration/executors/recording_logger.h"
+#include "stagehand/backend/database_config.h"
 
 namespace stagehand {
 namespace {
@@ -107,6 +108,23 @@ TEST_F(BackendTest, AddPluginRejectsInvalidIds) {
   }
   EXPECT_TRUE(backend->AddPlugin(Plugin("j")).ok());
   EXPECT_TRUE(backend->AddPlugin(Plugin("jobs-2")).ok());
+}
+
+// Issue 14: ids had no length limit although PostgreSQL truncates database names at 63 bytes.
+TEST_F(BackendTest, PluginIdsAreLimitedSoTheirDatabaseNameFitsPostgres) {
+  EXPECT_EQ(kMaxPluginIdLength, 46u);
+  EXPECT_EQ(DatabaseConfig{}.prefix.size() + kMaxPluginIdLength, 63u);
+  const std::string longest = "j" + std::string(kMaxPluginIdLength - 1, 'x');
+  EXPECT_TRUE(ValidatePluginId(longest).ok());
+  const std::string too_long = longest + "x";
+  const Status status = ValidatePluginId(too_long);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("plugin id '" + too_long + "' is 47 characters long; the limit is 46"));
+  std::unique_ptr<Backend> backend = MakeBackend();
+  ASSERT_NE(backend, nullptr);
+  EXPECT_EQ(backend->AddPlugin(Plugin(too_long)).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(backend->AddPlugin(Plugin(longest)).ok());
 }
 
 TEST_F(BackendTest, AddPluginRejectsADuplicateId) {

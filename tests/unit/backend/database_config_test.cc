@@ -158,6 +158,21 @@ TEST(DatabaseConfigTest, PrefixInDatabaseModeIgnoresTheBaseDatabase) {
   EXPECT_THAT(database.server_connection, HasSubstr("dbname='postgres'"));
 }
 
+// Issue 14: PostgreSQL truncates identifiers at 63 bytes, so two long plugin ids could share a
+// database.
+TEST(DatabaseConfigTest, DatabaseNameLongerThanPostgresAllowsIsRejected) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    prefix: a_rather_long_company_prefix_\n"
+      "    connection:\n      host: h\n");
+  const std::string fits(63 - config.prefix.size(), 'p');
+  EXPECT_EQ(Resolve(config, fits).database.size(), 63u);
+  Result<PluginDatabase> too_long = ResolvePluginDatabase(config, fits + "q");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.status().message(), HasSubstr("'" + config.prefix + fits + "q'"));
+  EXPECT_THAT(too_long.status().message(), HasSubstr("64 bytes long; PostgreSQL's limit is 63"));
+}
+
 TEST(DatabaseConfigTest, SkipMigrationsGlobalAndPerPlugin) {
   DatabaseConfig config = ReadOk(
       "backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n"
