@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <system_error>
 #include <utility>
 
@@ -47,17 +46,8 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
 
   Result<std::unique_ptr<TaskStore>> opened = InternalError("no store opened");
   if (database->client == DatabaseClient::kSqlite) {
-    if (database->database != ":memory:") {
-      // Backstage creates the directory of the plugin's file when it is missing.
-      const std::filesystem::path parent = std::filesystem::path(database->database).parent_path();
-      std::error_code error;
-      if (!parent.empty()) std::filesystem::create_directories(parent, error);
-      if (error) {
-        return UnavailableError(
-            fmt::format("plugin '{}', database '{}': cannot create directory '{}': {}", plugin_id,
-                        database->database, parent.string(), error.message()));
-      }
-    }
+    // The store creates the directory of the plugin's file when it is missing, as Backstage does
+    // (0700, and the file 0600, whatever the umask).
     SqliteStoreOptions options;
     options.path = database->database;
     opened = OpenSqliteTaskStore(plugin_id, options, clock_);

@@ -1,14 +1,19 @@
 #include "store/sqlite/sqlite_database.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "store/sqlite/sqlite_sql.h"
 
@@ -33,6 +38,36 @@ StatusCode CodeFor(int rc) {
 
 bool IsFilePath(const std::string& path) {
   return !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
+}
+
+// Creates `directory` and its missing parents, each 0700 whatever the umask: the task database
+// may hold secrets in task settings. Directories that already exist keep their mode.
+std::error_code CreatePrivateDirectories(const std::filesystem::path& directory) {
+  std::vector<std::filesystem::path> missing;
+  std::error_code ec;
+  for (std::filesystem::path p = directory; !p.empty() && !std::filesystem::exists(p, ec);
+       p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;  // created by another process meanwhile: not ours
+      return {errno, std::generic_category()};
+    }
+    if (::chmod(it->c_str(), 0700) != 0) return {errno, std::generic_category()};
+  }
+  return {};
+}
+
+// Creates the database file `path` 0600 whatever the umask when it does not exist. SQLite then
+// gives its -wal and -shm files the database file's mode. An existing file keeps its mode; any
+// other failure is left for sqlite3_open_v2 to report.
+void CreatePrivateFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ::fchmod(fd, 0600);
+  ::close(fd);
 }
 
 }  // namespace
@@ -150,13 +185,14 @@ Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(
     const std::filesystem::path directory = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!directory.empty() && !std::filesystem::is_directory(directory, ec)) {
-      std::filesystem::create_directories(directory, ec);
+      ec = CreatePrivateDirectories(directory);
       if (ec) {
         return fail(
             fmt::format("cannot create directory '{}': {}", directory.string(), ec.message()));
       }
     }
   }
+  if (IsFilePath(path)) CreatePrivateFile(path);
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &raw,

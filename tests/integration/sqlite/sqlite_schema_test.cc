@@ -2,8 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -250,6 +252,28 @@ TEST(SqliteSchemaTest, InMemoryDatabaseMigratesAndWorks) {
   ASSERT_TRUE(poll.ok()) << poll.status().ToString();
   ASSERT_EQ(poll->entries.size(), 1u);
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kReady);
+}
+
+// Issue 14: data/ was created 0755 and the database files 0644, as the umask decided.
+TEST(SqliteFilePermissionsTest, NewDirectoriesAre0700AndDatabaseFiles0600WhateverTheUmask) {
+  TempDir dir;
+  const std::filesystem::path data = dir.path() / "data";
+  const std::string path = (data / "sub" / "backstage_plugin_sched.sqlite").string();
+  const mode_t old_umask = ::umask(0);
+  std::unique_ptr<TaskStore> store = Open(path);
+  const Status migrated = store ? store->Migrate() : InternalError("not opened");
+  ::umask(old_umask);
+  ASSERT_TRUE(migrated.ok()) << migrated;
+  const auto mode = [](const std::filesystem::path& p) {
+    struct stat info {};
+    EXPECT_EQ(::stat(p.c_str(), &info), 0) << p;
+    return info.st_mode & 0777;
+  };
+  EXPECT_EQ(mode(data), 0700u);
+  EXPECT_EQ(mode(data / "sub"), 0700u);
+  EXPECT_EQ(mode(path), 0600u);
+  EXPECT_EQ(mode(path + "-wal"), 0600u);
+  EXPECT_EQ(mode(path + "-shm"), 0600u);
 }
 
 TEST(SqliteSchemaTest, PluginDatabasePathIsNamedAsBackstageNamesIt) {
