@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -17,6 +18,9 @@ namespace stagehand {
 namespace {
 
 constexpr std::size_t kBodyExcerptBytes = 200;
+// The longest reason phrase an error quotes; the server chooses it.
+constexpr std::size_t kReasonBytes = 64;
+constexpr std::string_view kRedacted = "***";
 // After a stop, how often the in-flight request is shut down again: a socket that was still
 // being connected at the first attempt is shut down once it exists.
 constexpr std::chrono::milliseconds kAbortRetry{10};
@@ -24,7 +28,7 @@ constexpr std::chrono::milliseconds kAbortRetry{10};
 constexpr std::chrono::milliseconds kClientTimeoutSlack{1000};
 
 Status BadUrl(std::string_view url, std::string_view reason) {
-  return InvalidArgumentError(fmt::format("invalid URL '{}': {}", url, reason));
+  return InvalidArgumentError(fmt::format("invalid URL '{}': {}", RedactUrl(url), reason));
 }
 
 std::string Lower(std::string_view s) {
@@ -93,13 +97,31 @@ class Exchange {
     client_.set_write_timeout(spec.total_timeout + kClientTimeoutSlack);
     client_.set_keep_alive(false);
     client_.set_follow_location(false);
+    // A compressed body is kept as received: inflating it would make the cap meaningless (a
+    // 510 KB gzip bomb inflates to hundreds of megabytes).
+    client_.set_decompress(false);
     client_.set_socket_options([this](socket_t sock) { Track(sock); });
     request_.method = std::move(method);
     request_.path = url.target;
     for (const auto& [name, value] : spec.headers) {
       request_.headers.emplace(name, value);
     }
+    if (!request_.has_header("Accept-Encoding")) {
+      request_.headers.emplace("Accept-Encoding", "identity");
+    }
     request_.body = spec.body;
+    max_body_bytes_ = spec.max_response_bytes;
+    // Runs on the helper thread only; its results are published with done_.
+    request_.content_receiver = [this](const char* data, std::size_t size, std::uint64_t,
+                                       std::uint64_t) {
+      std::size_t room = max_body_bytes_ - body_.size();
+      body_.append(data, std::min(size, room));
+      if (size > room) {
+        body_truncated_ = true;
+        return false;
+      }
+      return true;
+    };
   }
 
   Exchange(const Exchange&) = delete;
@@ -117,6 +139,11 @@ class Exchange {
       httplib::Response response;
       httplib::Error error = httplib::Error::Success;
       bool ok = client_.send(request_, response, error);
+      if (!ok && error == httplib::Error::Canceled && body_truncated_) {
+        // The receiver ended the body at the cap: the status and headers are complete.
+        ok = true;
+        error = httplib::Error::Success;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         done_ = true;
@@ -157,6 +184,8 @@ class Exchange {
   bool ok() const { return ok_; }
   httplib::Error error() const { return error_; }
   const httplib::Response& response() const { return response_; }
+  const std::string& body() const { return body_; }
+  bool body_truncated() const { return body_truncated_; }
 
   void Join() { worker_.join(); }
 
@@ -180,6 +209,9 @@ class Exchange {
   bool ok_ = false;
   httplib::Error error_ = httplib::Error::Success;
   httplib::Response response_;
+  std::size_t max_body_bytes_ = 0;
+  std::string body_;
+  bool body_truncated_ = false;
   int socket_copy_ = -1;
   std::jthread worker_;
 };
@@ -188,7 +220,62 @@ std::string StatusExpectation(const HttpTaskSpec& spec) {
   return spec.expect_status ? std::to_string(*spec.expect_status) : "2xx";
 }
 
+// Returns the reason phrase, cut at kReasonBytes, with anything but printable ASCII replaced.
+std::string SafeReason(std::string_view reason) {
+  std::string out(reason.substr(0, kReasonBytes));
+  for (char& c : out) {
+    if (std::isprint(static_cast<unsigned char>(c)) == 0) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string RedactUrl(std::string_view url) {
+  std::string out;
+  std::size_t fragment = url.find('#');
+  std::string_view rest = url.substr(0, fragment);
+  std::size_t scheme_end = rest.find("://");
+  if (scheme_end != std::string_view::npos) {
+    out.append(rest.substr(0, scheme_end + 3));
+    rest.remove_prefix(scheme_end + 3);
+    std::size_t authority_end = std::min(rest.find_first_of("/?"), rest.size());
+    std::size_t at = rest.substr(0, authority_end).rfind('@');
+    if (at != std::string_view::npos) {
+      out.append(kRedacted).append("@");
+      rest.remove_prefix(at + 1);
+    }
+  }
+  std::size_t query = rest.find('?');
+  out.append(rest.substr(0, query));
+  if (query == std::string_view::npos) {
+    return out;
+  }
+  out += '?';
+  rest.remove_prefix(query + 1);
+  bool first = true;
+  while (true) {
+    std::size_t end = std::min(rest.find('&'), rest.size());
+    std::string_view item = rest.substr(0, end);
+    if (!first) {
+      out += '&';
+    }
+    first = false;
+    std::size_t equals = item.find('=');
+    if (equals != std::string_view::npos) {
+      out.append(item.substr(0, equals + 1)).append(kRedacted);
+    } else if (!item.empty()) {
+      out.append(kRedacted);
+    }
+    if (end == rest.size()) {
+      break;
+    }
+    rest.remove_prefix(end + 1);
+  }
+  return out;
+}
 
 bool HttpsSupported() {
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
@@ -302,11 +389,12 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
 }
 
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
-                   const std::stop_token& stop) {
+                   const std::stop_token& stop, HttpTaskResponse* out) {
   STAGEHAND_RETURN_IF_ERROR(CheckSpec(spec));
   HttpTaskUrl url = *ParseHttpTaskUrl(spec.url);
   std::string method = *NormalizedMethod(spec.method);
-  std::string what = fmt::format("HTTP {} {}", method, spec.url);
+  std::string redacted_url = RedactUrl(spec.url);
+  std::string what = fmt::format("HTTP {} {}", method, redacted_url);
   if (stop.stop_requested()) {
     return CancelledError(what + ": not sent");
   }
@@ -316,7 +404,7 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
     fields.emplace_back("task", spec.task_id);
   }
   fields.emplace_back("method", method);
-  fields.emplace_back("url", spec.url);
+  fields.emplace_back("url", redacted_url);
 
   Exchange exchange(url, spec, method);
   if (!exchange.valid()) {
@@ -344,6 +432,15 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   }
   const httplib::Response& response = exchange.response();
   fields.emplace_back("status", std::to_string(response.status));
+  fields.emplace_back("body_bytes", std::to_string(exchange.body().size()));
+  if (exchange.body_truncated()) {
+    fields.emplace_back("body_truncated", "true");
+  }
+  if (out != nullptr) {
+    out->status = response.status;
+    out->body = exchange.body();
+    out->body_truncated = exchange.body_truncated();
+  }
   bool expected = spec.expect_status ? response.status == *spec.expect_status
                                      : response.status >= 200 && response.status <= 299;
   if (expected) {
@@ -351,10 +448,16 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
     return Status::Ok();
   }
   logger.Warn("http task response", fields);
-  std::string message =
-      fmt::format("{}: status {} (expected {})", what, response.status, StatusExpectation(spec));
-  if (!response.body.empty()) {
-    message += "; body: " + response.body.substr(0, kBodyExcerptBytes);
+  std::string message = fmt::format("{}: status {}", what, response.status);
+  if (std::string reason = SafeReason(response.reason); !reason.empty()) {
+    message += " " + reason;
+  }
+  message += fmt::format(" (expected {})", StatusExpectation(spec));
+  if (exchange.body_truncated()) {
+    message += fmt::format("; body truncated at {} bytes", spec.max_response_bytes);
+  }
+  if (spec.include_body_in_error && !exchange.body().empty()) {
+    message += "; body: " + exchange.body().substr(0, kBodyExcerptBytes);
   }
   return UnavailableError(std::move(message));
 }

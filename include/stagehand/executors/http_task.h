@@ -1,8 +1,11 @@
 // HTTP tasks: the task functions `stagehand serve` builds from a YAML `http:` entry. Each run sends
-// one request and maps the response status to a Status, within a connect and a total timeout.
+// one request and maps the response status to a Status, within a connect and a total timeout. A run
+// holds at most `max_response_bytes` of the response body, never inflates a compressed body, and
+// names its URL only in redacted form (RedactUrl) in logs and errors.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,8 +31,16 @@ struct HttpTaskUrl {
 // Returns whether https URLs can be used (cpp-httplib built with OpenSSL).
 bool HttpsSupported();
 
+// Returns `url` with anything that may hold a secret hidden, for logs and error messages: user
+// information becomes "***@", every query value (or a query item without '=') becomes "***", and
+// the fragment is dropped, e.g. "https://***@host/p?api_key=***&x=***". Scheme, host, port and
+// path are kept. Any text is accepted; text that is not a URL is redacted as far as it looks like
+// one. Thread-safe.
+std::string RedactUrl(std::string_view url);
+
 // Returns the parts of `url`, an absolute http:// (or, when HttpsSupported(), https://) URL
-// without user information. INVALID_ARGUMENT, quoting the URL and saying what is wrong, otherwise.
+// without user information. INVALID_ARGUMENT, quoting the redacted URL and saying what is wrong,
+// otherwise.
 Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url);
 
 // What to send and what counts as success. Thread-compatible value type.
@@ -43,19 +54,36 @@ struct HttpTaskSpec {
   // Caps on establishing the connection and on the whole exchange (monotonic).
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds total_timeout{30000};
+  // The most response body bytes a run keeps; when the body is longer, the connection is closed
+  // at the cap and the rest is never read. Counted as received: the client asks for no content
+  // coding ("Accept-Encoding: identity" unless `headers` set one) and inflates nothing.
+  std::size_t max_response_bytes = 1024 * 1024;
+  // Whether the error of an unexpected status quotes the start of the response body.
+  bool include_body_in_error = false;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
 };
 
+// What a run received. Thread-compatible value type.
+struct HttpTaskResponse {
+  int status = 0;
+  // At most `max_response_bytes` of the body, as received (still compressed if it was sent so).
+  std::string body;
+  // Whether the server sent more than `max_response_bytes`; the rest was not read.
+  bool body_truncated = false;
+};
+
 // Sends the request of `spec` once and blocks until the response, the total timeout on `clock`,
-// or `stop`. Returns OK when the status is the expected one; UNAVAILABLE with the status and the
-// first 200 bytes of the body when it is not, or naming the error when no response came
+// or `stop`. Returns OK when the status is the expected one; UNAVAILABLE with the status (and,
+// with `include_body_in_error`, the first 200 bytes of the body) when it is not, saying whether
+// the body was cut at `max_response_bytes`, or naming the error when no response came
 // (connection refused, reset, read timeout); DEADLINE_EXCEEDED when `total_timeout` passed;
 // CANCELLED at once when `stop` is requested, also while the connection is being established
 // (a host name still being resolved takes as long as the resolver does); INVALID_ARGUMENT for a
-// bad URL or method. Never throws. Thread-safe.
+// bad URL or method. Fills `*response`, when not null, whenever a response came. Never throws.
+// Thread-safe.
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
-                   const std::stop_token& stop);
+                   const std::stop_token& stop, HttpTaskResponse* response = nullptr);
 
 // Runs RunHttpTask with a stop token that is requested as soon as `control.stop` or
 // `control.kill` is: a request has no grace period, so both abort it at once.

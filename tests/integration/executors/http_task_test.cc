@@ -7,22 +7,75 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
+#include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "integration/executors/recording_logger.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::LogRecord;
 using ::stagehand::testing::RecordingLogger;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr std::size_t kMiB = 1024 * 1024;
+constexpr std::size_t kHugeBodyBytes = 300 * kMiB;
+constexpr std::size_t kBombInflatedBytes = 256 * kMiB;
+// How far the test process (client and server) may grow while a huge body is refused.
+constexpr long kMaxGrowthKb = 64 * 1024;
+
+// Returns the value, in kB, of `key` ("VmRSS:", "VmHWM:") in /proc/self/status, or -1.
+long ProcStatusKb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key, 0) == 0) {
+      return std::stol(line.substr(key.size()));
+    }
+  }
+  return -1;
+}
+
+// Resets the peak RSS (VmHWM) to the current RSS; returns whether the kernel allowed it.
+bool ResetPeakRss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return clear_refs.good();
+}
+
+// Returns a gzip stream of `size` zero bytes, compressed piece by piece so that the zeros are
+// never held at once. Uses cpp-httplib's own gzip compressor (zlib), which the library exports.
+std::string GzipOfZeros(std::size_t size) {
+  httplib::detail::gzip_compressor compressor;
+  std::string out;
+  const std::string zeros(kMiB, '\0');
+  for (std::size_t done = 0; done < size; done += zeros.size()) {
+    bool last = done + zeros.size() >= size;
+    bool ok =
+        compressor.compress(zeros.data(), zeros.size(), last, [&](const char* data, size_t n) {
+          out.append(data, n);
+          return true;
+        });
+    if (!ok) {
+      return "";
+    }
+  }
+  return out;
+}
 
 // A loopback server whose /slow handler blocks until Release() (or 5 s).
 class HttpTaskTest : public ::testing::Test {
@@ -47,6 +100,27 @@ class HttpTaskTest : public ::testing::Test {
     server_.Post("/fail", [](const httplib::Request&, httplib::Response& res) {
       res.status = 500;
       res.set_content("boom: " + std::string(300, 'x'), "text/plain");
+    });
+    server_.Post("/fail-long", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 503;
+      res.set_content(std::string(10000, 'y'), "text/plain");
+    });
+    server_.Get("/huge", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_accept_encoding_ = req.get_header_value("Accept-Encoding");
+      }
+      res.set_content_provider(kHugeBodyBytes, "application/octet-stream",
+                               [chunk = std::string(64 * 1024, 'z')](
+                                   std::size_t, std::size_t length, httplib::DataSink& sink) {
+                                 return sink.write(chunk.data(), std::min(length, chunk.size()));
+                               });
+    });
+    server_.Get("/bomb", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_accept_encoding_ = req.get_header_value("Accept-Encoding");
+      res.set_header("Content-Encoding", "gzip");
+      res.set_content(bomb_, "application/octet-stream");
     });
     server_.Post("/created",
                  [](const httplib::Request&, httplib::Response& res) { res.status = 201; });
@@ -106,6 +180,8 @@ class HttpTaskTest : public ::testing::Test {
   std::string last_body_;
   std::string last_header_;
   std::string last_method_;
+  std::string last_accept_encoding_;
+  std::string bomb_;
 };
 
 TEST_F(HttpTaskTest, SucceedsOn200AndSendsBodyAndHeaders) {
@@ -129,13 +205,120 @@ TEST_F(HttpTaskTest, UsesTheConfiguredMethod) {
   EXPECT_EQ(last_method_, "PUT");
 }
 
-TEST_F(HttpTaskTest, ServerErrorFailsWithStatusAndBodyExcerpt) {
+// Issue 14: the start of a failed response's body went into lastRunError whether or not it held
+// anything secret.
+TEST_F(HttpTaskTest, ServerErrorFailsWithStatusAndReasonButNoBody) {
   Status status = Run(Spec("/fail"));
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("status 500 Internal Server Error (expected 2xx)"),
+                                      Not(HasSubstr("boom")), Not(HasSubstr("body"))));
+}
+
+TEST_F(HttpTaskTest, ServerErrorQuotesTheBodyWhenAskedTo) {
+  HttpTaskSpec spec = Spec("/fail");
+  spec.include_body_in_error = true;
+  Status status = Run(spec);
   EXPECT_EQ(status.code(), StatusCode::kUnavailable);
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("status 500"), HasSubstr("expected 2xx"), HasSubstr("boom: xxx")));
   std::string body_excerpt = status.message().substr(status.message().find("boom"));
   EXPECT_EQ(body_excerpt.size(), 200U);
+}
+
+TEST_F(HttpTaskTest, ErrorSaysTheBodyWasTruncatedAtTheCap) {
+  HttpTaskSpec spec = Spec("/fail-long");
+  spec.max_response_bytes = 1024;
+  spec.include_body_in_error = true;
+  HttpTaskResponse response;
+  Status status = RunHttpTask(spec, logger_, SystemClock::Instance(), std::stop_token(), &response);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("status 503"), HasSubstr("body truncated at 1024 bytes"),
+                    HasSubstr("body: yyy")));
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.body, std::string(1024, 'y'));
+  EXPECT_TRUE(response.body_truncated);
+}
+
+// Issue 14: a 300 MB response grew the daemon by 464 MB.
+TEST_F(HttpTaskTest, HugeResponseIsCutAtTheCapAndMemoryStaysBounded) {
+  HttpTaskSpec spec = Spec("/huge");
+  spec.method = "GET";
+  ASSERT_EQ(spec.max_response_bytes, kMiB);
+  long rss_before_kb = ProcStatusKb("VmRSS:");
+  ASSERT_GT(rss_before_kb, 0);
+  bool peak_reset = ResetPeakRss();
+  HttpTaskResponse response;
+  Status status = RunHttpTask(spec, logger_, SystemClock::Instance(), std::stop_token(), &response);
+  long peak_kb = peak_reset ? ProcStatusKb("VmHWM:") : ProcStatusKb("VmRSS:");
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body.size(), kMiB);
+  EXPECT_TRUE(response.body_truncated);
+  RecordProperty("peak_growth_kb", std::to_string(peak_kb - rss_before_kb));
+  EXPECT_LT(peak_kb - rss_before_kb, kMaxGrowthKb) << "peak measured: " << peak_reset;
+  std::optional<LogRecord> record = logger_.WaitFor("http task response");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->Field("body_truncated"), "true");
+  EXPECT_EQ(record->Field("body_bytes"), std::to_string(kMiB));
+}
+
+// Issue 14: a 510 KB gzip bomb grew the daemon by 218 MB.
+TEST_F(HttpTaskTest, GzipBombIsNotInflated) {
+  std::string bomb = GzipOfZeros(kBombInflatedBytes);
+  ASSERT_FALSE(bomb.empty());
+  ASSERT_LT(bomb.size(), kMiB);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bomb_ = bomb;
+  }
+  HttpTaskSpec spec = Spec("/bomb");
+  spec.method = "GET";
+  long rss_before_kb = ProcStatusKb("VmRSS:");
+  ASSERT_GT(rss_before_kb, 0);
+  bool peak_reset = ResetPeakRss();
+  HttpTaskResponse response;
+  Status status = RunHttpTask(spec, logger_, SystemClock::Instance(), std::stop_token(), &response);
+  long peak_kb = peak_reset ? ProcStatusKb("VmHWM:") : ProcStatusKb("VmRSS:");
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(response.body.size(), bomb.size());
+  EXPECT_TRUE(response.body == bomb);
+  EXPECT_FALSE(response.body_truncated);
+  RecordProperty("peak_growth_kb", std::to_string(peak_kb - rss_before_kb));
+  EXPECT_LT(peak_kb - rss_before_kb, kMaxGrowthKb) << "peak measured: " << peak_reset;
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(last_accept_encoding_, "identity");
+}
+
+TEST(RedactUrlTest, HidesUserInformationAndQueryValues) {
+  EXPECT_EQ(RedactUrl("https://host/path?api_key=s3cret&x=1"),
+            "https://host/path?api_key=***&x=***");
+  EXPECT_EQ(RedactUrl("http://user:pw@host:8080/p?token"), "http://***@host:8080/p?***");
+  EXPECT_EQ(RedactUrl("http://a@b@host/p?k=v=w&&z=#frag?x=1"), "http://***@host/p?k=***&&z=***");
+  EXPECT_EQ(RedactUrl("http://host:80/a/b"), "http://host:80/a/b");
+  EXPECT_EQ(RedactUrl("http://host/p?"), "http://host/p?");
+  EXPECT_EQ(RedactUrl("http://host?q=1"), "http://host?q=***");
+  EXPECT_EQ(RedactUrl("http://host/p@x?q=1"), "http://host/p@x?q=***");
+  EXPECT_EQ(RedactUrl("not a url?secret=1"), "not a url?secret=***");
+  EXPECT_EQ(RedactUrl(""), "");
+}
+
+// Issue 14: the full URL of an HTTP task, with any ?api_key=, was logged on every run.
+TEST_F(HttpTaskTest, LogsAndErrorsNameTheRedactedUrl) {
+  HttpTaskSpec spec = Spec("/fail?api_key=s3cret");
+  Status status = Run(spec);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("/fail?api_key=***"), Not(HasSubstr("s3cret"))));
+  std::vector<LogRecord> records = logger_.Records();
+  ASSERT_FALSE(records.empty());
+  for (const LogRecord& record : records) {
+    EXPECT_EQ(record.Field("url"),
+              "http://127.0.0.1:" + std::to_string(port_) + "/fail?api_key=***");
+    for (const auto& [key, value] : record.fields) {
+      EXPECT_THAT(value, Not(HasSubstr("s3cret"))) << key;
+    }
+  }
+  Result<HttpTaskUrl> bad = ParseHttpTaskUrl("http://user:hunter2@host/?k=s3cret");
+  EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("user information"),
+                                            Not(HasSubstr("hunter2")), Not(HasSubstr("s3cret"))));
 }
 
 TEST_F(HttpTaskTest, NotFoundFails) {
