@@ -25,8 +25,10 @@ constexpr std::string_view kPluginsKey = "stagehand.plugins";
 constexpr std::array<std::string_view, 2> kPluginKeys = {"tasks", "inheritEnv"};
 constexpr std::array<std::string_view, 6> kTaskKeys = {
     "schedule", "command", "http", "env", "inheritEnv", "workingDirectory"};
-constexpr std::array<std::string_view, 5> kHttpKeys = {"url", "method", "headers", "body",
-                                                       "expectStatus"};
+constexpr std::array<std::string_view, 7> kHttpKeys = {
+    "url", "method", "headers", "body", "expectStatus", "maxResponseBytes", "includeBodyInError"};
+// The largest `maxResponseBytes`: a run holds up to this much of a response in memory.
+constexpr double kMaxHttpResponseBytes = 1024.0 * 1024 * 1024;
 constexpr std::chrono::milliseconds kMaxHttpConnectTimeout{5000};
 
 // Returns the text of a scalar (a string, a number or a boolean) the way it reads in YAML, or
@@ -234,6 +236,28 @@ std::optional<HttpTaskSpec> ReadHttp(const Config& task, ConfigProblems& problem
     } else {
       spec.expect_status = static_cast<int>(status);
     }
+  }
+  Result<std::optional<double>> max_bytes = http->GetOptionalNumber("maxResponseBytes");
+  if (!max_bytes.ok()) {
+    problems.Add(max_bytes.status());
+    ok = false;
+  } else if (*max_bytes) {
+    const double bytes = **max_bytes;
+    if (std::trunc(bytes) != bytes || bytes < 0 || bytes > kMaxHttpResponseBytes) {
+      problems.Add(InvalidConfigValue(
+          *http, "maxResponseBytes",
+          fmt::format("{} is not a byte count in 0..{}", bytes, kMaxHttpResponseBytes)));
+      ok = false;
+    } else {
+      spec.max_response_bytes = static_cast<std::size_t>(bytes);
+    }
+  }
+  Result<std::optional<bool>> include_body = http->GetOptionalBoolean("includeBodyInError");
+  if (!include_body.ok()) {
+    problems.Add(include_body.status());
+    ok = false;
+  } else if (*include_body) {
+    spec.include_body_in_error = **include_body;
   }
   if (!ok) {
     return std::nullopt;

@@ -375,7 +375,8 @@ stagehand:
 )"),
       ElementsAre(
           "Invalid config value for key 'stagehand.plugins.jobs.tasks.bad-values.http.timeot' in "
-          "'app.yaml': unknown key 'timeot'; expected url, method, headers, body, expectStatus",
+          "'app.yaml': unknown key 'timeot'; expected url, method, headers, body, expectStatus, "
+          "maxResponseBytes, includeBodyInError",
           "Invalid config value for key 'stagehand.plugins.jobs.tasks.bad-values.http.url' in "
           "'app.yaml': " +
               ParseHttpTaskUrl("ftp://example.com/").status().message(),
