@@ -320,10 +320,11 @@ std::optional<DaemonTask> ReadTask(const Config& tasks, const std::string& id,
                            "a task has exactly one executor, but both 'command' and 'http' "
                            "are set"));
   } else if (!has_command && !has_http) {
-    problems.Add(
-        InvalidConfigValue(*task, {},
-                           "a task needs an executor: 'command' (the program and its "
-                           "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
+    problems.Add(InvalidConfigValue(
+        *task, {},
+        "a task needs an executor: 'command' (the program and its "
+        "arguments) or 'http' ({url, method, headers, body, expectStatus, maxResponseBytes, "
+        "includeBodyInError})"));
   } else if (has_command) {
     if (std::optional<CommandSpec> command = ReadCommand(*task, inherit_env, problems)) {
       command->task_id = id;

@@ -216,6 +216,8 @@ stagehand:
             headers: { Content-Type: application/json, X-Count: 3 }
             body: '{"a":1}'
             expectStatus: 204
+            maxResponseBytes: 4096
+            includeBodyInError: true
         defaults:
           schedule: { frequency: { minutes: 1 }, timeout: 1m }
           http: { url: 'http://localhost/' }
@@ -232,6 +234,8 @@ stagehand:
   EXPECT_EQ(hook.total_timeout, std::chrono::seconds(2));
   EXPECT_EQ(hook.connect_timeout, std::chrono::seconds(2));
   EXPECT_EQ(hook.task_id, "hook");
+  EXPECT_EQ(hook.max_response_bytes, 4096U);
+  EXPECT_TRUE(hook.include_body_in_error);
 
   const auto& defaults = std::get<HttpTaskSpec>(plugins[0].tasks[1].executor);
   EXPECT_EQ(defaults.method, "POST");
@@ -240,6 +244,8 @@ stagehand:
   EXPECT_FALSE(defaults.expect_status.has_value());
   EXPECT_EQ(defaults.total_timeout, std::chrono::minutes(1));
   EXPECT_EQ(defaults.connect_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(defaults.max_response_bytes, std::size_t{1024} * 1024);
+  EXPECT_FALSE(defaults.include_body_in_error);
 }
 
 TEST(ReadDaemonPluginsTest, UnknownTaskKeyIsNamedWithTheKeyMeant) {
@@ -257,7 +263,8 @@ stagehand:
                   "in 'app.yaml': unknown key 'comand'; did you mean 'command'?",
                   "Invalid config value for key 'stagehand.plugins.jobs.tasks.hello' in "
                   "'app.yaml': a task needs an executor: 'command' (the program and its "
-                  "arguments) or 'http' ({url, method, headers, body, expectStatus})"));
+                  "arguments) or 'http' ({url, method, headers, body, expectStatus, "
+                  "maxResponseBytes, includeBodyInError})"));
 }
 
 TEST(ReadDaemonPluginsTest, BothExecutorsIsAnError) {
@@ -364,6 +371,9 @@ stagehand:
         bad-values:
           schedule: { frequency: { minutes: 1 }, timeout: 10s }
           http: { url: 'ftp://example.com/', method: 'GE T', expectStatus: 2000, body: 5, timeot: 1 }
+        bad-bounds:
+          schedule: { frequency: { minutes: 1 }, timeout: 10s }
+          http: { url: 'http://localhost/', maxResponseBytes: -1, includeBodyInError: 3 }
         no-url:
           schedule: { frequency: { minutes: 1 }, timeout: 10s }
           http: { method: GET }
@@ -387,6 +397,12 @@ stagehand:
           "Invalid config value for key "
           "'stagehand.plugins.jobs.tasks.bad-values.http.expectStatus' in 'app.yaml': 2000 is not "
           "an HTTP status (an integer in 100..599)",
+          "Invalid config value for key "
+          "'stagehand.plugins.jobs.tasks.bad-bounds.http.maxResponseBytes' in 'app.yaml': -1 is "
+          "not a byte count in 0..1073741824",
+          "Unable to convert config value for key "
+          "'stagehand.plugins.jobs.tasks.bad-bounds.http.includeBodyInError' in 'app.yaml' to a "
+          "boolean",
           "Invalid config value for key 'stagehand.plugins.jobs.tasks.no-url.env' in 'app.yaml': "
           "env applies only to command tasks",
           "Invalid config value for key 'stagehand.plugins.jobs.tasks.no-url.workingDirectory' in "
