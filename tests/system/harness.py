@@ -564,7 +564,12 @@ class Fleet:
         with open(self.common_config, "w") as f:
             json.dump({"backend": {"auth": {"dangerouslyDisableDefaultAuthPolicy": True}},
                        "stagehand": {"scheduler": settings,
-                                     "plugins": {plugin: {"tasks": tasks}}}}, f, indent=1)
+                                     "plugins": {plugin: {
+                                         # Tasks see only what they are given: the probe needs
+                                         # its host's name and the run-lock directory.
+                                         "inheritEnv": ["STAGEHAND_SYSTEM_HOST",
+                                                        "STAGEHAND_SYSTEM_LOCKS"],
+                                         "tasks": tasks}}}}, f, indent=1)
         self.hosts = [Host(self, i) for i in range(hosts)]
 
     def probe(self, task_id, work_ms):

@@ -42,6 +42,7 @@ class DaemonPostgresTest : public pg_test::ServerTest {
            "      tasks:\n"
            "        once:\n"
            "          schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+           "          inheritEnv: [DAEMON_NAME]\n"
            "          command: ['/bin/sh', '-c', 'echo \"$DAEMON_NAME\" >> \"" +
            (dir_ / "runs").string() + "\"; sleep 1']\n";
   }

@@ -183,19 +183,20 @@ TEST_F(DaemonTest, HttpTasksCallTheServerAndFailOnAnUnexpectedStatus) {
   ASSERT_TRUE(PollUntil([&] { return server.is_running(); }, 5s));
   const std::string base = "http://127.0.0.1:" + std::to_string(server_port);
 
-  const int port = Start(AppConfig(dir_,
-                                   "        hook:\n"
-                                   "          schedule: { frequency: { trigger: manual }, "
-                                   "timeout: 5s }\n"
-                                   "          http: { url: '" +
-                                       base +
-                                       "/hook', method: POST, headers: { X-Token: abc }, "
-                                       "body: 'payload', expectStatus: 201 }\n"
-                                       "        broken:\n"
-                                       "          schedule: { frequency: { trigger: manual }, "
-                                       "timeout: 5s }\n"
-                                       "          http: { url: '" +
-                                       base + "/broken', method: GET }\n"));
+  const int port =
+      Start(AppConfig(dir_,
+                      "        hook:\n"
+                      "          schedule: { frequency: { trigger: manual }, "
+                      "timeout: 5s }\n"
+                      "          http: { url: '" +
+                          base +
+                          "/hook', method: POST, headers: { X-Token: abc }, "
+                          "body: 'payload', expectStatus: 201 }\n"
+                          "        broken:\n"
+                          "          schedule: { frequency: { trigger: manual }, "
+                          "timeout: 5s }\n"
+                          "          http: { url: '" +
+                          base + "/broken', method: GET, includeBodyInError: true }\n"));
   ASSERT_NE(port, 0);
   SchedulerApi api(port, "jobs");
   ASSERT_EQ(api.Post("hook", "trigger"), 200);
