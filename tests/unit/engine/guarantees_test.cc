@@ -32,16 +32,9 @@ class Worker {
     return [this, plan = std::move(plan)](const RunControl& control) -> Status {
       const auto [work, grace] = plan();
       auto run = std::make_shared<RunState>();
-      {
-        std::lock_guard lock(mu_);
-        run->end = clock_.MonoNow() + work;
-        runs_.push_back(run);
-        starts_.push_back(clock_.Now());
-        ++active_;
-        max_active_ = std::max(max_active_, active_);
-      }
-      cv_.notify_all();
-      // The engine's threads request the tokens at the manual time they act on.
+      run->end = clock_.MonoNow() + work;
+      // The engine's threads request the tokens at the manual time they act on. The callbacks are
+      // in place before the start is recorded: tests move time only once every start is.
       std::stop_callback on_stop(control.stop, [&, grace = grace] {
         std::lock_guard lock(mu_);
         run->stopped = true;
@@ -55,6 +48,14 @@ class Worker {
         }
         cv_.notify_all();
       });
+      {
+        std::lock_guard lock(mu_);
+        runs_.push_back(run);
+        starts_.push_back(clock_.Now());
+        ++active_;
+        max_active_ = std::max(max_active_, active_);
+      }
+      cv_.notify_all();
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return run->release; });
       --active_;
