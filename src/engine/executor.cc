@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <pthread.h>
+
 #include "stagehand/base/check.h"
 
 namespace stagehand::engine_internal {
@@ -63,6 +65,9 @@ void Executor::Stop() {
 }
 
 void Executor::WorkerLoop(std::stop_token stop) {
+  // Named for operators (`top -H`) and for the reliability suite, which tells this bounded,
+  // lazily grown pool apart from threads that would leak.
+  pthread_setname_np(pthread_self(), kThreadName);
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_threads_;

@@ -11,11 +11,13 @@
 
 namespace stagehand::engine_internal {
 
-// One thread is started at once and the others lazily, up to `max_threads`; all are joined by
-// Stop() or the destructor.
-// Thread-safe.
+// Its threads are named kThreadName. One thread is started at once and the others lazily, up to
+// `max_threads`; all are joined by Stop() or the destructor. Thread-safe.
 class Executor {
  public:
+  // The name of the pool's threads (at most 15 characters, the kernel's limit).
+  static constexpr const char* kThreadName = "stagehand-run";
+
   // `on_slot_freed` is called (without locks held) each time a job finishes.
   Executor(int max_threads, std::function<void()> on_slot_freed);
   ~Executor();

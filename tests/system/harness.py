@@ -231,9 +231,21 @@ def fd_count(pid):
         return None
 
 
-def thread_count(pid):
+def thread_count(pid, but=None):
+    """Counts the threads of `pid`, leaving out those named `but` (e.g. "stagehand-run", the
+    task executor pool, which grows lazily up to maxConcurrency and is not a leak)."""
     try:
-        return len(os.listdir(f"/proc/{pid}/task"))
+        tasks = os.listdir(f"/proc/{pid}/task")
+        if but is None:
+            return len(tasks)
+        count = 0
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    count += f.read().strip() != but
+            except OSError:
+                pass
+        return count
     except OSError:
         return None
 
