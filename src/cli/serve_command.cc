@@ -4,12 +4,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,6 +18,7 @@
 #include "cli/command.h"
 #include "stagehand/backend/app_config.h"
 #include "stagehand/backend/backend.h"
+#include "stagehand/base/file.h"
 #include "stagehand/base/stream_logger.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config_problems.h"
@@ -60,33 +58,14 @@ std::string OneLine(const std::string& message) {
   return line;
 }
 
-// Writes the ready file: one JSON object on one line, {"host":..,"pid":..,"port":..}. It is
-// written to a temporary file beside `path` and renamed over it, so a reader never sees it half
-// written. Errors: kUnavailable naming the file and the reason.
-Status WriteReadyFile(const std::filesystem::path& path, const std::string& host,
-                      std::uint16_t port) {
+// Writes the ready file: one JSON object on one line, {"host":..,"pid":..,"port":..}, by rename
+// (WriteFileAtomically), so a reader never sees it half written. Errors: kUnavailable naming the
+// file and the reason.
+Status WriteReadyFile(const std::string& path, const std::string& host, std::uint16_t port) {
   const nlohmann::json ready = {{"host", host}, {"port", port}, {"pid", ::getpid()}};
-  std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << ready.dump() << '\n';
-    out.close();
-    if (!out) {
-      const int error = errno;
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      return UnavailableError("cannot write the ready file " + path.string() + ": " +
-                              std::strerror(error));
-    }
-  }
-  std::error_code renamed;
-  std::filesystem::rename(temporary, path, renamed);
-  if (renamed) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    return UnavailableError("cannot write the ready file " + path.string() + ": " +
-                            renamed.message());
+  const Status written = WriteFileAtomically(path, ready.dump() + "\n");
+  if (!written.ok()) {
+    return UnavailableError("cannot write the ready file " + path + ": " + written.message());
   }
   return Status::Ok();
 }

@@ -2,15 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "config/config_internal.h"
+#include "stagehand/base/file.h"
 
 namespace stagehand {
 namespace {
@@ -224,18 +221,12 @@ Result<Config> Config::FromYaml(std::string_view text, std::string context) {
 }
 
 Result<Config> Config::FromYamlFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
+  Result<std::string> contents = ReadFile(path);
+  if (!contents.ok()) {
     return InvalidArgumentError(
-        fmt::format("Unable to read config file '{}': {}", path,
-                    std::error_code(errno, std::generic_category()).message()));
+        fmt::format("Unable to read config file '{}': {}", path, contents.status().message()));
   }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) {
-    return InvalidArgumentError(fmt::format("Unable to read config file '{}'", path));
-  }
-  return FromYaml(contents.str(), path);
+  return FromYaml(*contents, path);
 }
 
 Result<Config> Config::FromJson(std::string_view text, std::string context) {

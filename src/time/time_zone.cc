@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <mutex>
@@ -18,6 +17,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "stagehand/base/file.h"
 #include "time/civil.h"
 #include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
@@ -278,22 +278,13 @@ std::int64_t DayOfYearRule(const PosixDate& date, std::int64_t year) {
 
 // Reads the POSIX TZ rule at the end of the TZif file of `zone_name`, if it has daylight time.
 std::optional<PosixRule> LoadPosixRule(const std::string& zone_name) {
-  std::ifstream in(std::string(kZoneInfoDir) + zone_name, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
   // TZif files are a few kilobytes; anything much larger is not one.
-  constexpr std::streamoff kMaxSize = 1 << 20;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size <= 0 || size > kMaxSize) {
+  constexpr std::size_t kMaxSize = 1 << 20;
+  Result<std::string> file = ReadFile(std::string(kZoneInfoDir) + zone_name, kMaxSize);
+  if (!file.ok()) {
     return std::nullopt;
   }
-  std::string data(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(data.data(), size)) {
-    return std::nullopt;
-  }
+  const std::string& data = *file;
   // Version 2 and later files end with "\n<rule>\n".
   if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
     return std::nullopt;
