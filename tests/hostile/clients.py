@@ -71,6 +71,13 @@ class Flood:
         self.thread = threading.Thread(target=self._run, name="flood")
 
     def start(self):
+        # First connections spread over one interval, so that the server's deadlines, which
+        # count from each connect, cut them at different times and the flood never pauses.
+        now = time.monotonic()
+        for kind in ("slow", "idle"):
+            group = [a for a in self.attackers if a.kind == kind]
+            for i, attacker in enumerate(group):
+                attacker.next_at = now + self.interval_s * i / len(group)
         self.thread.start()
         return self
 
