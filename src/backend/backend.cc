@@ -202,7 +202,7 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   server_options.host = impl.config.listen_host;
   server_options.port = impl.options.port_override.value_or(impl.config.listen_port);
   server_options.max_request_body_bytes = impl.config.max_request_body_bytes;
-  server_options.read_timeout = impl.config.request_timeout;
+  server_options.body_timeout = impl.config.request_timeout;
   server_options.write_timeout = impl.config.request_timeout;
   server_options.logger = impl.logger;
   server_options.quiet_routes = {std::string(kMetricsPath)};

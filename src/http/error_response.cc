@@ -75,12 +75,14 @@ HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logg
 }
 
 HttpResponse ProtocolErrorResponse(int status, const HttpRequest& request) {
-  STAGEHAND_CHECK(status >= 400 && status < 500);
+  STAGEHAND_CHECK((status >= 400 && status < 500) || status == 503);
   // The names and messages of the http-errors package, which Express and its body parsers throw
   // and Backstage's error middleware serializes.
   switch (status) {
     case 400:
       return ErrorBody(status, "BadRequestError", "Bad Request", request);
+    case 408:
+      return ErrorBody(status, "RequestTimeoutError", "Request Timeout", request);
     case 411:
       return ErrorBody(status, "LengthRequiredError", "Length Required", request);
     case 413:
@@ -92,6 +94,8 @@ HttpResponse ProtocolErrorResponse(int status, const HttpRequest& request) {
     case 431:
       return ErrorBody(status, "RequestHeaderFieldsTooLargeError",
                        "Request Header Fields Too Large", request);
+    case 503:
+      return ErrorBody(status, "ServiceUnavailableError", "Service Unavailable", request);
     default:
       return ErrorBody(status, "Error", fmt::format("Request failed with status {}", status),
                        request);

@@ -30,7 +30,8 @@ HttpErrorClass HttpErrorClassFor(StatusCode code);
 HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logger& logger);
 
 // Returns Backstage's error body for a 4xx `status` that the server produces itself, before any
-// route sees the request (400 malformed request, 411, 413, 414, 416, 431), with the name and
+// route sees the request (400 malformed request, 408, 411, 413, 414, 416, 431), or for its 503
+// when it has no room for a connection or request, with the name and
 // message Express's http-errors gives that status (413 → PayloadTooLargeError "request entity
 // too large"). `request` holds what could be parsed (its method and url may be empty).
 HttpResponse ProtocolErrorResponse(int status, const HttpRequest& request);

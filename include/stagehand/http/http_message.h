@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,12 +32,34 @@ struct HttpRequest {
   std::string Url() const;
 };
 
+// The sending end of a response body that is produced over time (server-sent events). The server
+// creates it and hands it to HttpResponse::stream; the producer keeps it and may write from any
+// thread. Writing never blocks: a client that does not keep up is cut off instead.
+class HttpBodyWriter {
+ public:
+  virtual ~HttpBodyWriter() = default;
+  // Queues `data` to be sent after what was queued before. Returns false, dropping `data`, once
+  // the stream is closed: the client went away, fell too far behind, or the server stopped.
+  virtual bool Write(std::string data) = 0;
+  // Ends the body after what is queued. Idempotent.
+  virtual void Close() = 0;
+  // Returns whether the stream is closed (Write would return false).
+  virtual bool closed() const = 0;
+  // Registers `callback` to run once when the stream closes, for any reason, on the thread that
+  // closes it (at once on this one when it already is): a producer's cue to let go of the writer.
+  virtual void OnClose(std::function<void()> callback) = 0;
+};
+
 // One response. Plain value type. For a HEAD request the transport sends the headers of the body
 // (its length) without the body itself, so handlers answer HEAD as they answer GET.
 struct HttpResponse {
   int status = 200;
   HttpHeaders headers;
   std::string body;
+  // When set, the body is streamed and `body` is ignored: the server sends the status and headers
+  // (the body chunked, the connection closed after it), then calls `stream` once with the writer.
+  // It runs on the server's I/O thread, so it must only keep the writer and return.
+  std::function<void(std::shared_ptr<HttpBodyWriter>)> stream;
 };
 
 // Handles a request, or returns nullopt when no route matches (the caller then answers 404 with an

@@ -187,13 +187,13 @@ TEST_F(BackendHttpTest, PluginHandlersAreReachableUnderTheMount) {
       if (request.path != "/hello") {
         return std::nullopt;
       }
-      return HttpResponse{200, {{"Content-Type", "text/plain"}}, "hello from jobs"};
+      return HttpResponse{200, {{"Content-Type", "text/plain"}}, "hello from jobs", {}};
     });
     services.router->Use([](const HttpRequest& request) -> std::optional<HttpResponse> {
       if (request.path != "/second") {
         return std::nullopt;
       }
-      return HttpResponse{202, {}, "second handler"};
+      return HttpResponse{202, {}, "second handler", {}};
     });
     return Status::Ok();
   });

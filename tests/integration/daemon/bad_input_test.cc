@@ -319,7 +319,7 @@ TEST_F(BadInputTest, OversizedAndMalformedRequestsGet4xxAndTheDaemonKeepsAnsweri
                           "GET /.backstage/health/v1/liveness HTTP/1.1\r\nHost: x\r\n"
                           "X-Huge: " +
                               std::string(64 * 1024, 'a') + "\r\n\r\n"),
-              HasSubstr("HTTP/1.1 400"));
+              HasSubstr("HTTP/1.1 431"));
 
   EXPECT_THAT(RawExchange(port, "POST " + api.base() +
                                     "/tasks/noop/trigger HTTP/1.1\r\nHost: x\r\n"
