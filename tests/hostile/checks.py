@@ -137,7 +137,10 @@ def check_slowloris(ctx):
                           for kind, i in (("slow", 1), ("idle", 2))} if samples else None,
                       "connects": snapshot["connects"],
                       "connect_failures": snapshot["connect_failures"]},
+        # How long each cut connection had lived, by whole seconds: about 10 is the head
+        # deadline, about 5 the idle timeout, less an eviction at the per-client cap.
         "cut": {kind: {"count": cuts[kind],
+                       "after_s": dict(sorted(collections.Counter(round(x) for x in v).items())),
                        "lifetime_s": {"min": round(min(v), 2), "p50": round(percentile(v, 0.5), 2),
                                       "max": round(max(v), 2)}}
                 for kind, v in lifetimes.items()},
@@ -154,9 +157,12 @@ def check_slowloris(ctx):
     except Timeout as timeout:
         check(checks, "the daemon serves again once the flood has stopped", str(timeout), False)
     lat = {k: "–" if v is None else v for k, v in figures["latency_ms"].items()}
+    cut_text = ", ".join(
+        f"{cuts[kind]} {kind} (after {figures['cut'][kind]['lifetime_s']['p50']} s)"
+        if cuts[kind] else f"no {kind}" for kind in ("slow", "idle"))
     figures["headline"] = (f"{len(probes) - len(bad)} of {len(probes)} probes in time; p50 "
-                           f"{lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms; attackers "
-                           f"cut: slow {cuts['slow']}, idle {cuts['idle']}")
+                           f"{lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms; the server "
+                           f"cut {cut_text}; daemon threads {threads_before} -> {threads_max}")
     return {"name": "slowloris", "checks": checks, "figures": figures}
 
 
