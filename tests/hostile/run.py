@@ -44,6 +44,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import checks as suite  # noqa: E402
 from support import BodyServer, Daemon, build_gzip_bomb, kill_pids, processes_holding  # noqa: E402
