@@ -327,6 +327,7 @@ def check_header_flood(ctx):
     checks, figures = [], {}
     fields = [(f"X-Flood-{i:05d}", f"{i:05d}") for i in range(ctx.header_fields)]
     payload = request_bytes("GET", LIVENESS, fields)
+    request_kib = round(len(payload) / 1024)
     for _ in range(3):
         daemon.request("GET", LIVENESS)
     rss_before = status_kib(daemon.pid, "VmRSS")
@@ -347,21 +348,21 @@ def check_header_flood(ctx):
     refused = sum(1 for r in results if r and r.status is not None and 400 <= r.status < 500)
     sent_kib = [round(r.sent / 1024) for r in results if r]
     check(checks, f"each of {ctx.header_requests} requests with {ctx.header_fields} header "
-          f"fields ({len(payload) // 1024} KiB) is refused with a 4xx (431 expected)",
+          f"fields ({request_kib} KiB) is refused with a 4xx (431 expected)",
           dict(statuses), refused == ctx.header_requests)
     growth = rss_after - rss_before if rss_after and rss_before else None
     check(checks, "the daemon's resident memory (VmRSS) grows by less than 8 MiB",
           f"{mib(rss_before)} -> {mib(rss_after)} MiB ({mib(growth)} MiB)",
           growth is not None and growth < 8 * 1024)
     figures.update({
-        "statuses": dict(statuses), "request_kib": len(payload) // 1024,
+        "statuses": dict(statuses), "request_kib": request_kib,
         "sent_kib": {"min": min(sent_kib, default=None), "max": max(sent_kib, default=None)},
         "rss_mib": {"before": mib(rss_before), "after": mib(rss_after), "growth": mib(growth)},
         "peak_rss_growth_mib": mib(hwm_after - hwm_before) if peak_reset and hwm_after else None,
     })
     figures["headline"] = (f"statuses {dict(statuses)}; VmRSS {signed(mib(growth))} MiB; each "
                            f"client got {figures['sent_kib']['min']}-{figures['sent_kib']['max']} "
-                           f"KiB of its {len(payload) // 1024} KiB out before the answer")
+                           f"KiB of its {request_kib} KiB out before the answer")
     return {"name": "header-flood", "checks": checks, "figures": figures}
 
 

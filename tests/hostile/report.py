@@ -27,11 +27,12 @@ CHECKS = {
         "the task's environment holds none of the three (name or value); its process has "
         "descriptors 0-2 only (`ls` adds its own on /proc/self/fd); every daemon descriptor "
         "above 2 is O_CLOEXEC",
-        "a task sees only its documented base environment, and cannot read or hold another "
-        "client's socket or any file of the daemon."),
+        "a task is given only its documented base environment and descriptors 0-2: none of the "
+        "daemon's secrets, no other client's socket, no file the daemon holds open; and that "
+        "nothing the daemon opens could reach a child it starts later."),
     "header-flood": (
         "3. Header flood",
-        "50 requests at once, each with 20,000 header fields (429 KiB)",
+        "50 requests at once, each with 20,000 header fields (430 KiB)",
         "each is refused with a 4xx (431 expected) and the daemon's VmRSS grows by less than "
         "8 MiB",
         "the server stops reading a head at its limits instead of buffering and parsing it."),
