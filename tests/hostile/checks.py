@@ -490,12 +490,13 @@ def check_sighup(ctx):
     os.kill(daemon.pid, signal.SIGHUP)
     gone_at = exited_at = None
     deadline = sent + 30
+    # Each time is when a look found the tree gone (or the daemon exited): an upper bound, late
+    # by at most one scan of /proc and 10 ms.
     while time.monotonic() < deadline and (gone_at is None or exited_at is None):
-        now = time.monotonic()
         if gone_at is None and not processes_holding(marker):
-            gone_at = now
+            gone_at = time.monotonic()
         if exited_at is None and daemon.process.poll() is not None:
-            exited_at = now
+            exited_at = time.monotonic()
         time.sleep(0.01)
     survivors = processes_holding(marker)
     check(checks, "the daemon exits after SIGHUP (within 30 s)",
