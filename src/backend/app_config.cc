@@ -20,7 +20,9 @@ namespace {
 
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon.
 constexpr std::array<std::string_view, 3> kStagehandKeys = {"plugins", "server", "scheduler"};
-constexpr std::array<std::string_view, 2> kServerKeys = {"maxRequestBodySize", "requestTimeout"};
+constexpr std::array<std::string_view, 6> kServerKeys = {
+    "maxRequestBodySize", "requestTimeout", "headersTimeout", "keepAliveTimeout",
+    "maxConnections",     "maxConnectionsPerClient"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {
     "lease", "pollInterval", "maxPollInterval", "shutdownGrace", "maxConcurrency"};
 
@@ -60,6 +62,7 @@ const BackendBlock& PluginDatabaseBlock() {
 }
 
 constexpr int kMaxMaxConcurrency = 10000;
+constexpr std::size_t kMaxConnections = 1000000;
 constexpr std::size_t kMinStaticTokenLength = 8;
 constexpr double kMaxByteSize = 9007199254740992.0;  // 2^53, exact in a double
 
@@ -224,6 +227,28 @@ void ReadBoundedDuration(const Config& config, std::string_view key,
   out = *value;
 }
 
+// Reads an integer and checks it is within [minimum, maximum].
+template <typename Integer>
+void ReadBoundedInteger(const Config& config, std::string_view key, Integer minimum,
+                        Integer maximum, Integer& out, ConfigProblems& problems) {
+  Result<std::optional<double>> number = config.GetOptionalNumber(key);
+  if (!number.ok()) {
+    problems.Add(number.status());
+    return;
+  }
+  if (!*number) {
+    return;
+  }
+  const double value = **number;
+  if (!(value >= static_cast<double>(minimum) && value <= static_cast<double>(maximum)) ||
+      std::floor(value) != value) {
+    problems.Add(InvalidValue(config, key,
+                              fmt::format("expected an integer from {} to {}", minimum, maximum)));
+    return;
+  }
+  out = static_cast<Integer>(value);
+}
+
 // Parses a size like "512kb", "1mb" or "100" (bytes), as the `bytes` package Express uses does:
 // units b, kb, mb, gb, tb (powers of 1024), case-insensitive, with an optional fraction.
 std::optional<double> ParseByteSize(std::string_view text) {
@@ -298,6 +323,14 @@ void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems
   }
   ReadBoundedDuration(block, "requestTimeout", std::chrono::milliseconds(1), "1 millisecond",
                       out.request_timeout, problems);
+  ReadBoundedDuration(block, "headersTimeout", std::chrono::milliseconds(1), "1 millisecond",
+                      out.headers_timeout, problems);
+  ReadBoundedDuration(block, "keepAliveTimeout", std::chrono::milliseconds(1), "1 millisecond",
+                      out.keep_alive_timeout, problems);
+  ReadBoundedInteger(block, "maxConnections", std::size_t{1}, kMaxConnections, out.max_connections,
+                     problems);
+  ReadBoundedInteger(block, "maxConnectionsPerClient", std::size_t{1}, kMaxConnections,
+                     out.max_connections_per_client, problems);
 }
 
 void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
@@ -401,19 +434,8 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
                       out.max_poll_interval, problems);
   ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
                       out.shutdown_grace, problems);
-  Result<std::optional<double>> concurrency = block.GetOptionalNumber("maxConcurrency");
-  if (!concurrency.ok()) {
-    problems.Add(concurrency.status());
-  } else if (*concurrency) {
-    const double value = **concurrency;
-    if (!(value >= 1 && value <= kMaxMaxConcurrency) || std::floor(value) != value) {
-      problems.Add(
-          InvalidValue(block, "maxConcurrency",
-                       fmt::format("expected an integer from 1 to {}", kMaxMaxConcurrency)));
-    } else {
-      out.max_concurrency = static_cast<int>(value);
-    }
-  }
+  ReadBoundedInteger(block, "maxConcurrency", 1, kMaxMaxConcurrency, out.max_concurrency,
+                     problems);
 }
 
 // Adds a problem for each unknown key directly under `stagehand`, when it is an object.

@@ -204,6 +204,10 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   server_options.max_request_body_bytes = impl.config.max_request_body_bytes;
   server_options.body_timeout = impl.config.request_timeout;
   server_options.write_timeout = impl.config.request_timeout;
+  server_options.head_timeout = impl.config.headers_timeout;
+  server_options.keep_alive_timeout = impl.config.keep_alive_timeout;
+  server_options.max_connections = impl.config.max_connections;
+  server_options.max_connections_per_client = impl.config.max_connections_per_client;
   server_options.logger = impl.logger;
   server_options.quiet_routes = {std::string(kMetricsPath)};
   server_options.clock = impl.clock;

@@ -61,6 +61,13 @@ struct BackendConfig {
   // `stagehand.server.requestTimeout` (a duration).
   std::size_t max_request_body_bytes = std::size_t{1024} * 1024;
   std::chrono::milliseconds request_timeout{10000};
+  // `stagehand.server.{headersTimeout, keepAliveTimeout}` (durations, at least 1 ms) and
+  // `stagehand.server.{maxConnections, maxConnectionsPerClient}` (integers, 1 to 1,000,000): see
+  // HttpServerOptions.
+  std::chrono::milliseconds headers_timeout{10000};
+  std::chrono::milliseconds keep_alive_timeout{5000};
+  std::size_t max_connections = 4096;
+  std::size_t max_connections_per_client = 256;
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any

@@ -403,6 +403,38 @@ TEST_F(AppConfigTest, ServerLimits) {
   EXPECT_EQ(config.max_request_body_bytes, 100u);
 }
 
+TEST_F(AppConfigTest, ConnectionLimits) {
+  BackendConfig config = ReadBackendOk("stagehand: {}\n");
+  EXPECT_EQ(config.headers_timeout, 10s);
+  EXPECT_EQ(config.keep_alive_timeout, 5s);
+  EXPECT_EQ(config.max_connections, 4096u);
+  EXPECT_EQ(config.max_connections_per_client, 256u);
+  config = ReadBackendOk(
+      "stagehand:\n  server:\n    headersTimeout: 2s\n    keepAliveTimeout: 1m\n"
+      "    maxConnections: 20000\n    maxConnectionsPerClient: 8\n");
+  EXPECT_EQ(config.headers_timeout, 2s);
+  EXPECT_EQ(config.keep_alive_timeout, 1min);
+  EXPECT_EQ(config.max_connections, 20000u);
+  EXPECT_EQ(config.max_connections_per_client, 8u);
+}
+
+TEST_F(AppConfigTest, BadConnectionLimitsNameTheKey) {
+  const std::string file = File("app-config.yaml");
+  for (const std::string& count : std::vector<std::string>{"0", "-1", "1.5", "1000001", "lots"}) {
+    EXPECT_THAT(ReadBackendError("stagehand:\n  server:\n    maxConnections: " + count + "\n"),
+                HasSubstr("'stagehand.server.maxConnections' in '" + file + "'"))
+        << count;
+  }
+  EXPECT_EQ(ReadBackendError("stagehand:\n  server:\n    maxConnectionsPerClient: 0\n"),
+            "Invalid config value for key 'stagehand.server.maxConnectionsPerClient' in '" + file +
+                "' at line 3: expected an integer from 1 to 1000000");
+  EXPECT_EQ(ReadBackendError("stagehand:\n  server:\n    headersTimeout: 0s\n"),
+            "Invalid config value for key 'stagehand.server.headersTimeout' in '" + file +
+                "' at line 3: must be at least 1 millisecond, got 0 ms");
+  EXPECT_THAT(ReadBackendError("stagehand:\n  server:\n    keepAliveTime: 1s\n"),
+              HasSubstr("keepAliveTimeout"));
+}
+
 TEST_F(AppConfigTest, BadServerLimitsNameTheKeyAndTheFile) {
   const std::string file = File("app-config.yaml");
   for (const std::string& size :
