@@ -187,9 +187,12 @@ def check_env_fds(ctx):
 
         def connected():
             return len(ports & peer_ports(daemon.pid))
-        wait_for(lambda: connected() == len(ports), 10,
-                 f"the daemon to accept the {ctx.keepalive} keep-alive connections (each seen "
-                 "in its descriptors, by port)")
+        try:
+            wait_for(lambda: connected() == len(ports), 10,
+                     f"the daemon to accept the {ctx.keepalive} keep-alive connections (each "
+                     "seen in its descriptors, by port)")
+        except Timeout:
+            pass  # the first guarantee below fails with the count; the others are still measured
         ended_before = ((daemon.task(PLUGIN, "env-fds") or {}).get("taskState") or {}).get(
             "lastRunEndedAt")
         daemon.trigger(PLUGIN, "env-fds")
