@@ -75,6 +75,7 @@ int RunServe(const ServeOptions& options, const Context& context) {
   // RunUntilShutdownSignal.
   BlockShutdownSignals();
   const Status subreaper = BecomeChildSubreaper();
+  const Status hidden = HideProcessFromCommands();
 
   Result<LogFormat> format = ParseLogFormat(options.log_format);
   if (!format.ok()) {
@@ -85,6 +86,10 @@ int RunServe(const ServeOptions& options, const Context& context) {
     return UsageError(context, "--log-level: " + level.status().message());
   }
   std::shared_ptr<Logger> logger = MakeStreamLogger(stderr, *format, *level);
+  if (!hidden.ok()) {
+    logger->Warn("Cannot hide the daemon's environment from its commands",
+                 {{"error", hidden.message()}});
+  }
   if (!subreaper.ok()) {
     logger->Warn(
         "Cannot become the child subreaper; if a command's supervisor process is killed from "

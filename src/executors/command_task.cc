@@ -691,6 +691,13 @@ Status BecomeChildSubreaper() {
   return Status::Ok();
 }
 
+Status HideProcessFromCommands() {
+  if (prctl(PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL) != 0) {
+    return UnavailableError(fmt::format("cannot make the process non-dumpable: {}", ErrnoText(errno)));
+  }
+  return Status::Ok();
+}
+
 Result<TaskFunction> MakeCommandTask(CommandSpec spec, std::shared_ptr<Logger> logger,
                                      Clock& clock) {
   if (spec.argv.empty() || spec.argv.front().empty()) {

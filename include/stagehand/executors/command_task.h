@@ -106,6 +106,13 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
 // at startup, before threads start commands. Returns UNAVAILABLE when the kernel refuses.
 Status BecomeChildSubreaper();
 
+// Makes this process, and the supervisors it forks, non-dumpable (Linux PR_SET_DUMPABLE 0): their
+// /proc files (environ, mem, fd) then belong to root, so a command running as the same user
+// cannot read the secrets in the daemon's environment or memory, and no core dump is written.
+// Commands are dumpable again once they exec. Call once at startup. Returns UNAVAILABLE when the
+// kernel refuses.
+Status HideProcessFromCommands();
+
 // Returns a task function that calls RunCommand(spec, *logger, clock, control) on each run, or
 // INVALID_ARGUMENT when `spec.argv` is empty. `clock` must outlive the function.
 Result<TaskFunction> MakeCommandTask(CommandSpec spec, std::shared_ptr<Logger> logger,
