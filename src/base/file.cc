@@ -41,12 +41,16 @@ Result<std::string> ReadAll(int fd, std::size_t max_bytes) {
       contents.resize(used);
       continue;
     }
-    if (n < 0) return UnavailableError(Reason(errno));
+    if (n < 0) {
+      return UnavailableError(Reason(errno));
+    }
     contents.resize(used + static_cast<std::size_t>(n));
     if (contents.size() > max_bytes) {
       return InvalidArgumentError("larger than " + std::to_string(max_bytes) + " bytes");
     }
-    if (n == 0) return contents;
+    if (n == 0) {
+      return contents;
+    }
   }
 }
 
@@ -54,8 +58,12 @@ Result<std::string> ReadAll(int fd, std::size_t max_bytes) {
 int WriteAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return errno;
+    }
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
   return 0;
@@ -77,11 +85,17 @@ Result<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
 Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   const std::string temporary = path + ".tmp";
   const int fd = OpenCloseOnExec(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  if (fd < 0) return UnavailableError(Reason(errno));
+  if (fd < 0) {
+    return UnavailableError(Reason(errno));
+  }
   int error = WriteAll(fd, contents);
   // Linux releases the descriptor even when close fails with EINTR, and the data is written.
-  if (::close(fd) != 0 && error == 0 && errno != EINTR) error = errno;
-  if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0 && errno != EINTR) {
+    error = errno;
+  }
+  if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = errno;
+  }
   if (error != 0) {
     ::unlink(temporary.c_str());
     return UnavailableError(Reason(error));

@@ -39,7 +39,9 @@ int DescriptorNaming(const fs::path& target, int except) {
   for (const fs::directory_entry& entry : fs::directory_iterator("/proc/self/fd", ec)) {
     const int fd = std::atoi(entry.path().filename().c_str());
     std::error_code unreadable;
-    if (fd != except && fs::read_symlink(entry.path(), unreadable) == target) return fd;
+    if (fd != except && fs::read_symlink(entry.path(), unreadable) == target) {
+      return fd;
+    }
   }
   return -1;
 }
@@ -48,7 +50,9 @@ int DescriptorNaming(const fs::path& target, int except) {
 int AwaitDescriptorNaming(const fs::path& target, int except) {
   for (int i = 0; i < 500; ++i) {
     const int fd = DescriptorNaming(target, except);
-    if (fd >= 0) return fd;
+    if (fd >= 0) {
+      return fd;
+    }
     std::this_thread::sleep_for(10ms);
   }
   return -1;
