@@ -97,7 +97,8 @@ inline std::optional<pid_t> ReadPid(const std::filesystem::path& path) {
 class DaemonProcess {
  public:
   // Starts `stagehand serve` with --log-format json, --ready-file, --port 0 (unless `extra_args`
-  // names a port) and one --config per file, with `env` added to the test's environment.
+  // names a port) and one --config per file, with `env` added to the test's environment and no
+  // descriptor beyond 0 to 2.
   DaemonProcess(std::vector<std::string> config_files, std::filesystem::path log_path,
                 std::vector<std::pair<std::string, std::string>> env = {},
                 std::vector<std::string> extra_args = {"--port", "0"})
@@ -123,6 +124,9 @@ class DaemonProcess {
     if (pid_ == 0) {
       ::dup2(log_fd, STDOUT_FILENO);
       ::dup2(log_fd, STDERR_FILENO);
+      // As a service manager starts it, so that every other descriptor the daemon holds is one
+      // it opened (ctest and the test binary leak a few).
+      ::close_range(3, ~0U, 0);
       for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
       ::execv(argv[0], argv.data());
       ::_exit(127);

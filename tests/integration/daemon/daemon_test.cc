@@ -1,6 +1,7 @@
 // `stagehand serve` as a subprocess on SQLite: command tasks (success, failure, timeout and cancel
 // kill their whole process group), HTTP tasks against a loopback server, SIGTERM, SIGHUP, SIGQUIT
-// and SIGINT during a run, the ready file, the access log's levels and the bearer-token policy.
+// and SIGINT during a run, the ready file, the access log's levels, the bearer-token policy, and
+// the descriptors of the daemon and of a running command.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,9 +10,13 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "integration/daemon/daemon_process.h"
 
@@ -367,6 +372,146 @@ TEST_F(DaemonTest, TokenIsRequiredWhenAuthIsOn) {
   SchedulerApi operator_api(port, "jobs", "0123456789abcdef-test-token");
   EXPECT_EQ(operator_api.Post("noop", "trigger"), 200);
   EXPECT_THAT(daemon_->Log(), Not(HasSubstr("0123456789abcdef-test-token")));
+}
+
+// One open descriptor of a process: its number, what it names and its open flags (the octal
+// `flags:` of /proc/<pid>/fdinfo, where close-on-exec shows as O_CLOEXEC).
+struct OpenDescriptor {
+  int fd = -1;
+  std::string target;
+  unsigned long flags = 0;
+};
+
+// Returns the open descriptors of `pid`; one that closes while they are listed is left out.
+std::vector<OpenDescriptor> OpenDescriptors(pid_t pid) {
+  const std::filesystem::path proc = "/proc/" + std::to_string(pid);
+  std::vector<OpenDescriptor> descriptors;
+  std::error_code listed;
+  for (const std::filesystem::directory_entry& entry :
+       std::filesystem::directory_iterator(proc / "fd", listed)) {
+    OpenDescriptor descriptor;
+    descriptor.fd = std::stoi(entry.path().filename().string());
+    std::error_code gone;
+    descriptor.target = std::filesystem::read_symlink(entry.path(), gone).string();
+    std::istringstream info(ReadFile(proc / "fdinfo" / entry.path().filename()));
+    bool has_flags = false;
+    for (std::string line; std::getline(info, line);) {
+      if (line.rfind("flags:", 0) == 0) {
+        descriptor.flags = std::stoul(line.substr(6), nullptr, 8);
+        has_flags = true;
+      }
+    }
+    if (!gone && has_flags) descriptors.push_back(std::move(descriptor));
+  }
+  EXPECT_FALSE(listed) << "cannot list " << (proc / "fd") << ": " << listed.message();
+  return descriptors;
+}
+
+std::string Describe(const OpenDescriptor& descriptor) {
+  std::ostringstream out;
+  out << "  fd " << descriptor.fd << " -> " << descriptor.target << " (flags 0" << std::oct
+      << descriptor.flags << ")\n";
+  return out.str();
+}
+
+// Every descriptor the daemon opens is close-on-exec, and a running command holds only 0 to 2,
+// while the daemon holds what it holds in service: keep-alive REST connections, an HTTP task's
+// connection in flight, the SQLite files, the running command's pipes and channel. Accepted
+// sockets used to be inherited: a task held other clients' keep-alive connections (issue 14).
+TEST_F(DaemonTest, EveryDescriptorIsCloseOnExecAndACommandHoldsOnlyStdio) {
+  constexpr int kKeepAliveClients = 4;
+  httplib::Server server;
+  std::atomic<int> calls{0};
+  std::atomic<bool> release{false};
+  server.Get("/slow", [&](const httplib::Request&, httplib::Response& response) {
+    ++calls;
+    PollUntil([&] { return release.load(); }, 30s);
+    response.set_content("done", "text/plain");
+  });
+  const int server_port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(server_port, 0);
+  std::jthread serving([&] { server.listen_after_bind(); });
+  struct StopServer {
+    httplib::Server& server;
+    std::atomic<bool>& release;
+    ~StopServer() {
+      release = true;
+      server.stop();
+    }
+  } stop_server{server, release};
+  ASSERT_TRUE(PollUntil([&] { return server.is_running(); }, 5s));
+
+  const int port = Start(AppConfig(dir_,
+                                   "        hold:\n"
+                                   "          schedule: { frequency: { trigger: manual }, "
+                                   "timeout: 2m }\n"
+                                   "          command: ['/bin/sh', '-c', 'echo $$ > hold.pid; "
+                                   "exec sleep 60']\n"
+                                   "          workingDirectory: '" +
+                                       dir_.path().string() +
+                                       "'\n"
+                                       "        call:\n"
+                                       "          schedule: { frequency: { trigger: manual }, "
+                                       "timeout: 1m }\n"
+                                       "          http: { url: 'http://127.0.0.1:" +
+                                       std::to_string(server_port) + "/slow', method: GET }\n"));
+  ASSERT_NE(port, 0);
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  const auto refresh_clients = [&] {
+    for (const std::unique_ptr<httplib::Client>& client : clients) {
+      httplib::Result result = client->Get("/.backstage/health/v1/liveness");
+      EXPECT_TRUE(result && result->status == 200);
+    }
+  };
+  for (int i = 0; i < kKeepAliveClients; ++i) {
+    clients.push_back(std::make_unique<httplib::Client>("127.0.0.1", port));
+    clients.back()->set_keep_alive(true);
+    clients.back()->set_read_timeout(5, 0);
+  }
+  refresh_clients();
+
+  SchedulerApi api(port, "jobs");
+  ASSERT_EQ(api.Post("hold", "trigger"), 200);
+  ASSERT_EQ(api.Post("call", "trigger"), 200);
+  std::optional<pid_t> command;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        command = ReadPid(dir_ / "hold.pid");
+        return command && ReadFile("/proc/" + std::to_string(*command) + "/comm") == "sleep\n";
+      },
+      10s))
+      << "the command did not start; log:\n"
+      << daemon_->Log();
+  ASSERT_TRUE(PollUntil([&] { return calls.load() > 0; }, 10s)) << daemon_->Log();
+  // Within the server's keep-alive idle limit, whatever it is.
+  refresh_clients();
+
+  std::string leaks;
+  int sockets = 0;
+  bool database = false;
+  for (const OpenDescriptor& descriptor : OpenDescriptors(daemon_->pid())) {
+    if (descriptor.target.rfind("socket:", 0) == 0) ++sockets;
+    if (descriptor.target.find(".sqlite") != std::string::npos) database = true;
+    // 0 to 2 are the streams the daemon was started with; the shim replaces them in every child.
+    if (descriptor.fd > 2 && (descriptor.flags & O_CLOEXEC) == 0) leaks += Describe(descriptor);
+  }
+  EXPECT_TRUE(leaks.empty()) << "descriptors of the daemon without close-on-exec:\n" << leaks;
+  // The listener, the HTTP task's connection, the keep-alive clients, the command's channel.
+  EXPECT_GE(sockets, kKeepAliveClients + 3);
+  EXPECT_TRUE(database) << "the SQLite database is not open";
+
+  std::set<int> command_fds;
+  std::string listing;
+  for (const OpenDescriptor& descriptor : OpenDescriptors(*command)) {
+    command_fds.insert(descriptor.fd);
+    listing += Describe(descriptor);
+  }
+  EXPECT_EQ(command_fds, (std::set<int>{0, 1, 2})) << "the command holds:\n" << listing;
+
+  release = true;
+  EXPECT_EQ(api.Post("hold", "cancel"), 200);
+  api.WaitForRunEnd("hold");
+  api.WaitForRunEnd("call");
 }
 
 }  // namespace
