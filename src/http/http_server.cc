@@ -31,7 +31,6 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -341,12 +340,13 @@ struct ServerCore {
   std::mutex start_mu;
 
   // I/O thread only.
-  std::unordered_set<std::shared_ptr<Connection>> connections;
+  std::unordered_map<Connection*, std::shared_ptr<Connection>> connections;
   // Connections waiting for a request or reading its head, oldest first: the ones a new
   // connection may displace at a cap.
   std::list<Connection*> waiting;
   std::unordered_map<std::string, std::size_t> per_client;
   std::size_t max_connections = 0;
+  std::size_t buffered_body_bytes = 0;
   bool stopping = false;
   std::promise<void> all_closed;
   bool all_closed_wanted = false;
@@ -448,6 +448,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
       stream_->Detach();
     }
     LeaveWaiting();
+    ReleaseBody();
     ++read_generation_;
     ++write_generation_;
     read_deadline_.cancel();
@@ -532,6 +533,10 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  void ReleaseBody() {
+    server_.buffered_body_bytes -= std::exchange(body_reserved_, 0);
+  }
+
   void ArmReadDeadline(std::chrono::milliseconds after) {
     const std::uint64_t generation = ++read_generation_;
     read_deadline_.expires_after(after);
@@ -605,7 +610,9 @@ class Connection final : public std::enable_shared_from_this<Connection> {
       return;
     }
     input_.append(buffer.data(), n);
-    Process();
+    if (phase_ == Phase::kWaiting || phase_ == Phase::kBody) {
+      Process();
+    }
   }
 
   // Parses what has arrived and moves on: more reading, a handler, or a refusal.
@@ -620,6 +627,9 @@ class Connection final : public std::enable_shared_from_this<Connection> {
       case http_internal::RequestReader::State::kNeedMore:
         if (phase_ == Phase::kWaiting && reader_.head_done()) {
           BeginBody();
+          if (phase_ != Phase::kBody) {
+            return;
+          }
         }
         Read();
         return;
@@ -639,6 +649,13 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kBody;
     started_ = server_.clock->MonoNow();
     LeaveWaiting();
+    const std::uint64_t length = reader_.body_length();
+    if (length > server_.options.max_buffered_body_bytes - server_.buffered_body_bytes) {
+      Refuse(503, {});
+      return;
+    }
+    body_reserved_ = static_cast<std::size_t>(length);
+    server_.buffered_body_bytes += body_reserved_;
     ArmReadDeadline(server_.options.body_timeout);
     const std::optional<std::string_view> expect =
         FindHeader(reader_.request().headers, "Expect");
@@ -701,6 +718,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   }
 
   void Respond(HttpRequest request, HttpResponse response) {
+    ReleaseBody();
     const bool head_only = request.method == "HEAD";
     const bool streamed = static_cast<bool>(response.stream) && !head_only;
     if (streamed) {
@@ -802,6 +820,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   std::function<void()> after_flush_;
   std::shared_ptr<StreamWriter> stream_;
   std::optional<MonoTime> started_;
+  std::size_t body_reserved_ = 0;  // of server_.buffered_body_bytes
   std::list<Connection*>::iterator waiting_position_;
   Phase phase_ = Phase::kWaiting;
   std::atomic<bool> closed_{false};
@@ -909,7 +928,7 @@ void ServerCore::Admit(int fd, const sockaddr_storage& address) {
   }
   socket.non_blocking(true, ec);
   auto connection = std::make_shared<Connection>(*this, std::move(socket), client);
-  connections.insert(connection);
+  connections.emplace(connection.get(), connection);
   ++per_client[client];
   connection->Start();
 }
@@ -929,13 +948,7 @@ void ServerCore::Forget(Connection& connection) {
   if (found != per_client.end() && --found->second == 0) {
     per_client.erase(found);
   }
-  // The set owns the connection: find its shared_ptr by address.
-  for (auto it = connections.begin(); it != connections.end(); ++it) {
-    if (it->get() == &connection) {
-      connections.erase(it);
-      break;
-    }
-  }
+  connections.erase(&connection);
   if (all_closed_wanted && connections.empty()) {
     all_closed_wanted = false;
     all_closed.set_value();
@@ -943,7 +956,11 @@ void ServerCore::Forget(Connection& connection) {
 }
 
 void ServerCore::CloseAll(bool busy_too) {
-  std::vector<std::shared_ptr<Connection>> open(connections.begin(), connections.end());
+  std::vector<std::shared_ptr<Connection>> open;
+  open.reserve(connections.size());
+  for (const auto& [address, connection] : connections) {
+    open.push_back(connection);
+  }
   for (const std::shared_ptr<Connection>& connection : open) {
     if (busy_too) {
       connection->Close();

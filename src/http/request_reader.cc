@@ -144,6 +144,10 @@ bool RequestReader::head_done() const { return parser_->is_header_done(); }
 
 bool RequestReader::keep_alive() const { return parser_->is_header_done() && parser_->keep_alive(); }
 
+std::uint64_t RequestReader::body_length() const {
+  return parser_->is_header_done() ? parser_->content_length().value_or(0) : 0;
+}
+
 void RequestReader::Next() {
   request_ = HttpRequest();
   version_ = 11;

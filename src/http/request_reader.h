@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -59,6 +60,8 @@ class RequestReader {
   bool keep_alive() const;
   // 10 or 11. Valid once head_done().
   int version() const { return version_; }
+  // The body's announced length (Content-Length), 0 without one. Valid once head_done().
+  std::uint64_t body_length() const;
 
   // Starts the next request on the same connection (after kComplete).
   void Next();

@@ -64,6 +64,9 @@ struct HttpServerOptions {
   int handler_threads = 4;
   // Requests waiting for a handler thread; beyond this, new requests get 503.
   std::size_t max_queued_requests = 1024;
+  // Request bodies being received, in all: a request whose Content-Length would exceed it gets
+  // 503 before its body is read, so slow uploads on many connections cannot exhaust memory.
+  std::size_t max_buffered_body_bytes = std::size_t{64} * 1024 * 1024;
   // Bytes a streamed response may have queued for a slow client before the stream is closed.
   std::size_t max_stream_backlog_bytes = std::size_t{1024} * 1024;
   // Receives the access log (message "request", fields method, path, status, duration_ms) and

@@ -1121,5 +1121,32 @@ TEST(HttpServerStreamTest, AStreamWhoseClientStopsReadingIsClosedAndAGoneClientT
   EXPECT_TRUE(writers[1]->closed());
 }
 
+TEST(HttpServerLimitsTest, BodiesBeyondTheBufferedBudgetAre503BeforeTheyAreRead) {
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.max_request_body_bytes = 1000;
+  options.max_buffered_body_bytes = 1500;
+  HttpServer server(options);
+  server.Mount("/api/p", [](const HttpRequest& request) {
+    HttpResponse response;
+    response.body = std::to_string(request.body.size());
+    return std::optional<HttpResponse>(response);
+  });
+  ASSERT_TRUE(server.Start().ok());
+  Client first(server.port());
+  ASSERT_TRUE(first.Send(
+      "POST /api/p/x HTTP/1.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"));
+  // Its 100 Continue says the server has reserved 1000 of the 1500 bytes for it.
+  ASSERT_EQ(first.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  EXPECT_EQ(Exchange(server.port(),
+                     "POST /api/p/x HTTP/1.1\r\nContent-Length: 600\r\n\r\n")
+                .status,
+            503);
+  ASSERT_TRUE(first.Send(std::string(1000, 'a')));
+  EXPECT_THAT(first.ReadUntil("\r\n\r\n1000"), HasSubstr("HTTP/1.1 200 OK"));
+  EXPECT_EQ(Post(server.port(), "/api/p/x", std::string(600, 'b')).status, 200);
+}
+
 }  // namespace
 }  // namespace stagehand
