@@ -21,8 +21,8 @@ namespace {
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon.
 constexpr std::array<std::string_view, 3> kStagehandKeys = {"plugins", "server", "scheduler"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
-    "maxRequestBodySize", "requestTimeout", "headersTimeout", "keepAliveTimeout",
-    "maxConnections",     "maxConnectionsPerClient"};
+    "maxRequestBodySize", "requestTimeout", "headersTimeout",
+    "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {
     "lease", "pollInterval", "maxPollInterval", "shutdownGrace", "maxConcurrency"};
 
@@ -434,8 +434,7 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
                       out.max_poll_interval, problems);
   ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
                       out.shutdown_grace, problems);
-  ReadBoundedInteger(block, "maxConcurrency", 1, kMaxMaxConcurrency, out.max_concurrency,
-                     problems);
+  ReadBoundedInteger(block, "maxConcurrency", 1, kMaxMaxConcurrency, out.max_concurrency, problems);
 }
 
 // Adds a problem for each unknown key directly under `stagehand`, when it is an object.

@@ -693,7 +693,8 @@ Status BecomeChildSubreaper() {
 
 Status HideProcessFromCommands() {
   if (prctl(PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL) != 0) {
-    return UnavailableError(fmt::format("cannot make the process non-dumpable: {}", ErrnoText(errno)));
+    return UnavailableError(
+        fmt::format("cannot make the process non-dumpable: {}", ErrnoText(errno)));
   }
   return Status::Ok();
 }

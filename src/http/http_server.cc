@@ -88,9 +88,8 @@ enum class Framing { kLength, kChunked, kUntilClose };
 // the handler's Content-Length, Transfer-Encoding, Connection and Keep-Alive are dropped.
 std::string ResponseHead(const HttpResponse& response, Framing framing, bool keep_alive,
                          std::chrono::milliseconds keep_alive_timeout) {
-  const boost::beast::string_view reason =
-      boost::beast::http::obsolete_reason(boost::beast::http::int_to_status(
-          static_cast<unsigned>(response.status)));
+  const boost::beast::string_view reason = boost::beast::http::obsolete_reason(
+      boost::beast::http::int_to_status(static_cast<unsigned>(response.status)));
   std::string head = fmt::format("HTTP/1.1 {} {}\r\n", response.status,
                                  std::string_view(reason.data(), reason.size()));
   for (const auto& [name, value] : response.headers) {
@@ -108,10 +107,10 @@ std::string ResponseHead(const HttpResponse& response, Framing framing, bool kee
     head += fmt::format("Content-Length: {}\r\n", response.body.size());
   }
   if (keep_alive) {
-    head += fmt::format("Connection: keep-alive\r\nKeep-Alive: timeout={}\r\n",
-                        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
-                                                      keep_alive_timeout)
-                                                      .count()));
+    head += fmt::format(
+        "Connection: keep-alive\r\nKeep-Alive: timeout={}\r\n",
+        std::max<std::int64_t>(
+            1, std::chrono::duration_cast<std::chrono::seconds>(keep_alive_timeout).count()));
   } else {
     head += "Connection: close\r\n";
   }
@@ -533,9 +532,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  void ReleaseBody() {
-    server_.buffered_body_bytes -= std::exchange(body_reserved_, 0);
-  }
+  void ReleaseBody() { server_.buffered_body_bytes -= std::exchange(body_reserved_, 0); }
 
   void ArmReadDeadline(std::chrono::milliseconds after) {
     const std::uint64_t generation = ++read_generation_;
@@ -595,7 +592,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
       Close();
       return;
     }
-    std::array<char, std::size_t{64} * 1024>& buffer = server_.read_buffer;
+    std::array<char, std::size_t{64}* 1024>& buffer = server_.read_buffer;
     const std::size_t n = socket_.read_some(asio::buffer(buffer), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) {
       Read();
@@ -657,8 +654,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     body_reserved_ = static_cast<std::size_t>(length);
     server_.buffered_body_bytes += body_reserved_;
     ArmReadDeadline(server_.options.body_timeout);
-    const std::optional<std::string_view> expect =
-        FindHeader(reader_.request().headers, "Expect");
+    const std::optional<std::string_view> expect = FindHeader(reader_.request().headers, "Expect");
     if (expect && http_internal::EqualsIgnoreCase(*expect, "100-continue")) {
       Send("HTTP/1.1 100 Continue\r\n\r\n", 0);
     }
@@ -689,12 +685,12 @@ class Connection final : public std::enable_shared_from_this<Connection> {
         return;
       }
       HttpResponse response = self->server_.Handle(request);
-      asio::post(self->server_.io, [self, request = std::move(request),
-                                    response = std::move(response)]() mutable {
-        if (self->phase_ == Phase::kHandling) {
-          self->Respond(std::move(request), std::move(response));
-        }
-      });
+      asio::post(self->server_.io,
+                 [self, request = std::move(request), response = std::move(response)]() mutable {
+                   if (self->phase_ == Phase::kHandling) {
+                     self->Respond(std::move(request), std::move(response));
+                   }
+                 });
     };
     if (!server_.handlers->TrySubmit(std::move(job))) {
       keep_alive_ = false;
@@ -710,10 +706,10 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kHandling;
     keep_alive_ = false;
     HttpRequest request = std::move(reader_.mutable_request());
-    HttpResponse response = message.empty()
-                                ? ProtocolErrorResponse(status, request)
-                                : ErrorResponse(InvalidArgumentError(std::string(message)), request,
-                                                *server_.logger);
+    HttpResponse response =
+        message.empty()
+            ? ProtocolErrorResponse(status, request)
+            : ErrorResponse(InvalidArgumentError(std::string(message)), request, *server_.logger);
     Respond(std::move(request), std::move(response));
   }
 
@@ -1000,19 +996,17 @@ void HttpServer::SetReady(bool ready) { impl_->ready.store(ready); }
 namespace {
 
 // Opens a close-on-exec, non-blocking listening socket on host:port. Errors: kUnavailable.
-Result<tcp::endpoint> Listen(tcp::acceptor& acceptor, const std::string& host,
-                             std::uint16_t port) {
+Result<tcp::endpoint> Listen(tcp::acceptor& acceptor, const std::string& host, std::uint16_t port) {
   error_code ec;
   tcp::resolver resolver(acceptor.get_executor());
-  const auto endpoints =
-      resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  const auto endpoints = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
   if (ec || endpoints.empty()) {
     return UnavailableError(fmt::format("cannot listen on {}:{}: {}", host, port,
                                         ec ? ec.message() : "no such address"));
   }
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  const int fd = ::socket(endpoint.protocol().family(),
-                          SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP);
+  const int fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                          IPPROTO_TCP);
   if (fd < 0) {
     return UnavailableError(
         fmt::format("cannot listen on {}:{}: {}", host, port, std::strerror(errno)));

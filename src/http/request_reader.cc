@@ -35,8 +35,8 @@ class RequestReader::Parser final : public http::basic_parser<true> {
     const std::string_view whole = View(target);
     const std::size_t question = whole.find('?');
     request_.path = std::string(whole.substr(0, question));
-    request_.query =
-        question == std::string_view::npos ? std::string() : std::string(whole.substr(question + 1));
+    request_.query = question == std::string_view::npos ? std::string()
+                                                        : std::string(whole.substr(question + 1));
     version_ = version;
     if (version != 10 && version != 11) {
       refusal_ = Refusal::kVersion;
@@ -142,7 +142,9 @@ std::size_t RequestReader::Feed(std::string_view input) {
 
 bool RequestReader::head_done() const { return parser_->is_header_done(); }
 
-bool RequestReader::keep_alive() const { return parser_->is_header_done() && parser_->keep_alive(); }
+bool RequestReader::keep_alive() const {
+  return parser_->is_header_done() && parser_->keep_alive();
+}
 
 std::uint64_t RequestReader::body_length() const {
   return parser_->is_header_done() ? parser_->content_length().value_or(0) : 0;

@@ -1,17 +1,17 @@
 #include "stagehand/http/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <iterator>
@@ -717,7 +717,6 @@ TEST_F(HttpServerTest, StopClosesTheListeningSocket) {
   EXPECT_EQ(Get(bound, "/.backstage/health/v1/liveness").status, 0);
 }
 
-
 // A client socket (close-on-exec, so the descriptor checks below see only the server's), connected
 // to 127.0.0.1:`port`, with a 10 s receive timeout; -1 on failure. Closed by the destructor.
 class Client {
@@ -990,8 +989,8 @@ TEST_F(HttpServerTest, ExpectContinueGetsA100BeforeTheBody) {
   });
   StartServer();
   Client client(port());
-  ASSERT_TRUE(client.Send(
-      "POST /api/p/x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(
+      client.Send("POST /api/p/x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"));
   EXPECT_EQ(client.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
   ASSERT_TRUE(client.Send("abc"));
   EXPECT_THAT(client.ReadUntil("got abc"), HasSubstr("HTTP/1.1 200 OK"));
@@ -1053,8 +1052,8 @@ TEST_F(HttpServerTest, StreamsHoldNoThreadAndEndWithTheirWriter) {
   }
   {
     std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10),
-                            [&] { return writers.size() == kStreams; }));
+    ASSERT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(10), [&] { return writers.size() == kStreams; }));
   }
   EXPECT_EQ(ThreadCount(), threads_before);
   for (const auto& writer : writers) {
@@ -1135,13 +1134,11 @@ TEST(HttpServerLimitsTest, BodiesBeyondTheBufferedBudgetAre503BeforeTheyAreRead)
   });
   ASSERT_TRUE(server.Start().ok());
   Client first(server.port());
-  ASSERT_TRUE(first.Send(
-      "POST /api/p/x HTTP/1.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(
+      first.Send("POST /api/p/x HTTP/1.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"));
   // Its 100 Continue says the server has reserved 1000 of the 1500 bytes for it.
   ASSERT_EQ(first.ReadUntil("\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
-  EXPECT_EQ(Exchange(server.port(),
-                     "POST /api/p/x HTTP/1.1\r\nContent-Length: 600\r\n\r\n")
-                .status,
+  EXPECT_EQ(Exchange(server.port(), "POST /api/p/x HTTP/1.1\r\nContent-Length: 600\r\n\r\n").status,
             503);
   ASSERT_TRUE(first.Send(std::string(1000, 'a')));
   EXPECT_THAT(first.ReadUntil("\r\n\r\n1000"), HasSubstr("HTTP/1.1 200 OK"));

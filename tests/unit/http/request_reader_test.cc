@@ -127,8 +127,8 @@ TEST(RequestReaderTest, InvalidContentLengthIs400WithAMessage) {
 
 TEST(RequestReaderTest, MalformedRequestsAre400) {
   for (const std::string wire :
-       {"GARBAGE\r\n\r\n", "GET /x\r\n\r\n", "GET /x HTTP/2.0\r\n\r\n", "GET /x HTTP/1.1\r\nNo colon\r\n\r\n",
-        "HTTP/1.1 200 OK\r\n\r\n"}) {
+       {"GARBAGE\r\n\r\n", "GET /x\r\n\r\n", "GET /x HTTP/2.0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nNo colon\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n"}) {
     RequestReader reader({});
     reader.Feed(wire);
     ASSERT_EQ(reader.state(), State::kRefused) << wire;
