@@ -12,8 +12,7 @@ namespace reservations {
 
 using stagehand::Status;
 
-Reservations::Reservations(const stagehand::Clock& clock,
-                           std::shared_ptr<stagehand::Logger> logger)
+Reservations::Reservations(const stagehand::Clock& clock, std::shared_ptr<stagehand::Logger> logger)
     : clock_(clock), logger_(std::move(logger)) {}
 
 Status Reservations::ScheduleTasks(stagehand::SchedulerService& scheduler) {

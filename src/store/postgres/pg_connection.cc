@@ -156,9 +156,9 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   // within the call bound when there is one; an idle session that stops answering is noticed by
   // keepalives within about the call bound too.
   const bool bounded = params.call_timeout.count() > 0;
-  const std::string tcp_user_timeout = std::to_string(
-      bounded ? params.call_timeout.count()
-              : params.statement_timeout.count() + params.connect_timeout.count());
+  const std::string tcp_user_timeout =
+      std::to_string(bounded ? params.call_timeout.count()
+                             : params.statement_timeout.count() + params.connect_timeout.count());
   const std::string keepalives_idle = bounded ? Seconds(params.call_timeout / 2) : "10";
   const std::string keepalives_interval = bounded ? "1" : "5";
   std::vector<const char*> keywords = {

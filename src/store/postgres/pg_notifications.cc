@@ -89,8 +89,12 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
   const size_t colon = payload.find(':');
   if (colon == std::string_view::npos) return false;
   const std::string_view kind = payload.substr(0, colon);
-  if (kind == "releases") return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kRelease, events);
-  if (kind == "claims") return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kClaim, events);
+  if (kind == "releases") {
+    return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kRelease, events);
+  }
+  if (kind == "claims") {
+    return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kClaim, events);
+  }
   for (const auto& [name, value] : kKinds) {
     if (kind == name) {
       events.push_back(StoreEvent{value, std::string(payload.substr(colon + 1))});
