@@ -3,10 +3,10 @@
 #include <httplib.h>
 
 #include <cctype>
-#include <charconv>
 #include <string>
-#include <system_error>
 #include <utility>
+
+#include "stagehand/base/url.h"
 
 namespace stagehand::cli {
 namespace {
@@ -42,76 +42,35 @@ std::string ConnectableHost(std::string_view host) {
   if (host == "::" || host == "[::]") {
     return "[::1]";
   }
-  if (host.find(':') != std::string_view::npos && host.front() != '[') {
-    return "[" + std::string(host) + "]";
-  }
-  return std::string(host);
+  return UrlHost(host);
 }
 
 Result<ServerUrl> ParseServerUrl(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
-  std::string_view rest = text;
-  if (std::size_t scheme_end = rest.find("://"); scheme_end != std::string_view::npos) {
-    std::string scheme(rest.substr(0, scheme_end));
-    for (char& c : scheme) {
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    if (scheme == "https") {
-      return InvalidArgumentError("invalid --url " + quoted +
-                                  ": https is not supported; put a TLS proxy in front of "
-                                  "stagehand or use http on a loopback or private address");
-    }
-    if (scheme != "http") {
-      return InvalidArgumentError("invalid --url " + quoted + ": the scheme must be http");
-    }
-    rest.remove_prefix(scheme_end + 3);
+  const auto invalid = [text](std::string_view reason) {
+    return InvalidArgumentError("invalid --url '" + std::string(text) +
+                                "': " + std::string(reason));
+  };
+  // The scheme may be left out: "127.0.0.1:7007" is http://127.0.0.1:7007.
+  const bool has_scheme = text.find("://") != std::string_view::npos;
+  Result<Url> parsed = ParseUrl(has_scheme ? std::string(text) : "http://" + std::string(text));
+  if (!parsed.ok()) {
+    return invalid(parsed.status().message());
   }
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    return InvalidArgumentError("invalid --url " + quoted + ": no query or fragment allowed");
+  if (parsed->scheme == "https") {
+    return invalid(
+        "https is not supported; put a TLS proxy in front of stagehand or use http on a loopback "
+        "or private address");
   }
-  std::string_view authority = rest.substr(0, rest.find('/'));
-  std::string_view path = rest.substr(authority.size());
+  if (parsed->scheme != "http") {
+    return invalid("the scheme must be http");
+  }
+  if (parsed->query || parsed->fragment) {
+    return invalid("no query or fragment allowed");
+  }
   ServerUrl url;
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) {
-      return InvalidArgumentError("invalid --url " + quoted + ": unclosed '[' in the host");
-    }
-    url.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') {
-        return InvalidArgumentError("invalid --url " + quoted + ": expected ':' after ']'");
-      }
-      port_text = after.substr(1);
-      if (port_text.empty()) {
-        return InvalidArgumentError("invalid --url " + quoted + ": empty port");
-      }
-    }
-  } else {
-    std::size_t colon = authority.rfind(':');
-    url.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) {
-        return InvalidArgumentError("invalid --url " + quoted + ": empty port");
-      }
-    }
-  }
-  if (url.host.empty()) {
-    return InvalidArgumentError("invalid --url " + quoted + ": no host");
-  }
-  if (!port_text.empty()) {
-    unsigned value = 0;
-    auto [end, error] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (error != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
-        value > 65535) {
-      return InvalidArgumentError("invalid --url " + quoted + ": the port must be 1-65535");
-    }
-    url.port = static_cast<std::uint16_t>(value);
-  }
+  url.host = std::move(parsed->host);
+  url.port = parsed->port.value_or(80);
+  std::string_view path = parsed->path;
   while (!path.empty() && path.back() == '/') {
     path.remove_suffix(1);
   }

@@ -24,9 +24,9 @@ struct ServerUrl {
   std::string ToString() const;
 };
 
-// Parses `text`. Only http is supported (httplib is built without TLS here); the scheme may be
-// omitted ("127.0.0.1:7007"). Errors: kInvalidArgument naming what is wrong (https, an empty
-// host, a bad port, a query or fragment).
+// Parses `text` with ParseUrl (stagehand/base/url.h). Only http is supported (httplib is built
+// without TLS here); the scheme may be omitted ("127.0.0.1:7007"). Errors: kInvalidArgument
+// "invalid --url '<text>': <what is wrong>" (https, what ParseUrl refuses, a query or fragment).
 Result<ServerUrl> ParseServerUrl(std::string_view text);
 
 // Returns `host` as it goes into a URL: IPv6 literals in brackets; the wildcard addresses a server

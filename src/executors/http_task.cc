@@ -14,6 +14,8 @@
 #include <thread>
 #include <utility>
 
+#include "stagehand/base/url.h"
+
 namespace stagehand {
 namespace {
 
@@ -29,17 +31,6 @@ constexpr std::chrono::milliseconds kClientTimeoutSlack{1000};
 
 Status BadUrl(std::string_view url, std::string_view reason) {
   return InvalidArgumentError(fmt::format("invalid URL '{}': {}", RedactUrl(url), reason));
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-bool IsHostChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' || c == '_';
 }
 
 Result<std::string> NormalizedMethod(std::string_view method) {
@@ -86,9 +77,7 @@ Status CheckSpec(const HttpTaskSpec& spec) {
 class Exchange {
  public:
   Exchange(const HttpTaskUrl& url, const HttpTaskSpec& spec, std::string method)
-      : client_(fmt::format(
-            "{}://{}:{}", url.scheme,
-            url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host, url.port)) {
+      : client_(fmt::format("{}://{}:{}", url.scheme, UrlHost(url.host), url.port)) {
     auto connect = std::min(spec.connect_timeout, spec.total_timeout);
     client_.set_connection_timeout(connect);
     // The caller's deadline ends the exchange; these only bound the helper thread if it is not
@@ -286,17 +275,12 @@ bool HttpsSupported() {
 }
 
 Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
-  for (char c : url) {
-    if (std::isgraph(static_cast<unsigned char>(c)) == 0) {
-      return BadUrl(url, "it contains a space or a control character");
-    }
-  }
-  std::size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end == 0) {
-    return BadUrl(url, "expected an absolute URL such as http://host:port/path");
+  Result<Url> parsed = ParseUrl(url);
+  if (!parsed.ok()) {
+    return BadUrl(url, parsed.status().message());
   }
   HttpTaskUrl out;
-  out.scheme = Lower(url.substr(0, scheme_end));
+  out.scheme = parsed->scheme;
   if (out.scheme == "https") {
     if (!HttpsSupported()) {
       return BadUrl(url, "https is not supported in this build");
@@ -307,73 +291,14 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
   } else {
     return BadUrl(url, fmt::format("unsupported scheme '{}' (expected http)", out.scheme));
   }
-  std::string_view rest = url.substr(scheme_end + 3);
-  std::size_t authority_end = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, authority_end);
-  std::string_view target =
-      authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
-  if (authority.find('@') != std::string_view::npos) {
-    return BadUrl(url, "user information is not supported");
+  out.host = std::move(parsed->host);
+  if (parsed->port) {
+    out.port = *parsed->port;
   }
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) {
-      return BadUrl(url, "unterminated IPv6 address");
-    }
-    out.host = std::string(authority.substr(1, close - 1));
-    bool ipv6_ok = !out.host.empty() && std::all_of(out.host.begin(), out.host.end(), [](char c) {
-      return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.';
-    });
-    if (!ipv6_ok) {
-      return BadUrl(url, "invalid IPv6 address");
-    }
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') {
-        return BadUrl(url, "unexpected text after the IPv6 address");
-      }
-      port_text = after.substr(1);
-      if (port_text.empty()) {
-        return BadUrl(url, "empty port");
-      }
-    }
-  } else {
-    std::size_t colon = authority.find(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) {
-        return BadUrl(url, "empty port");
-      }
-    }
-    if (out.host.empty()) {
-      return BadUrl(url, "missing host");
-    }
-    if (!std::all_of(out.host.begin(), out.host.end(), IsHostChar)) {
-      return BadUrl(url, fmt::format("invalid host '{}'", out.host));
-    }
-  }
-  if (!port_text.empty()) {
-    int port = 0;
-    for (char c : port_text) {
-      if (std::isdigit(static_cast<unsigned char>(c)) == 0 || port > 65535) {
-        return BadUrl(url, fmt::format("invalid port '{}'", port_text));
-      }
-      port = port * 10 + (c - '0');
-    }
-    if (port < 1 || port > 65535) {
-      return BadUrl(url, fmt::format("invalid port '{}'", port_text));
-    }
-    out.port = port;
-  }
-  target = target.substr(0, target.find('#'));
-  if (target.empty()) {
-    out.target = "/";
-  } else if (target.front() == '?') {
-    out.target = "/" + std::string(target);
-  } else {
-    out.target = std::string(target);
+  out.target = parsed->path.empty() ? "/" : std::move(parsed->path);
+  if (parsed->query) {
+    out.target += '?';
+    out.target += *parsed->query;
   }
   return out;
 }

@@ -38,9 +38,9 @@ bool HttpsSupported();
 // one. Thread-safe.
 std::string RedactUrl(std::string_view url);
 
-// Returns the parts of `url`, an absolute http:// (or, when HttpsSupported(), https://) URL
-// without user information. INVALID_ARGUMENT, quoting the redacted URL and saying what is wrong,
-// otherwise.
+// Returns the parts of `url`, an absolute http:// (or, when HttpsSupported(), https://) URL as
+// ParseUrl (stagehand/base/url.h) reads it. INVALID_ARGUMENT, quoting the redacted URL and saying
+// what is wrong, otherwise.
 Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url);
 
 // What to send and what counts as success. Thread-compatible value type.

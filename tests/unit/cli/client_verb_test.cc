@@ -47,13 +47,31 @@ TEST(ParseServerUrlTest, ReadsHostPortAndBasePath) {
 TEST(ParseServerUrlTest, RejectsWhatItCannotReach) {
   for (const char* bad :
        {"https://127.0.0.1:7007", "ftp://x", "http://", "http://:7007", "http://h:0",
-        "http://h:70000", "http://h:7x", "http://h:", "http://h/a?b", "http://[::1"}) {
+        "http://h:70000", "http://h:7x", "http://h:", "http://h/a?b", "http://h/#x", "http://[::1",
+        "h:7007?x", "http://[::1]x", "http://[zz]:7007"}) {
     Result<ServerUrl> url = ParseServerUrl(bad);
     EXPECT_FALSE(url.ok()) << bad;
     if (!url.ok()) {
       EXPECT_THAT(url.status().message(), HasSubstr("invalid --url")) << bad;
     }
   }
+}
+
+// --url once accepted what the HTTP task's URL parser refused (both now share ParseUrl): user
+// information and spaces went into the host, and an unbracketed IPv6 address was split at its
+// last ':'.
+TEST(ParseServerUrlTest, RefusesWhatTheUrlParserRefuses) {
+  for (const char* bad : {"http://user@127.0.0.1:7007", "http://::1:7007", "::1:7007",
+                          "http://a b:7007", "http://h!:7007", "http://h:7007:1"}) {
+    Result<ServerUrl> url = ParseServerUrl(bad);
+    EXPECT_FALSE(url.ok()) << bad;
+    if (!url.ok()) {
+      EXPECT_THAT(url.status().message(), HasSubstr("invalid --url '" + std::string(bad) + "'"));
+    }
+  }
+  EXPECT_THAT(ParseServerUrl("http://h:0").status().message(), HasSubstr("invalid port '0'"));
+  EXPECT_THAT(ParseServerUrl("https://h").status().message(), HasSubstr("TLS proxy"));
+  EXPECT_THAT(ParseServerUrl("ftp://h").status().message(), HasSubstr("the scheme must be http"));
 }
 
 TEST(ConnectableHostTest, WildcardsBecomeLoopback) {
