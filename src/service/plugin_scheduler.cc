@@ -120,6 +120,7 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));
 
   std::lock_guard lock(impl_->mu);
+  impl_->descriptors.reserve(impl_->descriptors.size() + descriptors.size());
   for (TaskDescriptor& descriptor : descriptors) {
     impl_->descriptors.push_back(std::move(descriptor));
   }
