@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "stagehand/base/check.h"
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
 #include "store/postgres/connection_pool.h"
@@ -44,25 +45,26 @@ constexpr std::string_view kUniqueViolation = "23505";
 constexpr std::string_view kUndefinedTable = "42P01";
 constexpr std::string_view kStringTooLong = "22001";
 
+// Returns the name the statements' plan expressions read for `kind`.
+std::string_view PlanKindName(NextRunPlan::Kind kind) {
+  switch (kind) {
+    case NextRunPlan::Kind::kNull:
+      return sql::kPlanNull;
+    case NextRunPlan::Kind::kNow:
+      return sql::kPlanNow;
+    case NextRunPlan::Kind::kNowPlus:
+      return sql::kPlanNowPlus;
+    case NextRunPlan::Kind::kInstant:
+      return sql::kPlanInstant;
+    case NextRunPlan::Kind::kScheduledPlusCadence:
+      return sql::kPlanScheduledPlus;
+  }
+  STAGEHAND_CHECK(false);
+}
+
 // Binds `plan` as the three parameters the statements' plan expressions read.
 void AddPlan(PgParams& params, const NextRunPlan& plan) {
-  switch (plan.kind) {
-    case NextRunPlan::Kind::kNull:
-      params.Add(sql::kPlanNull);
-      break;
-    case NextRunPlan::Kind::kNow:
-      params.Add(sql::kPlanNow);
-      break;
-    case NextRunPlan::Kind::kNowPlus:
-      params.Add(sql::kPlanNowPlus);
-      break;
-    case NextRunPlan::Kind::kInstant:
-      params.Add(sql::kPlanInstant);
-      break;
-    case NextRunPlan::Kind::kScheduledPlusCadence:
-      params.Add(sql::kPlanScheduledPlus);
-      break;
-  }
+  params.Add(PlanKindName(plan.kind));
   params.Add(plan.seconds);
   if (plan.kind == NextRunPlan::Kind::kInstant) {
     params.Add(store_internal::FormatPgTimestamp(plan.instant));
@@ -104,23 +106,7 @@ struct PlanArrays {
       seconds += ',';
       instants += ',';
     }
-    switch (plan.kind) {
-      case NextRunPlan::Kind::kNull:
-        kinds += sql::kPlanNull;
-        break;
-      case NextRunPlan::Kind::kNow:
-        kinds += sql::kPlanNow;
-        break;
-      case NextRunPlan::Kind::kNowPlus:
-        kinds += sql::kPlanNowPlus;
-        break;
-      case NextRunPlan::Kind::kInstant:
-        kinds += sql::kPlanInstant;
-        break;
-      case NextRunPlan::Kind::kScheduledPlusCadence:
-        kinds += sql::kPlanScheduledPlus;
-        break;
-    }
+    kinds += PlanKindName(plan.kind);
     seconds += fmt::format("{}", plan.seconds);
     if (plan.kind == NextRunPlan::Kind::kInstant) {
       AppendQuoted(instants, store_internal::FormatPgTimestamp(plan.instant));
