@@ -21,12 +21,14 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include "executors/process_shim.h"
+#include "stagehand/base/check.h"
 #include "stagehand/time/duration.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
@@ -271,33 +273,59 @@ std::string DescribeExit(const ShimReport& exit) {
   return fmt::format("was killed by signal {} ({})", exit.status, SignalName(exit.status));
 }
 
+// One poll over the open output streams and up to two other descriptors (the shim's channel, the
+// wake eventfd). Not thread-safe; built anew for each poll, as streams close between polls.
+class StreamPoll {
+ public:
+  StreamPoll(std::array<Stream, 2>& streams, std::initializer_list<int> others) {
+    STAGEHAND_CHECK(others.size() <= kMaxOthers);
+    for (Stream& stream : streams) {
+      if (stream.fd.valid()) {
+        polled_[count_] = &stream;
+        fds_[count_++] = pollfd{stream.fd.get(), POLLIN, 0};
+      }
+    }
+    streams_polled_ = count_;
+    for (int fd : others) {
+      fds_[count_++] = pollfd{fd, POLLIN, 0};
+    }
+  }
+
+  // Returns what poll(2) returns, waiting at most `timeout_ms` (-1: no limit).
+  int Wait(int timeout_ms) { return poll(fds_.data(), count_, timeout_ms); }
+
+  // Reads what is available on each stream with an event; a stream at its end is closed.
+  void ReadStreams(OutputSink& sink) {
+    for (nfds_t i = 0; i < streams_polled_; ++i) {
+      if (fds_[i].revents != 0) {
+        ReadAvailable(*polled_[i], sink);
+      }
+    }
+  }
+
+  // Returns the events of the `index`th of the other descriptors.
+  short OtherEvents(std::size_t index) const { return fds_[streams_polled_ + index].revents; }
+
+ private:
+  static constexpr std::size_t kMaxOthers = 2;
+  std::array<pollfd, 2 + kMaxOthers> fds_{};
+  std::array<Stream*, 2> polled_{};
+  nfds_t count_ = 0;
+  nfds_t streams_polled_ = 0;
+};
+
 void DrainAfterExit(std::array<Stream, 2>& streams, OutputSink& sink, int wake_fd) {
   while (streams[0].fd.valid() || streams[1].fd.valid()) {
-    std::array<pollfd, 3> fds{};
-    nfds_t count = 0;
-    std::array<Stream*, 2> polled{};
-    for (Stream& stream : streams) {
-      if (!stream.fd.valid()) {
-        continue;
-      }
-      polled[count] = &stream;
-      fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
-    }
-    nfds_t streams_polled = count;
-    fds[count++] = pollfd{wake_fd, POLLIN, 0};
-    int ready = poll(fds.data(), count, kDrainIdleMs);
+    StreamPoll poll_set(streams, {wake_fd});
+    int ready = poll_set.Wait(kDrainIdleMs);
     if (ready < 0 && errno == EINTR) {
       continue;
     }
     if (ready <= 0) {
       break;
     }
-    for (nfds_t i = 0; i < streams_polled; ++i) {
-      if (fds[i].revents != 0) {
-        ReadAvailable(*polled[i], sink);
-      }
-    }
-    if ((fds[streams_polled].revents & POLLIN) != 0) {
+    poll_set.ReadStreams(sink);
+    if ((poll_set.OtherEvents(0) & POLLIN) != 0) {
       break;
     }
   }
@@ -635,36 +663,21 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
   bool shim_running = true;
   while (shim_running) {
     GiveOrders(spec, control, clock, channel.get(), orders);
-    std::array<pollfd, 4> fds{};
-    std::array<Stream*, 2> polled{};
-    nfds_t count = 0;
-    for (Stream& stream : streams) {
-      if (stream.fd.valid()) {
-        polled[count] = &stream;
-        fds[count++] = pollfd{stream.fd.get(), POLLIN, 0};
-      }
-    }
-    nfds_t streams_polled = count;
-    fds[count++] = pollfd{channel.get(), POLLIN, 0};
-    fds[count++] = pollfd{wake_fd, POLLIN, 0};
+    StreamPoll poll_set(streams, {channel.get(), wake_fd});
     // During the grace the deadline is read from `clock` in slices, so that a ManualClock drives
     // it too.
     int timeout_ms = orders.term_sent && !orders.kill_sent ? kGraceSliceMs : -1;
-    if (poll(fds.data(), count, timeout_ms) <= 0) {
+    if (poll_set.Wait(timeout_ms) <= 0) {
       continue;
     }
-    for (nfds_t i = 0; i < streams_polled; ++i) {
-      if (fds[i].revents != 0) {
-        ReadAvailable(*polled[i], sink);
-      }
-    }
-    if ((fds[streams_polled + 1].revents & POLLIN) != 0) {
+    poll_set.ReadStreams(sink);
+    if ((poll_set.OtherEvents(1) & POLLIN) != 0) {
       std::uint64_t counter = 0;
       if (read(wake_fd, &counter, sizeof(counter)) < 0) {
         // Another wake-up already reset it.
       }
     }
-    if (fds[streams_polled].revents != 0) {
+    if (poll_set.OtherEvents(0) != 0) {
       bool started = reports.start.has_value();
       shim_running = ReadReports(channel.get(), reports);
       if (!started && reports.start && reports.start->event == ShimEvent::kStarted) {
