@@ -7,6 +7,7 @@
 
 #include "stagehand/backend/app_config.h"
 #include "stagehand/backend/backend.h"
+#include "stagehand/base/text.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config.h"
 #include "stagehand/service/scheduler.h"
@@ -184,29 +185,6 @@ int Report(const Context& context, const ClientFailure& failure) {
   }
   context.err.flush();
   return failure.exit_code;
-}
-
-std::string OneLine(std::string_view text) {
-  std::string line;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find('\n', start);
-    std::string_view piece = text.substr(start, end == std::string_view::npos ? end : end - start);
-    while (!piece.empty() && (piece.front() == ' ' || piece.front() == '\r')) {
-      piece.remove_prefix(1);
-    }
-    while (!piece.empty() && (piece.back() == ' ' || piece.back() == '\r')) {
-      piece.remove_suffix(1);
-    }
-    if (!piece.empty()) {
-      line += (line.empty() ? "" : "; ") + std::string(piece);
-    }
-    if (end == std::string_view::npos) {
-      break;
-    }
-    start = end + 1;
-  }
-  return line;
 }
 
 }  // namespace stagehand::cli

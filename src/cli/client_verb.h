@@ -85,7 +85,4 @@ int RunTaskAction(std::string_view verb, std::string_view done, const TaskAction
 // Writes "stagehand: <message>" to context.err and returns the failure's exit code.
 int Report(const Context& context, const ClientFailure& failure);
 
-// Returns `text` on one line: each line break (and the spaces around it) becomes "; ".
-std::string OneLine(std::string_view text);
-
 }  // namespace stagehand::cli

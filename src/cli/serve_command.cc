@@ -21,6 +21,7 @@
 #include "stagehand/backend/backend.h"
 #include "stagehand/base/file.h"
 #include "stagehand/base/stream_logger.h"
+#include "stagehand/base/text.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/daemon/daemon_tasks.h"
@@ -44,19 +45,6 @@ int ReportConfigProblems(const Context& context, const ConfigProblems& problems)
   }
   context.err.flush();
   return kExitConfig;
-}
-
-// Returns `message` on one line: line breaks become "; ".
-std::string OneLine(const std::string& message) {
-  std::string line;
-  for (char c : message) {
-    if (c == '\n') {
-      line += "; ";
-    } else {
-      line += c;
-    }
-  }
-  return line;
 }
 
 // Writes the ready file: one JSON object on one line, {"host":..,"pid":..,"port":..}, by rename

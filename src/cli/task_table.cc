@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cli/client_verb.h"
+#include "stagehand/base/text.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand::cli {

@@ -173,12 +173,6 @@ TEST(DescribeUnreachableTest, HasItsOwnCode) {
   EXPECT_THAT(failure.message, Not(HasSubstr("\n")));
 }
 
-TEST(OneLineTest, JoinsLines) {
-  EXPECT_EQ(OneLine("a\nb"), "a; b");
-  EXPECT_EQ(OneLine("  a  \r\n\n  b\n"), "a; b");
-  EXPECT_EQ(OneLine("single"), "single");
-}
-
 class MakeClientTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,0 +1,26 @@
+#include "stagehand/base/text.h"
+
+namespace stagehand {
+
+std::string OneLine(std::string_view text) {
+  constexpr std::string_view kBlank = " \t\r";
+  std::string line;
+  while (true) {
+    const std::size_t end = text.find('\n');
+    std::string_view piece = text.substr(0, end);
+    const std::size_t first = piece.find_first_not_of(kBlank);
+    if (first != std::string_view::npos) {
+      piece = piece.substr(first, piece.find_last_not_of(kBlank) - first + 1);
+      if (!line.empty()) {
+        line += "; ";
+      }
+      line += piece;
+    }
+    if (end == std::string_view::npos) {
+      return line;
+    }
+    text.remove_prefix(end + 1);
+  }
+}
+
+}  // namespace stagehand
