@@ -19,7 +19,9 @@ namespace stagehand {
 namespace {
 
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon.
-constexpr std::array<std::string_view, 3> kStagehandKeys = {"plugins", "server", "scheduler"};
+constexpr std::array<std::string_view, 4> kStagehandKeys = {"plugins", "server", "scheduler",
+                                                            "metrics"};
+constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
@@ -333,6 +335,24 @@ void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems
                      out.max_connections_per_client, problems);
 }
 
+void ReadMetrics(const Config& root, BackendConfig& out, ConfigProblems& problems) {
+  Result<std::optional<Config>> metrics = root.GetOptionalConfig("stagehand.metrics");
+  if (!metrics.ok()) {
+    problems.Add(metrics.status());
+    return;
+  }
+  if (!*metrics) {
+    return;
+  }
+  AddUnknownKeys(**metrics, kMetricsKeys, problems);
+  Result<std::optional<bool>> per_task = (*metrics)->GetOptionalBoolean("perTaskSeries");
+  if (!per_task.ok()) {
+    problems.Add(per_task.status());
+  } else if (*per_task) {
+    out.metrics_per_task_series = **per_task;
+  }
+}
+
 void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
                       ConfigProblems& problems) {
   Result<std::string> token = entry.GetString("options.token");
@@ -587,6 +607,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
     ReadListen(**backend, config, problems);
   }
   ReadServer(root, config, problems);
+  ReadMetrics(root, config, problems);
   ReadAuth(root, config.auth, problems);
   if (backend.ok()) {
     Result<DatabaseConfig> database = ReadDatabaseConfig(root);

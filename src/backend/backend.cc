@@ -340,7 +340,9 @@ Status Backend::Impl::DoStart() {
         "No backend.auth.externalAccess tokens are configured: every request to a plugin route "
         "will be refused with 401");
   }
-  observer = MakeSchedulerMetricsObserver(metrics, *clock);
+  SchedulerMetricsOptions metrics_options;
+  metrics_options.per_task_series = config.metrics_per_task_series;
+  observer = MakeSchedulerMetricsObserver(metrics, *clock, metrics_options);
 
   logger->Info("Plugin initialization started", {{"plugins", JoinIds(plugins)}});
   for (const auto& entry : plugins) {

@@ -23,8 +23,10 @@ double EpochSeconds(WallTime now) {
 
 class SchedulerMetricsObserver final : public SchedulerObserver {
  public:
-  SchedulerMetricsObserver(MetricsRegistry& registry, const Clock& clock)
+  SchedulerMetricsObserver(MetricsRegistry& registry, const Clock& clock,
+                           SchedulerMetricsOptions options)
       : clock_(clock),
+        options_(options),
         runs_(registry.Counter("backend_tasks_task_runs_count_total",
                                "Total number of times a task has been run",
                                {"plugin", "taskId", "scope", "result"})),
@@ -61,11 +63,9 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
 
   void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds lag) override {
     const std::string scope(TaskScopeName(run.scope));
-    runs_.Add({std::string(run.plugin_id), std::string(run.task_id), scope, "started"});
-    started_.Set({std::string(run.plugin_id), std::string(run.task_id)},
-                 EpochSeconds(clock_.Now()));
-    start_lag_.Observe({std::string(run.plugin_id), std::string(run.task_id), scope},
-                       ToSeconds(lag));
+    runs_.Add({std::string(run.plugin_id), Task(run.task_id), scope, "started"});
+    started_.Set({std::string(run.plugin_id), Task(run.task_id)}, EpochSeconds(clock_.Now()));
+    start_lag_.Observe({std::string(run.plugin_id), Task(run.task_id), scope}, ToSeconds(lag));
   }
 
   void OnRunCompleted(const RunInfo& run, std::chrono::nanoseconds duration) override {
@@ -78,32 +78,37 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   }
 
   void OnClaimLost(std::string_view plugin_id, std::string_view task_id) override {
-    claims_lost_.Add({std::string(plugin_id), std::string(task_id)});
+    claims_lost_.Add({std::string(plugin_id), Task(task_id)});
   }
 
   void OnLeaseRenewed(const RunInfo& run) override {
-    lease_renewals_.Add({std::string(run.plugin_id), std::string(run.task_id), "ok"});
+    lease_renewals_.Add({std::string(run.plugin_id), Task(run.task_id), "ok"});
   }
 
   void OnLeaseRenewalFailed(const RunInfo& run) override {
-    lease_renewals_.Add({std::string(run.plugin_id), std::string(run.task_id), "failed"});
+    lease_renewals_.Add({std::string(run.plugin_id), Task(run.task_id), "failed"});
   }
 
   void OnLeaseLost(const RunInfo& run) override {
-    leases_lost_.Add({std::string(run.plugin_id), std::string(run.task_id)});
+    leases_lost_.Add({std::string(run.plugin_id), Task(run.task_id)});
   }
 
   void OnReclaimed(std::string_view plugin_id, std::string_view task_id) override {
-    reclaims_.Add({std::string(plugin_id), std::string(task_id)});
+    reclaims_.Add({std::string(plugin_id), Task(task_id)});
   }
 
   void OnRunOverdue(const RunInfo& run) override {
-    overdue_.Add({std::string(run.plugin_id), std::string(run.task_id)});
+    overdue_.Add({std::string(run.plugin_id), Task(run.task_id)});
   }
 
  private:
+  // The taskId label value of `task_id`'s series.
+  std::string Task(std::string_view task_id) const {
+    return std::string(options_.per_task_series ? task_id : kAllTasksLabel);
+  }
+
   void RecordEnd(const RunInfo& run, std::chrono::nanoseconds duration, std::string_view result) {
-    const std::vector<std::string> labels = {std::string(run.plugin_id), std::string(run.task_id),
+    const std::vector<std::string> labels = {std::string(run.plugin_id), Task(run.task_id),
                                              std::string(TaskScopeName(run.scope)),
                                              std::string(result)};
     runs_.Add(labels);
@@ -112,6 +117,7 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   }
 
   const Clock& clock_;
+  const SchedulerMetricsOptions options_;
   CounterFamily& runs_;
   HistogramFamily& durations_;
   GaugeFamily& started_;
@@ -127,8 +133,9 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
 }  // namespace
 
 std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(MetricsRegistry& registry,
-                                                                const Clock& clock) {
-  return std::make_shared<SchedulerMetricsObserver>(registry, clock);
+                                                                const Clock& clock,
+                                                                SchedulerMetricsOptions options) {
+  return std::make_shared<SchedulerMetricsObserver>(registry, clock, options);
 }
 
 std::function<void(const HttpRequestRecord&)> MakeHttpRequestMetrics(MetricsRegistry& registry) {

@@ -68,6 +68,8 @@ struct BackendConfig {
   std::chrono::milliseconds keep_alive_timeout{5000};
   std::size_t max_connections = 4096;
   std::size_t max_connections_per_client = 256;
+  // `stagehand.metrics.perTaskSeries` (boolean): see SchedulerMetricsOptions.
+  bool metrics_per_task_series = true;
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any

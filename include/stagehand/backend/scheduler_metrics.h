@@ -13,13 +13,16 @@
 //   stagehand_task_lease_renewals_total{plugin,taskId,result}   result = ok|failed
 //   stagehand_task_leases_lost_total{plugin,taskId}
 //   stagehand_janitor_reclaims_total{plugin,taskId}
-// and the HTTP server's requests:
+// With per-task series off (SchedulerMetricsOptions), every series above has taskId="*": one
+// series per plugin instead of one per task, under the same names and labels.
+// And the HTTP server's requests:
 //   stagehand_http_requests_total{route,method,status}
 //   stagehand_http_request_duration_seconds{route}   histogram, buckets 0.001 … 10
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "stagehand/engine/observer.h"
 #include "stagehand/http/http_server.h"
@@ -28,10 +31,19 @@
 
 namespace stagehand {
 
+// The label value that stands for every task when per-task series are off.
+inline constexpr std::string_view kAllTasksLabel = "*";
+
+struct SchedulerMetricsOptions {
+  // One series per task (Backstage's shape) or, when false, per plugin with taskId="*", so that
+  // /metrics stays small with many thousands of tasks (about 3.5 KB per task that has run).
+  bool per_task_series = true;
+};
+
 // Returns an observer for every plugin's scheduler that records into `registry`; `clock` gives
 // the wall time of the started/completed gauges. Both must outlive the observer. Thread-safe.
-std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(MetricsRegistry& registry,
-                                                                const Clock& clock);
+std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(
+    MetricsRegistry& registry, const Clock& clock, SchedulerMetricsOptions options = {});
 
 // Returns a request observer for HttpServerOptions::on_request that records each answered request
 // into `registry`, which must outlive it. Thread-safe.

@@ -418,6 +418,16 @@ TEST_F(AppConfigTest, ConnectionLimits) {
   EXPECT_EQ(config.max_connections_per_client, 8u);
 }
 
+TEST_F(AppConfigTest, PerTaskMetricSeriesCanBeTurnedOff) {
+  EXPECT_TRUE(ReadBackendOk("stagehand: {}\n").metrics_per_task_series);
+  EXPECT_FALSE(
+      ReadBackendOk("stagehand:\n  metrics:\n    perTaskSeries: false\n").metrics_per_task_series);
+  EXPECT_THAT(ReadBackendError("stagehand:\n  metrics:\n    perTaskSeries: maybe\n"),
+              HasSubstr("stagehand.metrics.perTaskSeries"));
+  EXPECT_THAT(ReadBackendError("stagehand:\n  metrics:\n    perTask: false\n"),
+              HasSubstr("perTaskSeries"));
+}
+
 TEST_F(AppConfigTest, BadConnectionLimitsNameTheKey) {
   const std::string file = File("app-config.yaml");
   for (const std::string& count : std::vector<std::string>{"0", "-1", "1.5", "1000001", "lots"}) {
@@ -634,7 +644,7 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
                       "': unknown key 'Server'; did you mean 'server'?"));
   EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
             "Invalid config value for key 'stagehand.workers' in '" + file +
-                "': unknown key 'workers'; expected plugins, server, scheduler");
+                "': unknown key 'workers'; expected plugins, server, scheduler, metrics");
 }
 
 TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {

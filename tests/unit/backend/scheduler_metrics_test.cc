@@ -133,6 +133,27 @@ TEST(SchedulerMetricsTest, CompletedRunRendersBackstagesInstruments) {
   EXPECT_EQ(registry.RenderPrometheusText(), expected);
 }
 
+TEST(SchedulerMetricsTest, WithoutPerTaskSeriesEveryTaskOfAPluginSharesOneSeries) {
+  testing::ManualClock clock;
+  MetricsRegistry registry;
+  SchedulerMetricsOptions options;
+  options.per_task_series = false;
+  const std::shared_ptr<SchedulerObserver> observer =
+      MakeSchedulerMetricsObserver(registry, clock, options);
+  for (const std::string_view task : {"sync", "report", "cleanup"}) {
+    const RunInfo run = MakeRun(task, TaskScope::kGlobal);
+    observer->OnRunStarted(run, milliseconds(10));
+    observer->OnRunCompleted(run, milliseconds(20));
+    observer->OnLeaseRenewed(run);
+  }
+  const std::string text = registry.RenderPrometheusText();
+  EXPECT_THAT(text, HasSubstr(R"(backend_tasks_task_runs_count_total{plugin="myplugin",)"
+                              R"(taskId="*",scope="global",result="completed"} 3)"));
+  EXPECT_THAT(text, HasSubstr(R"(stagehand_task_lease_renewals_total{plugin="myplugin",)"
+                              R"(taskId="*",result="ok"} 3)"));
+  EXPECT_THAT(text, Not(HasSubstr(R"(taskId="sync")")));
+}
+
 TEST(SchedulerMetricsTest, FailedLocalRunCountsStartedAndFailed) {
   testing::ManualClock clock;
   MetricsRegistry registry;
