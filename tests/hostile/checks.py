@@ -14,7 +14,8 @@ import time
 
 from clients import LIVENESS, Flood, Prober, open_keepalive
 from support import (O_CLOEXEC_FLAG, Timeout, descendants, environ_of, exchange, fd_flags,
-                     fd_targets, kill_pids, peer_ports, percentile, processes_holding,
+                     fd_targets, kill_pids, peer_ports, percentile, proc_refused, proc_uid,
+                     processes_holding,
                      request_bytes, reset_peak_rss, session_of, status_kib, thread_count,
                      wait_for)
 
@@ -41,15 +42,25 @@ def signed(value):
 
 
 # The task the environment and descriptor check triggers. It records its own environment (from
-# /proc/$$/environ: exactly what its process was given) and what `ls` sees of its descriptors
+# /proc/$$/environ: exactly what its process was given). Then it tries to read the environment of
+# its supervisor ($PPID, a fork of the daemon) and of the daemon (whose pid the suite writes to
+# `daemon-pid` before triggering it), as any process of the daemon's user could: for each, the pid
+# and tr's exit status go to `<which>.read`, the environment (NULs as newlines) to
+# `<which>.environ` and the error to `<which>.err` (2> comes first, so that the shell's own
+# message on a refused open lands there). Then it records what `ls` sees of its descriptors
 # (`ls -ln /proc/self/fd/`: the descriptors `ls` inherited from the task, plus the one `ls` opens
-# on that directory, whose target is /proc/<ls pid>/fd), then names its pid (by rename, once all
-# is written) and blocks opening a FIFO until the suite has looked at it from outside. No command
-# it runs while blocked has a redirection: dash applies those in the shell itself and would show
-# a descriptor of its own. Informational: whether it can read its supervisor's environment.
+# on that directory, whose target is /proc/<ls pid>/fd), names its pid (by rename, once all is
+# written) and blocks opening a FIFO until the suite has looked at it from outside. No command it
+# runs while blocked has a redirection: dash applies those in the shell itself and would show a
+# descriptor of its own.
 ENV_FDS_SCRIPT = (
     'tr "\\000" "\\n" < /proc/$$/environ > "$0/environ"; '
-    'tr "\\000" "\\n" < /proc/$PPID/environ > "$0/parent-environ" 2>/dev/null; '
+    'read daemon < "$0/daemon-pid"; '
+    'for which in supervisor daemon; do '
+    'if [ $which = supervisor ]; then pid=$PPID; else pid=$daemon; fi; '
+    'tr "\\000" "\\n" 2> "$0/$which.err" < /proc/$pid/environ > "$0/$which.environ"; '
+    'echo "$pid $?" > "$0/$which.read"; '
+    'done; '
     'ls -ln /proc/self/fd/ > "$0/ls-fds"; '
     'echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid" && '
     'head -c 1 "$0/release"')
@@ -173,12 +184,18 @@ LS_LINE = re.compile(r"\s(\d+) -> (.*)$")
 
 def check_env_fds(ctx):
     """With ~50 keep-alive clients connected, triggers a command task and looks at its process
-    (from inside and from /proc), and at every descriptor of the daemon while it runs."""
+    (from inside and from /proc), and at every descriptor of the daemon while it runs. The task
+    also tries to read the environment of its supervisor and of the daemon from /proc."""
     daemon = ctx.daemon
     checks, figures = [], {}
     env_dir = ctx.env_dir
     release = os.path.join(env_dir, "release")
     os.mkfifo(release)
+    pid_file = os.path.join(env_dir, "daemon-pid")
+    with open(pid_file, "w") as f:
+        f.write(f"{daemon.pid}\n")
+    if ctx.identity:  # the task runs as the daemon's user, whatever the umask
+        ctx.identity.own(release, pid_file)
     clients = []
     released = False
     try:
@@ -208,6 +225,10 @@ def check_env_fds(ctx):
         # Seen from outside while it runs and the clients are connected.
         task_fds = fd_targets(pid)
         task_env = environ_of(pid) or []
+        task_uid, daemon_uid = proc_uid(pid), proc_uid(daemon.pid)
+        # What the suite itself reads there: the secrets are in the daemon's environment (root
+        # reads it whatever the daemon does; another user does not).
+        daemon_env = environ_of(daemon.pid)
         supervisor = daemon_child = None
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -217,6 +238,7 @@ def check_env_fds(ctx):
         except OSError:
             pass
         clients_open = connected()
+        refused = proc_refused(daemon.pid)
         flags = fd_flags(daemon.pid)
         targets = fd_targets(daemon.pid)
         released = _release(release)
@@ -231,11 +253,6 @@ def check_env_fds(ctx):
         inside_env = f.read().splitlines()
     with open(os.path.join(env_dir, "ls-fds"), errors="replace") as f:
         ls_lines = [m.groups() for m in map(LS_LINE.search, f.read().splitlines()) if m]
-    try:
-        with open(os.path.join(env_dir, "parent-environ"), errors="replace") as f:
-            parent_env = f.read()
-    except OSError:
-        parent_env = ""
 
     def leaked(environment):
         found = []
@@ -246,10 +263,14 @@ def check_env_fds(ctx):
                     break
         return found
 
+    # Run as the daemon's user, the suite cannot see the daemon's descriptors at all.
+    blind = (f"; the suite (uid {os.geteuid()}) may not list /proc/<daemon>/fd ({refused}): the "
+             "daemon is non-dumpable, so only root sees its descriptors; run the suite as root"
+             if refused else "")
     check(checks, f"the task ran while the {ctx.keepalive} keep-alive clients were connected",
           f"{clients_open} of them open in the daemon when the task was looked at "
-          f"(task {'a descendant of the daemon' if daemon_child else 'not under the daemon'})",
-          clients_open >= ctx.keepalive and daemon_child)
+          f"(task {'a descendant of the daemon' if daemon_child else 'not under the daemon'})"
+          + blind, clients_open >= ctx.keepalive and daemon_child)
     secret_names = ", ".join(ctx.secrets)
     found = sorted(set(leaked(task_env)) | set(leaked(inside_env)))
     check(checks, f"the task's environment holds none of the daemon's secrets ({secret_names}: "
@@ -278,9 +299,26 @@ def check_env_fds(ctx):
     check(checks, "every descriptor of the daemon above 2 is close-on-exec (O_CLOEXEC in "
           "/proc/<daemon>/fdinfo, read while the clients are connected and the task runs)",
           f"{len(open_flags) - len(inheritable)} of {len(open_flags)}"
-          + (f"; without it: {inheritable}" if inheritable else ""),
+          + (f"; without it: {inheritable}" if inheritable else "") + blind,
           open_flags and not inheritable)
-    parent_found = leaked(parent_env.splitlines())
+    reads = {which: _environ_read(env_dir, which, leaked) for which in ("supervisor", "daemon")}
+    expected = {"supervisor": supervisor, "daemon": daemon.pid}
+    wrong = {which: r["pid"] for which, r in reads.items() if r["pid"] != expected[which]}
+    seen = [] if daemon_env is None else leaked(daemon_env)
+    same_user = task_uid is not None and task_uid == daemon_uid and task_uid != 0
+    exposed = {which: r["secrets"] for which, r in reads.items() if r["secrets"]}
+    check(checks, "the task, running as the daemon's user (not root), cannot read the daemon's "
+          "secrets from /proc/<its supervisor>/environ or /proc/<daemon>/environ: each read is "
+          "refused, or holds none of them",
+          f"task uid {task_uid}, daemon uid {daemon_uid}; "
+          + "; ".join(f"{which} (pid {r['pid']}): {_describe_read(r)}"
+                      for which, r in reads.items())
+          + (f"; the task read the wrong pids {wrong} (expected {expected})" if wrong else "")
+          + ("" if daemon_env is None else
+             f"; the suite (uid {os.geteuid()}) finds {len(seen)} of {len(ctx.secrets)} in "
+             "/proc/<daemon>/environ"),
+          same_user and not wrong and all(r["attempted"] for r in reads.values()) and not exposed
+          and (daemon_env is None or len(seen) == len(ctx.secrets)))
     figures.update({
         "keepalive_clients": ctx.keepalive, "client_sockets_while_task_ran": clients_open,
         "task_fds": sorted(task_fds), "task_env_names": sorted(e.split("=", 1)[0]
@@ -289,14 +327,52 @@ def check_env_fds(ctx):
         "daemon_fds": {"total_above_2": len(open_flags), "cloexec": len(open_flags)
                        - len(inheritable), "by_kind": dict(kinds)},
         "run": state,
-        # Not a guarantee of issue 14: the task runs as the daemon's user, so it may read its
-        # supervisor's (a fork of the daemon) /proc/<pid>/environ.
-        "secrets_readable_from_supervisor_environ": parent_found,
+        "task_uid": task_uid, "daemon_uid": daemon_uid,
+        # What the task got from /proc/<supervisor>/environ and /proc/<daemon>/environ.
+        "proc_environ_reads": reads,
+        "secrets_in_daemon_environ_seen_by_suite": None if daemon_env is None else seen,
     })
     figures["headline"] = (f"secrets in task env: {len(found)}; task fds {sorted(task_fds)}; "
                            f"daemon fds close-on-exec: {len(open_flags) - len(inheritable)}/"
-                           f"{len(open_flags)} with {clients_open} clients connected")
+                           f"{len(open_flags)} with {clients_open} clients connected; the task "
+                           f"(uid {task_uid}, as the daemon) reading /proc/<pid>/environ: "
+                           + ", ".join(f"{which} {_describe_read(r, short=True)}"
+                                       for which, r in reads.items()))
     return {"name": "env-fds", "checks": checks, "figures": figures}
+
+
+def _environ_read(env_dir, which, leaked):
+    """What the env-fds task recorded of its read of /proc/<pid>/environ of `which` (supervisor
+    or daemon): the pid, whether it tried, whether the read succeeded (tr's exit status 0), the
+    error it got and the secrets found in what it read."""
+    def text(name):
+        try:
+            with open(os.path.join(env_dir, f"{which}.{name}"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+    record = (text("read") or "").split()
+    pid = int(record[0]) if record and record[0].isdigit() else None
+    status = int(record[1]) if len(record) > 1 and record[1].isdigit() else None
+    contents = text("environ")
+    error = (text("err") or "").strip()
+    # dash puts $0 (the task's directory) and a line number before its message: drop them.
+    error = error.split(": ", 2)[-1] if error.startswith("/") else error
+    return {"pid": pid, "attempted": status is not None, "read": status == 0,
+            "error": error or None,
+            "variables": len(contents.splitlines()) if status == 0 and contents else 0,
+            "secrets": leaked(contents.splitlines()) if contents else []}
+
+
+def _describe_read(read, short=False):
+    if not read["attempted"]:
+        return "not attempted"
+    if not read["read"]:
+        return "refused" if short else f"refused ({read['error']})"
+    if read["secrets"]:
+        return f"read, {len(read['secrets'])} secrets" if short else (
+            f"read {read['variables']} variables, secrets among them: {read['secrets']}")
+    return "read, no secret" if short else f"read {read['variables']} variables, no secret"
 
 
 def _fd_kind(target):

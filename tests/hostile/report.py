@@ -23,13 +23,18 @@ CHECKS = {
     "env-fds": (
         "2. Secrets and descriptors of a real task",
         "the daemon has STAGEHAND_TOKEN, PGPASSWORD and AWS_SECRET_ACCESS_KEY in its environment "
-        "and 50 keep-alive clients connected when a command task starts",
+        "and 50 keep-alive clients connected when a command task starts; the task, running as "
+        "the daemon's user (`nobody` when the suite runs as root), reads /proc/<pid>/environ of "
+        "its supervisor and of the daemon",
         "the task's environment holds none of the three (name or value); its process has "
         "descriptors 0-2 only (`ls` adds its own on /proc/self/fd); every daemon descriptor "
-        "above 2 is O_CLOEXEC",
+        "above 2 is O_CLOEXEC; both environ reads are refused or hold none of the three (which "
+        "the suite, as root, finds in the daemon's)",
         "a task is given only its documented base environment and descriptors 0-2: none of the "
-        "daemon's secrets, no other client's socket, no file the daemon holds open; and that "
-        "nothing the daemon opens could reach a child it starts later."),
+        "daemon's secrets, no other client's socket, no file the daemon holds open; that nothing "
+        "the daemon opens could reach a child it starts later; and that a task cannot take the "
+        "secrets from the daemon's or its supervisor's /proc files either, although it runs as "
+        "their user (the daemon is non-dumpable)."),
     "header-flood": (
         "3. Header flood",
         "50 requests at once, each with 20,000 header fields (430 KiB)",
@@ -68,8 +73,9 @@ def cell(text):
 def render(results):
     checks = results["checks"]
     passed = sum(1 for c in checks if c["ok"])
+    user = f" running as `{results['daemon_user']}`" if results.get("daemon_user") else ""
     out = [f"Run of commit {results.get('commit') or '?'} on {results.get('date', '?')[:10]}: "
-           f"`tests/hostile/run.py` against one `stagehand serve` on SQLite, "
+           f"`tests/hostile/run.py` against one `stagehand serve` on SQLite{user}, "
            f"{results.get('cores', '?')} cores, Linux {results.get('kernel', '?')}, "
            f"{results.get('seconds', '?')} s in all. {passed} of {len(checks)} checks pass.", "",
            "| check | attack | passes if | observed | |", "|---|---|---|---|---|"]

@@ -4,13 +4,17 @@
 
 The daemon runs in a temporary directory (its SQLite files under ./data), listens on 127.0.0.1
 port 0 (named in its ready file), needs a static token for its plugin routes, and has
-STAGEHAND_TOKEN, PGPASSWORD and AWS_SECRET_ACCESS_KEY in its environment. Its plugin `hostile` has
-four manual tasks that the checks trigger over REST. The checks, in this order:
+STAGEHAND_TOKEN, PGPASSWORD and AWS_SECRET_ACCESS_KEY in its environment. Run as root, the suite
+starts the daemon as `nobody` (setpriv: no supplementary groups, no capabilities) and gives that
+user the temporary directory; otherwise the daemon runs as the user running the suite. Its plugin
+`hostile` has four manual tasks that the checks trigger over REST. The checks, in this order:
 
   slowloris     64 slow-header and 300 idle connections (each reconnected when cut) for 15 s, while
                 liveness is requested on a fresh connection every 50 ms: each answers 200 in 1 s
   env-fds       with 50 keep-alive clients connected, a command task: none of the daemon's secrets
-                in its environment, no descriptor beyond 0-2; every daemon descriptor close-on-exec
+                in its environment, no descriptor beyond 0-2; every daemon descriptor close-on-exec;
+                running as the daemon's user, it cannot read the secrets from the environ of its
+                supervisor or of the daemon in /proc (the daemon is non-dumpable)
   header-flood  50 requests with 20,000 header fields each, at once: each refused with a 4xx, the
                 daemon's VmRSS grows by less than 8 MiB
   methods       500 requests with random method tokens: /metrics gains at most 2 lines
@@ -32,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import pwd
 import secrets
 import shutil
 import signal
@@ -47,7 +52,8 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import checks as suite  # noqa: E402
-from support import BodyServer, Daemon, build_gzip_bomb, kill_pids, processes_holding  # noqa: E402
+from support import (BodyServer, Daemon, build_gzip_bomb, kill_pids,  # noqa: E402
+                     processes_holding, unprivileged_identity)
 
 TITLES = {
     "slowloris": "Slowloris and idle flood",
@@ -148,6 +154,13 @@ def main():
     ctx.marker_link = os.path.join(workdir, f"stagehand-hostile-orphan-{token}")
     os.symlink(shutil.which("sleep") or "/bin/sleep", ctx.marker_link)
     ctx.orphan_pid = os.path.join(workdir, "orphan.pid")
+    # The daemon, its tasks and its SQLite files write in the temporary directory as its user.
+    ctx.identity = unprivileged_identity()
+    binary = os.path.abspath(args.stagehand)
+    if ctx.identity:
+        ctx.identity.own(workdir, ctx.env_dir)
+        if not ctx.identity.can_run(binary):  # a build under a directory only root may enter
+            binary = shutil.copy2(binary, os.path.join(workdir, "stagehand"))
     ctx.secrets = {"STAGEHAND_TOKEN": "hostile-token-" + secrets.token_hex(12),
                    "PGPASSWORD": "hostile-pg-" + secrets.token_hex(12),
                    "AWS_SECRET_ACCESS_KEY": "hostile-aws-" + secrets.token_hex(12)}
@@ -164,8 +177,8 @@ def main():
                     "token": "${STAGEHAND_TOKEN}", "subject": "hostile-suite"}}]}},
             "stagehand": {"plugins": {suite.PLUGIN: {"tasks": suite.task_config(ctx)}}},
         }
-        ctx.daemon = Daemon(os.path.abspath(args.stagehand), workdir, out, config,
-                            dict(os.environ, **ctx.secrets))
+        ctx.daemon = Daemon(binary, workdir, out, config, dict(os.environ, **ctx.secrets),
+                            ctx.identity)
         startup_error = None
         try:
             ctx.daemon.start().wait_ready()
@@ -209,6 +222,8 @@ def main():
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                        timespec="seconds"),
                    "stagehand": os.path.abspath(args.stagehand), "cores": os.cpu_count(),
+                   "daemon_user": ctx.identity.name if ctx.identity else
+                   pwd.getpwuid(os.geteuid()).pw_name,
                    "kernel": platform.release(), "flood_seconds": ctx.flood_seconds,
                    "seconds": round(time.monotonic() - began, 1), "checks": results},
                   f, indent=1, default=str)

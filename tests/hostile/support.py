@@ -4,13 +4,15 @@ local HTTP server that answers HTTP tasks with a huge body or a gzip bomb.
 
 Everything listens on 127.0.0.1 only. The daemon listens on port 0 and names its port in its ready
 file (`serve --ready-file`), so nothing probes for a free port. Every process the suite starts is
-remembered by pid and ended by pid."""
+remembered by pid and ended by pid. When the suite runs as root, the daemon runs as `nobody`
+(`unprivileged_identity`), so that its tasks run as an ordinary user would."""
 
 import errno
 import http.client
 import http.server
 import json
 import os
+import pwd
 import selectors
 import shutil
 import signal
@@ -88,6 +90,19 @@ def fd_targets(pid):
         except OSError:
             pass  # closed between the listing and the readlink
     return out
+
+
+def proc_refused(pid):
+    """Why this process may not list /proc/<pid>/fd (the error text), or None when it may or
+    `pid` is gone. A non-dumpable process's /proc files belong to root: only a process with
+    CAP_SYS_PTRACE (root) reads them, not one of the same user."""
+    try:
+        os.listdir(f"/proc/{pid}/fd")
+    except PermissionError as error:
+        return error.strerror
+    except OSError:
+        return None
+    return None
 
 
 def fd_flags(pid):
@@ -332,25 +347,77 @@ def request_bytes(method, path, headers=(), close=True):
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+# --- the daemon's user ----------------------------------------------------------------------------
+
+class Identity:
+    """An unprivileged user to run the daemon as: `name`, `uid`, `gid`."""
+
+    def __init__(self, name, uid, gid):
+        self.name, self.uid, self.gid = name, uid, gid
+
+    def setpriv_args(self):
+        """setpriv's options that become this user, with no supplementary group and no
+        capability (none permitted, effective, inheritable or ambient after the exec)."""
+        return [f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--inh-caps=-all"]
+
+    def can_run(self, path):
+        """Whether this user may execute `path` (every directory on the way searchable)."""
+        setpriv = shutil.which("setpriv")
+        return setpriv is not None and subprocess.run(
+            [setpriv] + self.setpriv_args() + ["--", "test", "-x", path],
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0
+
+    def own(self, *paths):
+        for path in paths:
+            os.chown(path, self.uid, self.gid, follow_symlinks=False)
+
+
+def unprivileged_identity():
+    """`nobody` (with its own primary group, `nogroup` on Debian) when this process runs as root,
+    else None: the daemon then runs as the user running the suite. Root reads every process's
+    /proc files (CAP_SYS_PTRACE), so a task running as root would prove nothing about what a task
+    running as the daemon's user can read."""
+    if os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam("nobody")
+    return Identity("nobody", entry.pw_uid, entry.pw_gid)
+
+
+def proc_uid(pid):
+    """The real uid of `pid` (/proc/<pid>/status), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 # --- the daemon -----------------------------------------------------------------------------------
 
 class Daemon:
-    """One `stagehand serve` process with a JSON config written to `<log_dir>/config.yaml` (JSON is
-    YAML), started in `workdir` with `env`, its log in `<log_dir>/daemon.log` (JSON records) and
-    its ready file beside it. Not thread-safe, except `request`."""
+    """One `stagehand serve` process with a JSON config (JSON is YAML), started in `workdir` with
+    `env`, as `identity` when one is given (see `unprivileged_identity`). It reads its config from
+    `workdir/config.yaml` and writes its ready file beside it, so that both are reachable by its
+    user whoever runs the suite; a copy of the config and its log (JSON records) go to
+    `<log_dir>/config.yaml` and `<log_dir>/daemon.log`. Not thread-safe, except `request`."""
 
-    def __init__(self, binary, workdir, log_dir, config, env):
+    def __init__(self, binary, workdir, log_dir, config, env, identity=None):
         self.binary = binary
         self.workdir = workdir
-        self.config_path = os.path.join(log_dir, "config.yaml")
-        self.ready_path = os.path.join(log_dir, "daemon.ready")
+        self.identity = identity
+        self.config_path = os.path.join(workdir, "config.yaml")
+        self.ready_path = os.path.join(workdir, "daemon.ready")
         self.log_path = os.path.join(log_dir, "daemon.log")
         self.env = env
         self.process = None
         self.port = None
         self.token = env.get("STAGEHAND_TOKEN")
-        with open(self.config_path, "w") as f:
-            json.dump(config, f, indent=1)
+        for path in (self.config_path, os.path.join(log_dir, "config.yaml")):
+            with open(path, "w") as f:
+                json.dump(config, f, indent=1)
 
     @property
     def pid(self):
@@ -362,9 +429,16 @@ class Daemon:
         except FileNotFoundError:
             pass
         # Dies with this process even when it is SIGKILLed (a CTest timeout): setpriv sets the
-        # parent-death signal, which survives its exec of stagehand (same pid).
+        # parent-death signal, which survives its exec of stagehand (same pid). It sets it after
+        # changing the user, which would clear it.
         setpriv = shutil.which("setpriv")
-        wrapper = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+        if self.identity is not None and setpriv is None:
+            raise RuntimeError("setpriv (util-linux) is needed to start the daemon as "
+                               f"{self.identity.name}")
+        wrapper = []
+        if setpriv:
+            identity = self.identity.setpriv_args() if self.identity else []
+            wrapper = [setpriv] + identity + ["--pdeathsig", "KILL", "--"]
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
                 wrapper + [self.binary, "serve", "--config", self.config_path, "--ready-file",
