@@ -50,7 +50,7 @@
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
 #include "stagehand/engine/observer.h"
-#include "stagehand/engine/task_function.h"
+#include "stagehand/model/task_function.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"

@@ -19,7 +19,7 @@
 
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
-#include "stagehand/engine/task_function.h"
+#include "stagehand/model/task_function.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand {

@@ -1,4 +1,6 @@
-// The function type of a task: what the engine runs and what plugins pass to ScheduleTask.
+// The function type of a task: what plugins pass to ScheduleTask, what executors build (command and
+// HTTP tasks) and what the engine runs. Part of a task's definition, so it lives in the model,
+// below every module that makes or runs one.
 #pragma once
 
 #include <concepts>

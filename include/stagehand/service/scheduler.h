@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
-#include "stagehand/engine/task_function.h"
 #include "stagehand/model/schedule.h"
+#include "stagehand/model/task_function.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
 
