@@ -2,16 +2,18 @@
 
 #include <pthread.h>
 
+#include <iterator>
+
 #include "stagehand/base/check.h"
 
 namespace stagehand::engine_internal {
 
-Executor::Executor(int max_threads, std::function<void()> on_slot_freed)
-    : max_threads_(max_threads), on_slot_freed_(std::move(on_slot_freed)) {
+Executor::Executor(int max_threads, std::function<void()> on_slot_freed,
+                   std::chrono::milliseconds idle_lifetime)
+    : max_threads_(max_threads),
+      idle_lifetime_(idle_lifetime),
+      on_slot_freed_(std::move(on_slot_freed)) {
   STAGEHAND_CHECK(max_threads_ > 0);
-  // One thread from the start, so that the first run does not wait for a thread to be created.
-  std::lock_guard lock(mu_);
-  threads_.emplace_back([this](std::stop_token stop) { WorkerLoop(stop); });
 }
 
 Executor::~Executor() { Stop(); }
@@ -38,11 +40,20 @@ void Executor::Submit(std::function<void()> job) {
   queue_.push_back(std::move(job));
   // Idle threads that were notified but have not taken their job yet still count as idle, so
   // compare with the queue rather than with zero.
-  if (static_cast<std::size_t>(idle_threads_) < queue_.size() &&
-      static_cast<int>(threads_.size()) < max_threads_) {
-    threads_.emplace_back([this](std::stop_token stop) { WorkerLoop(stop); });
+  if (static_cast<std::size_t>(idle_threads_) < queue_.size()) {
+    StartWorker();
   }
   work_available_.notify_one();
+}
+
+void Executor::StartWorker() {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    it = it->exited ? workers_.erase(it) : std::next(it);
+  }
+  if (static_cast<int>(workers_.size()) >= max_threads_) return;
+  Worker& worker = workers_.emplace_back();
+  worker.thread =
+      std::jthread([this, &worker](std::stop_token stop) { WorkerLoop(stop, &worker); });
 }
 
 int Executor::busy() const {
@@ -51,29 +62,33 @@ int Executor::busy() const {
 }
 
 void Executor::Stop() {
-  std::vector<std::jthread> threads;
+  std::list<Worker> workers;
   {
     std::lock_guard lock(mu_);
     stopped_ = true;
-    threads.swap(threads_);
+    workers.swap(workers_);
   }
   work_available_.notify_all();
-  for (std::jthread& thread : threads) {
-    thread.request_stop();
-    thread.join();
+  for (Worker& worker : workers) {
+    worker.thread.request_stop();
+    worker.thread.join();
   }
 }
 
-void Executor::WorkerLoop(std::stop_token stop) {
+void Executor::WorkerLoop(std::stop_token stop, Worker* self) {
   // Named for operators (`top -H`) and for the reliability suite, which tells this bounded,
   // lazily grown pool apart from threads that would leak.
   pthread_setname_np(pthread_self(), kThreadName);
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_threads_;
-    work_available_.wait(lock, stop, [&] { return !queue_.empty(); });
+    const bool has_work =
+        work_available_.wait_for(lock, stop, idle_lifetime_, [&] { return !queue_.empty(); });
     --idle_threads_;
-    if (queue_.empty()) return;
+    if (!has_work) {
+      self->exited = true;
+      return;
+    }
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();

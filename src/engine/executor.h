@@ -2,24 +2,30 @@
 // task is claimed, so the engine never claims a task it has no thread to run.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace stagehand::engine_internal {
 
-// Its threads are named kThreadName. One thread is started at once and the others lazily, up to
-// `max_threads`; all are joined by Stop() or the destructor. Thread-safe.
+// Its threads are named kThreadName. They are started when jobs need them, up to `max_threads`,
+// and end after kIdleLifetime without a job, so an idle plugin holds none; all are joined by
+// Stop() or the destructor. Thread-safe.
 class Executor {
  public:
   // The name of the pool's threads (at most 15 characters, the kernel's limit).
   static constexpr const char* kThreadName = "stagehand-run";
+  // How long a thread waits for another job before it ends, by default (real time).
+  static constexpr std::chrono::seconds kIdleLifetime{30};
 
   // `on_slot_freed` is called (without locks held) each time a job finishes.
-  Executor(int max_threads, std::function<void()> on_slot_freed);
+  Executor(int max_threads, std::function<void()> on_slot_freed,
+           std::chrono::milliseconds idle_lifetime = kIdleLifetime);
   ~Executor();
 
   Executor(const Executor&) = delete;
@@ -38,14 +44,21 @@ class Executor {
   void Stop();
 
  private:
-  void WorkerLoop(std::stop_token stop);
+  struct Worker {
+    std::jthread thread;
+    bool exited = false;  // guarded by mu_; set as its loop returns
+  };
+  // Starts a worker, after joining the ones that have ended. Requires mu_.
+  void StartWorker();
+  void WorkerLoop(std::stop_token stop, Worker* self);
 
   const int max_threads_;
+  const std::chrono::milliseconds idle_lifetime_;
   std::function<void()> on_slot_freed_;
   mutable std::mutex mu_;
   std::condition_variable_any work_available_;
   std::deque<std::function<void()>> queue_;
-  std::vector<std::jthread> threads_;
+  std::list<Worker> workers_;
   int busy_ = 0;
   int idle_threads_ = 0;
   bool stopped_ = false;

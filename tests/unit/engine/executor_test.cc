@@ -6,7 +6,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
+#include <string>
+#include <thread>
 
 namespace stagehand::engine_internal {
 namespace {
@@ -53,6 +58,46 @@ TEST(ExecutorTest, ReservationsAreBounded) {
   executor.CancelReservation();
   executor.Stop();
   EXPECT_FALSE(executor.TryReserve());
+}
+
+// Returns how many threads of this process are executor threads (by name).
+int ExecutorThreads() {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    count += name == Executor::kThreadName ? 1 : 0;
+  }
+  return count;
+}
+
+// Issue 15: every plugin held an executor thread while idle.
+TEST(ExecutorTest, HoldsNoThreadUntilAJobAndEndsIdleThreads) {
+  const int before = ExecutorThreads();
+  Executor executor(4, nullptr, std::chrono::milliseconds(1));
+  EXPECT_EQ(ExecutorThreads(), before);
+  for (int round = 0; round < 2; ++round) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ran = false;
+    ASSERT_TRUE(executor.TryReserve());
+    executor.Submit([&] {
+      std::lock_guard lock(mu);
+      ran = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return ran; })) << round;
+    lock.unlock();
+    // The thread ends a millisecond after its job; a new job after that gets a new thread.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ExecutorThreads() > before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(ExecutorThreads(), before) << round;
+  }
+  executor.Stop();
 }
 
 }  // namespace
