@@ -270,7 +270,7 @@ void TaskEngine::Activate(Task& task, const std::optional<WallTime>& row_next,
     task.wake_at = now + task.def.initial_delay;
     if (!global) {
       task.local->state = TaskState{};
-      task.local->state.starts_at = FormatIsoInstantUtc(clock_.Now() + task.def.initial_delay);
+      task.local->state.starts_at = FormatRestTime(clock_.Now() + task.def.initial_delay, kRestUtc);
     }
   } else {
     task.phase = Task::Phase::kWaiting;
@@ -1160,8 +1160,8 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
           const WallTime wall = clock_.Now();
           TaskState state;
           state.status = TaskState::Status::kRunning;
-          state.started_at = FormatIsoInstantUtc(wall);
-          state.times_out_at = FormatIsoInstantUtc(wall + task.def.timeout);
+          state.started_at = FormatRestTime(wall, kRestUtc);
+          state.times_out_at = FormatRestTime(wall + task.def.timeout, kRestUtc);
           state.last_run_ended_at = task.local->state.last_run_ended_at;
           state.last_run_error = task.local->state.last_run_error;
           task.local->state = std::move(state);
@@ -1266,7 +1266,7 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     std::lock_guard lock(mu_);
     const WallTime wall = clock_.Now();
     task->run.reset();
-    task->local->state.last_run_ended_at = FormatIsoInstantUtc(wall);
+    task->local->state.last_run_ended_at = FormatRestTime(wall, kRestUtc);
     task->local->state.last_run_error = error;
     finished = task->recurrence_stopped;
     if (finished) {
@@ -1278,7 +1278,7 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     TaskState state;
     if (!finished && task->wake_at != kMonoInfinity) {
       state.starts_at =
-          FormatIsoInstant(wall + (task->wake_at - clock_.MonoNow()), TimeZone::ProcessDefault());
+          FormatRestTime(wall + (task->wake_at - clock_.MonoNow()), &context_.default_zone);
     }
     state.last_run_ended_at = task->local->state.last_run_ended_at;
     state.last_run_error = task->local->state.last_run_error;

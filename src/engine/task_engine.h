@@ -68,8 +68,8 @@ struct EngineContext {
   std::shared_ptr<Logger> logger;
   std::shared_ptr<SchedulerObserver> observer;
   EngineOptions options;
-  // The zone for cron cadences of tasks this process did not register. Unused by the engine since
-  // a cancel no longer reschedules (the run's owner does, at its release); kept for callers.
+  // The scheduler's zone: REST times the engine shows in a zone (a local task's next start after a
+  // run; see FormatRestTime) are written in it.
   TimeZone default_zone = TimeZone::Utc();
 };
 

@@ -23,6 +23,10 @@ void AppendMember(std::string& out, std::string_view key, const std::optional<st
 
 }  // namespace
 
+std::string FormatRestTime(WallTime instant, const TimeZone* zone) {
+  return zone == kRestUtc ? FormatIsoInstantUtc(instant) : FormatIsoInstant(instant, *zone);
+}
+
 std::string TaskState::ToJson() const {
   std::string out = "{\"status\":";
   if (status == Status::kRunning) {

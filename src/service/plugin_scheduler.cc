@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "engine/task_engine.h"
+#include "stagehand/service/task_row_state.h"
 #include "stagehand/time/cron.h"
 
 namespace stagehand {

@@ -26,6 +26,7 @@
 
 #include "contract/store_fixture.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/service/task_row_state.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"

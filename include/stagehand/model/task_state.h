@@ -5,7 +5,24 @@
 #include <string>
 #include <string_view>
 
+#include "stagehand/time/clock.h"
+#include "stagehand/time/time_zone.h"
+
 namespace stagehand {
+
+// What FormatRestTime is given for a time Backstage takes from luxon's DateTime.utc().
+inline constexpr const TimeZone* kRestUtc = nullptr;
+
+// Formats a time of a REST taskState as Backstage's luxon DateTime#toISO does, with
+// milliseconds; the one formatter of REST times. For what Backstage reads with
+// DateTime.fromJSDate or DateTime.now() (a task row's times, a local task's next start after a
+// run) `zone` is the scheduler's zone, written as a numeric offset
+// ("2026-03-08T03:00:00.000-04:00",
+// "+00:00" in UTC, never "Z"). For what it takes from DateTime.utc() (a local task's start after
+// its initial delay, a local run's start, timeout and end) `zone` is kRestUtc, written in UTC with
+// "Z"
+// ("2026-03-08T07:00:00.000Z"). Thread-safe.
+std::string FormatRestTime(WallTime instant, const TimeZone* zone);
 
 // Backstage's taskState: idle (with the next start) or running (with start and timeout). All times
 // are ISO-8601 strings exactly as they are to appear on the wire. Plain value type.

@@ -38,11 +38,6 @@ struct TaskRow {
   friend bool operator==(const TaskRow&, const TaskRow&) = default;
 };
 
-// Returns the REST taskState of `row` (Backstage's taskStates()): running iff
-// current_run_started_at is set; timestamps formatted with FormatIsoInstant in `zone`; an empty
-// last_run_error_json counts as absent.
-TaskState ToTaskState(const TaskRow& row, const TimeZone& zone);
-
 // A run that a cancel asked to stop keeps its row, with its ticket rewritten to this prefix
 // followed by the ticket, until its owner releases it (or the janitor sweeps it). Every statement
 // that treats a NULL ticket as free (claim, trigger, readiness; Backstage's too) sees the row as

@@ -17,6 +17,7 @@
 
 #include "integration/postgres/test_server.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/service/task_row_state.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "stagehand/time/time_zone.h"
 

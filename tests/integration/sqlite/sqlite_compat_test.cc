@@ -12,6 +12,7 @@
 
 #include "sqlite_test_util.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/service/task_row_state.h"
 #include "stagehand/store/sqlite_task_store.h"
 #include "store/sqlite/sqlite_time.h"
 

@@ -127,8 +127,9 @@ TEST_F(EngineTest, LocalTaskStatesFollowBackstage) {
   EXPECT_EQ(state->status, TaskState::Status::kIdle);
   EXPECT_EQ(state->last_run_ended_at, "2026-01-01T00:00:10.000Z");
   EXPECT_EQ(state->last_run_error, R"({"name":"Error","message":"nope"})");
-  EXPECT_EQ(state->starts_at,
-            FormatIsoInstant(clock_.Now() + seconds(60), TimeZone::ProcessDefault()));
+  // The next start after a run is in the scheduler's zone (EngineContext::default_zone, UTC here),
+  // written with an offset as Backstage's DateTime.now().toISO() does.
+  EXPECT_EQ(state->starts_at, "2026-01-01T00:01:10.000+00:00");
   EXPECT_EQ(engine.WorkerState("l"), WorkerStatus::kIdle);
 
   probe.FailWith(Status::Ok());
