@@ -18,10 +18,12 @@
 namespace stagehand {
 namespace {
 
-// The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon.
-constexpr std::array<std::string_view, 4> kStagehandKeys = {"plugins", "server", "scheduler",
-                                                            "metrics"};
+// The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon,
+// `database` by ReadDatabaseConfig.
+constexpr std::array<std::string_view, 5> kStagehandKeys = {"plugins", "server", "scheduler",
+                                                            "metrics", "database"};
 constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
+constexpr std::array<std::string_view, 1> kStagehandDatabaseKeys = {"maxConnections"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
@@ -36,6 +38,27 @@ struct BackendBlock {
   std::vector<std::string_view> ignored;
 };
 
+// `knexConfig` (base or per plugin): only its `pool` is read.
+const BackendBlock& KnexBlock() {
+  static const BackendBlock kBlock = {
+      "knexConfig",
+      {"pool"},
+      {"debug", "acquireConnectionTimeout", "asyncStackTraces", "log", "searchPath",
+       "useNullAsDefault", "migrations", "seeds", "postProcessResponse", "wrapIdentifier",
+       "client", "connection", "version"}};
+  return kBlock;
+}
+
+// `knexConfig.pool` (tarn's settings): the statement pool's sizing.
+const BackendBlock& KnexPoolBlock() {
+  static const BackendBlock kBlock = {
+      "knexConfig.pool",
+      {"min", "max", "idleTimeoutMillis"},
+      {"acquireTimeoutMillis", "createTimeoutMillis", "destroyTimeoutMillis", "reapIntervalMillis",
+       "createRetryIntervalMillis", "propagateCreateError", "afterCreate", "log"}};
+  return kBlock;
+}
+
 const std::vector<BackendBlock>& BackendBlocks() {
   static const std::vector<BackendBlock> kBlocks = {
       {"backend",
@@ -49,8 +72,11 @@ const std::vector<BackendBlock>& BackendBlocks() {
        {"dangerouslyDisableDefaultAuthPolicy", "externalAccess"},
        {"keys", "pluginKeyStore"}},
       {"backend.database",
-       {"client", "connection", "prefix", "pluginDivisionMode", "skipMigrations", "plugin"},
-       {"ensureExists", "ensureSchemaExists", "role", "knexConfig"}},
+       {"client", "connection", "prefix", "pluginDivisionMode", "skipMigrations", "plugin",
+        "knexConfig"},
+       {"ensureExists", "ensureSchemaExists", "role"}},
+      {"backend.database.knexConfig", KnexBlock().used, KnexBlock().ignored},
+      {"backend.database.knexConfig.pool", KnexPoolBlock().used, KnexPoolBlock().ignored},
   };
   return kBlocks;
 }
@@ -58,8 +84,8 @@ const std::vector<BackendBlock>& BackendBlocks() {
 // Each `backend.database.plugin.<pluginId>` block.
 const BackendBlock& PluginDatabaseBlock() {
   static const BackendBlock kBlock = {"backend.database.plugin",
-                                      {"client", "connection", "skipMigrations"},
-                                      {"ensureExists", "ensureSchemaExists", "role", "knexConfig"}};
+                                      {"client", "connection", "skipMigrations", "knexConfig"},
+                                      {"ensureExists", "ensureSchemaExists", "role"}};
   return kBlock;
 }
 
@@ -507,6 +533,8 @@ std::vector<std::string> BackendConfigWarnings(const Config& root) {
     for (const std::string& id : (*plugins)->Keys()) {
       if (!id.empty() && id.find('.') == std::string::npos) {
         WarnUnusedKeys(**plugins, id, plugin, warnings);
+        WarnUnusedKeys(**plugins, id + ".knexConfig", KnexBlock(), warnings);
+        WarnUnusedKeys(**plugins, id + ".knexConfig.pool", KnexPoolBlock(), warnings);
       }
     }
   }
@@ -608,6 +636,10 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   }
   ReadServer(root, config, problems);
   ReadMetrics(root, config, problems);
+  if (Result<std::optional<Config>> database = root.GetOptionalConfig("stagehand.database");
+      database.ok() && *database) {
+    AddUnknownKeys(**database, kStagehandDatabaseKeys, problems);  // values: ReadDatabaseConfig
+  }
   ReadAuth(root, config.auth, problems);
   if (backend.ok()) {
     Result<DatabaseConfig> database = ReadDatabaseConfig(root);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -185,6 +186,53 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
   return connection;
 }
 
+// Reads an integer in [low, high] at `key`, or nothing when it is absent.
+std::optional<int> ReadInteger(const Config& config, std::string_view key, int low, int high,
+                               ConfigProblems& problems) {
+  Result<std::optional<double>> value = config.GetOptionalNumber(key);
+  if (!value.ok()) {
+    problems.Add(value.status());
+    return std::nullopt;
+  }
+  if (!*value) {
+    return std::nullopt;
+  }
+  const double number = **value;
+  if (std::floor(number) != number || number < low || number > high) {
+    problems.Add(InvalidConfigValue(
+        config, key, fmt::format("wanted an integer from {} to {}, got {}", low, high, number)));
+    return std::nullopt;
+  }
+  return static_cast<int>(number);
+}
+
+// Reads `knexConfig.pool` under `config`: min, max, idleTimeoutMillis (other knex settings are
+// not used).
+DatabasePoolConfig ReadPool(const Config& config, ConfigProblems& problems) {
+  constexpr int kMaxPoolSize = 10000;
+  constexpr int kMaxIdleTimeoutMs = 24 * 3600 * 1000;
+  DatabasePoolConfig pool;
+  Result<std::optional<Config>> block = config.GetOptionalConfig("knexConfig.pool");
+  if (!block.ok()) {
+    problems.Add(block.status());
+    return pool;
+  }
+  if (!*block) {
+    return pool;
+  }
+  pool.min = ReadInteger(**block, "min", 0, kMaxPoolSize, problems);
+  pool.max = ReadInteger(**block, "max", 1, kMaxPoolSize, problems);
+  if (std::optional<int> idle =
+          ReadInteger(**block, "idleTimeoutMillis", 0, kMaxIdleTimeoutMs, problems)) {
+    pool.idle_timeout = std::chrono::milliseconds(*idle);
+  }
+  if (pool.min && pool.max && *pool.min > *pool.max) {
+    problems.Add(InvalidConfigValue(
+        **block, "min", fmt::format("min ({}) is greater than max ({})", *pool.min, *pool.max)));
+  }
+  return pool;
+}
+
 std::string QuoteConnectionValue(const std::string& value) {
   std::string quoted = "'";
   for (char c : value) {
@@ -248,6 +296,17 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
   if (std::optional<bool> skip = ReadBoolean(db, "skipMigrations", problems)) {
     config.skip_migrations = *skip;
   }
+  config.pool = ReadPool(db, problems);
+  if (Result<std::optional<Config>> stagehand = root.GetOptionalConfig("stagehand.database");
+      !stagehand.ok()) {
+    problems.Add(stagehand.status());
+  } else if (*stagehand) {
+    constexpr int kMaxStatementConnections = 100000;
+    if (std::optional<int> cap = ReadInteger(**stagehand, "maxConnections", 0,
+                                             kMaxStatementConnections, problems)) {
+      config.max_statement_connections = *cap;
+    }
+  }
 
   Result<std::optional<Config>> plugins = db.GetOptionalConfig("plugin");
   if (!plugins.ok()) {
@@ -270,6 +329,7 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
         plugin.connection = ReadConnection(*block, *effective, problems);
       }
       plugin.skip_migrations = ReadBoolean(*block, "skipMigrations", problems);
+      plugin.pool = ReadPool(*block, problems);
       config.plugins.emplace(id, std::move(plugin));
     }
   }
@@ -325,6 +385,14 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
     }
     return result;
   }
+
+  const DatabasePoolConfig empty_pool;
+  const DatabasePoolConfig& own = plugin != nullptr ? plugin->pool : empty_pool;
+  result.pool_min = own.min.value_or(config.pool.min.value_or(result.pool_min));
+  result.pool_max = own.max.value_or(config.pool.max.value_or(result.pool_max));
+  result.pool_min = std::min(result.pool_min, result.pool_max);
+  result.idle_timeout =
+      own.idle_timeout.value_or(config.pool.idle_timeout.value_or(result.idle_timeout));
 
   if (config.division_mode == PluginDivisionMode::kSchema) {
     auto dbname = connection.find("dbname");

@@ -23,8 +23,23 @@ Status Describe(const Status& status, const std::string& plugin_id, const std::s
 
 }  // namespace
 
+DatabaseManager::DatabaseManager(DatabaseConfig config, Clock& clock)
+    : config_(std::move(config)), clock_(clock), waitable_clock_(&clock) {}
+
 DatabaseManager::DatabaseManager(DatabaseConfig config, const Clock& clock)
     : config_(std::move(config)), clock_(clock) {}
+
+std::shared_ptr<PostgresConnections> DatabaseManager::PostgresShared() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!postgres_) {
+    PostgresConnections::Options options;
+    options.max_statement_connections = config_.max_statement_connections;
+    postgres_ = waitable_clock_ != nullptr
+                    ? PostgresConnections::Create(*waitable_clock_, options)
+                    : PostgresConnections::CreateWithoutCloser(clock_, options);
+  }
+  return postgres_;
+}
 
 Result<PluginDatabase> DatabaseManager::Resolve(const std::string& plugin_id) const {
   return ResolvePluginDatabase(config_, plugin_id);
@@ -56,6 +71,10 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
     options.connection = database->server_connection;
     options.database = database->database;
     options.schema = database->schema;
+    options.pool_min = database->pool_min;
+    options.pool_size = database->pool_max;
+    options.idle_timeout = database->idle_timeout;
+    options.connections = PostgresShared();
     opened = OpenPostgresTaskStore(plugin_id, options, clock_);
   }
   if (!opened.ok()) return Describe(opened.status(), plugin_id, DisplayName(*database));

@@ -4,6 +4,7 @@
 // replaced when the config is loaded (LoadAppConfig in app_config.h), not here.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,12 +30,22 @@ enum class PluginDivisionMode {
 // string, a URL or an object ({host, port, user, password, database, ssl}).
 using DatabaseConnection = std::map<std::string, std::string>;
 
+// Backstage's `knexConfig.pool` (knex/tarn pool settings) for the PostgreSQL statement
+// connections: `min`, `max` and `idleTimeoutMillis`. Unset fields inherit (plugin from base, base
+// from the defaults in PluginDatabase). A value type.
+struct DatabasePoolConfig {
+  std::optional<int> min;
+  std::optional<int> max;
+  std::optional<std::chrono::milliseconds> idle_timeout;
+};
+
 // One `backend.database.plugin.<pluginId>` block. Unset fields inherit from the base.
 struct PluginDatabaseOverride {
   std::optional<DatabaseClient> client;
   std::optional<std::string> client_name;  // as written, e.g. "pg"
   DatabaseConnection connection;           // empty when the block has no `connection`
   std::optional<bool> skip_migrations;
+  DatabasePoolConfig pool;  // `knexConfig.pool`
 };
 
 // The whole `backend.database` block. A value type; thread-compatible.
@@ -46,6 +57,10 @@ struct DatabaseConfig {
   PluginDivisionMode division_mode = PluginDivisionMode::kDatabase;
   bool skip_migrations = false;
   std::map<std::string, PluginDatabaseOverride> plugins;  // by plugin id
+  DatabasePoolConfig pool;                                // `knexConfig.pool`
+  // `stagehand.database.maxConnections`: PostgreSQL statement connections open at once across
+  // all plugins of the process (LISTEN connections aside); 0 means no cap.
+  int max_statement_connections = 10;
   std::string context;  // the file `backend.database` came from, for messages
 };
 
@@ -63,9 +78,14 @@ struct PluginDatabase {
   // password: never print it.
   std::string server_connection;
   bool skip_migrations = false;
+  // PostgreSQL: the statement pool (knex's pool.min, pool.max, pool.idleTimeoutMillis; plugin
+  // settings over base ones over these defaults).
+  int pool_min = 0;
+  int pool_max = 4;
+  std::chrono::milliseconds idle_timeout{10000};
 };
 
-// Reads `backend.database` from `root`. Errors: kInvalidArgument listing every problem found, one
+// Reads `backend.database` from `root`, and `stagehand.database`. Errors: kInvalidArgument listing every problem found, one
 // per line, each naming the full key and the file it came from.
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root);
 

@@ -11,6 +11,7 @@
 
 #include "stagehand/backend/database_config.h"
 #include "stagehand/base/status.h"
+#include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
 
@@ -23,9 +24,16 @@ enum class MigrationOutcome {
 };
 
 // Hands out one task store per plugin, opened on first use and shared afterwards (a failed open is
-// retried on the next call). Thread-safe. `clock` must outlive the manager and its stores.
+// retried on the next call). The PostgreSQL stores share one PostgresConnections: the cap
+// `max_statement_connections`, one LISTEN connection per database, and a thread that closes
+// statement connections idle past their `idleTimeoutMillis`. Thread-safe. `clock` must outlive
+// the manager and its stores.
 class DatabaseManager {
  public:
+  // Idle statement connections are closed on time by a thread waiting on `clock`.
+  DatabaseManager(DatabaseConfig config, Clock& clock);
+  // Without a clock to wait on, idle statement connections are closed only as the stores are used
+  // (for short-lived commands).
   DatabaseManager(DatabaseConfig config, const Clock& clock);
 
   const DatabaseConfig& config() const { return config_; }
@@ -48,10 +56,15 @@ class DatabaseManager {
   Result<MigrationOutcome> MigrateIfNeeded(const std::string& plugin_id);
 
  private:
+  // Returns what the PostgreSQL stores share, created on first use.
+  std::shared_ptr<PostgresConnections> PostgresShared();
+
   DatabaseConfig config_;
   const Clock& clock_;
+  Clock* waitable_clock_ = nullptr;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<TaskStore>> stores_;  // guarded by mutex_
+  std::shared_ptr<PostgresConnections> postgres_;              // guarded by mutex_
 };
 
 }  // namespace stagehand

@@ -1,8 +1,92 @@
 #include "store/postgres/connection_pool.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace stagehand::store_internal {
+
+PgSessionGroup::PgSessionGroup(const Clock& clock, int max_sessions)
+    : clock_(clock), max_sessions_(std::max(max_sessions, 0)) {}
+
+PgSessionGroup::~PgSessionGroup() {
+  if (closer_.joinable()) {
+    closer_.request_stop();
+    closer_.join();
+  }
+  std::lock_guard lock(mu_);
+  STAGEHAND_CHECK(pools_.empty());  // pools hold the group by shared_ptr
+}
+
+void PgSessionGroup::StartCloser(Clock& clock) {
+  {
+    std::lock_guard lock(mu_);
+    if (closer_started_) return;
+    closer_started_ = true;
+  }
+  closer_ = std::jthread([this, &clock](std::stop_token stop) { RunCloser(stop, clock); });
+}
+
+int PgSessionGroup::open_sessions() const {
+  std::lock_guard lock(mu_);
+  return open_;
+}
+
+MonoTime PgSessionGroup::CloseExpired() {
+  std::vector<std::unique_ptr<PgConnection>> closing;  // closed after the lock is released
+  std::lock_guard lock(mu_);
+  return CollectExpiredLocked(clock_.MonoNow(), closing);
+}
+
+MonoTime PgSessionGroup::CollectExpiredLocked(
+    MonoTime now, std::vector<std::unique_ptr<PgConnection>>& closing) {
+  MonoTime next = kMonoInfinity;
+  for (ConnectionPool* pool : pools_) {
+    while (!pool->idle_.empty() && pool->open_ > pool->options_.min) {
+      ConnectionPool::Idle& oldest = pool->idle_.front();
+      const MonoTime deadline = oldest.since + pool->options_.idle_timeout;
+      if (deadline > now) {
+        next = std::min(next, deadline);
+        break;
+      }
+      closing.push_back(std::move(oldest.connection));
+      pool->idle_.erase(pool->idle_.begin());
+      pool->ReleasePlaceLocked();
+    }
+  }
+  return next;
+}
+
+std::unique_ptr<PgConnection> PgSessionGroup::EvictLocked(const ConnectionPool* except) {
+  ConnectionPool* victim = nullptr;
+  for (ConnectionPool* pool : pools_) {
+    if (pool == except || pool->idle_.empty()) continue;
+    if (victim == nullptr || pool->idle_.front().since < victim->idle_.front().since) {
+      victim = pool;
+    }
+  }
+  if (victim == nullptr) return nullptr;
+  std::unique_ptr<PgConnection> evicted = std::move(victim->idle_.front().connection);
+  victim->idle_.erase(victim->idle_.begin());
+  --victim->open_;  // its place under the group's cap passes to the caller
+  return evicted;
+}
+
+void PgSessionGroup::RunCloser(std::stop_token stop, Clock& clock) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    std::vector<std::unique_ptr<PgConnection>> closing;
+    closer_deadline_ = CollectExpiredLocked(clock_.MonoNow(), closing);
+    closer_recheck_ = false;
+    if (!closing.empty()) {
+      lock.unlock();
+      closing.clear();  // PQfinish outside the lock
+      lock.lock();
+      continue;
+    }
+    clock.WaitUntil(lock, changed_, closer_deadline_, stop, [this] { return closer_recheck_; });
+  }
+}
 
 ConnectionPool::Lease::Lease(Lease&& other) noexcept
     : pool_(other.pool_),
@@ -13,95 +97,153 @@ ConnectionPool::Lease::~Lease() {
   if (connection_) pool_->Return(std::move(connection_), generation_);
 }
 
-ConnectionPool::ConnectionPool(PgConnectParams params, int size)
+ConnectionPool::ConnectionPool(PgConnectParams params, PoolOptions options,
+                               std::shared_ptr<PgSessionGroup> group)
     : params_(std::move(params)),
-      size_(size < 1 ? 1 : size),
-      call_timeout_ms_(params_.call_timeout.count()) {}
+      options_{std::max(options.min, 0), std::max(options.max, 1),
+               std::max(options.idle_timeout, std::chrono::milliseconds(0))},
+      group_(std::move(group)),
+      call_timeout_ms_(params_.call_timeout.count()) {
+  STAGEHAND_CHECK(group_ != nullptr);
+  std::lock_guard lock(group_->mu_);
+  group_->pools_.push_back(this);
+}
+
+ConnectionPool::~ConnectionPool() {
+  std::vector<Idle> closing;
+  std::lock_guard lock(group_->mu_);
+  STAGEHAND_CHECK(open_ == static_cast<int>(idle_.size()));  // no lease outlives the pool
+  closing.swap(idle_);
+  for (size_t i = 0; i < closing.size(); ++i) ReleasePlaceLocked();
+  std::erase(group_->pools_, this);
+}
 
 void ConnectionPool::SetCallTimeout(std::chrono::milliseconds timeout) {
   call_timeout_ms_ = timeout.count();
 }
 
-Result<std::unique_ptr<PgConnection>> ConnectionPool::Open() const {
+Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& schema) const {
   PgConnectParams params = params_;
+  params.search_path = schema;
   params.call_timeout = std::chrono::milliseconds(call_timeout_ms_.load());
   return PgConnection::Open(params);
 }
 
-ConnectionPool::~ConnectionPool() {
-  std::lock_guard lock(mu_);
-  STAGEHAND_CHECK(open_ == static_cast<int>(idle_.size()));  // no lease outlives the pool
+int ConnectionPool::open_sessions() const {
+  std::lock_guard lock(group_->mu_);
+  return open_;
+}
+
+int ConnectionPool::idle_sessions() const {
+  std::lock_guard lock(group_->mu_);
+  return static_cast<int>(idle_.size());
+}
+
+void ConnectionPool::ReleasePlaceLocked() {
+  --open_;
+  --group_->open_;
+  group_->changed_.notify_all();
 }
 
 void ConnectionPool::Adopt(std::unique_ptr<PgConnection> connection) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(group_->mu_);
   ++open_;
-  idle_.push_back(Idle{std::move(connection), generation_});
-  returned_.notify_one();
+  ++group_->open_;
+  const MonoTime now = group_->clock_.MonoNow();
+  idle_.push_back(Idle{std::move(connection), generation_, now});
+  if (now + options_.idle_timeout < group_->closer_deadline_) group_->closer_recheck_ = true;
+  group_->changed_.notify_all();
 }
 
-Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
-  std::unique_lock lock(mu_);
+Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& schema) {
+  PgSessionGroup& group = *group_;
+  std::unique_lock lock(group.mu_);
   while (true) {
     while (!idle_.empty()) {
-      Idle idle = std::move(idle_.back());
-      idle_.pop_back();
+      // The most recently returned session in `schema`, else the most recently returned one.
+      auto chosen = std::prev(idle_.end());
+      for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+        if (it->connection->search_path() == schema) {
+          chosen = std::prev(it.base());
+          break;
+        }
+      }
+      Idle idle = std::move(*chosen);
+      idle_.erase(chosen);
       if (idle.generation < generation_) {
-        --open_;
+        ReleasePlaceLocked();
+        lock.unlock();
+        idle.connection.reset();
+        lock.lock();
         continue;
       }
       lock.unlock();
-      if (idle.connection->Healthy()) {
+      if (idle.connection->Healthy() && idle.connection->UseSearchPath(schema)) {
         idle.connection->set_call_timeout(std::chrono::milliseconds(call_timeout_ms_.load()));
         return Lease(this, std::move(idle.connection), idle.generation);
       }
       idle.connection.reset();
       lock.lock();
-      --open_;
+      ReleasePlaceLocked();
       ++generation_;
     }
-    if (open_ < size_) {
-      ++open_;
-      const std::uint64_t generation = generation_;
-      lock.unlock();
-      Result<std::unique_ptr<PgConnection>> opened = Open();
-      if (opened.ok()) return Lease(this, std::move(*opened), generation);
-      lock.lock();
-      --open_;
-      returned_.notify_one();
-      return opened.status();
+    if (open_ < options_.max) {
+      std::unique_ptr<PgConnection> evicted;
+      bool room = group.max_sessions_ == 0 || group.open_ < group.max_sessions_;
+      if (!room) {
+        evicted = group.EvictLocked(this);
+        room = evicted != nullptr;
+      }
+      if (room) {
+        ++open_;
+        if (!evicted) ++group.open_;
+        const std::uint64_t generation = generation_;
+        lock.unlock();
+        evicted.reset();
+        Result<std::unique_ptr<PgConnection>> opened = Open(schema);
+        if (opened.ok()) return Lease(this, std::move(*opened), generation);
+        lock.lock();
+        ReleasePlaceLocked();
+        return opened.status();
+      }
     }
-    returned_.wait(lock);
+    group.changed_.wait(lock);
   }
 }
 
-Status ConnectionPool::WarmUp(const std::function<Status(PgConnection&)>& prepare) {
+Status ConnectionPool::WarmUp(const std::string& schema,
+                              const std::function<Status(PgConnection&)>& prepare) {
   std::vector<Idle> idle;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(group_->mu_);
     idle.swap(idle_);  // still counted in open_: they are lent to this call
   }
   Status first_error;
   for (Idle& session : idle) {
-    if (Status prepared = prepare(*session.connection); !prepared.ok() && first_error.ok()) {
-      first_error = prepared;
-    }
+    Status prepared = session.connection->UseSearchPath(schema)
+                          ? prepare(*session.connection)
+                          : UnavailableError("cannot set the session's search_path");
+    if (!prepared.ok() && first_error.ok()) first_error = prepared;
     Return(std::move(session.connection), session.generation);
   }
   STAGEHAND_RETURN_IF_ERROR(first_error);
+  const int target = std::min(std::max(options_.min, 1), options_.max);
   while (true) {
     std::uint64_t generation = 0;
     {
-      std::lock_guard lock(mu_);
-      if (open_ >= size_) return Status::Ok();
+      std::lock_guard lock(group_->mu_);
+      if (open_ >= target) return Status::Ok();
+      if (group_->max_sessions_ != 0 && group_->open_ >= group_->max_sessions_) {
+        return Status::Ok();
+      }
       ++open_;
+      ++group_->open_;
       generation = generation_;
     }
-    Result<std::unique_ptr<PgConnection>> opened = Open();
+    Result<std::unique_ptr<PgConnection>> opened = Open(schema);
     if (!opened.ok()) {
-      std::lock_guard lock(mu_);
-      --open_;
-      returned_.notify_one();
+      std::lock_guard lock(group_->mu_);
+      ReleasePlaceLocked();
       return opened.status();
     }
     const Status prepared = prepare(**opened);
@@ -114,14 +256,19 @@ void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint6
   const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
                       PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;
   if (!usable) connection.reset();  // closes it outside the lock
-  std::lock_guard lock(mu_);
+  std::vector<std::unique_ptr<PgConnection>> closing;  // closed after the lock is released
+  std::lock_guard lock(group_->mu_);
+  PgSessionGroup& group = *group_;
+  const MonoTime now = group.clock_.MonoNow();
   if (usable) {
-    idle_.push_back(Idle{std::move(connection), generation});
+    idle_.push_back(Idle{std::move(connection), generation, now});
+    if (now + options_.idle_timeout < group.closer_deadline_) group.closer_recheck_ = true;
   } else {
-    --open_;
+    ReleasePlaceLocked();
     ++generation_;
   }
-  returned_.notify_one();
+  if (!group.closer_started_) group.CollectExpiredLocked(now, closing);
+  group.changed_.notify_all();
 }
 
 }  // namespace stagehand::store_internal

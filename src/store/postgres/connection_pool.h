@@ -1,6 +1,9 @@
-// A small pool of PostgreSQL sessions to one database, for the task store. Sessions are opened on
-// demand up to the pool size, checked before each use, and dropped when broken so that the next
-// use reconnects (the way the store recovers after a server restart).
+// Pools of PostgreSQL sessions for the task stores. A pool lends sessions to one database (and
+// schema); sessions are opened on demand up to the pool's maximum, checked before each use, dropped
+// when broken so that the next use reconnects (the way a store recovers after a server restart),
+// and closed once idle for the pool's idle timeout, down to its minimum. The pools of one process
+// form a PgSessionGroup, which caps their sessions in total: a pool that needs a session when the
+// cap is reached closes another pool's longest-idle session, or waits for one to be returned.
 #pragma once
 
 #include <atomic>
@@ -10,14 +13,81 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
+#include <thread>
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/time/clock.h"
 #include "store/postgres/pg_connection.h"
 
 namespace stagehand::store_internal {
 
-// Owns up to `size` sessions; lends each to one caller at a time. Thread-safe.
+class ConnectionPool;
+
+// The sizing of one pool, in knex's terms (`pool.min`, `pool.max`, `pool.idleTimeoutMillis`).
+// Plain value type.
+struct PoolOptions {
+  int min = 0;  // sessions kept open however long they are idle
+  int max = 4;  // sessions open at once, idle or lent
+  // How long a session may stay idle before it is closed (monotonic); zero closes it when it is
+  // returned, unless the pool is at its minimum.
+  std::chrono::milliseconds idle_timeout{10000};
+};
+
+// What the pools of one process share: the cap on their sessions and the closing of idle sessions
+// on time. A pool belongs to one group for its whole life; the group must outlive its pools (pools
+// hold it by shared_ptr). Thread-safe.
+class PgSessionGroup {
+ public:
+  // `max_sessions` caps the sessions of all pools together; zero means no cap. `clock` gives the
+  // monotonic time idle deadlines are measured in; it must outlive the group.
+  PgSessionGroup(const Clock& clock, int max_sessions);
+  ~PgSessionGroup();
+  PgSessionGroup(const PgSessionGroup&) = delete;
+  PgSessionGroup& operator=(const PgSessionGroup&) = delete;
+
+  // Starts the thread that closes idle sessions when their deadline passes, waiting on `clock`
+  // (the same clock as the constructor's, or one that reads the same time). Without it, idle
+  // sessions are closed only when some pool of the group lends or takes back a session.
+  void StartCloser(Clock& clock);
+
+  // Closes every idle session whose idle deadline has passed (MonoNow() at or past it), keeping
+  // each pool's minimum. Returns the earliest deadline still ahead, or kMonoInfinity.
+  MonoTime CloseExpired();
+
+  // Returns the sessions open across the pools (idle, lent, or being opened).
+  int open_sessions() const;
+  int max_sessions() const { return max_sessions_; }
+
+ private:
+  friend class ConnectionPool;
+
+  // Collects the expired idle sessions into `closing` (to be closed without the lock) and returns
+  // the next deadline. Requires mu_.
+  MonoTime CollectExpiredLocked(MonoTime now,
+                                std::vector<std::unique_ptr<PgConnection>>& closing);
+  // Takes the longest-idle session of any pool but `except` off its pool, moving its place under
+  // the cap to the caller. Returns nullptr when no pool has an idle session. Requires mu_.
+  std::unique_ptr<PgConnection> EvictLocked(const ConnectionPool* except);
+  void RunCloser(std::stop_token stop, Clock& clock);
+
+  const Clock& clock_;
+  const int max_sessions_;
+  mutable std::mutex mu_;
+  // Signalled whenever a session is returned, closed or its place freed, and when the closer must
+  // look at its deadline again.
+  std::condition_variable_any changed_;
+  int open_ = 0;                         // guarded by mu_
+  std::vector<ConnectionPool*> pools_;   // guarded by mu_
+  bool closer_started_ = false;               // guarded by mu_
+  MonoTime closer_deadline_ = kMonoInfinity;  // what the closer waits for; guarded by mu_
+  bool closer_recheck_ = false;               // guarded by mu_
+  std::jthread closer_;                       // last: stopped before the members above go
+};
+
+// Owns up to `options.max` sessions to one database (`params.search_path` is only the schema of
+// the first session); lends each to one caller at a time. Thread-safe.
 class ConnectionPool {
  public:
   // A borrowed session, returned to the pool on destruction (or dropped if it broke).
@@ -40,49 +110,65 @@ class ConnectionPool {
     std::uint64_t generation_;
   };
 
-  ConnectionPool(PgConnectParams params, int size);
+  ConnectionPool(PgConnectParams params, PoolOptions options,
+                 std::shared_ptr<PgSessionGroup> group);
   ~ConnectionPool();
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
-  // Adds an already open session (the one opened to validate the database).
+  // Adds an already open session (the one opened to validate the database). It counts against
+  // the group's cap even when that is reached.
   void Adopt(std::unique_ptr<PgConnection> connection);
 
-  // Borrows a healthy session, opening one if none is idle and the pool is not full; waits for a
-  // return otherwise. Errors: kUnavailable with libpq's reason when a new session cannot be opened.
-  Result<Lease> Acquire();
+  // Borrows a healthy session with its search_path set to `schema` (empty: the server's default;
+  // an idle session already there is preferred), opening one if none is idle and neither the pool
+  // nor the group is full (closing another pool's idle session to make room under the group's
+  // cap); waits for a return otherwise. Stores of one database in different schemas share a pool
+  // this way. Errors: kUnavailable with libpq's reason when a new session cannot be opened.
+  Result<Lease> Acquire(const std::string& schema);
 
-  // Opens sessions until the pool is full and runs `prepare` once on every session it holds (new
-  // ones and idle ones), so that later callers find them ready. Sessions lent out meanwhile are
-  // left alone. Errors: the first failure to open a session (kUnavailable) or of `prepare`.
-  Status WarmUp(const std::function<Status(PgConnection&)>& prepare);
+  // Runs `prepare` once on every idle session (with its search_path set to `schema`), and opens
+  // sessions (when the group has room) up to max(min, 1) so that the next caller finds one ready.
+  // Sessions lent out meanwhile are left alone. Errors: the first failure to open a session
+  // (kUnavailable) or of `prepare`.
+  Status WarmUp(const std::string& schema, const std::function<Status(PgConnection&)>& prepare);
 
   const PgConnectParams& params() const { return params_; }
+
+  // Returns the sessions of this pool: idle, lent or being opened.
+  int open_sessions() const;
+  // Returns the idle sessions of this pool.
+  int idle_sessions() const;
 
   // Sets PgConnectParams::call_timeout for every session lent from now on (and for the TCP
   // settings of sessions opened from now on).
   void SetCallTimeout(std::chrono::milliseconds timeout);
 
  private:
+  friend class PgSessionGroup;
+
   struct Idle {
     std::unique_ptr<PgConnection> connection;
     std::uint64_t generation;
+    MonoTime since;  // when it was returned
   };
 
   void Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
-  // Opens a session with the current call timeout.
-  Result<std::unique_ptr<PgConnection>> Open() const;
+  // Opens a session in `schema` with the current call timeout.
+  Result<std::unique_ptr<PgConnection>> Open(const std::string& schema) const;
+  // Forgets a place under both caps (a session closed or never opened). Requires group mu_.
+  void ReleasePlaceLocked();
 
   const PgConnectParams params_;
-  const int size_;
+  const PoolOptions options_;
+  const std::shared_ptr<PgSessionGroup> group_;
   std::atomic<long long> call_timeout_ms_;
-  std::mutex mu_;
-  std::condition_variable returned_;
-  std::vector<Idle> idle_;  // guarded by mu_
-  int open_ = 0;            // sessions idle, lent or being opened; guarded by mu_
+  // The members below are guarded by group_->mu_.
+  std::vector<Idle> idle_;  // oldest first; lent from the back
+  int open_ = 0;            // sessions idle, lent or being opened
   // Bumped whenever a session is found broken: idle sessions older than it are closed rather than
   // tried, so that after a server restart at most one operation per session in flight fails.
-  std::uint64_t generation_ = 0;  // guarded by mu_
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace stagehand::store_internal

@@ -173,7 +173,7 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
                                      "3",
                                      tcp_user_timeout.c_str(),
                                      "UTF8",
-                                     "stagehand"};
+                                     params.application_name.c_str()};
   if (!params.database.empty()) {
     // A later dbname overrides the one inside the expanded connection string.
     keywords.push_back("dbname");
@@ -203,6 +203,7 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   setup.Add(std::to_string(params.statement_timeout.count())).Add(search_path);
   PgResult result = connection->ExecuteText(pg_sql::kSessionSetup, setup);
   if (!result.ok()) return UnavailableError("session setup failed: " + result.error());
+  connection->search_path_ = params.search_path;
   if (db_now != nullptr && result.rows() == 1) {
     if (Result<WallTime> now = ParsePgTimestamp(result.Get(0, 4)); now.ok()) *db_now = *now;
   }
@@ -210,6 +211,21 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
 }
 
 PgConnection::~PgConnection() { PQfinish(conn_); }
+
+bool PgConnection::UseSearchPath(const std::string& schema) {
+  if (schema == search_path_) return true;
+  std::string quoted;
+  if (!schema.empty()) {
+    Result<std::string> escaped = QuoteIdentifier(schema);
+    if (!escaped.ok()) return false;
+    quoted = *escaped;
+  }
+  PgParams params;
+  params.Add(quoted);
+  if (!ExecuteText(pg_sql::kSetSearchPath, params).ok()) return false;
+  search_path_ = schema;
+  return true;
+}
 
 PgResult PgConnection::Wrap(PGresult* result) {
   const ExecStatusType status = result == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(result);

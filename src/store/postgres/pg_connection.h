@@ -94,6 +94,8 @@ struct PgConnectParams {
   // statement abandoned this way until its statement_timeout.
   std::chrono::milliseconds call_timeout{0};
   std::string search_path;  // a schema name (unescaped); empty keeps the server's default
+  // The session's application_name (pg_stat_activity) unless `conninfo` sets one.
+  std::string application_name = "stagehand";
 };
 
 // One open session with its session settings applied (UTC, ISO dates, statement_timeout,
@@ -131,6 +133,12 @@ class PgConnection {
   // Sets the bound of later statements (PgConnectParams::call_timeout); zero means none.
   void set_call_timeout(std::chrono::milliseconds timeout) { call_timeout_ = timeout; }
 
+  // Sets the session's search_path to `schema` (unquoted; empty: the server's default) unless it
+  // is already that. Prepared statements are re-parsed by the server for the new path. Returns
+  // false when the session failed to change it.
+  bool UseSearchPath(const std::string& schema);
+  const std::string& search_path() const { return search_path_; }
+
   // Whether the store has warmed this session up (TaskStore::WarmUp), so it is done once.
   bool warmed() const { return warmed_; }
   void MarkWarmed() { warmed_ = true; }
@@ -147,6 +155,7 @@ class PgConnection {
   std::chrono::milliseconds call_timeout_{0};
   bool prepared_[kMaxStatements] = {};
   bool warmed_ = false;
+  std::string search_path_;  // the schema set at connect or by UseSearchPath
 };
 
 // Returns the database `params` names: `database`, else the one in `conninfo`, else the user name

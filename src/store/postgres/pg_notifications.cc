@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <set>
+#include <utility>
 
 #include "store/postgres/statements.h"
 
@@ -104,95 +106,303 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
   return false;
 }
 
-PgNotifications::PgNotifications(PgConnectParams params, std::string channel,
-                                 std::function<void(const StoreEvent&)> handler)
-    : params_(std::move(params)), channel_(std::move(channel)), handler_(std::move(handler)) {
+struct PgNotificationHub::Subscriber {
+  explicit Subscriber(std::function<void(const StoreEvent&)> h) : handler(std::move(h)) {}
+  std::mutex mu;      // held while the handler runs, and by Unsubscribe
+  bool alive = true;  // guarded by mu
+  const std::function<void(const StoreEvent&)> handler;
+};
+
+struct PgNotificationHub::Listener {
+  explicit Listener(PgConnectParams p) : params(std::move(p)) {}
+  const PgConnectParams params;
+  // Lock order: session_mu, then the hub's mu_.
+  std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;  // hub mu_
+  std::mutex session_mu;
+  std::unique_ptr<PgConnection> session;  // guarded by session_mu
+  std::set<std::string> listening;        // channels LISTENed on `session`; session_mu
+  bool resync_due = false;                // deliver kResync once subscribed; session_mu
+  // The hub thread's reconnection schedule (real monotonic time: it paces socket retries).
+  int retry_ms = kFirstRetryMs;  // guarded by session_mu
+  MonoTime retry_at{};           // guarded by session_mu
+};
+
+class PgNotificationHub::Subscription final : public Notifications {
+ public:
+  Subscription(std::shared_ptr<PgNotificationHub> hub, std::shared_ptr<Listener> listener,
+               std::string channel, std::shared_ptr<Subscriber> subscriber)
+      : hub_(std::move(hub)),
+        listener_(std::move(listener)),
+        channel_(std::move(channel)),
+        subscriber_(std::move(subscriber)) {}
+  ~Subscription() override { hub_->Unsubscribe(listener_, channel_, subscriber_); }
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+ private:
+  const std::shared_ptr<PgNotificationHub> hub_;
+  const std::shared_ptr<Listener> listener_;
+  const std::string channel_;
+  const std::shared_ptr<Subscriber> subscriber_;
+};
+
+namespace {
+
+// The key of a database: the connection string with the database that overrides it.
+std::string DatabaseKey(const PgConnectParams& params) {
+  return params.conninfo + '\n' + params.database;
+}
+
+// Returns the parameters of a LISTEN session: the database's, without a search_path (channels
+// are global to the database) and without a call bound (the session waits for notifications).
+PgConnectParams ListenParams(const PgConnectParams& params) {
+  PgConnectParams listen = params;
+  listen.search_path.clear();
+  listen.call_timeout = std::chrono::milliseconds(0);
+  listen.application_name = "stagehand-listen";
+  return listen;
+}
+
+bool ExecuteOn(PgConnection& connection, const std::string& channel, bool listen) {
+  Result<std::string> quoted = connection.QuoteIdentifier(channel);
+  if (!quoted.ok()) return false;
+  const std::string statement = listen ? pg_sql::Listen(*quoted) : pg_sql::Unlisten(*quoted);
+  return connection.ExecuteScript(statement.c_str()).ok();
+}
+
+struct Notice {
+  std::string channel;
+  std::string payload;
+};
+
+// Reads every pending notification of `connection` into `notices`. Returns false if the session
+// broke.
+bool Drain(PgConnection& connection, std::vector<Notice>& notices) {
+  if (PQconsumeInput(connection.raw()) == 0) return false;
+  while (PGnotify* notify = PQnotifies(connection.raw())) {
+    notices.push_back(Notice{notify->relname == nullptr ? "" : notify->relname,
+                             notify->extra == nullptr ? "" : notify->extra});
+    PQfreemem(notify);
+  }
+  return PQstatus(connection.raw()) == CONNECTION_OK;
+}
+
+}  // namespace
+
+std::shared_ptr<PgNotificationHub> PgNotificationHub::Create() {
+  return std::shared_ptr<PgNotificationHub>(new PgNotificationHub());
+}
+
+PgNotificationHub::PgNotificationHub() {
   int fds[2];
   if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0) {
     wake_read_ = fds[0];
     wake_write_ = fds[1];
   }
-  std::unique_ptr<PgConnection> connection = Subscribe();
-  thread_ = std::jthread([this, first = std::move(connection)](std::stop_token stop) mutable {
-    Run(stop, std::move(first));
-  });
 }
 
-PgNotifications::~PgNotifications() {
-  thread_.request_stop();
-  if (wake_write_ >= 0) {
-    const char byte = 1;
-    [[maybe_unused]] const ssize_t written = ::write(wake_write_, &byte, 1);
+PgNotificationHub::~PgNotificationHub() {
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    Wake();
+    thread_.join();
   }
-  thread_.join();
   if (wake_read_ >= 0) ::close(wake_read_);
   if (wake_write_ >= 0) ::close(wake_write_);
 }
 
-std::unique_ptr<PgConnection> PgNotifications::Subscribe() {
-  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params_);
-  if (!opened.ok()) return nullptr;
-  std::unique_ptr<PgConnection> connection = std::move(*opened);
-  Result<std::string> quoted = connection->QuoteIdentifier(channel_);
-  if (!quoted.ok()) return nullptr;
-  if (!connection->ExecuteScript(pg_sql::Listen(*quoted).c_str()).ok()) return nullptr;
-  return connection;
+void PgNotificationHub::Wake() {
+  if (wake_write_ < 0) return;
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t written = ::write(wake_write_, &byte, 1);
 }
 
-bool PgNotifications::Pause(const std::stop_token& stop, int timeout_ms) {
-  if (stop.stop_requested()) return false;
-  if (wake_read_ >= 0) {
-    pollfd wake{wake_read_, POLLIN, 0};
-    ::poll(&wake, 1, timeout_ms);
-  } else {
-    // Without a wake-up pipe, poll the stop token in short steps.
-    for (int waited = 0; waited < timeout_ms && !stop.stop_requested(); waited += 50) {
-      ::poll(nullptr, 0, 50);
+int PgNotificationHub::sessions() const {
+  std::vector<std::shared_ptr<Listener>> listeners;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, listener] : listeners_) listeners.push_back(listener);
+  }
+  int open = 0;
+  for (const std::shared_ptr<Listener>& listener : listeners) {
+    std::lock_guard lock(listener->session_mu);
+    if (listener->session) ++open;
+  }
+  return open;
+}
+
+std::unique_ptr<Notifications> PgNotificationHub::Subscribe(
+    const PgConnectParams& params, std::string channel,
+    std::function<void(const StoreEvent&)> handler) {
+  auto subscriber = std::make_shared<Subscriber>(std::move(handler));
+  std::shared_ptr<Listener> listener;
+  {
+    std::lock_guard lock(mu_);
+    std::shared_ptr<Listener>& slot = listeners_[DatabaseKey(params)];
+    if (!slot) slot = std::make_shared<Listener>(ListenParams(params));
+    listener = slot;
+    listener->channels[channel].push_back(subscriber);
+    if (!thread_.joinable()) {
+      thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
     }
   }
-  return !stop.stop_requested();
-}
-
-bool PgNotifications::Drain(PgConnection& connection) {
-  if (PQconsumeInput(connection.raw()) == 0) return false;
-  std::vector<StoreEvent> events;
-  while (PGnotify* notify = PQnotifies(connection.raw())) {
-    events.clear();
-    ParseNotification(notify->extra == nullptr ? "" : notify->extra, events);
-    PQfreemem(notify);
-    for (const StoreEvent& event : events) handler_(event);
-  }
-  return PQstatus(connection.raw()) == CONNECTION_OK;
-}
-
-void PgNotifications::Run(std::stop_token stop, std::unique_ptr<PgConnection> connection) {
-  bool resync = connection == nullptr;
-  int retry_ms = kFirstRetryMs;
-  while (!stop.stop_requested()) {
-    if (!connection) {
-      connection = Subscribe();
-      if (!connection) {
-        if (!Pause(stop, retry_ms)) return;
-        retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
-        continue;
+  {
+    std::lock_guard lock(listener->session_mu);
+    if (!listener->session) {
+      // Connect() LISTENs on every channel with subscribers, this one included.
+      if (!Connect(*listener)) listener->resync_due = true;
+    } else if (!listener->listening.contains(channel)) {
+      if (ExecuteOn(*listener->session, channel, true)) {
+        listener->listening.insert(channel);
+      } else {
+        listener->session.reset();
+        listener->listening.clear();
+        listener->resync_due = true;
       }
-      retry_ms = kFirstRetryMs;
     }
-    if (resync) {
-      resync = false;
-      handler_(StoreEvent{StoreEvent::Kind::kResync, ""});
+  }
+  // The LISTEN's reply may have carried notifications for other channels: let the thread see them.
+  Wake();
+  return std::make_unique<Subscription>(shared_from_this(), std::move(listener), std::move(channel),
+                                        std::move(subscriber));
+}
+
+void PgNotificationHub::Unsubscribe(const std::shared_ptr<Listener>& listener,
+                                    const std::string& channel,
+                                    const std::shared_ptr<Subscriber>& subscriber) {
+  {
+    std::lock_guard lock(subscriber->mu);  // waits for a handler call in progress
+    subscriber->alive = false;
+  }
+  std::unique_ptr<PgConnection> closing;
+  std::lock_guard session_lock(listener->session_mu);
+  bool channel_empty = false;
+  bool listener_empty = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = listener->channels.find(channel);
+    if (it != listener->channels.end()) {
+      std::erase(it->second, subscriber);
+      if (it->second.empty()) {
+        listener->channels.erase(it);
+        channel_empty = true;
+      }
     }
-    // Notifications that arrived with the LISTEN reply are already buffered.
-    if (!Drain(*connection)) {
-      connection.reset();
-      resync = true;
-      continue;
+    listener_empty = listener->channels.empty();
+    if (listener_empty) {
+      auto entry = listeners_.find(DatabaseKey(listener->params));
+      if (entry != listeners_.end() && entry->second == listener) listeners_.erase(entry);
     }
-    std::array<pollfd, 2> fds = {pollfd{PQsocket(connection->raw()), POLLIN, 0},
-                                 pollfd{wake_read_, POLLIN, 0}};
-    const nfds_t count = wake_read_ >= 0 ? 2 : 1;
-    ::poll(fds.data(), count, wake_read_ >= 0 ? kIdleWaitMs : 50);
+  }
+  if (listener_empty) {
+    closing = std::move(listener->session);
+    listener->listening.clear();
+  } else if (channel_empty && listener->session && listener->listening.erase(channel) > 0) {
+    if (!ExecuteOn(*listener->session, channel, false)) {
+      listener->session.reset();  // the thread reconnects and LISTENs on what is left
+      listener->listening.clear();
+      listener->resync_due = true;
+      Wake();
+    }
+  }
+}
+
+bool PgNotificationHub::Connect(Listener& listener) {
+  std::vector<std::string> channels;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [channel, subscribers] : listener.channels) channels.push_back(channel);
+  }
+  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(listener.params);
+  if (!opened.ok()) return false;
+  std::set<std::string> listening;
+  for (const std::string& channel : channels) {
+    if (!ExecuteOn(**opened, channel, true)) return false;
+    listening.insert(channel);
+  }
+  listener.session = std::move(*opened);
+  listener.listening = std::move(listening);
+  return true;
+}
+
+void PgNotificationHub::Run(std::stop_token stop) {
+  const SystemClock& clock = SystemClock::Instance();
+  std::vector<StoreEvent> events;
+  while (!stop.stop_requested()) {
+    std::vector<std::shared_ptr<Listener>> listeners;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [key, listener] : listeners_) listeners.push_back(listener);
+    }
+    std::vector<pollfd> fds = {pollfd{wake_read_, POLLIN, 0}};
+    int timeout_ms = kIdleWaitMs;
+    for (const std::shared_ptr<Listener>& listener : listeners) {
+      std::vector<Notice> notices;
+      bool resync = false;
+      {
+        std::lock_guard session_lock(listener->session_mu);
+        const MonoTime now = clock.MonoNow();
+        if (!listener->session && now >= listener->retry_at) {
+          if (Connect(*listener)) {
+            listener->retry_ms = kFirstRetryMs;
+          } else {
+            listener->retry_at = now + std::chrono::milliseconds(listener->retry_ms);
+            listener->retry_ms = std::min(listener->retry_ms * 2, kMaxRetryMs);
+          }
+        }
+        if (listener->session) {
+          resync = std::exchange(listener->resync_due, false);
+          // Notifications that arrived with a LISTEN reply are already buffered.
+          if (Drain(*listener->session, notices)) {
+            fds.push_back(pollfd{PQsocket(listener->session->raw()), POLLIN, 0});
+          } else {
+            listener->session.reset();
+            listener->listening.clear();
+            listener->resync_due = true;
+            listener->retry_at = now;
+            timeout_ms = 0;
+          }
+        } else {
+          const auto wait = std::chrono::ceil<std::chrono::milliseconds>(listener->retry_at - now);
+          timeout_ms = std::min(timeout_ms, static_cast<int>(std::max<long long>(wait.count(), 0)));
+        }
+      }
+      if (!resync && notices.empty()) continue;
+      std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;
+      {
+        std::lock_guard lock(mu_);
+        channels = listener->channels;
+      }
+      const auto deliver = [](Subscriber& subscriber, const StoreEvent& event) {
+        std::lock_guard lock(subscriber.mu);
+        if (subscriber.alive) subscriber.handler(event);
+      };
+      if (resync) {
+        for (const auto& [channel, subscribers] : channels) {
+          for (const auto& subscriber : subscribers) {
+            deliver(*subscriber, StoreEvent{StoreEvent::Kind::kResync, ""});
+          }
+        }
+      }
+      for (const Notice& notice : notices) {
+        auto it = channels.find(notice.channel);
+        if (it == channels.end()) continue;
+        events.clear();
+        ParseNotification(notice.payload, events);
+        for (const auto& subscriber : it->second) {
+          for (const StoreEvent& event : events) deliver(*subscriber, event);
+        }
+      }
+    }
     if (stop.stop_requested()) return;
+    if (wake_read_ < 0) timeout_ms = std::min(timeout_ms, 50);
+    const nfds_t count = wake_read_ >= 0 ? fds.size() : fds.size() - 1;
+    ::poll(wake_read_ >= 0 ? fds.data() : fds.data() + 1, count, timeout_ms);
+    if (wake_read_ >= 0) {
+      char buffer[64];
+      while (::read(wake_read_, buffer, sizeof buffer) > 0) {
+      }
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// LISTEN/NOTIFY for the PostgreSQL task store: a dedicated session and thread that turn
+// LISTEN/NOTIFY for the PostgreSQL task stores: shared sessions and one thread that turn
 // notifications on the plugin's channel ("<kind>:<task id>"; "releases:" followed by
 // "<byte length>:<task id>" for each of several released tasks; "claims:" followed by
 // "<byte length>:<task id><byte length>:<ticket>" for each of several claimed ones) into
@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,33 +27,50 @@ std::string NotificationChannel(const std::string& schema);
 // events to `events`. Returns false (appending nothing) for anything else.
 bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events);
 
-// A live subscription. The constructor subscribes synchronously when it can, so events written
-// after it returns are delivered; if the server is unreachable it keeps retrying in the background
-// and delivers kResync once subscribed. After a lost session it reconnects and delivers kResync.
-// The destructor stops the thread promptly; the handler is never called after it returns.
-class PgNotifications final : public Notifications {
+// The LISTEN side of every PostgreSQL store of a process: one session per database (PostgreSQL's
+// notifications are per database), shared by every store on that database whatever its schema,
+// and one thread that waits on all of them and hands each notification to the subscribers of its
+// channel. With `pluginDivisionMode: schema` that is one session for all plugins; with `database`,
+// one per plugin database. Thread-safe. Held by shared_ptr: subscriptions keep it alive.
+class PgNotificationHub final : public std::enable_shared_from_this<PgNotificationHub> {
  public:
-  PgNotifications(PgConnectParams params, std::string channel,
-                  std::function<void(const StoreEvent&)> handler);
-  ~PgNotifications() override;
-  PgNotifications(const PgNotifications&) = delete;
-  PgNotifications& operator=(const PgNotifications&) = delete;
+  static std::shared_ptr<PgNotificationHub> Create();
+  ~PgNotificationHub();
+  PgNotificationHub(const PgNotificationHub&) = delete;
+  PgNotificationHub& operator=(const PgNotificationHub&) = delete;
+
+  // Subscribes `handler` to `channel` on the database `params` names (its search_path and call
+  // timeout do not matter). Subscribes synchronously when it can, so events written after it
+  // returns are delivered; if the server is unreachable the hub keeps retrying and delivers
+  // kResync once subscribed. After a lost session it reconnects and delivers kResync to every
+  // subscriber of that database. The handler runs on the hub's thread, one event at a time, and
+  // is never called after the returned object is destroyed.
+  std::unique_ptr<Notifications> Subscribe(const PgConnectParams& params, std::string channel,
+                                           std::function<void(const StoreEvent&)> handler);
+
+  // Returns the LISTEN sessions open now.
+  int sessions() const;
 
  private:
-  // Opens a session and subscribes. Returns nullptr on failure.
-  std::unique_ptr<PgConnection> Subscribe();
-  void Run(std::stop_token stop, std::unique_ptr<PgConnection> connection);
-  // Delivers every pending notification. Returns false if the session broke.
-  bool Drain(PgConnection& connection);
-  // Waits until `timeout_ms` passes or a stop is requested. Returns false when stopping.
-  bool Pause(const std::stop_token& stop, int timeout_ms);
+  struct Subscriber;
+  struct Listener;
+  class Subscription;
 
-  const PgConnectParams params_;
-  const std::string channel_;
-  const std::function<void(const StoreEvent&)> handler_;
+  PgNotificationHub();
+  void Unsubscribe(const std::shared_ptr<Listener>& listener, const std::string& channel,
+                   const std::shared_ptr<Subscriber>& subscriber);
+  // Opens `listener`'s session and LISTENs on every channel it has subscribers for. Requires the
+  // listener's session mutex. Returns false on failure (the session stays closed).
+  bool Connect(Listener& listener);
+  void Run(std::stop_token stop);
+  void Wake();
+
+  mutable std::mutex mu_;
+  // By database (connection string and database name); entries without subscribers are removed.
+  std::map<std::string, std::shared_ptr<Listener>> listeners_;  // guarded by mu_
   int wake_read_ = -1;
   int wake_write_ = -1;
-  std::jthread thread_;  // last: joined before the members above are destroyed
+  std::jthread thread_;  // started with the first subscription; last: joined first
 };
 
 }  // namespace stagehand::store_internal

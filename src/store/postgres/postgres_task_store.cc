@@ -15,6 +15,7 @@
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_notifications.h"
+#include "store/postgres/pg_shared_connections.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
 #include "store/settings_cache.h"
@@ -130,16 +131,19 @@ struct Executed {
 
 class PostgresTaskStore final : public TaskStore {
  public:
-  PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where, int pool_size,
-                    const Clock& clock)
+  PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where,
+                    store_internal::PoolOptions pool_options,
+                    std::shared_ptr<PostgresConnections> connections, const Clock& clock)
       : plugin_id_(std::move(plugin_id)),
         where_(std::move(where)),
         channel_(store_internal::NotificationChannel(params.search_path)),
         clock_(clock),
         db_clock_(clock),
-        pool_(std::move(params), pool_size) {}
+        schema_(params.search_path),
+        connections_(std::move(connections)),
+        pool_(Shared().PoolFor(params, pool_options)) {}
 
-  ConnectionPool& pool() { return pool_; }
+  ConnectionPool& pool() { return *pool_; }
   DatabaseClock& db_clock() { return db_clock_; }
 
   const std::string& plugin_id() const override { return plugin_id_; }
@@ -166,7 +170,7 @@ class PostgresTaskStore final : public TaskStore {
   Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
-  void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_.SetCallTimeout(timeout); }
+  void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_->SetCallTimeout(timeout); }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
   Status Delete(const std::string& id) override;
@@ -192,6 +196,10 @@ class PostgresTaskStore final : public TaskStore {
   // One attempt at the whole migration in one transaction. Sets `lock_busy` when knex's lock row
   // was already taken (the caller retries).
   Status MigrateOnce(PgConnection& connection, bool& lock_busy);
+  // The one implementation of PostgresConnections.
+  store_internal::PgSharedConnections& Shared() const {
+    return static_cast<store_internal::PgSharedConnections&>(*connections_);
+  }
 
   const std::string plugin_id_;
   const std::string where_;  // "plugin 'x', database 'y'" for messages
@@ -199,7 +207,11 @@ class PostgresTaskStore final : public TaskStore {
   const Clock& clock_;
   DatabaseClock db_clock_;
   store_internal::SettingsCache settings_cache_;
-  ConnectionPool pool_;
+  const std::string schema_;  // the search_path of every session the store borrows
+  // Before pool_: the pool is registered in its group until it is destroyed.
+  const std::shared_ptr<PostgresConnections> connections_;
+  // Shared with the other stores of the process on the same database (schema division).
+  const std::shared_ptr<ConnectionPool> pool_;
 };
 
 Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
@@ -226,7 +238,7 @@ Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& re
 
 Result<Executed> PostgresTaskStore::Run(std::string_view operation, const PgStatement& statement,
                                         const PgParams& params) {
-  Result<ConnectionPool::Lease> lease = pool_.Acquire();
+  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
   if (!lease.ok()) {
     return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, operation,
                                         lease.status().message()));
@@ -264,7 +276,7 @@ Status PostgresTaskStore::Migrate() {
 }
 
 Status PostgresTaskStore::MigrateWithRetries() {
-  Result<ConnectionPool::Lease> lease = pool_.Acquire();
+  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
   if (!lease.ok()) {
     return UnavailableError(
         fmt::format("{}: migration failed: cannot connect: {}", where_, lease.status().message()));
@@ -584,7 +596,7 @@ Status PostgresTaskStore::WarmUp() {
       {&s.release, &release},         {&s.release_many, &release_many},
       {&s.trigger, &trigger},         {&s.read_for_cancel, &one_id},
   };
-  return pool_.WarmUp([&](PgConnection& connection) -> Status {
+  return pool_->WarmUp(schema_, [&](PgConnection& connection) -> Status {
     if (connection.warmed()) return Status::Ok();
     for (const PgStatement* statement : statements) {
       if (std::optional<PgResult> failed = connection.Prepare(*statement)) {
@@ -889,8 +901,7 @@ Result<WallTime> PostgresTaskStore::DatabaseNow() {
 
 std::unique_ptr<Notifications> PostgresTaskStore::Listen(
     std::function<void(const StoreEvent&)> handler) {
-  return std::make_unique<store_internal::PgNotifications>(pool_.params(), channel_,
-                                                           std::move(handler));
+  return Shared().hub().Subscribe(pool_->params(), channel_, std::move(handler));
 }
 
 // Creates `database` through the connection's own database when it does not exist. Another
@@ -965,8 +976,18 @@ Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plug
     }
   }
 
+  std::shared_ptr<PostgresConnections> connections = options.connections;
+  if (!connections) {
+    PostgresConnections::Options own;
+    own.max_statement_connections = 0;  // the pool's own maximum is the only cap
+    connections = PostgresConnections::CreateWithoutCloser(clock, own);
+  }
+  store_internal::PoolOptions pool_options;
+  pool_options.min = options.pool_min;
+  pool_options.max = options.pool_size;
+  pool_options.idle_timeout = options.idle_timeout;
   auto store = std::make_unique<PostgresTaskStore>(plugin_id, params, std::move(where),
-                                                   options.pool_size, clock);
+                                                   pool_options, std::move(connections), clock);
   store->db_clock().Observe(sent, received, db_now);
   store->pool().Adopt(std::move(*first));
   return std::unique_ptr<TaskStore>(std::move(store));

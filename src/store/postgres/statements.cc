@@ -425,6 +425,11 @@ SELECT set_config('statement_timeout', $1::text, false),
        now()
 )sql";
 
+const char* const kSetSearchPath =
+    "SELECT CASE WHEN $1::text <> '' THEN set_config('search_path', $1::text, false) "
+    "ELSE set_config('search_path', reset_val, false) END FROM pg_settings "
+    "WHERE name = 'search_path'";
+
 const char* const kDatabaseExists = "SELECT 1 FROM pg_database WHERE datname = $1::text";
 
 std::string CreateDatabase(std::string_view quoted_name) {
@@ -437,6 +442,10 @@ std::string CreateSchema(std::string_view quoted_name) {
 
 std::string Listen(std::string_view quoted_channel) {
   return fmt::format("LISTEN {}", quoted_channel);
+}
+
+std::string Unlisten(std::string_view quoted_channel) {
+  return fmt::format("UNLISTEN {}", quoted_channel);
 }
 
 const char* const kBegin = "BEGIN";

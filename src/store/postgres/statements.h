@@ -82,6 +82,9 @@ const Statements& TaskStatements();
 extern const char* const kSessionSetup;
 
 // $1 database name → one row if the database exists.
+// Sets the session's search_path to $1 (a quoted schema), or back to the server's default when
+// $1 is empty.
+extern const char* const kSetSearchPath;
 extern const char* const kDatabaseExists;
 // Returns the statement creating database `quoted_name`.
 std::string CreateDatabase(std::string_view quoted_name);
@@ -89,6 +92,8 @@ std::string CreateDatabase(std::string_view quoted_name);
 std::string CreateSchema(std::string_view quoted_name);
 // Returns the statement subscribing to `quoted_channel`.
 std::string Listen(std::string_view quoted_channel);
+// Returns the statement unsubscribing from `quoted_channel`.
+std::string Unlisten(std::string_view quoted_channel);
 
 // Migration, knex-compatible (see Migrate in postgres_task_store.cc for the protocol).
 extern const char* const kBegin;

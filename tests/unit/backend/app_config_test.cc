@@ -644,7 +644,7 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
                       "': unknown key 'Server'; did you mean 'server'?"));
   EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
             "Invalid config value for key 'stagehand.workers' in '" + file +
-                "': unknown key 'workers'; expected plugins, server, scheduler, metrics");
+                "': unknown key 'workers'; expected plugins, server, scheduler, metrics, database");
 }
 
 TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
@@ -691,7 +691,7 @@ TEST_F(AppConfigTest, IgnoredBackendKeysAreWarningsNotProblems) {
                               "': a Backstage setting that stagehand does not use",
                           "Ignoring config key 'backend.database.ensureExists' in '" + path +
                               "': a Backstage setting that stagehand does not use",
-                          "Ignoring config key 'backend.database.knexConfig' in '" + path +
+                          "Ignoring config key 'backend.database.knexConfig.debug' in '" + path +
                               "': a Backstage setting that stagehand does not use",
                           "Ignoring config key 'backend.database.plugin.jobs.role' in '" + path +
                               "': a Backstage setting that stagehand does not use",

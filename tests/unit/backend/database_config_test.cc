@@ -285,5 +285,41 @@ TEST(PostgresConnectionStringTest, QuotesValues) {
             "host='h' password='a\\'b\\\\c d'");
 }
 
+TEST(DatabaseConfigTest, PoolDefaultsAreZeroToFourWithATenSecondIdleTimeout) {
+  const DatabaseConfig config = ReadOk("backend:\n  database:\n    client: pg\n    connection: host=h\n");
+  EXPECT_EQ(config.max_statement_connections, 10);
+  const PluginDatabase jobs = Resolve(config, "jobs");
+  EXPECT_EQ(jobs.pool_min, 0);
+  EXPECT_EQ(jobs.pool_max, 4);
+  EXPECT_EQ(jobs.idle_timeout, std::chrono::milliseconds(10000));
+}
+
+TEST(DatabaseConfigTest, KnexPoolSettingsApplyToEveryPluginAndPluginsOverrideThem) {
+  const DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection: host=h\n"
+      "    knexConfig:\n      pool: {min: 1, max: 6, idleTimeoutMillis: 2500}\n"
+      "    plugin:\n      busy:\n        knexConfig: {pool: {max: 8}}\n"
+      "stagehand:\n  database: {maxConnections: 12}\n");
+  EXPECT_EQ(config.max_statement_connections, 12);
+  const PluginDatabase jobs = Resolve(config, "jobs");
+  EXPECT_EQ(jobs.pool_min, 1);
+  EXPECT_EQ(jobs.pool_max, 6);
+  EXPECT_EQ(jobs.idle_timeout, std::chrono::milliseconds(2500));
+  const PluginDatabase busy = Resolve(config, "busy");
+  EXPECT_EQ(busy.pool_min, 1);
+  EXPECT_EQ(busy.pool_max, 8);
+  EXPECT_EQ(busy.idle_timeout, std::chrono::milliseconds(2500));
+}
+
+TEST(DatabaseConfigTest, KnexPoolSettingsOutOfRangeAreProblems) {
+  const std::string message = ReadError(
+      "backend:\n  database:\n    client: pg\n    connection: host=h\n"
+      "    knexConfig:\n      pool: {min: 5, max: 2, idleTimeoutMillis: -1}\n"
+      "stagehand:\n  database: {maxConnections: 1.5}\n");
+  EXPECT_THAT(message, HasSubstr("'backend.database.knexConfig.pool.idleTimeoutMillis'"));
+  EXPECT_THAT(message, HasSubstr("min (5) is greater than max (2)"));
+  EXPECT_THAT(message, HasSubstr("'stagehand.database.maxConnections'"));
+}
+
 }  // namespace
 }  // namespace stagehand
