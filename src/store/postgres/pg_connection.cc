@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "stagehand/base/text.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
 
@@ -15,15 +16,18 @@ namespace stagehand::store_internal {
 
 namespace {
 
-// Returns the first line of a libpq message, without the "ERROR:  " style prefix.
-std::string OneLine(const char* message) {
+// Returns the primary line of a libpq message (its first line; DETAIL, HINT and context lines
+// follow it), without the "ERROR:  " style prefix, on one line as OneLine writes it.
+std::string PrimaryLine(const char* message) {
   std::string_view text = message == nullptr ? "" : message;
-  if (const size_t end = text.find('\n'); end != std::string_view::npos) text = text.substr(0, end);
+  text = text.substr(0, text.find('\n'));
   for (std::string_view prefix : {"ERROR:  ", "FATAL:  ", "PANIC:  "}) {
-    if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
+    if (text.substr(0, prefix.size()) == prefix) {
+      text.remove_prefix(prefix.size());
+    }
   }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\r')) text.remove_suffix(1);
-  return text.empty() ? std::string("unknown libpq error") : std::string(text);
+  std::string line = OneLine(text);
+  return line.empty() ? std::string("unknown libpq error") : line;
 }
 
 // SQLSTATEs after which the session is gone: class 08 (connection exception) and the operator
@@ -187,7 +191,7 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   std::unique_ptr<PgConnection> connection(new PgConnection(raw));
   connection->set_call_timeout(params.call_timeout);
   if (PQstatus(raw) != CONNECTION_OK) {
-    return UnavailableError(Redact(OneLine(PQerrorMessage(raw)), params.conninfo));
+    return UnavailableError(Redact(PrimaryLine(PQerrorMessage(raw)), params.conninfo));
   }
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(
@@ -236,11 +240,11 @@ PgResult PgConnection::Wrap(PGresult* result) {
   std::string state;
   if (result != nullptr) {
     const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
-    error = primary != nullptr ? primary : OneLine(PQresultErrorMessage(result));
+    error = primary != nullptr ? primary : PrimaryLine(PQresultErrorMessage(result));
     const char* code = PQresultErrorField(result, PG_DIAG_SQLSTATE);
     if (code != nullptr) state = code;
   } else {
-    error = OneLine(PQerrorMessage(conn_));
+    error = PrimaryLine(PQerrorMessage(conn_));
   }
   const bool lost = PQstatus(conn_) != CONNECTION_OK || IsConnectionSqlState(state);
   return PgResult(result, std::move(error), lost);
@@ -352,7 +356,7 @@ Result<std::string> PgConnection::QuoteIdentifier(std::string_view identifier) {
   char* quoted = PQescapeIdentifier(conn_, identifier.data(), identifier.size());
   if (quoted == nullptr) {
     return InvalidArgumentError(
-        fmt::format("cannot quote identifier: {}", OneLine(PQerrorMessage(conn_))));
+        fmt::format("cannot quote identifier: {}", PrimaryLine(PQerrorMessage(conn_))));
   }
   std::string result(quoted);
   PQfreemem(quoted);
