@@ -260,7 +260,12 @@ void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint6
   std::lock_guard lock(group_->mu_);
   PgSessionGroup& group = *group_;
   const MonoTime now = group.clock_.MonoNow();
-  if (usable) {
+  // Adopted sessions may put the group past its cap: those over it are closed when returned.
+  const bool over_cap = group.max_sessions_ != 0 && group.open_ > group.max_sessions_;
+  if (usable && over_cap) {
+    closing.push_back(std::move(connection));
+    ReleasePlaceLocked();
+  } else if (usable) {
     idle_.push_back(Idle{std::move(connection), generation, now});
     if (now + options_.idle_timeout < group.closer_deadline_) group.closer_recheck_ = true;
   } else {

@@ -1,0 +1,225 @@
+// What the PostgreSQL stores of a process share (PostgresConnections), on the test server: idle
+// statement sessions are closed after the idle timeout (time driven by a manual clock) and opened
+// again on demand, the per-process cap holds across stores, one LISTEN session serves every store
+// of a database, and notifications still reach another host once its statement sessions are gone.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/postgres/test_server.h"
+#include "stagehand/store/postgres_task_store.h"
+#include "stagehand/time/manual_clock.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSettings[] = R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
+
+// Collects the events a handler receives. Thread-safe.
+class EventLog {
+ public:
+  std::function<void(const StoreEvent&)> Handler() {
+    return [this](const StoreEvent& event) {
+      std::lock_guard lock(mu_);
+      events_.push_back(event);
+      cv_.notify_all();
+    };
+  }
+  // Waits (real time, bounded: the event crosses the network) for an event of `kind` on `id`.
+  bool WaitFor(StoreEvent::Kind kind, const std::string& id) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, seconds(10), [&] { return Has(kind, id); });
+  }
+  bool HasNow(StoreEvent::Kind kind, const std::string& id) {
+    std::lock_guard lock(mu_);
+    return Has(kind, id);
+  }
+
+ private:
+  bool Has(StoreEvent::Kind kind, const std::string& id) const {
+    for (const StoreEvent& event : events_) {
+      if (event.kind == kind && event.task_id == id) return true;
+    }
+    return false;
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<StoreEvent> events_;
+};
+
+class PostgresConnectionsTest : public pg_test::ServerTest {
+ protected:
+  void TearDown() override {
+    for (const std::string& database : databases_) pg_test::DropDatabase(url(), database);
+  }
+
+  std::string NewDatabase() {
+    databases_.push_back(pg_test::UniqueDatabaseName("stagehand_connections"));
+    return databases_.back();
+  }
+
+  std::unique_ptr<TaskStore> Open(const std::string& plugin, const std::string& database,
+                                  const std::string& schema,
+                                  std::shared_ptr<PostgresConnections> connections) {
+    PostgresStoreOptions options;
+    options.connection = url();
+    options.database = database;
+    options.schema = schema;
+    options.pool_size = 3;
+    options.idle_timeout = seconds(5);
+    options.connections = std::move(connections);
+    Result<std::unique_ptr<TaskStore>> store = OpenPostgresTaskStore(plugin, options, clock_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return nullptr;
+    EXPECT_TRUE((*store)->Migrate().ok());
+    return std::move(*store);
+  }
+
+  // Returns the statement sessions (application_name 'stagehand') open on `database`.
+  int StatementSessions(const std::string& database) {
+    pg_test::RawConnection admin(url());
+    return std::stoi(admin.Scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+        "application_name = 'stagehand'",
+        {database}));
+  }
+
+  int ListenSessions(const std::string& database) {
+    pg_test::RawConnection admin(url());
+    return std::stoi(admin.Scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+        "application_name = 'stagehand-listen'",
+        {database}));
+  }
+
+  static TaskSchedule Schedule() {
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(kSettings);
+    EXPECT_TRUE(settings.ok());
+    TaskSchedule schedule;
+    if (settings.ok()) schedule.settings = *settings;
+    return schedule;
+  }
+
+  testing::ManualClock clock_;
+  std::vector<std::string> databases_;
+};
+
+TEST_F(PostgresConnectionsTest, IdleStatementSessionsCloseAfterTheIdleTimeoutAndReopenOnDemand) {
+  auto shared = PostgresConnections::CreateWithoutCloser(clock_, {});
+  const std::string database = NewDatabase();
+  std::unique_ptr<TaskStore> store = Open("jobs", database, "", shared);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Upsert("a", Schedule()).ok());
+  EXPECT_GE(shared->StatementConnections(), 1);
+  EXPECT_GE(StatementSessions(database), 1);
+
+  clock_.Advance(milliseconds(4999));
+  shared->CloseExpired();
+  EXPECT_GE(shared->StatementConnections(), 1) << "closed before the idle timeout";
+
+  clock_.Advance(milliseconds(1));
+  EXPECT_EQ(shared->CloseExpired(), kMonoInfinity);
+  EXPECT_EQ(shared->StatementConnections(), 0);
+  EXPECT_EQ(StatementSessions(database), 0);
+
+  ASSERT_TRUE(store->Trigger("a").ok());  // opens one again
+  EXPECT_EQ(shared->StatementConnections(), 1);
+  EXPECT_EQ(StatementSessions(database), 1);
+}
+
+TEST_F(PostgresConnectionsTest, TheCloserThreadClosesIdleSessionsWhenTheManualClockPassesTheTimeout) {
+  auto shared = PostgresConnections::Create(clock_, {});
+  const std::string database = NewDatabase();
+  std::unique_ptr<TaskStore> store = Open("jobs", database, "", shared);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Upsert("a", Schedule()).ok());
+  ASSERT_TRUE(clock_.BlockUntilWaiters(1));
+  EXPECT_GE(shared->StatementConnections(), 1);
+  clock_.Advance(seconds(5));
+  // The closer wakes, closes and parks again on the clock with nothing left to wait for.
+  for (int i = 0; i < 100000 && shared->StatementConnections() > 0; ++i) std::this_thread::yield();
+  EXPECT_EQ(shared->StatementConnections(), 0);
+  EXPECT_EQ(StatementSessions(database), 0);
+}
+
+TEST_F(PostgresConnectionsTest, TheCapHoldsAcrossStoresByClosingAnotherStoresIdleSession) {
+  PostgresConnections::Options options;
+  options.max_statement_connections = 1;
+  auto shared = PostgresConnections::CreateWithoutCloser(clock_, options);
+  const std::string first_database = NewDatabase();
+  const std::string second_database = NewDatabase();
+  std::unique_ptr<TaskStore> first = Open("first", first_database, "", shared);
+  std::unique_ptr<TaskStore> second = Open("second", second_database, "", shared);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(first->Upsert("a", Schedule()).ok());
+    EXPECT_EQ(shared->StatementConnections(), 1);
+    ASSERT_TRUE(second->Upsert("b", Schedule()).ok());
+    EXPECT_EQ(shared->StatementConnections(), 1);
+    EXPECT_EQ(StatementSessions(first_database) + StatementSessions(second_database), 1);
+  }
+}
+
+TEST_F(PostgresConnectionsTest, SchemaModeStoresShareOneListenSessionAndEachHearsItsOwnChannel) {
+  auto shared = PostgresConnections::CreateWithoutCloser(clock_, {});
+  const std::string database = NewDatabase();
+  pg_test::CreateDatabase(url(), database);
+  std::unique_ptr<TaskStore> jobs = Open("jobs", database, "jobs", shared);
+  std::unique_ptr<TaskStore> reports = Open("reports", database, "reports", shared);
+  ASSERT_NE(jobs, nullptr);
+  ASSERT_NE(reports, nullptr);
+  ASSERT_TRUE(jobs->Upsert("a", Schedule()).ok());
+  ASSERT_TRUE(reports->Upsert("a", Schedule()).ok());
+  EventLog jobs_events;
+  EventLog reports_events;
+  std::unique_ptr<Notifications> jobs_listen = jobs->Listen(jobs_events.Handler());
+  std::unique_ptr<Notifications> reports_listen = reports->Listen(reports_events.Handler());
+  EXPECT_EQ(shared->ListenConnections(), 1);
+  EXPECT_EQ(ListenSessions(database), 1);
+
+  ASSERT_TRUE(reports->Trigger("a").ok());
+  ASSERT_TRUE(jobs->Trigger("a").ok());
+  EXPECT_TRUE(jobs_events.WaitFor(StoreEvent::Kind::kTrigger, "a"));
+  EXPECT_TRUE(reports_events.WaitFor(StoreEvent::Kind::kTrigger, "a"));
+
+  reports_listen.reset();
+  EXPECT_EQ(ListenSessions(database), 1) << "jobs still listens";
+  jobs_listen.reset();
+  EXPECT_EQ(shared->ListenConnections(), 0);
+}
+
+TEST_F(PostgresConnectionsTest, ATriggerOnOneHostWakesAnotherWhoseStatementSessionsAreClosed) {
+  const std::string database = NewDatabase();
+  auto host_a = PostgresConnections::CreateWithoutCloser(clock_, {});
+  auto host_b = PostgresConnections::CreateWithoutCloser(clock_, {});
+  std::unique_ptr<TaskStore> a = Open("jobs", database, "", host_a);
+  std::unique_ptr<TaskStore> b = Open("jobs", database, "", host_b);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->Upsert("nightly", Schedule()).ok());
+  EventLog b_events;
+  std::unique_ptr<Notifications> listen = b->Listen(b_events.Handler());
+
+  clock_.Advance(seconds(5));
+  host_b->CloseExpired();
+  EXPECT_EQ(host_b->StatementConnections(), 0);
+  EXPECT_EQ(host_b->ListenConnections(), 1);
+
+  ASSERT_TRUE(a->Trigger("nightly").ok());
+  EXPECT_TRUE(b_events.WaitFor(StoreEvent::Kind::kTrigger, "nightly"));
+  EXPECT_EQ(host_b->StatementConnections(), 0) << "hearing a notification needs no statement";
+}
+
+}  // namespace
+}  // namespace stagehand
