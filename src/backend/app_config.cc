@@ -44,8 +44,8 @@ const BackendBlock& KnexBlock() {
       "knexConfig",
       {"pool"},
       {"debug", "acquireConnectionTimeout", "asyncStackTraces", "log", "searchPath",
-       "useNullAsDefault", "migrations", "seeds", "postProcessResponse", "wrapIdentifier",
-       "client", "connection", "version"}};
+       "useNullAsDefault", "migrations", "seeds", "postProcessResponse", "wrapIdentifier", "client",
+       "connection", "version"}};
   return kBlock;
 }
 

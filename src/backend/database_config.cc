@@ -302,8 +302,8 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
     problems.Add(stagehand.status());
   } else if (*stagehand) {
     constexpr int kMaxStatementConnections = 100000;
-    if (std::optional<int> cap = ReadInteger(**stagehand, "maxConnections", 0,
-                                             kMaxStatementConnections, problems)) {
+    if (std::optional<int> cap =
+            ReadInteger(**stagehand, "maxConnections", 0, kMaxStatementConnections, problems)) {
       config.max_statement_connections = *cap;
     }
   }

@@ -85,8 +85,8 @@ struct PluginDatabase {
   std::chrono::milliseconds idle_timeout{10000};
 };
 
-// Reads `backend.database` from `root`, and `stagehand.database`. Errors: kInvalidArgument listing every problem found, one
-// per line, each naming the full key and the file it came from.
+// Reads `backend.database` from `root`, and `stagehand.database`. Errors: kInvalidArgument listing
+// every problem found, one per line, each naming the full key and the file it came from.
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root);
 
 // Applies `config`'s rules for `plugin_id`: a plugin connection is merged over the base one when

@@ -64,7 +64,7 @@ class DatabaseManager {
   Clock* waitable_clock_ = nullptr;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<TaskStore>> stores_;  // guarded by mutex_
-  std::shared_ptr<PostgresConnections> postgres_;              // guarded by mutex_
+  std::shared_ptr<PostgresConnections> postgres_;             // guarded by mutex_
 };
 
 }  // namespace stagehand

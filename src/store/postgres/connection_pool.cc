@@ -38,8 +38,8 @@ MonoTime PgSessionGroup::CloseExpired() {
   return CollectExpiredLocked(clock_.MonoNow(), closing);
 }
 
-MonoTime PgSessionGroup::CollectExpiredLocked(
-    MonoTime now, std::vector<std::unique_ptr<PgConnection>>& closing) {
+MonoTime PgSessionGroup::CollectExpiredLocked(MonoTime now,
+                                              std::vector<std::unique_ptr<PgConnection>>& closing) {
   MonoTime next = kMonoInfinity;
   for (ConnectionPool* pool : pools_) {
     while (!pool->idle_.empty() && pool->open_ > pool->options_.min) {
@@ -255,7 +255,7 @@ Status ConnectionPool::WarmUp(const std::string& schema,
 void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation) {
   const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
                       PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;
-  if (!usable) connection.reset();  // closes it outside the lock
+  if (!usable) connection.reset();                     // closes it outside the lock
   std::vector<std::unique_ptr<PgConnection>> closing;  // closed after the lock is released
   std::lock_guard lock(group_->mu_);
   PgSessionGroup& group = *group_;

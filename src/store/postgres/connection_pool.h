@@ -65,8 +65,7 @@ class PgSessionGroup {
 
   // Collects the expired idle sessions into `closing` (to be closed without the lock) and returns
   // the next deadline. Requires mu_.
-  MonoTime CollectExpiredLocked(MonoTime now,
-                                std::vector<std::unique_ptr<PgConnection>>& closing);
+  MonoTime CollectExpiredLocked(MonoTime now, std::vector<std::unique_ptr<PgConnection>>& closing);
   // Takes the longest-idle session of any pool but `except` off its pool, moving its place under
   // the cap to the caller. Returns nullptr when no pool has an idle session. Requires mu_.
   std::unique_ptr<PgConnection> EvictLocked(const ConnectionPool* except);
@@ -78,8 +77,8 @@ class PgSessionGroup {
   // Signalled whenever a session is returned, closed or its place freed, and when the closer must
   // look at its deadline again.
   std::condition_variable_any changed_;
-  int open_ = 0;                         // guarded by mu_
-  std::vector<ConnectionPool*> pools_;   // guarded by mu_
+  int open_ = 0;                              // guarded by mu_
+  std::vector<ConnectionPool*> pools_;        // guarded by mu_
   bool closer_started_ = false;               // guarded by mu_
   MonoTime closer_deadline_ = kMonoInfinity;  // what the closer waits for; guarded by mu_
   bool closer_recheck_ = false;               // guarded by mu_

@@ -5,7 +5,7 @@ namespace stagehand {
 namespace store_internal {
 
 std::shared_ptr<ConnectionPool> PgSharedConnections::PoolFor(const PgConnectParams& params,
-                                                              const PoolOptions& options) {
+                                                             const PoolOptions& options) {
   const std::string key = params.conninfo + '\n' + params.database;
   std::lock_guard lock(mu_);
   std::weak_ptr<ConnectionPool>& slot = pools_[key];

@@ -26,7 +26,8 @@ class PgSharedConnections final : public PostgresConnections {
 
   // Returns the statement pool for the database `params` names, shared by every store on that
   // database whatever its schema; created with `options` by the first store that asks.
-  std::shared_ptr<ConnectionPool> PoolFor(const PgConnectParams& params, const PoolOptions& options);
+  std::shared_ptr<ConnectionPool> PoolFor(const PgConnectParams& params,
+                                          const PoolOptions& options);
 
   PgSessionGroup& group() const { return *group_; }
   PgNotificationHub& hub() const { return *hub_; }

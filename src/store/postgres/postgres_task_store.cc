@@ -170,7 +170,9 @@ class PostgresTaskStore final : public TaskStore {
   Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
-  void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_->SetCallTimeout(timeout); }
+  void SetCallTimeout(std::chrono::milliseconds timeout) override {
+    pool_->SetCallTimeout(timeout);
+  }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
   Status Delete(const std::string& id) override;

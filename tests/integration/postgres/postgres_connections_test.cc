@@ -88,18 +88,18 @@ class PostgresConnectionsTest : public pg_test::ServerTest {
   // Returns the statement sessions (application_name 'stagehand') open on `database`.
   int StatementSessions(const std::string& database) {
     pg_test::RawConnection admin(url());
-    return std::stoi(admin.Scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
-        "application_name = 'stagehand'",
-        {database}));
+    return std::stoi(
+        admin.Scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+                     "application_name = 'stagehand'",
+                     {database}));
   }
 
   int ListenSessions(const std::string& database) {
     pg_test::RawConnection admin(url());
-    return std::stoi(admin.Scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
-        "application_name = 'stagehand-listen'",
-        {database}));
+    return std::stoi(
+        admin.Scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+                     "application_name = 'stagehand-listen'",
+                     {database}));
   }
 
   static TaskSchedule Schedule() {
@@ -137,7 +137,8 @@ TEST_F(PostgresConnectionsTest, IdleStatementSessionsCloseAfterTheIdleTimeoutAnd
   EXPECT_EQ(StatementSessions(database), 1);
 }
 
-TEST_F(PostgresConnectionsTest, TheCloserThreadClosesIdleSessionsWhenTheManualClockPassesTheTimeout) {
+TEST_F(PostgresConnectionsTest,
+       TheCloserThreadClosesIdleSessionsWhenTheManualClockPassesTheTimeout) {
   auto shared = PostgresConnections::Create(clock_, {});
   const std::string database = NewDatabase();
   std::unique_ptr<TaskStore> store = Open("jobs", database, "", shared);

@@ -286,7 +286,8 @@ TEST(PostgresConnectionStringTest, QuotesValues) {
 }
 
 TEST(DatabaseConfigTest, PoolDefaultsAreZeroToFourWithATenSecondIdleTimeout) {
-  const DatabaseConfig config = ReadOk("backend:\n  database:\n    client: pg\n    connection: host=h\n");
+  const DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: pg\n    connection: host=h\n");
   EXPECT_EQ(config.max_statement_connections, 10);
   const PluginDatabase jobs = Resolve(config, "jobs");
   EXPECT_EQ(jobs.pool_min, 0);
