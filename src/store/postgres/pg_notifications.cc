@@ -313,6 +313,7 @@ bool PgNotificationHub::Connect(Listener& listener) {
     std::lock_guard lock(mu_);
     for (const auto& [channel, subscribers] : listener.channels) channels.push_back(channel);
   }
+  if (channels.empty()) return false;  // unsubscribed meanwhile: nothing to listen for
   Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(listener.params);
   if (!opened.ok()) return false;
   std::set<std::string> listening;
