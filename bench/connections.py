@@ -111,6 +111,7 @@ def summary(values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stagehand", required=True, help="the stagehand binary to measure")
+    parser.add_argument("--label", default="after", help="what to call --stagehand in the output")
     parser.add_argument("--before", help="an older stagehand binary, measured the same way")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--settle", type=float, default=30.0, help="seconds idle before counting")
@@ -121,7 +122,7 @@ def main():
         if not os.environ.get(variable):
             sys.exit(f"connections.py: {variable} is not set (run bench/connections.sh)")
 
-    binaries = [("after", args.stagehand)] + ([("before", args.before)] if args.before else [])
+    binaries = [(args.label, args.stagehand)] + ([("before", args.before)] if args.before else [])
     results = []
     run = 0
     for label, binary in binaries:
