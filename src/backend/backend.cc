@@ -171,6 +171,8 @@ struct Backend::Impl {
   HookList root_lifecycle;
   std::unique_ptr<DatabaseManager> databases;
   std::shared_ptr<SchedulerObserver> observer;
+  // Drive every plugin's scheduler: the thread count does not grow with the plugins.
+  std::shared_ptr<SchedulerThreads> scheduler_threads;
   std::unique_ptr<HttpServer> server;  // created by Create, never replaced
 
   mutable std::mutex mu;
@@ -302,6 +304,10 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
   scheduler_options.logger = entry.logger;
   scheduler_options.observer = observer;
   scheduler_options.engine = config.engine;
+  if (!scheduler_threads) {
+    scheduler_threads = std::make_shared<SchedulerThreads>(*clock);
+  }
+  scheduler_options.threads = scheduler_threads;
   entry.scheduler = std::make_unique<PluginScheduler>(std::move(scheduler_options));
   entry.rest = std::make_unique<SchedulerRestRouter>(id, *entry.scheduler, entry.logger);
 

@@ -119,6 +119,9 @@ TaskEngine::TaskEngine(EngineContext context)
       next_sweep_(janitor_interval_.count() > 0 ? clock_.MonoNow() : kMonoInfinity),
       claim_order_salt_(std::hash<std::string>{}(NewUuidV4())),
       executor_(context_.options.max_concurrency, [this] { Kick(); }) {
+  runtime_ =
+      context_.runtime != nullptr ? context_.runtime : std::make_shared<EngineRuntime>(clock_, 1);
+  STAGEHAND_CHECK(&runtime_->clock() == &clock_);
   if (context_.store != nullptr) {
     // Half a lease: a renewal that gets no answer fails in time to be retried before the run
     // fences itself, and a release or poll never holds a thread (or shutdown) much longer.
@@ -127,8 +130,8 @@ TaskEngine::TaskEngine(EngineContext context)
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
     store_notifies_ = notifications_ != nullptr;
   }
-  dispatcher_ = std::jthread([this](std::stop_token stop) { DispatcherLoop(stop); });
-  timer_ = std::jthread([this](std::stop_token stop) { TimerLoop(stop); });
+  std::lock_guard lock(mu_);
+  handle_ = runtime_->Add(this);
 }
 
 TaskEngine::~TaskEngine() { Shutdown(); }
@@ -186,10 +189,19 @@ milliseconds TaskEngine::RenewalHold(const Task& task, const Run& run, MonoTime 
 void TaskEngine::Kick() {
   {
     std::lock_guard lock(mu_);
-    kicked_dispatcher_ = true;
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
+}
+
+void TaskEngine::KickLocked(bool timer, bool dispatcher) {
+  kicked_timer_ = kicked_timer_ || timer;
+  kicked_dispatcher_ = kicked_dispatcher_ || dispatcher;
+  if (runtime_ != nullptr) runtime_->Wake(handle_, timer, dispatcher);
+}
+
+MonoTime TaskEngine::Step(Lane lane) {
+  return lane == kTimer ? TimerStepAndAct() : DispatcherStep();
 }
 
 RunInfo TaskEngine::InfoOf(const Task& task, const Run& run) const {
@@ -352,8 +364,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       Activate(*tasks[i], row_next[i], row_version[i], db_now, mono_ref, now);
     }
-    kicked_dispatcher_ = true;
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
   for (const std::shared_ptr<Task>& task : tasks) WatchCallerStop(task);
@@ -400,7 +411,7 @@ Status TaskEngine::Trigger(const std::string& id) {
       }
       task.phase = Task::Phase::kWaiting;
       task.wake_at = clock_.MonoNow();
-      kicked_timer_ = true;
+      KickLocked(/*timer=*/true, /*dispatcher=*/false);
       cv_.notify_all();
       return Status::Ok();
     }
@@ -412,7 +423,7 @@ Status TaskEngine::Trigger(const std::string& id) {
     auto it = tasks_.find(id);
     if (it != tasks_.end() && it->second->phase == Task::Phase::kWaiting) {
       it->second->poll_requested = true;
-      kicked_dispatcher_ = true;
+      KickLocked(/*timer=*/false, /*dispatcher=*/true);
     }
   }
   cv_.notify_all();
@@ -519,41 +530,44 @@ MonoTime TaskEngine::NextDispatcherWake() const {
   return next;
 }
 
-void TaskEngine::DispatcherLoop(std::stop_token stop) {
-  // First uses are slow (connections, prepared statements, the ticket generator): pay for them
-  // now rather than on the first trigger.
-  (void)NewUuidV4();
-  if (context_.store != nullptr) {
-    if (Status warmed = context_.store->WarmUp(); !warmed.ok() && debug_logs_) {
-      logger_->Debug("Store warm-up failed (statements prepare on first use), " + warmed.message());
-    }
-  }
-  while (!stop.stop_requested()) {
-    bool renew = false;
-    bool poll = false;
-    bool sweep = false;
-    {
-      std::unique_lock lock(mu_);
-      dispatcher_parked_ = true;
-      dispatcher_deadline_ = NextDispatcherWake();
-      cv_.notify_all();
-      clock_.WaitUntil(lock, cv_, dispatcher_deadline_, stop, [&] { return kicked_dispatcher_; });
-      dispatcher_parked_ = false;
-      if (stop.stop_requested()) return;
-      kicked_dispatcher_ = false;
-      const MonoTime now = clock_.MonoNow();
-      for (const auto& [id, task] : tasks_) {
-        if (task->run && task->run->ours && !task->run->ticket.empty() &&
-            task->run->renew_at <= now) {
-          renew = true;
-        }
+MonoTime TaskEngine::DispatcherStep() {
+  if (!warmed_up_) {
+    // First uses are slow (connections, prepared statements, the ticket generator): pay for them
+    // now rather than on the first trigger.
+    warmed_up_ = true;
+    (void)NewUuidV4();
+    if (context_.store != nullptr) {
+      if (Status warmed = context_.store->WarmUp(); !warmed.ok() && debug_logs_) {
+        logger_->Debug("Store warm-up failed (statements prepare on first use), " +
+                       warmed.message());
       }
-      poll = DispatcherHasWork(now);
-      sweep = poll && (now >= next_sweep_ || now >= next_safety_poll_);
     }
-    if (renew) RenewLeases();
-    if (poll) PollAndClaim(sweep);
   }
+  bool renew = false;
+  bool poll = false;
+  bool sweep = false;
+  {
+    std::lock_guard lock(mu_);
+    if (threads_stopping_) return kMonoInfinity;
+    dispatcher_parked_ = false;
+    kicked_dispatcher_ = false;
+    const MonoTime now = clock_.MonoNow();
+    for (const auto& [id, task] : tasks_) {
+      if (task->run && task->run->ours && !task->run->ticket.empty() &&
+          task->run->renew_at <= now) {
+        renew = true;
+      }
+    }
+    poll = DispatcherHasWork(now);
+    sweep = poll && (now >= next_sweep_ || now >= next_safety_poll_);
+  }
+  if (renew) RenewLeases();
+  if (poll) PollAndClaim(sweep);
+  std::lock_guard lock(mu_);
+  dispatcher_deadline_ = NextDispatcherWake();
+  dispatcher_parked_ = true;
+  cv_.notify_all();
+  return kicked_dispatcher_ ? clock_.MonoNow() : dispatcher_deadline_;
 }
 
 void TaskEngine::RenewLeases() {
@@ -602,7 +616,7 @@ void TaskEngine::RenewLeases() {
         lost = true;
         MarkStopping(*item.run, StopReason::kLeaseLost);
       }
-      kicked_timer_ = true;
+      KickLocked(/*timer=*/true, /*dispatcher=*/false);
     }
     cv_.notify_all();
     if (!renewed.ok()) {
@@ -919,7 +933,7 @@ void TaskEngine::ClaimAndStart(const std::vector<Candidate>& candidates) {
       ++runs_in_flight_;
       ++runs_outside_fn_;
     }
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
   for (auto& [task, run] : started) {
@@ -1094,8 +1108,7 @@ void TaskEngine::FinishGlobalRun(const PendingRelease& ended) {
     }
     --runs_in_flight_;
     --runs_outside_fn_;
-    kicked_dispatcher_ = true;
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
   ReportRunEnd(ended.info, ended.duration, ended.error);
@@ -1139,7 +1152,7 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
           task.wake_at = manual ? kMonoInfinity : now;
         } else {
           task.poll_requested = true;
-          kicked_dispatcher_ = true;
+          KickLocked(/*timer=*/false, /*dispatcher=*/true);
         }
       } else {
         next = std::min(next, task.wake_at);
@@ -1209,22 +1222,18 @@ MonoTime TaskEngine::TimerStep(MonoTime now, TimerActions* actions) {
   return next;
 }
 
-void TaskEngine::TimerLoop(std::stop_token stop) {
-  MonoTime next = clock_.MonoNow();
-  while (!stop.stop_requested()) {
-    TimerActions actions;
-    {
-      std::unique_lock lock(mu_);
-      timer_parked_ = true;
-      timer_deadline_ = next;
-      cv_.notify_all();
-      clock_.WaitUntil(lock, cv_, next, stop, [&] { return kicked_timer_; });
-      timer_parked_ = false;
-      if (stop.stop_requested()) return;
-      kicked_timer_ = false;
-      next = TimerStep(clock_.MonoNow(), &actions);
-    }
-    cv_.notify_all();
+MonoTime TaskEngine::TimerStepAndAct() {
+  TimerActions actions;
+  MonoTime next = kMonoInfinity;
+  {
+    std::lock_guard lock(mu_);
+    if (threads_stopping_) return kMonoInfinity;
+    timer_parked_ = false;
+    kicked_timer_ = false;
+    next = TimerStep(clock_.MonoNow(), &actions);
+  }
+  cv_.notify_all();
+  {
     for (const std::shared_ptr<Run>& run : actions.to_stop) SignalStop(*run, /*kill=*/false);
     for (const std::shared_ptr<Run>& run : actions.to_kill) SignalStop(*run, /*kill=*/true);
     for (const auto& [task, run] : actions.fenced) {
@@ -1251,6 +1260,11 @@ void TaskEngine::TimerLoop(std::stop_token stop) {
       executor_.Submit([this, task, run] { ExecuteLocalRun(task, run); });
     }
   }
+  std::lock_guard lock(mu_);
+  timer_deadline_ = next;
+  timer_parked_ = true;
+  cv_.notify_all();
+  return kicked_timer_ ? clock_.MonoNow() : next;
 }
 
 void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run) {
@@ -1285,7 +1299,7 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
     task->local->state = std::move(state);
     --runs_in_flight_;
     --runs_outside_fn_;
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
   ReportRunEnd(info, duration, error);
@@ -1294,13 +1308,28 @@ void TaskEngine::ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run
 
 bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
-  std::unique_lock lock(mu_);
-  return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
+  const MonoTime deadline = real.MonoNow() + real_timeout;
+  const auto engine_idle = [&] {
     if (threads_stopping_) return true;
     const MonoTime now = clock_.MonoNow();
     return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
            runs_outside_fn_ == 0 && dispatcher_deadline_ > now && timer_deadline_ > now;
-  });
+  };
+  // The engine is idle when its lanes are parked and the runtime's threads wait on the clock for
+  // their deadlines (so that a manual clock knows them); checked in turn until both hold at once.
+  while (true) {
+    std::shared_ptr<EngineRuntime> runtime;
+    {
+      std::unique_lock lock(mu_);
+      if (!real.WaitUntil(lock, cv_, deadline, {}, engine_idle)) return false;
+      if (threads_stopping_) return true;
+      runtime = runtime_;
+    }
+    const auto left = std::chrono::ceil<milliseconds>(deadline - real.MonoNow());
+    if (left.count() <= 0 || !runtime->WaitIdleForTesting(left)) return false;
+    std::lock_guard lock(mu_);
+    if (engine_idle()) return true;
+  }
 }
 
 void TaskEngine::OnStoreEvent(const StoreEvent& event) {
@@ -1357,7 +1386,7 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
       kick = true;
     }
     if (!kick) return;
-    kicked_dispatcher_ = true;
+    KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
 }
@@ -1378,8 +1407,7 @@ void TaskEngine::Shutdown() {
       MarkStopping(*task->run, StopReason::kShutdown);
       to_signal.push_back(task->run);
     }
-    kicked_dispatcher_ = true;
-    kicked_timer_ = true;
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
   for (const std::shared_ptr<Run>& run : to_signal) SignalStop(*run, /*kill=*/false);
@@ -1417,11 +1445,14 @@ void TaskEngine::Shutdown() {
     threads_stopping_ = true;
   }
   notifications_.reset();
-  dispatcher_.request_stop();
-  timer_.request_stop();
   cv_.notify_all();
-  if (dispatcher_.joinable()) dispatcher_.join();
-  if (timer_.joinable()) timer_.join();
+  std::shared_ptr<EngineRuntime> runtime;
+  {
+    std::lock_guard lock(mu_);
+    runtime = std::exchange(runtime_, nullptr);  // runs that end from here on wake nothing
+  }
+  if (runtime != nullptr) runtime->Remove(handle_);
+  runtime.reset();  // an engine's own runtime joins its threads here
   executor_.Stop();
   std::lock_guard lock(mu_);
   stopped_ = true;

@@ -1,7 +1,8 @@
 // The scheduling engine of one plugin: every task of the plugin, global and local, driven by two
-// threads instead of one loop per task.
+// lanes of an EngineRuntime (engine_runtime.h) instead of one loop per task. A runtime's threads
+// are shared by every engine of the process, so threads do not grow with plugins.
 //
-// - The dispatcher thread does all database work for global tasks. It knows each waiting task's
+// - The dispatcher lane does all database work for global tasks. It knows each waiting task's
 //   row (version, next start) from its registration, its own releases and polls; a due task whose
 //   row it knows is claimed directly (the claim requires that version, so a row changed since is
 //   never run on stale settings), and only the tasks whose row may have changed unseen (an event,
@@ -10,11 +11,11 @@
 //   announced claim tells it the row is held until that host's release is announced. A safety-net
 //   poll of every waiting task (with the janitor sweep folded in) catches writers that do not
 //   notify; while the store notifies and those polls find nothing unannounced, it backs off up to
-//   EngineOptions::max_poll_interval. It also renews the leases of this host's runs. It sleeps
-//   until the earliest due time it knows of, the next renewal, the safety-net poll, or until an
+//   EngineOptions::max_poll_interval. It also renews the leases of this host's runs. It is next
+//   due at the earliest due time it knows of, the next renewal, the safety-net poll, or when an
 //   event wakes it: an in-process registration, trigger or cancel, or a store notification
 //   (PostgreSQL NOTIFY).
-// - The timer thread does no I/O: it starts local runs when due, signals runs at their timeout, and
+// - The timer lane does no I/O: it starts local runs when due, signals runs at their timeout, and
 //   fences runs whose lease could not be renewed in time, so a slow database never delays them.
 // - Task functions run on a bounded executor; each run releases its own ticket when it returns.
 //
@@ -30,7 +31,7 @@
 //   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket,
 //      so other hosts can take over at once), then signal the kill token of those still going and
 //      wait up to a fifth of a lease more;
-//   4. stop the dispatcher and timer threads and the store subscription (a run still going then is
+//   4. stop the dispatcher and timer lanes and the store subscription (a run still going then is
 //      one whose function ignores both tokens: it is no longer renewed, and ends with the process);
 //   5. join the executor threads.
 #pragma once
@@ -45,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine_runtime.h"
 #include "engine/executor.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
@@ -71,6 +73,9 @@ struct EngineContext {
   // The scheduler's zone: REST times the engine shows in a zone (a local task's next start after a
   // run; see FormatRestTime) are written in it.
   TimeZone default_zone = TimeZone::Utc();
+  // The threads that drive the engine, shared with other engines on the same clock; when null the
+  // engine makes its own (one dispatcher thread and one timer thread).
+  std::shared_ptr<EngineRuntime> runtime = nullptr;
 };
 
 // A task ready to be registered: validated, with its settings and zone resolved.
@@ -85,12 +90,13 @@ struct EngineTask {
   std::stop_token stop;
 };
 
-// Thread-safe.
-class TaskEngine {
+// Thread-safe. Its dispatcher and timer are the two lanes of an EngineRuntime (shared with the
+// process's other engines, or its own).
+class TaskEngine final : public DrivenEngine {
  public:
   explicit TaskEngine(EngineContext context);
-  ~TaskEngine();
 
+  ~TaskEngine() override;
   TaskEngine(const TaskEngine&) = delete;
   TaskEngine& operator=(const TaskEngine&) = delete;
 
@@ -136,8 +142,10 @@ class TaskEngine {
                 MonoTime now);  // requires mu_
   void WatchCallerStop(const std::shared_ptr<Task>& task);
 
-  void DispatcherLoop(std::stop_token stop);
-  void TimerLoop(std::stop_token stop);
+  // The runtime's steps (DrivenEngine): each does what is due and returns when it is next due.
+  MonoTime Step(Lane lane) override;
+  MonoTime DispatcherStep();
+  MonoTime TimerStepAndAct();
 
   // Dispatcher steps. Each returns having done its I/O without holding mu_.
   void RenewLeases();
@@ -213,7 +221,9 @@ class TaskEngine {
   MonoTime LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const;
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
-  void Kick();  // wakes both threads
+  void Kick();  // wakes both lanes
+  // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
+  void KickLocked(bool timer, bool dispatcher);
   RunInfo InfoOf(const Task& task, const Run& run) const;
   // Sets when `run` renews its lease, when it is asked to stop and when it is killed, after a
   // successful claim or renewal sent at `lease_sent` that holds the row until `expires` at least.
@@ -245,7 +255,7 @@ class TaskEngine {
   bool kicked_dispatcher_ = false;
   bool kicked_timer_ = false;
   bool shutting_down_ = false;
-  // Test-hook bookkeeping: each thread's current wait deadline while it is parked.
+  // Each lane's next due time while it is parked (not stepping); for wake-ups and the test hook.
   bool dispatcher_parked_ = false;
   bool timer_parked_ = false;
   MonoTime dispatcher_deadline_{};
@@ -272,8 +282,10 @@ class TaskEngine {
   Executor executor_;
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   bool store_notifies_ = false;                   // whether Listen subscribed; set before threads
-  std::jthread dispatcher_;
-  std::jthread timer_;
+  // Null once Shutdown has left it; guarded by mu_ from then on.
+  std::shared_ptr<EngineRuntime> runtime_;
+  EngineRuntime::Handle handle_ = 0;  // set under mu_ once the engine is built
+  bool warmed_up_ = false;            // dispatcher lane only
 };
 
 }  // namespace stagehand::engine_internal

@@ -38,10 +38,10 @@ struct PluginScheduler::Impl {
   explicit Impl(PluginSchedulerOptions opts)
       : options(std::move(opts)),
         clock(options.clock != nullptr ? options.clock : &SystemClock::Instance()),
-        engine(engine_internal::EngineContext{options.plugin_id, options.store.get(), clock,
-                                              options.logger ? options.logger : NullLogger(),
-                                              options.observer, options.engine,
-                                              options.default_zone}) {}
+        engine(engine_internal::EngineContext{
+            options.plugin_id, options.store.get(), clock,
+            options.logger ? options.logger : NullLogger(), options.observer, options.engine,
+            options.default_zone, options.threads ? options.threads->runtime_ : nullptr}) {}
 
   PluginSchedulerOptions options;
   Clock* clock;
@@ -49,6 +49,11 @@ struct PluginScheduler::Impl {
   std::vector<TaskDescriptor> descriptors;
   engine_internal::TaskEngine engine;
 };
+
+SchedulerThreads::SchedulerThreads(Clock& clock, int dispatcher_threads)
+    : runtime_(std::make_shared<engine_internal::EngineRuntime>(clock, dispatcher_threads)) {}
+
+SchedulerThreads::~SchedulerThreads() = default;
 
 PluginScheduler::PluginScheduler(PluginSchedulerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}

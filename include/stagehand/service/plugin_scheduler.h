@@ -15,6 +15,25 @@
 
 namespace stagehand {
 
+namespace engine_internal {
+class EngineRuntime;
+}
+
+// The threads that drive plugin schedulers: one timer thread and `dispatcher_threads` threads for
+// database work, shared by every scheduler given them, so that a process does not hold two threads
+// per plugin. Every scheduler sharing them must use `clock`, which must outlive them. Thread-safe.
+class SchedulerThreads {
+ public:
+  explicit SchedulerThreads(Clock& clock, int dispatcher_threads = 2);
+  ~SchedulerThreads();
+  SchedulerThreads(const SchedulerThreads&) = delete;
+  SchedulerThreads& operator=(const SchedulerThreads&) = delete;
+
+ private:
+  friend class PluginScheduler;
+  std::shared_ptr<engine_internal::EngineRuntime> runtime_;
+};
+
 struct PluginSchedulerOptions {
   std::string plugin_id;
   // The plugin's task table, already migrated. May be null when the plugin only has local tasks;
@@ -29,6 +48,9 @@ struct PluginSchedulerOptions {
   // The zone cron cadences are evaluated in when a task names none, and in which REST timestamps
   // are shown. The process zone (TZ) by default.
   TimeZone default_zone = TimeZone::ProcessDefault();
+  // Threads shared with other schedulers on the same clock; when null the scheduler has two of its
+  // own.
+  std::shared_ptr<SchedulerThreads> threads;
 };
 
 // Thread-safe. Destroying it runs Shutdown().

@@ -211,13 +211,16 @@ class EngineTest : public ::testing::Test {
     return options;
   }
 
-  // Starts an engine ("a host") on `store`.
-  TaskEngine& StartEngine(std::shared_ptr<TaskStore> store, EngineOptions options) {
+  // Starts an engine ("a host", or another plugin on `runtime`) on `store`.
+  TaskEngine& StartEngine(std::shared_ptr<TaskStore> store, EngineOptions options,
+                          std::shared_ptr<EngineRuntime> runtime = nullptr,
+                          std::string plugin_id = "plugin") {
     stores_.push_back(store);
     std::shared_ptr<Logger> logger;
     if (std::getenv("STAGEHAND_TEST_LOG") != nullptr)
       logger = std::make_shared<StderrLogger>(clock_);
-    EngineContext context{"plugin", store.get(), &clock_, logger, recorder_, options};
+    EngineContext context{std::move(plugin_id), store.get(), &clock_, logger, recorder_, options};
+    context.runtime = std::move(runtime);
     engines_.push_back(std::make_unique<TaskEngine>(std::move(context)));
     return *engines_.back();
   }

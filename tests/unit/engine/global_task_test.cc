@@ -1,6 +1,12 @@
 // Global tasks on one host: registration, polling, claims, releases, triggers, cancels, timeouts.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "engine_harness.h"
 
 namespace stagehand::engine_internal {
@@ -50,6 +56,55 @@ TEST_F(EngineTest, CronEverySecondRunsEverySlotWithoutLag) {
   const auto lags = recorder_->Lags("c");
   ASSERT_EQ(lags.size(), 30U);
   for (const auto lag : lags) EXPECT_EQ(lag, std::chrono::nanoseconds(0));
+}
+
+// Returns how many threads of this process carry `name`.
+int ThreadsNamed(std::string_view name) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    count += line == name ? 1 : 0;
+  }
+  return count;
+}
+
+// Issue 15: each plugin's engine had two threads of its own.
+TEST_F(EngineTest, EnginesOfManyPluginsShareOneRuntimesThreadsAndEachRunsEverySlot) {
+  const int timers_before = ThreadsNamed("stagehand-timer");
+  const int dispatchers_before = ThreadsNamed("stagehand-disp");
+  auto runtime = std::make_shared<EngineRuntime>(clock_, 2);
+  constexpr int kPlugins = 12;
+  std::vector<Probe*> probes;
+  for (int i = 0; i < kPlugins; ++i) {
+    const std::string plugin = "plugin-" + std::to_string(i);
+    TaskEngine& engine = StartEngine(std::make_shared<testing::MemoryTaskStore>(plugin, clock_),
+                                     Options(), runtime, plugin);
+    Probe& probe = MakeProbe();
+    probes.push_back(&probe);
+    const TaskScope scope = i % 2 == 0 ? TaskScope::kGlobal : TaskScope::kLocal;
+    ASSERT_TRUE(
+        engine
+            .Register(Task("task-" + std::to_string(i), Schedule("* * * * * *"), probe.Fn(), scope))
+            .ok());
+  }
+  EXPECT_EQ(ThreadsNamed("stagehand-timer") - timers_before, 1);
+  EXPECT_EQ(ThreadsNamed("stagehand-disp") - dispatchers_before, 2);
+  for (int slot = 1; slot <= 5; ++slot) {
+    Settle();
+    clock_.Advance(std::chrono::seconds(1));
+    for (int i = 0; i < kPlugins; ++i) {
+      ASSERT_TRUE(recorder_->WaitFor("completed", "task-" + std::to_string(i), slot))
+          << "plugin " << i << ", slot " << slot;
+    }
+  }
+  Settle();
+  for (int i = 0; i < kPlugins; ++i) {
+    // A local cron task also runs at registration: the clock starts on a whole second, a slot.
+    const int expected = i % 2 == 0 ? 5 : 6;
+    EXPECT_EQ(recorder_->Count("started", "task-" + std::to_string(i)), expected) << "plugin " << i;
+  }
 }
 
 TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {

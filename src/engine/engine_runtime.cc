@@ -1,0 +1,146 @@
+#include "engine/engine_runtime.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "stagehand/base/check.h"
+
+namespace stagehand::engine_internal {
+
+EngineRuntime::EngineRuntime(Clock& clock, int dispatcher_threads) : clock_(clock) {
+  STAGEHAND_CHECK(dispatcher_threads >= 1);
+  // Named for operators (`top -H`); the kernel keeps 15 characters.
+  threads_.emplace_back([this](std::stop_token stop) { Loop(DrivenEngine::kTimer, stop); });
+  pthread_setname_np(threads_.back().native_handle(), "stagehand-timer");
+  for (int i = 0; i < dispatcher_threads; ++i) {
+    threads_.emplace_back([this](std::stop_token stop) { Loop(DrivenEngine::kDispatcher, stop); });
+    pthread_setname_np(threads_.back().native_handle(), "stagehand-disp");
+  }
+}
+
+EngineRuntime::~EngineRuntime() {
+  {
+    std::lock_guard lock(mu_);
+    STAGEHAND_CHECK(entries_.empty());
+  }
+  for (std::jthread& thread : threads_) thread.request_stop();
+  cv_.notify_all();
+  for (std::jthread& thread : threads_) thread.join();
+}
+
+EngineRuntime::Handle EngineRuntime::Add(DrivenEngine* engine) {
+  Handle handle = 0;
+  {
+    std::lock_guard lock(mu_);
+    handle = next_handle_++;
+    Entry& entry = entries_.emplace_back();
+    entry.handle = handle;
+    entry.engine = engine;
+    ++changes_;
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void EngineRuntime::Wake(Handle handle, bool timer, bool dispatcher) {
+  {
+    std::lock_guard lock(mu_);
+    Entry* entry = Find(handle);
+    if (entry == nullptr) return;
+    entry->lanes[DrivenEngine::kTimer].woken |= timer;
+    entry->lanes[DrivenEngine::kDispatcher].woken |= dispatcher;
+    ++changes_;
+  }
+  cv_.notify_all();
+}
+
+void EngineRuntime::Remove(Handle handle) {
+  std::unique_lock lock(mu_);
+  Entry* entry = Find(handle);
+  if (entry == nullptr) return;
+  entry->removed = true;
+  cv_.wait(lock, [&] {
+    return !entry->lanes[DrivenEngine::kTimer].stepping &&
+           !entry->lanes[DrivenEngine::kDispatcher].stepping;
+  });
+  entries_.remove_if([&](const Entry& e) { return e.handle == handle; });
+}
+
+bool EngineRuntime::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
+  SystemClock& real = SystemClock::Instance();
+  std::unique_lock lock(mu_);
+  return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
+    if (waiting_ != threads_.size()) return false;
+    const MonoTime now = clock_.MonoNow();
+    for (const Entry& entry : entries_) {
+      if (entry.removed) continue;
+      for (const LaneState& state : entry.lanes) {
+        if (state.stepping || state.woken || state.due <= now) return false;
+      }
+    }
+    return true;
+  });
+}
+
+EngineRuntime::Entry* EngineRuntime::Find(Handle handle) {
+  for (Entry& entry : entries_) {
+    if (entry.handle == handle && !entry.removed) return &entry;
+  }
+  return nullptr;
+}
+
+void EngineRuntime::Loop(DrivenEngine::Lane lane, std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    const MonoTime now = clock_.MonoNow();
+    Entry* pick = nullptr;
+    MonoTime earliest = kMonoInfinity;
+    // Start each scan after the engine picked last, so that a busy engine cannot starve others.
+    const std::size_t count = entries_.size();
+    const std::size_t start = count == 0 ? 0 : next_pick_[lane] % count;
+    auto it = std::next(entries_.begin(), static_cast<std::ptrdiff_t>(start));
+    for (std::size_t k = 0; k < count; ++k, ++it) {
+      if (it == entries_.end()) it = entries_.begin();
+      const LaneState& state = it->lanes[lane];
+      if (it->removed || state.stepping) continue;
+      if (state.woken || state.due <= now) {
+        pick = &*it;
+        next_pick_[lane] = start + k + 1;
+        break;
+      }
+      earliest = std::min(earliest, state.due);
+    }
+    if (pick == nullptr) {
+      const std::uint64_t seen = changes_;
+      // Counted as waiting from here until the wait decides to end (under mu_), so that
+      // WaitIdleForTesting never counts a thread whose deadline the clock no longer holds.
+      ++waiting_;
+      bool counted = true;
+      cv_.notify_all();
+      clock_.WaitUntil(lock, cv_, earliest, stop, [&] {
+        if (changes_ == seen && !stop.stop_requested()) return false;
+        if (counted) --waiting_;
+        counted = false;
+        return true;
+      });
+      if (counted) --waiting_;
+      continue;
+    }
+    LaneState& state = pick->lanes[lane];
+    state.stepping = true;
+    state.woken = false;
+    DrivenEngine* engine = pick->engine;
+    lock.unlock();
+    const MonoTime next = engine->Step(lane);
+    lock.lock();
+    // The entry is still there: Remove waits for its steps before erasing it.
+    state.stepping = false;
+    state.due = next;
+    ++changes_;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace stagehand::engine_internal

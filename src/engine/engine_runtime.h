@@ -1,0 +1,85 @@
+// The threads that drive task engines: one timer thread and a few dispatcher threads, shared by
+// every engine of a process (one per plugin), so that the number of threads does not grow with the
+// number of plugins. An engine does no waiting of its own: it hands the runtime two steps (the
+// timer's and the dispatcher's), each of which does what is due and says when it is next due, and
+// wakes the runtime when something changes earlier than that.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "stagehand/time/clock.h"
+
+namespace stagehand::engine_internal {
+
+// What the runtime drives. Implemented by TaskEngine.
+class DrivenEngine {
+ public:
+  enum Lane : int { kTimer = 0, kDispatcher = 1 };
+  virtual ~DrivenEngine() = default;
+  // Does the work of `lane` that is due now and returns when that lane is next due
+  // (kMonoInfinity: only when woken). Never runs concurrently with itself for one engine and
+  // lane. The timer lane must not block on I/O; the dispatcher lane may.
+  virtual MonoTime Step(Lane lane) = 0;
+};
+
+// Thread-safe. Engines must be removed before the runtime is destroyed.
+class EngineRuntime {
+ public:
+  // `clock` (which must outlive the runtime) times every engine it drives: engines on another
+  // clock need a runtime of their own. `dispatcher_threads` ≥ 1.
+  EngineRuntime(Clock& clock, int dispatcher_threads);
+  ~EngineRuntime();
+  EngineRuntime(const EngineRuntime&) = delete;
+  EngineRuntime& operator=(const EngineRuntime&) = delete;
+
+  Clock& clock() const { return clock_; }
+
+  // Starts driving `engine`: both lanes step at once. Returns a handle for Wake and Remove.
+  using Handle = std::uint64_t;
+  Handle Add(DrivenEngine* engine);
+  // Makes `lanes` of the engine step as soon as a thread is free, even when one is stepping now
+  // (it steps again after). Any thread; never blocks on a step.
+  void Wake(Handle handle, bool timer, bool dispatcher);
+  // Stops driving the engine: returns once neither lane is stepping and none will again. Must not
+  // be called from a step.
+  void Remove(Handle handle);
+
+  // Test hook: blocks until every thread waits on the clock with nothing woken or due, or until
+  // `real_timeout` of real time passes. Returns whether that state was reached.
+  bool WaitIdleForTesting(std::chrono::milliseconds real_timeout);
+
+ private:
+  struct LaneState {
+    MonoTime due{};
+    bool woken = true;
+    bool stepping = false;
+  };
+  struct Entry {
+    Handle handle = 0;
+    DrivenEngine* engine = nullptr;
+    LaneState lanes[2];
+    bool removed = false;
+  };
+
+  void Loop(DrivenEngine::Lane lane, std::stop_token stop);
+  Entry* Find(Handle handle);  // requires mu_
+
+  Clock& clock_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::list<Entry> entries_;       // guarded by mu_
+  Handle next_handle_ = 1;         // guarded by mu_
+  std::uint64_t changes_ = 0;      // guarded by mu_; counts wakes, adds and finished steps
+  std::size_t next_pick_[2] = {};  // guarded by mu_; where each lane's next scan starts
+  std::size_t waiting_ = 0;        // guarded by mu_; threads waiting on the clock
+  std::vector<std::jthread> threads_;
+};
+
+}  // namespace stagehand::engine_internal
