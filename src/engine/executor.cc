@@ -54,6 +54,10 @@ void Executor::StartWorker() {
   Worker& worker = workers_.emplace_back();
   worker.thread =
       std::jthread([this, &worker](std::stop_token stop) { WorkerLoop(stop, &worker); });
+  // Named here, not by the thread, which carries its creator's name until it runs. For operators
+  // (`top -H`) and for the reliability suite, which tells this bounded pool apart from threads
+  // that would leak.
+  pthread_setname_np(worker.thread.native_handle(), kThreadName);
 }
 
 int Executor::busy() const {
@@ -76,9 +80,6 @@ void Executor::Stop() {
 }
 
 void Executor::WorkerLoop(std::stop_token stop, Worker* self) {
-  // Named for operators (`top -H`) and for the reliability suite, which tells this bounded,
-  // lazily grown pool apart from threads that would leak.
-  pthread_setname_np(pthread_self(), kThreadName);
   std::unique_lock lock(mu_);
   while (true) {
     ++idle_threads_;

@@ -76,21 +76,22 @@ TEST_F(EngineTest, EnginesOfManyPluginsShareOneRuntimesThreadsAndEachRunsEverySl
   const int dispatchers_before = ThreadsNamed("stagehand-disp");
   auto runtime = std::make_shared<EngineRuntime>(clock_, 2);
   constexpr int kPlugins = 12;
-  std::vector<Probe*> probes;
+  std::vector<TaskEngine*> engines;
   for (int i = 0; i < kPlugins; ++i) {
     const std::string plugin = "plugin-" + std::to_string(i);
-    TaskEngine& engine = StartEngine(std::make_shared<testing::MemoryTaskStore>(plugin, clock_),
-                                     Options(), runtime, plugin);
-    Probe& probe = MakeProbe();
-    probes.push_back(&probe);
-    const TaskScope scope = i % 2 == 0 ? TaskScope::kGlobal : TaskScope::kLocal;
-    ASSERT_TRUE(
-        engine
-            .Register(Task("task-" + std::to_string(i), Schedule("* * * * * *"), probe.Fn(), scope))
-            .ok());
+    engines.push_back(&StartEngine(std::make_shared<testing::MemoryTaskStore>(plugin, clock_),
+                                   Options(), runtime, plugin));
   }
+  // Counted before any run: runs start executor threads.
   EXPECT_EQ(ThreadsNamed("stagehand-timer") - timers_before, 1);
   EXPECT_EQ(ThreadsNamed("stagehand-disp") - dispatchers_before, 2);
+  for (int i = 0; i < kPlugins; ++i) {
+    const TaskScope scope = i % 2 == 0 ? TaskScope::kGlobal : TaskScope::kLocal;
+    ASSERT_TRUE(engines[static_cast<std::size_t>(i)]
+                    ->Register(Task("task-" + std::to_string(i), Schedule("* * * * * *"),
+                                    MakeProbe().Fn(), scope))
+                    .ok());
+  }
   for (int slot = 1; slot <= 5; ++slot) {
     Settle();
     clock_.Advance(std::chrono::seconds(1));
