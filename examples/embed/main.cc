@@ -2,8 +2,8 @@
 // are scheduled by stagehand and whose scheduler is served over REST.
 //
 //   STAGEHAND_TOKEN=a-long-secret ./embed_example --config app-config.yaml
-//   curl -H "Authorization: Bearer a-long-secret" \
-//       http://127.0.0.1:7007/api/reservations/.backstage/scheduler/v1/tasks
+//   url=http://127.0.0.1:7007/api/reservations/.backstage/scheduler/v1/tasks
+//   curl -H "Authorization: Bearer a-long-secret" "$url"
 //
 // Options: --config FILE (repeatable, later files win key by key; default app-config.yaml) and
 // --port N (replaces backend.listen.port; 0 picks a free port). Once serving, it prints

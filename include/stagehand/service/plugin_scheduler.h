@@ -24,7 +24,7 @@ class EngineRuntime;
 // per plugin. Every scheduler sharing them must use `clock`, which must outlive them. Thread-safe.
 class SchedulerThreads {
  public:
-  explicit SchedulerThreads(Clock& clock, int dispatcher_threads = 2);
+  explicit SchedulerThreads(Clock& clock, int dispatcher_threads = 4);
   ~SchedulerThreads();
   SchedulerThreads(const SchedulerThreads&) = delete;
   SchedulerThreads& operator=(const SchedulerThreads&) = delete;
