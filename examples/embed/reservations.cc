@@ -28,8 +28,8 @@ Status Reservations::ScheduleTasks(stagehand::SchedulerService& scheduler) {
   }
 
   // Local: every process runs it on its own, every 10 seconds, starting 1 second after startup.
-  // A schedule can also come from config (ReadScheduleDefinitionFromConfig) and be given to a
-  // runner, as here.
+  // A schedule can also come from config (ReadScheduleDefinitionFromConfig in
+  // stagehand/backend/schedule_config.h) and be given to a runner, as here.
   stagehand::ScheduleDefinition every_ten_seconds;
   every_ten_seconds.frequency = std::chrono::seconds(10);
   every_ten_seconds.timeout = std::chrono::seconds(5);

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "stagehand/backend/schedule_config.h"
 #include "stagehand/config/config_problems.h"
-#include "stagehand/model/schedule.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "stagehand/backend/schedule_config.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/service/scheduler.h"
 
