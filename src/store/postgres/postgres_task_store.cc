@@ -1,9 +1,7 @@
 #include "stagehand/store/postgres_task_store.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,7 +11,9 @@
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
 #include "store/postgres/connection_pool.h"
+#include "store/postgres/pg_arrays.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/pg_migrations.h"
 #include "store/postgres/pg_notifications.h"
 #include "store/postgres/pg_shared_connections.h"
 #include "store/postgres/pg_time.h"
@@ -27,17 +27,17 @@ namespace {
 using store_internal::ConnectionPool;
 using store_internal::DatabaseClock;
 using store_internal::NextRunPlan;
+using store_internal::PgArray;
 using store_internal::PgConnection;
 using store_internal::PgConnectParams;
 using store_internal::PgParams;
 using store_internal::PgResult;
 using store_internal::PgStatement;
+using store_internal::PlanArrays;
+using store_internal::PlanKindName;
+using store_internal::TextArray;
 
 namespace sql = store_internal::pg_sql;
-
-// Migration lock attempts while another migrator holds knex's lock row, and the pause between them.
-constexpr int kMigrationLockAttempts = 20;
-constexpr std::chrono::milliseconds kMigrationLockPause{250};
 
 // SQLSTATEs the store treats specially.
 constexpr std::string_view kDuplicateDatabase = "42P04";
@@ -45,23 +45,6 @@ constexpr std::string_view kDuplicateSchema = "42P06";
 constexpr std::string_view kUniqueViolation = "23505";
 constexpr std::string_view kUndefinedTable = "42P01";
 constexpr std::string_view kStringTooLong = "22001";
-
-// Returns the name the statements' plan expressions read for `kind`.
-std::string_view PlanKindName(NextRunPlan::Kind kind) {
-  switch (kind) {
-    case NextRunPlan::Kind::kNull:
-      return sql::kPlanNull;
-    case NextRunPlan::Kind::kNow:
-      return sql::kPlanNow;
-    case NextRunPlan::Kind::kNowPlus:
-      return sql::kPlanNowPlus;
-    case NextRunPlan::Kind::kInstant:
-      return sql::kPlanInstant;
-    case NextRunPlan::Kind::kScheduledPlusCadence:
-      return sql::kPlanScheduledPlus;
-  }
-  STAGEHAND_CHECK(false);
-}
 
 // Binds `plan` as the three parameters the statements' plan expressions read.
 void AddPlan(PgParams& params, const NextRunPlan& plan) {
@@ -73,54 +56,6 @@ void AddPlan(PgParams& params, const NextRunPlan& plan) {
     params.AddNull();
   }
 }
-
-// Appends `value` to a PostgreSQL array literal being built in `out` (after "{" or ",").
-void AppendQuoted(std::string& out, std::string_view value) {
-  out += '"';
-  for (char c : value) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  out += '"';
-}
-
-// Returns `ids` as a PostgreSQL text[] literal.
-std::string TextArray(std::span<const std::string> ids) {
-  std::string out = "{";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) out += ',';
-    AppendQuoted(out, ids[i]);
-  }
-  out += '}';
-  return out;
-}
-
-// The arrays of one plan column group of upsert_many: kinds, seconds and instants.
-struct PlanArrays {
-  std::string kinds = "{";
-  std::string seconds = "{";
-  std::string instants = "{";
-
-  void Add(const NextRunPlan& plan) {
-    if (kinds.size() > 1) {
-      kinds += ',';
-      seconds += ',';
-      instants += ',';
-    }
-    kinds += PlanKindName(plan.kind);
-    seconds += fmt::format("{}", plan.seconds);
-    if (plan.kind == NextRunPlan::Kind::kInstant) {
-      AppendQuoted(instants, store_internal::FormatPgTimestamp(plan.instant));
-    } else {
-      instants += "NULL";
-    }
-  }
-  void Close() {
-    kinds += '}';
-    seconds += '}';
-    instants += '}';
-  }
-};
 
 // A statement's result with the host's wall-clock times around it, to feed the DatabaseClock.
 struct Executed {
@@ -193,11 +128,6 @@ class PostgresTaskStore final : public TaskStore {
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
 
-  // Runs MigrateOnce until knex's lock row is free or the attempts run out.
-  Status MigrateWithRetries();
-  // One attempt at the whole migration in one transaction. Sets `lock_busy` when knex's lock row
-  // was already taken (the caller retries).
-  Status MigrateOnce(PgConnection& connection, bool& lock_busy);
   // The one implementation of PostgresConnections.
   store_internal::PgSharedConnections& Shared() const {
     return static_cast<store_internal::PgSharedConnections&>(*connections_);
@@ -271,105 +201,20 @@ Result<WallTime> PostgresTaskStore::ObserveNow(const Executed& executed, int row
 }
 
 Status PostgresTaskStore::Migrate() {
-  STAGEHAND_RETURN_IF_ERROR(MigrateWithRetries());
+  {
+    // Returned to the pool before the warm-up, which borrows sessions of its own.
+    Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
+    if (!lease.ok()) {
+      return UnavailableError(fmt::format("{}: migration failed: cannot connect: {}", where_,
+                                          lease.status().message()));
+    }
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgres(
+        **lease, where_, [this](std::string_view operation, const PgResult& result) {
+          return ErrorOf(operation, result);
+        }));
+  }
   // Best effort: statements prepare themselves on first use otherwise.
   (void)WarmUp();
-  return Status::Ok();
-}
-
-Status PostgresTaskStore::MigrateWithRetries() {
-  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
-  if (!lease.ok()) {
-    return UnavailableError(
-        fmt::format("{}: migration failed: cannot connect: {}", where_, lease.status().message()));
-  }
-  for (int attempt = 1;; ++attempt) {
-    bool lock_busy = false;
-    Status status = MigrateOnce(**lease, lock_busy);
-    if (!lock_busy) return status;
-    if (attempt == kMigrationLockAttempts) {
-      return UnavailableError(fmt::format(
-          "{}: migration failed: backstage_backend_tasks__knex_migrations_lock stays locked by "
-          "another migrator (is_locked = 1)",
-          where_));
-    }
-    // The store holds only a const Clock, so the pause happens on the server.
-    PgParams pause;
-    pause.Add(std::chrono::duration<double>(kMigrationLockPause).count());
-    if (PgResult r = (*lease)->ExecuteText(sql::kPause, pause); !r.ok()) {
-      return ErrorOf("migration (wait for lock)", r);
-    }
-  }
-}
-
-// Reproduces knex's migrate.latest(): bookkeeping tables, lock row 0 -> 1, the missing migrations
-// recorded with batch = max + 1, lock row back to 0, all in one transaction. The advisory lock
-// makes concurrent stagehand migrators wait for each other instead of failing.
-Status PostgresTaskStore::MigrateOnce(PgConnection& connection, bool& lock_busy) {
-  const auto fail = [&](std::string_view step, const PgResult& result) {
-    if (!result.connection_lost()) connection.ExecuteScript(sql::kRollback);
-    return ErrorOf(fmt::format("migration ({})", step), result);
-  };
-  const auto script = [&](const char* text) { return connection.ExecuteScript(text); };
-
-  if (PgResult r = script(sql::kBegin); !r.ok()) return fail("begin", r);
-  if (PgResult r = script(sql::kMigrationAdvisoryLock); !r.ok()) return fail("advisory lock", r);
-  if (PgResult r = script(sql::kCreateMigrationsTable); !r.ok()) {
-    return fail("create migrations table", r);
-  }
-  if (PgResult r = script(sql::kCreateMigrationsLockTable); !r.ok()) {
-    return fail("create lock table", r);
-  }
-  if (PgResult r = script(sql::kInsertLockRowIfMissing); !r.ok()) return fail("lock row", r);
-
-  PgResult locked = script(sql::kReadMigrationLock);
-  if (!locked.ok()) return fail("read lock", locked);
-  if (locked.rows() > 0 && locked.GetInt(0, 0) != 0) {
-    connection.ExecuteScript(sql::kRollback);
-    lock_busy = true;
-    return Status::Ok();
-  }
-  PgResult taken = script(sql::kTakeMigrationLock);
-  if (!taken.ok()) return fail("take lock", taken);
-  if (taken.affected() < 1) {
-    connection.ExecuteScript(sql::kRollback);
-    lock_busy = true;
-    return Status::Ok();
-  }
-
-  PgResult listed = script(sql::kListMigrations);
-  if (!listed.ok()) return fail("list migrations", listed);
-  std::vector<std::string> applied;
-  std::vector<std::string> unknown;
-  for (int row = 0; row < listed.rows(); ++row) {
-    std::string name = listed.GetOptional(row, 0).value_or("");
-    const bool known = std::any_of(std::begin(sql::kMigrations), std::end(sql::kMigrations),
-                                   [&](const sql::Migration& m) { return name == m.name; });
-    (known ? applied : unknown).push_back(std::move(name));
-  }
-  if (!unknown.empty()) {
-    connection.ExecuteScript(sql::kRollback);
-    return FailedPreconditionError(fmt::format(
-        "{}: backstage_backend_tasks__knex_migrations lists migrations this version does not "
-        "know: {} (the database was migrated by a newer Backstage or stagehand)",
-        where_, fmt::join(unknown, ", ")));
-  }
-
-  PgResult latest = script(sql::kLatestBatch);
-  if (!latest.ok()) return fail("latest batch", latest);
-  const long long batch = latest.GetInt(0, 0) + 1;
-  for (const sql::Migration& migration : sql::kMigrations) {
-    if (std::find(applied.begin(), applied.end(), migration.name) != applied.end()) continue;
-    if (PgResult r = script(migration.ddl); !r.ok()) return fail(migration.name, r);
-    PgParams record;
-    record.Add(migration.name).Add(batch);
-    if (PgResult r = connection.ExecuteText(sql::kRecordMigration, record); !r.ok()) {
-      return fail(migration.name, r);
-    }
-  }
-
-  if (PgResult r = script(sql::kFreeMigrationLock); !r.ok()) return fail("free lock", r);
-  if (PgResult r = script(sql::kCommit); !r.ok()) return fail("commit", r);
   return Status::Ok();
 }
 
@@ -401,31 +246,23 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
   Result<std::vector<store_internal::PlannedUpsert>> planned =
       store_internal::PlanUpserts(tasks, db_clock_.Now());
   if (!planned.ok()) return planned.status();
-  std::string ids = "{";
-  std::string settings = "{";
+  PgArray ids;
+  PgArray settings;
   PlanArrays start;
   PlanArrays next;
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(tasks.size());
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    if (i > 0) {
-      ids += ',';
-      settings += ',';
-    }
-    AppendQuoted(ids, tasks[i].id);
-    AppendQuoted(settings, (*planned)[i].settings_json);
+    ids.Add(tasks[i].id);
+    settings.Add((*planned)[i].settings_json);
     start.Add((*planned)[i].insert);
     next.Add((*planned)[i].reregister);
     index_of.emplace(tasks[i].id, i);
   }
-  ids += '}';
-  settings += '}';
-  start.Close();
-  next.Close();
   PgParams params;
-  params.Add(std::move(ids)).Add(std::move(settings));
-  params.Add(std::move(start.kinds)).Add(std::move(start.seconds)).Add(std::move(start.instants));
-  params.Add(std::move(next.kinds)).Add(std::move(next.seconds)).Add(std::move(next.instants));
+  params.Add(std::move(ids).Finish()).Add(std::move(settings).Finish());
+  std::move(start).AddTo(params);
+  std::move(next).AddTo(params);
   params.Add(channel_);
   Result<Executed> executed = Run("upsert", sql::TaskStatements().upsert_many, params);
   if (!executed.ok()) return executed.status();
@@ -465,14 +302,10 @@ Result<PollResult> PostgresTaskStore::PollChanged(
     std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
     bool sweep_expired) {
   STAGEHAND_CHECK(ids.size() == known_versions.size());
-  std::string versions = "{";
-  for (std::size_t i = 0; i < known_versions.size(); ++i) {
-    if (i > 0) versions += ',';
-    versions += known_versions[i] ? fmt::format("{}", *known_versions[i]) : "NULL";
-  }
-  versions += '}';
+  PgArray versions;
+  for (const std::optional<std::int64_t>& version : known_versions) versions.AddInt(version);
   PgParams params;
-  params.Add(TextArray(ids)).Add(std::move(versions));
+  params.Add(TextArray(ids)).Add(std::move(versions).Finish());
   if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
   const sql::Statements& statements = sql::TaskStatements();
   Result<Executed> executed = Run(
@@ -635,35 +468,25 @@ Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::s
 Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const ClaimRequest> claims,
                                                               std::chrono::milliseconds lease) {
   if (claims.empty()) return std::vector<ClaimResult>();
-  std::string ids = "{";
-  std::string tickets = "{";
-  std::string timeouts = "{";
-  std::string versions = "{";
+  PgArray ids;
+  PgArray tickets;
+  PgArray timeouts;
+  PgArray versions;
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(claims.size());
   for (std::size_t i = 0; i < claims.size(); ++i) {
-    if (i > 0) {
-      ids += ',';
-      tickets += ',';
-      timeouts += ',';
-      versions += ',';
-    }
-    AppendQuoted(ids, claims[i].id);
-    AppendQuoted(tickets, claims[i].ticket);
-    timeouts += std::to_string(claims[i].timeout.count());
-    versions += claims[i].expected_version ? std::to_string(*claims[i].expected_version) : "NULL";
+    ids.Add(claims[i].id);
+    tickets.Add(claims[i].ticket);
+    timeouts.AddInt(claims[i].timeout.count());
+    versions.AddInt(claims[i].expected_version);
     index_of.emplace(claims[i].id, i);
   }
-  ids += '}';
-  tickets += '}';
-  timeouts += '}';
-  versions += '}';
   PgParams params;
-  params.Add(std::move(ids))
-      .Add(std::move(tickets))
-      .Add(std::move(timeouts))
+  params.Add(std::move(ids).Finish())
+      .Add(std::move(tickets).Finish())
+      .Add(std::move(timeouts).Finish())
       .Add(static_cast<long long>(lease.count()))
-      .Add(std::move(versions))
+      .Add(std::move(versions).Finish())
       .Add(channel_);
   Result<Executed> executed = Run("claim", sql::TaskStatements().claim_many, params);
   if (!executed.ok()) return executed.status();
@@ -724,10 +547,10 @@ Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string
 Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     std::span<const ReleaseRequest> releases) {
   if (releases.empty()) return std::vector<ReleaseResult>();
-  std::string ids = "{";
-  std::string tickets = "{";
-  std::string errors = "{";
-  std::string marked = "{";
+  PgArray ids;
+  PgArray tickets;
+  PgArray errors;
+  PgArray marked;
   PlanArrays next;
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(releases.size());
@@ -736,33 +559,18 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     const ReleaseRequest& release = releases[i];
     Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, db_now);
     if (!plan.ok()) return plan.status();
-    if (i > 0) {
-      ids += ',';
-      tickets += ',';
-      errors += ',';
-      marked += ',';
-    }
-    AppendQuoted(ids, release.id);
-    AppendQuoted(tickets, release.ticket);
-    if (release.error_json) {
-      AppendQuoted(errors, *release.error_json);
-    } else {
-      errors += "NULL";
-    }
-    AppendQuoted(marked, CancelRequestedTicket(release.ticket));
+    ids.Add(release.id);
+    tickets.Add(release.ticket);
+    errors.AddOrNull(release.error_json);
+    marked.Add(CancelRequestedTicket(release.ticket));
     next.Add(*plan);
     index_of.emplace(release.id, i);
   }
-  ids += '}';
-  tickets += '}';
-  errors += '}';
-  marked += '}';
-  next.Close();
   PgParams params;
-  params.Add(std::move(ids)).Add(std::move(tickets));
-  params.Add(std::move(next.kinds)).Add(std::move(next.seconds)).Add(std::move(next.instants));
-  params.Add(std::move(errors))
-      .Add(std::move(marked))
+  params.Add(std::move(ids).Finish()).Add(std::move(tickets).Finish());
+  std::move(next).AddTo(params);
+  params.Add(std::move(errors).Finish())
+      .Add(std::move(marked).Finish())
       .Add(ErrorJson("Task was cancelled"))
       .Add(channel_);
   Result<Executed> executed = Run("release", sql::TaskStatements().release_many, params);

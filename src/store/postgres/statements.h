@@ -95,7 +95,7 @@ std::string Listen(std::string_view quoted_channel);
 // Returns the statement unsubscribing from `quoted_channel`.
 std::string Unlisten(std::string_view quoted_channel);
 
-// Migration, knex-compatible (see Migrate in postgres_task_store.cc for the protocol).
+// Migration, knex-compatible (see pg_migrations.h for the protocol).
 extern const char* const kBegin;
 extern const char* const kCommit;
 extern const char* const kRollback;

@@ -1,0 +1,85 @@
+#include "store/postgres/pg_arrays.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "stagehand/base/check.h"
+#include "store/postgres/pg_time.h"
+#include "store/postgres/statements.h"
+
+namespace stagehand::store_internal {
+
+std::string_view PlanKindName(NextRunPlan::Kind kind) {
+  switch (kind) {
+    case NextRunPlan::Kind::kNull:
+      return pg_sql::kPlanNull;
+    case NextRunPlan::Kind::kNow:
+      return pg_sql::kPlanNow;
+    case NextRunPlan::Kind::kNowPlus:
+      return pg_sql::kPlanNowPlus;
+    case NextRunPlan::Kind::kInstant:
+      return pg_sql::kPlanInstant;
+    case NextRunPlan::Kind::kScheduledPlusCadence:
+      return pg_sql::kPlanScheduledPlus;
+  }
+  STAGEHAND_CHECK(false);
+}
+
+void PgArray::Separate() {
+  if (text_.size() > 1) text_ += ',';
+}
+
+PgArray& PgArray::Add(std::string_view value) {
+  Separate();
+  text_ += '"';
+  for (char c : value) {
+    if (c == '"' || c == '\\') text_ += '\\';
+    text_ += c;
+  }
+  text_ += '"';
+  return *this;
+}
+
+PgArray& PgArray::AddOrNull(const std::optional<std::string>& value) {
+  return value ? Add(std::string_view(*value)) : AddNull();
+}
+
+PgArray& PgArray::AddUnquoted(std::string_view value) {
+  Separate();
+  text_ += value;
+  return *this;
+}
+
+PgArray& PgArray::AddInt(std::optional<std::int64_t> value) {
+  return value ? AddUnquoted(fmt::format("{}", *value)) : AddNull();
+}
+
+std::string PgArray::Finish() && {
+  text_ += '}';
+  return std::move(text_);
+}
+
+std::string TextArray(std::span<const std::string> values) {
+  PgArray array;
+  for (const std::string& value : values) array.Add(value);
+  return std::move(array).Finish();
+}
+
+void PlanArrays::Add(const NextRunPlan& plan) {
+  kinds_.AddUnquoted(PlanKindName(plan.kind));
+  seconds_.AddUnquoted(fmt::format("{}", plan.seconds));
+  if (plan.kind == NextRunPlan::Kind::kInstant) {
+    instants_.Add(FormatPgTimestamp(plan.instant));
+  } else {
+    instants_.AddNull();
+  }
+}
+
+void PlanArrays::AddTo(PgParams& params) && {
+  params.Add(std::move(kinds_).Finish())
+      .Add(std::move(seconds_).Finish())
+      .Add(std::move(instants_).Finish());
+}
+
+}  // namespace stagehand::store_internal

@@ -1,0 +1,61 @@
+// The array parameters of the PostgreSQL task store's batched statements (upsert_many,
+// poll_changed, claim_many, release_many), which bind one array literal per column and unnest
+// them on the server. PostgresTaskStore builds them on the thread that calls the store, before it
+// borrows a session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "store/next_run.h"
+#include "store/postgres/pg_connection.h"
+
+namespace stagehand::store_internal {
+
+// Returns the name the statements' plan expressions read for `kind` (pg_sql::kPlanNull, ...).
+std::string_view PlanKindName(NextRunPlan::Kind kind);
+
+// Builds the text of one PostgreSQL array literal ("{a,b,NULL}"), element by element.
+// Thread-compatible.
+class PgArray {
+ public:
+  // Appends `value` double-quoted, with '"' and '\' escaped.
+  PgArray& Add(std::string_view value);
+  // Appends `value` quoted, or NULL when it is empty.
+  PgArray& AddOrNull(const std::optional<std::string>& value);
+  // Appends `value` unquoted: a number or a word that needs no quoting (a plan kind).
+  PgArray& AddUnquoted(std::string_view value);
+  // Appends the integer `value`, or NULL when it is empty.
+  PgArray& AddInt(std::optional<std::int64_t> value);
+  PgArray& AddNull() { return AddUnquoted("NULL"); }
+
+  // Returns the literal. The builder is spent.
+  std::string Finish() &&;
+
+ private:
+  void Separate();
+
+  std::string text_ = "{";
+};
+
+// Returns `values` as a PostgreSQL text[] literal.
+std::string TextArray(std::span<const std::string> values);
+
+// The three arrays that bind one plan per task (kinds text[], seconds float8[], instants
+// timestamptz[]), as the statements' plan columns read them. Thread-compatible.
+class PlanArrays {
+ public:
+  void Add(const NextRunPlan& plan);
+  // Binds the kinds, the seconds and the instants to `params`, in that order. The builder is spent.
+  void AddTo(PgParams& params) &&;
+
+ private:
+  PgArray kinds_;
+  PgArray seconds_;
+  PgArray instants_;
+};
+
+}  // namespace stagehand::store_internal
