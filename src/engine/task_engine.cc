@@ -217,7 +217,9 @@ Result<std::shared_ptr<TaskEngine::Task>> TaskEngine::MakeTask(EngineTask def) c
   auto task = std::make_shared<Task>();
   task->def = std::move(def);
   const TaskSettingsV2& settings = task->def.schedule.settings;
-  if (settings.cadence_kind() == CadenceKind::kCron) {
+  if (const CronExpression* compiled = CompiledCron(task->def.schedule)) {
+    task->cron = *compiled;
+  } else if (settings.cadence_kind() == CadenceKind::kCron) {
     Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
     if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
     task->cron = *std::move(cron);

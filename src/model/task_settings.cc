@@ -16,14 +16,14 @@ constexpr std::string_view kInvalidCron = "Invalid cron";
 constexpr std::string_view kInvalidDuration = "Invalid duration, expecting ISO Period";
 
 // Returns zod's message for a cadence that none of the schema's alternatives accepts.
+// No text is both a cron expression (five or six fields, or an @alias) and "manual" or an ISO
+// duration (one word starting with P), so the cheap checks go first and only a cadence that can
+// be a cron expression is parsed as one.
 std::optional<std::string_view> CadenceIssue(std::string_view cadence) {
-  if (!cadence.empty() && CronExpression::Parse(cadence).ok()) {
+  if (cadence.empty() || cadence == "manual" || IsValidIsoDuration(cadence)) {
     return std::nullopt;
   }
-  if (cadence == "manual") {
-    return std::nullopt;
-  }
-  if (cadence.empty() || IsValidIsoDuration(cadence)) {
+  if (CronExpression::Parse(cadence).ok()) {
     return std::nullopt;
   }
   if (ClassifyCadence(cadence) == CadenceKind::kDuration) {
@@ -80,6 +80,13 @@ void CheckDuration(const char* key, std::string_view duration, IssueList& issues
   if (!duration.empty() && !IsValidIsoDuration(duration)) {
     issues.Add(key, kInvalidDuration);
   }
+}
+
+void CheckDurations(const TaskSettingsV2& settings, IssueList& issues) {
+  if (settings.initial_delay_duration) {
+    CheckDuration("initialDelayDuration", *settings.initial_delay_duration, issues);
+  }
+  CheckDuration("timeoutAfterDuration", settings.timeout_after_duration, issues);
 }
 
 const nlohmann::json* Find(const nlohmann::json& object, const char* key) {
@@ -162,10 +169,13 @@ Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
 Status TaskSettingsV2::Validate() const {
   IssueList issues;
   CheckCadence(cadence, issues);
-  if (initial_delay_duration) {
-    CheckDuration("initialDelayDuration", *initial_delay_duration, issues);
-  }
-  CheckDuration("timeoutAfterDuration", timeout_after_duration, issues);
+  CheckDurations(*this, issues);
+  return issues.ToStatus();
+}
+
+Status TaskSettingsV2::ValidateDurations() const {
+  IssueList issues;
+  CheckDurations(*this, issues);
   return issues.ToStatus();
 }
 

@@ -1,7 +1,9 @@
 #include "stagehand/service/plugin_scheduler.h"
 
 #include <map>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 #include "engine/task_engine.h"
 #include "stagehand/service/task_row_state.h"
@@ -70,16 +72,19 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(task.id));
   if (!task.fn) return InvalidArgumentError("Task " + task.id + " has no function to run");
   const ScheduleDefinition schedule = ScheduleOf(task);
-  TaskSettingsV2 settings = BuildTaskSettings(schedule);
-  // Checked before the generic validation, whose message does not quote the expression.
+  TaskSchedule task_schedule{BuildTaskSettings(schedule)};
+  const TaskSettingsV2& settings = task_schedule.settings;
+  // The one parse of a cron cadence: the engine and the store use this program. Checked before
+  // the generic validation, whose message does not quote the expression.
   if (settings.cadence_kind() == CadenceKind::kCron) {
     Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
     if (!cron.ok()) {
       return InvalidArgumentError("Invalid cron expression '" + settings.cadence + "' for task " +
                                   task.id + ": " + cron.status().message());
     }
+    task_schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
   }
-  if (Status valid = settings.Validate(); !valid.ok()) {
+  if (Status valid = ValidateTaskSchedule(task_schedule); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
   if (Status valid = ValidateScheduleDurations(schedule); !valid.ok()) {
@@ -87,11 +92,12 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   }
   Result<TimeZone> zone = ZoneOf(task, default_zone);
   if (!zone.ok()) return zone.status();
+  task_schedule.zone = *zone;
 
   engine_internal::EngineTask engine_task;
   engine_task.id = task.id;
   engine_task.scope = task.scope;
-  engine_task.schedule = TaskSchedule{std::move(settings), *zone};
+  engine_task.schedule = std::move(task_schedule);
   engine_task.timeout = ToMilliseconds(task.timeout);
   if (task.initial_delay) {
     engine_task.has_initial_delay = true;

@@ -243,7 +243,7 @@ WallTime MemoryTaskStore::DatabaseTime() const {
 Status MemoryTaskStore::Migrate() { return BeginStatement(); }
 
 Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
-  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
   const WallTime now = DatabaseTime();
   Result<NextRunPlan> insert_plan = store_internal::PlanInsertStart(schedule, now);
   if (!insert_plan.ok()) return insert_plan.status();

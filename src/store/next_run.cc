@@ -1,7 +1,9 @@
 #include "store/next_run.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
@@ -10,9 +12,16 @@ namespace stagehand::store_internal {
 
 namespace {
 
+// Uses the schedule's compiled program; parses the cadence only for settings without one (read
+// from a row that another host wrote).
 Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
-  Result<CronExpression> cron = CronExpression::Parse(schedule.settings.cadence);
-  if (!cron.ok()) return cron.status();
+  std::optional<CronExpression> parsed;
+  const CronExpression* cron = CompiledCron(schedule);
+  if (cron == nullptr) {
+    Result<CronExpression> result = CronExpression::Parse(schedule.settings.cadence);
+    if (!result.ok()) return result.status();
+    cron = &parsed.emplace(*std::move(result));
+  }
   Result<WallTime> next = cron->NextAfter(db_now, schedule.zone);
   if (!next.ok()) return next.status();
   return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next};
@@ -111,7 +120,7 @@ Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks
       planned.push_back(planned[same->second]);
       continue;
     }
-    if (Status valid = task.schedule.settings.Validate(); !valid.ok()) return fail(valid);
+    if (Status valid = ValidateTaskSchedule(task.schedule); !valid.ok()) return fail(valid);
     Result<NextRunPlan> insert = PlanInsertStart(task.schedule, db_now);
     if (!insert.ok()) return fail(insert.status());
     Result<NextRunPlan> reregister = PlanReregisterStart(task.schedule, db_now);

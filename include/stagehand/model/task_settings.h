@@ -43,6 +43,11 @@ struct TaskSettingsV2 {
   // Validates the fields with the same rules as FromJson. Errors: kInvalidArgument naming the key.
   Status Validate() const;
 
+  // Validates initialDelayDuration and timeoutAfterDuration only, as Validate does: for a cadence
+  // already validated where it was parsed (a registration's compiled cron program). Errors:
+  // kInvalidArgument naming the key.
+  Status ValidateDurations() const;
+
   friend bool operator==(const TaskSettingsV2&, const TaskSettingsV2&) = default;
 };
 

@@ -20,6 +20,7 @@
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
@@ -55,11 +56,32 @@ enum class LeaseStatus {
 };
 
 // What the store needs to compute a task's next start: its settings and the zone its cron
-// cadence is evaluated in.
+// cadence is evaluated in. PluginScheduler builds it once per registration, with the cron program
+// parsed and the settings validated; the engine and the store then use that program (see
+// CompiledCron) rather than parse the cadence again. Settings read from a row (another host's,
+// Backstage's) come without a program, and are parsed where they are used.
 struct TaskSchedule {
   TaskSettingsV2 settings;
   TimeZone zone = TimeZone::Utc();
+  // settings.cadence parsed, when it is a cron expression; shared by every copy. Ignored unless
+  // its source() is settings.cadence, so replacing the settings never leaves a stale program.
+  std::shared_ptr<const CronExpression> cron = nullptr;
 };
+
+// Returns schedule.cron when it is the program of schedule.settings.cadence, else nullptr.
+inline const CronExpression* CompiledCron(const TaskSchedule& schedule) {
+  return schedule.cron != nullptr && schedule.cron->source() == schedule.settings.cadence
+             ? schedule.cron.get()
+             : nullptr;
+}
+
+// Returns schedule.settings.Validate(), without parsing the cadence again when CompiledCron has
+// its program (a CronExpression exists only once its text has parsed). Errors: kInvalidArgument
+// naming the key.
+inline Status ValidateTaskSchedule(const TaskSchedule& schedule) {
+  return CompiledCron(schedule) != nullptr ? schedule.settings.ValidateDurations()
+                                           : schedule.settings.Validate();
+}
 
 // The outcome of Upsert: the row's next start after the write, and the database's clock.
 struct UpsertResult {

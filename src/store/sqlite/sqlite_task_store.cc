@@ -82,7 +82,7 @@ class SqliteTaskStore final : public TaskStore {
   }
 
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
-    STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+    STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
     const WallTime db_now = db_clock_.Now();
     Result<NextRunPlan> start = store_internal::PlanInsertStart(schedule, db_now);
     if (!start.ok()) return start.status();

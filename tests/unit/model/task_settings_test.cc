@@ -168,6 +168,15 @@ TEST(TaskSettingsFromJsonTest, RejectsCronThatNeverFires) {
   EXPECT_EQ(never.status().message(), "Invalid settings: cadence: Invalid cron");
 }
 
+TEST(TaskSettingsValidateTest, ValidateDurationsLeavesTheCadenceToItsParser) {
+  EXPECT_TRUE((TaskSettingsV2{"not checked here", "PT10S", "PT1M"}.ValidateDurations().ok()));
+  EXPECT_EQ((TaskSettingsV2{"*/5 * * * *", "soon", "PT1m"}.ValidateDurations()),
+            (TaskSettingsV2{"*/5 * * * *", "soon", "PT1m"}.Validate()));
+  EXPECT_EQ((TaskSettingsV2{"*/5 * * * *", std::nullopt, "PT1m"}.ValidateDurations()),
+            InvalidArgumentError(
+                "Invalid settings: timeoutAfterDuration: Invalid duration, expecting ISO Period"));
+}
+
 TEST(TaskSettingsValidateTest, UsesTheSchemaRules) {
   EXPECT_TRUE((TaskSettingsV2{"*/5 * * * *", std::nullopt, "PT1M"}.Validate().ok()));
   EXPECT_TRUE((TaskSettingsV2{"0 0 * * * *", "PT10S", "PT1M"}.Validate().ok()));

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
@@ -110,6 +112,42 @@ TEST(PlanReleaseNextTest, DurationIsAnchoredOnTheScheduledTime) {
   EXPECT_EQ(*PlanReleaseNext(Schedule("PT0.1S"), now), Plan(Kind::kScheduledPlusCadence, 0.1));
   EXPECT_EQ(*PlanReleaseNext(Schedule("PT0S"), now), Plan(Kind::kScheduledPlusCadence, 0));
   EXPECT_EQ(*PlanReleaseNext(Schedule("manual"), now), Plan(Kind::kNull));
+}
+
+// Returns `schedule` carrying the compiled program of `expression`, as PluginScheduler builds it.
+TaskSchedule WithProgram(TaskSchedule schedule, std::string_view expression) {
+  Result<CronExpression> cron = CronExpression::Parse(expression);
+  EXPECT_TRUE(cron.ok()) << expression;
+  if (cron.ok()) schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
+  return schedule;
+}
+
+TEST(CompiledCronTest, IsUsedOnlyForItsOwnCadence) {
+  const TaskSchedule own = WithProgram(Schedule("0 * * * *"), "0 * * * *");
+  EXPECT_EQ(CompiledCron(own), own.cron.get());
+  EXPECT_EQ(*PlanReleaseNext(own, At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T11:00:00Z")));
+  // Settings replaced by a row's (another host's): the program no longer applies; the row's
+  // cadence is parsed.
+  TaskSchedule replaced = own;
+  replaced.settings.cadence = "*/5 * * * *";
+  EXPECT_EQ(CompiledCron(replaced), nullptr);
+  EXPECT_EQ(*PlanReleaseNext(replaced, At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:35:00Z")));
+  EXPECT_EQ(CompiledCron(Schedule("0 * * * *")), nullptr);
+}
+
+TEST(ValidateTaskScheduleTest, ChecksTheDurationsBesideACompiledCadence) {
+  EXPECT_TRUE(ValidateTaskSchedule(WithProgram(Schedule("0 * * * *"), "0 * * * *")).ok());
+  TaskSchedule bad_timeout = WithProgram(Schedule("0 * * * *"), "0 * * * *");
+  bad_timeout.settings.timeout_after_duration = "1 minute";
+  EXPECT_EQ(ValidateTaskSchedule(bad_timeout),
+            InvalidArgumentError("Invalid settings: timeoutAfterDuration: Invalid duration, "
+                                 "expecting ISO Period"));
+  EXPECT_EQ(ValidateTaskSchedule(bad_timeout), bad_timeout.settings.Validate());
+  // Without a program the cadence is checked as well.
+  EXPECT_EQ(ValidateTaskSchedule(Schedule("0 * * *")), Schedule("0 * * *").settings.Validate());
+  EXPECT_FALSE(ValidateTaskSchedule(Schedule("0 * * *")).ok());
 }
 
 TEST(IsoDurationSecondsTest, ConvertsCasually) {
