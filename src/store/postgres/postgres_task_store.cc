@@ -220,7 +220,7 @@ Status PostgresTaskStore::Migrate() {
 
 Result<UpsertResult> PostgresTaskStore::Upsert(const std::string& id,
                                                const TaskSchedule& schedule) {
-  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
   const WallTime db_now = db_clock_.Now();
   Result<NextRunPlan> start = store_internal::PlanInsertStart(schedule, db_now);
   if (!start.ok()) return start.status();
