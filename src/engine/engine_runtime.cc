@@ -11,11 +11,13 @@ namespace stagehand::engine_internal {
 
 EngineRuntime::EngineRuntime(Clock& clock, int dispatcher_threads) : clock_(clock) {
   STAGEHAND_CHECK(dispatcher_threads >= 1);
+  waiting_.resize(static_cast<std::size_t>(dispatcher_threads) + 1);
   // Named for operators (`top -H`); the kernel keeps 15 characters.
-  threads_.emplace_back([this](std::stop_token stop) { Loop(DrivenEngine::kTimer, stop); });
+  threads_.emplace_back([this](std::stop_token stop) { Loop(DrivenEngine::kTimer, 0, stop); });
   pthread_setname_np(threads_.back().native_handle(), "stagehand-timer");
-  for (int i = 0; i < dispatcher_threads; ++i) {
-    threads_.emplace_back([this](std::stop_token stop) { Loop(DrivenEngine::kDispatcher, stop); });
+  for (std::size_t i = 1; i < waiting_.size(); ++i) {
+    threads_.emplace_back(
+        [this, i](std::stop_token stop) { Loop(DrivenEngine::kDispatcher, i, stop); });
     pthread_setname_np(threads_.back().native_handle(), "stagehand-disp");
   }
 }
@@ -72,7 +74,9 @@ bool EngineRuntime::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
   std::unique_lock lock(mu_);
   return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
-    if (waiting_ != threads_.size()) return false;
+    for (const Waiting& thread : waiting_) {
+      if (!thread.waiting || thread.seen != changes_) return false;
+    }
     const MonoTime now = clock_.MonoNow();
     for (const Entry& entry : entries_) {
       if (entry.removed) continue;
@@ -91,7 +95,7 @@ EngineRuntime::Entry* EngineRuntime::Find(Handle handle) {
   return nullptr;
 }
 
-void EngineRuntime::Loop(DrivenEngine::Lane lane, std::stop_token stop) {
+void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
     const MonoTime now = clock_.MonoNow();
@@ -114,18 +118,13 @@ void EngineRuntime::Loop(DrivenEngine::Lane lane, std::stop_token stop) {
     }
     if (pick == nullptr) {
       const std::uint64_t seen = changes_;
-      // Counted as waiting from here until the wait decides to end (under mu_), so that
-      // WaitIdleForTesting never counts a thread whose deadline the clock no longer holds.
-      ++waiting_;
-      bool counted = true;
+      // Marked as waiting until the wait ends, with what it has seen: WaitIdleForTesting counts
+      // it only while no change has come since, so never while its deadline may be leaving the
+      // clock.
+      waiting_[index] = {true, seen};
       cv_.notify_all();
-      clock_.WaitUntil(lock, cv_, earliest, stop, [&] {
-        if (changes_ == seen && !stop.stop_requested()) return false;
-        if (counted) --waiting_;
-        counted = false;
-        return true;
-      });
-      if (counted) --waiting_;
+      clock_.WaitUntil(lock, cv_, earliest, stop, [&] { return changes_ != seen; });
+      waiting_[index].waiting = false;
       continue;
     }
     LaneState& state = pick->lanes[lane];

@@ -68,7 +68,7 @@ class EngineRuntime {
     bool removed = false;
   };
 
-  void Loop(DrivenEngine::Lane lane, std::stop_token stop);
+  void Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_token stop);
   Entry* Find(Handle handle);  // requires mu_
 
   Clock& clock_;
@@ -78,7 +78,12 @@ class EngineRuntime {
   Handle next_handle_ = 1;         // guarded by mu_
   std::uint64_t changes_ = 0;      // guarded by mu_; counts wakes, adds and finished steps
   std::size_t next_pick_[2] = {};  // guarded by mu_; where each lane's next scan starts
-  std::size_t waiting_ = 0;        // guarded by mu_; threads waiting on the clock
+  // Per thread: whether it waits on the clock, and the changes_ it had seen then. Guarded by mu_.
+  struct Waiting {
+    bool waiting = false;
+    std::uint64_t seen = 0;
+  };
+  std::vector<Waiting> waiting_;
   std::vector<std::jthread> threads_;
 };
 
