@@ -1024,23 +1024,53 @@ TEST_F(HttpServerTest, EveryDescriptorOfTheServerIsCloseOnExec) {
   EXPECT_GE(checked, 11);
 }
 
+// A handler that answers every request with an event stream and keeps the writers it is given.
+class StreamCollector {
+ public:
+  HttpHandler Handler() {
+    return [this](const HttpRequest&) {
+      HttpResponse response;
+      response.headers.emplace_back("Content-Type", "text/event-stream");
+      response.stream = [this](std::shared_ptr<HttpBodyWriter> writer) {
+        {
+          std::lock_guard lock(mu_);
+          writers_.push_back(std::move(writer));
+        }
+        cv_.notify_all();
+      };
+      return std::optional<HttpResponse>(response);
+    };
+  }
+  // Waits (real time, bounded) until `count` streams have started; returns their writers.
+  std::vector<std::shared_ptr<HttpBodyWriter>> WaitFor(std::size_t count) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return writers_.size() >= count; });
+    return writers_;
+  }
+  // Waits (real time, bounded) until `writer` reports that its stream closed.
+  static bool WaitClosed(HttpBodyWriter& writer) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool closed = false;
+    writer.OnClose([&] {
+      std::lock_guard lock(mu);
+      closed = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return closed; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<HttpBodyWriter>> writers_;
+};
+
 // Server-sent events: each stream holds a connection, not a thread.
 TEST_F(HttpServerTest, StreamsHoldNoThreadAndEndWithTheirWriter) {
-  std::mutex mu;
-  std::vector<std::shared_ptr<HttpBodyWriter>> writers;
-  std::condition_variable cv;
-  server_.Mount("/api/p", [&](const HttpRequest&) {
-    HttpResponse response;
-    response.headers.emplace_back("Content-Type", "text/event-stream");
-    response.stream = [&](std::shared_ptr<HttpBodyWriter> writer) {
-      {
-        std::lock_guard lock(mu);
-        writers.push_back(std::move(writer));
-      }
-      cv.notify_all();
-    };
-    return std::optional<HttpResponse>(response);
-  });
+  StreamCollector streams;
+  server_.Mount("/api/p", streams.Handler());
   StartServer();
   ASSERT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200);
   const int threads_before = ThreadCount();
@@ -1050,11 +1080,8 @@ TEST_F(HttpServerTest, StreamsHoldNoThreadAndEndWithTheirWriter) {
     clients.push_back(std::make_unique<Client>(port()));
     ASSERT_TRUE(clients.back()->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
   }
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(
-        cv.wait_for(lock, std::chrono::seconds(10), [&] { return writers.size() == kStreams; }));
-  }
+  const std::vector<std::shared_ptr<HttpBodyWriter>> writers = streams.WaitFor(kStreams);
+  ASSERT_EQ(writers.size(), std::size_t{kStreams});
   EXPECT_EQ(ThreadCount(), threads_before);
   for (const auto& writer : writers) {
     EXPECT_TRUE(writer->Write("data: one\n\n"));
@@ -1076,29 +1103,15 @@ TEST(HttpServerStreamTest, AStreamWhoseClientStopsReadingIsClosedAndAGoneClientT
   options.port = 0;
   options.max_stream_backlog_bytes = 256 * 1024;
   HttpServer server(options);
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::shared_ptr<HttpBodyWriter>> writers;
-  server.Mount("/api/p", [&](const HttpRequest&) {
-    HttpResponse response;
-    response.stream = [&](std::shared_ptr<HttpBodyWriter> writer) {
-      {
-        std::lock_guard lock(mu);
-        writers.push_back(std::move(writer));
-      }
-      cv.notify_all();
-    };
-    return std::optional<HttpResponse>(response);
-  });
+  StreamCollector streams;
+  server.Mount("/api/p", streams.Handler());
   ASSERT_TRUE(server.Start().ok());
   auto stalled = std::make_unique<Client>(server.port());
   ASSERT_TRUE(stalled->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
   auto gone = std::make_unique<Client>(server.port());
   ASSERT_TRUE(gone->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return writers.size() == 2; }));
-  }
+  const std::vector<std::shared_ptr<HttpBodyWriter>> writers = streams.WaitFor(2);
+  ASSERT_EQ(writers.size(), 2U);
   const std::string chunk(64 * 1024, 'x');
   std::size_t written = 0;
   // The kernel's socket buffers take some megabytes; past them the backlog fills.
@@ -1108,15 +1121,8 @@ TEST(HttpServerStreamTest, AStreamWhoseClientStopsReadingIsClosedAndAGoneClientT
   EXPECT_LT(written, std::size_t{1} << 30);
   EXPECT_TRUE(writers[0]->closed());
   EXPECT_TRUE(stalled->ClosedByServer());
-  bool gone_closed = false;
-  writers[1]->OnClose([&] {
-    std::lock_guard lock(mu);
-    gone_closed = true;
-    cv.notify_all();
-  });
   gone.reset();
-  std::unique_lock lock(mu);
-  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return gone_closed; }));
+  EXPECT_TRUE(StreamCollector::WaitClosed(*writers[1]));
   EXPECT_TRUE(writers[1]->closed());
 }
 
