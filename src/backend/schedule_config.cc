@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -95,7 +96,8 @@ Result<CronFrequency> ReadCronFrequency(const Config& config) {
   if (!expression.ok()) {
     return expression.status();
   }
-  if (auto parsed = CronExpression::Parse(*expression); !parsed.ok()) {
+  Result<CronExpression> parsed = CronExpression::Parse(*expression);
+  if (!parsed.ok()) {
     return InvalidArgumentError(
         fmt::format("Invalid cron expression at '{}' in '{}': {}", config.FullKey("frequency.cron"),
                     config.Context("frequency.cron"), parsed.status().message()));
@@ -104,7 +106,8 @@ Result<CronFrequency> ReadCronFrequency(const Config& config) {
   if (!time_zone.ok()) {
     return time_zone.status();
   }
-  CronFrequency frequency{*std::move(expression), ""};
+  CronFrequency frequency{*std::move(expression), "",
+                          std::make_shared<const CronExpression>(*std::move(parsed))};
   if (time_zone->has_value()) {
     if (auto zone = TimeZone::Locate(**time_zone); !zone.ok()) {
       return InvalidArgumentError(

@@ -74,9 +74,14 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   const ScheduleDefinition schedule = ScheduleOf(task);
   TaskSchedule task_schedule{BuildTaskSettings(schedule)};
   const TaskSettingsV2& settings = task_schedule.settings;
-  // The one parse of a cron cadence: the engine and the store use this program. Checked before
-  // the generic validation, whose message does not quote the expression.
-  if (settings.cadence_kind() == CadenceKind::kCron) {
+  // The one parse of a cron cadence, unless a config reader has parsed it: the engine and the
+  // store use this program. Checked before the generic validation, whose message does not quote
+  // the expression.
+  const auto* frequency = std::get_if<CronFrequency>(&task.frequency);
+  if (frequency != nullptr && frequency->program != nullptr &&
+      frequency->program->source() == settings.cadence) {
+    task_schedule.cron = frequency->program;  // parsed by the config reader
+  } else if (settings.cadence_kind() == CadenceKind::kCron) {
     Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
     if (!cron.ok()) {
       return InvalidArgumentError("Invalid cron expression '" + settings.cadence + "' for task " +

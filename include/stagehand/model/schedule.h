@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "stagehand/base/status.h"
 #include "stagehand/model/task_settings.h"
+#include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {
@@ -22,7 +24,13 @@ struct CronFrequency {
   // The IANA zone to evaluate the expression in; the process zone (TZ) when empty. Not stored in
   // the database: every host must be configured with the same zone.
   std::string time_zone;
-  friend bool operator==(const CronFrequency&, const CronFrequency&) = default;
+  // `expression` already parsed, when a reader validated it (ReadScheduleDefinitionFromConfig), so
+  // that the scheduler does not parse it again. Optional; ignored unless its source() is
+  // `expression`. Not part of the value: equality compares the expression and the zone.
+  std::shared_ptr<const CronExpression> program = nullptr;
+  friend bool operator==(const CronFrequency& a, const CronFrequency& b) {
+    return a.expression == b.expression && a.time_zone == b.time_zone;
+  }
 };
 
 // Runs only when triggered.

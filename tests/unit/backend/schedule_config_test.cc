@@ -323,6 +323,10 @@ timeout: { minutes: 10 }
   ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
   EXPECT_EQ(std::get<CronFrequency>(schedule->frequency),
             (CronFrequency{"0 9 * * 1-5", "Europe/Berlin"}));
+  // The expression comes parsed, so the scheduler does not parse it again.
+  const auto& program = std::get<CronFrequency>(schedule->frequency).program;
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->source(), "0 9 * * 1-5");
 }
 
 TEST(ReadScheduleDefinitionTest, RejectsBadCronAtLoad) {
