@@ -28,7 +28,10 @@ EngineRuntime::~EngineRuntime() {
     STAGEHAND_CHECK(entries_.empty());
   }
   for (std::jthread& thread : threads_) thread.request_stop();
-  cv_.notify_all();
+  {
+    std::lock_guard lock(mu_);
+    for (std::condition_variable_any& cv : lane_cv_) cv.notify_all();
+  }
   for (std::jthread& thread : threads_) thread.join();
 }
 
@@ -40,9 +43,11 @@ EngineRuntime::Handle EngineRuntime::Add(DrivenEngine* engine) {
     Entry& entry = entries_.emplace_back();
     entry.handle = handle;
     entry.engine = engine;
-    ++changes_;
+    for (int lane = 0; lane < 2; ++lane) {
+      ++changes_[lane];
+      lane_cv_[lane].notify_one();
+    }
   }
-  cv_.notify_all();
   return handle;
 }
 
@@ -51,11 +56,14 @@ void EngineRuntime::Wake(Handle handle, bool timer, bool dispatcher) {
     std::lock_guard lock(mu_);
     Entry* entry = Find(handle);
     if (entry == nullptr) return;
-    entry->lanes[DrivenEngine::kTimer].woken |= timer;
-    entry->lanes[DrivenEngine::kDispatcher].woken |= dispatcher;
-    ++changes_;
+    const bool lanes[2] = {timer, dispatcher};
+    for (int lane = 0; lane < 2; ++lane) {
+      if (!lanes[lane]) continue;
+      entry->lanes[lane].woken = true;
+      ++changes_[lane];
+      lane_cv_[lane].notify_one();  // any idle thread of the lane can take it
+    }
   }
-  cv_.notify_all();
 }
 
 void EngineRuntime::Remove(Handle handle) {
@@ -63,7 +71,7 @@ void EngineRuntime::Remove(Handle handle) {
   Entry* entry = Find(handle);
   if (entry == nullptr) return;
   entry->removed = true;
-  cv_.wait(lock, [&] {
+  state_cv_.wait(lock, [&] {
     return !entry->lanes[DrivenEngine::kTimer].stepping &&
            !entry->lanes[DrivenEngine::kDispatcher].stepping;
   });
@@ -73,9 +81,9 @@ void EngineRuntime::Remove(Handle handle) {
 bool EngineRuntime::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
   std::unique_lock lock(mu_);
-  return real.WaitUntil(lock, cv_, real.MonoNow() + real_timeout, {}, [&] {
+  return real.WaitUntil(lock, state_cv_, real.MonoNow() + real_timeout, {}, [&] {
     for (const Waiting& thread : waiting_) {
-      if (!thread.waiting || thread.seen != changes_) return false;
+      if (!thread.waiting || thread.seen != changes_[thread.lane]) return false;
     }
     const MonoTime now = clock_.MonoNow();
     for (const Entry& entry : entries_) {
@@ -117,13 +125,14 @@ void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_t
       earliest = std::min(earliest, state.due);
     }
     if (pick == nullptr) {
-      const std::uint64_t seen = changes_;
+      const std::uint64_t seen = changes_[lane];
       // Marked as waiting until the wait ends, with what it has seen: WaitIdleForTesting counts
       // it only while no change has come since, so never while its deadline may be leaving the
       // clock.
-      waiting_[index] = {true, seen};
-      cv_.notify_all();
-      clock_.WaitUntil(lock, cv_, earliest, stop, [&] { return changes_ != seen; });
+      waiting_[index] = {lane, true, seen};
+      state_cv_.notify_all();
+      clock_.WaitUntil(lock, lane_cv_[lane], earliest, stop,
+                       [&] { return changes_[lane] != seen; });
       waiting_[index].waiting = false;
       continue;
     }
@@ -137,8 +146,11 @@ void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_t
     // The entry is still there: Remove waits for its steps before erasing it.
     state.stepping = false;
     state.due = next;
-    ++changes_;
-    cv_.notify_all();
+    // Another idle thread of the lane rescans, so that this engine's new due time is waited for
+    // even if this thread goes on to step another engine.
+    ++changes_[lane];
+    lane_cv_[lane].notify_one();
+    state_cv_.notify_all();
   }
 }
 

@@ -73,13 +73,17 @@ class EngineRuntime {
 
   Clock& clock_;
   std::mutex mu_;
-  std::condition_variable_any cv_;
+  // A lane's threads wait on its own condition variable, so that a wake-up of one lane does not
+  // wake the other's threads; Remove and WaitIdleForTesting wait on state_cv_.
+  std::condition_variable_any lane_cv_[2];
+  std::condition_variable_any state_cv_;
   std::list<Entry> entries_;       // guarded by mu_
   Handle next_handle_ = 1;         // guarded by mu_
-  std::uint64_t changes_ = 0;      // guarded by mu_; counts wakes, adds and finished steps
+  std::uint64_t changes_[2] = {};  // guarded by mu_; per lane: wakes, adds and finished steps
   std::size_t next_pick_[2] = {};  // guarded by mu_; where each lane's next scan starts
   // Per thread: whether it waits on the clock, and the changes_ it had seen then. Guarded by mu_.
   struct Waiting {
+    DrivenEngine::Lane lane = DrivenEngine::kTimer;
     bool waiting = false;
     std::uint64_t seen = 0;
   };
