@@ -1049,16 +1049,20 @@ class StreamCollector {
   }
   // Waits (real time, bounded) until `writer` reports that its stream closed.
   static bool WaitClosed(HttpBodyWriter& writer) {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool closed = false;
-    writer.OnClose([&] {
-      std::lock_guard lock(mu);
-      closed = true;
-      cv.notify_all();
+    struct Flag {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool closed = false;
+    };
+    // Shared with the callback, which may run after a timed-out wait has returned.
+    auto flag = std::make_shared<Flag>();
+    writer.OnClose([flag] {
+      std::lock_guard lock(flag->mu);
+      flag->closed = true;
+      flag->cv.notify_all();
     });
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return closed; });
+    std::unique_lock lock(flag->mu);
+    return flag->cv.wait_for(lock, std::chrono::seconds(10), [&] { return flag->closed; });
   }
 
  private:
@@ -1106,8 +1110,10 @@ TEST(HttpServerStreamTest, AStreamWhoseClientStopsReadingIsClosedAndAGoneClientT
   StreamCollector streams;
   server.Mount("/api/p", streams.Handler());
   ASSERT_TRUE(server.Start().ok());
+  // One stream after the other, so that writers[0] is the stalled client's.
   auto stalled = std::make_unique<Client>(server.port());
   ASSERT_TRUE(stalled->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
+  ASSERT_EQ(streams.WaitFor(1).size(), 1U);
   auto gone = std::make_unique<Client>(server.port());
   ASSERT_TRUE(gone->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
   const std::vector<std::shared_ptr<HttpBodyWriter>> writers = streams.WaitFor(2);
