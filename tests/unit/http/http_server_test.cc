@@ -812,6 +812,13 @@ class Gate {
     }
     cv_.notify_all();
   }
+  // A handler that waits at the gate, then answers 200.
+  HttpHandler Handler() {
+    return [this](const HttpRequest&) {
+      Enter();
+      return std::optional<HttpResponse>(HttpResponse{});
+    };
+  }
 
  private:
   std::mutex mu_;
@@ -922,10 +929,7 @@ TEST(HttpServerLimitsTest, AtTheCapWithEveryConnectionBusyANewOneGets503) {
   options.port = 0;
   options.max_connections = 2;
   HttpServer server(options);
-  server.Mount("/api/p", [&](const HttpRequest&) {
-    gate.Enter();
-    return std::optional<HttpResponse>(HttpResponse{});
-  });
+  server.Mount("/api/p", gate.Handler());
   ASSERT_TRUE(server.Start().ok());
   Client first(server.port());
   Client second(server.port());
@@ -947,10 +951,7 @@ TEST(HttpServerLimitsTest, HealthIsAnsweredWhileEveryHandlerIsBusyAndAFullQueueI
   options.handler_threads = 1;
   options.max_queued_requests = 1;
   HttpServer server(options);
-  server.Mount("/api/p", [&](const HttpRequest&) {
-    gate.Enter();
-    return std::optional<HttpResponse>(HttpResponse{});
-  });
+  server.Mount("/api/p", gate.Handler());
   ASSERT_TRUE(server.Start().ok());
   Client running(server.port());
   ASSERT_TRUE(running.Send("GET /api/p/x HTTP/1.1\r\n\r\n"));
