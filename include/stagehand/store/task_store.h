@@ -1,8 +1,9 @@
 // The task store: the one place where SQL lives. It holds a plugin's
 // `backstage_backend_tasks__tasks` table, through which every host (stagehand or Backstage)
-// coordinates that plugin's global tasks. Every operation is one database round trip unless its
-// comment says otherwise. The database's clock is the authority: readiness, claims, expiry and
-// duration cadences use the database's now().
+// coordinates that plugin's global tasks, and (history()) the plugin's run history beside it.
+// Every operation is one database round trip unless its comment says otherwise. The database's
+// clock is the authority: readiness, claims, expiry and duration cadences use the database's
+// now().
 #pragma once
 
 #include <chrono>
@@ -17,8 +18,10 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/store/run_history.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
@@ -143,6 +146,9 @@ struct ClaimRequest {
   // the row is still as the caller last saw it (same next start, same settings), so the caller may
   // run it with the settings it knows without polling first.
   std::optional<std::int64_t> expected_version;
+  // When set, and the store keeps a run history, a successful claim also records its run as
+  // running (run id = `ticket`, started at the claim's time), in the same round trip.
+  std::optional<RunOrigin> history = std::nullopt;
 };
 
 // One release of a batch (ReleaseMany), with Release's arguments.
@@ -151,6 +157,11 @@ struct ReleaseRequest {
   std::string ticket;
   TaskSchedule schedule;
   std::optional<std::string> error_json;
+  // When set, and the store keeps a run history, the release also closes the run `ticket` with
+  // this finish (as RunHistory::RecordEnds, ended at the release's time; a run whose ticket a
+  // cancel marked ends cancelled, with the cancel's error), and trims the task's history, in the
+  // same round trip; whether or not the ticket still held the row.
+  std::optional<RunFinish> history = std::nullopt;
 };
 
 // The outcome of one release of a batch (ReleaseMany).
@@ -202,9 +213,11 @@ class TaskStore {
   virtual const std::string& plugin_id() const = 0;
 
   // Creates or updates the schema exactly as Backstage's knex migrations do, under knex's lock
-  // protocol, so that neither side re-runs the other's migrations. Several round trips.
-  // Errors: kFailedPrecondition if the bookkeeping table lists a migration this version does not
-  // know (a newer Backstage or stagehand migrated this database); kUnavailable if the database
+  // protocol, so that neither side re-runs the other's migrations; then stagehand's own tables
+  // (the run history), with their own bookkeeping (stagehand_migrations) under a lock of their
+  // own, never touching knex's. Several round trips.
+  // Errors: kFailedPrecondition if either bookkeeping table lists a migration this version does
+  // not know (a newer Backstage or stagehand migrated this database); kUnavailable if the database
   // cannot be reached or the lock is held for too long.
   virtual Status Migrate() = 0;
 
@@ -253,8 +266,11 @@ class TaskStore {
   // (kClaim, with its ticket), so other hosts know it is held without polling it. One round trip
   // on PostgreSQL (rows another session has locked are skipped rather than waited for, so
   // concurrent batches never deadlock); one transaction on SQLite. The default runs Claim for each
-  // request and ignores expected versions. Errors: kUnavailable (then no result is known; a claim
-  // may have been written, and its lease lapses).
+  // request and ignores expected versions. A request's history origin, when the store keeps a
+  // history (history() is not null), records its run as running in the same round trip if it is
+  // claimed; requests without one cost what they cost before history existed. The default ignores
+  // history origins. Errors: kUnavailable (then no result is known; a claim may have been
+  // written, and its lease lapses).
   virtual Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
                                                      std::chrono::milliseconds lease);
 
@@ -282,8 +298,10 @@ class TaskStore {
   // returns one result per request, in request order: whether its ticket still held the row and,
   // if so, the row's next start and version after the release (so the caller knows when it is
   // due without polling it). Ids must be distinct. One round trip on PostgreSQL (rows locked in id
-  // order); one transaction on SQLite. The default runs Release for each request (without
-  // versions). Errors: kUnavailable.
+  // order); one transaction on SQLite. A request's history finish, when the store keeps a history,
+  // closes its run and trims its task's history in the same round trip (see
+  // ReleaseRequest::history). The default runs Release for each request (without versions or
+  // history). Errors: kUnavailable.
   virtual Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases);
 
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
@@ -303,7 +321,9 @@ class TaskStore {
 
   // Resets every run whose expiry has passed (the janitor, §7), recording
   // {"name":"Error","message":"Task timed out"}; next_run_start_at is kept so the task is due
-  // again at once. Returns the reset ids. Errors: kUnavailable.
+  // again at once. Where the store keeps a history, the reset runs (by their tickets) are closed
+  // as lost with that error in the same round trip; so is every sweep of Poll and PollChanged.
+  // Returns the reset ids. Errors: kUnavailable.
   virtual Result<std::vector<std::string>> SweepExpired() = 0;
 
   // Returns every row, ordered by id. Errors: kUnavailable.
@@ -314,6 +334,10 @@ class TaskStore {
 
   // Returns the database's current time. Errors: kUnavailable.
   virtual Result<WallTime> DatabaseNow() = 0;
+
+  // Returns the plugin's run history, kept in the same database through the same connections, or
+  // nullptr if this store keeps none. Owned by the store.
+  virtual RunHistory* history() { return nullptr; }
 
   // Opens the store's connections and prepares its statements ahead of use, so that the first
   // operations are as fast as later ones. Optional: every operation works without it. Several

@@ -1,0 +1,64 @@
+// What every RunHistory implementation shares: the page cursor, the output bound, the validation
+// of batches, the limits a store's threads read, and the run id a claim ticket names. Called by
+// the stores on the caller's thread, before or after their database work.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "stagehand/base/status.h"
+#include "stagehand/model/task_run.h"
+#include "stagehand/store/run_history.h"
+
+namespace stagehand::store_internal {
+
+// The position after which a page starts: the last run of the previous page.
+struct RunCursor {
+  WallTime started_at;
+  std::string run_id;
+};
+
+// Returns the cursor text for the run (started_at, run_id): "<epoch microseconds>.<run id>".
+std::string EncodeRunCursor(WallTime started_at, std::string_view run_id);
+
+// Returns the cursor `text` encodes, or nullopt if it is not a cursor (then it may be a run id).
+std::optional<RunCursor> DecodeRunCursor(std::string_view text);
+
+// Returns the last `max_bytes` bytes of `output` (all of it when shorter).
+std::string_view OutputTail(std::string_view output, std::size_t max_bytes);
+
+// Returns the run id that claim `ticket` names: the ticket without a cancel's mark.
+std::string_view RunIdOfTicket(std::string_view ticket);
+
+// Returns `instant` truncated to the millisecond, the precision times given by callers are kept at.
+WallTime ToMillis(WallTime instant);
+
+// Errors: kInvalidArgument naming the first start with an empty run or task id.
+Status ValidateStarts(std::span<const RunStart> starts);
+// Errors: kInvalidArgument naming the first end with an empty run id, or a run outcome.
+Status ValidateEnds(std::span<const RunEnd> ends);
+// Errors: kInvalidArgument unless 1 <= limit <= kMaxRunPageSize.
+Status ValidatePageSize(int limit);
+
+// Returns kFailedPrecondition for a stored trigger or outcome name this version does not know
+// (a newer stagehand wrote the run).
+Status UnknownNameError(std::string_view run_id, std::string_view column, std::string_view name);
+
+// The limits of one store, set by any thread and read by every operation. Thread-safe.
+class LimitsHolder {
+ public:
+  // Aborts unless limits.max_runs_per_task >= 1 and max_age is positive (the config reader
+  // validates what users write).
+  void Set(const RunHistoryLimits& limits);
+  RunHistoryLimits Get() const;
+
+ private:
+  mutable std::mutex mu_;
+  RunHistoryLimits limits_;
+};
+
+}  // namespace stagehand::store_internal
