@@ -11,6 +11,7 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/run_history_support.h"
 
 namespace stagehand::testing {
 
@@ -65,6 +66,74 @@ void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json) {
   row.last_run_error_json = std::move(error_json);
 }
 
+// The run history of a table, by run id.
+using RunMap = std::map<std::string, TaskRun>;
+
+// Whether `a` is newer than `b` in a task's history (start, then run id, descending).
+bool Newer(const TaskRun& a, const TaskRun& b) {
+  return a.started_at != b.started_at ? a.started_at > b.started_at : a.run_id > b.run_id;
+}
+
+// The time age-based pruning goes by: the end, or the start of a run that never ended.
+WallTime AgeOf(const TaskRun& run) { return run.ended_at.value_or(run.started_at); }
+
+// Records `start` as running unless its run id is recorded.
+void StartRun(RunMap& runs, const std::string& run_id, const std::string& task_id,
+              const RunOrigin& origin, WallTime started_at) {
+  TaskRun run;
+  run.run_id = run_id;
+  run.task_id = task_id;
+  run.origin = origin;
+  run.started_at = started_at;
+  run.finish.outcome = RunOutcome::kRunning;
+  runs.try_emplace(run_id, std::move(run));
+}
+
+// Closes the run `run_id` with `finish` at `at` if it is running or was closed as lost. Returns
+// its task when it did.
+std::optional<std::string> CloseRun(RunMap& runs, const std::string& run_id,
+                                    const RunFinish& finish, WallTime at,
+                                    std::size_t max_output_bytes) {
+  auto it = runs.find(run_id);
+  if (it == runs.end()) return std::nullopt;
+  TaskRun& run = it->second;
+  if (run.ended_at && run.finish.outcome != RunOutcome::kLost) return std::nullopt;
+  run.ended_at = at;
+  run.finish = finish;
+  run.finish.output_tail =
+      std::string(store_internal::OutputTail(finish.output_tail, max_output_bytes));
+  return run.task_id;
+}
+
+// Removes the ended runs of `task_id` older than its `keep` newest runs, but those in `closed`
+// (the runs the caller just closed, kept until a later end as the SQL stores keep them).
+void TrimTask(RunMap& runs, const std::string& task_id, int keep,
+              const std::vector<std::string>& closed) {
+  std::vector<RunMap::iterator> of_task;
+  for (auto it = runs.begin(); it != runs.end(); ++it) {
+    if (it->second.task_id == task_id) of_task.push_back(it);
+  }
+  if (of_task.size() <= static_cast<std::size_t>(keep)) return;
+  std::sort(of_task.begin(), of_task.end(),
+            [](RunMap::iterator a, RunMap::iterator b) { return Newer(a->second, b->second); });
+  for (std::size_t i = static_cast<std::size_t>(keep); i < of_task.size(); ++i) {
+    const TaskRun& run = of_task[i]->second;
+    if (run.ended_at && std::find(closed.begin(), closed.end(), run.run_id) == closed.end()) {
+      runs.erase(of_task[i]);
+    }
+  }
+}
+
+// Closes the running run `run_id` as lost. Returns whether it did.
+bool LoseRun(RunMap& runs, std::string_view run_id, WallTime now, const std::string& error_json) {
+  auto it = runs.find(std::string(run_id));
+  if (it == runs.end() || it->second.ended_at) return false;
+  it->second.ended_at = now;
+  it->second.finish = RunFinish{RunOutcome::kLost, error_json,   std::nullopt,
+                                std::nullopt,      std::nullopt, std::string()};
+  return true;
+}
+
 }  // namespace
 
 // The rows of one plugin's table and the listeners of every store opened on it. Thread-safe: the
@@ -85,6 +154,13 @@ class MemoryTaskTable {
   auto WithRows(Fn&& fn) {
     std::lock_guard lock(mu_);
     return std::forward<Fn>(fn)(rows_);
+  }
+
+  // Runs `fn(rows, runs)` under the table lock and returns its result.
+  template <typename Fn>
+  auto WithRowsAndRuns(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    return std::forward<Fn>(fn)(rows_, runs_);
   }
 
   void AddListener(std::shared_ptr<Listener> listener) {
@@ -116,6 +192,7 @@ class MemoryTaskTable {
  private:
   std::mutex mu_;
   std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
+  RunMap runs_;
   std::vector<std::shared_ptr<Listener>> listeners_;
 };
 
@@ -143,12 +220,18 @@ class MemoryNotifications final : public Notifications {
   std::shared_ptr<MemoryTaskTable::Listener> listener_;
 };
 
-// Resets every run whose expiry has passed and returns the reset ids (the janitor, §7).
-std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, WallTime now) {
+// Resets every run whose expiry has passed, closing its history as lost, and returns the reset
+// ids (the janitor, §7).
+std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap& runs,
+                                   WallTime now) {
   std::vector<std::string> swept;
+  const std::string timed_out = ErrorJson("Task timed out");
   for (auto& [id, row] : rows) {
     if (row.current_run_expires_at && *row.current_run_expires_at < now) {
-      EndRun(row, now, ErrorJson("Task timed out"));
+      if (row.current_run_ticket) {
+        LoseRun(runs, store_internal::RunIdOfTicket(*row.current_run_ticket), now, timed_out);
+      }
+      EndRun(row, now, timed_out);
       swept.push_back(id);
     }
   }
@@ -214,7 +297,10 @@ MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock)
 
 MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock,
                                  std::shared_ptr<MemoryTaskTable> table)
-    : plugin_id_(std::move(plugin_id)), clock_(clock), table_(std::move(table)) {
+    : plugin_id_(std::move(plugin_id)),
+      clock_(clock),
+      table_(std::move(table)),
+      limits_(std::make_unique<store_internal::LimitsHolder>()) {
   STAGEHAND_CHECK(table_ != nullptr);
 }
 
@@ -313,8 +399,8 @@ Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool 
   PollResult result;
   result.db_now = now;
   std::vector<std::optional<TaskRow>> found(ids.size());
-  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
-    if (sweep_expired) result.swept_ids = SweepRows(rows, now);
+  table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
+    if (sweep_expired) result.swept_ids = SweepRows(rows, runs, now);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (auto it = rows.find(ids[i]); it != rows.end()) found[i] = it->second;
     }
@@ -375,16 +461,18 @@ Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const Clai
   const WallTime now = DatabaseTime();
   std::vector<ClaimResult> results(claims.size(), ClaimResult{false, now, std::nullopt});
   std::vector<StoreEvent> events;
-  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+  table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
     for (std::size_t i = 0; i < claims.size(); ++i) {
-      auto it = rows.find(claims[i].id);
-      if (it == rows.end() || !ClaimRow(it->second, claims[i].ticket, claims[i].timeout, lease,
-                                        claims[i].expected_version, now)) {
+      const ClaimRequest& claim = claims[i];
+      auto it = rows.find(claim.id);
+      if (it == rows.end() ||
+          !ClaimRow(it->second, claim.ticket, claim.timeout, lease, claim.expected_version, now)) {
         continue;
       }
       results[i].claimed = true;
       results[i].expires_at = it->second.current_run_expires_at;
-      events.push_back(StoreEvent{StoreEvent::Kind::kClaim, claims[i].id, claims[i].ticket});
+      if (claim.history) StartRun(runs, claim.ticket, claim.id, *claim.history, now);
+      events.push_back(StoreEvent{StoreEvent::Kind::kClaim, claim.id, claim.ticket});
     }
   });
   table_->Publish(events);
@@ -434,14 +522,26 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
     plans.push_back(*plan);
   }
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const RunHistoryLimits limits = limits_->Get();
   std::vector<ReleaseResult> results(releases.size());
   std::vector<std::string> released_ids;
-  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+  table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
     for (std::size_t i = 0; i < releases.size(); ++i) {
       const ReleaseRequest& release = releases[i];
       ReleaseResult& result = results[i];
       result.db_now = now;
       auto it = rows.find(release.id);
+      if (release.history) {
+        RunFinish finish = *release.history;
+        if (it != rows.end() && HoldsMarkedTicket(it->second, release.ticket)) {
+          finish.outcome = RunOutcome::kCancelled;
+          finish.error_json = ErrorJson("Task was cancelled");
+        }
+        if (std::optional<std::string> task =
+                CloseRun(runs, release.ticket, finish, now, limits.max_output_bytes)) {
+          TrimTask(runs, *task, limits.max_runs_per_task, {release.ticket});
+        }
+      }
       if (it == rows.end() ||
           !ReleaseRow(it->second, release.ticket, plans[i], release.error_json, now)) {
         continue;
@@ -512,7 +612,9 @@ Result<std::vector<std::string>> MemoryTaskStore::SweepExpired() {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
   std::vector<std::string> swept =
-      table_->WithRows([&](std::map<std::string, TaskRow>& rows) { return SweepRows(rows, now); });
+      table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
+        return SweepRows(rows, runs, now);
+      });
   table_->Publish(EventsFor(StoreEvent::Kind::kSweep, swept));
   return swept;
 }
@@ -538,6 +640,124 @@ Status MemoryTaskStore::Delete(const std::string& id) {
 Result<WallTime> MemoryTaskStore::DatabaseNow() {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   return DatabaseTime();
+}
+
+void MemoryTaskStore::SetLimits(const RunHistoryLimits& limits) { limits_->Set(limits); }
+
+RunHistoryLimits MemoryTaskStore::limits() const { return limits_->Get(); }
+
+Status MemoryTaskStore::RecordStarts(std::span<const RunStart> starts) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
+    for (const RunStart& start : starts) {
+      StartRun(runs, start.run_id, start.task_id, start.origin,
+               start.started_at ? store_internal::ToMillis(*start.started_at) : now);
+    }
+  });
+  return Status::Ok();
+}
+
+Result<std::size_t> MemoryTaskStore::RecordEnds(std::span<const RunEnd> ends) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  const RunHistoryLimits limits = limits_->Get();
+  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
+    std::vector<std::string> closed;
+    std::vector<std::string> tasks;
+    for (const RunEnd& end : ends) {
+      const WallTime at = end.ended_at ? store_internal::ToMillis(*end.ended_at) : now;
+      if (std::optional<std::string> task =
+              CloseRun(runs, end.run_id, end.finish, at, limits.max_output_bytes)) {
+        closed.push_back(end.run_id);
+        tasks.push_back(std::move(*task));
+      }
+    }
+    std::sort(tasks.begin(), tasks.end());
+    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+    for (const std::string& task : tasks) TrimTask(runs, task, limits.max_runs_per_task, closed);
+    return closed.size();
+  });
+}
+
+Result<RunPage> MemoryTaskStore::ListRuns(const std::string& task_id, int limit,
+                                          const std::optional<std::string>& before) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  return table_->WithRowsAndRuns(
+      [&](std::map<std::string, TaskRow>&, RunMap& runs) -> Result<RunPage> {
+        std::optional<TaskRun> after;
+        if (before) {
+          if (std::optional<store_internal::RunCursor> cursor =
+                  store_internal::DecodeRunCursor(*before)) {
+            after.emplace();
+            after->started_at = cursor->started_at;
+            after->run_id = cursor->run_id;
+          } else if (auto it = runs.find(*before); it != runs.end()) {
+            after = it->second;
+          } else {
+            return InvalidArgumentError(
+                fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
+          }
+        }
+        std::vector<const TaskRun*> of_task;
+        for (const auto& [id, run] : runs) {
+          if (run.task_id == task_id && (!after || Newer(*after, run))) of_task.push_back(&run);
+        }
+        std::sort(of_task.begin(), of_task.end(),
+                  [](const TaskRun* a, const TaskRun* b) { return Newer(*a, *b); });
+        RunPage page;
+        const std::size_t count = std::min(of_task.size(), static_cast<std::size_t>(limit));
+        for (std::size_t i = 0; i < count; ++i) {
+          TaskRun& run = page.runs.emplace_back(*of_task[i]);
+          run.finish.output_tail.clear();
+        }
+        if (of_task.size() > count) {
+          page.next_cursor =
+              store_internal::EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
+        }
+        return page;
+      });
+}
+
+Result<TaskRun> MemoryTaskStore::GetRun(const std::string& run_id) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  return table_->WithRowsAndRuns(
+      [&](std::map<std::string, TaskRow>&, RunMap& runs) -> Result<TaskRun> {
+        auto it = runs.find(run_id);
+        if (it == runs.end()) return NotFoundError(fmt::format("Run {} does not exist", run_id));
+        return it->second;
+      });
+}
+
+Result<std::size_t> MemoryTaskStore::MarkLost(std::span<const std::string> run_ids,
+                                              const std::string& error_json) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
+    std::size_t closed = 0;
+    for (const std::string& run_id : run_ids) closed += LoseRun(runs, run_id, now, error_json);
+    return closed;
+  });
+}
+
+Result<std::size_t> MemoryTaskStore::PruneExpired(std::size_t max_rows) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime cutoff = DatabaseTime() - limits_->Get().max_age;
+  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
+    std::vector<RunMap::iterator> expired;
+    for (auto it = runs.begin(); it != runs.end(); ++it) {
+      if (AgeOf(it->second) < cutoff) expired.push_back(it);
+    }
+    std::sort(expired.begin(), expired.end(), [](RunMap::iterator a, RunMap::iterator b) {
+      return AgeOf(a->second) < AgeOf(b->second);
+    });
+    const std::size_t removed = std::min(expired.size(), max_rows);
+    for (std::size_t i = 0; i < removed; ++i) runs.erase(expired[i]);
+    return removed;
+  });
 }
 
 std::unique_ptr<Notifications> MemoryTaskStore::Listen(

@@ -5,25 +5,34 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
+#include "stagehand/store/run_history.h"
 #include "stagehand/store/task_store.h"
+
+namespace stagehand::store_internal {
+class LimitsHolder;
+}  // namespace stagehand::store_internal
 
 namespace stagehand::testing {
 
-// The shared table behind one or more MemoryTaskStores, standing in for one plugin database.
+// The shared table (and run history) behind one or more MemoryTaskStores, standing in for one
+// plugin database.
 // Several stores on one table behave like several hosts on one database, and receive each
 // other's events like PostgreSQL LISTEN/NOTIFY. Thread-safe.
 class MemoryTaskTable;
 
-// One "host" on a MemoryTaskTable. Times are the injected clock's, truncated to milliseconds like
-// the SQL stores'. Listen() handlers run synchronously on the writing thread (of whichever store
-// on the table wrote), after the table lock is released, so a handler may call the store.
-// Thread-safe.
-class MemoryTaskStore final : public TaskStore {
+// One "host" on a MemoryTaskTable, and its run history (the table's runs). Times are the
+// injected clock's, truncated to milliseconds like the SQL stores'. Listen() handlers run
+// synchronously on the writing thread (of whichever store on the table wrote), after the table
+// lock is released, so a handler may call the store. Thread-safe.
+class MemoryTaskStore final : public TaskStore, public RunHistory {
  public:
   // A store with a table of its own.
   MemoryTaskStore(std::string plugin_id, const Clock& clock);
@@ -71,6 +80,18 @@ class MemoryTaskStore final : public TaskStore {
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+  RunHistory* history() override { return this; }
+
+  void SetLimits(const RunHistoryLimits& limits) override;
+  RunHistoryLimits limits() const override;
+  Status RecordStarts(std::span<const RunStart> starts) override;
+  Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) override;
+  Result<RunPage> ListRuns(const std::string& task_id, int limit,
+                           const std::optional<std::string>& before) override;
+  Result<TaskRun> GetRun(const std::string& run_id) override;
+  Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
+                               const std::string& error_json) override;
+  Result<std::size_t> PruneExpired(std::size_t max_rows) override;
 
  private:
   // Counts one statement, or fails with kUnavailable while the store is marked unavailable.
@@ -83,6 +104,7 @@ class MemoryTaskStore final : public TaskStore {
   std::shared_ptr<MemoryTaskTable> table_;
   std::atomic<bool> unavailable_{false};
   std::atomic<std::uint64_t> statement_count_{0};
+  std::unique_ptr<store_internal::LimitsHolder> limits_;
 };
 
 }  // namespace stagehand::testing
