@@ -95,6 +95,16 @@ SqliteStatement& SqliteStatement::BindOptional(int index, const std::optional<st
   return text ? Bind(index, std::string_view(*text)) : BindNull(index);
 }
 
+SqliteStatement& SqliteStatement::BindOptionalInt(int index, std::optional<std::int64_t> value) {
+  return value ? Bind(index, *value) : BindNull(index);
+}
+
+SqliteStatement& SqliteStatement::BindBlob(int index, std::string_view bytes) {
+  const int rc = sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+  STAGEHAND_CHECK(rc == SQLITE_OK);
+  return *this;
+}
+
 SqliteStatement& SqliteStatement::BindNull(int index) {
   const int rc = sqlite3_bind_null(stmt_, index);
   STAGEHAND_CHECK(rc == SQLITE_OK);
@@ -133,6 +143,18 @@ std::optional<std::string> SqliteStatement::OptionalText(int column) const {
 }
 
 std::int64_t SqliteStatement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+std::optional<std::int64_t> SqliteStatement::OptionalInt(int column) const {
+  if (IsNull(column)) return std::nullopt;
+  return Int(column);
+}
+
+std::string SqliteStatement::Blob(int column) const {
+  const void* bytes = sqlite3_column_blob(stmt_, column);
+  if (bytes == nullptr) return {};
+  const int size = sqlite3_column_bytes(stmt_, column);
+  return std::string(static_cast<const char*>(bytes), static_cast<std::size_t>(size));
+}
 
 std::string_view SqliteStatement::ColumnName(int column) const {
   const char* name = sqlite3_column_name(stmt_, column);
@@ -260,6 +282,27 @@ Status SqliteDatabase::Error(int rc, std::string_view what) const {
 Status SqliteDatabase::Error(StatusCode code, std::string_view message) const {
   return Status(code,
                 fmt::format("plugin '{}': SQLite database '{}': {}", plugin_id_, path_, message));
+}
+
+std::string JsonArray(std::span<const std::string> values) {
+  std::string json = "[";
+  for (const std::string& value : values) {
+    if (json.size() > 1) json += ',';
+    json += '"';
+    for (const char c : value) {
+      if (c == '"' || c == '\\') {
+        json += '\\';
+        json += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        json += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+      } else {
+        json += c;
+      }
+    }
+    json += '"';
+  }
+  json += ']';
+  return json;
 }
 
 SqliteTransaction::~SqliteTransaction() {

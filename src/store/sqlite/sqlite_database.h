@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,6 +36,9 @@ class SqliteStatement {
   SqliteStatement& Bind(int index, std::string_view text);
   SqliteStatement& Bind(int index, std::int64_t value);
   SqliteStatement& BindOptional(int index, const std::optional<std::string>& text);
+  SqliteStatement& BindOptionalInt(int index, std::optional<std::int64_t> value);
+  // Binds `bytes` as a BLOB.
+  SqliteStatement& BindBlob(int index, std::string_view bytes);
   SqliteStatement& BindNull(int index);
 
   // Advances to the next row. Returns true with a row, false when done.
@@ -47,6 +51,9 @@ class SqliteStatement {
   std::string Text(int column) const;
   std::optional<std::string> OptionalText(int column) const;
   std::int64_t Int(int column) const;
+  std::optional<std::int64_t> OptionalInt(int column) const;
+  // The column's bytes (a BLOB's, or a text's).
+  std::string Blob(int column) const;
   // The column's name in the result (e.g. "next_run_start_at").
   std::string_view ColumnName(int column) const;
   // Whether the column holds an integer (not text).
@@ -96,6 +103,11 @@ class SqliteDatabase {
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
+
+// Returns `values` as a JSON array of strings, the form statements read a list in with json_each().
+// Bytes other than quotes, backslashes and control characters pass through unchanged; SQLite's
+// JSON reader returns them as they were.
+std::string JsonArray(std::span<const std::string> values);
 
 // Runs statements as one write transaction (BEGIN IMMEDIATE, which waits for the write lock up to
 // the busy timeout). Rolls back on destruction unless committed. Not thread-safe.

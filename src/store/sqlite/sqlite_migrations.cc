@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "store/sqlite/sqlite_history_sql.h"
 #include "store/sqlite/sqlite_sql.h"
 
 namespace stagehand::store_internal {
@@ -139,7 +140,55 @@ Result<Attempt> TryMigrate(SqliteDatabase& db, const Clock& clock) {
   return Attempt::kDone;
 }
 
+namespace history_sql = sqlite_history_sql;
+
+Status ApplyHistoryMigrations(SqliteDatabase& db) {
+  STAGEHAND_RETURN_IF_ERROR(db.Exec(history_sql::kCreateMigrationsTable));
+  std::set<std::string, std::less<>> done;
+  {
+    Result<SqliteStatement> stmt = db.Prepare(history_sql::kListMigrations);
+    if (!stmt.ok()) return stmt.status();
+    while (true) {
+      Result<bool> row = stmt->Step("reading stagehand's migrations");
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      done.insert(stmt->Text(0));
+    }
+  }
+  std::vector<std::string> unknown;
+  for (const std::string& name : done) {
+    const bool known = std::any_of(history_sql::kMigrations.begin(), history_sql::kMigrations.end(),
+                                   [&](const history_sql::Migration& m) { return m.name == name; });
+    if (!known) unknown.push_back(name);
+  }
+  if (!unknown.empty()) {
+    return db.Error(StatusCode::kFailedPrecondition,
+                    fmt::format("stagehand_migrations lists migration(s) this version of stagehand "
+                                "does not know: {}; the database was migrated by a newer stagehand",
+                                fmt::join(unknown, ", ")));
+  }
+  for (const history_sql::Migration& migration : history_sql::kMigrations) {
+    if (done.contains(migration.name)) continue;
+    for (std::string_view statement : migration.statements) {
+      if (Status status = db.Exec(statement); !status.ok()) {
+        return status.WithPrefix(fmt::format("migration {}: ", migration.name));
+      }
+    }
+    Result<SqliteStatement> record = db.Prepare(history_sql::kRecordMigration);
+    if (!record.ok()) return record.status();
+    STAGEHAND_RETURN_IF_ERROR(record->Bind(1, migration.name).Run("recording a migration"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status MigrateSqliteHistory(SqliteDatabase& db) {
+  SqliteTransaction transaction(db);
+  STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+  STAGEHAND_RETURN_IF_ERROR(ApplyHistoryMigrations(db));
+  return transaction.Commit();
+}
 
 Status MigrateSqlite(SqliteDatabase& db, const Clock& clock) {
   Result<Attempt> attempt = TryMigrate(db, clock);

@@ -9,9 +9,12 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/run_history_support.h"
 #include "store/settings_cache.h"
 #include "store/sqlite/sqlite_database.h"
+#include "store/sqlite/sqlite_history_sql.h"
 #include "store/sqlite/sqlite_migrations.h"
+#include "store/sqlite/sqlite_run_table.h"
 #include "store/sqlite/sqlite_sql.h"
 #include "store/sqlite/sqlite_time.h"
 
@@ -22,32 +25,11 @@ namespace {
 using store_internal::DatabaseClock;
 using store_internal::NextRunPlan;
 using store_internal::SqliteDatabase;
+using store_internal::SqliteRunTable;
 using store_internal::SqliteStatement;
 using store_internal::SqliteTransaction;
 namespace sql = store_internal::sqlite_sql;
-
-// Returns `ids` as a JSON array of strings for json_each(). Bytes other than quotes, backslashes
-// and control characters pass through unchanged; SQLite's JSON reader returns them as they were.
-std::string JsonArray(std::span<const std::string> ids) {
-  std::string json = "[";
-  for (const std::string& id : ids) {
-    if (json.size() > 1) json += ',';
-    json += '"';
-    for (const char c : id) {
-      if (c == '"' || c == '\\') {
-        json += '\\';
-        json += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        json += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-      } else {
-        json += c;
-      }
-    }
-    json += '"';
-  }
-  json += ']';
-  return json;
-}
+namespace history_sql = store_internal::sqlite_history_sql;
 
 std::string DurationModifier(std::chrono::milliseconds duration) {
   return store_internal::SecondsModifier(std::chrono::duration<double>(duration).count());
@@ -68,8 +50,8 @@ void BindPlan(SqliteStatement& stmt, int param, const NextRunPlan& plan) {
   }
 }
 
-// The SQLite TaskStore: one connection, serialised by a mutex. Thread-safe.
-class SqliteTaskStore final : public TaskStore {
+// The SQLite TaskStore and its run history: one connection, serialised by a mutex. Thread-safe.
+class SqliteTaskStore final : public TaskStore, public RunHistory {
  public:
   SqliteTaskStore(std::string plugin_id, std::unique_ptr<SqliteDatabase> db, const Clock& clock)
       : plugin_id_(std::move(plugin_id)), clock_(clock), db_clock_(clock), db_(std::move(db)) {}
@@ -78,7 +60,10 @@ class SqliteTaskStore final : public TaskStore {
 
   Status Migrate() override {
     std::lock_guard lock(mu_);
-    return store_internal::MigrateSqlite(*db_, clock_);
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqlite(*db_, clock_));
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqliteHistory(*db_));
+    history_tables_ = HistoryTables::kPresent;
+    return Status::Ok();
   }
 
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
@@ -143,7 +128,7 @@ class SqliteTaskStore final : public TaskStore {
   }
 
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
-    return PollWith(sql::kPoll, JsonArray(ids), sweep_expired);
+    return PollWith(sql::kPoll, store_internal::JsonArray(ids), sweep_expired);
   }
 
   Result<PollResult> PollChanged(std::span<const std::string> ids,
@@ -153,7 +138,7 @@ class SqliteTaskStore final : public TaskStore {
     std::string known = "[";
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) known += ',';
-      known += JsonArray(ids.subspan(i, 1));
+      known += store_internal::JsonArray(ids.subspan(i, 1));
       known.back() = ',';
       known += known_versions[i] ? std::to_string(*known_versions[i]) : "null";
       known += ']';
@@ -195,6 +180,15 @@ class SqliteTaskStore final : public TaskStore {
       Result<ClaimResult> claimed =
           ClaimLocked(claim.id, claim.ticket, claim.timeout, lease, claim.expected_version);
       if (!claimed.ok()) return claimed.status();
+      if (claimed->claimed && claim.history) {
+        Result<bool> history = HistoryTablesLocked();
+        if (!history.ok()) return history.status();
+        if (*history) {
+          STAGEHAND_RETURN_IF_ERROR(
+              SqliteRunTable(*db_).RecordStart(claim.ticket, claim.id, *claim.history,
+                                               store_internal::FormatSqliteTime(claimed->db_now)));
+        }
+      }
       results.push_back(*claimed);
     }
     STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
@@ -218,13 +212,47 @@ class SqliteTaskStore final : public TaskStore {
     std::vector<ReleaseResult> results;
     results.reserve(releases.size());
     std::optional<WallTime> now;
+    std::vector<std::string> ended_tasks;
+    std::vector<std::string> closed;
+    const RunHistoryLimits limits = limits_.Get();
     for (std::size_t i = 0; i < releases.size(); ++i) {
+      const ReleaseRequest& release = releases[i];
+      bool history = false;
+      if (release.history) {
+        Result<bool> present = HistoryTablesLocked();
+        if (!present.ok()) return present.status();
+        history = *present;
+      }
+      std::optional<RunFinish> finish;
+      if (history) {
+        finish = *release.history;
+        Result<bool> marked = HeldByMarkedTicketLocked(release.id, release.ticket);
+        if (!marked.ok()) return marked.status();
+        if (*marked) {
+          finish->outcome = RunOutcome::kCancelled;
+          finish->error_json = ErrorJson("Task was cancelled");
+        }
+      }
       Result<ReleaseResult> released =
-          ReleaseLocked(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json);
+          ReleaseLocked(release.id, release.ticket, plans[i], release.error_json);
       if (!released.ok()) return released.status();
       if (released->released && !now) now = released->db_now;
+      if (finish) {
+        Result<std::optional<std::string>> task = SqliteRunTable(*db_).CloseRun(
+            release.ticket, *finish,
+            released->released
+                ? std::optional<std::string>(store_internal::FormatSqliteTime(released->db_now))
+                : std::nullopt,
+            limits.max_output_bytes);
+        if (!task.ok()) return task.status();
+        if (*task) {
+          ended_tasks.push_back(std::move(**task));
+          closed.push_back(release.ticket);
+        }
+      }
       results.push_back(std::move(*released));
     }
+    STAGEHAND_RETURN_IF_ERROR(TrimLocked(ended_tasks, limits.max_runs_per_task, closed));
     if (!now) {
       Result<WallTime> observed = NowLocked();
       if (!observed.ok()) return observed.status();
@@ -318,7 +346,15 @@ class SqliteTaskStore final : public TaskStore {
 
   Result<std::vector<std::string>> SweepExpired() override {
     std::lock_guard lock(mu_);
-    return SweepLocked();
+    Result<bool> history = HistoryTablesLocked();
+    if (!history.ok()) return history.status();
+    if (!*history) return SweepLocked();
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    Result<std::vector<std::string>> swept = SweepLocked();
+    if (!swept.ok()) return swept.status();
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return swept;
   }
 
   Result<std::vector<TaskRow>> States() override {
@@ -364,6 +400,91 @@ class SqliteTaskStore final : public TaskStore {
 
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)>) override {
     return nullptr;
+  }
+
+  RunHistory* history() override { return this; }
+
+  void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
+
+  RunHistoryLimits limits() const override { return limits_.Get(); }
+
+  Status RecordStarts(std::span<const RunStart> starts) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
+    if (starts.empty()) return Status::Ok();
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    SqliteRunTable runs(*db_);
+    for (const RunStart& start : starts) {
+      STAGEHAND_RETURN_IF_ERROR(runs.RecordStart(
+          start.run_id, start.task_id, start.origin,
+          start.started_at
+              ? std::optional<std::string>(store_internal::FormatSqliteTime(*start.started_at))
+              : std::nullopt));
+    }
+    return transaction.Commit();
+  }
+
+  Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
+    if (ends.empty()) return std::size_t{0};
+    const RunHistoryLimits limits = limits_.Get();
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    SqliteRunTable runs(*db_);
+    std::vector<std::string> ended_tasks;
+    std::vector<std::string> closed;
+    for (const RunEnd& end : ends) {
+      Result<std::optional<std::string>> task = runs.CloseRun(
+          end.run_id, end.finish,
+          end.ended_at ? std::optional<std::string>(store_internal::FormatSqliteTime(*end.ended_at))
+                       : std::nullopt,
+          limits.max_output_bytes);
+      if (!task.ok()) return task.status();
+      if (*task) {
+        ended_tasks.push_back(std::move(**task));
+        closed.push_back(end.run_id);
+      }
+    }
+    STAGEHAND_RETURN_IF_ERROR(TrimLocked(ended_tasks, limits.max_runs_per_task, closed));
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return closed.size();
+  }
+
+  Result<RunPage> ListRuns(const std::string& task_id, int limit,
+                           const std::optional<std::string>& before) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
+    std::lock_guard lock(mu_);
+    return SqliteRunTable(*db_).List(task_id, limit, before);
+  }
+
+  Result<TaskRun> GetRun(const std::string& run_id) override {
+    std::lock_guard lock(mu_);
+    return SqliteRunTable(*db_).Get(run_id);
+  }
+
+  Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
+                               const std::string& error_json) override {
+    if (run_ids.empty()) return std::size_t{0};
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    SqliteRunTable runs(*db_);
+    std::size_t closed = 0;
+    for (const std::string& run_id : run_ids) {
+      Result<bool> lost = runs.MarkLost(run_id, error_json);
+      if (!lost.ok()) return lost.status();
+      if (*lost) ++closed;
+    }
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return closed;
+  }
+
+  Result<std::size_t> PruneExpired(std::size_t max_rows) override {
+    const std::chrono::hours max_age = limits_.Get().max_age;
+    std::lock_guard lock(mu_);
+    return SqliteRunTable(*db_).Prune(max_age, max_rows);
   }
 
  private:
@@ -512,10 +633,56 @@ class SqliteTaskStore final : public TaskStore {
     return entry;
   }
 
+  // Whether the history tables exist, with mu_ held: known after Migrate, else looked up once.
+  Result<bool> HistoryTablesLocked() {
+    if (history_tables_ == HistoryTables::kUnknown) {
+      Result<bool> exists = SqliteRunTable(*db_).Exists();
+      if (!exists.ok()) return exists.status();
+      history_tables_ = *exists ? HistoryTables::kPresent : HistoryTables::kAbsent;
+    }
+    return history_tables_ == HistoryTables::kPresent;
+  }
+
+  // Whether the row of task `id` is held by `ticket` marked by a cancel, with mu_ held.
+  Result<bool> HeldByMarkedTicketLocked(const std::string& id, const std::string& ticket) {
+    Result<SqliteStatement> stmt = db_->Prepare(history_sql::kHeldTicket);
+    if (!stmt.ok()) return stmt.status();
+    Result<bool> row = stmt->Bind(1, id).Step("releasing a task");
+    if (!row.ok()) return row.status();
+    return *row && stmt->OptionalText(0) == CancelRequestedTicket(ticket);
+  }
+
+  // Trims the history of each of `tasks` (ids may repeat) to its newest `keep` runs, keeping the
+  // runs in `closed` (just closed by the caller), with mu_ held.
+  Status TrimLocked(std::vector<std::string>& tasks, int keep,
+                    std::span<const std::string> closed) {
+    std::sort(tasks.begin(), tasks.end());
+    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+    SqliteRunTable runs(*db_);
+    for (const std::string& task : tasks) {
+      STAGEHAND_RETURN_IF_ERROR(runs.Trim(task, keep, closed));
+    }
+    return Status::Ok();
+  }
+
+  // Resets the expired runs, with mu_ held; where the history tables exist, inside the caller's
+  // transaction, also closes their runs as lost at the same now.
   Result<std::vector<std::string>> SweepLocked() {
-    Result<SqliteStatement> stmt = db_->Prepare(sql::kSweepExpired);
+    Result<bool> history = HistoryTablesLocked();
+    if (!history.ok()) return history.status();
+    std::string now;
+    if (*history) {
+      Result<WallTime> observed = NowLocked();
+      if (!observed.ok()) return observed.status();
+      now = store_internal::FormatSqliteTime(*observed);
+      STAGEHAND_RETURN_IF_ERROR(
+          SqliteRunTable(*db_).MarkSweptRunsLost(now, ErrorJson("Task timed out")));
+    }
+    Result<SqliteStatement> stmt =
+        db_->Prepare(*history ? history_sql::kSweepExpiredAt : sql::kSweepExpired);
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, ErrorJson("Task timed out"));
+    if (*history) stmt->Bind(2, now);
     std::vector<std::string> ids;
     while (true) {
       Result<bool> row = stmt->Step("resetting expired runs");
@@ -556,12 +723,16 @@ class SqliteTaskStore final : public TaskStore {
     return result;
   }
 
+  enum class HistoryTables { kUnknown, kPresent, kAbsent };
+
   const std::string plugin_id_;
   const Clock& clock_;
   DatabaseClock db_clock_;
   store_internal::SettingsCache settings_cache_;
+  store_internal::LimitsHolder limits_;
   std::mutex mu_;
-  std::unique_ptr<SqliteDatabase> db_;  // guarded by mu_
+  std::unique_ptr<SqliteDatabase> db_;                      // guarded by mu_
+  HistoryTables history_tables_ = HistoryTables::kUnknown;  // guarded by mu_
 };
 
 }  // namespace

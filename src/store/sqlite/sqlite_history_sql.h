@@ -1,0 +1,137 @@
+// Every SQL statement of the SQLite run history, in one place: stagehand's own migration
+// bookkeeping (stagehand_migrations), the stagehand_task_runs table, and the statements the task
+// store runs on it. Fixed text with bound parameters. Times are UTC text
+// "YYYY-MM-DD HH:MM:SS.SSS", compared as strings like the task table's.
+#pragma once
+
+#include <array>
+#include <span>
+#include <string_view>
+
+#include "stagehand/store/task_store.h"
+
+namespace stagehand::store_internal::sqlite_history_sql {
+
+// The statements below strip a cancel's mark from a ticket with this literal.
+static_assert(kCancelRequestedPrefix == "cancel:");
+
+// ---- stagehand's own bookkeeping (never knex's tables) ----
+
+inline constexpr std::string_view kCreateMigrationsTable =
+    "CREATE TABLE IF NOT EXISTS stagehand_migrations (name varchar(255) NOT NULL PRIMARY KEY, "
+    "migrated_at datetime NOT NULL)";
+inline constexpr std::string_view kListMigrations =
+    "SELECT name FROM stagehand_migrations ORDER BY name";
+inline constexpr std::string_view kRecordMigration =
+    "INSERT INTO stagehand_migrations (name, migrated_at) "
+    "VALUES (?1, strftime('%Y-%m-%d %H:%M:%f','now'))";
+
+// One of stagehand's own migrations: its name and its statements.
+struct Migration {
+  std::string_view name;
+  std::span<const std::string_view> statements;
+};
+
+inline constexpr std::array<std::string_view, 3> kTaskRunsStatements = {
+    "CREATE TABLE stagehand_task_runs (run_id varchar(255) NOT NULL PRIMARY KEY, "
+    "task_id varchar(255) NOT NULL, host text NOT NULL, pid integer NOT NULL, "
+    "trigger_kind text NOT NULL, slot_at datetime NULL, started_at datetime NOT NULL, "
+    "ended_at datetime NULL, outcome text NOT NULL, error_json text NULL, exit_code integer NULL, "
+    "signal integer NULL, http_status integer NULL, attempt integer NOT NULL, output blob NULL)",
+    // A task's page, newest first, and the bound of its count-based trim.
+    "CREATE INDEX stagehand_task_runs_by_task ON stagehand_task_runs (task_id, started_at, run_id)",
+    // Age-based pruning, oldest first.
+    "CREATE INDEX stagehand_task_runs_by_age ON stagehand_task_runs "
+    "(coalesce(ended_at, started_at))",
+};
+
+// In the order they apply.
+inline constexpr std::array<Migration, 1> kMigrations = {{
+    {"0001_task_runs", kTaskRunsStatements},
+}};
+
+inline constexpr std::string_view kTableExists =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'stagehand_task_runs'";
+
+// ---- runs ----
+
+// ?1 run id, ?2 task id, ?3 host, ?4 pid, ?5 trigger, ?6 slot or NULL, ?7 start or NULL (now),
+// ?8 attempt. A recorded run id is left as it is.
+inline constexpr std::string_view kRecordStart =
+    "INSERT OR IGNORE INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, "
+    "slot_at, started_at, outcome, attempt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+    "coalesce(?7, strftime('%Y-%m-%d %H:%M:%f','now')), 'running', ?8)";
+
+// ?1 run id, ?2 end or NULL (now), ?3 outcome, ?4 error JSON, ?5 exit code, ?6 signal, ?7 HTTP
+// status, ?8 output. Closes a running or lost run; returns its task id.
+inline constexpr std::string_view kCloseRun =
+    "UPDATE stagehand_task_runs SET ended_at = coalesce(?2, strftime('%Y-%m-%d %H:%M:%f','now')), "
+    "outcome = ?3, error_json = ?4, exit_code = ?5, signal = ?6, http_status = ?7, output = ?8 "
+    "WHERE run_id = ?1 AND (ended_at IS NULL OR outcome = 'lost') RETURNING task_id";
+
+// ?1 task id, ?2 runs kept - 1, ?3 JSON array of the run ids just closed (kept until a later
+// end, as on PostgreSQL): removes the task's other ended runs older than its newest kept run,
+// reading the bound through stagehand_task_runs_by_task.
+inline constexpr std::string_view kTrimTask =
+    "DELETE FROM stagehand_task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL "
+    "AND (started_at, run_id) < (SELECT started_at, run_id FROM stagehand_task_runs "
+    "WHERE task_id = ?1 ORDER BY started_at DESC, run_id DESC LIMIT 1 OFFSET ?2) "
+    "AND run_id NOT IN (SELECT value FROM json_each(?3))";
+
+// ?1 run id, ?2 error JSON: closes a running run as lost.
+inline constexpr std::string_view kMarkLost =
+    "UPDATE stagehand_task_runs SET ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), "
+    "outcome = 'lost', error_json = ?2 WHERE run_id = ?1 AND ended_at IS NULL";
+
+// ?1 now, ?2 error JSON: closes as lost the running runs of the claims the sweep at ?1 resets
+// (kSweepExpiredAt, in the same transaction).
+inline constexpr std::string_view kMarkSweptRunsLost =
+    "UPDATE stagehand_task_runs SET ended_at = ?1, outcome = 'lost', error_json = ?2 "
+    "WHERE ended_at IS NULL AND run_id IN (SELECT CASE WHEN substr(current_run_ticket, 1, 7) = "
+    "'cancel:' THEN substr(current_run_ticket, 8) ELSE current_run_ticket END "
+    "FROM backstage_backend_tasks__tasks WHERE current_run_expires_at < ?1)";
+
+// ?1 error JSON, ?2 now: the task store's kSweepExpired at a given now. Returns the reset ids.
+inline constexpr std::string_view kSweepExpiredAt =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
+    "current_run_started_at = NULL, current_run_expires_at = NULL, "
+    "last_run_ended_at = ?2, last_run_error_json = ?1 "
+    "WHERE current_run_expires_at < ?2 RETURNING id";
+
+// ?1 task id → the ticket holding its row (to tell a cancelled run's release).
+inline constexpr std::string_view kHeldTicket =
+    "SELECT current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
+
+// ?1 task id, ?2 limit. Every run select reads these columns, in this order.
+inline constexpr std::string_view kListRuns =
+    "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
+    "error_json, exit_code, signal, http_status, attempt FROM stagehand_task_runs WHERE task_id = "
+    "?1 "
+    "ORDER BY started_at DESC, run_id DESC LIMIT ?2";
+
+// ?1 task id, ?2 limit, ?3 and ?4 the start and run id the page comes after.
+inline constexpr std::string_view kListRunsBefore =
+    "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
+    "error_json, exit_code, signal, http_status, attempt FROM stagehand_task_runs WHERE task_id = "
+    "?1 "
+    "AND (started_at, run_id) < (?3, ?4) "
+    "ORDER BY started_at DESC, run_id DESC LIMIT ?2";
+
+// ?1 run id → the run's columns and its output.
+inline constexpr std::string_view kGetRun =
+    "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
+    "error_json, exit_code, signal, http_status, attempt, output "
+    "FROM stagehand_task_runs WHERE run_id = ?1";
+
+// ?1 run id → its start (the position of a page that comes after it).
+inline constexpr std::string_view kRunStart =
+    "SELECT started_at FROM stagehand_task_runs WHERE run_id = ?1";
+
+// ?1 modifier for -max_age, ?2 most rows: removes the runs that ended (or started, never ended)
+// before now - max_age, oldest first, through stagehand_task_runs_by_age.
+inline constexpr std::string_view kPruneExpired =
+    "DELETE FROM stagehand_task_runs WHERE run_id IN (SELECT run_id FROM stagehand_task_runs "
+    "WHERE coalesce(ended_at, started_at) < strftime('%Y-%m-%d %H:%M:%f','now',?1) "
+    "ORDER BY coalesce(ended_at, started_at) LIMIT ?2)";
+
+}  // namespace stagehand::store_internal::sqlite_history_sql

@@ -1,0 +1,199 @@
+#include "store/sqlite/sqlite_run_table.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "store/run_history_support.h"
+#include "store/sqlite/sqlite_history_sql.h"
+#include "store/sqlite/sqlite_time.h"
+
+namespace stagehand::store_internal {
+
+namespace sql = sqlite_history_sql;
+
+Result<bool> SqliteRunTable::Exists() {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kTableExists);
+  if (!stmt.ok()) return stmt.status();
+  Result<bool> row = stmt->Step("looking for the run history");
+  if (!row.ok()) return row.status();
+  return *row && stmt->Int(0) > 0;
+}
+
+Status SqliteRunTable::RecordStart(std::string_view run_id, std::string_view task_id,
+                                   const RunOrigin& origin,
+                                   const std::optional<std::string>& started_at) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kRecordStart);
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, run_id)
+      .Bind(2, task_id)
+      .Bind(3, origin.host)
+      .Bind(4, origin.pid)
+      .Bind(5, RunTriggerName(origin.trigger))
+      .BindOptional(6, origin.slot ? std::optional<std::string>(FormatSqliteTime(*origin.slot))
+                                   : std::nullopt)
+      .BindOptional(7, started_at)
+      .Bind(8, static_cast<std::int64_t>(origin.attempt));
+  return stmt->Run("recording a run's start");
+}
+
+Result<std::optional<std::string>> SqliteRunTable::CloseRun(
+    std::string_view run_id, const RunFinish& finish, const std::optional<std::string>& ended_at,
+    std::size_t max_output_bytes) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kCloseRun);
+  if (!stmt.ok()) return stmt.status();
+  const auto optional_int = [](std::optional<int> value) -> std::optional<std::int64_t> {
+    if (!value) return std::nullopt;
+    return *value;
+  };
+  stmt->Bind(1, run_id)
+      .BindOptional(2, ended_at)
+      .Bind(3, RunOutcomeName(finish.outcome))
+      .BindOptional(4, finish.error_json)
+      .BindOptionalInt(5, optional_int(finish.exit_code))
+      .BindOptionalInt(6, optional_int(finish.signal))
+      .BindOptionalInt(7, optional_int(finish.http_status))
+      .BindBlob(8, OutputTail(finish.output_tail, max_output_bytes));
+  Result<bool> row = stmt->Step("recording a run's end");
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<std::string>();
+  std::string task_id = stmt->Text(0);
+  STAGEHAND_RETURN_IF_ERROR(stmt->Run("recording a run's end"));
+  return std::optional<std::string>(std::move(task_id));
+}
+
+Status SqliteRunTable::Trim(std::string_view task_id, int keep,
+                            std::span<const std::string> closed) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kTrimTask);
+  if (!stmt.ok()) return stmt.status();
+  return stmt->Bind(1, task_id)
+      .Bind(2, static_cast<std::int64_t>(keep) - 1)
+      .Bind(3, JsonArray(closed))
+      .Run("trimming a task's run history");
+}
+
+Result<bool> SqliteRunTable::MarkLost(std::string_view run_id, const std::string& error_json) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kMarkLost);
+  if (!stmt.ok()) return stmt.status();
+  STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, run_id).Bind(2, error_json).Run("marking a run lost"));
+  return db_.Changes() == 1;
+}
+
+Status SqliteRunTable::MarkSweptRunsLost(const std::string& now, const std::string& error_json) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kMarkSweptRunsLost);
+  if (!stmt.ok()) return stmt.status();
+  return stmt->Bind(1, now).Bind(2, error_json).Run("marking swept runs lost");
+}
+
+Result<RunPage> SqliteRunTable::List(const std::string& task_id, int limit,
+                                     const std::optional<std::string>& before) {
+  std::optional<std::pair<std::string, std::string>> after;  // start (stored text), run id
+  if (before) {
+    if (std::optional<RunCursor> cursor = DecodeRunCursor(*before)) {
+      after.emplace(FormatSqliteTime(cursor->started_at), cursor->run_id);
+    } else {
+      Result<SqliteStatement> anchor = db_.Prepare(sql::kRunStart);
+      if (!anchor.ok()) return anchor.status();
+      Result<bool> row = anchor->Bind(1, *before).Step("listing runs");
+      if (!row.ok()) return row.status();
+      if (!*row) {
+        return InvalidArgumentError(
+            fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
+      }
+      after.emplace(anchor->Text(0), *before);
+    }
+  }
+  Result<SqliteStatement> stmt = db_.Prepare(after ? sql::kListRunsBefore : sql::kListRuns);
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, task_id).Bind(2, static_cast<std::int64_t>(limit) + 1);
+  if (after) stmt->Bind(3, after->first).Bind(4, after->second);
+  RunPage page;
+  while (true) {
+    Result<bool> row = stmt->Step("listing runs");
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    if (page.runs.size() == static_cast<std::size_t>(limit)) {
+      page.next_cursor = EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
+      break;
+    }
+    Result<TaskRun> run = ReadRun(*stmt);
+    if (!run.ok()) return run.status();
+    page.runs.push_back(std::move(*run));
+  }
+  return page;
+}
+
+Result<TaskRun> SqliteRunTable::Get(const std::string& run_id) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kGetRun);
+  if (!stmt.ok()) return stmt.status();
+  Result<bool> row = stmt->Bind(1, run_id).Step("reading a run");
+  if (!row.ok()) return row.status();
+  if (!*row) return NotFoundError(fmt::format("Run {} does not exist", run_id));
+  Result<TaskRun> run = ReadRun(*stmt);
+  if (!run.ok()) return run.status();
+  run->finish.output_tail = stmt->Blob(14);
+  return run;
+}
+
+Result<std::size_t> SqliteRunTable::Prune(std::chrono::hours max_age, std::size_t max_rows) {
+  Result<SqliteStatement> stmt = db_.Prepare(sql::kPruneExpired);
+  if (!stmt.ok()) return stmt.status();
+  const double seconds = -std::chrono::duration<double>(max_age).count();
+  STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, SecondsModifier(seconds))
+                                .Bind(2, static_cast<std::int64_t>(max_rows))
+                                .Run("pruning the run history"));
+  return static_cast<std::size_t>(db_.Changes());
+}
+
+Result<WallTime> SqliteRunTable::ReadTime(const SqliteStatement& stmt, int column,
+                                          std::string_view run_id) const {
+  Result<WallTime> time = ParseSqliteTime(stmt.Text(column));
+  if (!time.ok()) {
+    return db_.Error(
+        StatusCode::kFailedPrecondition,
+        fmt::format("run '{}': {}: {}", run_id, stmt.ColumnName(column), time.status().message()));
+  }
+  return time;
+}
+
+Result<TaskRun> SqliteRunTable::ReadRun(const SqliteStatement& stmt) const {
+  TaskRun run;
+  run.run_id = stmt.Text(0);
+  run.task_id = stmt.Text(1);
+  run.origin.host = stmt.Text(2);
+  run.origin.pid = stmt.Int(3);
+  const std::string trigger = stmt.Text(4);
+  std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
+  if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
+  run.origin.trigger = *parsed_trigger;
+  if (!stmt.IsNull(5)) {
+    Result<WallTime> slot = ReadTime(stmt, 5, run.run_id);
+    if (!slot.ok()) return slot.status();
+    run.origin.slot = *slot;
+  }
+  Result<WallTime> started = ReadTime(stmt, 6, run.run_id);
+  if (!started.ok()) return started.status();
+  run.started_at = *started;
+  if (!stmt.IsNull(7)) {
+    Result<WallTime> ended = ReadTime(stmt, 7, run.run_id);
+    if (!ended.ok()) return ended.status();
+    run.ended_at = *ended;
+  }
+  const std::string outcome = stmt.Text(8);
+  std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
+  if (!parsed_outcome) return UnknownNameError(run.run_id, "outcome", outcome);
+  run.finish.outcome = *parsed_outcome;
+  run.finish.error_json = stmt.OptionalText(9);
+  const auto optional_int = [&stmt](int column) -> std::optional<int> {
+    std::optional<std::int64_t> value = stmt.OptionalInt(column);
+    if (!value) return std::nullopt;
+    return static_cast<int>(*value);
+  };
+  run.finish.exit_code = optional_int(10);
+  run.finish.signal = optional_int(11);
+  run.finish.http_status = optional_int(12);
+  run.origin.attempt = static_cast<int>(stmt.Int(13));
+  return run;
+}
+
+}  // namespace stagehand::store_internal
