@@ -1,7 +1,7 @@
 // The array parameters of the PostgreSQL task store's batched statements (upsert_many,
-// poll_changed, claim_many, release_many), which bind one array literal per column and unnest
-// them on the server. PostgresTaskStore builds them on the thread that calls the store, before it
-// borrows a session.
+// poll_changed, claim_many, release_many, the run history's), which bind one array literal per
+// column and unnest them on the server, and the hex text that carries a run's output bytes.
+// PostgresTaskStore builds them on the thread that calls the store, before it borrows a session.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,14 @@ class PgArray {
 
 // Returns `values` as a PostgreSQL text[] literal.
 std::string TextArray(std::span<const std::string> values);
+
+// Returns `bytes` as lower-case hex digits, the text the statements turn into a bytea with
+// decode(..., 'hex').
+std::string HexOf(std::string_view bytes);
+
+// Returns the bytes of hex digits (as encode(..., 'hex') writes them), or nullopt if `hex` is not
+// an even number of hex digits.
+std::optional<std::string> BytesOfHex(std::string_view hex);
 
 // The three arrays that bind one plan per task (kinds text[], seconds float8[], instants
 // timestamptz[]), as the statements' plan columns read them. Thread-compatible.

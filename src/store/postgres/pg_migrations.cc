@@ -97,6 +97,50 @@ Status MigrateOnce(PgConnection& connection, std::string_view where, const PgErr
 
 }  // namespace
 
+Status MigratePostgresHistory(PgConnection& connection, std::string_view where,
+                              const PgErrorOf& error_of) {
+  const auto fail = [&](std::string_view step, const PgResult& result) {
+    if (!result.connection_lost()) connection.ExecuteScript(sql::kRollback);
+    return error_of(fmt::format("stagehand migration ({})", step), result);
+  };
+  const auto script = [&](const char* text) { return connection.ExecuteScript(text); };
+
+  if (PgResult r = script(sql::kBegin); !r.ok()) return fail("begin", r);
+  if (PgResult r = script(sql::kHistoryAdvisoryLock); !r.ok()) return fail("advisory lock", r);
+  if (PgResult r = script(sql::kCreateHistoryMigrationsTable); !r.ok()) {
+    return fail("create migrations table", r);
+  }
+  PgResult listed = script(sql::kListHistoryMigrations);
+  if (!listed.ok()) return fail("list migrations", listed);
+  std::vector<std::string> applied;
+  std::vector<std::string> unknown;
+  for (int row = 0; row < listed.rows(); ++row) {
+    std::string name(listed.Get(row, 0));
+    const bool known =
+        std::any_of(std::begin(sql::kHistoryMigrations), std::end(sql::kHistoryMigrations),
+                    [&](const sql::Migration& m) { return name == m.name; });
+    (known ? applied : unknown).push_back(std::move(name));
+  }
+  if (!unknown.empty()) {
+    connection.ExecuteScript(sql::kRollback);
+    return FailedPreconditionError(
+        fmt::format("{}: stagehand_migrations lists migrations this version does not know: {} "
+                    "(the database was migrated by a newer stagehand)",
+                    where, fmt::join(unknown, ", ")));
+  }
+  for (const sql::Migration& migration : sql::kHistoryMigrations) {
+    if (std::find(applied.begin(), applied.end(), migration.name) != applied.end()) continue;
+    if (PgResult r = script(migration.ddl); !r.ok()) return fail(migration.name, r);
+    PgParams record;
+    record.Add(migration.name);
+    if (PgResult r = connection.ExecuteText(sql::kRecordHistoryMigration, record); !r.ok()) {
+      return fail(migration.name, r);
+    }
+  }
+  if (PgResult r = script(sql::kCommit); !r.ok()) return fail("commit", r);
+  return Status::Ok();
+}
+
 Status MigratePostgres(PgConnection& connection, std::string_view where,
                        const PgErrorOf& error_of) {
   for (int attempt = 1;; ++attempt) {

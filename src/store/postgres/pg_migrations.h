@@ -1,5 +1,6 @@
 // Backstage's knex migrations for the scheduler tables, replayed on PostgreSQL with knex's
-// bookkeeping and lock protocol, so that Backstage and stagehand each see the other's work as done.
+// bookkeeping and lock protocol, so that Backstage and stagehand each see the other's work as done;
+// and stagehand's own migrations (the run history), with bookkeeping of their own.
 // The SQL texts live in statements.h; this file holds the protocol. PostgresTaskStore::Migrate
 // calls it on the thread that opens the store, with a session borrowed from the store's pool.
 #pragma once
@@ -26,5 +27,15 @@ using PgErrorOf = std::function<Status(std::string_view operation, const PgResul
 // kUnavailable when the lock row stays taken; otherwise what `error_of` maps the failed statement
 // to.
 Status MigratePostgres(PgConnection& connection, std::string_view where, const PgErrorOf& error_of);
+
+// Brings stagehand's own tables in the schema of `connection`'s search_path (the run history) to
+// the latest version in one transaction: a transaction-scoped advisory lock of their own makes
+// concurrent migrators wait for each other (and a crashed one leaves no lock behind), then
+// stagehand_migrations is created if missing and the migrations it does not list are applied and
+// recorded. Never reads or writes knex's tables. Errors: kFailedPrecondition when
+// stagehand_migrations lists migrations this version does not know; otherwise what `error_of`
+// maps the failed statement to.
+Status MigratePostgresHistory(PgConnection& connection, std::string_view where,
+                              const PgErrorOf& error_of);
 
 }  // namespace stagehand::store_internal

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,6 +20,7 @@
 #include "store/postgres/pg_shared_connections.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
+#include "store/run_history_support.h"
 #include "store/settings_cache.h"
 
 namespace stagehand {
@@ -35,6 +38,7 @@ using store_internal::PgResult;
 using store_internal::PgStatement;
 using store_internal::PlanArrays;
 using store_internal::PlanKindName;
+using store_internal::RunCursor;
 using store_internal::TextArray;
 
 namespace sql = store_internal::pg_sql;
@@ -64,7 +68,14 @@ struct Executed {
   WallTime received;
 };
 
-class PostgresTaskStore final : public TaskStore {
+// Returns `value` as an int4[] element, or NULL.
+std::optional<std::int64_t> IntElement(std::optional<int> value) {
+  if (!value) return std::nullopt;
+  return *value;
+}
+
+// The PostgreSQL TaskStore and its run history, on one pool. Thread-safe.
+class PostgresTaskStore final : public TaskStore, public RunHistory {
  public:
   PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where,
                     store_internal::PoolOptions pool_options,
@@ -113,8 +124,28 @@ class PostgresTaskStore final : public TaskStore {
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+  RunHistory* history() override { return this; }
+
+  void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
+  RunHistoryLimits limits() const override { return limits_.Get(); }
+  Status RecordStarts(std::span<const RunStart> starts) override;
+  Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) override;
+  Result<RunPage> ListRuns(const std::string& task_id, int limit,
+                           const std::optional<std::string>& before) override;
+  Result<TaskRun> GetRun(const std::string& run_id) override;
+  Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
+                               const std::string& error_json) override;
+  Result<std::size_t> PruneExpired(std::size_t max_rows) override;
 
  private:
+  enum HistoryTables : int { kUnknown, kPresent, kAbsent };
+
+  // Whether stagehand_task_runs exists: known after Migrate, else looked up once (one round
+  // trip), so that a store on a database migrated by an older version writes no history rather
+  // than failing. Errors: kUnavailable.
+  Result<bool> HistoryTablesExist();
+  // Reads the run in `row` of a result with the run columns first (HistoryStatements::list_runs).
+  Result<TaskRun> ReadRun(const PgResult& result, int row) const;
   // Runs one prepared statement on a pooled session. Errors: see ErrorOf.
   Result<Executed> Run(std::string_view operation, const PgStatement& statement,
                        const PgParams& params);
@@ -144,6 +175,8 @@ class PostgresTaskStore final : public TaskStore {
   const std::shared_ptr<PostgresConnections> connections_;
   // Shared with the other stores of the process on the same database (schema division).
   const std::shared_ptr<ConnectionPool> pool_;
+  store_internal::LimitsHolder limits_;
+  std::atomic<int> history_tables_{kUnknown};
 };
 
 Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
@@ -154,7 +187,8 @@ Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& re
                                   result.error(), state);
   if (result.connection_lost()) return UnavailableError(message);
   if (state == kUndefinedTable) {
-    return FailedPreconditionError(message + "; the tasks table is missing (run the migrations)");
+    return FailedPreconditionError(
+        message + "; the tasks table or the run history is missing (run the migrations)");
   }
   if (state == kStringTooLong) return InvalidArgumentError(message);
   // 40: transaction rollback (serialization, deadlock); 53: insufficient resources; 55: object not
@@ -208,10 +242,12 @@ Status PostgresTaskStore::Migrate() {
       return UnavailableError(fmt::format("{}: migration failed: cannot connect: {}", where_,
                                           lease.status().message()));
     }
-    STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgres(
-        **lease, where_, [this](std::string_view operation, const PgResult& result) {
-          return ErrorOf(operation, result);
-        }));
+    const auto error_of = [this](std::string_view operation, const PgResult& result) {
+      return ErrorOf(operation, result);
+    };
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgres(**lease, where_, error_of));
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgresHistory(**lease, where_, error_of));
+    history_tables_ = kPresent;
   }
   // Best effort: statements prepare themselves on first use otherwise.
   (void)WarmUp();
@@ -291,9 +327,17 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
   PgParams params;
   params.Add(TextArray(ids));
   if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  bool history = false;
+  if (sweep_expired) {
+    Result<bool> exists = HistoryTablesExist();
+    if (!exists.ok()) return exists.status();
+    history = *exists;
+  }
   const sql::Statements& statements = sql::TaskStatements();
-  Result<Executed> executed =
-      Run("poll", sweep_expired ? statements.poll_and_sweep : statements.poll, params);
+  const PgStatement& statement =
+      !sweep_expired ? statements.poll
+                     : (history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep);
+  Result<Executed> executed = Run("poll", statement, params);
   if (!executed.ok()) return executed.status();
   return ReadPoll(*executed, ids, /*only_listed=*/false);
 }
@@ -307,9 +351,18 @@ Result<PollResult> PostgresTaskStore::PollChanged(
   PgParams params;
   params.Add(TextArray(ids)).Add(std::move(versions).Finish());
   if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  bool history = false;
+  if (sweep_expired) {
+    Result<bool> exists = HistoryTablesExist();
+    if (!exists.ok()) return exists.status();
+    history = *exists;
+  }
   const sql::Statements& statements = sql::TaskStatements();
-  Result<Executed> executed = Run(
-      "poll", sweep_expired ? statements.poll_changed_and_sweep : statements.poll_changed, params);
+  const PgStatement& statement = !sweep_expired
+                                     ? statements.poll_changed
+                                     : (history ? sql::RunStatements().poll_changed_and_sweep
+                                                : statements.poll_changed_and_sweep);
+  Result<Executed> executed = Run("poll", statement, params);
   if (!executed.ok()) return executed.status();
   return ReadPoll(*executed, ids, /*only_listed=*/true);
 }
@@ -431,11 +484,24 @@ Status PostgresTaskStore::WarmUp() {
       {&s.release, &release},         {&s.release_many, &release_many},
       {&s.trigger, &trigger},         {&s.read_for_cancel, &one_id},
   };
+  const sql::HistoryStatements& h = sql::RunStatements();
+  const PgStatement* const history_statements[] = {
+      &h.claim_many,    &h.release_many, &h.sweep, &h.poll_and_sweep, &h.poll_changed_and_sweep,
+      &h.record_starts, &h.record_ends,
+  };
+  const bool history = history_tables_.load() == kPresent;
   return pool_->WarmUp(schema_, [&](PgConnection& connection) -> Status {
     if (connection.warmed()) return Status::Ok();
     for (const PgStatement* statement : statements) {
       if (std::optional<PgResult> failed = connection.Prepare(*statement)) {
         return ErrorOf("prepare", *failed);
+      }
+    }
+    if (history) {
+      for (const PgStatement* statement : history_statements) {
+        if (std::optional<PgResult> failed = connection.Prepare(*statement)) {
+          return ErrorOf("prepare", *failed);
+        }
       }
     }
     for (const auto& [statement, params] : runs) {
@@ -488,7 +554,44 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
       .Add(static_cast<long long>(lease.count()))
       .Add(std::move(versions).Finish())
       .Add(channel_);
-  Result<Executed> executed = Run("claim", sql::TaskStatements().claim_many, params);
+  bool history = std::any_of(claims.begin(), claims.end(),
+                             [](const ClaimRequest& claim) { return claim.history.has_value(); });
+  if (history) {
+    Result<bool> exists = HistoryTablesExist();
+    if (!exists.ok()) return exists.status();
+    history = *exists;
+  }
+  if (history) {
+    PgArray hosts;
+    PgArray pids;
+    PgArray triggers;
+    PgArray slots;
+    PgArray attempts;
+    for (const ClaimRequest& claim : claims) {
+      if (!claim.history) {
+        for (PgArray* array : {&hosts, &pids, &triggers, &slots, &attempts}) array->AddNull();
+        continue;
+      }
+      const RunOrigin& origin = *claim.history;
+      hosts.Add(origin.host);
+      pids.AddInt(origin.pid);
+      triggers.AddUnquoted(RunTriggerName(origin.trigger));
+      if (origin.slot) {
+        slots.Add(store_internal::FormatPgTimestamp(*origin.slot));
+      } else {
+        slots.AddNull();
+      }
+      attempts.AddInt(origin.attempt);
+    }
+    params.Add(std::move(hosts).Finish())
+        .Add(std::move(pids).Finish())
+        .Add(std::move(triggers).Finish())
+        .Add(std::move(slots).Finish())
+        .Add(std::move(attempts).Finish());
+  }
+  Result<Executed> executed =
+      Run("claim", history ? sql::RunStatements().claim_many : sql::TaskStatements().claim_many,
+          params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
   Result<WallTime> now = ObserveNow(*executed, 0, 2);
@@ -573,7 +676,50 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
       .Add(std::move(marked).Finish())
       .Add(ErrorJson("Task was cancelled"))
       .Add(channel_);
-  Result<Executed> executed = Run("release", sql::TaskStatements().release_many, params);
+  bool history = std::any_of(releases.begin(), releases.end(), [](const ReleaseRequest& release) {
+    return release.history.has_value();
+  });
+  if (history) {
+    Result<bool> exists = HistoryTablesExist();
+    if (!exists.ok()) return exists.status();
+    history = *exists;
+  }
+  if (history) {
+    const RunHistoryLimits limits = limits_.Get();
+    PgArray outcomes;
+    PgArray run_errors;
+    PgArray exit_codes;
+    PgArray signals;
+    PgArray http_statuses;
+    PgArray outputs;
+    for (const ReleaseRequest& release : releases) {
+      if (!release.history) {
+        for (PgArray* array :
+             {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses, &outputs}) {
+          array->AddNull();
+        }
+        continue;
+      }
+      const RunFinish& finish = *release.history;
+      outcomes.AddUnquoted(RunOutcomeName(finish.outcome));
+      run_errors.AddOrNull(finish.error_json);
+      exit_codes.AddInt(IntElement(finish.exit_code));
+      signals.AddInt(IntElement(finish.signal));
+      http_statuses.AddInt(IntElement(finish.http_status));
+      outputs.Add(store_internal::HexOf(
+          store_internal::OutputTail(finish.output_tail, limits.max_output_bytes)));
+    }
+    params.Add(std::move(outcomes).Finish())
+        .Add(std::move(run_errors).Finish())
+        .Add(std::move(exit_codes).Finish())
+        .Add(std::move(signals).Finish())
+        .Add(std::move(http_statuses).Finish())
+        .Add(std::move(outputs).Finish())
+        .Add(static_cast<long long>(limits.max_runs_per_task));
+  }
+  Result<Executed> executed =
+      Run("release",
+          history ? sql::RunStatements().release_many : sql::TaskStatements().release_many, params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
   Result<WallTime> now = ObserveNow(*executed, 0, 1);
@@ -649,7 +795,10 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
 Result<std::vector<std::string>> PostgresTaskStore::SweepExpired() {
   PgParams params;
   params.Add(ErrorJson("Task timed out")).Add(channel_);
-  Result<Executed> executed = Run("sweep", sql::TaskStatements().sweep, params);
+  Result<bool> history = HistoryTablesExist();
+  if (!history.ok()) return history.status();
+  Result<Executed> executed =
+      Run("sweep", *history ? sql::RunStatements().sweep : sql::TaskStatements().sweep, params);
   if (!executed.ok()) return executed.status();
   std::vector<std::string> ids;
   ids.reserve(static_cast<size_t>(executed->result.rows()));
@@ -712,6 +861,223 @@ Result<WallTime> PostgresTaskStore::DatabaseNow() {
 std::unique_ptr<Notifications> PostgresTaskStore::Listen(
     std::function<void(const StoreEvent&)> handler) {
   return Shared().hub().Subscribe(pool_->params(), channel_, std::move(handler));
+}
+
+Result<bool> PostgresTaskStore::HistoryTablesExist() {
+  const int known = history_tables_.load();
+  if (known != kUnknown) return known == kPresent;
+  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
+  if (!lease.ok()) {
+    return UnavailableError(
+        fmt::format("{}: looking for the run history failed: cannot connect: {}", where_,
+                    lease.status().message()));
+  }
+  PgResult result = (*lease)->ExecuteText(sql::kHistoryTableExists, PgParams());
+  if (!result.ok()) return ErrorOf("looking for the run history", result);
+  const bool exists = result.rows() > 0 && result.GetBool(0, 0);
+  int expected = kUnknown;
+  history_tables_.compare_exchange_strong(expected, exists ? kPresent : kAbsent);
+  return history_tables_.load() == kPresent;
+}
+
+Status PostgresTaskStore::RecordStarts(std::span<const RunStart> starts) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
+  if (starts.empty()) return Status::Ok();
+  PgArray run_ids;
+  PgArray task_ids;
+  PgArray hosts;
+  PgArray pids;
+  PgArray triggers;
+  PgArray slots;
+  PgArray started;
+  PgArray attempts;
+  for (const RunStart& start : starts) {
+    run_ids.Add(start.run_id);
+    task_ids.Add(start.task_id);
+    hosts.Add(start.origin.host);
+    pids.AddInt(start.origin.pid);
+    triggers.AddUnquoted(RunTriggerName(start.origin.trigger));
+    if (start.origin.slot) {
+      slots.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*start.origin.slot)));
+    } else {
+      slots.AddNull();
+    }
+    if (start.started_at) {
+      started.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*start.started_at)));
+    } else {
+      started.AddNull();
+    }
+    attempts.AddInt(start.origin.attempt);
+  }
+  PgParams params;
+  params.Add(std::move(run_ids).Finish())
+      .Add(std::move(task_ids).Finish())
+      .Add(std::move(hosts).Finish())
+      .Add(std::move(pids).Finish())
+      .Add(std::move(triggers).Finish())
+      .Add(std::move(slots).Finish())
+      .Add(std::move(started).Finish())
+      .Add(std::move(attempts).Finish());
+  Result<Executed> executed = Run("record run starts", sql::RunStatements().record_starts, params);
+  if (!executed.ok()) return executed.status();
+  return Status::Ok();
+}
+
+Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
+  if (ends.empty()) return std::size_t{0};
+  const RunHistoryLimits limits = limits_.Get();
+  PgArray run_ids;
+  PgArray ended;
+  PgArray outcomes;
+  PgArray errors;
+  PgArray exit_codes;
+  PgArray signals;
+  PgArray http_statuses;
+  PgArray outputs;
+  for (const RunEnd& end : ends) {
+    run_ids.Add(end.run_id);
+    if (end.ended_at) {
+      ended.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*end.ended_at)));
+    } else {
+      ended.AddNull();
+    }
+    outcomes.AddUnquoted(RunOutcomeName(end.finish.outcome));
+    errors.AddOrNull(end.finish.error_json);
+    exit_codes.AddInt(IntElement(end.finish.exit_code));
+    signals.AddInt(IntElement(end.finish.signal));
+    http_statuses.AddInt(IntElement(end.finish.http_status));
+    outputs.Add(store_internal::HexOf(
+        store_internal::OutputTail(end.finish.output_tail, limits.max_output_bytes)));
+  }
+  PgParams params;
+  params.Add(std::move(run_ids).Finish())
+      .Add(std::move(ended).Finish())
+      .Add(std::move(outcomes).Finish())
+      .Add(std::move(errors).Finish())
+      .Add(std::move(exit_codes).Finish())
+      .Add(std::move(signals).Finish())
+      .Add(std::move(http_statuses).Finish())
+      .Add(std::move(outputs).Finish())
+      .Add(static_cast<long long>(limits.max_runs_per_task));
+  Result<Executed> executed = Run("record run ends", sql::RunStatements().record_ends, params);
+  if (!executed.ok()) return executed.status();
+  return static_cast<std::size_t>(executed->result.GetInt(0, 0));
+}
+
+Result<TaskRun> PostgresTaskStore::ReadRun(const PgResult& result, int row) const {
+  TaskRun run;
+  run.run_id = result.Get(row, 0);
+  run.task_id = result.Get(row, 1);
+  run.origin.host = result.Get(row, 2);
+  run.origin.pid = result.GetInt(row, 3);
+  const std::string_view trigger = result.Get(row, 4);
+  const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
+  if (!parsed_trigger) return store_internal::UnknownNameError(run.run_id, "trigger", trigger);
+  run.origin.trigger = *parsed_trigger;
+  Result<std::optional<WallTime>> slot = TimeAt(result, row, 5);
+  if (!slot.ok()) return slot.status();
+  run.origin.slot = *slot;
+  Result<std::optional<WallTime>> started = TimeAt(result, row, 6);
+  if (!started.ok()) return started.status();
+  run.started_at = started->value_or(WallTime{});
+  Result<std::optional<WallTime>> ended = TimeAt(result, row, 7);
+  if (!ended.ok()) return ended.status();
+  run.ended_at = *ended;
+  const std::string_view outcome = result.Get(row, 8);
+  const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
+  if (!parsed_outcome) return store_internal::UnknownNameError(run.run_id, "outcome", outcome);
+  run.finish.outcome = *parsed_outcome;
+  run.finish.error_json = result.GetOptional(row, 9);
+  const auto optional_int = [&](int column) -> std::optional<int> {
+    if (result.IsNull(row, column)) return std::nullopt;
+    return static_cast<int>(result.GetInt(row, column));
+  };
+  run.finish.exit_code = optional_int(10);
+  run.finish.signal = optional_int(11);
+  run.finish.http_status = optional_int(12);
+  run.origin.attempt = static_cast<int>(result.GetInt(row, 13));
+  return run;
+}
+
+Result<RunPage> PostgresTaskStore::ListRuns(const std::string& task_id, int limit,
+                                            const std::optional<std::string>& before) {
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
+  const sql::HistoryStatements& statements = sql::RunStatements();
+  std::optional<RunCursor> after;
+  if (before) {
+    after = store_internal::DecodeRunCursor(*before);
+    if (!after) {
+      PgParams anchor_params;
+      anchor_params.Add(*before);
+      Result<Executed> anchor = Run("list runs", statements.run_start, anchor_params);
+      if (!anchor.ok()) return anchor.status();
+      if (anchor->result.rows() == 0) {
+        return InvalidArgumentError(
+            fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
+      }
+      Result<std::optional<WallTime>> started = TimeAt(anchor->result, 0, 0);
+      if (!started.ok()) return started.status();
+      after = RunCursor{started->value_or(WallTime{}), *before};
+    }
+  }
+  PgParams params;
+  params.Add(task_id).Add(static_cast<long long>(limit) + 1);
+  if (after) params.Add(store_internal::FormatPgTimestamp(after->started_at)).Add(after->run_id);
+  Result<Executed> executed =
+      Run("list runs", after ? statements.list_runs_before : statements.list_runs, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  RunPage page;
+  const int count = std::min(result.rows(), limit);
+  page.runs.reserve(static_cast<std::size_t>(count));
+  for (int row = 0; row < count; ++row) {
+    Result<TaskRun> run = ReadRun(result, row);
+    if (!run.ok()) return run.status();
+    page.runs.push_back(std::move(*run));
+  }
+  if (result.rows() > limit) {
+    page.next_cursor =
+        store_internal::EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
+  }
+  return page;
+}
+
+Result<TaskRun> PostgresTaskStore::GetRun(const std::string& run_id) {
+  PgParams params;
+  params.Add(run_id);
+  Result<Executed> executed = Run("get run", sql::RunStatements().get_run, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) {
+    return NotFoundError(fmt::format("Run {} does not exist", run_id));
+  }
+  Result<TaskRun> run = ReadRun(executed->result, 0);
+  if (!run.ok()) return run.status();
+  if (!executed->result.IsNull(0, 14)) {
+    std::optional<std::string> output = store_internal::BytesOfHex(executed->result.Get(0, 14));
+    if (!output) return InternalError(fmt::format("{}: run {}: unreadable output", where_, run_id));
+    run->finish.output_tail = std::move(*output);
+  }
+  return run;
+}
+
+Result<std::size_t> PostgresTaskStore::MarkLost(std::span<const std::string> run_ids,
+                                                const std::string& error_json) {
+  if (run_ids.empty()) return std::size_t{0};
+  PgParams params;
+  params.Add(TextArray(run_ids)).Add(error_json);
+  Result<Executed> executed = Run("mark runs lost", sql::RunStatements().mark_lost, params);
+  if (!executed.ok()) return executed.status();
+  return static_cast<std::size_t>(executed->result.affected());
+}
+
+Result<std::size_t> PostgresTaskStore::PruneExpired(std::size_t max_rows) {
+  PgParams params;
+  params.Add(std::chrono::duration<double>(limits_.Get().max_age).count())
+      .Add(static_cast<long long>(max_rows));
+  Result<Executed> executed = Run("prune runs", sql::RunStatements().prune_expired, params);
+  if (!executed.ok()) return executed.status();
+  return static_cast<std::size_t>(executed->result.affected());
 }
 
 // Creates `database` through the connection's own database when it does not exist. Another

@@ -5,7 +5,12 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "stagehand/store/task_store.h"
+
 namespace stagehand::store_internal::pg_sql {
+
+// The history statements strip a cancel's mark from a ticket with this literal.
+static_assert(kCancelRequestedPrefix == "cancel:");
 
 namespace {
 
@@ -97,7 +102,35 @@ std::string NotifyInChunks(int channel_param, std::string_view kind, std::string
 
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
 // the error JSON bound at parameter $<error_param> and notifying on the channel at the next one.
-std::string SweptCte(int error_param) {
+// With `history`, it also closes the swept runs' history rows as lost with that error: the expired
+// rows are locked first (in id order) to read the tickets they hold.
+std::string SweptCte(int error_param, bool history) {
+  if (history) {
+    return fmt::format(R"sql(
+WITH expired AS (
+  SELECT id, current_run_ticket FROM backstage_backend_tasks__tasks
+  WHERE current_run_expires_at < now()
+  ORDER BY id
+  FOR UPDATE
+), swept AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET current_run_ticket = NULL,
+      current_run_started_at = NULL,
+      current_run_expires_at = NULL,
+      last_run_ended_at = now(),
+      last_run_error_json = ${0}::text
+  FROM expired AS e
+  WHERE t.id = e.id
+  RETURNING t.id, e.current_run_ticket AS ticket, pg_notify(${1}::text, 'sweep:' || t.id)
+), lost AS (
+  UPDATE stagehand_task_runs
+  SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
+  WHERE ended_at IS NULL AND run_id IN (
+    SELECT CASE WHEN starts_with(ticket, 'cancel:') THEN substr(ticket, 8) ELSE ticket END
+    FROM swept)
+))sql",
+                       error_param, error_param + 1);
+  }
   return fmt::format(R"sql(
 WITH swept AS (
   UPDATE backstage_backend_tasks__tasks
@@ -112,9 +145,9 @@ WITH swept AS (
                      error_param, error_param + 1);
 }
 
-std::string PollChanged(bool sweep) {
+std::string PollChanged(bool sweep, bool history) {
   // As in poll_and_sweep, the outer query sees the table as it was before `swept` changed it.
-  const std::string swept_cte = sweep ? SweptCte(3) : "";
+  const std::string swept_cte = sweep ? SweptCte(3, history) : "";
   const std::string running = sweep ? "t.current_run_ticket IS NOT NULL AND s.id IS NULL"
                                     : "t.current_run_ticket IS NOT NULL";
   const std::string idle =
@@ -143,6 +176,195 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
                      fmt::arg("expires", expires), fmt::arg("idle", idle),
                      fmt::arg("version", VersionOf("t")), fmt::arg("tasks", tasks),
                      fmt::arg("swept_rows", swept_rows));
+}
+
+// The poll that folds in the janitor (poll_and_sweep), closing the swept runs' history with
+// `history`. The outer query sees the table as it was before `swept` changed it, so a polled row
+// that the sweep released counts as idle here.
+std::string PollAndSweep(bool history) {
+  return SweptCte(2, history) + R"sql(
+SELECT 'task', t.id, t.settings_json, t.next_run_start_at,
+       t.current_run_ticket IS NOT NULL AND s.id IS NULL,
+       CASE WHEN s.id IS NULL THEN t.current_run_expires_at END,
+       coalesce(t.next_run_start_at <= now() AND (t.current_run_ticket IS NULL OR s.id IS NOT NULL),
+                false),
+       now(), )sql" +
+         VersionOf("t") +
+         R"sql(
+FROM backstage_backend_tasks__tasks AS t
+LEFT JOIN swept AS s ON s.id = t.id
+WHERE t.id = ANY ($1::text[])
+UNION ALL
+SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept
+UNION ALL
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
+)sql";
+}
+
+// The batched claim (claim_many). Rows are locked in id order and rows another session holds are
+// skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
+// and the expected version where one is given, are checked again on the locked row's latest
+// version. With `history`, the claimed runs that come with an origin ($7..$11) are recorded as
+// running, started at the claim's time.
+std::string ClaimMany(bool history) {
+  const std::string returning = history ? "t.id, t.current_run_expires_at, t.current_run_ticket, "
+                                          "t.current_run_started_at"
+                                        : "t.id, t.current_run_expires_at, t.current_run_ticket";
+  const std::string started = history ? R"sql(, origins AS (
+  SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt
+  FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[])
+       AS o(id, host, pid, trigger_kind, slot_at, attempt)
+  WHERE o.host IS NOT NULL
+), started AS (
+  INSERT INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, slot_at, started_at,
+                                   outcome, attempt)
+  SELECT c.current_run_ticket, c.id, o.host, o.pid, o.trigger_kind, o.slot_at,
+         c.current_run_started_at, 'running', o.attempt
+  FROM claimed AS c JOIN origins AS o ON o.id = c.id
+  ON CONFLICT (run_id) DO NOTHING
+))sql"
+                                      : "";
+  return fmt::format(
+      R"sql(
+WITH input AS (
+  SELECT u.id, u.ticket, u.timeout_ms, u.expected
+  FROM unnest($1::text[], $2::text[], $3::float8[], $5::int8[])
+       AS u(id, ticket, timeout_ms, expected)
+), locked AS (
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
+  JOIN input AS i ON i.id = t.id
+  WHERE t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+    AND (i.expected IS NULL OR {version} = i.expected)
+  ORDER BY t.id
+  FOR UPDATE OF t SKIP LOCKED
+), claimed AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET current_run_ticket = i.ticket,
+      current_run_started_at = now(),
+      current_run_expires_at = now() + least(i.timeout_ms, $4::float8) * interval '1 millisecond'
+  FROM input AS i
+  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
+    AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
+    AND (i.expected IS NULL OR {version} = i.expected)
+  RETURNING {returning}
+){started}
+SELECT id, current_run_expires_at, now(), NULL FROM claimed
+UNION ALL
+SELECT NULL, NULL, now(), {notify}
+)sql",
+      fmt::arg("version", VersionOf("t")), fmt::arg("returning", returning),
+      fmt::arg("started", started),
+      fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
+}
+
+// The CTEs `bound` and `trimmed` that follow a CTE `ended` returning the task_id and run_id of
+// each run it closed: for each of those tasks, the key of its newest run number $<keep_param>, read
+// through stagehand_task_runs_by_task, and the deletion of the task's runs that had ended before
+// the statement and are older than it (the statement sees the table as it was before `ended`, so
+// the runs it closes are kept until a later end). Rows another statement holds are skipped: it is
+// trimming them too.
+std::string TrimCtes(int keep_param) {
+  return fmt::format(R"sql(, bound AS (
+  SELECT k.task_id, b.started_at, b.run_id
+  FROM (SELECT DISTINCT task_id FROM ended) AS k
+  CROSS JOIN LATERAL (
+    SELECT r.started_at, r.run_id FROM stagehand_task_runs AS r
+    WHERE r.task_id = k.task_id
+    ORDER BY r.started_at DESC, r.run_id DESC
+    OFFSET (${0}::int4 - 1) LIMIT 1
+  ) AS b
+), trimmed AS (
+  DELETE FROM stagehand_task_runs
+  WHERE run_id IN (
+    SELECT o.run_id FROM bound AS b
+    JOIN stagehand_task_runs AS o
+      ON o.task_id = b.task_id AND (o.started_at, o.run_id) < (b.started_at, b.run_id)
+    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended)
+    FOR UPDATE OF o SKIP LOCKED)
+))sql",
+                     keep_param);
+}
+
+// The batched release (release_many). Rows are locked in id order first, so two batches touching
+// the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$15) are
+// closed at the release's time (as cancelled where a cancel's mark held the row) whether or not
+// their ticket still held it, and their tasks' histories trimmed to $16 runs.
+std::string ReleaseMany(bool history) {
+  const std::string locked = history ? "t.id, t.current_run_ticket AS held" : "t.id";
+  const std::string ended = history ? R"sql(, finishes AS (
+  SELECT f.id, f.ticket, f.marked, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status,
+         f.output_hex
+  FROM unnest($1::text[], $2::text[], $7::text[], $10::text[], $11::text[], $12::int4[],
+              $13::int4[], $14::int4[], $15::text[])
+       AS f(id, ticket, marked, outcome, error_json, exit_code, signal, http_status, output_hex)
+  WHERE f.outcome IS NOT NULL
+), ended AS (
+  UPDATE stagehand_task_runs AS r
+  SET ended_at = now(),
+      outcome = CASE WHEN l.held = f.marked THEN 'cancelled' ELSE f.outcome END,
+      error_json = CASE WHEN l.held = f.marked THEN $8::text ELSE f.error_json END,
+      exit_code = f.exit_code,
+      signal = f.signal,
+      http_status = f.http_status,
+      output = decode(f.output_hex, 'hex')
+  FROM finishes AS f LEFT JOIN locked AS l ON l.id = f.id
+  WHERE r.run_id = f.ticket AND (r.ended_at IS NULL OR r.outcome = 'lost')
+  RETURNING r.task_id, r.run_id
+))sql" + TrimCtes(16)
+                                    : "";
+  return fmt::format(
+      R"sql(
+WITH input AS (
+  SELECT u.id, u.ticket, u.next_kind, u.next_seconds, u.next_instant, u.error_json, u.marked
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
+              $7::text[])
+       AS u(id, ticket, next_kind, next_seconds, next_instant, error_json, marked)
+), locked AS (
+  SELECT {locked} FROM backstage_backend_tasks__tasks AS t
+  WHERE t.id = ANY ($1::text[])
+  ORDER BY t.id
+  FOR UPDATE
+), released AS (
+  UPDATE backstage_backend_tasks__tasks AS t
+  SET next_run_start_at = {next},
+      current_run_ticket = NULL,
+      current_run_started_at = NULL,
+      current_run_expires_at = NULL,
+      last_run_ended_at = now(),
+      last_run_error_json = CASE WHEN t.current_run_ticket = i.marked THEN $8::text
+                                 ELSE i.error_json END
+  FROM input AS i
+  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
+    AND t.current_run_ticket IN (i.ticket, i.marked)
+  RETURNING t.id, t.next_run_start_at, {version} AS version
+){ended}
+SELECT r.id, now(), NULL, r.next_run_start_at, r.version
+FROM released AS r
+UNION ALL
+SELECT NULL, now(), {notify}, NULL, NULL
+)sql",
+      fmt::arg("locked", locked), fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")),
+      fmt::arg("version", VersionOf("t")), fmt::arg("ended", ended),
+      fmt::arg("notify", NotifyInChunks(9, "releases", "released", {"id"})));
+}
+
+// The janitor's sweep (sweep); with `history`, it closes the swept runs' history as lost.
+std::string Sweep(bool history) {
+  if (history) {
+    return SweptCte(1, true) + R"sql(
+SELECT id, now(), NULL FROM swept
+)sql";
+  }
+  return R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET current_run_ticket = NULL,
+    current_run_started_at = NULL,
+    current_run_expires_at = NULL,
+    last_run_ended_at = now(),
+    last_run_error_json = $1::text
+WHERE current_run_expires_at < now()
+RETURNING id, now(), pg_notify($2::text, 'sweep:' || id)
+)sql";
 }
 
 struct Texts {
@@ -211,27 +433,10 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql",
                                  fmt::arg("version", VersionOf("t")));
 
-  std::string poll_changed = PollChanged(false);
-  std::string poll_changed_and_sweep = PollChanged(true);
+  std::string poll_changed = PollChanged(false, false);
+  std::string poll_changed_and_sweep = PollChanged(true, false);
 
-  // The outer query sees the table as it was before `swept` changed it, so a polled row that the
-  // sweep released counts as idle here.
-  std::string poll_and_sweep = SweptCte(2) + R"sql(
-SELECT 'task', t.id, t.settings_json, t.next_run_start_at,
-       t.current_run_ticket IS NOT NULL AND s.id IS NULL,
-       CASE WHEN s.id IS NULL THEN t.current_run_expires_at END,
-       coalesce(t.next_run_start_at <= now() AND (t.current_run_ticket IS NULL OR s.id IS NOT NULL),
-                false),
-       now(), )sql" + VersionOf("t") +
-                               R"sql(
-FROM backstage_backend_tasks__tasks AS t
-LEFT JOIN swept AS s ON s.id = t.id
-WHERE t.id = ANY ($1::text[])
-UNION ALL
-SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept
-UNION ALL
-SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
-)sql";
+  std::string poll_and_sweep = PollAndSweep(false);
 
   std::string claim = R"sql(
 WITH claimed AS (
@@ -245,39 +450,7 @@ WITH claimed AS (
 SELECT now(), (SELECT current_run_expires_at FROM claimed)
 )sql";
 
-  // Rows are locked in id order and rows another session holds are skipped, so concurrent batches
-  // never wait on each other (nor deadlock); the claim conditions, and the expected version where
-  // one is given, are checked again on the locked row's latest version.
-  std::string claim_many = fmt::format(
-      R"sql(
-WITH input AS (
-  SELECT u.id, u.ticket, u.timeout_ms, u.expected
-  FROM unnest($1::text[], $2::text[], $3::float8[], $5::int8[])
-       AS u(id, ticket, timeout_ms, expected)
-), locked AS (
-  SELECT t.id FROM backstage_backend_tasks__tasks AS t
-  JOIN input AS i ON i.id = t.id
-  WHERE t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
-    AND (i.expected IS NULL OR {version} = i.expected)
-  ORDER BY t.id
-  FOR UPDATE OF t SKIP LOCKED
-), claimed AS (
-  UPDATE backstage_backend_tasks__tasks AS t
-  SET current_run_ticket = i.ticket,
-      current_run_started_at = now(),
-      current_run_expires_at = now() + least(i.timeout_ms, $4::float8) * interval '1 millisecond'
-  FROM input AS i
-  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
-    AND t.current_run_ticket IS NULL AND t.next_run_start_at <= now()
-    AND (i.expected IS NULL OR {version} = i.expected)
-  RETURNING t.id, t.current_run_expires_at, t.current_run_ticket
-)
-SELECT id, current_run_expires_at, now(), NULL FROM claimed
-UNION ALL
-SELECT NULL, NULL, now(), {notify}
-)sql",
-      fmt::arg("version", VersionOf("t")),
-      fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
+  std::string claim_many = ClaimMany(false);
 
   std::string renew_lease = R"sql(
 UPDATE backstage_backend_tasks__tasks
@@ -300,40 +473,7 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
 )sql",
                                     fmt::arg("next", Plan(3, true)));
 
-  // Rows are locked in id order first, so two batches touching the same rows cannot deadlock.
-  std::string release_many = fmt::format(
-      R"sql(
-WITH input AS (
-  SELECT u.id, u.ticket, u.next_kind, u.next_seconds, u.next_instant, u.error_json, u.marked
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
-              $7::text[])
-       AS u(id, ticket, next_kind, next_seconds, next_instant, error_json, marked)
-), locked AS (
-  SELECT t.id FROM backstage_backend_tasks__tasks AS t
-  WHERE t.id = ANY ($1::text[])
-  ORDER BY t.id
-  FOR UPDATE
-), released AS (
-  UPDATE backstage_backend_tasks__tasks AS t
-  SET next_run_start_at = {next},
-      current_run_ticket = NULL,
-      current_run_started_at = NULL,
-      current_run_expires_at = NULL,
-      last_run_ended_at = now(),
-      last_run_error_json = CASE WHEN t.current_run_ticket = i.marked THEN $8::text
-                                 ELSE i.error_json END
-  FROM input AS i
-  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
-    AND t.current_run_ticket IN (i.ticket, i.marked)
-  RETURNING t.id, t.next_run_start_at, {version} AS version
-)
-SELECT r.id, now(), NULL, r.next_run_start_at, r.version
-FROM released AS r
-UNION ALL
-SELECT NULL, now(), {notify}, NULL, NULL
-)sql",
-      fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")), fmt::arg("version", VersionOf("t")),
-      fmt::arg("notify", NotifyInChunks(9, "releases", "released", {"id"})));
+  std::string release_many = ReleaseMany(false);
 
   std::string trigger = R"sql(
 WITH target AS (
@@ -362,16 +502,7 @@ WHERE id = $1::text AND current_run_ticket = $2::text
 RETURNING now(), pg_notify($5::text, 'cancel:' || id)
 )sql";
 
-  std::string sweep = R"sql(
-UPDATE backstage_backend_tasks__tasks
-SET current_run_ticket = NULL,
-    current_run_started_at = NULL,
-    current_run_expires_at = NULL,
-    last_run_ended_at = now(),
-    last_run_error_json = $1::text
-WHERE current_run_expires_at < now()
-RETURNING id, now(), pg_notify($2::text, 'sweep:' || id)
-)sql";
+  std::string sweep = Sweep(false);
 
   std::string states = R"sql(
 SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at,
@@ -387,6 +518,92 @@ RETURNING now(), pg_notify($2::text, 'delete:' || id)
 )sql";
 
   std::string now = "SELECT now()";
+};
+
+// The columns of a run, in the order PostgresTaskStore reads them.
+constexpr std::string_view kRunColumns =
+    "run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, error_json, "
+    "exit_code, signal, http_status, attempt";
+
+struct HistoryTexts {
+  std::string claim_many = ClaimMany(true);
+  std::string release_many = ReleaseMany(true);
+  std::string sweep = Sweep(true);
+  std::string poll_and_sweep = PollAndSweep(true);
+  std::string poll_changed_and_sweep = PollChanged(true, true);
+
+  std::string record_starts = R"sql(
+INSERT INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, slot_at, started_at,
+                                 outcome, attempt)
+SELECT u.run_id, u.task_id, u.host, u.pid, u.trigger_kind, u.slot_at,
+       coalesce(u.started_at, now()), 'running', u.attempt
+FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
+            $7::timestamptz[], $8::int4[])
+     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt)
+ON CONFLICT (run_id) DO NOTHING
+)sql";
+
+  std::string record_ends = R"sql(
+WITH finishes AS (
+  SELECT f.run_id, f.ended_at, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status,
+         f.output_hex
+  FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::int4[], $6::int4[],
+              $7::int4[], $8::text[])
+       AS f(run_id, ended_at, outcome, error_json, exit_code, signal, http_status, output_hex)
+), ended AS (
+  UPDATE stagehand_task_runs AS r
+  SET ended_at = coalesce(f.ended_at, now()),
+      outcome = f.outcome,
+      error_json = f.error_json,
+      exit_code = f.exit_code,
+      signal = f.signal,
+      http_status = f.http_status,
+      output = decode(f.output_hex, 'hex')
+  FROM finishes AS f
+  WHERE r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
+  RETURNING r.task_id, r.run_id
+))sql" + TrimCtes(9) + R"sql(
+SELECT count(*) FROM ended
+)sql";
+
+  std::string list_runs = fmt::format(R"sql(
+SELECT {} FROM stagehand_task_runs
+WHERE task_id = $1::text
+ORDER BY started_at DESC, run_id DESC
+LIMIT $2::int8
+)sql",
+                                      kRunColumns);
+
+  std::string list_runs_before = fmt::format(R"sql(
+SELECT {} FROM stagehand_task_runs
+WHERE task_id = $1::text AND (started_at, run_id) < ($3::timestamptz, $4::text)
+ORDER BY started_at DESC, run_id DESC
+LIMIT $2::int8
+)sql",
+                                             kRunColumns);
+
+  std::string get_run = fmt::format(R"sql(
+SELECT {}, encode(output, 'hex') FROM stagehand_task_runs WHERE run_id = $1::text
+)sql",
+                                    kRunColumns);
+
+  std::string run_start = "SELECT started_at FROM stagehand_task_runs WHERE run_id = $1::text";
+
+  std::string mark_lost = R"sql(
+UPDATE stagehand_task_runs
+SET ended_at = now(), outcome = 'lost', error_json = $2::text
+WHERE run_id = ANY ($1::text[]) AND ended_at IS NULL
+)sql";
+
+  std::string prune_expired = R"sql(
+DELETE FROM stagehand_task_runs
+WHERE run_id IN (
+  SELECT run_id FROM stagehand_task_runs
+  WHERE coalesce(ended_at, started_at) < now() - $1::float8 * interval '1 second'
+  ORDER BY coalesce(ended_at, started_at)
+  LIMIT $2::int8
+  FOR UPDATE SKIP LOCKED)
+)sql";
 };
 
 }  // namespace
@@ -413,6 +630,27 @@ const Statements& TaskStatements() {
       .states = {9, "stagehand_states", texts->states.c_str()},
       .remove = {10, "stagehand_delete", texts->remove.c_str()},
       .now = {11, "stagehand_now", texts->now.c_str()},
+  };
+  return statements;
+}
+
+const HistoryStatements& RunStatements() {
+  static const HistoryTexts* const texts = new HistoryTexts();
+  static const HistoryStatements statements{
+      .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str()},
+      .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str()},
+      .sweep = {20, "stagehand_sweep_history", texts->sweep.c_str()},
+      .poll_and_sweep = {21, "stagehand_poll_and_sweep_history", texts->poll_and_sweep.c_str()},
+      .poll_changed_and_sweep = {22, "stagehand_poll_changed_and_sweep_history",
+                                 texts->poll_changed_and_sweep.c_str()},
+      .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str()},
+      .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str()},
+      .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str()},
+      .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str()},
+      .get_run = {27, "stagehand_get_run", texts->get_run.c_str()},
+      .run_start = {28, "stagehand_run_start", texts->run_start.c_str()},
+      .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str()},
+      .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str()},
   };
   return statements;
 }
@@ -510,6 +748,51 @@ comment on column "backstage_backend_tasks__tasks"."current_run_expires_at" is '
      R"sql(alter table "backstage_backend_tasks__tasks" add column "last_run_error_json" text null, add column "last_run_ended_at" timestamptz null;
 comment on column "backstage_backend_tasks__tasks"."last_run_error_json" is 'JSON serialized error object from the last task run, if it failed';
 comment on column "backstage_backend_tasks__tasks"."last_run_ended_at" is 'The last time that the task ended')sql"},
+};
+
+const char* const kHistoryAdvisoryLock = R"sql(
+SELECT pg_advisory_xact_lock(hashtextextended('stagehand:stagehand_migrations:' || current_schema(), 0))
+)sql";
+
+const char* const kCreateHistoryMigrationsTable = R"sql(
+CREATE TABLE IF NOT EXISTS stagehand_migrations (
+  name varchar(255) NOT NULL,
+  migrated_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT stagehand_migrations_pkey PRIMARY KEY (name)
+)
+)sql";
+
+const char* const kListHistoryMigrations = "SELECT name FROM stagehand_migrations ORDER BY name";
+
+const char* const kRecordHistoryMigration =
+    "INSERT INTO stagehand_migrations (name) VALUES ($1::text)";
+
+const char* const kHistoryTableExists = "SELECT to_regclass('stagehand_task_runs') IS NOT NULL";
+
+// run_id is compared in the "C" collation, so pages are ordered by its bytes on every server.
+const Migration kHistoryMigrations[1] = {
+    {"0001_task_runs",
+     R"sql(CREATE TABLE stagehand_task_runs (
+  run_id text COLLATE "C" NOT NULL,
+  task_id varchar(255) NOT NULL,
+  host text NOT NULL,
+  pid int8 NOT NULL,
+  trigger_kind text NOT NULL,
+  slot_at timestamptz NULL,
+  started_at timestamptz NOT NULL,
+  ended_at timestamptz NULL,
+  outcome text NOT NULL,
+  error_json text NULL,
+  exit_code int4 NULL,
+  signal int4 NULL,
+  http_status int4 NULL,
+  attempt int4 NOT NULL,
+  output bytea NULL,
+  CONSTRAINT stagehand_task_runs_pkey PRIMARY KEY (run_id)
+);
+CREATE INDEX stagehand_task_runs_by_task ON stagehand_task_runs (task_id, started_at, run_id);
+CREATE INDEX stagehand_task_runs_by_age ON stagehand_task_runs ((coalesce(ended_at, started_at)));
+COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: one row per run of a task by a stagehand host (Backstage workers write none)')sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

@@ -1,4 +1,5 @@
-// Every SQL text the PostgreSQL task store sends, in one place. Statements that take input bind it
+// Every SQL text the PostgreSQL task store sends (its task table's and its run history's), in one
+// place. Statements that take input bind it
 // as parameters; the only identifiers spliced into text (database, schema, LISTEN channel) are
 // quoted with PQescapeIdentifier by the caller.
 #pragma once
@@ -77,6 +78,48 @@ struct Statements {
 // Returns the statements (built once; thread-safe).
 const Statements& TaskStatements();
 
+// The prepared statements that read or write stagehand_task_runs, used only where that table
+// exists. The first five are the task statements of the same names, also writing the history;
+// with their extra parameters NULL they write none.
+struct HistoryStatements {
+  // As claim_many, plus $7 hosts (text[], NULL: no history for that claim), $8 pids (int8[]),
+  // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[])
+  PgStatement claim_many;
+  // As release_many, plus $10 outcomes (text[], NULL: no history for that run), $11 run error
+  // JSONs, $12 exit codes, $13 signals, $14 HTTP statuses (int4[]), $15 outputs (hex text[]),
+  // $16 runs kept per task
+  PgStatement release_many;
+  // As sweep, the swept runs closed as lost
+  PgStatement sweep;
+  // As poll_and_sweep, the swept runs closed as lost
+  PgStatement poll_and_sweep;
+  // As poll_changed_and_sweep, the swept runs closed as lost
+  PgStatement poll_changed_and_sweep;
+  // $1 run ids, $2 task ids, $3 hosts, $4 pids, $5 triggers, $6 slots, $7 starts (NULL: now()),
+  // $8 attempts (arrays, one element per run)
+  PgStatement record_starts;
+  // $1 run ids, $2 ends (NULL: now()), $3 outcomes, $4 error JSONs, $5 exit codes, $6 signals,
+  // $7 HTTP statuses, $8 outputs (hex), $9 runs kept per task → count of runs closed
+  PgStatement record_ends;
+  // $1 task id, $2 limit → the run columns (run_id, task_id, host, pid, trigger_kind, slot_at,
+  // started_at, ended_at, outcome, error_json, exit_code, signal, http_status, attempt), newest
+  // first
+  PgStatement list_runs;
+  // As list_runs, after $3 start and $4 run id
+  PgStatement list_runs_before;
+  // $1 run id → the run columns, then the output (hex)
+  PgStatement get_run;
+  // $1 run id → started_at
+  PgStatement run_start;
+  // $1 run ids (text[]), $2 error JSON → (rows changed: runs closed)
+  PgStatement mark_lost;
+  // $1 max age (seconds), $2 most rows → (rows changed: runs removed)
+  PgStatement prune_expired;
+};
+
+// Returns the history statements (built once; thread-safe).
+const HistoryStatements& RunStatements();
+
 // Session settings applied on connect: $1 statement_timeout (ms, text), $2 search_path ('' keeps
 // the default) → now().
 extern const char* const kSessionSetup;
@@ -125,5 +168,18 @@ struct Migration {
 };
 // Backstage's scheduler migrations, in the order knex applies them.
 extern const Migration kMigrations[3];
+
+// stagehand's own migrations (see pg_migrations.h), with bookkeeping knex never reads.
+// Serializes stagehand's own migrators of this schema for the rest of the transaction.
+extern const char* const kHistoryAdvisoryLock;
+extern const char* const kCreateHistoryMigrationsTable;
+// → name
+extern const char* const kListHistoryMigrations;
+// $1 name
+extern const char* const kRecordHistoryMigration;
+// → whether stagehand_task_runs exists in the search path
+extern const char* const kHistoryTableExists;
+// In the order they apply.
+extern const Migration kHistoryMigrations[1];
 
 }  // namespace stagehand::store_internal::pg_sql
