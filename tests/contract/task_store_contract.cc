@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "contract/contract_test.h"
 #include "contract/store_fixture.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
@@ -38,26 +39,6 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
-
-constexpr char kCancelledJson[] = R"({"name":"Error","message":"Task was cancelled"})";
-constexpr char kTimedOutJson[] = R"({"name":"Error","message":"Task timed out"})";
-
-TaskSchedule Schedule(std::string cadence, std::optional<std::string> initial_delay = std::nullopt,
-                      std::string timeout = "PT1M") {
-  TaskSchedule schedule;
-  schedule.settings.cadence = std::move(cadence);
-  schedule.settings.initial_delay_duration = std::move(initial_delay);
-  schedule.settings.timeout_after_duration = std::move(timeout);
-  schedule.zone = TimeZone::Utc();
-  return schedule;
-}
-
-std::string Show(const std::optional<WallTime>& t) {
-  if (!t) return "NULL";
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t->time_since_epoch()).count() % 1000;
-  return FormatIsoInstantUtc(*t) + "+" + std::to_string(micros) + "us";
-}
 
 // Returns the first fire time of `expression` strictly after `after`, in UTC.
 WallTime CronNext(const std::string& expression, WallTime after) {
@@ -91,82 +72,7 @@ TaskRow RawRow(std::string id, std::string settings_json) {
   return row;
 }
 
-class TaskStoreContractTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    fixture_ = MakeStoreFixture();
-    ASSERT_NE(fixture_, nullptr);
-    store_ = fixture_->OpenStore();
-    ASSERT_NE(store_, nullptr);
-  }
-
-  WallTime Now() {
-    Result<WallTime> now = store_->DatabaseNow();
-    EXPECT_TRUE(now.ok()) << now.status().ToString();
-    return now.ok() ? *now : WallTime{};
-  }
-
-  TaskRow Row(const std::string& id) {
-    std::optional<TaskRow> row = fixture_->GetRawRow(id);
-    if (!row) {
-      ADD_FAILURE() << "row " << id << " is missing";
-      return TaskRow{};
-    }
-    return *row;
-  }
-
-  std::optional<WallTime> Upsert(const std::string& id, const TaskSchedule& schedule) {
-    Result<UpsertResult> result = store_->Upsert(id, schedule);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
-    return result.ok() ? result->next_run_start_at : std::nullopt;
-  }
-
-  bool Claim(const std::string& id, const std::string& ticket, milliseconds timeout = minutes(1),
-             milliseconds lease = minutes(1)) {
-    Result<ClaimResult> result = store_->Claim(id, ticket, timeout, lease);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
-    return result.ok() && result->claimed;
-  }
-
-  bool Release(const std::string& id, const std::string& ticket, const TaskSchedule& schedule,
-               const std::optional<std::string>& error_json = std::nullopt) {
-    Result<bool> result = store_->Release(id, ticket, schedule, error_json);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
-    return result.ok() && *result;
-  }
-
-  PollResult Poll(const std::vector<std::string>& ids, bool sweep = false) {
-    Result<PollResult> result = store_->Poll(ids, sweep);
-    EXPECT_TRUE(result.ok()) << result.status().ToString();
-    return result.ok() ? std::move(*result) : PollResult{};
-  }
-
-  Readiness ReadinessOf(const std::string& id) {
-    PollResult poll = Poll({id});
-    return poll.entries.size() == 1 ? poll.entries[0].readiness : Readiness::kMissing;
-  }
-
-  // Checks lo <= t <= hi, widened by the store's time resolution.
-  ::testing::AssertionResult Within(const std::optional<WallTime>& t, WallTime lo, WallTime hi) {
-    const milliseconds slack = fixture_->time_resolution();
-    if (!t) {
-      return ::testing::AssertionFailure()
-             << "is NULL, expected within [" << Show(lo) << ", " << Show(hi) << "]";
-    }
-    if (*t < lo - slack || *t > hi + slack) {
-      return ::testing::AssertionFailure()
-             << Show(t) << " is not within [" << Show(lo) << ", " << Show(hi) << "]";
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  ::testing::AssertionResult Same(const std::optional<WallTime>& t, WallTime expected) {
-    return Within(t, expected, expected);
-  }
-
-  std::unique_ptr<StoreFixture> fixture_;
-  std::unique_ptr<TaskStore> store_;
-};
+class TaskStoreContractTest : public ContractTest {};
 
 // --- Schema and clock ------------------------------------------------------------------------
 
