@@ -51,6 +51,18 @@ class DbMigratePostgresTest : public pg_test::ServerTest {
     return names;
   }
 
+  // Returns the names stagehand_migrations lists, in order.
+  std::vector<std::string> StagehandMigrations(const std::string& database) {
+    pg_test::RawConnection connection(url(), database);
+    std::vector<std::string> names;
+    if (!connection.ok()) return names;
+    pg_test::RawResult result =
+        connection.Exec("SELECT name FROM stagehand_migrations ORDER BY name");
+    for (int i = 0; i < PQntuples(result.get()); ++i)
+      names.push_back(PQgetvalue(result.get(), i, 0));
+    return names;
+  }
+
   bool DatabaseExists(const std::string& database) {
     pg_test::RawConnection connection(url());
     return connection.Scalar("SELECT count(*) FROM pg_database WHERE datname = $1", {database}) ==
@@ -64,6 +76,7 @@ class DbMigratePostgresTest : public pg_test::ServerTest {
 const std::vector<std::string> kAllMigrations = {"20210928160613_init.js|1",
                                                  "20240712211735_nullable_next_run.js|1",
                                                  "20250411000000_last_run.js|1"};
+const std::vector<std::string> kStagehandMigrations = {"0001_task_runs"};
 
 TEST_F(DbMigratePostgresTest, CreatesAndMigratesOneDatabasePerPlugin) {
   ::setenv("TEST_PG_URL", url().c_str(), 1);
@@ -74,10 +87,14 @@ TEST_F(DbMigratePostgresTest, CreatesAndMigratesOneDatabasePerPlugin) {
                             "search)\n");
   EXPECT_EQ(Migrations(prefix_ + "catalog"), kAllMigrations);
   EXPECT_EQ(Migrations(prefix_ + "search"), kAllMigrations);
+  // The run history's tables, recorded in stagehand's own bookkeeping, never in knex's.
+  EXPECT_EQ(StagehandMigrations(prefix_ + "catalog"), kStagehandMigrations);
+  EXPECT_EQ(StagehandMigrations(prefix_ + "search"), kStagehandMigrations);
 
   CliResult again = RunCli({"db", "migrate", "--config", config});
   ASSERT_EQ(again.code, cli::kExitOk) << again.out << again.err;
   EXPECT_EQ(Migrations(prefix_ + "catalog"), kAllMigrations);
+  EXPECT_EQ(StagehandMigrations(prefix_ + "catalog"), kStagehandMigrations);
 }
 
 TEST_F(DbMigratePostgresTest, SkipMigrationsLeavesThePluginDatabaseAlone) {

@@ -86,6 +86,12 @@ TEST_F(DbMigrateSqliteTest, CreatesOneMigratedFilePerPlugin) {
     EXPECT_EQ(
         Query(File(plugin), "SELECT is_locked FROM backstage_backend_tasks__knex_migrations_lock"),
         std::vector<std::string>{"0"});
+    // The run history's tables, recorded in stagehand's own bookkeeping, never in knex's.
+    EXPECT_EQ(Query(File(plugin), "SELECT name FROM stagehand_migrations ORDER BY name"),
+              std::vector<std::string>{"0001_task_runs"});
+    EXPECT_EQ(Query(File(plugin),
+                    "SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
+              std::vector<std::string>{"1"});
     EXPECT_EQ(
         Query(File(plugin),
               "SELECT name FROM pragma_table_info('backstage_backend_tasks__tasks')"

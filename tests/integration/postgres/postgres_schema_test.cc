@@ -62,17 +62,23 @@ comment on column "backstage_backend_tasks__tasks"."last_run_ended_at" is 'The l
 constexpr char kSettingsPT10M[] =
     R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT1M"})";
 
-// Returns a readable dump of every table, column (type, nullability, default, comment),
-// constraint, index and sequence in the session's current schema.
-std::string DumpSchema(pg_test::RawConnection& db) {
+// Which tables DumpSchema shows: Backstage's (every table but stagehand's own) or stagehand's
+// own (stagehand_*).
+enum class Part { kBackstage, kStagehand };
+
+// Returns a readable dump of every table of `part`, with its columns (type, nullability, default,
+// comment), constraints, indexes and sequences, in the session's current schema.
+std::string DumpSchema(pg_test::RawConnection& db, Part part = Part::kBackstage) {
   std::ostringstream out;
   const auto text = [](PGresult* r, int row, int column) -> std::string {
     return PQgetisnull(r, row, column) ? "-" : PQgetvalue(r, row, column);
   };
+  const std::string ours = part == Part::kStagehand ? "LIKE" : "NOT LIKE";
   pg_test::RawResult tables = db.Exec(
       "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
       "JOIN pg_namespace n ON n.oid = c.relnamespace "
-      "WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY c.relname");
+      "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname " +
+      ours + " 'stagehand\\_%' ORDER BY c.relname");
   for (int t = 0; t < PQntuples(tables.get()); ++t) {
     const std::string table = text(tables.get(), t, 0);
     out << "table " << table << "\n  comment: " << text(tables.get(), t, 1) << "\n";
@@ -114,7 +120,8 @@ std::string DumpSchema(pg_test::RawConnection& db) {
   }
   pg_test::RawResult sequences = db.Exec(
       "SELECT sequence_name, data_type FROM information_schema.sequences "
-      "WHERE sequence_schema = current_schema() ORDER BY sequence_name");
+      "WHERE sequence_schema = current_schema() AND sequence_name " +
+      ours + " 'stagehand\\_%' ORDER BY sequence_name");
   for (int s = 0; s < PQntuples(sequences.get()); ++s) {
     out << "sequence " << text(sequences.get(), s, 0) << ": " << text(sequences.get(), s, 1)
         << "\n";
@@ -122,11 +129,37 @@ std::string DumpSchema(pg_test::RawConnection& db) {
   return out.str();
 }
 
-std::string ExpectedSchema() {
-  std::ifstream file(STAGEHAND_SOURCE_DIR "/tests/integration/postgres/fixtures/schema.txt");
+std::string ReadFixture(const std::string& name) {
+  std::ifstream file(STAGEHAND_SOURCE_DIR "/tests/integration/postgres/fixtures/" + name);
   std::stringstream contents;
   contents << file.rdbuf();
   return contents.str();
+}
+
+// Backstage's tables as knex creates them.
+std::string ExpectedSchema() { return ReadFixture("schema.txt"); }
+
+// stagehand's own tables.
+std::string ExpectedStagehandSchema() { return ReadFixture("stagehand_schema.txt"); }
+
+// Every row of knex's two bookkeeping tables, as text (migration times included).
+std::string KnexRows(pg_test::RawConnection& db) {
+  return db.Scalar(
+             "SELECT string_agg(id || '|' || coalesce(name, '-') || '|' || coalesce(batch::text, "
+             "'-') || '|' || coalesce(migration_time::text, '-'), ',' ORDER BY id) "
+             "FROM backstage_backend_tasks__knex_migrations") +
+         ";" +
+         db.Scalar(
+             "SELECT string_agg(\"index\" || '|' || coalesce(is_locked::text, '-'), ',' "
+             "ORDER BY \"index\") FROM backstage_backend_tasks__knex_migrations_lock");
+}
+
+std::string StagehandMigrations(pg_test::RawConnection& db) {
+  return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");
+}
+
+bool HasRunsTable(pg_test::RawConnection& db) {
+  return db.Scalar("SELECT to_regclass('stagehand_task_runs') IS NOT NULL") == "t";
 }
 
 struct Bookkeeping {
@@ -216,6 +249,10 @@ TEST_F(PostgresSchemaTest, SchemaOfAMigratedDatabaseMatchesTheFixture) {
   const std::string expected = ExpectedSchema();
   ASSERT_FALSE(expected.empty()) << "fixtures/schema.txt is missing";
   EXPECT_EQ(DumpSchema(db), expected);
+  const std::string stagehand = ExpectedStagehandSchema();
+  ASSERT_FALSE(stagehand.empty()) << "fixtures/stagehand_schema.txt is missing";
+  EXPECT_EQ(DumpSchema(db, Part::kStagehand), stagehand);
+  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
 }
 
 TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
@@ -230,13 +267,17 @@ TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
                       "WHERE migration_time IS NULL"),
             "0");
 
+  const std::string knex_rows = KnexRows(db);
   ASSERT_TRUE(store->Migrate().ok());
   ASSERT_NE(OpenMigrated(), nullptr);
   Bookkeeping again = ReadBookkeeping(db);
   EXPECT_EQ(again.names, first.names);
   EXPECT_EQ(again.batches, first.batches);
   EXPECT_EQ(again.lock_rows, "1:0");
+  EXPECT_EQ(KnexRows(db), knex_rows);
   EXPECT_EQ(DumpSchema(db), ExpectedSchema());
+  EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
+  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
 }
 
 TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
@@ -244,13 +285,21 @@ TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
   pg_test::RawConnection db(url(), database_);
   const std::string knex_schema = DumpSchema(db);
   EXPECT_EQ(knex_schema, ExpectedSchema());
+  const std::string knex_rows = KnexRows(db);
   const std::string knex_times = db.Scalar(
       "SELECT string_agg(id || '@' || migration_time::text, ',' ORDER BY id) "
       "FROM backstage_backend_tasks__knex_migrations");
+  EXPECT_FALSE(HasRunsTable(db));
 
+  // Backstage's tables and knex's bookkeeping stay byte for byte as knex left them (so its
+  // migrator finds nothing to do and no name it does not know); stagehand's own tables are added
+  // beside them.
   std::unique_ptr<TaskStore> store = OpenMigrated();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(DumpSchema(db), knex_schema);
+  EXPECT_EQ(KnexRows(db), knex_rows);
+  EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
+  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
   const Bookkeeping after = ReadBookkeeping(db);
   EXPECT_EQ(after.names, kAllMigrations);
   EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
@@ -332,6 +381,85 @@ TEST_F(PostgresSchemaTest, ThreeMigratorsOnAFreshDatabaseAllSucceed) {
   EXPECT_EQ(after.names, kAllMigrations);
   EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(after.lock_rows, "1:0");
+  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
+  EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
+}
+
+// pluginDivisionMode schema: several hosts migrate the schemas of two plugins of one database at
+// once; each schema gets its own history tables, migrated once, and none lands in public.
+TEST_F(PostgresSchemaTest, MigratorsOfTwoSchemasAtOnceEachMigrateTheirHistoryOnce) {
+  constexpr int kMigrators = 4;
+  const std::string schemas[] = {"plugin_x", "plugin_y"};
+  std::barrier start(kMigrators);
+  std::vector<Status> outcomes(kMigrators);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < kMigrators; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        Result<std::unique_ptr<TaskStore>> store =
+            OpenPostgresTaskStore(kPluginId, Options(schemas[i % 2]), SystemClock::Instance());
+        outcomes[static_cast<size_t>(i)] = store.ok() ? (*store)->Migrate() : store.status();
+      });
+    }
+  }
+  for (const Status& outcome : outcomes) EXPECT_TRUE(outcome.ok()) << outcome.ToString();
+  pg_test::RawConnection db(url(), database_);
+  for (const std::string& schema : schemas) {
+    db.Exec("SET search_path = " + schema);
+    EXPECT_EQ(StagehandMigrations(db), "0001_task_runs") << schema;
+    EXPECT_EQ(DumpSchema(db), ExpectedSchema()) << schema;
+    EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema()) << schema;
+    EXPECT_EQ(ReadBookkeeping(db).names, kAllMigrations) << schema;
+  }
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'stagehand\\_%' "
+                      "AND schemaname = 'public'"),
+            "0");
+}
+
+TEST_F(PostgresSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnexIsLeftAlone) {
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec("INSERT INTO stagehand_migrations (name) VALUES ('9999_from_the_future')");
+  const std::string knex_rows = KnexRows(db);
+
+  const Status status = store->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_NE(status.message().find("9999_from_the_future"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("stagehand_migrations"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(database_), std::string::npos) << status.message();
+  EXPECT_EQ(KnexRows(db), knex_rows);
+}
+
+// A host that does not migrate (backend.database.skipMigrations) on a database whose history
+// tables nobody created: claims, releases and sweeps carry on without history.
+TEST_F(PostgresSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistory) {
+  PrepareLikeKnex({kKnexInitDdl, kKnexNullableDdl, kKnexLastRunDdl}, 3);
+  std::unique_ptr<TaskStore> store = Open();
+  ASSERT_NE(store, nullptr);
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("task", schedule).ok());
+  const std::vector<ClaimRequest> claims = {
+      {"task", "ticket", minutes(1), std::nullopt, RunOrigin{"host", 1}}};
+  Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  EXPECT_TRUE((*claimed)[0].claimed);
+  ASSERT_TRUE(store->SweepExpired().ok());
+  Result<PollResult> polled = store->Poll(std::vector<std::string>{"task"}, true);
+  ASSERT_TRUE(polled.ok()) << polled.status().ToString();
+  const std::vector<ReleaseRequest> releases = {
+      {"task", "ticket", schedule, std::nullopt, RunFinish{}}};
+  Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_TRUE((*released)[0].released);
+  ASSERT_NE(store->history(), nullptr);
+  EXPECT_EQ(store->history()->ListRuns("task", 10, std::nullopt).status().code(),
+            StatusCode::kFailedPrecondition);
+  pg_test::RawConnection db(url(), database_);
+  EXPECT_FALSE(HasRunsTable(db));
 }
 
 TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) {
@@ -376,11 +504,23 @@ TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) 
   ASSERT_EQ(rows_b->size(), 1u);
   EXPECT_EQ(rows_b->front().id, "only-in-b");
 
+  // Each plugin's runs live in its own schema's history.
+  ASSERT_NE(a->history(), nullptr);
+  ASSERT_NE(b->history(), nullptr);
+  const std::vector<RunStart> starts = {RunStart{"run-a", "only-in-a", RunOrigin{"host", 1}}};
+  ASSERT_TRUE(a->history()->RecordStarts(starts).ok());
+  EXPECT_TRUE(a->history()->GetRun("run-a").ok());
+  EXPECT_EQ(b->history()->GetRun("run-a").status().code(), StatusCode::kNotFound);
+
   pg_test::RawConnection db(url(), database_);
   db.Exec("SET search_path = plugin_a");
   EXPECT_EQ(DumpSchema(db), ExpectedSchema());
+  EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
   EXPECT_EQ(db.Scalar("SELECT count(*) FROM pg_tables WHERE tablename = "
                       "'backstage_backend_tasks__tasks' AND schemaname = 'public'"),
+            "0");
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'stagehand\\_%' "
+                      "AND schemaname = 'public'"),
             "0");
 }
 

@@ -62,6 +62,10 @@ TEST(SqliteProcessesTest, ThreeProcessesMigratingAFreshFileAtOnceAllSucceed) {
   EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations_lock"),
             (Rows{{"1", "0"}}));
   EXPECT_EQ(db.Query("PRAGMA journal_mode"), (Rows{{"wal"}}));
+  // stagehand's own migrations ran once, recorded in stagehand's own table.
+  EXPECT_EQ(db.Query("SELECT name FROM stagehand_migrations"), (Rows{{"0001_task_runs"}}));
+  EXPECT_EQ(db.Query("SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
+            (Rows{{"1"}}));
 }
 
 TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {

@@ -20,6 +20,7 @@ namespace {
 
 using sqlite_test::RawDb;
 using sqlite_test::SchemaDump;
+using sqlite_test::StagehandSchemaDump;
 using sqlite_test::TempDir;
 using ::testing::HasSubstr;
 using Rows = std::vector<std::vector<std::string>>;
@@ -66,6 +67,38 @@ Rows MigrationRows(RawDb& db) {
       "SELECT id, name, batch FROM backstage_backend_tasks__knex_migrations ORDER BY id");
 }
 
+// Every row of knex's two bookkeeping tables, as text.
+Rows KnexBookkeeping(RawDb& db) {
+  Rows rows = db.Query(
+      "SELECT id, name, batch, migration_time, typeof(migration_time) "
+      "FROM backstage_backend_tasks__knex_migrations ORDER BY id");
+  for (std::vector<std::string>& lock :
+       db.Query("SELECT `index`, is_locked FROM backstage_backend_tasks__knex_migrations_lock "
+                "ORDER BY `index`")) {
+    rows.push_back(std::move(lock));
+  }
+  return rows;
+}
+
+// Returns whether stagehand's history table exists.
+bool HasRunsTable(RawDb& db) {
+  return db.Query("SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'") ==
+         Rows{{"1"}};
+}
+
+Rows StagehandMigrationNames(RawDb& db) {
+  return db.Query("SELECT name FROM stagehand_migrations ORDER BY name");
+}
+
+constexpr char kTaskRunsMigration[] = "0001_task_runs";
+
+TaskSchedule TenMinutes() {
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  return schedule;
+}
+
 TEST(SqliteSchemaTest, MigratedDatabaseMatchesTheCheckedInDump) {
   TempDir dir;
   const std::string path = dir.File("sched.sqlite");
@@ -77,6 +110,9 @@ TEST(SqliteSchemaTest, MigratedDatabaseMatchesTheCheckedInDump) {
             ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
   EXPECT_EQ(db.Query("SELECT sql FROM sqlite_master WHERE name = 'backstage_backend_tasks__tasks'"),
             (Rows{{kFinalTasksTable}}));
+  EXPECT_EQ(
+      StagehandSchemaDump(db),
+      ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/stagehand_schema.txt"));
 }
 
 TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
@@ -104,6 +140,8 @@ TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
     EXPECT_GE(std::stoll(row[1]), ms(before));
     EXPECT_LE(std::stoll(row[1]), ms(after));
   }
+  // stagehand's own migrations are recorded in stagehand's own table only.
+  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
 }
 
 TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
@@ -117,10 +155,15 @@ TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
   ASSERT_TRUE(store->Upsert("kept", schedule).ok());
   RawDb db(path);
   const std::string dump = SchemaDump(db);
+  const std::string stagehand_dump = StagehandSchemaDump(db);
+  const Rows knex = KnexBookkeeping(db);
   ASSERT_TRUE(store->Migrate().ok());
   ASSERT_TRUE(Open(path)->Migrate().ok());
   EXPECT_EQ(SchemaDump(db), dump);
+  EXPECT_EQ(StagehandSchemaDump(db), stagehand_dump);
+  EXPECT_EQ(KnexBookkeeping(db), knex);
   EXPECT_EQ(MigrationRows(db).size(), 3u);
+  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
   EXPECT_EQ(db.Query("SELECT count(*) FROM backstage_backend_tasks__tasks"), (Rows{{"1"}}));
 }
 
@@ -144,13 +187,23 @@ TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
   }
   RawDb db(path);
   const std::string dump = SchemaDump(db);
-  const Rows bookkeeping = db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations");
+  const Rows bookkeeping = KnexBookkeeping(db);
   EXPECT_EQ(dump, ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
+  EXPECT_FALSE(HasRunsTable(db));
 
+  // Backstage's tables, their rows and knex's bookkeeping stay byte for byte as Backstage left
+  // them (so its migrator finds nothing to do and no name it does not know); stagehand's own
+  // tables are added beside them.
   std::unique_ptr<TaskStore> store = Open(path);
   ASSERT_TRUE(store->Migrate().ok());
   EXPECT_EQ(SchemaDump(db), dump);
-  EXPECT_EQ(db.Query("SELECT * FROM backstage_backend_tasks__knex_migrations"), bookkeeping);
+  EXPECT_EQ(KnexBookkeeping(db), bookkeeping);
+  EXPECT_EQ(
+      StagehandSchemaDump(db),
+      ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/stagehand_schema.txt"));
+  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
+  ASSERT_NE(store->history(), nullptr);
+  EXPECT_TRUE(store->history()->ListRuns("bs", 10, std::nullopt).ok());
   Result<std::vector<TaskRow>> rows = store->States();
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 1u);
@@ -222,6 +275,55 @@ TEST(SqliteSchemaTest, MigrationRecordedOutOfOrderIsRefused) {
   const Status status = Open(path)->Migrate();
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
   EXPECT_THAT(status.message(), HasSubstr(kNullableNextRun));
+}
+
+TEST(SqliteSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnexIsLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.File("catalog.sqlite");
+  ASSERT_TRUE(Open(path, "catalog")->Migrate().ok());
+  RawDb db(path);
+  db.Exec(
+      "INSERT INTO stagehand_migrations (name, migrated_at) "
+      "VALUES ('9999_from_the_future', '2099-01-01 00:00:00.000')");
+  const Rows knex = KnexBookkeeping(db);
+
+  const Status status = Open(path, "catalog")->Migrate();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  EXPECT_THAT(status.message(), HasSubstr("plugin 'catalog'"));
+  EXPECT_THAT(status.message(), HasSubstr("9999_from_the_future"));
+  EXPECT_THAT(status.message(), HasSubstr("stagehand_migrations"));
+  EXPECT_EQ(KnexBookkeeping(db), knex);
+}
+
+// A host that does not migrate (backend.database.skipMigrations) on a database whose history
+// tables nobody created: claims, releases and sweeps carry on without history.
+TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistory) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  {
+    RawDb db(path);
+    db.Exec(kKnexMigrationsTable);
+    db.Exec(std::string(kFinalTasksTable) + ";");
+  }
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Upsert("task", TenMinutes()).ok());
+  const std::vector<ClaimRequest> claims = {
+      {"task", "ticket", std::chrono::minutes(1), std::nullopt, RunOrigin{"host", 1}}};
+  Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, std::chrono::minutes(1));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  EXPECT_TRUE((*claimed)[0].claimed);
+  ASSERT_TRUE(store->SweepExpired().ok());
+  const std::vector<ReleaseRequest> releases = {
+      {"task", "ticket", TenMinutes(), std::nullopt, RunFinish{}}};
+  Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_TRUE((*released)[0].released);
+  ASSERT_NE(store->history(), nullptr);
+  EXPECT_EQ(store->history()->ListRuns("task", 10, std::nullopt).status().code(),
+            StatusCode::kFailedPrecondition);
+  RawDb db(path);
+  EXPECT_FALSE(HasRunsTable(db));
 }
 
 TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {

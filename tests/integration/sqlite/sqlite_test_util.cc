@@ -78,7 +78,9 @@ std::string RawDb::QueryLines(const std::string& sql) {
 
 std::string SchemaDump(RawDb& db) {
   std::string dump = "# sqlite_master: type|name|tbl_name|sql\n";
-  dump += db.QueryLines("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name");
+  dump += db.QueryLines(
+      "SELECT type, name, tbl_name, sql FROM sqlite_master "
+      "WHERE tbl_name NOT LIKE 'stagehand\\_%' ESCAPE '\\' ORDER BY type, name");
   for (const char* table :
        {"backstage_backend_tasks__knex_migrations", "backstage_backend_tasks__knex_migrations_lock",
         "backstage_backend_tasks__tasks"}) {
@@ -87,6 +89,20 @@ std::string SchemaDump(RawDb& db) {
   }
   dump += "# index_list backstage_backend_tasks__tasks: seq|name|unique|origin|partial\n";
   dump += db.QueryLines("PRAGMA index_list(`backstage_backend_tasks__tasks`)");
+  return dump;
+}
+
+std::string StagehandSchemaDump(RawDb& db) {
+  std::string dump = "# sqlite_master: type|name|tbl_name|sql\n";
+  dump += db.QueryLines(
+      "SELECT type, name, tbl_name, sql FROM sqlite_master "
+      "WHERE tbl_name LIKE 'stagehand\\_%' ESCAPE '\\' ORDER BY type, name");
+  for (const char* table : {"stagehand_migrations", "stagehand_task_runs"}) {
+    dump += std::string("# table_info ") + table + ": cid|name|type|notnull|dflt_value|pk\n";
+    dump += db.QueryLines(std::string("PRAGMA table_info(`") + table + "`)");
+    dump += std::string("# index_list ") + table + ": seq|name|unique|origin|partial\n";
+    dump += db.QueryLines(std::string("PRAGMA index_list(`") + table + "`)");
+  }
   return dump;
 }
 

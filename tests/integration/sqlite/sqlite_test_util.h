@@ -50,9 +50,14 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
-// Returns the database's schema as a stable text dump: the sqlite_master rows, PRAGMA table_info
-// of the three Backstage tables and PRAGMA index_list of the tasks table.
+// Returns Backstage's part of the database's schema as a stable text dump: the sqlite_master rows
+// of every table but stagehand's own (stagehand_*), PRAGMA table_info of the three Backstage
+// tables and PRAGMA index_list of the tasks table.
 std::string SchemaDump(RawDb& db);
+
+// Returns stagehand's own part of the schema (stagehand_migrations, stagehand_task_runs) as a
+// stable text dump: their sqlite_master rows, PRAGMA table_info and PRAGMA index_list.
+std::string StagehandSchemaDump(RawDb& db);
 
 // A forked child process running a body that talks to the parent over two pipes, one byte per
 // message. Call Start before the parent opens any database. Not thread-safe.
