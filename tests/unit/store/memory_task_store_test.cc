@@ -91,6 +91,81 @@ TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsEveryOperationAndTouchesNothing
   EXPECT_TRUE(store_.Trigger("a").ok());
 }
 
+// The run history rides on the claim and the release: a payload adds no statement.
+TEST_F(MemoryTaskStoreTest, HistoryPayloadsAddNoStatementAndHistoryCallsCountOneEach) {
+  ASSERT_TRUE(store_.Upsert("a", Schedule("PT0S")).ok());
+  std::uint64_t count = store_.statement_count();
+  const std::vector<ClaimRequest> claims = {
+      {"a", "t", minutes(1), std::nullopt, RunOrigin{"host", 7}}};
+  Result<std::vector<ClaimResult>> claimed = store_.ClaimMany(claims, minutes(1));
+  ASSERT_TRUE(claimed.ok());
+  ASSERT_TRUE((*claimed)[0].claimed);
+  EXPECT_EQ(store_.statement_count(), count + 1);
+  const std::vector<ReleaseRequest> releases = {
+      {"a", "t", Schedule("PT0S"), std::nullopt, RunFinish{RunOutcome::kSucceeded}}};
+  ASSERT_TRUE(store_.ReleaseMany(releases).ok());
+  EXPECT_EQ(store_.statement_count(), count + 2);
+  Result<TaskRun> run = store_.GetRun("t");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->finish.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(run->origin.pid, 7);
+
+  count = store_.statement_count();
+  const std::vector<RunStart> starts = {RunStart{"local", "a", RunOrigin{"host", 7}}};
+  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  const std::vector<RunEnd> ends = {RunEnd{"local", RunFinish{RunOutcome::kFailed}}};
+  ASSERT_TRUE(store_.RecordEnds(ends).ok());
+  ASSERT_TRUE(store_.ListRuns("a", 10, std::nullopt).ok());
+  ASSERT_TRUE(store_.MarkLost(std::vector<std::string>{"local"}, "{}").ok());
+  ASSERT_TRUE(store_.PruneExpired(10).ok());
+  EXPECT_EQ(store_.statement_count(), count + 5);
+  EXPECT_EQ(store_.history(), &store_);
+}
+
+TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsHistoryOperationsAndWritesNone) {
+  const std::vector<RunStart> starts = {RunStart{"run", "a", RunOrigin{"host", 1}}};
+  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  store_.SetUnavailable(true);
+  const std::vector<RunEnd> ends = {RunEnd{"run", RunFinish{RunOutcome::kFailed}}};
+  EXPECT_EQ(store_.RecordStarts(starts).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_.RecordEnds(ends).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_.ListRuns("a", 10, std::nullopt).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_.GetRun("run").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_.MarkLost(std::vector<std::string>{"run"}, "{}").status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(store_.PruneExpired(10).status().code(), StatusCode::kUnavailable);
+  store_.SetUnavailable(false);
+  Result<TaskRun> run = store_.GetRun("run");
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->finish.outcome, RunOutcome::kRunning);
+}
+
+// The history's "database clock" is the injected clock, at the SQL stores' precision.
+TEST_F(MemoryTaskStoreTest, HistoryTimesAreTheInjectedClocksInMilliseconds) {
+  clock_.Advance(std::chrono::nanoseconds(1'234'567'891));
+  const WallTime now = ManualClock::DefaultStart() + milliseconds(1234);
+  const std::vector<RunStart> starts = {RunStart{"run", "a", RunOrigin{"host", 1}}};
+  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  clock_.Advance(milliseconds(2500));
+  const std::vector<RunEnd> ends = {RunEnd{"run", RunFinish{RunOutcome::kSucceeded}}};
+  ASSERT_TRUE(store_.RecordEnds(ends).ok());
+  Result<TaskRun> run = store_.GetRun("run");
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->started_at, now);
+  EXPECT_EQ(run->ended_at, now + milliseconds(2500));
+  EXPECT_EQ(run->duration(), milliseconds(2500));
+
+  // Past the max age by the manual clock, the run is pruned.
+  clock_.Advance(RunHistoryLimits{}.max_age);
+  Result<std::size_t> pruned = store_.PruneExpired(10);
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(*pruned, 0u);
+  clock_.Advance(milliseconds(2501));
+  pruned = store_.PruneExpired(10);
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(*pruned, 1u);
+}
+
 TEST_F(MemoryTaskStoreTest, StoresTimesAtMillisecondPrecision) {
   clock_.Advance(std::chrono::nanoseconds(1'234'567'891));
   Result<WallTime> now = store_.DatabaseNow();
