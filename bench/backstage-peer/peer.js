@@ -6,12 +6,19 @@
 // by side. Each scenario uses a fresh database, dropped at the end.
 //
 //   node peer.js [--url=postgresql://...] --modules=DIR [--scenarios=a,b,...] [--smoke] [--out=FILE]
+//   node peer.js [--url=...] --modules=DIR --migrate-check=DATABASE [--schema=SCHEMA]
 //
 // --modules is the node_modules folder that `npm ci` filled from bench/backstage-peer/package.json
-// (scripts/bench installs it into a cache folder). Scenarios: trigger, across, cancel, cron,
+// (bench/backstage-peer/install.sh installs it into a cache folder). Scenarios: trigger, across, cancel, cron,
 // interval, idle, throughput, saturation, kill. Multi-process scenarios fork this file in worker
 // mode (--worker=KIND); timestamps are CLOCK_MONOTONIC nanoseconds (process.hrtime), comparable
 // across processes, and wall-clock milliseconds for cron slots.
+//
+// --migrate-check runs Backstage's own migrator instead, as a Backstage backend does when it starts
+// a plugin's scheduler, on an existing plugin DATABASE (in SCHEMA for pluginDivisionMode schema),
+// and prints what knex saw before and after as JSON: {"before": {...}, "after": {...}, "error":
+// null or the migrator's error}, each side with knex's completed and pending migrations and the
+// rows of its two bookkeeping tables. Exits 1 when the migrator fails. The database is not dropped.
 
 const path = require('node:path');
 const fs = require('node:fs');
@@ -23,9 +30,9 @@ const kPluginId = 'benchpeer';
 function parseArgs(argv) {
   const args = {};
   for (const arg of argv) {
-    const match = /^--([a-z_]+)(?:=(.*))?$/.exec(arg);
+    const match = /^--([a-z_-]+)(?:=(.*))?$/.exec(arg);
     if (!match) throw new Error(`unknown argument ${arg}`);
-    args[match[1]] = match[2] === undefined ? true : match[2];
+    args[match[1].replaceAll('-', '_')] = match[2] === undefined ? true : match[2];
   }
   return args;
 }
@@ -83,10 +90,11 @@ async function statementCalls(database) {
 // The minimal services DefaultSchedulerService.create needs: a quiet logger, a root lifecycle
 // whose shutdown hooks we run ourselves, a router sink, the plugin's metadata, the database (knex
 // on pg, as Backstage's DatabaseManager makes it) and no-op metrics.
-function makeScheduler(database) {
+function makeScheduler(database, schema) {
   const knex = knexFactory({
     client: 'pg',
     connection: databaseUrl(args.url, database),
+    searchPath: schema ? [schema] : undefined,
     useNullAsDefault: true,
   });
   const logger = {
@@ -595,6 +603,52 @@ async function worker() {
 
 // ---------------------------------------------------------------------------------------------
 
+// The --migrate-check mode (see the top of this file).
+async function migrateCheck(database, schema) {
+  const knex = knexFactory({
+    client: 'pg',
+    connection: databaseUrl(args.url, database),
+    searchPath: schema ? [schema] : undefined,
+  });
+  const tableName = 'backstage_backend_tasks__knex_migrations';
+  const directory = path.join(
+    path.dirname(load.resolve('@backstage/backend-defaults/package.json')),
+    'migrations',
+    'scheduler',
+  );
+  // What knex sees; a failure (such as a migration name it does not know) is part of the report.
+  const snapshot = async () => {
+    try {
+      const [completed, pending] = await knex.migrate.list({ directory, tableName });
+      return {
+        completed: completed.map((m) => m.name ?? m.file ?? String(m)),
+        pending: pending.map((m) => m.file ?? m.name ?? String(m)),
+        rows: await knex(tableName).select('id', 'name', 'batch').orderBy('id'),
+        lock: await knex(`${tableName}_lock`).select('index', 'is_locked').orderBy('index'),
+      };
+    } catch (thrown) {
+      return { error: String(thrown?.message ?? thrown) };
+    }
+  };
+  try {
+    const before = await snapshot();
+    // DefaultSchedulerService migrates on its first use of the database.
+    const { scheduler, shutdown } = makeScheduler(database, schema);
+    let error = null;
+    try {
+      await scheduler.triggerTask('no-such-task');
+    } catch (thrown) {
+      if (thrown?.name !== 'NotFoundError') error = String(thrown?.stack ?? thrown);
+    }
+    await shutdown();
+    const after = await snapshot();
+    console.log(JSON.stringify({ before, after, error }, null, 2));
+    if (error || before.error || after.error) process.exitCode = 1;
+  } finally {
+    await knex.destroy();
+  }
+}
+
 async function main() {
   const smoke = Boolean(args.smoke);
   const counts = smoke
@@ -641,7 +695,13 @@ async function main() {
   console.log(text);
 }
 
-(args.worker ? worker() : main()).catch((error) => {
+const mode = () => {
+  if (args.worker) return worker();
+  if (args.migrate_check) return migrateCheck(args.migrate_check, args.schema);
+  return main();
+};
+
+mode().catch((error) => {
   console.error(`peer: ${error.stack ?? error}`);
   process.exit(1);
 });

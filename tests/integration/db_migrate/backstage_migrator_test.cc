@@ -1,0 +1,207 @@
+// Backstage 0.19's own migrator (DefaultSchedulerService, driven by bench/backstage-peer/peer.js
+// --migrate-check) on plugin databases where stagehand created its run history: it runs cleanly,
+// finds no migration to apply and none it does not know, and leaves knex's bookkeeping and
+// stagehand's tables as they were. The peer's npm packages come from
+// bench/backstage-peer/install.sh (the cache bench/side_by_side.sh fills). Needs the test
+// PostgreSQL, node and npm: without them the tests skip, and fail under CI.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "integration/postgres/test_server.h"
+#include "stagehand/store/postgres_task_store.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::minutes;
+
+constexpr char kPluginId[] = "history";
+const std::vector<std::string> kKnexMigrations = {
+    "20210928160613_init.js", "20240712211735_nullable_next_run.js", "20250411000000_last_run.js"};
+
+struct Command {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs `command` with /bin/sh and returns its exit code and standard output (its standard error
+// goes to the test's).
+Command RunShell(const std::string& command) {
+  Command result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    result.out.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string Quote(const std::string& text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+class BackstageMigratorTest : public pg_test::ServerTest {
+ protected:
+  void SetUp() override {
+    pg_test::ServerTest::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    for (const char* tool : {"node", "npm"}) {
+      if (RunShell(std::string("command -v ") + tool + " >/dev/null").exit_code == 0) continue;
+      if (std::getenv("CI") != nullptr) GTEST_FAIL() << tool << " is not installed";
+      GTEST_SKIP() << tool << " is not installed (scripts/bootstrap)";
+    }
+    ASSERT_TRUE(Modules().has_value()) << "bench/backstage-peer/install.sh failed";
+    database_ = pg_test::UniqueDatabaseName("stagehand_backstage_migrator");
+  }
+
+  void TearDown() override {
+    if (!database_.empty()) pg_test::DropDatabase(url(), database_);
+  }
+
+  // The peer's node_modules folder, installed once per process.
+  static const std::optional<std::string>& Modules() {
+    static const std::optional<std::string> modules = []() -> std::optional<std::string> {
+      Command installed = RunShell(Quote(STAGEHAND_SOURCE_DIR "/bench/backstage-peer/install.sh"));
+      while (!installed.out.empty() && installed.out.back() == '\n') installed.out.pop_back();
+      if (installed.exit_code != 0 || installed.out.empty()) return std::nullopt;
+      return installed.out;
+    }();
+    return modules;
+  }
+
+  // Opens the plugin's store (in `schema`, for pluginDivisionMode schema), migrated, with runs in
+  // its history: one ended, one running.
+  std::unique_ptr<TaskStore> OpenWithHistory(const std::string& schema = "") {
+    PostgresStoreOptions options;
+    options.connection = url();
+    options.database = database_;
+    options.schema = schema;
+    options.pool_size = 2;
+    Result<std::unique_ptr<TaskStore>> store =
+        OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return nullptr;
+    const Status migrated = (*store)->Migrate();
+    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    RunHistory* history = (*store)->history();
+    EXPECT_NE(history, nullptr);
+    if (!migrated.ok() || history == nullptr) return nullptr;
+    const std::vector<RunStart> starts = {RunStart{"ended", "task", RunOrigin{"host", 1}},
+                                          RunStart{"running", "task", RunOrigin{"host", 1}}};
+    EXPECT_TRUE(history->RecordStarts(starts).ok());
+    const std::vector<RunEnd> ends = {RunEnd{"ended", RunFinish{RunOutcome::kFailed}}};
+    EXPECT_TRUE(history->RecordEnds(ends).ok());
+    return std::move(*store);
+  }
+
+  // Runs Backstage's migrator on the database (in `schema`) and returns its report.
+  Command RunBackstageMigrator(const std::string& schema = "") {
+    std::string command = "node " + Quote(STAGEHAND_SOURCE_DIR "/bench/backstage-peer/peer.js") +
+                          " --url=" + Quote(url()) + " --modules=" + Quote(*Modules()) +
+                          " --migrate-check=" + Quote(database_);
+    if (!schema.empty()) command += " --schema=" + Quote(schema);
+    return RunShell(command);
+  }
+
+  // Returns knex's bookkeeping rows, migration times included, as text.
+  std::string KnexRows(const std::string& schema = "") {
+    pg_test::RawConnection db(url(), database_);
+    if (!schema.empty()) db.Exec("SET search_path = " + pg_test::QuoteIdentifier(db, schema));
+    return db.Scalar(
+               "SELECT string_agg(id || '|' || name || '|' || batch || '|' || migration_time, ',' "
+               "ORDER BY id) FROM backstage_backend_tasks__knex_migrations") +
+           ";" +
+           db.Scalar(
+               "SELECT string_agg(\"index\" || '|' || is_locked, ',' ORDER BY \"index\") "
+               "FROM backstage_backend_tasks__knex_migrations_lock");
+  }
+
+  // Checks a report of a clean run: no error, nothing pending, the bookkeeping unchanged.
+  void ExpectCleanRun(const Command& report) {
+    ASSERT_EQ(report.exit_code, 0) << report.out;
+    const nlohmann::json json = nlohmann::json::parse(report.out, nullptr, false);
+    ASSERT_FALSE(json.is_discarded()) << report.out;
+    EXPECT_TRUE(json["error"].is_null()) << report.out;
+    for (const char* side : {"before", "after"}) {
+      EXPECT_FALSE(json[side].contains("error")) << side << ": " << report.out;
+      EXPECT_EQ(json[side]["completed"].get<std::vector<std::string>>(), kKnexMigrations) << side;
+      EXPECT_TRUE(json[side]["pending"].empty()) << side << ": " << report.out;
+    }
+    EXPECT_EQ(json["before"]["rows"], json["after"]["rows"]);
+    EXPECT_EQ(json["before"]["lock"], json["after"]["lock"]);
+  }
+
+  // Checks that the runs OpenWithHistory recorded are still there.
+  static void ExpectHistoryIntact(TaskStore& store) {
+    Result<RunPage> page = store.history()->ListRuns("task", 10, std::nullopt);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    EXPECT_EQ(page->runs.size(), 2u);
+    Result<TaskRun> ended = store.history()->GetRun("ended");
+    ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+    EXPECT_EQ(ended->finish.outcome, RunOutcome::kFailed);
+  }
+
+  std::string database_;
+};
+
+TEST_F(BackstageMigratorTest, RunsCleanlyOnADatabaseWhereStagehandCreatedItsHistory) {
+  std::unique_ptr<TaskStore> store = OpenWithHistory();
+  ASSERT_NE(store, nullptr);
+  const std::string knex = KnexRows();
+  ExpectCleanRun(RunBackstageMigrator());
+  EXPECT_EQ(KnexRows(), knex);
+  ExpectHistoryIntact(*store);
+  // And stagehand migrates again after Backstage, finding nothing to do either.
+  ASSERT_TRUE(store->Migrate().ok());
+  EXPECT_EQ(KnexRows(), knex);
+  ExpectHistoryIntact(*store);
+}
+
+TEST_F(BackstageMigratorTest, RunsCleanlyInPluginDivisionModeSchema) {
+  std::unique_ptr<TaskStore> store = OpenWithHistory("plugin_history");
+  ASSERT_NE(store, nullptr);
+  const std::string knex = KnexRows("plugin_history");
+  ExpectCleanRun(RunBackstageMigrator("plugin_history"));
+  EXPECT_EQ(KnexRows("plugin_history"), knex);
+  ExpectHistoryIntact(*store);
+}
+
+// The check can fail: had stagehand recorded its history migration in knex's table, Backstage's
+// migrator would refuse the database.
+TEST_F(BackstageMigratorTest, FailsWhenKnexsTableListsAMigrationBackstageDoesNotShip) {
+  std::unique_ptr<TaskStore> store = OpenWithHistory();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec(
+      "INSERT INTO backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
+      "VALUES ('0001_task_runs', 2, now())");
+  const Command report = RunBackstageMigrator();
+  EXPECT_NE(report.exit_code, 0) << report.out;
+  EXPECT_NE(report.out.find("the following files are missing: 0001_task_runs"), std::string::npos)
+      << report.out;
+}
+
+}  // namespace
+}  // namespace stagehand
