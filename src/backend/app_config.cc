@@ -27,8 +27,9 @@ constexpr std::array<std::string_view, 1> kStagehandDatabaseKeys = {"maxConnecti
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
-constexpr std::array<std::string_view, 5> kSchedulerKeys = {
-    "lease", "pollInterval", "maxPollInterval", "shutdownGrace", "maxConcurrency"};
+constexpr std::array<std::string_view, 6> kSchedulerKeys = {"lease",           "pollInterval",
+                                                            "maxPollInterval", "shutdownGrace",
+                                                            "maxConcurrency",  "maxRunningTasks"};
 
 // A block of Backstage's `backend` config (@backstage/backend-defaults' schema): the keys
 // stagehand reads and the ones it ignores.
@@ -462,7 +463,8 @@ void ReadAuth(const Config& root, AuthConfig& out, ConfigProblems& problems) {
   }
 }
 
-void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& problems) {
+void ReadScheduler(const Config& root, EngineOptions& out, int& max_running_tasks,
+                   ConfigProblems& problems) {
   Result<std::optional<Config>> scheduler = root.GetOptionalConfig("stagehand.scheduler");
   if (!scheduler.ok()) {
     problems.Add(scheduler.status());
@@ -481,6 +483,7 @@ void ReadScheduler(const Config& root, EngineOptions& out, ConfigProblems& probl
   ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
                       out.shutdown_grace, problems);
   ReadBoundedInteger(block, "maxConcurrency", 1, kMaxMaxConcurrency, out.max_concurrency, problems);
+  ReadBoundedInteger(block, "maxRunningTasks", 1, kMaxMaxConcurrency, max_running_tasks, problems);
 }
 
 // Adds a problem for each unknown key directly under `stagehand`, when it is an object.
@@ -649,7 +652,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
       config.database = *std::move(database);
     }
   }
-  ReadScheduler(root, config.engine, problems);
+  ReadScheduler(root, config.engine, config.max_running_tasks, problems);
   CheckStagehandKeys(root, problems);
 
   if (!problems.empty()) {

@@ -305,7 +305,7 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
   scheduler_options.observer = observer;
   scheduler_options.engine = config.engine;
   if (!scheduler_threads) {
-    scheduler_threads = std::make_shared<SchedulerThreads>(*clock);
+    scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
   }
   scheduler_options.threads = scheduler_threads;
   entry.scheduler = std::make_unique<PluginScheduler>(std::move(scheduler_options));

@@ -9,7 +9,8 @@
 
 namespace stagehand::engine_internal {
 
-EngineRuntime::EngineRuntime(Clock& clock, int dispatcher_threads) : clock_(clock) {
+EngineRuntime::EngineRuntime(Clock& clock, int dispatcher_threads, int max_runs)
+    : clock_(clock), executor_(max_runs, [this] { WakeEnginesWaitingForSlots(); }) {
   STAGEHAND_CHECK(dispatcher_threads >= 1);
   waiting_.resize(static_cast<std::size_t>(dispatcher_threads) + 1);
   // Named for operators (`top -H`); the kernel keeps 15 characters.
@@ -94,6 +95,40 @@ bool EngineRuntime::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
     }
     return true;
   });
+}
+
+bool EngineRuntime::TryTakeRunSlot(Handle handle) {
+  // Under mu_, so that a slot freeing between the refusal and the record wakes this engine.
+  std::lock_guard lock(mu_);
+  if (executor_.TryReserve()) return true;
+  if (std::find(waiting_for_slots_.begin(), waiting_for_slots_.end(), handle) ==
+      waiting_for_slots_.end()) {
+    waiting_for_slots_.push_back(handle);
+  }
+  return false;
+}
+
+bool EngineRuntime::RunSlotAvailable(Handle handle) {
+  std::lock_guard lock(mu_);
+  if (executor_.busy() < executor_.max_threads()) return true;
+  if (std::find(waiting_for_slots_.begin(), waiting_for_slots_.end(), handle) ==
+      waiting_for_slots_.end()) {
+    waiting_for_slots_.push_back(handle);
+  }
+  return false;
+}
+
+void EngineRuntime::ReturnRunSlot() { executor_.CancelReservation(); }
+
+void EngineRuntime::SubmitRun(std::function<void()> job) { executor_.Submit(std::move(job)); }
+
+void EngineRuntime::WakeEnginesWaitingForSlots() {
+  std::vector<Handle> waiting;
+  {
+    std::lock_guard lock(mu_);
+    waiting.swap(waiting_for_slots_);
+  }
+  for (Handle handle : waiting) Wake(handle, /*timer=*/true, /*dispatcher=*/true);
 }
 
 EngineRuntime::Entry* EngineRuntime::Find(Handle handle) {

@@ -2,7 +2,9 @@
 // every engine of a process (one per plugin), so that the number of threads does not grow with the
 // number of plugins. An engine does no waiting of its own: it hands the runtime two steps (the
 // timer's and the dispatcher's), each of which does what is due and says when it is next due, and
-// wakes the runtime when something changes earlier than that.
+// wakes the runtime when something changes earlier than that. The runtime also holds the executor
+// that runs every engine's task functions, so runs (and their threads) are bounded per process; an
+// engine denied a slot is woken when one frees.
 #pragma once
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/executor.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand::engine_internal {
@@ -33,8 +36,9 @@ class DrivenEngine {
 class EngineRuntime {
  public:
   // `clock` (which must outlive the runtime) times every engine it drives: engines on another
-  // clock need a runtime of their own. `dispatcher_threads` ≥ 1.
-  EngineRuntime(Clock& clock, int dispatcher_threads);
+  // clock need a runtime of their own. `dispatcher_threads` ≥ 1; `max_runs` ≥ 1 bounds the task
+  // functions running at once across every engine (and so the executor's threads).
+  EngineRuntime(Clock& clock, int dispatcher_threads, int max_runs);
   ~EngineRuntime();
   EngineRuntime(const EngineRuntime&) = delete;
   EngineRuntime& operator=(const EngineRuntime&) = delete;
@@ -50,6 +54,17 @@ class EngineRuntime {
   // Stops driving the engine: returns once neither lane is stepping and none will again. Must not
   // be called from a step.
   void Remove(Handle handle);
+
+  // Run slots (RunSlots in planner.h, for the engine `handle`): takes one, or records that the
+  // engine waits for one (both its lanes are woken when one frees).
+  bool TryTakeRunSlot(Handle handle);
+  // Whether a slot is free; when not, as TryTakeRunSlot.
+  bool RunSlotAvailable(Handle handle);
+  // Returns a slot whose run will not start.
+  void ReturnRunSlot();
+  // Runs `job` on the executor, consuming a slot taken by TryTakeRunSlot; the slot frees when the
+  // job returns.
+  void SubmitRun(std::function<void()> job);
 
   // Test hook: blocks until every thread waits on the clock with nothing woken or due, or until
   // `real_timeout` of real time passes. Returns whether that state was reached.
@@ -70,6 +85,7 @@ class EngineRuntime {
 
   void Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_token stop);
   Entry* Find(Handle handle);  // requires mu_
+  void WakeEnginesWaitingForSlots();
 
   Clock& clock_;
   std::mutex mu_;
@@ -88,7 +104,10 @@ class EngineRuntime {
     std::uint64_t seen = 0;
   };
   std::vector<Waiting> waiting_;
+  std::vector<Handle> waiting_for_slots_;  // guarded by mu_
   std::vector<std::jthread> threads_;
+  // Last: its threads end (and stop calling back) before the rest is destroyed.
+  Executor executor_;
 };
 
 }  // namespace stagehand::engine_internal

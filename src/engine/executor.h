@@ -1,5 +1,6 @@
-// A bounded pool of threads that run task functions for one plugin. A slot is reserved before a
-// task is claimed, so the engine never claims a task it has no thread to run.
+// A bounded pool of threads that run task functions, shared by every plugin of a process (it
+// belongs to the EngineRuntime). A slot is reserved before a task is claimed, so an engine never
+// claims a task it has no thread to run.
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,7 @@ class Executor {
   void Submit(std::function<void()> job);
   // Returns the number of reserved or running slots.
   int busy() const;
+  int max_threads() const { return max_threads_; }
   // Refuses new reservations, lets queued and running jobs finish, and joins every thread.
   void Stop();
 

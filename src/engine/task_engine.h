@@ -1,6 +1,8 @@
 // The scheduling engine of one plugin: every task of the plugin, global and local, driven by two
 // lanes of an EngineRuntime (engine_runtime.h) instead of one loop per task. A runtime's threads
-// are shared by every engine of the process, so threads do not grow with plugins.
+// are shared by every engine of the process, so threads do not grow with plugins. Every decision
+// below is the Planner's (planner.h); this class is its shell: the lock, the store calls, the
+// executor, the logs and the observer.
 //
 // - The dispatcher lane does all database work for global tasks. It knows each waiting task's
 //   row (version, next start) from its registration, its own releases and polls; a due task whose
@@ -37,17 +39,16 @@
 #pragma once
 
 #include <condition_variable>
-#include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/engine_runtime.h"
-#include "engine/executor.h"
+#include "engine/planner.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
@@ -59,8 +60,6 @@
 #include "stagehand/time/cron.h"
 
 namespace stagehand::engine_internal {
-
-enum class StopReason;
 
 // Everything the engine needs from its owner.
 struct EngineContext {
@@ -76,18 +75,6 @@ struct EngineContext {
   // The threads that drive the engine, shared with other engines on the same clock; when null the
   // engine makes its own (one dispatcher thread and one timer thread).
   std::shared_ptr<EngineRuntime> runtime = nullptr;
-};
-
-// A task ready to be registered: validated, with its settings and zone resolved.
-struct EngineTask {
-  std::string id;
-  TaskScope scope = TaskScope::kGlobal;
-  TaskSchedule schedule;
-  std::chrono::milliseconds timeout{0};
-  std::chrono::milliseconds initial_delay{0};
-  bool has_initial_delay = false;
-  TaskFunction fn;
-  std::stop_token stop;
 };
 
 // Thread-safe. Its dispatcher and timer are the two lanes of an EngineRuntime (shared with the
@@ -130,54 +117,26 @@ class TaskEngine final : public DrivenEngine {
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
-  struct Run;
-  struct Task;
-
   // Registration steps (RegisterMany).
-  Result<std::shared_ptr<Task>> MakeTask(EngineTask def) const;
-  Status ReserveIds(const std::vector<std::shared_ptr<Task>>& tasks);
-  void Unreserve(const std::vector<std::shared_ptr<Task>>& tasks);
-  void Activate(Task& task, const std::optional<WallTime>& row_next,
-                std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
-                MonoTime now);  // requires mu_
-  void WatchCallerStop(const std::shared_ptr<Task>& task);
+  void WatchCallerStop(const TaskPtr& task);
 
   // The runtime's steps (DrivenEngine): each does what is due and returns when it is next due.
   MonoTime Step(Lane lane) override;
   MonoTime DispatcherStep();
-  MonoTime TimerStepAndAct();
+  MonoTime TimerStep();
 
-  // Dispatcher steps. Each returns having done its I/O without holding mu_.
-  void RenewLeases();
-  void PollAndClaim(bool sweep);
-  // A due task to claim, with the row as this host knows it: the claim requires that version, and
-  // the run uses those settings (nullopt: the task's own).
-  struct Candidate {
-    std::shared_ptr<Task> task;
-    std::int64_t version = 0;
-    std::optional<WallTime> due;
-    std::optional<TaskSettingsV2> settings;
-    std::size_t tie = 0;  // orders candidates of equal due time
-  };
-  // Returns whether a safety-net poll of `ids` found a change nobody announced to this host: a
-  // row it knew idle that is now running, changed or gone, or an expired run it swept.
-  static bool Unannounced(const PollResult& polled, const std::vector<std::string>& ids,
-                          const std::vector<std::optional<std::int64_t>>& known_versions);
-  // Polls `ids` (PollChanged) and updates what this host knows of their rows; appends the ready
-  // ones to `ready`. `full`: every waiting task is polled (the safety-net round). Returns false
-  // when the poll failed (the tasks are polled again after the retry backoff).
-  bool Poll(const std::vector<std::string>& ids,
-            const std::vector<std::optional<std::int64_t>>& known_versions,
-            const std::vector<std::shared_ptr<Task>>& polled_tasks, bool sweep, bool full,
-            std::vector<Candidate>& ready);
-  // Claims every candidate in one ClaimMany and starts the runs it won; gives back the slots of
-  // the others.
-  void ClaimAndStart(const std::vector<Candidate>& candidates);
-  void ExecuteGlobalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
+  // Dispatcher steps. Each does its I/O without holding mu_.
+  void RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due);
+  // Polls the plan's rows when it says so, then claims its candidates. Returns false when the
+  // poll failed.
+  bool Poll(Planner::DispatchPlan& plan);
+  // Claims every candidate in one ClaimMany and starts the runs it won.
+  void ClaimAndStart(std::vector<Planner::Candidate> candidates);
+  void ExecuteGlobalRun(TaskPtr task, RunPtr run);
   // A finished global run waiting for its release.
   struct PendingRelease {
-    std::shared_ptr<Task> task;
-    std::shared_ptr<Run> run;
+    TaskPtr task;
+    RunPtr run;
     RunInfo info;
     std::chrono::nanoseconds duration{0};
     std::optional<std::string> error;
@@ -192,9 +151,11 @@ class TaskEngine final : public DrivenEngine {
   // runs that end while a release is in flight go out together in the next statement.
   void EnqueueRelease(PendingRelease release);
   void ReleaseBatch(std::vector<PendingRelease>& batch);
-  // Marks the run ended in this process's bookkeeping and reports it.
+  // Marks the run ended in the planner and reports it.
   void FinishGlobalRun(const PendingRelease& ended);
-  void ExecuteLocalRun(std::shared_ptr<Task> task, std::shared_ptr<Run> run);
+  void ExecuteLocalRun(TaskPtr task, RunPtr run);
+  // Runs `body` (a run's job) on the runtime's executor, counted in jobs_.
+  void SubmitRun(std::function<void()> body);
   // How a run's function ended: the error JSON (nullopt on success) and why it was stopped.
   struct Outcome {
     std::optional<std::string> error;
@@ -202,59 +163,51 @@ class TaskEngine final : public DrivenEngine {
   };
   // Calls the task function with the run's tokens, catching exceptions. A stopped run's error
   // message starts with the reason ("timed out after 2s: ...").
-  Outcome Invoke(const Task& task, Run& run);
+  Outcome Invoke(const PlannedTask& task, PlannedRun& run);
   // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
-  void LogFailure(const Task& task, const Outcome& outcome) const;
+  void LogFailure(const PlannedTask& task, const Outcome& outcome) const;
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
                     const std::optional<std::string>& error);
-
-  MonoTime NextDispatcherWake() const;         // requires mu_
-  bool DispatcherHasWork(MonoTime now) const;  // requires mu_
-  struct TimerActions {
-    std::vector<std::shared_ptr<Task>> to_start;
-    std::vector<std::shared_ptr<Run>> to_stop;
-    std::vector<std::shared_ptr<Run>> to_kill;
-    std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> fenced;
-    std::vector<std::pair<std::shared_ptr<Task>, std::shared_ptr<Run>>> overdue;
-  };
-  MonoTime TimerStep(MonoTime now, TimerActions* actions);  // requires mu_
-  MonoTime LocalNextWake(const Task& task, MonoTime run_started, WallTime wall_now) const;
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
-  void Kick();  // wakes both lanes
   // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
   void KickLocked(bool timer, bool dispatcher);
-  RunInfo InfoOf(const Task& task, const Run& run) const;
-  // Sets when `run` renews its lease, when it is asked to stop and when it is killed, after a
-  // successful claim or renewal sent at `lease_sent` that holds the row until `expires` at least.
-  static void SetLeaseDeadlines(Run& run, MonoTime expires, MonoTime lease_sent);
-  // The `timeout` to pass to RenewLease: the task's own while the run is well within it, and past
-  // (or near) it long enough that the renewal extends the claim by a whole lease.
-  std::chrono::milliseconds RenewalHold(const Task& task, const Run& run, MonoTime sent) const;
-  // Returns when a run of `task` due at `next` (its row's next start) may start: at `next`, or at
-  // the cron slot when `next` is Backstage's "slot - 1 s" registration time. Requires mu_.
-  static WallTime RowStart(const Task& task, WallTime next);
-  // Records why `run` is being stopped, unless a reason is already recorded. Requires mu_.
-  static void MarkStopping(Run& run, StopReason reason);
+  RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
   // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
   // tokens' callbacks are the task function's).
-  static void SignalStop(Run& run, bool kill);
-  // The text naming how a stopped run ended ("timed out after 2s"); empty for kNone.
-  std::string StopOutcome(const Task& task, StopReason reason) const;
+  static void SignalStop(PlannedRun& run, bool kill);
+
+  // The planner's run slots: the runtime's executor, for this engine.
+  class RuntimeSlots final : public RunSlots {
+   public:
+    explicit RuntimeSlots(TaskEngine& engine) : engine_(engine) {}
+    bool TryTake() override;
+    void Return() override;
+    bool Available() override;
+
+   private:
+    TaskEngine& engine_;
+  };
+  // The run jobs of this engine on the shared executor; Shutdown waits for them. Shared with the
+  // jobs, so that the last one's count outlives the engine's wait.
+  struct Jobs {
+    std::mutex mu;
+    std::condition_variable cv;
+    int active = 0;
+  };
 
   EngineContext context_;
   Clock& clock_;
   std::shared_ptr<Logger> logger_;
   std::shared_ptr<SchedulerObserver> observer_;
   const bool debug_logs_;  // whether debug records are kept (skip building them otherwise)
-  std::chrono::milliseconds janitor_interval_;
 
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  std::map<std::string, std::shared_ptr<Task>> tasks_;
+  RuntimeSlots slots_{*this};
+  std::unique_ptr<Planner> planner_;  // guarded by mu_
   bool kicked_dispatcher_ = false;
   bool kicked_timer_ = false;
-  bool shutting_down_ = false;
   // Each lane's next due time while it is parked (not stepping); for wake-ups and the test hook.
   bool dispatcher_parked_ = false;
   bool timer_parked_ = false;
@@ -265,13 +218,6 @@ class TaskEngine final : public DrivenEngine {
   bool claiming_ = false;          // the dispatcher has a claim in flight (Shutdown waits for it)
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
-  // The wait between safety-net polls: poll_interval, doubled after every quiet one up to
-  // max_poll_interval while the store notifies.
-  std::chrono::milliseconds safety_interval_;
-  MonoTime next_safety_poll_;
-  MonoTime next_sweep_;
-  // Orders due tasks of equal due time before a claim, differently on every host.
-  const std::size_t claim_order_salt_;
 
   // Finished global runs not yet released, and whether a run's thread is releasing them. Guarded by
   // release_mu_, which is never held together with mu_.
@@ -279,9 +225,8 @@ class TaskEngine final : public DrivenEngine {
   std::vector<PendingRelease> pending_releases_;
   bool releasing_ = false;
 
-  Executor executor_;
+  std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
-  bool store_notifies_ = false;                   // whether Listen subscribed; set before threads
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
   EngineRuntime::Handle handle_ = 0;  // set under mu_ once the engine is built

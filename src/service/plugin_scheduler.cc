@@ -52,8 +52,9 @@ struct PluginScheduler::Impl {
   engine_internal::TaskEngine engine;
 };
 
-SchedulerThreads::SchedulerThreads(Clock& clock, int dispatcher_threads)
-    : runtime_(std::make_shared<engine_internal::EngineRuntime>(clock, dispatcher_threads)) {}
+SchedulerThreads::SchedulerThreads(Clock& clock, int dispatcher_threads, int max_running_tasks)
+    : runtime_(std::make_shared<engine_internal::EngineRuntime>(clock, dispatcher_threads,
+                                                                max_running_tasks)) {}
 
 SchedulerThreads::~SchedulerThreads() = default;
 

@@ -76,6 +76,10 @@ struct BackendConfig {
   // form ReadDurationFromConfig accepts. Bounds: lease >= 1 s, pollInterval >= 1 ms,
   // maxConcurrency an integer in 1..10000, shutdownGrace >= 0.
   EngineOptions engine;
+  // `stagehand.scheduler.maxRunningTasks` (integer, 1..10000): most task runs at once in the
+  // process, across every plugin (each plugin also keeps to its own maxConcurrency); it also
+  // bounds the threads that run task functions.
+  int max_running_tasks = 256;
 };
 
 // Reads the backend's keys from the merged `root`; `backend.database` is required (as in

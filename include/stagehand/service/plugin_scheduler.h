@@ -21,10 +21,12 @@ class EngineRuntime;
 
 // The threads that drive plugin schedulers: one timer thread and `dispatcher_threads` threads for
 // database work, shared by every scheduler given them, so that a process does not hold two threads
-// per plugin. Every scheduler sharing them must use `clock`, which must outlive them. Thread-safe.
+// per plugin; and the pool that runs their task functions, at most `max_running_tasks` at once
+// across all of them (each scheduler also keeps to its EngineOptions::max_concurrency). Every
+// scheduler sharing them must use `clock`, which must outlive them. Thread-safe.
 class SchedulerThreads {
  public:
-  explicit SchedulerThreads(Clock& clock, int dispatcher_threads = 4);
+  explicit SchedulerThreads(Clock& clock, int dispatcher_threads = 4, int max_running_tasks = 256);
   ~SchedulerThreads();
   SchedulerThreads(const SchedulerThreads&) = delete;
   SchedulerThreads& operator=(const SchedulerThreads&) = delete;

@@ -542,8 +542,10 @@ TEST_F(AppConfigTest, ExternalAccessMustBeAnArrayOfObjects) {
 TEST_F(AppConfigTest, SchedulerOptions) {
   BackendConfig config = ReadBackendOk(
       "stagehand:\n  scheduler:\n    lease: 30s\n    pollInterval: {seconds: 2}\n"
-      "    maxConcurrency: 4\n    shutdownGrace: PT5S\n    maxPollInterval: 2s\n");
+      "    maxConcurrency: 4\n    shutdownGrace: PT5S\n    maxPollInterval: 2s\n"
+      "    maxRunningTasks: 12\n");
   EXPECT_EQ(config.engine.lease, 30s);
+  EXPECT_EQ(config.max_running_tasks, 12);
   EXPECT_EQ(config.engine.poll_interval, 2s);
   EXPECT_EQ(config.engine.max_poll_interval, 2s);
   EXPECT_EQ(config.engine.max_concurrency, 4);
@@ -558,6 +560,7 @@ TEST_F(AppConfigTest, SchedulerOptions) {
   EXPECT_EQ(config.engine.max_concurrency, 10000);
   EXPECT_EQ(config.engine.shutdown_grace, 0ms);
   EXPECT_EQ(config.engine.max_poll_interval, 60s) << "the default";
+  EXPECT_EQ(config.max_running_tasks, 256) << "the default";
 }
 
 TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
@@ -579,6 +582,9 @@ TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
                 HasSubstr("expected an integer from 1 to 10000"))
         << value;
   }
+  EXPECT_EQ(ReadBackendError("stagehand:\n  scheduler:\n    maxRunningTasks: 0\n"),
+            "Invalid config value for key 'stagehand.scheduler.maxRunningTasks' in '" + file +
+                "' at line 3: expected an integer from 1 to 10000");
   EXPECT_EQ(ReadBackendError("stagehand:\n  scheduler:\n    maxPollInterval: 0s\n"),
             "Invalid config value for key 'stagehand.scheduler.maxPollInterval' in '" + file +
                 "' at line 3: must be at least 1 millisecond, got 0 ms");
@@ -661,7 +667,7 @@ TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
                       "'maxConcurrency'?",
                   "Invalid config value for key 'stagehand.scheduler.threads' in '" + file +
                       "': unknown key 'threads'; expected lease, pollInterval, "
-                      "maxPollInterval, shutdownGrace, maxConcurrency",
+                      "maxPollInterval, shutdownGrace, maxConcurrency, maxRunningTasks",
                   "Invalid config value for key 'stagehand.scheduler.lease.secnds' in '" + file +
                       "': unknown key 'secnds'; did you mean 'seconds'?"));
 }

@@ -74,7 +74,7 @@ int ThreadsNamed(std::string_view name) {
 TEST_F(EngineTest, EnginesOfManyPluginsShareOneRuntimesThreadsAndEachRunsEverySlot) {
   const int timers_before = ThreadsNamed("stagehand-timer");
   const int dispatchers_before = ThreadsNamed("stagehand-disp");
-  auto runtime = std::make_shared<EngineRuntime>(clock_, 2);
+  auto runtime = std::make_shared<EngineRuntime>(clock_, 2, 32);
   constexpr int kPlugins = 12;
   std::vector<TaskEngine*> engines;
   for (int i = 0; i < kPlugins; ++i) {
@@ -110,6 +110,32 @@ TEST_F(EngineTest, EnginesOfManyPluginsShareOneRuntimesThreadsAndEachRunsEverySl
     const int expected = runs_after(i, 5);
     EXPECT_EQ(recorder_->Count("started", "task-" + std::to_string(i)), expected) << "plugin " << i;
   }
+}
+
+// Issue 15: runs were bounded per plugin only, so the executor threads of many plugins added up.
+TEST_F(EngineTest, ThePluginsOfARuntimeShareItsBoundOnRunningTasks) {
+  auto runtime = std::make_shared<EngineRuntime>(clock_, 2, /*max_runs=*/1);
+  TaskEngine& first = StartEngine(std::make_shared<testing::MemoryTaskStore>("one", clock_),
+                                  Options(), runtime, "one");
+  TaskEngine& second = StartEngine(std::make_shared<testing::MemoryTaskStore>("two", clock_),
+                                   Options(), runtime, "two");
+  Probe& held = MakeProbe();
+  held.Hold();
+  ASSERT_TRUE(first.Register(Task("held", Schedule("manual"), held.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_TRUE(first.Trigger("held").ok());
+  ASSERT_TRUE(held.WaitCalls(1));
+  Probe& probe = MakeProbe();  // both tasks of the second plugin, which allows 32 at once
+  ASSERT_TRUE(second.Register(Task("global", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(second.Register(Task("local", Schedule("PT1M"), probe.Fn(), TaskScope::kLocal)).ok());
+  Settle();
+  EXPECT_EQ(probe.calls(), 0) << "the one slot is the other plugin's";
+
+  held.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "global", 1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "local", 1));
+  EXPECT_EQ(probe.max_active(), 1) << "one after the other";
+  Settle();
+  EXPECT_EQ(recorder_->Count("started", "global") + recorder_->Count("started", "local"), 2);
 }
 
 TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {

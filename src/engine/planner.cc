@@ -1,0 +1,774 @@
+#include "engine/planner.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "stagehand/time/duration.h"
+#include "stagehand/time/time_zone.h"
+
+namespace stagehand::engine_internal {
+
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+using Phase = PlannedTask::Phase;
+
+// Converts a database instant to this process's monotonic clock, given the database's clock
+// `db_now` as observed at monotonic time `mono_ref`.
+MonoTime MonoFromDb(WallTime instant, WallTime db_now, MonoTime mono_ref) {
+  const auto delta = std::chrono::duration_cast<nanoseconds>(instant - db_now);
+  constexpr auto kFar = std::chrono::hours(24 * 365 * 10);
+  if (delta > kFar) return kMonoInfinity;
+  if (delta < -kFar) return mono_ref - kFar;
+  return mono_ref + delta;
+}
+
+// Backstage's registration writes a cron task's next start one second before its slot (§4.3), so
+// that every-second crons are due at once. A run started then would end before its slot and be
+// followed by the slot's own run. Returns the slot for such a time, so that a run never starts
+// before the slot it is for; otherwise returns `next`. `cron` may be null (not a cron cadence).
+WallTime SlotStart(const CronExpression* cron, const TimeZone& zone, WallTime next) {
+  using std::chrono::seconds;
+  if (cron == nullptr || next.time_since_epoch() % seconds(1) != nanoseconds(0)) return next;
+  const WallTime slot = next + seconds(1);
+  if (cron->Matches(next, zone) || !cron->Matches(slot, zone)) return next;
+  return slot;
+}
+
+void MarkStopping(PlannedRun& run, StopReason reason) {
+  if (run.reason == StopReason::kNone) run.reason = reason;
+}
+
+}  // namespace
+
+std::string StopOutcome(StopReason reason, milliseconds timeout) {
+  switch (reason) {
+    case StopReason::kNone:
+      return {};
+    case StopReason::kTimeout:
+      return "timed out after " + FormatShortDuration(timeout);
+    case StopReason::kCancel:
+      return "cancelled";
+    case StopReason::kLeaseLost:
+      return "lost its claim";
+    case StopReason::kShutdown:
+      return "interrupted by shutdown";
+    case StopReason::kUnscheduled:
+      return "stopped because the task was unscheduled";
+  }
+  return {};
+}
+
+Planner::Planner(Options options, RunSlots& slots, MonoTime now)
+    : options_(std::move(options)),
+      slots_(slots),
+      safety_interval_(options_.engine.poll_interval),
+      next_safety_poll_(now),
+      next_sweep_(options_.engine.janitor_interval.count() > 0 ? now : kMonoInfinity) {}
+
+// ---------------------------------------------------------------------------------------------
+// Registration.
+
+Result<TaskPtr> Planner::MakeTask(EngineTask def, const std::string& plugin_id) const {
+  const bool global = def.scope == TaskScope::kGlobal;
+  if (global && !options_.has_store) {
+    return UnavailableError("plugin '" + plugin_id +
+                            "' has no database, so it cannot schedule global task " + def.id);
+  }
+  auto task = std::make_shared<PlannedTask>();
+  task->def = std::move(def);
+  const TaskSettingsV2& settings = task->def.schedule.settings;
+  if (const CronExpression* compiled = CompiledCron(task->def.schedule)) {
+    task->cron = *compiled;
+  } else if (settings.cadence_kind() == CadenceKind::kCron) {
+    Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
+    if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
+    task->cron = *std::move(cron);
+  }
+  if (!global) {
+    task->local = std::make_unique<PlannedTask::Local>();
+    if (settings.cadence_kind() == CadenceKind::kDuration) {
+      Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
+      if (!duration.ok()) return InvalidArgumentError(duration.status().message());
+      task->local->cadence = ToChronoMilliseconds(*duration);
+    }
+  }
+  return task;
+}
+
+Status Planner::Reserve(const std::vector<TaskPtr>& tasks, const std::string& plugin_id) {
+  if (shutting_down_) {
+    return UnavailableError("the scheduler of plugin '" + plugin_id + "' is shutting down");
+  }
+  std::set<std::string_view> seen;
+  for (const TaskPtr& task : tasks) {
+    const std::string& id = task->def.id;
+    auto it = tasks_.find(id);
+    if ((it != tasks_.end() && it->second->phase != Phase::kFinished) || !seen.insert(id).second) {
+      return ConflictError("Task " + id + " is already scheduled in this process");
+    }
+  }
+  for (const TaskPtr& task : tasks) tasks_[task->def.id] = task;
+  return Status::Ok();
+}
+
+void Planner::Unreserve(const std::vector<TaskPtr>& tasks) {
+  for (const TaskPtr& task : tasks) {
+    auto it = tasks_.find(task->def.id);
+    if (it != tasks_.end() && it->second == task) tasks_.erase(it);
+  }
+}
+
+void Planner::Activate(PlannedTask& task, const std::optional<WallTime>& row_next,
+                       std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
+                       MonoTime now, WallTime wall_now) {
+  if (task.global()) {
+    // Polls leave the row out while it stays as written here.
+    task.known_version = row_version;
+    task.known_next = row_next;
+    task.known_settings.reset();
+  }
+  if (task.def.has_initial_delay) {
+    task.phase = Phase::kInitialWait;
+    task.wake_at = now + task.def.initial_delay;
+    if (!task.global()) {
+      task.local->state = TaskState{};
+      task.local->state.starts_at = FormatRestTime(wall_now + task.def.initial_delay, kRestUtc);
+    }
+    return;
+  }
+  task.phase = Phase::kWaiting;
+  if (task.global()) {
+    task.wake_at =
+        row_next ? MonoFromDb(RowStart(task, *row_next), db_now, mono_ref) : kMonoInfinity;
+  } else {
+    const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+    task.wake_at = manual ? kMonoInfinity : now;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries and operator requests.
+
+PlannedTask* Planner::Find(const std::string& id) const {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::pair<TaskPtr, RunPtr>> Planner::Runs() const {
+  std::vector<std::pair<TaskPtr, RunPtr>> runs;
+  for (const auto& [id, task] : tasks_) {
+    if (task->run) runs.emplace_back(task, task->run);
+  }
+  return runs;
+}
+
+Planner::LocalRequest Planner::TriggerLocal(const std::string& id, MonoTime now) {
+  if (shutting_down_) return LocalRequest::kShuttingDown;
+  PlannedTask* task = Find(id);
+  if (task == nullptr || task->global() || task->phase == Phase::kFinished) {
+    return LocalRequest::kNotLocal;
+  }
+  if (task->phase == Phase::kRunning || task->run) return LocalRequest::kRunning;
+  task->phase = Phase::kWaiting;
+  task->wake_at = now;
+  return LocalRequest::kDone;
+}
+
+bool Planner::TriggeredInStore(const std::string& id) {
+  PlannedTask* task = Find(id);
+  if (task == nullptr || task->phase != Phase::kWaiting) return false;
+  task->poll_requested = true;
+  return true;
+}
+
+Planner::LocalRequest Planner::CancelLocal(const std::string& id, RunPtr* run, bool* kill) {
+  PlannedTask* task = Find(id);
+  if (task == nullptr || task->global() || task->phase == Phase::kFinished) {
+    return LocalRequest::kNotLocal;
+  }
+  if (!task->run) return LocalRequest::kNotRunning;
+  *run = task->run;
+  // A cancel of a run that is already stopping (timed out, say) ends it without grace.
+  *kill = task->run->stop.stop_requested();
+  MarkStopping(*task->run, StopReason::kCancel);
+  return LocalRequest::kDone;
+}
+
+RunPtr Planner::CancelledInStore(const std::string& id, bool* kill) {
+  PlannedTask* task = Find(id);
+  if (task == nullptr || !task->run || !task->run->ours) return nullptr;
+  RunPtr run = task->run;
+  run->cancel_requested = true;
+  *kill = run->stop.stop_requested();
+  MarkStopping(*run, StopReason::kCancel);
+  return run;
+}
+
+RunPtr Planner::StopRecurrence(const std::string& id, bool* finished_now) {
+  *finished_now = false;
+  PlannedTask* task = Find(id);
+  if (task == nullptr) return nullptr;
+  task->recurrence_stopped = true;
+  if (task->run) {
+    MarkStopping(*task->run, StopReason::kUnscheduled);
+    return task->run;
+  }
+  if (task->phase != Phase::kFinished) {
+    task->phase = Phase::kFinished;
+    *finished_now = true;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatcher.
+
+bool Planner::CanClaim() {
+  return !shutting_down_ && options_.has_store && slots_taken_ < options_.engine.max_concurrency &&
+         slots_.Available();
+}
+
+bool Planner::TakeSlot() {
+  if (slots_taken_ >= options_.engine.max_concurrency || !slots_.TryTake()) return false;
+  ++slots_taken_;
+  return true;
+}
+
+void Planner::ReturnSlot() {
+  --slots_taken_;
+  slots_.Return();
+}
+
+void Planner::RunEnded() { --slots_taken_; }
+
+bool Planner::DispatcherHasWork(MonoTime now) {
+  if (!CanClaim()) return false;
+  bool any_waiting = false;
+  for (const auto& [id, task] : tasks_) {
+    if (!task->global() || task->phase != Phase::kWaiting) continue;
+    any_waiting = true;
+    if (task->poll_requested || task->wake_at <= now || task->poll_at <= now) return true;
+  }
+  return any_waiting && (now >= next_safety_poll_ || now >= next_sweep_);
+}
+
+MonoTime Planner::NextDispatcherWake() {
+  MonoTime next = kMonoInfinity;
+  const bool can_claim = CanClaim();
+  bool any_waiting = false;
+  for (const auto& [id, task] : tasks_) {
+    if (!task->global()) continue;
+    if (task->run && task->run->ours && !task->run->ticket.empty()) {
+      next = std::min(next, task->run->renew_at);
+    }
+    if (can_claim && task->phase == Phase::kWaiting) {
+      any_waiting = true;
+      next = std::min({next, task->wake_at, task->poll_at});
+    }
+  }
+  if (any_waiting) next = std::min({next, next_safety_poll_, next_sweep_});
+  return next;
+}
+
+Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
+  DispatchPlan plan;
+  for (const auto& [id, task] : tasks_) {
+    const RunPtr& run = task->run;
+    if (run && run->ours && !run->ticket.empty() && run->renew_at <= now) {
+      run->renew_at = kMonoInfinity;
+      plan.renewals.emplace_back(task, run);
+    }
+  }
+  if (!DispatcherHasWork(now)) return plan;
+  plan.poll = true;
+  plan.sweep = now >= next_sweep_ || now >= next_safety_poll_;
+  plan.full = plan.sweep;
+  // A safety or sweep round polls every waiting task. Otherwise only the tasks whose row may have
+  // changed unseen are polled (an event, a trigger, a lost claim), and a due task whose row is
+  // known is claimed directly: the claim requires the row's version to be the one known.
+  for (const auto& [id, task] : tasks_) {
+    if (!task->global() || task->phase != Phase::kWaiting) continue;
+    const bool unseen = task->poll_requested || task->poll_at <= now ||
+                        (task->wake_at <= now && !task->known_version);
+    if (plan.full || unseen) {
+      plan.poll_ids.push_back(id);
+      plan.known_versions.push_back(task->known_version);
+      plan.polled_tasks.push_back(task);
+      task->poll_requested = false;
+      task->poll_at = kMonoInfinity;
+    } else if (task->wake_at <= now) {
+      const std::optional<WallTime> due =
+          task->known_next ? std::optional(RowStart(*task, *task->known_next)) : std::nullopt;
+      plan.candidates.push_back({task, *task->known_version, due, task->known_settings});
+    }
+  }
+  plan.poll = !plan.poll_ids.empty();
+  return plan;
+}
+
+void Planner::SetLeaseDeadlines(PlannedRun& run, MonoTime expires, MonoTime lease_sent) {
+  // The claim or renewal was sent at lease_sent, so the database's expiry is no earlier than
+  // `expires`. Renew a third of the way in; if renewals keep failing, ask the run to stop a fifth
+  // of the span before the expiry and kill it a tenth before, so it is dead when the row lapses.
+  const nanoseconds span = expires - lease_sent;
+  run.renew_at = lease_sent + span / 3;
+  run.fence_at = expires - span / 5;
+  run.kill_at = expires - span / 10;
+}
+
+milliseconds Planner::RenewalHold(const PlannedTask& task, const PlannedRun& run,
+                                  MonoTime sent) const {
+  // The store writes min(started + hold, now + lease). Past (or near) its timeout a run that has
+  // not returned yet is still stopping: its claim is held, now + lease, until its function returns.
+  const milliseconds elapsed = std::chrono::ceil<milliseconds>(sent - run.started);
+  return std::max(task.def.timeout, elapsed + options_.engine.lease);
+}
+
+Planner::RenewalOutcome Planner::ApplyRenewal(PlannedRun& run, const Result<LeaseStatus>& renewed,
+                                              MonoTime sent, MonoTime now) {
+  if (!run.ours) return RenewalOutcome::kStale;
+  const milliseconds lease = options_.engine.lease;
+  if (!renewed.ok()) {
+    run.renew_at = now + std::min(lease / 10, options_.engine.retry_backoff);
+    return RenewalOutcome::kRetry;
+  }
+  if (*renewed == LeaseStatus::kLost) {
+    run.ours = false;
+    run.fence_at = kMonoInfinity;
+    run.kill_at = kMonoInfinity;
+    MarkStopping(run, StopReason::kLeaseLost);
+    return RenewalOutcome::kLost;
+  }
+  SetLeaseDeadlines(run, sent + lease, sent);
+  run.fenced = false;
+  if (*renewed == LeaseStatus::kCancelRequested && !run.cancel_requested) {
+    run.cancel_requested = true;
+    MarkStopping(run, StopReason::kCancel);
+    return RenewalOutcome::kCancelNoticed;
+  }
+  return RenewalOutcome::kRenewed;
+}
+
+bool Planner::Unannounced(const PollResult& polled, const DispatchPlan& plan) {
+  if (!polled.swept_ids.empty()) return true;
+  std::size_t i = 0;
+  for (const PollEntry& entry : polled.entries) {
+    while (i < plan.poll_ids.size() && plan.poll_ids[i] != entry.id) ++i;
+    if (i == plan.poll_ids.size()) return true;
+    // A row whose version this host knew (so it was idle) was claimed, changed or removed since.
+    const std::optional<std::int64_t>& known = plan.known_versions[i];
+    if (known &&
+        (entry.readiness == Readiness::kMissing || entry.readiness == Readiness::kInvalidSettings ||
+         entry.running || entry.version != *known)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Planner::PollFailed(const DispatchPlan& plan, MonoTime mono_ref) {
+  const MonoTime retry_at = mono_ref + options_.engine.retry_backoff;
+  safety_interval_ = options_.engine.poll_interval;
+  next_safety_poll_ = std::max(next_safety_poll_, retry_at);
+  for (const TaskPtr& task : plan.polled_tasks) {
+    if (task->phase != Phase::kWaiting) continue;
+    task->poll_at = std::min(task->poll_at, retry_at);  // still unseen: polled again then
+    task->wake_at = std::max(task->wake_at, retry_at);
+  }
+  if (plan.sweep) next_sweep_ = retry_at;
+}
+
+Planner::PollOutcome Planner::ApplyPoll(DispatchPlan& plan, const PollResult& polled,
+                                        MonoTime mono_ref) {
+  const EngineOptions& engine = options_.engine;
+  PollOutcome outcome;
+  if (plan.sweep) {
+    next_sweep_ =
+        engine.janitor_interval.count() > 0 ? mono_ref + engine.janitor_interval : kMonoInfinity;
+  }
+  if (plan.full) {
+    const bool quiet = options_.store_notifies && !Unannounced(polled, plan);
+    safety_interval_ = quiet ? std::min(std::max(safety_interval_ * 2, engine.poll_interval),
+                                        std::max(engine.max_poll_interval, engine.poll_interval))
+                             : engine.poll_interval;
+    next_safety_poll_ = mono_ref + safety_interval_;
+  }
+  // Rows left out of the result are unchanged, idle and not due. A task among them whose wake-up
+  // has come (it is computed to be early, never late) waits for its row's next start again.
+  for (const TaskPtr& task_ptr : plan.polled_tasks) {
+    PlannedTask& task = *task_ptr;
+    if (task.phase != Phase::kWaiting || task.wake_at > mono_ref) continue;
+    task.wake_at =
+        task.known_next
+            ? std::max(MonoFromDb(RowStart(task, *task.known_next), polled.db_now, mono_ref),
+                       mono_ref + milliseconds(1))
+            : kMonoInfinity;
+  }
+  for (const PollEntry& entry : polled.entries) {
+    auto it = tasks_.find(entry.id);
+    if (it == tasks_.end() || it->second->phase != Phase::kWaiting) continue;
+    PlannedTask& task = *it->second;
+    // A row running elsewhere is reported again once idle, whatever its next start then.
+    task.known_version = entry.running ? std::nullopt : std::optional(entry.version);
+    task.known_next = entry.next_run_start_at;
+    if (entry.settings && *entry.settings != task.def.schedule.settings) {
+      task.known_settings = entry.settings;
+    } else {
+      task.known_settings.reset();
+    }
+    switch (entry.readiness) {
+      case Readiness::kMissing:
+        task.phase = Phase::kFinished;
+        outcome.finished_missing.push_back(entry.id);
+        break;
+      case Readiness::kInvalidSettings:
+        task.phase = Phase::kFinished;
+        outcome.finished_invalid.emplace_back(entry.id, entry.settings_error);
+        break;
+      case Readiness::kReady: {
+        const WallTime start = RowStart(task, *entry.next_run_start_at);
+        if (start > polled.db_now) {
+          task.wake_at = MonoFromDb(start, polled.db_now, mono_ref);  // due at its slot
+          break;
+        }
+        task.wake_at = mono_ref;
+        plan.candidates.push_back({it->second, entry.version, start, task.known_settings});
+        break;
+      }
+      case Readiness::kNotReady:
+        if (entry.running) {
+          task.wake_at = kMonoInfinity;
+          if (entry.current_run_expires_at) {
+            next_sweep_ = std::min(
+                next_sweep_, MonoFromDb(*entry.current_run_expires_at, polled.db_now, mono_ref) +
+                                 milliseconds(1));
+          }
+        } else if (entry.next_run_start_at) {
+          task.wake_at =
+              MonoFromDb(RowStart(task, *entry.next_run_start_at), polled.db_now, mono_ref);
+        } else {
+          task.wake_at = kMonoInfinity;
+        }
+        break;
+    }
+  }
+  return outcome;
+}
+
+std::vector<Planner::Candidate> Planner::ReserveClaims(std::vector<Candidate> candidates,
+                                                       std::vector<std::string>* tickets) {
+  std::vector<Candidate> reserved;
+  if (shutting_down_) {
+    tickets->clear();
+    return reserved;
+  }
+  // Earliest due first; ties in an order of this host's own, so that hosts sharing a table reach
+  // for different rows first. Each candidate keeps its ticket through the sort.
+  std::vector<std::size_t> order(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    order[i] = i;
+    candidates[i].tie =
+        std::hash<std::string>{}(candidates[i].task->def.id) ^ options_.claim_order_salt;
+  }
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(candidates[a].due, candidates[a].tie) <
+           std::tie(candidates[b].due, candidates[b].tie);
+  });
+  std::vector<std::string> reserved_tickets;
+  reserved.reserve(candidates.size());
+  for (std::size_t i : order) {
+    // The others stay due and known: the next round (when a slot frees) claims them.
+    if (!TakeSlot()) break;
+    PlannedTask& task = *candidates[i].task;
+    task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
+        std::hash<std::string>{}((*tickets)[i]);
+    reserved_tickets.push_back(std::move((*tickets)[i]));
+    reserved.push_back(std::move(candidates[i]));
+  }
+  *tickets = std::move(reserved_tickets);
+  return reserved;
+}
+
+void Planner::ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now) {
+  const MonoTime retry_at = now + options_.engine.retry_backoff;
+  for (const Candidate& candidate : reserved) {
+    ReturnSlot();
+    candidate.task->wake_at = std::max(candidate.task->wake_at, retry_at);
+  }
+}
+
+std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>& reserved,
+                                                   const std::vector<std::string>& tickets,
+                                                   const std::vector<ClaimResult>& results,
+                                                   MonoTime sent, std::vector<TaskPtr>* lost) {
+  std::vector<Started> started;
+  started.reserve(reserved.size());
+  for (std::size_t i = 0; i < reserved.size(); ++i) {
+    const Candidate& candidate = reserved[i];
+    const TaskPtr& task = candidate.task;
+    const ClaimResult& claim = results[i];
+    if (!claim.claimed) {
+      ReturnSlot();
+      // Held elsewhere, changed, or not due after all: a poll tells which.
+      task->known_version.reset();
+      task->poll_requested = true;
+      lost->push_back(task);
+      continue;
+    }
+    auto run = std::make_shared<PlannedRun>();
+    run->ticket = tickets[i];
+    run->schedule = task->def.schedule;
+    if (candidate.settings) run->schedule.settings = *candidate.settings;
+    run->started = sent;
+    run->timeout_at = sent + task->def.timeout;
+    SetLeaseDeadlines(*run, sent + std::min(task->def.timeout, options_.engine.lease), sent);
+    if (candidate.due && claim.db_now > *candidate.due) {
+      run->lag = std::chrono::duration_cast<nanoseconds>(claim.db_now - *candidate.due);
+    }
+    task->run = run;
+    task->phase = Phase::kRunning;
+    started.push_back({task, std::move(run)});
+  }
+  return started;
+}
+
+bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
+                           std::optional<MonoTime> parked_deadline) {
+  using Kind = StoreEvent::Kind;
+  bool kick = false;
+  // Whether the dispatcher must step for a new deadline: always while it steps (it may have read
+  // the old one), else only when the deadline moved earlier.
+  const auto earlier = [&](MonoTime deadline) {
+    return !parked_deadline || deadline < *parked_deadline;
+  };
+  const auto apply = [&](PlannedTask& task) {
+    if (!task.global() || task.phase == Phase::kFinished) return;
+    if (task.run && task.run->ours &&
+        (event.kind == Kind::kCancel || event.kind == Kind::kSweep || event.kind == Kind::kResync ||
+         event.kind == Kind::kDelete)) {
+      task.run->renew_at = now;  // verify the ticket now
+    }
+    if (event.kind == Kind::kResync) task.release_echoes = 0;
+    if (event.kind == Kind::kClaim) {
+      const std::size_t claim = std::hash<std::string>{}(event.ticket);
+      if (std::find(task.own_claims.begin(), task.own_claims.end(), claim) !=
+          task.own_claims.end()) {
+        return;  // this host's
+      }
+      if (task.phase != Phase::kWaiting) return;
+      // Held elsewhere: its release (or, if its host dies, the sweep) is announced later.
+      task.known_version.reset();
+      task.wake_at = kMonoInfinity;
+      task.poll_at = kMonoInfinity;
+      next_sweep_ = std::min(next_sweep_, now + options_.engine.lease + milliseconds(1));
+      kick = kick || earlier(next_sweep_);
+      return;
+    }
+    if (event.kind == Kind::kRelease && task.release_echoes > 0) {
+      --task.release_echoes;
+      return;
+    }
+    // Outside kWaiting the request waits: the task polls once it waits again.
+    if (task.phase == Phase::kWaiting && event.kind == Kind::kRelease &&
+        options_.engine.release_poll_delay.count() > 0) {
+      task.poll_at = std::min(task.poll_at, now + options_.engine.release_poll_delay);
+      kick = kick || earlier(task.poll_at);
+    } else {
+      task.poll_requested = true;
+      kick = true;
+    }
+  };
+  if (event.kind == Kind::kResync) {
+    safety_interval_ = options_.engine.poll_interval;
+    next_safety_poll_ = std::min(next_safety_poll_, now + safety_interval_);
+    for (const auto& [id, task] : tasks_) apply(*task);
+  } else if (PlannedTask* task = Find(event.task_id)) {
+    apply(*task);
+  }
+  return kick || (event.kind != Kind::kRelease && event.kind != Kind::kClaim);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run ends.
+
+bool Planner::GlobalRunReturned(PlannedRun& run) {
+  return std::exchange(run.ours, false);  // no more renewals: the release ends the claim
+}
+
+void Planner::ReleasesSent(const std::vector<TaskPtr>& tasks) {
+  if (!options_.store_notifies) return;
+  for (const TaskPtr& task : tasks) ++task->release_echoes;
+}
+
+void Planner::ReleaseEchoCleared(PlannedTask& task) {
+  if (options_.store_notifies) task.release_echoes = 0;
+}
+
+MonoTime Planner::ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,
+                                  WallTime db_now, MonoTime mono_ref) const {
+  const bool own_cadence = run.schedule.settings.cadence == task.def.schedule.settings.cadence;
+  return MonoFromDb(
+      SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next),
+      db_now, mono_ref);
+}
+
+bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
+                              std::optional<std::int64_t> row_version,
+                              std::optional<WallTime> row_next, MonoTime row_wake_at) {
+  RunEnded();
+  if (task.run == run) task.run.reset();
+  if (task.phase != Phase::kRunning) return false;
+  const bool finished = task.recurrence_stopped;
+  task.phase = finished ? Phase::kFinished : Phase::kWaiting;
+  if (row_version) {
+    task.known_version = row_version;
+    task.known_next = row_next;
+    task.wake_at = row_wake_at;
+  } else {
+    task.known_version.reset();
+    task.poll_requested = true;
+  }
+  return finished;
+}
+
+bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
+                             const std::optional<std::string>& error, MonoTime now,
+                             WallTime wall_now) {
+  RunEnded();
+  task.run.reset();
+  const bool finished = task.recurrence_stopped;
+  TaskState state;
+  state.last_run_ended_at = FormatRestTime(wall_now, kRestUtc);
+  state.last_run_error = error;
+  if (finished) {
+    task.phase = Phase::kFinished;
+  } else {
+    task.phase = Phase::kWaiting;
+    task.wake_at = LocalNextWake(task, run->started, now, wall_now);
+    if (task.wake_at != kMonoInfinity) {
+      state.starts_at = FormatRestTime(wall_now + (task.wake_at - now), &options_.default_zone);
+    }
+  }
+  task.local->state = std::move(state);
+  return finished;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timer: local runs, timeouts and fences.
+
+MonoTime Planner::LocalNextWake(const PlannedTask& task, MonoTime run_started, MonoTime now,
+                                WallTime wall_now) const {
+  if (task.local->cadence) return std::max(now, run_started + *task.local->cadence);
+  if (task.cron) {
+    Result<WallTime> next = task.cron->NextAfter(wall_now, task.def.schedule.zone);
+    if (!next.ok()) return kMonoInfinity;
+    return now + (*next - wall_now);
+  }
+  return kMonoInfinity;
+}
+
+MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actions,
+                            bool* kick_dispatcher) {
+  MonoTime next = kMonoInfinity;
+  for (const auto& [id, task_ptr] : tasks_) {
+    PlannedTask& task = *task_ptr;
+    const bool local = !task.global();
+    if (task.phase == Phase::kInitialWait) {
+      if (task.wake_at <= now) {
+        task.phase = Phase::kWaiting;
+        if (local) {
+          const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+          task.wake_at = manual ? kMonoInfinity : now;
+        } else {
+          task.poll_requested = true;
+          *kick_dispatcher = true;
+        }
+      } else {
+        next = std::min(next, task.wake_at);
+      }
+    }
+    if (local && task.phase == Phase::kWaiting && !shutting_down_) {
+      if (task.wake_at > now) {
+        next = std::min(next, task.wake_at);
+      } else if (TakeSlot()) {
+        auto run = std::make_shared<PlannedRun>();
+        run->schedule = task.def.schedule;
+        run->started = now;
+        run->timeout_at = now + task.def.timeout;
+        run->lag = now - task.wake_at;
+        task.run = run;
+        task.phase = Phase::kRunning;
+        TaskState state;
+        state.status = TaskState::Status::kRunning;
+        state.started_at = FormatRestTime(wall_now, kRestUtc);
+        state.times_out_at = FormatRestTime(wall_now + task.def.timeout, kRestUtc);
+        state.last_run_ended_at = task.local->state.last_run_ended_at;
+        state.last_run_error = task.local->state.last_run_error;
+        task.local->state = std::move(state);
+        actions->to_start.push_back({task_ptr, std::move(run)});
+      }
+    }
+    if (!task.run) continue;
+    PlannedRun& run = *task.run;
+    if (!run.timeout_signalled) {
+      if (run.timeout_at <= now) {
+        run.timeout_signalled = true;
+        run.overdue_at = now + options_.engine.lease;
+        next = std::min(next, run.overdue_at);
+        MarkStopping(run, StopReason::kTimeout);
+        actions->to_stop.push_back(task.run);
+      } else {
+        next = std::min(next, run.timeout_at);
+      }
+    } else if (run.overdue_at <= now) {
+      run.overdue_at = kMonoInfinity;
+      actions->overdue.push_back({task_ptr, task.run});
+    } else {
+      next = std::min(next, run.overdue_at);
+    }
+    if (!local && run.ours) {
+      // Renewals kept failing: ask the run to stop, and kill it before the claim lapses. Its
+      // lease is still renewed if the database comes back in between.
+      if (run.fence_at <= now && !run.fenced) {
+        run.fenced = true;
+        MarkStopping(run, StopReason::kLeaseLost);
+        actions->to_stop.push_back(task.run);
+        actions->fenced.push_back({task_ptr, task.run});
+      }
+      if (run.kill_at <= now) {
+        run.ours = false;
+        actions->to_kill.push_back(task.run);
+      } else {
+        next = std::min(next, run.fenced ? run.kill_at : run.fence_at);
+      }
+    }
+  }
+  return next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown.
+
+std::vector<RunPtr> Planner::BeginShutdown() {
+  shutting_down_ = true;
+  std::vector<RunPtr> runs;
+  for (const auto& [id, task] : tasks_) {
+    if (!task->run) continue;
+    MarkStopping(*task->run, StopReason::kShutdown);
+    runs.push_back(task->run);
+  }
+  return runs;
+}
+
+WallTime Planner::RowStart(const PlannedTask& task, WallTime next) const {
+  const bool own_cadence =
+      !task.known_settings || task.known_settings->cadence == task.def.schedule.settings.cadence;
+  return SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next);
+}
+
+}  // namespace stagehand::engine_internal

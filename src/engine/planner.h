@@ -1,0 +1,347 @@
+// The decisions of one plugin's scheduling engine, with no I/O, no locks and no threads: the task
+// table, and what to renew, poll, claim, start, signal and release, as functions of the table, an
+// event (a poll's result, a claim's, a store notification, a run's end) and the time. TaskEngine
+// (task_engine.h) is the shell around it: it holds the lock, calls the store, runs the functions
+// on the executor, and carries out the actions the planner returns. Tests drive the planner step
+// by step (tests/unit/engine/planner_test.cc).
+//
+// Time: every method takes the monotonic `now` it decides at; database instants are converted
+// with the database clock (db_now) observed at a monotonic reference (mono_ref), read before the
+// statement, so a wake-up computed from them can only be early, never late.
+//
+// Not thread-safe: the shell calls it under its one mutex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "stagehand/base/status.h"
+#include "stagehand/engine/engine_options.h"
+#include "stagehand/model/schedule.h"
+#include "stagehand/model/task_function.h"
+#include "stagehand/model/task_state.h"
+#include "stagehand/store/task_store.h"
+#include "stagehand/time/clock.h"
+#include "stagehand/time/cron.h"
+
+namespace stagehand::engine_internal {
+
+// A task ready to be registered: validated, with its settings and zone resolved.
+struct EngineTask {
+  std::string id;
+  TaskScope scope = TaskScope::kGlobal;
+  TaskSchedule schedule;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds initial_delay{0};
+  bool has_initial_delay = false;
+  TaskFunction fn;
+  std::stop_token stop;
+};
+
+// Why a run was asked to stop; the first reason wins and names the run's outcome.
+enum class StopReason { kNone, kTimeout, kCancel, kLeaseLost, kShutdown, kUnscheduled };
+
+// One run of a task, from its start (a local run) or claim (a global run) to its end. The stop
+// sources are the run's RunControl; the planner never signals them itself, it returns the runs to
+// signal.
+struct PlannedRun {
+  std::string ticket;  // empty for local runs
+  std::stop_source stop;
+  std::stop_source kill;  // RunControl::kill
+  StopReason reason = StopReason::kNone;
+  TaskSchedule schedule;  // the settings to release with (the row's latest for global runs)
+  MonoTime started{};     // for global runs: when the claim was sent
+  MonoTime timeout_at = kMonoInfinity;
+  MonoTime renew_at = kMonoInfinity;
+  // Global runs: past fence_at the lease is at risk and the run is asked to stop; at kill_at, a
+  // tenth of the lease before the database's expiry, it is killed and no longer renewed.
+  MonoTime fence_at = kMonoInfinity;
+  MonoTime kill_at = kMonoInfinity;
+  // When a run still going after its timeout is reported as overdue (once).
+  MonoTime overdue_at = kMonoInfinity;
+  std::chrono::nanoseconds lag{0};
+  bool ours = true;  // global: this host still holds the ticket as far as it knows
+  // Global: a cancel asked the run to stop; the row stays held (its ticket marked) until this host
+  // releases it, so the run keeps being renewed while its function stops.
+  bool cancel_requested = false;
+  bool timeout_signalled = false;
+  bool fenced = false;  // fence_at passed without a renewal: the run was asked to stop
+};
+
+// One registered task and what this host knows of it.
+struct PlannedTask {
+  enum class Phase { kRegistering, kInitialWait, kWaiting, kRunning, kFinished };
+
+  EngineTask def;
+  Phase phase = Phase::kRegistering;
+  MonoTime wake_at = kMonoInfinity;
+  // The row as this host last saw it (global tasks; from its registration, a poll or its own
+  // release): its version, so polls can leave it out and a due task can be claimed without a poll
+  // while it is unchanged; its next start, to plan the wake-up; its settings when they differ from
+  // def's (another host registered it differently).
+  std::optional<std::int64_t> known_version;
+  std::optional<WallTime> known_next;
+  std::optional<TaskSettingsV2> known_settings;
+  // The row may have changed in a way this host has not seen: poll it before claiming.
+  bool poll_requested = false;
+  // Releases this host sent whose notification has not come back yet: that notification announces
+  // nothing new (the release's own result did), so it is not a reason to poll.
+  int release_echoes = 0;
+  // This host's latest claims of the row (hashes of their tickets), to tell its own claim
+  // notifications, which may come after a later claim of its own, from other hosts'.
+  std::array<std::size_t, 4> own_claims{};
+  std::size_t next_own_claim = 0;
+  // When to poll at the latest because another host released the row (a delayed poll_requested).
+  MonoTime poll_at = kMonoInfinity;
+  bool recurrence_stopped = false;
+  std::shared_ptr<PlannedRun> run;
+  // The compiled cadence of a cron task (its own settings').
+  std::optional<CronExpression> cron;
+  // What only local tasks have (kept apart: a process may hold many thousands of global tasks).
+  struct Local {
+    std::optional<std::chrono::milliseconds> cadence;  // duration cadence
+    TaskState state;
+  };
+  std::unique_ptr<Local> local;
+  // Owned by the shell: stops the task's recurrence when the caller's stop token fires.
+  std::unique_ptr<std::stop_callback<std::function<void()>>> caller_stop;
+
+  bool global() const { return def.scope == TaskScope::kGlobal; }
+};
+
+using TaskPtr = std::shared_ptr<PlannedTask>;
+using RunPtr = std::shared_ptr<PlannedRun>;
+
+// The process-wide bound on runs, beyond each plugin's own: slots of the executor that every
+// plugin shares. The planner takes a slot for every run it starts and every claim it sends. A slot
+// whose run started is freed by the executor when the run's job returns; one whose claim was lost
+// or failed is returned.
+class RunSlots {
+ public:
+  virtual ~RunSlots() = default;
+  // Takes a slot; false when none is free (the owner is then woken when one frees).
+  virtual bool TryTake() = 0;
+  // Returns a slot whose run will not start.
+  virtual void Return() = 0;
+  // Whether a slot is free now (when not, as for TryTake).
+  virtual bool Available() = 0;
+};
+
+// Returns the task function's view of a stopped run's end ("timed out after 2s"); empty for kNone.
+std::string StopOutcome(StopReason reason, std::chrono::milliseconds timeout);
+
+class Planner {
+ public:
+  struct Options {
+    EngineOptions engine;
+    bool has_store = false;
+    bool store_notifies = false;  // the store announces writes (Listen returned a subscription)
+    // The zone a local task's next start after a run is shown in (see FormatRestTime).
+    TimeZone default_zone = TimeZone::Utc();
+    // Orders due tasks of equal due time before a claim, differently on every host.
+    std::size_t claim_order_salt = 0;
+  };
+
+  // `slots` must outlive the planner.
+  Planner(Options options, RunSlots& slots, MonoTime now);
+
+  const Options& options() const { return options_; }
+  bool shutting_down() const { return shutting_down_; }
+
+  // --- Registration ---------------------------------------------------------------------------
+
+  // Builds a task from its definition: compiles a cron cadence the schedule does not carry
+  // compiled, and a local task's duration cadence. Errors: kUnavailable (a global task without a
+  // store), kInvalidArgument.
+  Result<TaskPtr> MakeTask(EngineTask def, const std::string& plugin_id) const;
+  // Enters the tasks in the table (phase kRegistering), all or none. Errors: kUnavailable while
+  // shutting down; kConflict if an id is active or appears twice.
+  Status Reserve(const std::vector<TaskPtr>& tasks, const std::string& plugin_id);
+  // Removes tasks Reserve entered (registration failed).
+  void Unreserve(const std::vector<TaskPtr>& tasks);
+  // Starts scheduling a reserved task, with its row as the registration wrote it (global tasks).
+  void Activate(PlannedTask& task, const std::optional<WallTime>& row_next,
+                std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
+                MonoTime now, WallTime wall_now);
+
+  // --- Queries --------------------------------------------------------------------------------
+
+  PlannedTask* Find(const std::string& id) const;
+  // Every task that has a run, and its run.
+  std::vector<std::pair<TaskPtr, RunPtr>> Runs() const;
+
+  // --- Operator requests ----------------------------------------------------------------------
+
+  enum class LocalRequest { kNotLocal, kDone, kRunning, kNotRunning, kShuttingDown };
+  // A trigger of a local task: due now (kDone), or kRunning, kShuttingDown, kNotLocal.
+  LocalRequest TriggerLocal(const std::string& id, MonoTime now);
+  // A global task was made due in the store: polls it before claiming. Returns whether the
+  // dispatcher must step.
+  bool TriggeredInStore(const std::string& id);
+  // A cancel. Local: the run to signal (kDone; `*kill`: it was already stopping, so no grace), or
+  // kNotRunning, kNotLocal. Global, after the store marked the ticket: the run this host holds.
+  LocalRequest CancelLocal(const std::string& id, RunPtr* run, bool* kill);
+  RunPtr CancelledInStore(const std::string& id, bool* kill);
+  // The caller's stop token fired: no further runs. Returns the run to signal (if any);
+  // `*finished_now` when the task had none and is finished.
+  RunPtr StopRecurrence(const std::string& id, bool* finished_now);
+
+  // --- Dispatcher: database work for global tasks ---------------------------------------------
+
+  // A due task to claim, with the row as this host knows it: the claim requires that version, and
+  // the run uses those settings (nullopt: the task's own).
+  struct Candidate {
+    TaskPtr task;
+    std::int64_t version = 0;
+    std::optional<WallTime> due;
+    std::optional<TaskSettingsV2> settings;
+    std::size_t tie = 0;  // orders candidates of equal due time
+  };
+  // What the dispatcher does in one step, in this order.
+  struct DispatchPlan {
+    std::vector<std::pair<TaskPtr, RunPtr>> renewals;  // leases to renew now
+    // The rows to poll (PollChanged) before claiming, with the versions this host knows of them.
+    std::vector<std::string> poll_ids;
+    std::vector<std::optional<std::int64_t>> known_versions;
+    std::vector<TaskPtr> polled_tasks;
+    bool poll = false;   // a poll goes out (poll_ids is not empty)
+    bool sweep = false;  // the poll sweeps expired runs (the janitor)
+    bool full = false;   // a safety-net round: every waiting task is polled
+    // Due tasks whose rows are known: claimed without a poll.
+    std::vector<Candidate> candidates;
+  };
+  // Returns the dispatcher's work due at `now`. The renewals and polled tasks are marked as taken
+  // (a step that fails hands them back through its result).
+  DispatchPlan PlanDispatch(MonoTime now);
+
+  enum class RenewalOutcome { kRetry, kRenewed, kCancelNoticed, kLost, kStale };
+  // The result of renewing `run`'s lease (sent at `sent`): kRetry (the store failed; renewed again
+  // soon), kRenewed, kCancelNoticed (renewed, and a cancel asks the run to stop: signal it),
+  // kLost (kill it at once), kStale (the run is no longer this host's; nothing to do).
+  RenewalOutcome ApplyRenewal(PlannedRun& run, const Result<LeaseStatus>& renewed, MonoTime sent,
+                              MonoTime now);
+  // The `timeout` to pass to RenewLease: the task's own while the run is well within it, and past
+  // (or near) it long enough that the renewal extends the claim by a whole lease.
+  std::chrono::milliseconds RenewalHold(const PlannedTask& task, const PlannedRun& run,
+                                        MonoTime sent) const;
+
+  // What a poll changed that the shell reports.
+  struct PollOutcome {
+    std::vector<std::string> finished_missing;  // rows gone: their workers finished
+    std::vector<std::pair<std::string, std::string>> finished_invalid;  // id, why
+  };
+  // Applies a poll's result: what this host knows of each row, when each task is next due, the
+  // safety-net interval; appends the ready tasks to `plan.candidates`.
+  PollOutcome ApplyPoll(DispatchPlan& plan, const PollResult& polled, MonoTime mono_ref);
+  // The poll failed: its tasks are polled again after the retry backoff.
+  void PollFailed(const DispatchPlan& plan, MonoTime mono_ref);
+
+  // Orders the candidates (earliest due first; ties in this host's own order), takes a run slot
+  // for as many as it can in that order, and returns those, recording `tickets[i]` (one per
+  // candidate, in the given order) as this host's claims. The others stay due: a slot freeing
+  // wakes the dispatcher. Nothing is reserved while shutting down.
+  std::vector<Candidate> ReserveClaims(std::vector<Candidate> candidates,
+                                       std::vector<std::string>* tickets);
+  // The claim statement failed: gives the slots back and retries after the backoff.
+  void ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now);
+  // A run the planner started (a claim won, a local task due), with its task.
+  struct Started {
+    TaskPtr task;
+    RunPtr run;
+  };
+  // Applies the claims' results (claims sent at `sent`): starts a run for each claim won and gives
+  // back the others' slots (their rows are polled before the next claim). `lost` receives the
+  // tasks whose claim was lost.
+  std::vector<Started> ApplyClaims(const std::vector<Candidate>& reserved,
+                                   const std::vector<std::string>& tickets,
+                                   const std::vector<ClaimResult>& results, MonoTime sent,
+                                   std::vector<TaskPtr>* lost);
+
+  // Whether the dispatcher has work at `now`, and when it is next due.
+  bool DispatcherHasWork(MonoTime now);
+  MonoTime NextDispatcherWake();
+
+  // A store notification arrived at `now`. `parked_deadline`: the dispatcher's deadline while it
+  // is parked (nullopt while it steps). Returns whether the dispatcher must step.
+  bool OnStoreEvent(const StoreEvent& event, MonoTime now, std::optional<MonoTime> parked_deadline);
+
+  // --- Run ends -------------------------------------------------------------------------------
+
+  // A global run's function returned: no more renewals. Returns whether this host still held the
+  // ticket (so the run is to be released).
+  bool GlobalRunReturned(PlannedRun& run);
+  // Releases are about to be sent for `tasks`: their notifications will echo.
+  void ReleasesSent(const std::vector<TaskPtr>& tasks);
+  // A release of `task` wrote nothing known (failed, or the ticket no longer held the row): no
+  // echo will come.
+  void ReleaseEchoCleared(PlannedTask& task);
+  // The monotonic time at which a released row, next due at `next` (the database's clock at
+  // db_now, read at mono_ref), is to be started.
+  MonoTime ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,
+                           WallTime db_now, MonoTime mono_ref) const;
+  // A global run ended, released (with the row after the release) or not. Returns whether the
+  // task is finished (its recurrence was stopped).
+  bool FinishGlobalRun(PlannedTask& task, const RunPtr& run,
+                       std::optional<std::int64_t> row_version, std::optional<WallTime> row_next,
+                       MonoTime row_wake_at);
+  // A local run ended at `now` / `wall_now`. Returns whether the task is finished.
+  bool FinishLocalRun(PlannedTask& task, const RunPtr& run, const std::optional<std::string>& error,
+                      MonoTime now, WallTime wall_now);
+
+  // --- Timer: local starts, timeouts and fences -------------------------------------------------
+
+  struct TimerActions {
+    std::vector<Started> to_start;  // local runs started
+    std::vector<RunPtr> to_stop;
+    std::vector<RunPtr> to_kill;
+    std::vector<Started> fenced;
+    std::vector<Started> overdue;
+  };
+  // Does the timer's work due at `now`; returns when the timer is next due. `*kick_dispatcher`
+  // is set when a global task's initial wait ended.
+  MonoTime TimerStep(MonoTime now, WallTime wall_now, TimerActions* actions, bool* kick_dispatcher);
+
+  // --- Shutdown -------------------------------------------------------------------------------
+
+  // Stops claiming and starting; returns the runs to signal.
+  std::vector<RunPtr> BeginShutdown();
+
+ private:
+  // Returns when a run of `task` due at `next` (its row's next start) may start: at `next`, or at
+  // the cron slot when `next` is Backstage's "slot - 1 s" registration time.
+  WallTime RowStart(const PlannedTask& task, WallTime next) const;
+  // Sets when `run` renews its lease, when it is asked to stop and when it is killed, after a
+  // claim or renewal sent at `lease_sent` that holds the row until `expires` at least.
+  static void SetLeaseDeadlines(PlannedRun& run, MonoTime expires, MonoTime lease_sent);
+  // Whether a safety-net poll found a change nobody announced to this host: a row it knew idle
+  // that is now running, changed or gone, or an expired run it swept.
+  static bool Unannounced(const PollResult& polled, const DispatchPlan& plan);
+  MonoTime LocalNextWake(const PlannedTask& task, MonoTime run_started, MonoTime now,
+                         WallTime wall_now) const;
+  bool CanClaim();
+  bool TakeSlot();
+  // A slot taken for a claim that was lost or failed.
+  void ReturnSlot();
+  // A run's function returned: its plugin slot frees (its executor slot frees with its job).
+  void RunEnded();
+
+  Options options_;
+  RunSlots& slots_;
+  std::map<std::string, TaskPtr> tasks_;
+  bool shutting_down_ = false;
+  int slots_taken_ = 0;  // runs of this plugin running or being claimed
+  // The wait between safety-net polls: poll_interval, doubled after every quiet one up to
+  // max_poll_interval while the store notifies.
+  std::chrono::milliseconds safety_interval_;
+  MonoTime next_safety_poll_;
+  MonoTime next_sweep_;
+};
+
+}  // namespace stagehand::engine_internal
