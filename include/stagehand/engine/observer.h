@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "stagehand/model/schedule.h"
+#include "stagehand/model/task_run.h"
 
 namespace stagehand {
 
@@ -16,6 +17,11 @@ struct RunInfo {
   std::string_view task_id;
   TaskScope scope = TaskScope::kGlobal;
   std::string_view ticket;  // empty for local runs
+  // The run's id in the run history: its ticket for a global run, a UUID of its own for a local
+  // one.
+  std::string_view run_id;
+  RunTrigger trigger = RunTrigger::kSchedule;
+  int attempt = 1;
 };
 
 // Receives engine events. Called from engine threads without engine locks held; implementations
@@ -31,6 +37,10 @@ class SchedulerObserver {
   // A run failed (threw or returned an error) after `duration`; `error_json` as stored.
   virtual void OnRunFailed(const RunInfo& /*run*/, std::chrono::nanoseconds /*duration*/,
                            std::string_view /*error_json*/) {}
+  // Every run's end, after OnRunCompleted or OnRunFailed: how it ended, as the run history records
+  // it (output included).
+  virtual void OnRunFinished(const RunInfo& /*run*/, const RunFinish& /*finish*/,
+                             std::chrono::nanoseconds /*duration*/) {}
   // Another host claimed a task this host had seen ready.
   virtual void OnClaimLost(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // A running task's lease was extended.

@@ -5,11 +5,13 @@
 
 #include <concepts>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <type_traits>
 #include <utility>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/run_report.h"
 
 namespace stagehand {
 
@@ -24,6 +26,9 @@ struct RunControl {
   // executor that started processes must have ended every one of them when it returns. Always
   // requested after (or together with) `stop`.
   std::stop_token kill;
+  // Where the function may tell how its run went (exit code, HTTP status, output); the run
+  // history keeps it. Null when nobody listens (a function called outside the engine).
+  std::shared_ptr<RunReport> report = nullptr;
 };
 
 // The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a
@@ -42,7 +47,9 @@ class TaskFunction {
   explicit operator bool() const { return static_cast<bool>(fn_); }
   Status operator()(const RunControl& control) const { return fn_(control); }
   // Runs with `stop` as the stop token and a kill token that is never requested.
-  Status operator()(std::stop_token stop) const { return fn_(RunControl{std::move(stop), {}}); }
+  Status operator()(std::stop_token stop) const {
+    return fn_(RunControl{std::move(stop), {}, nullptr});
+  }
 
  private:
   template <typename F>
