@@ -63,12 +63,36 @@ std::string StopOutcome(StopReason reason, milliseconds timeout) {
   return {};
 }
 
+RunOutcome OutcomeOf(StopReason reason, bool failed) {
+  if (!failed) return RunOutcome::kSucceeded;
+  switch (reason) {
+    case StopReason::kNone:
+      return RunOutcome::kFailed;
+    case StopReason::kTimeout:
+      return RunOutcome::kTimedOut;
+    case StopReason::kCancel:
+    case StopReason::kShutdown:
+    case StopReason::kUnscheduled:
+      return RunOutcome::kCancelled;
+    case StopReason::kLeaseLost:
+      return RunOutcome::kFenced;
+  }
+  return RunOutcome::kFailed;
+}
+
 Planner::Planner(Options options, RunSlots& slots, MonoTime now)
     : options_(std::move(options)),
       slots_(slots),
       safety_interval_(options_.engine.poll_interval),
       next_safety_poll_(now),
-      next_sweep_(options_.engine.janitor_interval.count() > 0 ? now : kMonoInfinity) {}
+      next_sweep_(options_.engine.janitor_interval.count() > 0 ? now : kMonoInfinity),
+      next_prune_(now) {}
+
+bool Planner::PruneDue(MonoTime now) {
+  if (now < next_prune_) return false;
+  next_prune_ = now + options_.prune_interval;
+  return true;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Registration.
@@ -176,12 +200,15 @@ Planner::LocalRequest Planner::TriggerLocal(const std::string& id, MonoTime now)
   if (task->phase == Phase::kRunning || task->run) return LocalRequest::kRunning;
   task->phase = Phase::kWaiting;
   task->wake_at = now;
+  task->manual_pending = true;
   return LocalRequest::kDone;
 }
 
 bool Planner::TriggeredInStore(const std::string& id) {
   PlannedTask* task = Find(id);
-  if (task == nullptr || task->phase != Phase::kWaiting) return false;
+  if (task == nullptr) return false;
+  task->manual_pending = true;
+  if (task->phase != Phase::kWaiting) return false;
   task->poll_requested = true;
   return true;
 }
@@ -487,6 +514,7 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(std::vector<Candidate> ca
     PlannedTask& task = *candidates[i].task;
     task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
         std::hash<std::string>{}((*tickets)[i]);
+    candidates[i].trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
     reserved_tickets.push_back(std::move((*tickets)[i]));
     reserved.push_back(std::move(candidates[i]));
   }
@@ -522,6 +550,14 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     }
     auto run = std::make_shared<PlannedRun>();
     run->ticket = tickets[i];
+    run->run_id = tickets[i];
+    run->trigger = candidate.trigger;
+    if (candidate.trigger == RunTrigger::kManual) {
+      task->manual_pending = false;
+    } else {
+      run->slot = candidate.due;
+    }
+    run->report = std::make_shared<RunReport>(options_.max_output_bytes);
     run->schedule = task->def.schedule;
     if (candidate.settings) run->schedule.settings = *candidate.settings;
     run->started = sent;
@@ -554,6 +590,7 @@ bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
       task.run->renew_at = now;  // verify the ticket now
     }
     if (event.kind == Kind::kResync) task.release_echoes = 0;
+    if (event.kind == Kind::kTrigger) task.manual_pending = true;
     if (event.kind == Kind::kClaim) {
       const std::size_t claim = std::hash<std::string>{}(event.ticket);
       if (std::find(task.own_claims.begin(), task.own_claims.end(), claim) !=
@@ -701,6 +738,10 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
         run->started = now;
         run->timeout_at = now + task.def.timeout;
         run->lag = now - task.wake_at;
+        run->trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
+        if (!task.manual_pending) run->slot = wall_now - run->lag;
+        task.manual_pending = false;
+        run->report = std::make_shared<RunReport>(options_.max_output_bytes);
         task.run = run;
         task.phase = Phase::kRunning;
         TaskState state;

@@ -24,8 +24,10 @@
 
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
+#include "stagehand/model/run_report.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/model/task_function.h"
+#include "stagehand/model/task_run.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
@@ -53,6 +55,12 @@ enum class StopReason { kNone, kTimeout, kCancel, kLeaseLost, kShutdown, kUnsche
 // signal.
 struct PlannedRun {
   std::string ticket;  // empty for local runs
+  // The run's id in the history: the ticket of a global run; a local run's is set by the shell.
+  std::string run_id;
+  RunTrigger trigger = RunTrigger::kSchedule;
+  std::optional<WallTime> slot;  // the time the run was due for; none when triggered
+  int attempt = 1;
+  std::shared_ptr<RunReport> report;  // what the function tells of its run (RunControl::report)
   std::stop_source stop;
   std::stop_source kill;  // RunControl::kill
   StopReason reason = StopReason::kNone;
@@ -91,6 +99,9 @@ struct PlannedTask {
   std::optional<TaskSettingsV2> known_settings;
   // The row may have changed in a way this host has not seen: poll it before claiming.
   bool poll_requested = false;
+  // A trigger (this host's, or one another stagehand host announced) made the task due: its next
+  // run is a manual one.
+  bool manual_pending = false;
   // Releases this host sent whose notification has not come back yet: that notification announces
   // nothing new (the release's own result did), so it is not a reason to poll.
   int release_echoes = 0;
@@ -137,6 +148,9 @@ class RunSlots {
 // Returns the task function's view of a stopped run's end ("timed out after 2s"); empty for kNone.
 std::string StopOutcome(StopReason reason, std::chrono::milliseconds timeout);
 
+// Returns how a run ended, for the history: why it was stopped, if it failed.
+RunOutcome OutcomeOf(StopReason reason, bool failed);
+
 class Planner {
  public:
   struct Options {
@@ -147,6 +161,10 @@ class Planner {
     TimeZone default_zone = TimeZone::Utc();
     // Orders due tasks of equal due time before a claim, differently on every host.
     std::size_t claim_order_salt = 0;
+    // The output each run keeps (its RunReport).
+    std::size_t max_output_bytes = kDefaultRunOutputTailBytes;
+    // How often expired history is pruned.
+    std::chrono::milliseconds prune_interval = std::chrono::minutes(10);
   };
 
   // `slots` must outlive the planner.
@@ -202,7 +220,8 @@ class Planner {
     std::int64_t version = 0;
     std::optional<WallTime> due;
     std::optional<TaskSettingsV2> settings;
-    std::size_t tie = 0;  // orders candidates of equal due time
+    std::size_t tie = 0;                         // orders candidates of equal due time
+    RunTrigger trigger = RunTrigger::kSchedule;  // set by ReserveClaims
   };
   // What the dispatcher does in one step, in this order.
   struct DispatchPlan {
@@ -263,6 +282,10 @@ class Planner {
                                    const std::vector<std::string>& tickets,
                                    const std::vector<ClaimResult>& results, MonoTime sent,
                                    std::vector<TaskPtr>* lost);
+
+  // Whether the run history's expired runs are to be pruned at `now` (then not again for a
+  // prune interval).
+  bool PruneDue(MonoTime now);
 
   // Whether the dispatcher has work at `now`, and when it is next due.
   bool DispatcherHasWork(MonoTime now);
@@ -342,6 +365,7 @@ class Planner {
   std::chrono::milliseconds safety_interval_;
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
+  MonoTime next_prune_;
 };
 
 }  // namespace stagehand::engine_internal

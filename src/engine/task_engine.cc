@@ -1,5 +1,7 @@
 #include "engine/task_engine.h"
 
+#include <unistd.h>
+
 #include <exception>
 #include <utility>
 
@@ -32,6 +34,12 @@ TaskEngine::TaskEngine(EngineContext context)
                  ? context_.runtime
                  : std::make_shared<EngineRuntime>(clock_, 1, context_.options.max_concurrency);
   STAGEHAND_CHECK(&runtime_->clock() == &clock_);
+  host_ = context_.host;
+  if (host_.empty()) {
+    char name[256] = {};
+    host_ = gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
+  }
+  pid_ = static_cast<std::int64_t>(getpid());
   Planner::Options options;
   options.engine = context_.options;
   options.has_store = context_.store != nullptr;
@@ -44,6 +52,8 @@ TaskEngine::TaskEngine(EngineContext context)
     notifications_ =
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
     options.store_notifies = notifications_ != nullptr;
+    history_ = context_.store->history();
+    if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   std::lock_guard lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
@@ -66,7 +76,83 @@ void TaskEngine::KickLocked(bool timer, bool dispatcher) {
 MonoTime TaskEngine::Step(Lane lane) { return lane == kTimer ? TimerStep() : DispatcherStep(); }
 
 RunInfo TaskEngine::InfoOf(const PlannedTask& task, const PlannedRun& run) const {
-  return RunInfo{context_.plugin_id, task.def.id, task.def.scope, run.ticket};
+  return RunInfo{context_.plugin_id, task.def.id, task.def.scope, run.ticket,
+                 run.run_id,         run.trigger, run.attempt};
+}
+
+RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
+  return RunOrigin{host_, pid_, run.trigger, run.slot, run.attempt};
+}
+
+RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
+  RunFinish finish;
+  finish.outcome = OutcomeOf(outcome.reason, outcome.error.has_value());
+  finish.error_json = outcome.error;
+  if (run.report != nullptr) {
+    RunReport::Snapshot report = run.report->Read();
+    finish.exit_code = report.exit_code;
+    finish.signal = report.signal;
+    finish.http_status = report.http_status;
+    finish.output_tail = std::move(report.output_tail);
+  }
+  return finish;
+}
+
+void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
+  if (history_ == nullptr) return;
+  {
+    std::lock_guard lock(history_mu_);
+    if (start) pending_starts_.push_back(*std::move(start));
+    if (end) pending_ends_.push_back(*std::move(end));
+  }
+  std::lock_guard lock(mu_);
+  KickLocked(/*timer=*/false, /*dispatcher=*/true);
+}
+
+void TaskEngine::FlushHistory(bool prune) {
+  std::vector<RunStart> starts;
+  std::vector<RunEnd> ends;
+  {
+    std::lock_guard lock(history_mu_);
+    starts.swap(pending_starts_);
+    ends.swap(pending_ends_);
+  }
+  // Starts first: a run that started and ended since the last flush is recorded, then closed.
+  if (!starts.empty()) {
+    if (Status written = history_->RecordStarts(starts); !written.ok()) {
+      logger_->Warn("Failed to record " + std::to_string(starts.size()) +
+                    " run start(s) in the run history, " + written.message());
+    }
+  }
+  if (!ends.empty()) {
+    if (Result<std::size_t> written = history_->RecordEnds(ends); !written.ok()) {
+      logger_->Warn("Failed to record " + std::to_string(ends.size()) +
+                    " run end(s) in the run history, " + written.status().message());
+    }
+  }
+  if (!prune) return;
+  // In bounded batches, so a large backlog never holds the dispatcher for long.
+  constexpr std::size_t kPruneBatch = 1000;
+  for (int round = 0; round < 10; ++round) {
+    Result<std::size_t> pruned = history_->PruneExpired(kPruneBatch);
+    if (!pruned.ok()) {
+      logger_->Warn("Failed to prune the run history, " + pruned.status().message());
+      return;
+    }
+    if (*pruned < kPruneBatch) return;
+  }
+}
+
+std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& run_id) const {
+  std::shared_ptr<RunReport> report;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [task, run] : planner_->Runs()) {
+      if (run->run_id == run_id) report = run->report;
+    }
+  }
+  if (report == nullptr) return std::nullopt;
+  return report->Read();
 }
 
 void TaskEngine::WatchCallerStop(const TaskPtr& task) {
@@ -265,13 +351,17 @@ MonoTime TaskEngine::DispatcherStep() {
     }
   }
   Planner::DispatchPlan plan;
+  bool prune = false;
   {
     std::lock_guard lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     dispatcher_parked_ = false;
     kicked_dispatcher_ = false;
-    plan = planner_->PlanDispatch(clock_.MonoNow());
+    const MonoTime now = clock_.MonoNow();
+    plan = planner_->PlanDispatch(now);
+    prune = history_ != nullptr && planner_->PruneDue(now);
   }
+  if (history_ != nullptr) FlushHistory(prune);
   if (!plan.renewals.empty()) RenewLeases(plan.renewals);
   if (!plan.poll || Poll(plan)) {
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));
@@ -400,8 +490,13 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   std::vector<ClaimRequest> claims;
   claims.reserve(reserved.size());
   for (std::size_t i = 0; i < reserved.size(); ++i) {
-    claims.push_back(ClaimRequest{reserved[i].task->def.id, tickets[i],
-                                  reserved[i].task->def.timeout, reserved[i].version});
+    ClaimRequest& claim = claims.emplace_back(ClaimRequest{
+        reserved[i].task->def.id, tickets[i], reserved[i].task->def.timeout, reserved[i].version});
+    if (history_ != nullptr) {
+      const bool manual = reserved[i].trigger == RunTrigger::kManual;
+      claim.history =
+          RunOrigin{host_, pid_, reserved[i].trigger, manual ? std::nullopt : reserved[i].due, 1};
+    }
   }
   const MonoTime sent = clock_.MonoNow();
   Result<std::vector<ClaimResult>> claimed =
@@ -470,7 +565,7 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   std::optional<std::string> message;
   std::string name = "Error";
   try {
-    Status status = task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token()});
+    Status status = task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token(), run.report});
     if (!status.ok()) message = status.message();
   } catch (const std::exception& error) {
     message = error.what();
@@ -515,12 +610,15 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
     ours = planner_->GlobalRunReturned(*run);
   }
   PendingRelease ended;
+  ended.finish = FinishOf(*run, outcome);
   ended.task = std::move(task);
   ended.run = std::move(run);
   ended.info = info;
   ended.duration = duration;
   ended.error = std::move(outcome.error);
   if (!ours) {
+    // No release carries the end: the history gets it on its own.
+    QueueHistory(std::nullopt, RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
     FinishGlobalRun(ended);
     return;
   }
@@ -555,8 +653,9 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   releases.reserve(batch.size());
   tasks.reserve(batch.size());
   for (const PendingRelease& ended : batch) {
-    releases.push_back(
+    ReleaseRequest& release = releases.emplace_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
+    if (history_ != nullptr) release.history = ended.finish;
     tasks.push_back(ended.task);
   }
   {
@@ -566,6 +665,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
+  std::vector<RunEnd> unreleased_ends;  // the history ends no release wrote
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -573,6 +673,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
       const ReleaseResult* result = released.ok() ? &(*released)[i] : nullptr;
       if (result == nullptr || !result->released) {
         planner_->ReleaseEchoCleared(*ended.task);  // nothing (known) was written
+        unreleased_ends.push_back(RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
         continue;
       }
       if (!result->version) continue;
@@ -601,6 +702,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
                     {{"task", id}});
     }
   }
+  for (RunEnd& end : unreleased_ends) QueueHistory(std::nullopt, std::move(end));
   for (const PendingRelease& ended : batch) FinishGlobalRun(ended);
 }
 
@@ -615,18 +717,19 @@ void TaskEngine::FinishGlobalRun(const PendingRelease& ended) {
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  ReportRunEnd(ended.info, ended.duration, ended.error);
+  ReportRunEnd(ended.info, ended.duration, ended.finish);
   const std::string& id = ended.task->def.id;
   if (finished) logger_->Info("Task worker finished: " + id, {{"task", id}});
 }
 
 void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
-                              const std::optional<std::string>& error) {
-  if (error) {
-    observer_->OnRunFailed(info, duration, *error);
+                              const RunFinish& finish) {
+  if (finish.error_json) {
+    observer_->OnRunFailed(info, duration, *finish.error_json);
   } else {
     observer_->OnRunCompleted(info, duration);
   }
+  observer_->OnRunFinished(info, finish, duration);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,6 +737,7 @@ void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds dura
 
 MonoTime TaskEngine::TimerStep() {
   Planner::TimerActions actions;
+  std::vector<RunStart> local_starts;
   MonoTime next = kMonoInfinity;
   {
     std::lock_guard lock(mu_);
@@ -641,12 +745,21 @@ MonoTime TaskEngine::TimerStep() {
     timer_parked_ = false;
     kicked_timer_ = false;
     bool kick_dispatcher = false;
-    next = planner_->TimerStep(clock_.MonoNow(), clock_.Now(), &actions, &kick_dispatcher);
+    const WallTime wall_now = clock_.Now();
+    next = planner_->TimerStep(clock_.MonoNow(), wall_now, &actions, &kick_dispatcher);
+    for (Planner::Started& start : actions.to_start) {
+      start.run->run_id = NewUuidV4();
+      if (history_ != nullptr) {
+        local_starts.push_back(
+            RunStart{start.run->run_id, start.task->def.id, OriginOf(*start.run), wall_now});
+      }
+    }
     if (kick_dispatcher) KickLocked(/*timer=*/false, /*dispatcher=*/true);
     runs_in_flight_ += static_cast<int>(actions.to_start.size());
     runs_outside_fn_ += static_cast<int>(actions.to_start.size());
   }
   cv_.notify_all();
+  for (RunStart& start : local_starts) QueueHistory(std::move(start), std::nullopt);
   for (const RunPtr& run : actions.to_stop) SignalStop(*run, /*kill=*/false);
   for (const RunPtr& run : actions.to_kill) SignalStop(*run, /*kill=*/true);
   for (const auto& [task, run] : actions.fenced) {
@@ -682,6 +795,8 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   const Outcome outcome = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
   LogFailure(*task, outcome);
+  const RunFinish finish = FinishOf(*run, outcome);
+  QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
   bool finished = false;
   {
     std::lock_guard lock(mu_);
@@ -691,7 +806,7 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
     KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
-  ReportRunEnd(info, duration, outcome.error);
+  ReportRunEnd(info, duration, finish);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
 }
 
@@ -791,6 +906,7 @@ void TaskEngine::Shutdown() {
     std::lock_guard lock(mu_);
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
+  if (history_ != nullptr) FlushHistory(/*prune=*/false);  // the ends of the last runs
   runtime.reset();  // an engine's own runtime joins its threads here
   std::lock_guard lock(mu_);
   stopped_ = true;

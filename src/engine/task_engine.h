@@ -75,6 +75,8 @@ struct EngineContext {
   // The threads that drive the engine, shared with other engines on the same clock; when null the
   // engine makes its own (one dispatcher thread and one timer thread).
   std::shared_ptr<EngineRuntime> runtime = nullptr;
+  // This host as the run history names it: the host name (gethostname when empty) and process.
+  std::string host = {};
 };
 
 // Thread-safe. Its dispatcher and timer are the two lanes of an EngineRuntime (shared with the
@@ -106,6 +108,9 @@ class TaskEngine final : public DrivenEngine {
   std::optional<TaskState> LocalTaskState(const std::string& id) const;
   // Returns this process's worker state for a task (nullopt if it has no worker for it).
   std::optional<WorkerStatus> WorkerState(const std::string& id) const;
+  // Returns what a run of this process that is still going has reported so far (its output), or
+  // nullopt when no run with that id is going here.
+  std::optional<RunReport::Snapshot> LiveRunReport(const std::string& run_id) const;
 
   // Runs the shutdown order above. Idempotent.
   void Shutdown();
@@ -140,6 +145,7 @@ class TaskEngine final : public DrivenEngine {
     RunInfo info;
     std::chrono::nanoseconds duration{0};
     std::optional<std::string> error;
+    RunFinish finish;
     // The row after the release, when the store reported it: the task then waits for that next
     // start without polling.
     std::optional<std::int64_t> row_version;
@@ -167,7 +173,15 @@ class TaskEngine final : public DrivenEngine {
   // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
   void LogFailure(const PlannedTask& task, const Outcome& outcome) const;
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
-                    const std::optional<std::string>& error);
+                    const RunFinish& finish);
+  // The history's account of how `run` ended.
+  static RunFinish FinishOf(const PlannedRun& run, const Outcome& outcome);
+  RunOrigin OriginOf(const PlannedRun& run) const;
+  // Queues history writes that no claim or release carries (local runs; a global run whose claim
+  // was lost before its end), for the dispatcher to write (FlushHistory).
+  void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
+  // Dispatcher: writes the queued history, and prunes expired history when due.
+  void FlushHistory(bool prune);
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
   // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
@@ -226,6 +240,13 @@ class TaskEngine final : public DrivenEngine {
   bool releasing_ = false;
 
   std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
+  RunHistory* history_ = nullptr;  // the store's; null without a store or history
+  std::string host_;
+  std::int64_t pid_ = 0;
+  // History writes waiting for the dispatcher. Guarded by history_mu_, never held with mu_.
+  std::mutex history_mu_;
+  std::vector<RunStart> pending_starts_;
+  std::vector<RunEnd> pending_ends_;
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
