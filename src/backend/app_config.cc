@@ -20,9 +20,12 @@ namespace {
 
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon,
 // `database` by ReadDatabaseConfig.
-constexpr std::array<std::string_view, 5> kStagehandKeys = {"plugins", "server", "scheduler",
-                                                            "metrics", "database"};
+constexpr std::array<std::string_view, 6> kStagehandKeys = {"plugins", "server",   "scheduler",
+                                                            "metrics", "database", "history"};
 constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
+constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
+                                                          "maxOutputBytes"};
+constexpr int kMaxRunsPerTask = 100000;
 constexpr std::array<std::string_view, 1> kStagehandDatabaseKeys = {"maxConnections"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
@@ -324,6 +327,27 @@ std::optional<double> ParseByteSize(std::string_view text) {
   return std::floor(std::strtod(number.c_str(), nullptr) * scale);
 }
 
+// Reads `key` of `block`, when present, as a positive byte count: a number, or a size such as
+// "512kb".
+void ReadByteSize(const Config& block, std::string_view key, std::size_t& out,
+                  ConfigProblems& problems) {
+  const ConfigNode* size = block.Node(std::string(key));
+  if (size == nullptr) return;
+  std::optional<double> bytes;
+  if (const auto* number = std::get_if<double>(&size->value)) {
+    bytes = std::floor(*number) == *number ? std::optional<double>(*number) : std::nullopt;
+  } else if (const auto* text = std::get_if<std::string>(&size->value)) {
+    bytes = ParseByteSize(*text);
+  }
+  if (!bytes || *bytes < 1 || *bytes > kMaxByteSize) {
+    problems.Add(InvalidValue(block, key,
+                              "expected a positive number of bytes or a size such as "
+                              "'512kb' or '1mb' (units b, kb, mb, gb, tb)"));
+  } else {
+    out = static_cast<std::size_t>(*bytes);
+  }
+}
+
 void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems) {
   Result<std::optional<Config>> server = root.GetOptionalConfig("stagehand.server");
   if (!server.ok()) {
@@ -335,21 +359,7 @@ void ReadServer(const Config& root, BackendConfig& out, ConfigProblems& problems
   }
   const Config& block = **server;
   AddUnknownKeys(block, kServerKeys, problems);
-  if (const ConfigNode* size = block.Node("maxRequestBodySize")) {
-    std::optional<double> bytes;
-    if (const auto* number = std::get_if<double>(&size->value)) {
-      bytes = std::floor(*number) == *number ? std::optional<double>(*number) : std::nullopt;
-    } else if (const auto* text = std::get_if<std::string>(&size->value)) {
-      bytes = ParseByteSize(*text);
-    }
-    if (!bytes || *bytes < 1 || *bytes > kMaxByteSize) {
-      problems.Add(InvalidValue(block, "maxRequestBodySize",
-                                "expected a positive number of bytes or a size such as "
-                                "'512kb' or '1mb' (units b, kb, mb, gb, tb)"));
-    } else {
-      out.max_request_body_bytes = static_cast<std::size_t>(*bytes);
-    }
-  }
+  ReadByteSize(block, "maxRequestBodySize", out.max_request_body_bytes, problems);
   ReadBoundedDuration(block, "requestTimeout", std::chrono::milliseconds(1), "1 millisecond",
                       out.request_timeout, problems);
   ReadBoundedDuration(block, "headersTimeout", std::chrono::milliseconds(1), "1 millisecond",
@@ -378,6 +388,31 @@ void ReadMetrics(const Config& root, BackendConfig& out, ConfigProblems& problem
   } else if (*per_task) {
     out.metrics_per_task_series = **per_task;
   }
+}
+
+void ReadHistory(const Config& root, BackendConfig& out, ConfigProblems& problems) {
+  Result<std::optional<Config>> history = root.GetOptionalConfig("stagehand.history");
+  if (!history.ok()) {
+    problems.Add(history.status());
+    return;
+  }
+  if (!*history) {
+    return;
+  }
+  const Config& block = **history;
+  AddUnknownKeys(block, kHistoryKeys, problems);
+  Result<std::optional<bool>> enabled = block.GetOptionalBoolean("enabled");
+  if (!enabled.ok()) {
+    problems.Add(enabled.status());
+  } else if (*enabled) {
+    out.history_enabled = **enabled;
+  }
+  ReadBoundedInteger(block, "maxRunsPerTask", 1, kMaxRunsPerTask, out.history.max_runs_per_task,
+                     problems);
+  std::chrono::milliseconds max_age = out.history.max_age;
+  ReadBoundedDuration(block, "maxAge", std::chrono::hours(1), "1 hour", max_age, problems);
+  out.history.max_age = std::chrono::ceil<std::chrono::hours>(max_age);
+  ReadByteSize(block, "maxOutputBytes", out.history.max_output_bytes, problems);
 }
 
 void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
@@ -639,6 +674,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   }
   ReadServer(root, config, problems);
   ReadMetrics(root, config, problems);
+  ReadHistory(root, config, problems);
   if (Result<std::optional<Config>> database = root.GetOptionalConfig("stagehand.database");
       database.ok() && *database) {
     AddUnknownKeys(**database, kStagehandDatabaseKeys, problems);  // values: ReadDatabaseConfig

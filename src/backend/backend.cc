@@ -304,6 +304,8 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
   scheduler_options.logger = entry.logger;
   scheduler_options.observer = observer;
   scheduler_options.engine = config.engine;
+  scheduler_options.engine.record_history = config.history_enabled;
+  if (RunHistory* history = entry.store->history()) history->SetLimits(config.history);
   if (!scheduler_threads) {
     scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
   }

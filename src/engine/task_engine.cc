@@ -52,7 +52,7 @@ TaskEngine::TaskEngine(EngineContext context)
     notifications_ =
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
     options.store_notifies = notifications_ != nullptr;
-    history_ = context_.store->history();
+    history_ = context_.options.record_history ? context_.store->history() : nullptr;
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   std::lock_guard lock(mu_);

@@ -18,6 +18,7 @@
 #include "stagehand/config/config.h"
 #include "stagehand/engine/engine_options.h"
 #include "stagehand/http/auth.h"
+#include "stagehand/store/run_history.h"
 
 namespace stagehand {
 
@@ -70,6 +71,11 @@ struct BackendConfig {
   std::size_t max_connections_per_client = 256;
   // `stagehand.metrics.perTaskSeries` (boolean): see SchedulerMetricsOptions.
   bool metrics_per_task_series = true;
+  // `stagehand.history.enabled` (boolean): whether runs are recorded in the run history.
+  bool history_enabled = true;
+  // `stagehand.history.{maxRunsPerTask (1..100000), maxAge (a duration, at least 1 hour),
+  // maxOutputBytes (bytes, or a size such as "64kb")}`: see RunHistoryLimits.
+  RunHistoryLimits history;
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any

@@ -33,6 +33,8 @@ struct EngineOptions {
   std::chrono::milliseconds release_poll_delay{20};
   // Pause before retrying after the database failed.
   std::chrono::milliseconds retry_backoff{1000};
+  // Whether runs are recorded in the store's run history (where it keeps one).
+  bool record_history = true;
 };
 
 }  // namespace stagehand

@@ -563,6 +563,35 @@ TEST_F(AppConfigTest, SchedulerOptions) {
   EXPECT_EQ(config.max_running_tasks, 256) << "the default";
 }
 
+TEST_F(AppConfigTest, HistoryOptions) {
+  BackendConfig config = ReadBackendOk("stagehand:\n  scheduler: {}\n");
+  EXPECT_TRUE(config.history_enabled);
+  EXPECT_EQ(config.history, RunHistoryLimits{}) << "100 runs, 30 days, 64 KiB of output";
+
+  config = ReadBackendOk(
+      "stagehand:\n  history:\n    enabled: false\n    maxRunsPerTask: 7\n    maxAge: 2d\n"
+      "    maxOutputBytes: 1kb\n");
+  EXPECT_FALSE(config.history_enabled);
+  EXPECT_EQ(config.history.max_runs_per_task, 7);
+  EXPECT_EQ(config.history.max_age, 48h);
+  EXPECT_EQ(config.history.max_output_bytes, 1024u);
+
+  const std::string file = File("app-config.yaml");
+  EXPECT_THAT(
+      Lines(ReadBackendError("stagehand:\n  history:\n    maxRunsPerTask: 0\n"
+                             "    maxAge: 10m\n    maxOutputBytes: none\n"
+                             "    enable: true\n")),
+      ElementsAre("Invalid config value for key 'stagehand.history.enable' in '" + file +
+                      "': unknown key 'enable'; did you mean 'enabled'?",
+                  "Invalid config value for key 'stagehand.history.maxRunsPerTask' in '" + file +
+                      "' at line 3: expected an integer from 1 to 100000",
+                  "Invalid config value for key 'stagehand.history.maxAge' in '" + file +
+                      "' at line 4: must be at least 1 hour, got 600000 ms",
+                  "Invalid config value for key 'stagehand.history.maxOutputBytes' in '" + file +
+                      "' at line 5: expected a positive number of bytes or a size such "
+                      "as '512kb' or '1mb' (units b, kb, mb, gb, tb)"));
+}
+
 TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
   const std::string file = File("app-config.yaml");
   const std::string error = ReadBackendError(
@@ -650,7 +679,8 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
                       "': unknown key 'Server'; did you mean 'server'?"));
   EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
             "Invalid config value for key 'stagehand.workers' in '" + file +
-                "': unknown key 'workers'; expected plugins, server, scheduler, metrics, database");
+                "': unknown key 'workers'; expected plugins, server, scheduler, metrics, database, "
+                "history");
 }
 
 TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
