@@ -217,6 +217,10 @@ class Backend {
     options.store = Open();
     options.logger = g_trace ? std::make_shared<TraceLogger>() : NullLogger();
     options.engine = engine;
+    // STAGEHAND_BENCH_HISTORY=off measures the engine without the run history (the cost of
+    // recording it, issue 16); workers inherit it.
+    const char* history = std::getenv("STAGEHAND_BENCH_HISTORY");
+    options.engine.record_history = history == nullptr || std::string_view(history) != "off";
     options.default_zone = TimeZone::Utc();
     return std::make_unique<PluginScheduler>(std::move(options));
   }
