@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -138,6 +139,11 @@ struct SchedulerEventStream::Hub {
   std::mutex publish_mu;
   std::uint64_t next_id = 1;  // guarded by publish_mu
 
+  // When each run still going started, by run id, so that its run.ended names the same start as
+  // its run.started.
+  std::mutex starts_mu;
+  std::map<std::string, WallTime, std::less<>> starts;  // guarded by starts_mu
+
   std::mutex lifecycle_mu;
   std::jthread keepalive;  // guarded by lifecycle_mu
   std::mutex wait_mu;
@@ -198,15 +204,28 @@ HttpHandler SchedulerEventStream::AsHandler() const {
 std::size_t SchedulerEventStream::client_count() const { return hub_->Snapshot()->size(); }
 
 void SchedulerEventStream::OnRunStarted(const RunInfo& run, std::chrono::nanoseconds /*lag*/) {
-  hub_->Publish("run.started", [&] { return hub_->RunEvent(run, hub_->clock.Now()); });
+  const WallTime started_at = hub_->clock.Now();
+  {
+    std::lock_guard lock(hub_->starts_mu);
+    hub_->starts.insert_or_assign(std::string(run.run_id), started_at);
+  }
+  hub_->Publish("run.started", [&] { return hub_->RunEvent(run, started_at); });
 }
 
 void SchedulerEventStream::OnRunFinished(const RunInfo& run, const RunFinish& finish,
                                          std::chrono::nanoseconds duration) {
+  const WallTime ended_at = hub_->clock.Now();
+  const auto duration_ms = std::chrono::floor<std::chrono::milliseconds>(duration);
+  WallTime started_at = ended_at - duration_ms;
+  {
+    std::lock_guard lock(hub_->starts_mu);
+    if (auto it = hub_->starts.find(run.run_id); it != hub_->starts.end()) {
+      started_at = it->second;
+      hub_->starts.erase(it);
+    }
+  }
   hub_->Publish("run.ended", [&] {
-    const WallTime ended_at = hub_->clock.Now();
-    const auto duration_ms = std::chrono::floor<std::chrono::milliseconds>(duration);
-    nlohmann::ordered_json data = hub_->RunEvent(run, ended_at - duration_ms);
+    nlohmann::ordered_json data = hub_->RunEvent(run, started_at);
     data["endedAt"] = http_internal::RunTimeText(ended_at);
     data["outcome"] = RunOutcomeName(finish.outcome);
     data["durationMs"] = duration_ms.count();

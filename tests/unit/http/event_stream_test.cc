@@ -213,6 +213,43 @@ TEST_F(EventStreamTest, TriggersCancelsAndRegistrationsOfEveryPluginArrive) {
   EXPECT_EQ(events[2].data["taskId"], "c\"d");
 }
 
+TEST_F(EventStreamTest, ARunsEndNamesTheStartItsStartAnnounced) {
+  auto client = Subscribe();
+  RunInfo run;
+  run.plugin_id = "jobs";
+  run.task_id = "sync";
+  run.scope = TaskScope::kLocal;
+  run.run_id = "run-1";
+  run.trigger = RunTrigger::kCatchUp;
+  run.attempt = 2;
+  events_->OnRunStarted(run, std::chrono::nanoseconds(0));
+  clock_.Advance(std::chrono::milliseconds(2500));
+  RunFinish finish;
+  finish.outcome = RunOutcome::kTimedOut;
+  finish.error_json = R"({"name":"Error","message":"timed out after 2s"})";
+  finish.http_status = 504;
+  // The duration is the run's own (monotonic), whatever the wall clock did meanwhile.
+  events_->OnRunFinished(run, finish, std::chrono::milliseconds(2000));
+
+  const std::vector<Event> events = EventsIn(client->ReadUntil(R"("httpStatus":504})"
+                                                               "\n\n"));
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[0].data,
+            nlohmann::json::parse(R"({"pluginId":"jobs","taskId":"sync","runId":"run-1",)"
+                                  R"("host":"web-1","trigger":"catch_up","attempt":2,)"
+                                  R"("scope":"local","startedAt":"2026-01-01T00:00:00.000Z"})"));
+  EXPECT_EQ(events[1].data,
+            nlohmann::json::parse(
+                R"({"pluginId":"jobs","taskId":"sync","runId":"run-1","host":"web-1",)"
+                R"("trigger":"catch_up","attempt":2,"scope":"local",)"
+                R"("startedAt":"2026-01-01T00:00:00.000Z","endedAt":"2026-01-01T00:00:02.500Z",)"
+                R"("outcome":"timed_out","durationMs":2000,)"
+                R"("error":{"name":"Error","message":"timed out after 2s"},"exitCode":null,)"
+                R"("signal":null,"httpStatus":504})"));
+  EXPECT_THAT(client->ReadUntil("\n\n"), HasSubstr(R"("endedAt":"2026-01-01T00:00:02.500Z",)"
+                                                   R"("outcome":"timed_out")"));
+}
+
 TEST_F(EventStreamTest, AKeepaliveCommentIsSentEveryInterval) {
   events_->Start();
   auto client = Subscribe();
