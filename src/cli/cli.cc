@@ -105,6 +105,7 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   AddConfigCommand(app, action);
   AddRunsCommand(app, action);
   AddLogsCommand(app, action);
+  AddCompletionCommand(app, action);
 
   // CLI11 takes the arguments in reverse order, without the program name.
   std::vector<std::string> reversed;

@@ -86,6 +86,10 @@ void AddRunsCommand(CLI::App& app, Action& action);
 // does.
 void AddLogsCommand(CLI::App& app, Action& action);
 
+// Adds the `completion` verb (`stagehand completion bash|zsh|fish`) to `app`, as AddCronCommand
+// does. Its script covers every command and option of `app` at the time the action runs.
+void AddCompletionCommand(CLI::App& app, Action& action);
+
 // Returns the value of the environment variable `name` through context.environment (or the
 // process environment); nullopt when it is unset.
 std::optional<std::string> LookupEnvironment(const Context& context, const std::string& name);

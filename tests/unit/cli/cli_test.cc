@@ -60,7 +60,8 @@ TEST(CliTest, EveryVerbHasHelpWithAnExample) {
                                              {"config"},
                                              {"config", "check"},
                                              {"runs"},
-                                             {"logs"}}) {
+                                             {"logs"},
+                                             {"completion"}}) {
     std::vector<std::string> args = verb;
     args.push_back("--help");
     Outcome outcome = RunCli(args);
@@ -125,6 +126,10 @@ TEST(CliTest, HistoryVerbsCheckTheirArgumentsFirst) {
   Outcome watch_json = RunCli({"tasks", "--watch", "--json"});
   EXPECT_EQ(watch_json.exit_code, kExitUsage);
   EXPECT_THAT(watch_json.err, HasSubstr("--json excludes --watch"));
+
+  Outcome shell = RunCli({"completion", "tcsh"});
+  EXPECT_EQ(shell.exit_code, kExitUsage);
+  EXPECT_THAT(shell.err, HasSubstr("tcsh not in {bash,zsh,fish}"));
 }
 
 TEST(CliTest, NoCommandIsAUsageError) {
