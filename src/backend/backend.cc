@@ -17,10 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/observer_fan_out.h"
 #include "stagehand/backend/database_manager.h"
 #include "stagehand/backend/scheduler_metrics.h"
 #include "stagehand/http/auth.h"
+#include "stagehand/http/event_stream.h"
 #include "stagehand/http/http_server.h"
+#include "stagehand/http/run_history_router.h"
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 
@@ -29,6 +32,7 @@ namespace {
 
 constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
+constexpr std::string_view kEventsPath = "/.stagehand/v1/events";
 constexpr std::string_view kMetricsPath = "/metrics";
 
 bool IsRootPath(const HttpRequest& request) { return request.path == "/" || request.path.empty(); }
@@ -122,6 +126,7 @@ struct PluginEntry {
   std::shared_ptr<TaskStore> store;
   std::unique_ptr<PluginScheduler> scheduler;
   std::unique_ptr<SchedulerRestRouter> rest;
+  std::unique_ptr<RunHistoryRouter> runs;
   HandlerList router;
   HookList lifecycle;
   PluginServices services;
@@ -171,6 +176,7 @@ struct Backend::Impl {
   HookList root_lifecycle;
   std::unique_ptr<DatabaseManager> databases;
   std::shared_ptr<SchedulerObserver> observer;
+  std::shared_ptr<SchedulerEventStream> events;
   // Drive every plugin's scheduler: the thread count does not grow with the plugins.
   std::shared_ptr<SchedulerThreads> scheduler_threads;
   std::unique_ptr<HttpServer> server;  // created by Create, never replaced
@@ -312,6 +318,7 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
   scheduler_options.threads = scheduler_threads;
   entry.scheduler = std::make_unique<PluginScheduler>(std::move(scheduler_options));
   entry.rest = std::make_unique<SchedulerRestRouter>(id, *entry.scheduler, entry.logger);
+  entry.runs = std::make_unique<RunHistoryRouter>(id, *entry.scheduler, entry.logger);
 
   entry.services.plugin_id = id;
   entry.services.config = &options.config;
@@ -350,7 +357,13 @@ Status Backend::Impl::DoStart() {
   }
   SchedulerMetricsOptions metrics_options;
   metrics_options.per_task_series = config.metrics_per_task_series;
-  observer = MakeSchedulerMetricsObserver(metrics, *clock, metrics_options);
+  EventStreamOptions events_options;
+  events_options.clock = clock;
+  events = std::make_shared<SchedulerEventStream>(std::move(events_options));
+  events->Start();
+  observer = std::make_shared<backend_internal::ObserverFanOut>(
+      std::vector<std::shared_ptr<SchedulerObserver>>{
+          MakeSchedulerMetricsObserver(metrics, *clock, metrics_options), events});
 
   logger->Info("Plugin initialization started", {{"plugins", JoinIds(plugins)}});
   for (const auto& entry : plugins) {
@@ -363,6 +376,9 @@ Status Backend::Impl::DoStart() {
     server->Mount("/api/" + plugin->plugin.id,
                   Protect([plugin](const HttpRequest& request) -> std::optional<HttpResponse> {
                     if (std::optional<HttpResponse> response = plugin->rest->Handle(request)) {
+                      return response;
+                    }
+                    if (std::optional<HttpResponse> response = plugin->runs->Handle(request)) {
                       return response;
                     }
                     return plugin->router.Handle(request);
@@ -393,6 +409,8 @@ Status Backend::Impl::DoStart() {
                   response.body = plugin_list;
                   return response;
                 }));
+
+  server->Mount(std::string(kEventsPath), Protect(events->AsHandler()));
 
   if (Status listening = server->Start(); !listening.ok()) {
     return listening;
@@ -434,6 +452,9 @@ void Backend::Impl::Teardown() {
     }
   }
 
+  if (events) {
+    events->Stop();
+  }
   logger->Info("Closing the HTTP server");
   server->Stop();
   logger->Info("Backend stopped");

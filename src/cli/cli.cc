@@ -103,6 +103,9 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   AddTriggerCommand(app, action);
   AddCancelCommand(app, action);
   AddConfigCommand(app, action);
+  AddRunsCommand(app, action);
+  AddLogsCommand(app, action);
+  AddCompletionCommand(app, action);
 
   // CLI11 takes the arguments in reverse order, without the program name.
   std::vector<std::string> reversed;
@@ -136,8 +139,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   Context context{std::cout, std::cerr, SystemClock::Instance()};
-  context.colour = isatty(STDOUT_FILENO) == 1 &&
-                   std::getenv("NO_COLOR") == nullptr;  // NOLINT(concurrency-mt-unsafe)
+  context.terminal = isatty(STDOUT_FILENO) == 1;
+  context.colour =
+      context.terminal && std::getenv("NO_COLOR") == nullptr;  // NOLINT(concurrency-mt-unsafe)
   return RunWithContext(args, context);
 }
 

@@ -197,6 +197,25 @@ void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options) {
   AddClientOptions(command, options.client);
 }
 
+std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::string_view verb,
+                                            const std::string& plugin_id,
+                                            const std::string& task_id) {
+  const std::string path = "/api/" + EncodePathSegment(plugin_id) +
+                           "/.backstage/scheduler/v1/tasks/" + EncodePathSegment(task_id) + "/" +
+                           std::string(verb);
+  Result<RestReply> reply = client.Post(path);
+  if (!reply.ok()) {
+    return DescribeUnreachable(reply.status());
+  }
+  if (reply->status < 200 || reply->status > 299) {
+    return DescribeHttpFailure(*reply,
+                               "cannot " + std::string(verb) + " " + plugin_id + "/" + task_id,
+                               "no plugin '" + plugin_id + "' at " + client.url().ToString(),
+                               client.url(), client.has_token());
+  }
+  return std::nullopt;
+}
+
 int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
                   const Context& context) {
   if (Status valid = ValidatePluginId(options.plugin_id); !valid.ok()) {
@@ -209,21 +228,11 @@ int RunTaskAction(std::string_view verb, std::string_view done, const TaskAction
   if (!made.client) {
     return Report(context, made.failure);
   }
-  const std::string name = options.plugin_id + "/" + options.task_id;
-  const std::string path = "/api/" + EncodePathSegment(options.plugin_id) +
-                           "/.backstage/scheduler/v1/tasks/" + EncodePathSegment(options.task_id) +
-                           "/" + std::string(verb);
-  Result<RestReply> reply = made.client->Post(path);
-  if (!reply.ok()) {
-    return Report(context, DescribeUnreachable(reply.status()));
+  if (std::optional<ClientFailure> failure =
+          PostTaskAction(*made.client, verb, options.plugin_id, options.task_id)) {
+    return Report(context, *failure);
   }
-  if (reply->status < 200 || reply->status > 299) {
-    return Report(context, DescribeHttpFailure(*reply, "cannot " + std::string(verb) + " " + name,
-                                               "no plugin '" + options.plugin_id + "' at " +
-                                                   made.client->url().ToString(),
-                                               made.client->url(), made.client->has_token()));
-  }
-  context.out << done << ' ' << name << '\n';
+  context.out << done << ' ' << options.plugin_id << '/' << options.task_id << '\n';
   context.out.flush();
   return kExitOk;
 }

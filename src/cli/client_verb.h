@@ -1,6 +1,6 @@
-// What the client verbs (tasks, trigger, cancel) share: the --url, --token and --config flags,
-// building the REST client from them, and turning an answer that is not a success into one line
-// and a distinct exit code (see the kExit* codes in stagehand/cli/cli.h).
+// What the client verbs (tasks, trigger, cancel, runs, logs) share: the --url, --token and --config
+// flags, building the REST client from them, and turning an answer that is not a success into one
+// line and a distinct exit code (see the kExit* codes in stagehand/cli/cli.h).
 #pragma once
 
 #include <optional>
@@ -76,7 +76,13 @@ struct TaskActionOptions {
 void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options);
 
 // Sends POST /api/<plugin>/.backstage/scheduler/v1/tasks/<task>/<verb> (verb "trigger" or
-// "cancel", both ids percent-encoded) and prints "<done> <plugin>/<task>" on success (done is
+// "cancel", both ids percent-encoded). Returns nullopt on a 2xx answer, else the failure ("cannot
+// trigger jobs/report: ...").
+std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::string_view verb,
+                                            const std::string& plugin_id,
+                                            const std::string& task_id);
+
+// Validates the ids, sends PostTaskAction and prints "<done> <plugin>/<task>" on success (done is
 // "Triggered" or "Cancelled"). Returns kExitOk or the failure's exit code, with one line on
 // context.err.
 int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,

@@ -6,6 +6,7 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,18 +25,24 @@ namespace stagehand::cli {
 // clock and the process time zone; tests substitute a manual clock and a fixed zone. The
 // referenced objects must outlive the call. Not thread-safe; one per command line.
 struct Context {
-  Context(std::ostream& out_stream, std::ostream& err_stream, const Clock& wall_clock,
+  Context(std::ostream& out_stream, std::ostream& err_stream, Clock& wall_clock,
           const TimeZone* zone = nullptr)
       : out(out_stream), err(err_stream), clock(wall_clock), default_zone(zone) {}
 
   std::ostream& out;
   std::ostream& err;
-  const Clock& clock;
+  // Reads the time and paces the polling of --follow, --wait and --watch.
+  Clock& clock;
   // The zone used when a verb is given no --tz; nullptr means TimeZone::ProcessDefault().
   const TimeZone* default_zone = nullptr;
   // Whether `out` may carry ANSI colours. Main sets it when stdout is a terminal and NO_COLOR is
   // unset; Run and tests leave it off.
   bool colour = false;
+  // Whether `out` is a terminal, which `tasks --watch` clears before each redraw. Set by Main.
+  bool terminal = false;
+  // Ends the waits of --follow, --wait and --watch when requested (Ctrl-C ends the process
+  // instead); for tests.
+  std::stop_token stop;
   // Looks up environment variables such as STAGEHAND_TOKEN; null means the process environment.
   std::function<std::optional<std::string>(const std::string&)> environment;
 };
@@ -71,6 +78,17 @@ void AddCancelCommand(CLI::App& app, Action& action);
 // Adds the `config` verb (`stagehand config check --config FILE...`) to `app`, as AddCronCommand
 // does.
 void AddConfigCommand(CLI::App& app, Action& action);
+
+// Adds the `runs` verb (`stagehand runs PLUGIN TASK`) to `app`, as AddCronCommand does.
+void AddRunsCommand(CLI::App& app, Action& action);
+
+// Adds the `logs` verb (`stagehand logs PLUGIN TASK [RUN] [--follow]`) to `app`, as AddCronCommand
+// does.
+void AddLogsCommand(CLI::App& app, Action& action);
+
+// Adds the `completion` verb (`stagehand completion bash|zsh|fish`) to `app`, as AddCronCommand
+// does. Its script covers every command and option of `app` at the time the action runs.
+void AddCompletionCommand(CLI::App& app, Action& action);
 
 // Returns the value of the environment variable `name` through context.environment (or the
 // process environment); nullopt when it is unset.

@@ -7,72 +7,16 @@
 #include <utility>
 
 #include "cli/client_verb.h"
+#include "cli/json_fields.h"
+#include "cli/run_view.h"
+#include "cli/text_table.h"
 #include "stagehand/base/text.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand::cli {
 namespace {
 
-constexpr std::string_view kBold = "\033[1m";
-constexpr std::string_view kGreen = "\033[32m";
-constexpr std::string_view kYellow = "\033[33m";
-constexpr std::string_view kRed = "\033[31m";
-constexpr std::string_view kReset = "\033[0m";
-
 constexpr std::size_t kErrorChars = 60;
-
-// Returns the string at `key` of `object`, or "" when absent or not a string.
-std::string StringAt(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) {
-    return "";
-  }
-  auto found = object.find(key);
-  return found != object.end() && found->is_string() ? found->get<std::string>() : "";
-}
-
-std::optional<WallTime> TimeAt(const nlohmann::json& object, const char* key) {
-  std::string text = StringAt(object, key);
-  if (text.empty()) {
-    return std::nullopt;
-  }
-  Result<WallTime> parsed = ParseIsoInstant(text);
-  return parsed.ok() ? std::optional<WallTime>(*parsed) : std::nullopt;
-}
-
-// Returns the number of code points in the UTF-8 `text`: its width in the table.
-std::size_t DisplayWidth(std::string_view text) {
-  std::size_t width = 0;
-  for (char c : text) {
-    if ((static_cast<unsigned char>(c) & 0xC0U) != 0x80U) {
-      ++width;
-    }
-  }
-  return width;
-}
-
-// Returns the first `max_chars` code points of `text`, with "…" in place of the last one when
-// `text` is longer.
-std::string Truncate(std::string_view text, std::size_t max_chars) {
-  if (DisplayWidth(text) <= max_chars) {
-    return std::string(text);
-  }
-  std::string cut;
-  std::size_t chars = 0;
-  for (char c : text) {
-    bool starts_char = (static_cast<unsigned char>(c) & 0xC0U) != 0x80U;
-    if (starts_char && ++chars == max_chars) {
-      break;
-    }
-    cut += c;
-  }
-  return cut + "…";
-}
-
-// Returns a table cell and the colour it is shown in (empty for none).
-struct Cell {
-  std::string text;
-  std::string_view colour;
-};
 
 }  // namespace
 
@@ -235,12 +179,11 @@ std::string ShortError(std::string_view last_run_error, std::size_t max_chars) {
 
 std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, const TimeZone& zone,
                             bool colour) {
-  constexpr std::size_t kColumns = 8;
-  std::vector<std::array<Cell, kColumns>> table;
+  std::vector<std::vector<Cell>> table;
   table.reserve(rows.size() + 1);
-  table.push_back({Cell{"PLUGIN", kBold}, Cell{"TASK", kBold}, Cell{"SCOPE", kBold},
-                   Cell{"CADENCE", kBold}, Cell{"STATE", kBold}, Cell{"NEXT RUN", kBold},
-                   Cell{"LAST RUN ENDED", kBold}, Cell{"LAST ERROR", kBold}});
+  table.push_back({Cell{"PLUGIN", {}}, Cell{"TASK", {}}, Cell{"SCOPE", {}}, Cell{"CADENCE", {}},
+                   Cell{"STATE", {}}, Cell{"NEXT RUN", {}}, Cell{"LAST RUN ENDED", {}},
+                   Cell{"OUTCOME", {}}, Cell{"DURATION", {}}, Cell{"LAST ERROR", {}}});
   for (const TaskRow& row : rows) {
     std::string state = DisplayState(row);
     std::string next = "-";
@@ -265,33 +208,13 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
         Cell{state, state_colour},
         Cell{next, {}},
         Cell{row.last_run_ended_at ? FormatWhen(*row.last_run_ended_at, now, zone) : "-", {}},
+        Cell{row.last_outcome.value_or("-"), OutcomeColour(row.last_outcome.value_or(""))},
+        Cell{row.last_duration ? FormatShortDuration(*row.last_duration) : "-", {}},
         Cell{row.last_run_error ? ShortError(*row.last_run_error, kErrorChars) : "-",
              row.last_run_error ? kRed : std::string_view{}},
     });
   }
-  std::array<std::size_t, kColumns> widths{};
-  for (const auto& line : table) {
-    for (std::size_t i = 0; i < kColumns; ++i) {
-      widths[i] = std::max(widths[i], DisplayWidth(line[i].text));
-    }
-  }
-  std::string out;
-  for (const auto& line : table) {
-    std::string text;
-    for (std::size_t i = 0; i < kColumns; ++i) {
-      const Cell& cell = line[i];
-      if (colour && !cell.colour.empty()) {
-        text += std::string(cell.colour) + cell.text + std::string(kReset);
-      } else {
-        text += cell.text;
-      }
-      if (i + 1 < kColumns) {
-        text += std::string(widths[i] - DisplayWidth(cell.text) + 2, ' ');
-      }
-    }
-    out += text + '\n';
-  }
-  return out;
+  return RenderTable(table, colour);
 }
 
 }  // namespace stagehand::cli

@@ -29,6 +29,10 @@ struct TaskRow {
   std::optional<WallTime> started_at;         // taskState.startedAt: the current run's start
   std::optional<WallTime> last_run_ended_at;  // taskState.lastRunEndedAt
   std::optional<std::string> last_run_error;  // taskState.lastRunError: a JSON text
+  // The newest ended run in the run history: its outcome ("failed") and how long it took; absent
+  // when the history has none or was not read.
+  std::optional<std::string> last_outcome;
+  std::optional<std::chrono::milliseconds> last_duration;
 };
 
 // Parses a listing body `{"tasks":[...]}` of plugin `plugin_id`. Unknown keys are ignored and a
@@ -63,8 +67,9 @@ std::string DisplayState(const TaskRow& row);
 std::string ShortError(std::string_view last_run_error, std::size_t max_chars);
 
 // Returns the aligned table, with a header row: PLUGIN, TASK, SCOPE, CADENCE, STATE, NEXT RUN
-// (or when the running run started), LAST RUN ENDED, LAST ERROR; "-" for what is unknown. With
-// `colour`, the header is bold, running states green, initial-wait yellow and errors red (ANSI
+// (or when the running run started), LAST RUN ENDED, OUTCOME and DURATION (of the newest ended
+// run in the history), LAST ERROR; "-" for what is unknown. With `colour`, the header is bold,
+// running states green, initial-wait yellow, outcomes as OutcomeColour says and errors red (ANSI
 // escapes; alignment ignores them). Every line ends with '\n'.
 std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, const TimeZone& zone,
                             bool colour);

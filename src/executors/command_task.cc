@@ -50,6 +50,8 @@ constexpr std::size_t kTailLines = 10;
 constexpr std::size_t kTailBytes = 1024;
 // A longer stretch without a newline is logged as one line, so that memory stays bounded.
 constexpr std::size_t kMaxLineBytes = 4096;
+// The most bytes of the last output line the run's end record quotes.
+constexpr std::size_t kLastLineBytes = 200;
 constexpr std::size_t kReadChunk = std::size_t{16} * 1024;
 // How often the grace deadline is compared with the clock while the tree is terminating, so a
 // ManualClock drives it as well as the real one.
@@ -57,6 +59,18 @@ constexpr int kGraceSliceMs = 20;
 // After the whole tree is gone, how long the pipes may stay silent before the rest of the output
 // is given up (a process outside the tree may have been handed them over a socket).
 constexpr int kDrainIdleMs = 100;
+
+// Returns the first `max_bytes` bytes of `text`, without cutting a UTF-8 sequence.
+std::string Utf8Prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return std::string(text);
+  }
+  std::size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0U) == 0x80U) {
+    --end;
+  }
+  return std::string(text.substr(0, end));
+}
 
 std::string ErrnoText(int err) {
   std::array<char, 256> buffer{};
@@ -100,13 +114,19 @@ struct Stream {
   std::string partial;
 };
 
-// Turns the bytes of both streams into log records, within the output cap, and keeps the tail of
-// stderr for the failure message. Not thread-safe.
+// Takes the bytes of both streams as they come: into the run's report when it has one, else into
+// log records within the output cap. Keeps the tail of stderr for the failure message and the
+// last line for the run's end record. Not thread-safe.
 class OutputSink {
  public:
-  OutputSink(const CommandSpec& spec, Logger& logger) : spec_(spec), logger_(logger) {}
+  OutputSink(const CommandSpec& spec, Logger& logger, RunReport* report)
+      : spec_(spec), logger_(logger), report_(report) {}
 
   void Append(Stream& stream, std::string_view bytes) {
+    output_bytes_ += bytes.size();
+    if (report_ != nullptr) {
+      report_->AppendOutput(bytes);
+    }
     while (!bytes.empty()) {
       std::size_t newline = bytes.find('\n');
       if (newline == std::string_view::npos) {
@@ -142,6 +162,9 @@ class OutputSink {
     return out;
   }
 
+  std::uint64_t output_bytes() const { return output_bytes_; }
+  const std::string& last_line() const { return last_line_; }
+
  private:
   LogFields Fields(std::string_view stream) const {
     LogFields fields;
@@ -159,7 +182,10 @@ class OutputSink {
     if (stream.level == LogLevel::kWarn) {
       RememberStderr(line);
     }
-    if (truncated_) {
+    if (!line.empty()) {
+      last_line_ = Utf8Prefix(line, kLastLineBytes);
+    }
+    if (report_ != nullptr || truncated_) {
       return;
     }
     if (logged_bytes_ + line.size() + 1 > spec_.output_cap_bytes) {
@@ -187,6 +213,9 @@ class OutputSink {
 
   const CommandSpec& spec_;
   Logger& logger_;
+  RunReport* const report_;
+  std::uint64_t output_bytes_ = 0;
+  std::string last_line_;
   std::size_t logged_bytes_ = 0;
   bool truncated_ = false;
   std::deque<std::string> tail_;
@@ -520,6 +549,27 @@ std::optional<std::string> ReapShim(pid_t shim) {
   return std::nullopt;
 }
 
+// Tells the run's report how the command ended and logs the run's one end record, with the
+// output's size and last line.
+void RecordExit(const CommandSpec& spec, const ShimReport& exit, const OutputSink& sink,
+                RunReport* report, Logger& logger) {
+  const bool exited = exit.code == CLD_EXITED;
+  if (report != nullptr) {
+    if (exited) {
+      report->SetExitCode(exit.status);
+    } else {
+      report->SetSignal(exit.status);
+    }
+  }
+  LogFields fields = RunFields(spec);
+  fields.emplace_back(exited ? "exit_code" : "signal", std::to_string(exit.status));
+  fields.emplace_back("output_bytes", std::to_string(sink.output_bytes()));
+  if (!sink.last_line().empty()) {
+    fields.emplace_back("last_line", sink.last_line());
+  }
+  logger.Info(fmt::format("command {}", DescribeExit(exit)), fields);
+}
+
 // Maps what the shim reported to the run's Status.
 Status Outcome(const CommandSpec& spec, const Reports& reports, const Orders& orders,
                const std::optional<std::string>& shim_end, const OutputSink& sink, Logger& logger) {
@@ -657,7 +707,7 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
   std::stop_callback on_stop(control.stop, wake_up);
   std::stop_callback on_kill(control.kill, wake_up);
 
-  OutputSink sink(spec, logger);
+  OutputSink sink(spec, logger, control.report.get());
   Orders orders;
   Reports reports;
   bool shim_running = true;
@@ -689,6 +739,9 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
   }
   std::optional<std::string> shim_end = ReapShim(*shim);
   DrainAfterExit(streams, sink, wake_fd);
+  if (reports.exit) {
+    RecordExit(spec, *reports.exit, sink, control.report.get(), logger);
+  }
   return Outcome(spec, reports, orders, shim_end, sink, logger);
 }
 

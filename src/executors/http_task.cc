@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "stagehand/base/url.h"
+#include "stagehand/model/task_run.h"
 
 namespace stagehand {
 namespace {
@@ -310,7 +311,17 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   auto request_abort = [&abort] { abort.request_stop(); };
   std::stop_callback on_stop(control.stop, request_abort);
   std::stop_callback on_kill(control.kill, request_abort);
-  return RunHttpTask(spec, logger, clock, abort.get_token());
+  if (control.report == nullptr) {
+    return RunHttpTask(spec, logger, clock, abort.get_token());
+  }
+  HttpTaskResponse response;
+  Status status = RunHttpTask(spec, logger, clock, abort.get_token(), &response);
+  if (response.status != 0) {
+    control.report->SetHttpStatus(response.status);
+    control.report->AppendOutput(
+        std::string_view(response.body).substr(0, kDefaultRunOutputTailBytes));
+  }
+  return status;
 }
 
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,

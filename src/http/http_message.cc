@@ -33,6 +33,17 @@ int EscapedByte(std::string_view text, std::size_t pos) {
   return high * 16 + low;
 }
 
+// Decodes one name or value of a query string. Errors: as DecodeUriComponent.
+Result<std::string> DecodeQueryPart(std::string_view text) {
+  std::string spaced(text);
+  for (char& c : spaced) {
+    if (c == '+') {
+      c = ' ';
+    }
+  }
+  return DecodeUriComponent(spaced);
+}
+
 }  // namespace
 
 std::optional<std::string_view> FindHeader(const HttpHeaders& headers, std::string_view name) {
@@ -97,6 +108,32 @@ Result<std::string> DecodeUriComponent(std::string_view text) {
     out += bytes;
   }
   return out;
+}
+
+Result<std::vector<std::string>> QueryParameterValues(std::string_view query,
+                                                      std::string_view name) {
+  std::vector<std::string> values;
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query.remove_prefix(amp == std::string_view::npos ? query.size() : amp + 1);
+    const std::size_t equals = pair.find('=');
+    const std::string_view raw_name = pair.substr(0, equals);
+    Result<std::string> decoded_name = DecodeQueryPart(raw_name);
+    if (decoded_name.ok() ? *decoded_name != name : raw_name != name) {
+      continue;
+    }
+    if (equals == std::string_view::npos) {
+      values.emplace_back();
+      continue;
+    }
+    Result<std::string> value = DecodeQueryPart(pair.substr(equals + 1));
+    if (!value.ok()) {
+      return InvalidArgumentError("Failed to decode query parameter '" + std::string(name) + "'");
+    }
+    values.push_back(*std::move(value));
+  }
+  return values;
 }
 
 }  // namespace stagehand

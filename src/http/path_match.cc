@@ -1,5 +1,10 @@
 #include "http/path_match.h"
 
+#include <fmt/format.h>
+
+#include "stagehand/base/json_string.h"
+#include "stagehand/http/http_message.h"
+
 namespace stagehand::http_internal {
 namespace {
 
@@ -64,6 +69,43 @@ std::optional<std::string_view> StripMount(std::string_view path, std::string_vi
     return std::nullopt;
   }
   return rest;
+}
+
+bool StartsWithSegments(const std::vector<std::string_view>& segments,
+                        std::span<const std::string_view> literals) {
+  if (segments.size() < literals.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < literals.size(); ++i) {
+    if (!EqualsIgnoreCase(segments[i], literals[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status CheckStorableText(std::string_view text, std::string_view subject) {
+  if (text.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError(fmt::format("{} must not contain a NUL character", subject));
+  }
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = Utf8SequenceLength(text, i);
+    if (length == 0) {
+      return InvalidArgumentError(fmt::format("{} must be valid UTF-8", subject));
+    }
+    i += length;
+  }
+  return Status::Ok();
+}
+
+Result<std::string> DecodeIdParam(std::string_view raw, std::string_view what) {
+  Result<std::string> id = DecodeUriComponent(raw);
+  if (!id.ok()) {
+    return InvalidArgumentError(fmt::format("Failed to decode param '{}'", raw));
+  }
+  STAGEHAND_RETURN_IF_ERROR(
+      CheckStorableText(*id, fmt::format("Invalid param '{}': a {}", raw, what)));
+  return id;
 }
 
 }  // namespace stagehand::http_internal

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
@@ -18,77 +17,6 @@ constexpr std::string_view kTasksPrefix[] = {".backstage", "scheduler", "v1", "t
 
 std::string JsonString(std::string_view text) {
   return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-bool StartsWithTasksPrefix(const std::vector<std::string_view>& segments) {
-  if (segments.size() < std::size(kTasksPrefix)) {
-    return false;
-  }
-  for (std::size_t i = 0; i < std::size(kTasksPrefix); ++i) {
-    if (!http_internal::EqualsIgnoreCase(segments[i], kTasksPrefix[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Returns whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points
-// above U+10FFFF).
-bool IsValidUtf8(std::string_view text) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[pos]);
-    int length = 0;
-    std::uint32_t code_point = 0;
-    if (lead < 0x80) {
-      ++pos;
-      continue;
-    }
-    if ((lead & 0xE0) == 0xC0) {
-      length = 2;
-      code_point = lead & 0x1Fu;
-    } else if ((lead & 0xF0) == 0xE0) {
-      length = 3;
-      code_point = lead & 0x0Fu;
-    } else if ((lead & 0xF8) == 0xF0) {
-      length = 4;
-      code_point = lead & 0x07u;
-    } else {
-      return false;
-    }
-    if (pos + static_cast<std::size_t>(length) > text.size()) {
-      return false;
-    }
-    for (int i = 1; i < length; ++i) {
-      const auto next = static_cast<unsigned char>(text[pos + static_cast<std::size_t>(i)]);
-      if ((next & 0xC0) != 0x80) {
-        return false;
-      }
-      code_point = (code_point << 6) | (next & 0x3Fu);
-    }
-    constexpr std::uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code_point < kMinimum[length] || code_point > 0x10FFFF ||
-        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
-      return false;
-    }
-    pos += static_cast<std::size_t>(length);
-  }
-  return true;
-}
-
-// Returns OK when a decoded task id can be stored: PostgreSQL text holds neither NUL (libpq would
-// cut the id there, so "report%00x" would name "report") nor invalid UTF-8. Errors:
-// kInvalidArgument naming the raw param and the problem.
-Status ValidateTaskIdParam(std::string_view raw_id, std::string_view id) {
-  if (id.find('\0') != std::string_view::npos) {
-    return InvalidArgumentError(
-        fmt::format("Invalid param '{}': a task id must not contain a NUL character", raw_id));
-  }
-  if (!IsValidUtf8(id)) {
-    return InvalidArgumentError(
-        fmt::format("Invalid param '{}': a task id must be valid UTF-8", raw_id));
-  }
-  return Status::Ok();
 }
 
 HttpResponse EmptyOk() {
@@ -108,7 +36,7 @@ SchedulerRestRouter::SchedulerRestRouter(std::string plugin_id, SchedulerService
 std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& request) const {
   const std::optional<std::vector<std::string_view>> segments =
       http_internal::SplitRoutePath(request.path);
-  if (!segments || !StartsWithTasksPrefix(*segments)) {
+  if (!segments || !http_internal::StartsWithSegments(*segments, kTasksPrefix)) {
     return std::nullopt;
   }
   const std::size_t prefix_size = std::size(kTasksPrefix);
@@ -127,13 +55,9 @@ std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& reque
   if (raw_id.empty() || (!trigger && !http_internal::EqualsIgnoreCase(action, "cancel"))) {
     return std::nullopt;
   }
-  Result<std::string> id = DecodeUriComponent(raw_id);
+  Result<std::string> id = http_internal::DecodeIdParam(raw_id, "task id");
   if (!id.ok()) {
-    return ErrorResponse(InvalidArgumentError(fmt::format("Failed to decode param '{}'", raw_id)),
-                         request, *logger_);
-  }
-  if (Status valid = ValidateTaskIdParam(raw_id, *id); !valid.ok()) {
-    return ErrorResponse(valid, request, *logger_);
+    return ErrorResponse(id.status(), request, *logger_);
   }
   const Status status = trigger ? scheduler_->TriggerTask(*id) : scheduler_->CancelTask(*id);
   if (!status.ok()) {

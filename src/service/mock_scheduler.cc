@@ -3,6 +3,8 @@
 #include <exception>
 #include <thread>
 
+#include "stagehand/base/uuid.h"
+
 namespace stagehand::testing {
 
 struct MockScheduler::Entry {
@@ -12,9 +14,15 @@ struct MockScheduler::Entry {
   bool running = false;
   std::shared_ptr<std::promise<Status>> waiter;
   std::shared_future<Status> waiter_future;
+  // The current run, while running.
+  std::string run_id;
+  std::shared_ptr<RunReport> report;
+  bool cancelled = false;  // CancelTask signalled the current run
 };
 
-MockScheduler::MockScheduler(MockSchedulerOptions options) : options_(options) {}
+MockScheduler::MockScheduler(MockSchedulerOptions options)
+    : options_(options),
+      clock_(options.clock != nullptr ? *options.clock : SystemClock::Instance()) {}
 
 MockScheduler::~MockScheduler() = default;
 
@@ -34,9 +42,13 @@ Status MockScheduler::ScheduleTask(TaskDefinition task) {
   return Status::Ok();
 }
 
-Status MockScheduler::TriggerTask(std::string_view id) {
+Status MockScheduler::TriggerTask(std::string_view id) { return Run(id, RunTrigger::kManual); }
+
+Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
   std::shared_ptr<Entry> entry;
   std::stop_token token;
+  std::shared_ptr<RunReport> report;
+  std::string run_id;
   {
     std::lock_guard lock(mu_);
     auto it = tasks_.find(id);
@@ -45,21 +57,58 @@ Status MockScheduler::TriggerTask(std::string_view id) {
     if (entry->running) return Status::Ok();
     entry->running = true;
     token = entry->stop.get_token();
+    run_id = NewUuidV4();
+    report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+    entry->run_id = run_id;
+    entry->report = report;
+    entry->cancelled = false;
+    TaskRun& run = runs_.emplace_back();
+    run.run_id = run_id;
+    run.task_id = std::string(id);
+    run.origin.trigger = trigger;
+    run.started_at = clock_.Now();
+    run.finish.outcome = RunOutcome::kRunning;
   }
   Status outcome;
+  std::string error_name = "Error";
   try {
-    outcome = entry->task.fn(token);
+    outcome = entry->task.fn(RunControl{token, {}, report});
   } catch (const std::exception& error) {
     outcome = InternalError(error.what());
   } catch (...) {
     outcome = InternalError("<no reason given>");
+    error_name = "Unknown";
   }
+  const WallTime ended_at = clock_.Now();
+  RunReport::Snapshot reported = report->Read();
   std::shared_ptr<std::promise<Status>> waiter;
   {
     std::lock_guard lock(mu_);
     entry->running = false;
     waiter = std::move(entry->waiter);
     entry->waiter.reset();
+    entry->report.reset();
+    if (std::optional<std::size_t> index = FindRunLocked(run_id)) {
+      TaskRun& run = runs_[*index];
+      run.ended_at = ended_at;
+      RunFinish& finish = run.finish;
+      finish.outcome = RunOutcome::kSucceeded;
+      if (!outcome.ok()) {
+        // Named as the engine names a run that was stopped, then failed.
+        std::string why;
+        if (entry->cancelled) {
+          why = "cancelled: ";
+        } else if (shut_down_ && token.stop_requested()) {
+          why = "interrupted by shutdown: ";
+        }
+        finish.outcome = why.empty() ? RunOutcome::kFailed : RunOutcome::kCancelled;
+        finish.error_json = ErrorJson(why + outcome.message(), error_name);
+      }
+      finish.exit_code = reported.exit_code;
+      finish.signal = reported.signal;
+      finish.http_status = reported.http_status;
+      finish.output_tail = std::move(reported.output_tail);
+    }
   }
   if (waiter) waiter->set_value(outcome);
   return Status::Ok();
@@ -72,6 +121,7 @@ Status MockScheduler::CancelTask(std::string_view id) {
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
     if (!it->second->running) return ConflictError("Task " + std::string(id) + " is not running");
+    it->second->cancelled = true;
     to_signal = std::exchange(it->second->stop, std::stop_source());
   }
   to_signal.request_stop();
@@ -135,7 +185,7 @@ void MockScheduler::RunStartup() {
   std::vector<std::jthread> runs;
   runs.reserve(ids.size());
   for (const std::string& id : ids) {
-    runs.emplace_back([this, id] { (void)TriggerTask(id); });
+    runs.emplace_back([this, id] { (void)Run(id, RunTrigger::kSchedule); });
   }
 }
 
@@ -143,9 +193,78 @@ void MockScheduler::Shutdown() {
   std::vector<std::stop_source> to_signal;
   {
     std::lock_guard lock(mu_);
+    shut_down_ = true;
     for (auto& [id, entry] : tasks_) to_signal.push_back(entry->stop);
   }
   for (std::stop_source& source : to_signal) source.request_stop();
+}
+
+std::optional<std::size_t> MockScheduler::FindRunLocked(std::string_view run_id) const {
+  for (std::size_t i = runs_.size(); i-- > 0;) {
+    if (runs_[i].run_id == run_id) return i;
+  }
+  return std::nullopt;
+}
+
+Result<RunPage> MockScheduler::GetTaskRuns(std::string_view task_id, int limit,
+                                           const std::optional<std::string>& before) const {
+  if (limit < 1 || limit > kMaxRunPageSize) {
+    return InvalidArgumentError("limit must be between 1 and " + std::to_string(kMaxRunPageSize) +
+                                ", got " + std::to_string(limit));
+  }
+  std::lock_guard lock(mu_);
+  std::size_t end = runs_.size();  // runs_[end - 1] is the newest candidate
+  if (before) {
+    std::optional<std::size_t> anchor = FindRunLocked(*before);
+    if (!anchor) {
+      return InvalidArgumentError("before: '" + *before +
+                                  "' is neither a page cursor nor a run id");
+    }
+    end = *anchor;
+  }
+  RunPage page;
+  bool any = false;
+  for (const TaskRun& run : runs_) any = any || run.task_id == task_id;
+  for (std::size_t i = end; i-- > 0;) {
+    if (runs_[i].task_id != task_id) continue;
+    if (page.runs.size() == static_cast<std::size_t>(limit)) {
+      page.next_cursor = page.runs.back().run_id;
+      break;
+    }
+    TaskRun& run = page.runs.emplace_back(runs_[i]);
+    run.finish.output_tail.clear();
+  }
+  if (!any && tasks_.find(task_id) == tasks_.end()) {
+    return NotFoundError("Task " + std::string(task_id) + " not found");
+  }
+  return page;
+}
+
+Result<RunDetail> MockScheduler::GetRun(std::string_view run_id) const {
+  std::shared_ptr<RunReport> report;
+  RunDetail detail;
+  {
+    std::lock_guard lock(mu_);
+    std::optional<std::size_t> index = FindRunLocked(run_id);
+    if (!index) return NotFoundError("Run " + std::string(run_id) + " does not exist");
+    detail.run = runs_[*index];
+    if (auto it = tasks_.find(detail.run.task_id);
+        it != tasks_.end() && it->second->running && it->second->run_id == run_id) {
+      report = it->second->report;
+    }
+  }
+  if (report == nullptr || detail.run.finish.outcome != RunOutcome::kRunning) {
+    detail.output_bytes = detail.run.finish.output_tail.size();
+    return detail;
+  }
+  RunReport::Snapshot live = report->Read();
+  detail.live = true;
+  detail.output_bytes = live.output_bytes;
+  detail.run.finish.exit_code = live.exit_code;
+  detail.run.finish.signal = live.signal;
+  detail.run.finish.http_status = live.http_status;
+  detail.run.finish.output_tail = std::move(live.output_tail);
+  return detail;
 }
 
 }  // namespace stagehand::testing

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/task_engine.h"
+#include "stagehand/base/host_name.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/time/cron.h"
 
@@ -43,7 +44,14 @@ struct PluginScheduler::Impl {
         engine(engine_internal::EngineContext{
             options.plugin_id, options.store.get(), clock,
             options.logger ? options.logger : NullLogger(), options.observer, options.engine,
-            options.default_zone, options.threads ? options.threads->runtime_ : nullptr}) {}
+            options.default_zone, options.threads ? options.threads->runtime_ : nullptr,
+            LocalHostName()}) {}
+
+  // Returns the store's run history. Errors: kFailedPrecondition naming the plugin when there is
+  // none.
+  Result<RunHistory*> History() const;
+  // Returns whether `task_id` is registered here or has a row in the task table.
+  Result<bool> TaskExists(const std::string& task_id) const;
 
   PluginSchedulerOptions options;
   Clock* clock;
@@ -137,20 +145,36 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   }
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));
 
-  std::lock_guard lock(impl_->mu);
-  impl_->descriptors.reserve(impl_->descriptors.size() + descriptors.size());
-  for (TaskDescriptor& descriptor : descriptors) {
-    impl_->descriptors.push_back(std::move(descriptor));
+  std::vector<std::string> ids;
+  ids.reserve(descriptors.size());
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->descriptors.reserve(impl_->descriptors.size() + descriptors.size());
+    for (TaskDescriptor& descriptor : descriptors) {
+      ids.push_back(descriptor.id);
+      impl_->descriptors.push_back(std::move(descriptor));
+    }
+  }
+  if (impl_->options.observer) {
+    for (const std::string& id : ids) {
+      impl_->options.observer->OnTaskRegistered(impl_->options.plugin_id, id);
+    }
   }
   return Status::Ok();
 }
 
 Status PluginScheduler::TriggerTask(std::string_view id) {
-  return impl_->engine.Trigger(std::string(id));
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Trigger(std::string(id)));
+  if (impl_->options.observer)
+    impl_->options.observer->OnTaskTriggered(impl_->options.plugin_id, id);
+  return Status::Ok();
 }
 
 Status PluginScheduler::CancelTask(std::string_view id) {
-  return impl_->engine.Cancel(std::string(id));
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Cancel(std::string(id)));
+  if (impl_->options.observer)
+    impl_->options.observer->OnTaskCancelled(impl_->options.plugin_id, id);
+  return Status::Ok();
 }
 
 std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {
@@ -183,6 +207,70 @@ Result<std::vector<TaskListing>> PluginScheduler::ListTasks() const {
     listing.push_back(std::move(item));
   }
   return listing;
+}
+
+Result<RunHistory*> PluginScheduler::Impl::History() const {
+  if (options.store == nullptr) {
+    return FailedPreconditionError("Plugin " + options.plugin_id +
+                                   " keeps no run history: it has no database");
+  }
+  RunHistory* history = options.store->history();
+  if (history == nullptr) {
+    return FailedPreconditionError("Plugin " + options.plugin_id +
+                                   " keeps no run history: its database has no history tables "
+                                   "(run the migrations)");
+  }
+  return history;
+}
+
+Result<bool> PluginScheduler::Impl::TaskExists(const std::string& task_id) const {
+  {
+    std::lock_guard lock(mu);
+    for (const TaskDescriptor& descriptor : descriptors) {
+      if (descriptor.id == task_id) return true;
+    }
+  }
+  const std::string ids[] = {task_id};
+  Result<PollResult> polled = options.store->Poll(ids, /*sweep_expired=*/false);
+  if (!polled.ok()) return polled.status();
+  return polled->entries.size() == 1 && polled->entries[0].readiness != Readiness::kMissing;
+}
+
+Result<RunPage> PluginScheduler::GetTaskRuns(std::string_view task_id, int limit,
+                                             const std::optional<std::string>& before) const {
+  Result<RunHistory*> history = impl_->History();
+  if (!history.ok()) return history.status();
+  const std::string id(task_id);
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
+  Result<RunPage> page = (*history)->ListRuns(id, limit, before);
+  if (!page.ok() || !page->runs.empty()) return page;
+  Result<bool> exists = impl_->TaskExists(id);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return NotFoundError("Task " + id + " does not exist");
+  return page;
+}
+
+Result<RunDetail> PluginScheduler::GetRun(std::string_view run_id) const {
+  Result<RunHistory*> history = impl_->History();
+  if (!history.ok()) return history.status();
+  const std::string id(run_id);
+  Result<TaskRun> run = (*history)->GetRun(id);
+  if (!run.ok()) return run.status();
+  RunDetail detail;
+  detail.run = *std::move(run);
+  if (detail.run.finish.outcome == RunOutcome::kRunning) {
+    if (std::optional<RunReport::Snapshot> live = impl_->engine.LiveRunReport(id)) {
+      detail.live = true;
+      detail.output_bytes = live->output_bytes;
+      detail.run.finish.exit_code = live->exit_code;
+      detail.run.finish.signal = live->signal;
+      detail.run.finish.http_status = live->http_status;
+      detail.run.finish.output_tail = std::move(live->output_tail);
+      return detail;
+    }
+  }
+  detail.output_bytes = detail.run.finish.output_tail.size();
+  return detail;
 }
 
 void PluginScheduler::Shutdown() { impl_->engine.Shutdown(); }

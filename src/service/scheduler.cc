@@ -22,6 +22,15 @@ Status SchedulerService::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   return Status::Ok();
 }
 
+Result<RunPage> SchedulerService::GetTaskRuns(std::string_view /*task_id*/, int /*limit*/,
+                                              const std::optional<std::string>& /*before*/) const {
+  return FailedPreconditionError("This scheduler keeps no run history");
+}
+
+Result<RunDetail> SchedulerService::GetRun(std::string_view /*run_id*/) const {
+  return FailedPreconditionError("This scheduler keeps no run history");
+}
+
 Status ScheduledTaskRunner::Run(TaskInvocation invocation) {
   return scheduler_->ScheduleTask(MakeTaskDefinition(schedule_, std::move(invocation)));
 }

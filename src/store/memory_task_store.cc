@@ -66,27 +66,37 @@ void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json) {
   row.last_run_error_json = std::move(error_json);
 }
 
-// The run history of a table, by run id.
-using RunMap = std::map<std::string, TaskRun>;
+// A run as the table holds it: with its seq, the order in which its task's starts were recorded
+// (1, 2, ...), by which the count-based trim goes, as the SQL stores' does.
+struct StoredRun {
+  TaskRun run;
+  std::int64_t seq = 0;
+};
 
-// Whether `a` is newer than `b` in a task's history (start, then run id, descending).
+// The run history of a table, by run id.
+using RunMap = std::map<std::string, StoredRun>;
+
+// Whether `a` is newer than `b` in a task's pages (start, then run id, descending).
 bool Newer(const TaskRun& a, const TaskRun& b) {
   return a.started_at != b.started_at ? a.started_at > b.started_at : a.run_id > b.run_id;
 }
 
-// The time age-based pruning goes by: the end, or the start of a run that never ended.
-WallTime AgeOf(const TaskRun& run) { return run.ended_at.value_or(run.started_at); }
-
-// Records `start` as running unless its run id is recorded.
+// Records a run as running unless its run id is recorded, with the next seq of its task.
 void StartRun(RunMap& runs, const std::string& run_id, const std::string& task_id,
               const RunOrigin& origin, WallTime started_at) {
-  TaskRun run;
-  run.run_id = run_id;
-  run.task_id = task_id;
-  run.origin = origin;
-  run.started_at = started_at;
-  run.finish.outcome = RunOutcome::kRunning;
-  runs.try_emplace(run_id, std::move(run));
+  if (runs.contains(run_id)) return;
+  std::int64_t seq = 0;
+  for (const auto& [id, stored] : runs) {
+    if (stored.run.task_id == task_id) seq = std::max(seq, stored.seq);
+  }
+  StoredRun stored;
+  stored.run.run_id = run_id;
+  stored.run.task_id = task_id;
+  stored.run.origin = origin;
+  stored.run.started_at = started_at;
+  stored.run.finish.outcome = RunOutcome::kRunning;
+  stored.seq = seq + 1;
+  runs.emplace(run_id, std::move(stored));
 }
 
 // Closes the run `run_id` with `finish` at `at` if it is running or was closed as lost. Returns
@@ -96,7 +106,7 @@ std::optional<std::string> CloseRun(RunMap& runs, const std::string& run_id,
                                     std::size_t max_output_bytes) {
   auto it = runs.find(run_id);
   if (it == runs.end()) return std::nullopt;
-  TaskRun& run = it->second;
+  TaskRun& run = it->second.run;
   if (run.ended_at && run.finish.outcome != RunOutcome::kLost) return std::nullopt;
   run.ended_at = at;
   run.finish = finish;
@@ -105,32 +115,30 @@ std::optional<std::string> CloseRun(RunMap& runs, const std::string& run_id,
   return run.task_id;
 }
 
-// Removes the ended runs of `task_id` older than its `keep` newest runs, but those in `closed`
-// (the runs the caller just closed, kept until a later end as the SQL stores keep them).
+// Removes the ended runs of `task_id` beyond its `keep` newest by seq, within kRunTrimWindow below
+// that bound, but those in `closed` (the runs the caller just closed, kept until a later end as
+// the SQL stores keep them).
 void TrimTask(RunMap& runs, const std::string& task_id, int keep,
               const std::vector<std::string>& closed) {
-  std::vector<RunMap::iterator> of_task;
-  for (auto it = runs.begin(); it != runs.end(); ++it) {
-    if (it->second.task_id == task_id) of_task.push_back(it);
+  std::int64_t latest = 0;
+  for (const auto& [id, stored] : runs) {
+    if (stored.run.task_id == task_id) latest = std::max(latest, stored.seq);
   }
-  if (of_task.size() <= static_cast<std::size_t>(keep)) return;
-  std::sort(of_task.begin(), of_task.end(),
-            [](RunMap::iterator a, RunMap::iterator b) { return Newer(a->second, b->second); });
-  for (std::size_t i = static_cast<std::size_t>(keep); i < of_task.size(); ++i) {
-    const TaskRun& run = of_task[i]->second;
-    if (run.ended_at && std::find(closed.begin(), closed.end(), run.run_id) == closed.end()) {
-      runs.erase(of_task[i]);
-    }
-  }
+  std::erase_if(runs, [&](const auto& entry) {
+    const StoredRun& stored = entry.second;
+    const std::int64_t bound = latest - keep;
+    return stored.run.task_id == task_id && stored.seq <= bound &&
+           stored.seq > bound - kRunTrimWindow && stored.run.ended_at &&
+           std::find(closed.begin(), closed.end(), stored.run.run_id) == closed.end();
+  });
 }
 
 // Closes the running run `run_id` as lost. Returns whether it did.
 bool LoseRun(RunMap& runs, std::string_view run_id, WallTime now, const std::string& error_json) {
   auto it = runs.find(std::string(run_id));
-  if (it == runs.end() || it->second.ended_at) return false;
-  it->second.ended_at = now;
-  it->second.finish = RunFinish{RunOutcome::kLost, error_json,   std::nullopt,
-                                std::nullopt,      std::nullopt, std::string()};
+  if (it == runs.end() || it->second.run.ended_at) return false;
+  it->second.run.ended_at = now;
+  it->second.run.finish = RunFinish{RunOutcome::kLost, error_json};
   return true;
 }
 
@@ -696,14 +704,15 @@ Result<RunPage> MemoryTaskStore::ListRuns(const std::string& task_id, int limit,
             after->started_at = cursor->started_at;
             after->run_id = cursor->run_id;
           } else if (auto it = runs.find(*before); it != runs.end()) {
-            after = it->second;
+            after = it->second.run;
           } else {
             return InvalidArgumentError(
                 fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
           }
         }
         std::vector<const TaskRun*> of_task;
-        for (const auto& [id, run] : runs) {
+        for (const auto& [id, stored] : runs) {
+          const TaskRun& run = stored.run;
           if (run.task_id == task_id && (!after || Newer(*after, run))) of_task.push_back(&run);
         }
         std::sort(of_task.begin(), of_task.end(),
@@ -728,7 +737,7 @@ Result<TaskRun> MemoryTaskStore::GetRun(const std::string& run_id) {
       [&](std::map<std::string, TaskRow>&, RunMap& runs) -> Result<TaskRun> {
         auto it = runs.find(run_id);
         if (it == runs.end()) return NotFoundError(fmt::format("Run {} does not exist", run_id));
-        return it->second;
+        return it->second.run;
       });
 }
 
@@ -749,10 +758,10 @@ Result<std::size_t> MemoryTaskStore::PruneExpired(std::size_t max_rows) {
   return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
     std::vector<RunMap::iterator> expired;
     for (auto it = runs.begin(); it != runs.end(); ++it) {
-      if (AgeOf(it->second) < cutoff) expired.push_back(it);
+      if (it->second.run.started_at < cutoff) expired.push_back(it);
     }
     std::sort(expired.begin(), expired.end(), [](RunMap::iterator a, RunMap::iterator b) {
-      return AgeOf(a->second) < AgeOf(b->second);
+      return a->second.run.started_at < b->second.run.started_at;
     });
     const std::size_t removed = std::min(expired.size(), max_rows);
     for (std::size_t i = 0; i < removed; ++i) runs.erase(expired[i]);

@@ -2,15 +2,16 @@
 // id and an init callback; at start each plugin receives its plugin-scoped services (config,
 // logger, its own database, its scheduler, an HTTP router mounted at /api/<pluginId>, a lifecycle
 // and the metrics registry). The host owns the root services: config, logger, root lifecycle,
-// metrics and the HTTP server with the health endpoints and GET /metrics.
+// metrics and the HTTP server with the health endpoints, GET /metrics, GET /.stagehand/v1/plugins
+// and the live event stream GET /.stagehand/v1/events (every plugin's scheduler events).
 //
 // Start order: read the config → for each plugin in registration order: open and migrate its
 // database, create its scheduler, call its init → mount the plugin routers (scheduler REST API
-// first, then the plugin's own handlers, behind the auth policy) → start the HTTP server → run the
-// startup hooks (root, then plugins) → readiness 200.
+// first, then the run history routes, then the plugin's own handlers, behind the auth policy) →
+// start the HTTP server → run the startup hooks (root, then plugins) → readiness 200.
 // Stop order: readiness 503 → plugin shutdown hooks (reverse order), then root ones → every
 // scheduler's shutdown (stop claiming, signal running tasks, wait up to the grace period, release
-// tickets, join threads) → the HTTP server closes.
+// tickets, join threads) → the event streams end → the HTTP server closes.
 #pragma once
 
 #include <cstddef>

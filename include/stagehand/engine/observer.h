@@ -1,5 +1,6 @@
-// Instrumentation hooks of the scheduling engine. The backend turns them into Backstage's metric
-// names; tests use them to wait for events.
+// Instrumentation hooks of the scheduling engine and of the plugin schedulers above it. The
+// backend turns them into Backstage's metric names and into the live event stream; tests use them
+// to wait for events.
 #pragma once
 
 #include <chrono>
@@ -24,8 +25,10 @@ struct RunInfo {
   int attempt = 1;
 };
 
-// Receives engine events. Called from engine threads without engine locks held; implementations
-// must be thread-safe and quick. Every method has an empty default.
+// Receives scheduler events. The run, lease and claim hooks are called from engine threads, the
+// task hooks from the thread that called the scheduler; never with a scheduler lock held.
+// Implementations must be thread-safe and quick, and must not block. Every method has an empty
+// default.
 class SchedulerObserver {
  public:
   virtual ~SchedulerObserver() = default;
@@ -55,6 +58,13 @@ class SchedulerObserver {
   // A run's function has still not returned a lease after its timeout signalled it to stop; its
   // claim stays held until it does. Reported once per run.
   virtual void OnRunOverdue(const RunInfo& /*run*/) {}
+
+  // A task was registered in this process (ScheduleTask or ScheduleTasks succeeded).
+  virtual void OnTaskRegistered(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // TriggerTask succeeded: the task runs soon, on this host or another.
+  virtual void OnTaskTriggered(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // CancelTask succeeded: the task's current run was asked to stop.
+  virtual void OnTaskCancelled(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
 };
 
 }  // namespace stagehand

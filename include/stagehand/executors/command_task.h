@@ -1,5 +1,6 @@
 // Command tasks: the task functions `stagehand serve` builds from a YAML `command:` entry. Each run
-// starts the argv as a child process, logs its output, and maps its exit to a Status. A run owns
+// starts the argv as a child process, hands its output to the run's report (or, without one, to the
+// log), and maps its exit to a Status. A run owns
 // its whole process tree, including processes that leave the command's group or session
 // (`setsid`, double forks): a stopped run (timeout, cancel, lost lease, shutdown) signals all of
 // them, and no process of a run outlives it, nor the stagehand process (see ADR 0007). A command
@@ -49,8 +50,8 @@ struct CommandSpec {
   std::string working_directory;
   // How long the tree has between SIGTERM and SIGKILL once the run is stopped (monotonic).
   std::chrono::milliseconds kill_grace{5000};
-  // The most output bytes (stdout and stderr together) written to the log per run; the rest is
-  // read and dropped.
+  // The most output bytes (stdout and stderr together) written to the log per run when the run
+  // has no report; the rest is read and dropped.
   std::size_t output_cap_bytes = std::size_t{64} * 1024;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
@@ -74,8 +75,16 @@ std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char*
 // keeps, until the run ends, the old copy of each page this process rewrites meanwhile (ADR 0007).
 // The command has CommandEnvironment(spec, environ) as its environment, /dev/null as stdin, no
 // descriptor beyond 0 to 2, every signal at its default
-// disposition and unblocked, and its own process group. Lines of stdout are logged at info and
-// lines of stderr at warn, with the fields `task` and `stream`.
+// disposition and unblocked, and its own process group.
+//
+// Output: with `control.report`, every byte of stdout and stderr is appended to it as it is read
+// (the two interleaved in arrival order), and the exit code or the killing signal is set on it;
+// nothing of the output is logged line by line. Without a report, lines of stdout are logged at
+// info and lines of stderr at warn, with the fields `task` and `stream`, up to
+// `output_cap_bytes`. Either way, once the command has ended one record is logged at info,
+// "command exited with code N" or "command was killed by signal N (SIGX)", with the fields
+// `task`, `program`, `exit_code` or `signal`, `output_bytes` and `last_line` (the last non-empty
+// line printed, at most 200 bytes; absent when nothing was printed).
 //
 // Returns:
 // - OK when the program exits with code 0. Processes it left running are killed (SIGKILL); their

@@ -86,7 +86,9 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const std::stop_token& stop, HttpTaskResponse* response = nullptr);
 
 // Runs RunHttpTask with a stop token that is requested as soon as `control.stop` or
-// `control.kill` is: a request has no grace period, so both abort it at once.
+// `control.kill` is: a request has no grace period, so both abort it at once. When a response came
+// and `control.report` is set, sets the HTTP status on the report and appends the first
+// kDefaultRunOutputTailBytes of the body (as received) as the run's output.
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const RunControl& control);
 

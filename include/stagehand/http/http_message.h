@@ -71,4 +71,11 @@ using HttpHandler = std::function<std::optional<HttpResponse>(const HttpRequest&
 // hex digits or the escaped bytes are not valid UTF-8.
 Result<std::string> DecodeUriComponent(std::string_view text);
 
+// Returns the values of the parameter `name` in the raw query string `query` ("a=1&b=2&a=3" gives
+// {"1","3"} for "a"), in order; a parameter without '=' has the empty value. Names and values are
+// decoded as forms encode them: '+' is a space, then DecodeUriComponent. Errors: kInvalidArgument
+// "Failed to decode query parameter '<name>'" when a value of `name` is not valid encoding.
+Result<std::vector<std::string>> QueryParameterValues(std::string_view query,
+                                                      std::string_view name);
+
 }  // namespace stagehand

@@ -105,8 +105,8 @@ struct RunOrigin {
   std::string host;  // the host name
   std::int64_t pid = 0;
   RunTrigger trigger = RunTrigger::kSchedule;
-  std::optional<WallTime> slot;  // the time the run was due for; nullopt for a manual trigger
-  int attempt = 1;               // 1 for the first attempt at a slot, 2 for its first retry, ...
+  std::optional<WallTime> slot = std::nullopt;  // the time the run was due for; none if manual
+  int attempt = 1;  // 1 for the first attempt at a slot, 2 for its first retry, ...
 
   friend bool operator==(const RunOrigin&, const RunOrigin&) = default;
 };
@@ -114,11 +114,11 @@ struct RunOrigin {
 // How a run ended: what its host records besides the run's id and end time.
 struct RunFinish {
   RunOutcome outcome = RunOutcome::kSucceeded;
-  std::optional<std::string> error_json;  // Backstage's error JSON text; nullopt on success
-  std::optional<int> exit_code;           // command tasks that exited
-  std::optional<int> signal;              // command tasks killed by a signal
-  std::optional<int> http_status;         // HTTP tasks that got an answer
-  std::string output_tail;                // bytes; the store keeps at most its limit's last bytes
+  std::optional<std::string> error_json = std::nullopt;  // Backstage's error JSON; none on success
+  std::optional<int> exit_code = std::nullopt;           // command tasks that exited
+  std::optional<int> signal = std::nullopt;              // command tasks killed by a signal
+  std::optional<int> http_status = std::nullopt;         // HTTP tasks that got an answer
+  std::string output_tail{};  // bytes; the store keeps at most its limit's last bytes
 
   friend bool operator==(const RunFinish&, const RunFinish&) = default;
 };
@@ -127,15 +127,15 @@ struct RunFinish {
 struct RunStart {
   std::string run_id;  // a UUID; a global run's claim ticket
   std::string task_id;
-  RunOrigin origin;
-  std::optional<WallTime> started_at;  // nullopt: the database's now()
+  RunOrigin origin{};
+  std::optional<WallTime> started_at = std::nullopt;  // nullopt: the database's now()
 };
 
 // A run ending, for a batch of ends (RunHistory::RecordEnds).
 struct RunEnd {
   std::string run_id;
-  RunFinish finish;
-  std::optional<WallTime> ended_at;  // nullopt: the database's now()
+  RunFinish finish{};
+  std::optional<WallTime> ended_at = std::nullopt;  // nullopt: the database's now()
 };
 
 // One run as the history holds it. Times are UTC instants of the database's clock (or the host's,
@@ -145,8 +145,8 @@ struct TaskRun {
   std::string task_id;
   RunOrigin origin;
   WallTime started_at{};
-  std::optional<WallTime> ended_at;  // nullopt while running
-  RunFinish finish;                  // finish.outcome is kRunning while running
+  std::optional<WallTime> ended_at = std::nullopt;  // nullopt while running
+  RunFinish finish;                                 // finish.outcome is kRunning while running
 
   // Returns started_at - slot, or zero when the run started early; nullopt without a slot.
   std::optional<std::chrono::milliseconds> start_lag() const {

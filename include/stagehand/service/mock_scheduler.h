@@ -1,16 +1,21 @@
 // A scheduler for testing plugins, with the semantics of Backstage's MockSchedulerService: nothing
 // runs by itself; TriggerTask runs a task inline on the calling thread; WaitForTask waits for the
-// next completed run; cancelling hands the next run a fresh stop token.
+// next completed run; cancelling hands the next run a fresh stop token. Like the real scheduler it
+// records every run it executes (GetTaskRuns, GetRun), so tests can assert on outcomes.
 #pragma once
 
+#include <cstddef>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "stagehand/model/task_run.h"
 #include "stagehand/service/scheduler.h"
+#include "stagehand/time/clock.h"
 
 namespace stagehand::testing {
 
@@ -21,6 +26,8 @@ struct MockSchedulerOptions {
   bool include_manual_tasks_on_startup = false;
   // RunStartup() also runs tasks that have an initial delay.
   bool include_initial_delayed_tasks_on_startup = false;
+  // Gives the runs' start and end times. The system clock when null; must outlive the mock.
+  Clock* clock = nullptr;
 };
 
 // Thread-safe.
@@ -42,6 +49,18 @@ class MockScheduler final : public SchedulerService {
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
   // Every task with no task state and the worker state idle or running.
   Result<std::vector<TaskListing>> ListTasks() const override;
+  // The runs this mock executed, every one kept, as the real scheduler records them: a fresh run
+  // id, trigger manual (TriggerTask) or schedule (RunStartup), attempt 1, no host, no slot; the
+  // start and end on the options' clock; outcome succeeded, failed, or cancelled when CancelTask
+  // or Shutdown signalled the run (its error then says so, as the engine's do); what the function
+  // reported through RunControl::report. `before` is a run id (next_cursor is one).
+  // Errors: kInvalidArgument naming `limit` or `before`; kNotFound "Task {id} not found" for a
+  // task neither registered nor run.
+  Result<RunPage> GetTaskRuns(std::string_view task_id, int limit,
+                              const std::optional<std::string>& before) const override;
+  // A run still going is live, with what it has reported so far. Errors: kNotFound "Run {id} does
+  // not exist".
+  Result<RunDetail> GetRun(std::string_view run_id) const override;
 
   // Returns a future that becomes ready with the outcome of the next completed run of `id`.
   std::shared_future<Status> WaitForTask(std::string_view id);
@@ -54,10 +73,18 @@ class MockScheduler final : public SchedulerService {
 
  private:
   struct Entry;
+  // Runs the task inline, recording the run with `trigger`. Errors: kNotFound.
+  Status Run(std::string_view id, RunTrigger trigger);
+  // Returns the index in runs_ of `run_id`, or nullopt. Requires mu_.
+  std::optional<std::size_t> FindRunLocked(std::string_view run_id) const;
+
   mutable std::mutex mu_;
   MockSchedulerOptions options_;
+  Clock& clock_;
   std::vector<std::string> order_;
   std::map<std::string, std::shared_ptr<Entry>, std::less<>> tasks_;
+  std::vector<TaskRun> runs_;  // oldest start first
+  bool shut_down_ = false;
 };
 
 }  // namespace stagehand::testing

@@ -1,5 +1,6 @@
 // The real SchedulerService of one plugin: validates and registers tasks, then hands them to the
-// scheduling engine (src/engine), which coordinates global tasks through the plugin's TaskStore.
+// scheduling engine (src/engine), which coordinates global tasks through the plugin's TaskStore
+// and records every run in the store's run history, which GetTaskRuns and GetRun read.
 #pragma once
 
 #include <memory>
@@ -39,12 +40,13 @@ class SchedulerThreads {
 struct PluginSchedulerOptions {
   std::string plugin_id;
   // The plugin's task table, already migrated. May be null when the plugin only has local tasks;
-  // global tasks then fail with kUnavailable.
+  // global tasks then fail with kUnavailable, and there is no run history.
   std::shared_ptr<TaskStore> store;
   // Must outlive the scheduler. The system clock when null.
   Clock* clock = nullptr;
   // Used as is: the host passes the plugin's child logger, which already carries `plugin`.
   std::shared_ptr<Logger> logger;
+  // Told of the engine's events, and of each registration, trigger and cancel that succeeds.
   std::shared_ptr<SchedulerObserver> observer;
   EngineOptions engine;
   // The zone cron cadences are evaluated in when a task names none, and in which REST timestamps
@@ -67,6 +69,11 @@ class PluginScheduler final : public SchedulerService {
   Status CancelTask(std::string_view id) override;
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
   Result<std::vector<TaskListing>> ListTasks() const override;
+  // Read options.store->history(). Errors as SchedulerService's; kFailedPrecondition naming the
+  // plugin when it has no store, or a store without history tables (run the migrations).
+  Result<RunPage> GetTaskRuns(std::string_view task_id, int limit,
+                              const std::optional<std::string>& before) const override;
+  Result<RunDetail> GetRun(std::string_view run_id) const override;
 
   // Stops the plugin's tasks in the engine's shutdown order (see src/engine/task_engine.h): stop
   // claiming, signal running tasks, wait up to the grace period, release tickets, stop threads.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -14,8 +15,10 @@
 #include "stagehand/base/status.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/model/task_function.h"
+#include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/store/run_history.h"
 
 namespace stagehand {
 
@@ -56,6 +59,17 @@ struct TaskListing {
   TaskDescriptor descriptor;
   std::optional<TaskState> task_state;
   std::optional<WorkerStatus> worker_state;
+};
+
+// One run as GetRun reports it. Plain value type.
+struct RunDetail {
+  // The run as the history holds it, output tail included. For a live run, its exit code, signal,
+  // HTTP status and output tail are what the run has reported so far.
+  TaskRun run;
+  // Whether the run is still going in this process (then `run` shows it as it is now).
+  bool live = false;
+  // Every byte the run has printed so far when live, else the size of run.finish.output_tail.
+  std::uint64_t output_bytes = 0;
 };
 
 class SchedulerService;
@@ -109,6 +123,20 @@ class SchedulerService {
 
   // Returns the REST listing of this process's tasks. Errors: kUnavailable.
   virtual Result<std::vector<TaskListing>> ListTasks() const = 0;
+
+  // Returns up to `limit` (1..kMaxRunPageSize) runs of a task, newest start first, older than
+  // `before`: an earlier page's next_cursor, or a run id. Output tails are left empty (GetRun has
+  // them). Runs of Backstage workers sharing the task table are not in the history.
+  // Errors: kInvalidArgument naming `limit` or `before`; kNotFound "Task {id} does not exist" when
+  // the task has no runs and is neither registered here nor in the task table;
+  // kFailedPrecondition when the scheduler keeps no run history (the default); kUnavailable.
+  virtual Result<RunPage> GetTaskRuns(std::string_view task_id, int limit,
+                                      const std::optional<std::string>& before) const;
+
+  // Returns one run with its output tail; a run still going in this process with what it has
+  // reported so far. Errors: kNotFound "Run {id} does not exist"; kFailedPrecondition when the
+  // scheduler keeps no run history (the default); kUnavailable.
+  virtual Result<RunDetail> GetRun(std::string_view run_id) const;
 
   // Returns a runner that registers tasks with `schedule`.
   ScheduledTaskRunner CreateScheduledTaskRunner(ScheduleDefinition schedule) {

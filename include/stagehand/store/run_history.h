@@ -20,11 +20,11 @@ namespace stagehand {
 
 // How much history a plugin keeps. Plain value type.
 struct RunHistoryLimits {
-  // The newest runs kept per task; older ended runs are removed as runs of the task end. At least
-  // 1.
+  // The runs kept per task: its newest, by the order in which their starts were recorded (the
+  // order of their starts, but for starts recorded at the same moment by two hosts); older ended
+  // runs are removed as runs of the task end. At least 1.
   int max_runs_per_task = 100;
-  // Runs that ended (or, never ended, started) longer ago than this are removed by PruneExpired.
-  // Positive.
+  // Runs that started longer ago than this are removed by PruneExpired. Positive.
   std::chrono::hours max_age{24 * 30};
   // The output kept per run: its last bytes.
   std::size_t max_output_bytes = kDefaultRunOutputTailBytes;
@@ -39,6 +39,13 @@ struct RunPage {
   std::optional<std::string> next_cursor;
 };
 
+// How far below a task's trim bound (the seq of its newest run - max_runs_per_task) the
+// count-based trim looks for runs to remove. Each end removes the few runs that just fell below the
+// bound, and the short range stays cheap while the index entries of runs removed before await
+// vacuum. A run overtaken by more than max_runs_per_task + kRunTrimWindow newer runs of its task
+// before it ends is left to the age limit.
+inline constexpr int kRunTrimWindow = 16;
+
 // The largest page ListRuns returns.
 inline constexpr int kMaxRunPageSize = 1000;
 
@@ -49,8 +56,9 @@ class RunHistory {
  public:
   virtual ~RunHistory() = default;
 
-  // Sets the limits later writes and prunes apply (default: RunHistoryLimits{}). Not a database
-  // operation.
+  // Sets the limits later writes and prunes apply (default: RunHistoryLimits{}). The limits must
+  // be as their fields say (the config reader checks what users write); others abort. Not a
+  // database operation.
   virtual void SetLimits(const RunHistoryLimits& limits) = 0;
   virtual RunHistoryLimits limits() const = 0;
 
@@ -60,18 +68,20 @@ class RunHistory {
   virtual Status RecordStarts(std::span<const RunStart> starts) = 0;
 
   // Closes recorded runs with their finish (output cut to its last max_output_bytes), then trims
-  // each of their tasks: removes its runs that had ended before this call and are older than its
-  // newest max_runs_per_task runs, through the index on (task, start). So a task keeps at most
-  // that many ended runs beyond the ones its latest ends closed. A run is closed if it is running
-  // or was closed as lost (its host's own account replaces the sweep's); an end of any other run
-  // is ignored. A run id must appear once per call. Returns how many runs were closed.
-  // Errors: as RecordStarts.
+  // each of their tasks: removes its runs that had ended before this call and are beyond its
+  // newest max_runs_per_task runs, through an index on the task and the order of its starts (one
+  // probe, then a short range). So a task keeps at most that many runs, beyond the ones still
+  // running, the ones its latest ends closed, and (left to the age limit) runs overtaken by too
+  // many newer runs before they ended (kRunTrimWindow). A run is closed if it is running or was
+  // closed as lost (its host's own account replaces the sweep's); an end of any other run is
+  // ignored. A run id must appear once per call. Returns how many runs were closed. Errors: as
+  // RecordStarts.
   virtual Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) = 0;
 
   // Returns up to `limit` (1..kMaxRunPageSize) runs of `task_id`, newest start first (ties broken
   // by run id, descending), starting after `before`: a cursor from an earlier page, or a run id
-  // (the runs older than that run). Errors: kInvalidArgument (limit out of range, or `before`
-  // is neither a cursor nor a recorded run id); kFailedPrecondition; kUnavailable.
+  // (the runs older than that run; two round trips). Errors: kInvalidArgument (limit out of range,
+  // or `before` is neither a cursor nor a recorded run id); kFailedPrecondition; kUnavailable.
   virtual Result<RunPage> ListRuns(const std::string& task_id, int limit,
                                    const std::optional<std::string>& before) = 0;
 
@@ -85,10 +95,10 @@ class RunHistory {
   virtual Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                        const std::string& error_json) = 0;
 
-  // Removes up to `max_rows` runs that ended (or, never ended, started) before the database's now
-  // minus max_age, oldest first, through an index on that time: no scan per task. Returns how many
-  // were removed; fewer than `max_rows` means none is left to remove. Callers run it now and then
-  // (the janitor). Errors: kFailedPrecondition; kUnavailable.
+  // Removes up to `max_rows` runs that started before the database's now minus max_age, oldest
+  // first, through an index on the start: no scan per task. Returns how many were removed; fewer
+  // than `max_rows` means none is left to remove. Callers run it now and then (the janitor).
+  // Errors: kFailedPrecondition; kUnavailable.
   virtual Result<std::size_t> PruneExpired(std::size_t max_rows) = 0;
 };
 

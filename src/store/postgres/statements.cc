@@ -201,6 +201,15 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
 }
 
+// The `seq` of a new run of task `task_id` (an expression of the statement): one more than the
+// task's latest, read through stagehand_task_runs_by_seq. Two hosts recording a start of one task
+// at the same moment may both take the same number; the trim only counts with it.
+std::string NextSeq(std::string_view task_id) {
+  return fmt::format(
+      "coalesce((SELECT max(q.seq) FROM stagehand_task_runs AS q WHERE q.task_id = {}), 0) + 1",
+      task_id);
+}
+
 // The batched claim (claim_many). Rows are locked in id order and rows another session holds are
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
@@ -210,19 +219,20 @@ std::string ClaimMany(bool history) {
   const std::string returning = history ? "t.id, t.current_run_expires_at, t.current_run_ticket, "
                                           "t.current_run_started_at"
                                         : "t.id, t.current_run_expires_at, t.current_run_ticket";
-  const std::string started = history ? R"sql(, origins AS (
+  const std::string started = history ? fmt::format(R"sql(, origins AS (
   SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt
   FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[])
        AS o(id, host, pid, trigger_kind, slot_at, attempt)
   WHERE o.host IS NOT NULL
 ), started AS (
-  INSERT INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, slot_at, started_at,
-                                   outcome, attempt)
-  SELECT c.current_run_ticket, c.id, o.host, o.pid, o.trigger_kind, o.slot_at,
+  INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
+                                   started_at, outcome, attempt)
+  SELECT c.current_run_ticket, c.id, {next_seq}, o.host, o.pid, o.trigger_kind, o.slot_at,
          c.current_run_started_at, 'running', o.attempt
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
   ON CONFLICT (run_id) DO NOTHING
-))sql"
+))sql",
+                                                    fmt::arg("next_seq", NextSeq("c.id")))
                                       : "";
   return fmt::format(
       R"sql(
@@ -258,31 +268,30 @@ SELECT NULL, NULL, now(), {notify}
 }
 
 // The CTEs `bound` and `trimmed` that follow a CTE `ended` returning the task_id and run_id of
-// each run it closed: for each of those tasks, the key of its newest run number $<keep_param>, read
-// through stagehand_task_runs_by_task, and the deletion of the task's runs that had ended before
-// the statement and are older than it (the statement sees the table as it was before `ended`, so
-// the runs it closes are kept until a later end). Rows another statement holds are skipped: it is
-// trimming them too.
+// each run it closed: for each of those tasks, the seq at and below which its runs are beyond the
+// newest $<keep_param> (its latest seq - keep), and the deletion of the task's runs that had ended
+// before the statement within the kRunTrimWindow seqs up to it, both through
+// stagehand_task_runs_by_seq (one probe, then a short range). The window keeps the range short
+// while deleted rows' index entries await vacuum; a run overtaken by more than keep + window newer
+// runs before it ends is left to the age limit. The statement sees the table as it was before
+// `ended`, so the runs it closes are kept until a later end. Rows another statement holds are
+// skipped: it is trimming them too.
 std::string TrimCtes(int keep_param) {
   return fmt::format(R"sql(, bound AS (
-  SELECT k.task_id, b.started_at, b.run_id
+  SELECT k.task_id,
+         (SELECT max(q.seq) FROM stagehand_task_runs AS q WHERE q.task_id = k.task_id)
+           - ${0}::int4 AS last_trimmed
   FROM (SELECT DISTINCT task_id FROM ended) AS k
-  CROSS JOIN LATERAL (
-    SELECT r.started_at, r.run_id FROM stagehand_task_runs AS r
-    WHERE r.task_id = k.task_id
-    ORDER BY r.started_at DESC, r.run_id DESC
-    OFFSET (${0}::int4 - 1) LIMIT 1
-  ) AS b
 ), trimmed AS (
   DELETE FROM stagehand_task_runs
   WHERE run_id IN (
     SELECT o.run_id FROM bound AS b
-    JOIN stagehand_task_runs AS o
-      ON o.task_id = b.task_id AND (o.started_at, o.run_id) < (b.started_at, b.run_id)
+    JOIN stagehand_task_runs AS o ON o.task_id = b.task_id AND o.seq <= b.last_trimmed
+      AND o.seq > b.last_trimmed - {1}
     WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended)
     FOR UPDATE OF o SKIP LOCKED)
 ))sql",
-                     keep_param);
+                     keep_param, kRunTrimWindow);
 }
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
@@ -532,16 +541,20 @@ struct HistoryTexts {
   std::string poll_and_sweep = PollAndSweep(true);
   std::string poll_changed_and_sweep = PollChanged(true, true);
 
-  std::string record_starts = R"sql(
-INSERT INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, slot_at, started_at,
-                                 outcome, attempt)
-SELECT u.run_id, u.task_id, u.host, u.pid, u.trigger_kind, u.slot_at,
-       coalesce(u.started_at, now()), 'running', u.attempt
+  // The runs of one task in one batch take consecutive seqs, in batch order.
+  std::string record_starts = fmt::format(R"sql(
+INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
+                                 started_at, outcome, attempt)
+SELECT u.run_id, u.task_id,
+       {next_seq} + row_number() OVER (PARTITION BY u.task_id ORDER BY u.position) - 1,
+       u.host, u.pid, u.trigger_kind, u.slot_at, coalesce(u.started_at, now()), 'running',
+       u.attempt
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
-            $7::timestamptz[], $8::int4[])
-     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt)
+            $7::timestamptz[], $8::int4[]) WITH ORDINALITY
+     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, position)
 ON CONFLICT (run_id) DO NOTHING
-)sql";
+)sql",
+                                          fmt::arg("next_seq", NextSeq("u.task_id")));
 
   std::string record_ends = R"sql(
 WITH finishes AS (
@@ -599,8 +612,8 @@ WHERE run_id = ANY ($1::text[]) AND ended_at IS NULL
 DELETE FROM stagehand_task_runs
 WHERE run_id IN (
   SELECT run_id FROM stagehand_task_runs
-  WHERE coalesce(ended_at, started_at) < now() - $1::float8 * interval '1 second'
-  ORDER BY coalesce(ended_at, started_at)
+  WHERE started_at < now() - $1::float8 * interval '1 second'
+  ORDER BY started_at
   LIMIT $2::int8
   FOR UPDATE SKIP LOCKED)
 )sql";
@@ -769,12 +782,16 @@ const char* const kRecordHistoryMigration =
 
 const char* const kHistoryTableExists = "SELECT to_regclass('stagehand_task_runs') IS NOT NULL";
 
-// run_id is compared in the "C" collation, so pages are ordered by its bytes on every server.
+// run_id is compared in the "C" collation, so pages are ordered by its bytes on every server. No
+// index covers a column that a run's end writes, and pages keep a fifth free, so that the end of a
+// run is a heap-only update. stagehand_task_runs_by_task serves pages, by_seq the count-based trim,
+// by_start the age-based prune.
 const Migration kHistoryMigrations[1] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
   task_id varchar(255) NOT NULL,
+  seq int8 NOT NULL,
   host text NOT NULL,
   pid int8 NOT NULL,
   trigger_kind text NOT NULL,
@@ -789,9 +806,10 @@ const Migration kHistoryMigrations[1] = {
   attempt int4 NOT NULL,
   output bytea NULL,
   CONSTRAINT stagehand_task_runs_pkey PRIMARY KEY (run_id)
-);
+) WITH (fillfactor = 80);
 CREATE INDEX stagehand_task_runs_by_task ON stagehand_task_runs (task_id, started_at, run_id);
-CREATE INDEX stagehand_task_runs_by_age ON stagehand_task_runs ((coalesce(ended_at, started_at)));
+CREATE INDEX stagehand_task_runs_by_seq ON stagehand_task_runs (task_id, seq);
+CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs (started_at);
 COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: one row per run of a task by a stagehand host (Backstage workers write none)')sql"},
 };
 

@@ -32,17 +32,19 @@ struct Migration {
   std::span<const std::string_view> statements;
 };
 
-inline constexpr std::array<std::string_view, 3> kTaskRunsStatements = {
+inline constexpr std::array<std::string_view, 4> kTaskRunsStatements = {
     "CREATE TABLE stagehand_task_runs (run_id varchar(255) NOT NULL PRIMARY KEY, "
-    "task_id varchar(255) NOT NULL, host text NOT NULL, pid integer NOT NULL, "
+    "task_id varchar(255) NOT NULL, seq integer NOT NULL, host text NOT NULL, "
+    "pid integer NOT NULL, "
     "trigger_kind text NOT NULL, slot_at datetime NULL, started_at datetime NOT NULL, "
     "ended_at datetime NULL, outcome text NOT NULL, error_json text NULL, exit_code integer NULL, "
     "signal integer NULL, http_status integer NULL, attempt integer NOT NULL, output blob NULL)",
-    // A task's page, newest first, and the bound of its count-based trim.
+    // A task's page, newest first.
     "CREATE INDEX stagehand_task_runs_by_task ON stagehand_task_runs (task_id, started_at, run_id)",
+    // A task's count-based trim.
+    "CREATE INDEX stagehand_task_runs_by_seq ON stagehand_task_runs (task_id, seq)",
     // Age-based pruning, oldest first.
-    "CREATE INDEX stagehand_task_runs_by_age ON stagehand_task_runs "
-    "(coalesce(ended_at, started_at))",
+    "CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs (started_at)",
 };
 
 // In the order they apply.
@@ -56,11 +58,13 @@ inline constexpr std::string_view kTableExists =
 // ---- runs ----
 
 // ?1 run id, ?2 task id, ?3 host, ?4 pid, ?5 trigger, ?6 slot or NULL, ?7 start or NULL (now),
-// ?8 attempt. A recorded run id is left as it is.
+// ?8 attempt. A recorded run id is left as it is. The run's seq is one more than its task's
+// latest (through stagehand_task_runs_by_seq).
 inline constexpr std::string_view kRecordStart =
-    "INSERT OR IGNORE INTO stagehand_task_runs (run_id, task_id, host, pid, trigger_kind, "
-    "slot_at, started_at, outcome, attempt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-    "coalesce(?7, strftime('%Y-%m-%d %H:%M:%f','now')), 'running', ?8)";
+    "INSERT OR IGNORE INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, "
+    "slot_at, started_at, outcome, attempt) VALUES (?1, ?2, "
+    "coalesce((SELECT max(seq) FROM stagehand_task_runs WHERE task_id = ?2), 0) + 1, ?3, ?4, ?5, "
+    "?6, coalesce(?7, strftime('%Y-%m-%d %H:%M:%f','now')), 'running', ?8)";
 
 // ?1 run id, ?2 end or NULL (now), ?3 outcome, ?4 error JSON, ?5 exit code, ?6 signal, ?7 HTTP
 // status, ?8 output. Closes a running or lost run; returns its task id.
@@ -69,13 +73,14 @@ inline constexpr std::string_view kCloseRun =
     "outcome = ?3, error_json = ?4, exit_code = ?5, signal = ?6, http_status = ?7, output = ?8 "
     "WHERE run_id = ?1 AND (ended_at IS NULL OR outcome = 'lost') RETURNING task_id";
 
-// ?1 task id, ?2 runs kept - 1, ?3 JSON array of the run ids just closed (kept until a later
-// end, as on PostgreSQL): removes the task's other ended runs older than its newest kept run,
-// reading the bound through stagehand_task_runs_by_task.
+// ?1 task id, ?2 runs kept, ?3 JSON array of the run ids just closed (kept until a later end, as
+// on PostgreSQL), ?4 the trim window (kRunTrimWindow): removes the task's other ended runs beyond
+// its newest kept ones by seq, within the window below that bound, through
+// stagehand_task_runs_by_seq.
 inline constexpr std::string_view kTrimTask =
+    "WITH bound(seq) AS (SELECT max(seq) - ?2 FROM stagehand_task_runs WHERE task_id = ?1) "
     "DELETE FROM stagehand_task_runs WHERE task_id = ?1 AND ended_at IS NOT NULL "
-    "AND (started_at, run_id) < (SELECT started_at, run_id FROM stagehand_task_runs "
-    "WHERE task_id = ?1 ORDER BY started_at DESC, run_id DESC LIMIT 1 OFFSET ?2) "
+    "AND seq <= (SELECT seq FROM bound) AND seq > (SELECT seq FROM bound) - ?4 "
     "AND run_id NOT IN (SELECT value FROM json_each(?3))";
 
 // ?1 run id, ?2 error JSON: closes a running run as lost.
@@ -127,11 +132,10 @@ inline constexpr std::string_view kGetRun =
 inline constexpr std::string_view kRunStart =
     "SELECT started_at FROM stagehand_task_runs WHERE run_id = ?1";
 
-// ?1 modifier for -max_age, ?2 most rows: removes the runs that ended (or started, never ended)
-// before now - max_age, oldest first, through stagehand_task_runs_by_age.
+// ?1 modifier for -max_age, ?2 most rows: removes the runs that started before now - max_age,
+// oldest first, through stagehand_task_runs_by_start.
 inline constexpr std::string_view kPruneExpired =
     "DELETE FROM stagehand_task_runs WHERE run_id IN (SELECT run_id FROM stagehand_task_runs "
-    "WHERE coalesce(ended_at, started_at) < strftime('%Y-%m-%d %H:%M:%f','now',?1) "
-    "ORDER BY coalesce(ended_at, started_at) LIMIT ?2)";
+    "WHERE started_at < strftime('%Y-%m-%d %H:%M:%f','now',?1) ORDER BY started_at LIMIT ?2)";
 
 }  // namespace stagehand::store_internal::sqlite_history_sql

@@ -67,8 +67,9 @@ Status SqliteRunTable::Trim(std::string_view task_id, int keep,
   Result<SqliteStatement> stmt = db_.Prepare(sql::kTrimTask);
   if (!stmt.ok()) return stmt.status();
   return stmt->Bind(1, task_id)
-      .Bind(2, static_cast<std::int64_t>(keep) - 1)
+      .Bind(2, static_cast<std::int64_t>(keep))
       .Bind(3, JsonArray(closed))
+      .Bind(4, static_cast<std::int64_t>(kRunTrimWindow))
       .Run("trimming a task's run history");
 }
 

@@ -35,8 +35,8 @@ class SqliteRunTable {
                                               const std::optional<std::string>& ended_at,
                                               std::size_t max_output_bytes);
 
-  // Removes the task's ended runs older than its newest `keep` runs, but those in `closed` (the
-  // runs the caller just closed).
+  // Removes the task's ended runs beyond its `keep` newest by seq, but those in `closed` (the runs
+  // the caller just closed).
   Status Trim(std::string_view task_id, int keep, std::span<const std::string> closed);
 
   // Closes a running run as lost now. Returns whether it did.

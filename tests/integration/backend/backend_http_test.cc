@@ -1,5 +1,6 @@
-// The backend host over real HTTP: plugins, the scheduler REST API, auth, health, metrics and the
-// start and stop order, with SQLite databases in memory or in a temp directory.
+// The backend host over real HTTP: plugins, the scheduler REST API, the run history routes and the
+// event stream, auth, health, metrics and the start and stop order, with SQLite databases in memory
+// or in a temp directory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -21,6 +22,7 @@
 
 #include "integration/executors/recording_logger.h"
 #include "stagehand/backend/backend.h"
+#include "unit/http/loopback_client.h"
 
 namespace stagehand {
 namespace {
@@ -368,6 +370,49 @@ TEST_F(BackendHttpTest, MetricsShowACompletedRunAfterATrigger) {
   EXPECT_THAT(
       metrics.body,
       HasSubstr(R"(stagehand_http_requests_total{route="/metrics",method="GET",status="200"})"));
+}
+
+TEST_F(BackendHttpTest, RunHistoryAndEventStreamAreServedBehindTheToken) {
+  Create();
+  AddJobsPluginWithTask("quick", [](const RunControl& control) {
+    control.report->AppendOutput("quick: done\n");
+    return Status::Ok();
+  });
+  ASSERT_TRUE(backend_->Start().ok());
+  const std::string runs = "/api/jobs/.stagehand/v1/tasks/quick/runs";
+  EXPECT_EQ(Send("GET", runs, std::nullopt).status, 401);
+  EXPECT_EQ(Send("GET", "/.stagehand/v1/events", std::nullopt).status, 401);
+  Reply empty = Send("GET", runs);
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(empty.body, R"({"runs":[],"nextCursor":null})");
+  EXPECT_EQ(Send("GET", "/api/jobs/.stagehand/v1/tasks/nope/runs").status, 404);
+
+  http_testing::Client events(backend_->port());
+  ASSERT_TRUE(events.Send("GET /.stagehand/v1/events HTTP/1.1\r\nAuthorization: Bearer " +
+                          std::string(kToken) + "\r\n\r\n"));
+  ASSERT_THAT(events.ReadUntil(": connected\n\n"), HasSubstr("text/event-stream"));
+  ASSERT_EQ(Send("POST", "/api/jobs/.backstage/scheduler/v1/tasks/quick/trigger").status, 200);
+  const std::string stream = events.ReadUntil(R"("httpStatus":null})"
+                                              "\n\n");
+  EXPECT_THAT(stream,
+              HasSubstr("event: run.started\ndata: {\"pluginId\":\"jobs\",\"taskId\":\"quick\""));
+  EXPECT_THAT(stream,
+              HasSubstr("event: run.ended\ndata: {\"pluginId\":\"jobs\",\"taskId\":\"quick\""));
+
+  // A global run's end is in the history before its run.ended event is sent.
+  Reply listed = Send("GET", runs);
+  EXPECT_EQ(listed.status, 200);
+  EXPECT_THAT(listed.body, HasSubstr(R"("outcome":"succeeded")"));
+  const std::size_t id_at = listed.body.find(R"("runId":")");
+  ASSERT_NE(id_at, std::string::npos);
+  const std::string run_id = listed.body.substr(id_at + 9, 36);
+  Reply run = Send("GET", "/api/jobs/.stagehand/v1/runs/" + run_id);
+  EXPECT_EQ(run.status, 200);
+  EXPECT_THAT(run.body, HasSubstr(R"("output":"quick: done\n","outputBytes":12,"live":false})"));
+  EXPECT_EQ(Send("GET", "/api/jobs/.stagehand/v1/runs/" + run_id, std::nullopt).status, 401);
+
+  backend_->Stop();
+  EXPECT_TRUE(events.ClosedByServer());
 }
 
 TEST_F(BackendHttpTest, PluginListIsInRegistrationOrder) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "integration/cli/cli_fixture.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/time/time_zone.h"
@@ -34,64 +35,6 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-constexpr auto kDeadline = std::chrono::seconds(20);
-constexpr const char* kToken = "cli-integration-token";
-
-// A one-shot event another thread waits for. Thread-safe.
-class Latch {
- public:
-  void Open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool WaitOpen() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kDeadline, [this] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-std::string Yaml(bool with_token) {
-  std::string yaml =
-      "backend:\n  listen: { host: 127.0.0.1, port: 7007 }\n"
-      "  database: { client: better-sqlite3, connection: ':memory:' }\n  auth:\n";
-  if (with_token) {
-    yaml += "    externalAccess:\n      - type: static\n        options: { token: " +
-            std::string(kToken) + ", subject: cli-tests }\n";
-  } else {
-    yaml += "    dangerouslyDisableDefaultAuthPolicy: true\n";
-  }
-  yaml += "stagehand:\n  scheduler:\n    pollInterval: { milliseconds: 50 }\n";
-  return yaml;
-}
-
-HumanDuration Minutes(double minutes) {
-  HumanDuration duration;
-  duration.minutes = minutes;
-  return duration;
-}
-
-TaskDefinition Task(std::string id, Frequency frequency, TaskScope scope, TaskFunction fn) {
-  TaskDefinition task;
-  task.id = std::move(id);
-  task.frequency = std::move(frequency);
-  task.timeout = std::chrono::milliseconds(60000);
-  task.scope = scope;
-  task.fn = std::move(fn);
-  return task;
-}
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 class CliVerbsTest : public ::testing::Test {
  protected:
@@ -163,24 +106,7 @@ class CliVerbsTest : public ::testing::Test {
   // STAGEHAND_TOKEN set to `env_token` when given.
   Outcome Cli(const std::vector<std::string>& args,
               const std::optional<std::string>& env_token = std::nullopt, bool with_url = true) {
-    std::vector<std::string> command_line{"stagehand"};
-    command_line.insert(command_line.end(), args.begin(), args.end());
-    if (with_url) {
-      command_line.emplace_back("--url");
-      command_line.push_back(url_);
-    }
-    std::ostringstream out;
-    std::ostringstream err;
-    const TimeZone utc = TimeZone::Utc();
-    Context context(out, err, SystemClock::Instance(), &utc);
-    context.environment = [env_token](const std::string& name) -> std::optional<std::string> {
-      return name == "STAGEHAND_TOKEN" ? env_token : std::nullopt;
-    };
-    Outcome outcome;
-    outcome.exit_code = RunWithContext(command_line, context);
-    outcome.out = out.str();
-    outcome.err = err.str();
-    return outcome;
+    return RunCli(args, with_url ? url_ : "", env_token);
   }
 
   // Returns the body of GET `path` on the backend, with the token.
@@ -244,21 +170,22 @@ TEST_F(CliVerbsTest, TasksListsEveryPluginAsATable) {
   ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   EXPECT_THAT(outcome.err, IsEmpty());
   EXPECT_THAT(outcome.out, StartsWith("PLUGIN  TASK               SCOPE   CADENCE     STATE    "));
-  EXPECT_THAT(outcome.out,
-              AllOf(HasSubstr("NEXT RUN"), HasSubstr("LAST RUN ENDED"), HasSubstr("LAST ERROR\n")));
+  EXPECT_THAT(outcome.out, AllOf(HasSubstr("NEXT RUN"), HasSubstr("LAST RUN ENDED  OUTCOME"),
+                                 HasSubstr("DURATION  LAST ERROR\n")));
   EXPECT_THAT(LineOf(outcome.out, "yearly"),
               ContainsRegex("^jobs +yearly +global +0 0 1 1 \\* +idle +in [0-9]+d[0-9]+h "
-                            "\\([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}\\) +- +-$"));
+                            "\\([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}\\) +- +- +- +-$"));
   EXPECT_THAT(LineOf(outcome.out, "warmup"),
               ContainsRegex("^jobs +warmup +local +every 5m +initial-wait +in 59m[0-9]+s \\("));
   EXPECT_THAT(LineOf(outcome.out, "report"),
               ContainsRegex("^jobs +report +global +manual +running +started (now|[0-9]+s ago) "
-                            "\\([0-9:]{8}\\) +- +-$"));
-  EXPECT_THAT(LineOf(outcome.out, "quick"), ContainsRegex("^jobs +quick +global +manual +idle +- "
-                                                          "+- +-$"));
+                            "\\([0-9:]{8}\\) +- +- +- +-$"));
+  EXPECT_THAT(LineOf(outcome.out, "quick"),
+              ContainsRegex("^jobs +quick +global +manual +idle +- +- +- +- +-$"));
   EXPECT_THAT(LineOf(outcome.out, "fails"),
               ContainsRegex("^jobs +fails +global +manual +idle +- +(now|[0-9]+s ago) "
-                            "\\([0-9:]{8}\\) +disk full; while writing the report$"));
+                            "\\([0-9:]{8}\\) +failed +[0-9.]+m?s +disk full; while writing the "
+                            "report$"));
   EXPECT_THAT(LineOf(outcome.out, "nightly"), ContainsRegex("^jobs +nightly report/v2 +global"));
   EXPECT_THAT(LineOf(outcome.out, "digest"),
               ContainsRegex("^mail +digest +local +30 6 \\* \\* \\* +idle +in "));

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -24,6 +26,8 @@
 
 #include "executors/process_shim.h"
 #include "integration/executors/recording_logger.h"
+#include "stagehand/model/run_report.h"
+#include "stagehand/model/task_run.h"
 #include "stagehand/time/manual_clock.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
@@ -691,6 +695,140 @@ TEST_F(CommandTaskTest, MakeCommandTaskPassesTheKillToken) {
   kill_.request_stop();
   EXPECT_EQ(Within(run, static_cast<pid_t>(std::stol(started->Field("pid")))).message(),
             "command '/bin/sh' was killed at once (SIGKILL)");
+}
+
+// Issue 16: the output of every run went into the daemon log, up to 64 KiB per run. With a report,
+// the output goes to the report and the log keeps one record per run.
+class CommandReportTest : public CommandTaskTest {
+ protected:
+  Status RunReported(const CommandSpec& spec) {
+    return RunCommand(spec, logger_, SystemClock::Instance(),
+                      RunControl{std::stop_token(), std::stop_token(), report_});
+  }
+
+  // Returns the records of the run's end ("command exited ...", "command was killed ...").
+  std::vector<LogRecord> EndRecords() const {
+    std::vector<LogRecord> ends;
+    for (const LogRecord& record : logger_.Records()) {
+      if (record.message.starts_with("command exited") ||
+          record.message.starts_with("command was killed")) {
+        ends.push_back(record);
+      }
+    }
+    return ends;
+  }
+
+  std::shared_ptr<RunReport> report_ = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+};
+
+TEST_F(CommandReportTest, OutputOfBothStreamsGoesToTheReportInArrivalOrder) {
+  Status status =
+      RunReported(Shell("echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; printf out2; exit 3"));
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), AllOf(HasSubstr("exited with code 3"), HasSubstr("stderr:\nerr1")));
+  RunReport::Snapshot report = report_->Read();
+  EXPECT_EQ(report.output_tail, "out1\nerr1\nout2");
+  EXPECT_EQ(report.output_bytes, 14U);
+  EXPECT_EQ(report.exit_code, 3);
+  EXPECT_FALSE(report.signal.has_value());
+  EXPECT_FALSE(report.http_status.has_value());
+  EXPECT_TRUE(logger_.Lines("stdout").empty());
+  EXPECT_TRUE(logger_.Lines("stderr").empty());
+}
+
+TEST_F(CommandReportTest, TheLogKeepsOneRecordPerRun) {
+  ASSERT_TRUE(RunReported(Shell("echo backing up; echo 'backup done'")).ok());
+  std::vector<LogRecord> ends = EndRecords();
+  ASSERT_EQ(ends.size(), 1U);
+  EXPECT_EQ(ends[0].message, "command exited with code 0");
+  EXPECT_EQ(ends[0].level, LogLevel::kInfo);
+  EXPECT_EQ(ends[0].Field("task"), "t1");
+  EXPECT_EQ(ends[0].Field("program"), "/bin/sh");
+  EXPECT_EQ(ends[0].Field("exit_code"), "0");
+  EXPECT_EQ(ends[0].Field("output_bytes"), "23");
+  EXPECT_EQ(ends[0].Field("last_line"), "backup done");
+  for (const LogRecord& record : logger_.Records()) {
+    EXPECT_TRUE(record.level == LogLevel::kDebug || record.message == ends[0].message)
+        << record.message;
+  }
+}
+
+TEST_F(CommandReportTest, SilentRunHasNoLastLine) {
+  ASSERT_TRUE(RunReported(Shell("true")).ok());
+  std::vector<LogRecord> ends = EndRecords();
+  ASSERT_EQ(ends.size(), 1U);
+  EXPECT_EQ(ends[0].Field("output_bytes"), "0");
+  EXPECT_EQ(ends[0].Field("last_line"), "");
+  EXPECT_EQ(report_->Read().output_tail, "");
+}
+
+TEST_F(CommandReportTest, LastLineIsCutWithoutSplittingACharacter) {
+  // 150 two-byte characters: 300 bytes, cut at 200.
+  ASSERT_TRUE(RunReported(Shell("for i in $(seq 1 150); do printf '\\303\\251'; done; echo")).ok());
+  std::vector<LogRecord> ends = EndRecords();
+  ASSERT_EQ(ends.size(), 1U);
+  std::string expected;
+  for (int i = 0; i < 100; ++i) {
+    expected += "\u00e9";
+  }
+  EXPECT_EQ(ends[0].Field("last_line"), expected);
+  EXPECT_EQ(report_->Read().output_bytes, 301U);
+}
+
+TEST_F(CommandReportTest, SignalDeathIsTheReportsSignal) {
+  Status status = RunReported(Shell("echo before; kill -USR1 $$"));
+  EXPECT_THAT(status.message(), HasSubstr("signal 10 (SIGUSR1)"));
+  RunReport::Snapshot report = report_->Read();
+  EXPECT_EQ(report.signal, SIGUSR1);
+  EXPECT_FALSE(report.exit_code.has_value());
+  EXPECT_EQ(report.output_tail, "before\n");
+  std::vector<LogRecord> ends = EndRecords();
+  ASSERT_EQ(ends.size(), 1U);
+  EXPECT_EQ(ends[0].message, "command was killed by signal 10 (SIGUSR1)");
+  EXPECT_EQ(ends[0].Field("signal"), "10");
+}
+
+TEST_F(CommandReportTest, OutputIsInTheReportWhileTheCommandRuns) {
+  std::future<Status> run = std::async(std::launch::async, [this] {
+    return RunCommand(Shell("echo first; sleep 300"), logger_, SystemClock::Instance(),
+                      RunControl{stop_.get_token(), kill_.get_token(), report_});
+  });
+  pid_t group = StartedGroup();
+  const auto limit = std::chrono::steady_clock::now() + kEventLimit;
+  while (report_->Read().output_tail != "first\n" && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(kPollStep);
+  }
+  EXPECT_EQ(report_->Read().output_tail, "first\n");
+  EXPECT_FALSE(report_->Read().exit_code.has_value());
+  stop_.request_stop();
+  EXPECT_EQ(Within(run, group).code(), StatusCode::kCancelled);
+  RunReport::Snapshot report = report_->Read();
+  EXPECT_EQ(report.signal, SIGTERM);
+  EXPECT_FALSE(report.exit_code.has_value());
+}
+
+TEST_F(CommandReportTest, ReportKeepsTheTailAndCountsEveryByte) {
+  report_ = std::make_shared<RunReport>(1000);
+  // seq 1 100000 prints 588,895 bytes.
+  ASSERT_TRUE(RunReported(Shell("seq 1 100000")).ok());
+  RunReport::Snapshot report = report_->Read();
+  EXPECT_EQ(report.output_bytes, 588895U);
+  ASSERT_EQ(report.output_tail.size(), 1000U);
+  EXPECT_TRUE(report.output_tail.ends_with("99999\n100000\n"));
+  std::vector<LogRecord> ends = EndRecords();
+  ASSERT_EQ(ends.size(), 1U);
+  EXPECT_EQ(ends[0].Field("output_bytes"), "588895");
+  EXPECT_EQ(ends[0].Field("last_line"), "100000");
+  EXPECT_TRUE(logger_.Lines("stdout").empty());
+}
+
+TEST_F(CommandTaskTest, WithoutAReportTheLinesAndTheEndAreLogged) {
+  ASSERT_TRUE(Run(Shell("echo hello; echo world")).ok());
+  EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("hello", "world"));
+  std::optional<LogRecord> end = logger_.WaitFor("command exited with code 0");
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->Field("output_bytes"), "12");
+  EXPECT_EQ(end->Field("last_line"), "world");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "integration/executors/recording_logger.h"
+#include "stagehand/model/run_report.h"
+#include "stagehand/model/task_run.h"
 
 namespace stagehand {
 namespace {
@@ -396,6 +399,54 @@ TEST_F(HttpTaskTest, MakeHttpTaskValidatesAtConstruction) {
   Result<TaskFunction> task = MakeHttpTask(Spec("/ok"), nullptr, SystemClock::Instance());
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_TRUE((*task)(std::stop_token()).ok());
+}
+
+// Issue 16: the run history shows an HTTP task's status and the start of the body it got.
+TEST_F(HttpTaskTest, ReportGetsTheStatusAndTheBody) {
+  auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+  Status status = RunHttpTask(Spec("/ok"), logger_, SystemClock::Instance(),
+                              RunControl{std::stop_token(), std::stop_token(), report});
+  ASSERT_TRUE(status.ok()) << status;
+  RunReport::Snapshot snapshot = report->Read();
+  EXPECT_EQ(snapshot.http_status, 200);
+  EXPECT_EQ(snapshot.output_tail, "fine");
+  EXPECT_FALSE(snapshot.exit_code.has_value());
+}
+
+TEST_F(HttpTaskTest, ReportGetsTheStatusOfAFailure) {
+  auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+  Status status = RunHttpTask(Spec("/fail"), logger_, SystemClock::Instance(),
+                              RunControl{std::stop_token(), std::stop_token(), report});
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  RunReport::Snapshot snapshot = report->Read();
+  EXPECT_EQ(snapshot.http_status, 500);
+  EXPECT_EQ(snapshot.output_tail, "boom: " + std::string(300, 'x'));
+}
+
+TEST_F(HttpTaskTest, ReportGetsOnlyTheFirstBytesOfALongBody) {
+  auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+  HttpTaskSpec spec = Spec("/huge");
+  spec.method = "GET";
+  spec.max_response_bytes = 4 * kDefaultRunOutputTailBytes;
+  Status status = RunHttpTask(spec, logger_, SystemClock::Instance(),
+                              RunControl{std::stop_token(), std::stop_token(), report});
+  ASSERT_TRUE(status.ok()) << status;
+  RunReport::Snapshot snapshot = report->Read();
+  EXPECT_EQ(snapshot.http_status, 200);
+  EXPECT_EQ(snapshot.output_bytes, kDefaultRunOutputTailBytes);
+  EXPECT_EQ(snapshot.output_tail, std::string(kDefaultRunOutputTailBytes, 'z'));
+}
+
+TEST_F(HttpTaskTest, NoAnswerLeavesTheReportEmpty) {
+  auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
+  HttpTaskSpec spec = Spec("/ok");
+  server_.stop();
+  Status status = RunHttpTask(spec, logger_, SystemClock::Instance(),
+                              RunControl{std::stop_token(), std::stop_token(), report});
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  RunReport::Snapshot snapshot = report->Read();
+  EXPECT_FALSE(snapshot.http_status.has_value());
+  EXPECT_EQ(snapshot.output_bytes, 0U);
 }
 
 }  // namespace

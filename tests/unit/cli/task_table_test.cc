@@ -166,22 +166,26 @@ TEST(ParseTaskListingTest, RejectsBodiesThatAreNotAListing) {
 TEST(RenderTaskTableTest, AlignsEveryColumn) {
   const WallTime now = At("2026-11-30T04:14:13Z");
   std::vector<TaskRow> rows = ParseTaskListing("myplugin", kListing).value();
+  rows[0].last_outcome = "cancelled";
+  rows[0].last_duration = std::chrono::milliseconds(1500);
   EXPECT_EQ(RenderTaskTable(rows, now, TimeZone::Utc(), /*colour=*/false),
             "PLUGIN    TASK  SCOPE   CADENCE    STATE         NEXT RUN                    "
-            "LAST RUN ENDED     LAST ERROR\n"
+            "LAST RUN ENDED     OUTCOME    DURATION  LAST ERROR\n"
             "myplugin  g1    global  every 10m  idle          in 4m (04:18:13)            "
-            "1m ago (04:13:13)  Task was cancelled\n"
+            "1m ago (04:13:13)  cancelled  1.5s      Task was cancelled\n"
             "myplugin  l1    local   every 10m  initial-wait  in 59m (05:13:13)           "
-            "-                  -\n"
+            "-                  -          -         -\n"
             "myplugin  man   global  manual     -             -                           "
-            "-                  -\n"
+            "-                  -          -         -\n"
             "myplugin  busy  global  0 * * * *  running       started 10s ago (04:14:03)  "
-            "-                  -\n");
+            "-                  -          -         -\n");
 }
 
 TEST(RenderTaskTableTest, ColourAddsEscapesWithoutMovingColumns) {
   const WallTime now = At("2026-11-30T04:14:13Z");
   std::vector<TaskRow> rows = ParseTaskListing("myplugin", kListing).value();
+  rows[1].last_outcome = "succeeded";
+  rows[2].last_outcome = "timed_out";
   const std::string plain = RenderTaskTable(rows, now, TimeZone::Utc(), false);
   const std::string coloured = RenderTaskTable(rows, now, TimeZone::Utc(), true);
   EXPECT_THAT(plain, Not(HasSubstr("\033[")));
@@ -189,6 +193,8 @@ TEST(RenderTaskTableTest, ColourAddsEscapesWithoutMovingColumns) {
   EXPECT_THAT(coloured, HasSubstr("\033[32mrunning\033[0m"));
   EXPECT_THAT(coloured, HasSubstr("\033[33minitial-wait\033[0m"));
   EXPECT_THAT(coloured, HasSubstr("\033[31mTask was cancelled\033[0m"));
+  EXPECT_THAT(coloured, HasSubstr("\033[32msucceeded\033[0m"));
+  EXPECT_THAT(coloured, HasSubstr("\033[31mtimed_out\033[0m"));
   EXPECT_EQ(std::regex_replace(coloured, std::regex("\033\\[[0-9;]*m"), ""), plain);
 }
 

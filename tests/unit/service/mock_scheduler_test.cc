@@ -15,12 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "stagehand/time/manual_clock.h"
 #include "unit/service/task_probe.h"
 
 namespace stagehand {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using testing::MockScheduler;
 using testing::MockSchedulerOptions;
 
@@ -399,6 +401,155 @@ TEST(MockSchedulerTest, ScheduledTaskRunnerRegistersWithTheRunnersSchedule) {
   EXPECT_EQ(tasks[0].settings.timeout_after_duration, "PT30S");
   ASSERT_TRUE(scheduler.TriggerTask("a").ok());
   EXPECT_EQ(probe->starts(), 1U);
+}
+
+// --- Run history --------------------------------------------------------------------------------
+
+// Returns the outcomes of `page`'s runs, newest first.
+std::vector<RunOutcome> OutcomesOf(const RunPage& page) {
+  std::vector<RunOutcome> outcomes;
+  for (const TaskRun& run : page.runs) outcomes.push_back(run.finish.outcome);
+  return outcomes;
+}
+
+TEST(MockSchedulerRunsTest, RecordsEachRunWithItsTriggerOutcomeErrorAndDuration) {
+  testing::ManualClock clock;
+  MockSchedulerOptions options;
+  options.clock = &clock;
+  MockScheduler scheduler(options);
+  ASSERT_TRUE(
+      scheduler
+          .ScheduleTask(Task("a", [&](std::stop_token) { clock.Advance(std::chrono::seconds(3)); }))
+          .ok());
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  auto failing = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(
+      scheduler.ScheduleTask(Task("a", failing->Returning(InternalError("it broke")))).ok());
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  auto throwing = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", throwing->Throwing("it threw"))).ok());
+  scheduler.RunStartup();
+
+  Result<RunPage> page = scheduler.GetTaskRuns("a", 10, std::nullopt);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->runs.size(), 3U);
+  EXPECT_FALSE(page->next_cursor.has_value());
+  EXPECT_THAT(OutcomesOf(*page),
+              ElementsAre(RunOutcome::kFailed, RunOutcome::kFailed, RunOutcome::kSucceeded));
+  const TaskRun& thrown = page->runs[0];
+  EXPECT_EQ(thrown.origin.trigger, RunTrigger::kSchedule);
+  EXPECT_EQ(thrown.finish.error_json, R"({"name":"Error","message":"it threw"})");
+  const TaskRun& failed = page->runs[1];
+  EXPECT_EQ(failed.origin.trigger, RunTrigger::kManual);
+  EXPECT_EQ(failed.finish.error_json, R"({"name":"Error","message":"it broke"})");
+  const TaskRun& succeeded = page->runs[2];
+  EXPECT_EQ(succeeded.task_id, "a");
+  EXPECT_EQ(succeeded.origin.attempt, 1);
+  EXPECT_EQ(succeeded.started_at, testing::ManualClock::DefaultStart());
+  EXPECT_EQ(succeeded.duration(), std::chrono::milliseconds(3000));
+  EXPECT_FALSE(succeeded.finish.error_json.has_value());
+  EXPECT_NE(succeeded.run_id, failed.run_id);
+}
+
+TEST(MockSchedulerRunsTest, ARunStoppedByCancelOrShutdownThatFailsIsCancelled) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  probe->SetOutcome(InternalError("stopped early"));
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  ASSERT_TRUE(scheduler.CancelTask("a").ok());
+  trigger.Join();
+  scheduler.Shutdown();
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+
+  Result<RunPage> page = scheduler.GetTaskRuns("a", 10, std::nullopt);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->runs.size(), 2U);
+  EXPECT_EQ(page->runs[0].finish.outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(page->runs[0].finish.error_json,
+            R"({"name":"Error","message":"interrupted by shutdown: stopped early"})");
+  EXPECT_EQ(page->runs[1].finish.outcome, RunOutcome::kCancelled);
+  EXPECT_EQ(page->runs[1].finish.error_json,
+            R"({"name":"Error","message":"cancelled: stopped early"})");
+}
+
+TEST(MockSchedulerRunsTest, GetRunShowsARunningRunLiveAndKeepsItsOutput) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->BlockingWithOutput("half way\n"))).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+
+  Result<RunPage> page = scheduler.GetTaskRuns("a", 1, std::nullopt);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->runs.size(), 1U);
+  EXPECT_EQ(page->runs[0].finish.outcome, RunOutcome::kRunning);
+  EXPECT_FALSE(page->runs[0].ended_at.has_value());
+  const std::string run_id = page->runs[0].run_id;
+  Result<RunDetail> live = scheduler.GetRun(run_id);
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->live);
+  EXPECT_EQ(live->run.finish.outcome, RunOutcome::kRunning);
+  EXPECT_EQ(live->run.finish.output_tail, "half way\n");
+  EXPECT_EQ(live->output_bytes, 9U);
+
+  probe->ReleaseAll();
+  trigger.Join();
+  Result<RunDetail> ended = scheduler.GetRun(run_id);
+  ASSERT_TRUE(ended.ok());
+  EXPECT_FALSE(ended->live);
+  EXPECT_EQ(ended->run.finish.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(ended->run.finish.output_tail, "half way\n");
+  EXPECT_EQ(ended->output_bytes, 9U);
+  Result<RunPage> listed = scheduler.GetTaskRuns("a", 1, std::nullopt);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->runs[0].finish.output_tail, "");
+}
+
+TEST(MockSchedulerRunsTest, PagesNewestFirstWithRunIdsAsCursors) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("b", probe->Returning())).ok());
+  std::vector<std::string> ids;  // of task a, oldest first
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+    ASSERT_TRUE(scheduler.TriggerTask("b").ok());
+    Result<RunPage> newest = scheduler.GetTaskRuns("a", 1, std::nullopt);
+    ASSERT_TRUE(newest.ok());
+    ids.push_back(newest->runs[0].run_id);
+  }
+
+  Result<RunPage> first = scheduler.GetTaskRuns("a", 2, std::nullopt);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->runs.size(), 2U);
+  EXPECT_EQ(first->runs[0].run_id, ids[2]);
+  EXPECT_EQ(first->runs[1].run_id, ids[1]);
+  ASSERT_EQ(first->next_cursor, ids[1]);
+  Result<RunPage> second = scheduler.GetTaskRuns("a", 2, first->next_cursor);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->runs.size(), 1U);
+  EXPECT_EQ(second->runs[0].run_id, ids[0]);
+  EXPECT_FALSE(second->next_cursor.has_value());
+}
+
+TEST(MockSchedulerRunsTest, ErrorsNameTheParameterOrTheUnknownTaskOrRun) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+
+  Result<RunPage> none = scheduler.GetTaskRuns("a", 20, std::nullopt);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->runs.empty());
+  EXPECT_EQ(scheduler.GetTaskRuns("a", 0, std::nullopt).status(),
+            InvalidArgumentError("limit must be between 1 and 1000, got 0"));
+  EXPECT_EQ(scheduler.GetTaskRuns("a", 1001, std::nullopt).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_THAT(scheduler.GetTaskRuns("a", 1, "nope").status().message(), HasSubstr("before"));
+  EXPECT_EQ(scheduler.GetTaskRuns("x", 1, std::nullopt).status(),
+            NotFoundError("Task x not found"));
+  EXPECT_EQ(scheduler.GetRun("nope").status(), NotFoundError("Run nope does not exist"));
 }
 
 }  // namespace

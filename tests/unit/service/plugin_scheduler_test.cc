@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/base/host_name.h"
 #include "stagehand/store/memory_task_store.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
@@ -47,6 +48,9 @@ enum class EventKind {
   kLeaseRenewalFailed,
   kLeaseLost,
   kReclaimed,
+  kRegistered,
+  kTriggered,
+  kCancelled,
 };
 
 struct Event {
@@ -84,6 +88,15 @@ class EventRecorder final : public SchedulerObserver {
   }
   void OnReclaimed(std::string_view /*plugin_id*/, std::string_view task_id) override {
     Add({EventKind::kReclaimed, std::string(task_id), {}, {}});
+  }
+  void OnTaskRegistered(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kRegistered, std::string(task_id), {}, {}});
+  }
+  void OnTaskTriggered(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kTriggered, std::string(task_id), {}, {}});
+  }
+  void OnTaskCancelled(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kCancelled, std::string(task_id), {}, {}});
   }
 
   // Blocks until `n` events of `kind` for `task_id` were recorded, or kRealTimeout passes.
@@ -1121,6 +1134,151 @@ TEST_F(PluginSchedulerTest, AZeroInitialDelayMeansNoDelay) {
   task.initial_delay = milliseconds(0);
   ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
   ASSERT_TRUE(probe->WaitForStarts(1));
+}
+
+// --- Run history --------------------------------------------------------------------------------
+
+TEST_F(PluginSchedulerTest, ObserverHearsTheRegistrationsTriggersAndCancelsThatSucceed) {
+  auto probe = std::make_shared<TaskProbe>();
+  std::vector<TaskDefinition> tasks;
+  tasks.push_back(Global("a", ManualFrequency{}, probe->Blocking()));
+  tasks.push_back(Local("b", ManualFrequency{}, probe->Returning()));
+  ASSERT_TRUE(scheduler_->ScheduleTasks(std::move(tasks)).ok());
+  EXPECT_EQ(events_->Count(EventKind::kRegistered, "a"), 1U);
+  EXPECT_EQ(events_->Count(EventKind::kRegistered, "b"), 1U);
+  EXPECT_FALSE(scheduler_->ScheduleTask(Global("a", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_EQ(events_->Count(EventKind::kRegistered, "a"), 1U);
+
+  EXPECT_FALSE(scheduler_->TriggerTask("x").ok());
+  EXPECT_FALSE(scheduler_->CancelTask("a").ok());
+  ASSERT_TRUE(scheduler_->TriggerTask("a").ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  ASSERT_TRUE(scheduler_->CancelTask("a").ok());
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "a"));
+
+  EXPECT_EQ(events_->Count(EventKind::kTriggered, "x"), 0U);
+  EXPECT_EQ(events_->Count(EventKind::kTriggered, "a"), 1U);
+  EXPECT_EQ(events_->Count(EventKind::kCancelled, "a"), 1U);
+}
+
+TEST_F(PluginSchedulerTest, GetTaskRunsPagesTheRunsOfATaskNewestFirst) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  for (std::size_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+    ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m", i));
+    clock_.Advance(seconds(1));
+  }
+
+  Result<RunPage> first = scheduler_->GetTaskRuns("m", 2, std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->runs.size(), 2U);
+  EXPECT_EQ(first->runs[0].started_at, At(seconds(2)));
+  EXPECT_EQ(first->runs[1].started_at, At(seconds(1)));
+  ASSERT_TRUE(first->next_cursor.has_value());
+  const TaskRun& newest = first->runs[0];
+  EXPECT_EQ(newest.task_id, "m");
+  EXPECT_EQ(newest.origin.trigger, RunTrigger::kManual);
+  EXPECT_EQ(newest.origin.host, LocalHostName());
+  EXPECT_EQ(newest.finish.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(newest.run_id, events_->Of(EventKind::kCompleted, "m")[2].ticket);
+
+  Result<RunPage> second = scheduler_->GetTaskRuns("m", 2, first->next_cursor);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->runs.size(), 1U);
+  EXPECT_EQ(second->runs[0].started_at, At(seconds(0)));
+  EXPECT_FALSE(second->next_cursor.has_value());
+  Result<RunPage> before_run = scheduler_->GetTaskRuns("m", 20, newest.run_id);
+  ASSERT_TRUE(before_run.ok());
+  EXPECT_EQ(before_run->runs.size(), 2U);
+}
+
+TEST_F(PluginSchedulerTest, GetTaskRunsNamesABadLimitOrCursor) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  for (const int limit : {0, -1, kMaxRunPageSize + 1}) {
+    const Status status = scheduler_->GetTaskRuns("m", limit, std::nullopt).status();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << limit;
+    EXPECT_THAT(status.message(), HasSubstr("limit")) << limit;
+  }
+  const Status status = scheduler_->GetTaskRuns("m", 20, "not-a-cursor").status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("before"));
+  EXPECT_TRUE(scheduler_->GetTaskRuns("m", kMaxRunPageSize, std::nullopt).ok());
+}
+
+TEST_F(PluginSchedulerTest, GetTaskRunsOfATaskKnownNowhereIsNotFound) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Local("here", ManualFrequency{}, probe->Returning())).ok());
+  TaskRow row;
+  row.id = "elsewhere";
+  row.settings_json = R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})";
+  store_->PutRow(row);
+  RunStart start{"run-1", "gone", RunOrigin{}, At(seconds(0))};
+  ASSERT_TRUE(store_->RecordStarts({&start, 1}).ok());
+
+  EXPECT_EQ(scheduler_->GetTaskRuns("nope", 20, std::nullopt).status(),
+            NotFoundError("Task nope does not exist"));
+  for (const char* known : {"here", "elsewhere"}) {
+    Result<RunPage> page = scheduler_->GetTaskRuns(known, 20, std::nullopt);
+    ASSERT_TRUE(page.ok()) << known << ": " << page.status().ToString();
+    EXPECT_TRUE(page->runs.empty());
+  }
+  Result<RunPage> gone = scheduler_->GetTaskRuns("gone", 20, std::nullopt);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->runs.size(), 1U);
+}
+
+TEST_F(PluginSchedulerTest, RunHistoryNeedsAStoreThatKeepsOne) {
+  Start(nullptr);
+  Status status = scheduler_->GetTaskRuns("m", 20, std::nullopt).status();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr("Plugin myplugin keeps no run history: it has no database"));
+  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kFailedPrecondition);
+
+  Start(std::make_shared<SlowPollStore>(store_, clock_));
+  status = scheduler_->GetRun("r").status();
+  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("no history tables"));
+}
+
+TEST_F(PluginSchedulerTest, GetRunOfARunningRunShowsWhatItReportedSoFar) {
+  auto probe = std::make_shared<TaskProbe>();
+  const std::string output = std::string(70 * 1024, 'x') + "tail";
+  ASSERT_TRUE(
+      scheduler_->ScheduleTask(Global("r", ManualFrequency{}, probe->BlockingWithOutput(output)))
+          .ok());
+  probe->SetOutcome(InternalError("it broke"));
+  ASSERT_TRUE(scheduler_->TriggerTask("r").ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  Result<RunPage> page = scheduler_->GetTaskRuns("r", 1, std::nullopt);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->runs.size(), 1U);
+  const std::string run_id = page->runs[0].run_id;
+
+  Result<RunDetail> live = scheduler_->GetRun(run_id);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE(live->live);
+  EXPECT_EQ(live->run.task_id, "r");
+  EXPECT_EQ(live->run.finish.outcome, RunOutcome::kRunning);
+  EXPECT_EQ(live->output_bytes, output.size());
+  EXPECT_EQ(live->run.finish.output_tail,
+            output.substr(output.size() - kDefaultRunOutputTailBytes));
+
+  probe->ReleaseAll();
+  ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "r"));
+  Result<RunDetail> ended = scheduler_->GetRun(run_id);
+  ASSERT_TRUE(ended.ok());
+  EXPECT_FALSE(ended->live);
+  EXPECT_EQ(ended->run.finish.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(ended->run.finish.error_json, R"({"name":"Error","message":"it broke"})");
+  EXPECT_EQ(ended->run.finish.output_tail, live->run.finish.output_tail);
+  EXPECT_EQ(ended->output_bytes, kDefaultRunOutputTailBytes);
+}
+
+TEST_F(PluginSchedulerTest, GetRunOfAnUnknownRunIsNotFound) {
+  EXPECT_EQ(scheduler_->GetRun("nope").status(), NotFoundError("Run nope does not exist"));
 }
 
 }  // namespace

@@ -60,6 +60,24 @@ class TaskProbe : public std::enable_shared_from_this<TaskProbe> {
     };
   }
 
+  // Returns a function like Blocking() that first reports `output` through its RunControl (when
+  // the run has a report).
+  TaskFunction BlockingWithOutput(std::string output) {
+    auto self = shared_from_this();
+    return [self, output](const RunControl& control) {
+      if (control.report != nullptr) control.report->AppendOutput(output);
+      self->Enter(control.stop);
+      Status outcome;
+      {
+        std::unique_lock lock(self->mu_);
+        self->cv_.wait(lock, control.stop, [&] { return self->released_; });
+        outcome = self->outcome_;
+      }
+      self->Leave(control.stop);
+      return outcome;
+    };
+  }
+
   // Makes every blocked call, and every later call of Blocking(), return at once.
   void ReleaseAll() {
     {

@@ -155,12 +155,12 @@ TEST_F(MemoryTaskStoreTest, HistoryTimesAreTheInjectedClocksInMilliseconds) {
   EXPECT_EQ(run->ended_at, now + milliseconds(2500));
   EXPECT_EQ(run->duration(), milliseconds(2500));
 
-  // Past the max age by the manual clock, the run is pruned.
-  clock_.Advance(RunHistoryLimits{}.max_age);
+  // Past the max age after its start by the manual clock, the run is pruned.
+  clock_.Advance(RunHistoryLimits{}.max_age - milliseconds(2500));
   Result<std::size_t> pruned = store_.PruneExpired(10);
   ASSERT_TRUE(pruned.ok());
   EXPECT_EQ(*pruned, 0u);
-  clock_.Advance(milliseconds(2501));
+  clock_.Advance(milliseconds(1));
   pruned = store_.PruneExpired(10);
   ASSERT_TRUE(pruned.ok());
   EXPECT_EQ(*pruned, 1u);

@@ -1,0 +1,148 @@
+#include "stagehand/http/run_history_router.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+#include <vector>
+
+#include "http/path_match.h"
+#include "http/run_json.h"
+#include "stagehand/http/error_response.h"
+
+namespace stagehand {
+namespace {
+
+constexpr std::string_view kPrefix[] = {".stagehand", "v1"};
+
+HttpResponse JsonOk(const nlohmann::ordered_json& body) {
+  HttpResponse response;
+  response.status = 200;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = http_internal::DumpJson(body);
+  return response;
+}
+
+// Returns the one value of query parameter `name`, or nullopt when it is absent. Errors:
+// kInvalidArgument when it is malformed or given more than once.
+Result<std::optional<std::string>> OneQueryValue(std::string_view query, std::string_view name) {
+  Result<std::vector<std::string>> values = QueryParameterValues(query, name);
+  if (!values.ok()) {
+    return values.status();
+  }
+  if (values->size() > 1) {
+    return InvalidArgumentError(fmt::format("{} must be given at most once", name));
+  }
+  if (values->empty()) {
+    return std::optional<std::string>();
+  }
+  return std::optional<std::string>(std::move(values->front()));
+}
+
+// Returns the page size `text` asks for. Errors: kInvalidArgument naming `limit`.
+Result<int> ParseLimit(const std::string& text) {
+  int limit = 0;
+  bool digits = !text.empty() && text.size() <= 4;
+  for (char c : text) {
+    digits = digits && c >= '0' && c <= '9';
+    if (digits) {
+      limit = limit * 10 + (c - '0');
+    }
+  }
+  if (!digits || limit < 1 || limit > kMaxRunPageSize) {
+    return InvalidArgumentError(
+        fmt::format("limit must be an integer between 1 and {}, got '{}'", kMaxRunPageSize, text));
+  }
+  return limit;
+}
+
+}  // namespace
+
+RunHistoryRouter::RunHistoryRouter(std::string plugin_id, SchedulerService& scheduler,
+                                   std::shared_ptr<Logger> logger)
+    : plugin_id_(std::move(plugin_id)),
+      scheduler_(&scheduler),
+      logger_(logger ? std::move(logger) : NullLogger()) {}
+
+std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request) const {
+  if (request.method != "GET" && request.method != "HEAD") {
+    return std::nullopt;
+  }
+  const std::optional<std::vector<std::string_view>> segments =
+      http_internal::SplitRoutePath(request.path);
+  if (!segments || !http_internal::StartsWithSegments(*segments, kPrefix)) {
+    return std::nullopt;
+  }
+  const std::vector<std::string_view> rest(segments->begin() + std::size(kPrefix), segments->end());
+  if (rest.size() == 3 && http_internal::EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty() &&
+      http_internal::EqualsIgnoreCase(rest[2], "runs")) {
+    return ListRuns(request, rest[1]);
+  }
+  if (rest.size() == 2 && http_internal::EqualsIgnoreCase(rest[0], "runs") && !rest[1].empty()) {
+    return GetRun(request, rest[1]);
+  }
+  return std::nullopt;
+}
+
+HttpResponse RunHistoryRouter::ListRuns(const HttpRequest& request,
+                                        std::string_view raw_task_id) const {
+  const auto fail = [&](const Status& error) { return ErrorResponse(error, request, *logger_); };
+  Result<std::string> task_id = http_internal::DecodeIdParam(raw_task_id, "task id");
+  if (!task_id.ok()) {
+    return fail(task_id.status());
+  }
+  Result<std::optional<std::string>> limit_text = OneQueryValue(request.query, "limit");
+  if (!limit_text.ok()) {
+    return fail(limit_text.status());
+  }
+  int limit = kDefaultRunPageSize;
+  if (*limit_text) {
+    Result<int> parsed = ParseLimit(**limit_text);
+    if (!parsed.ok()) {
+      return fail(parsed.status());
+    }
+    limit = *parsed;
+  }
+  Result<std::optional<std::string>> before = OneQueryValue(request.query, "before");
+  if (!before.ok()) {
+    return fail(before.status());
+  }
+  if (*before) {
+    if ((*before)->empty()) {
+      return fail(InvalidArgumentError("before must not be empty"));
+    }
+    if (Status storable = http_internal::CheckStorableText(**before, "before"); !storable.ok()) {
+      return fail(storable);
+    }
+  }
+  Result<RunPage> page = scheduler_->GetTaskRuns(*task_id, limit, *before);
+  if (!page.ok()) {
+    return fail(page.status());
+  }
+  nlohmann::ordered_json body;
+  nlohmann::ordered_json& runs = body["runs"] = nlohmann::ordered_json::array();
+  for (const TaskRun& run : page->runs) {
+    runs.push_back(http_internal::RunJson(run, plugin_id_));
+  }
+  body["nextCursor"] = page->next_cursor ? nlohmann::ordered_json(*page->next_cursor)
+                                         : nlohmann::ordered_json(nullptr);
+  return JsonOk(body);
+}
+
+HttpResponse RunHistoryRouter::GetRun(const HttpRequest& request,
+                                      std::string_view raw_run_id) const {
+  Result<std::string> run_id = http_internal::DecodeIdParam(raw_run_id, "run id");
+  if (!run_id.ok()) {
+    return ErrorResponse(run_id.status(), request, *logger_);
+  }
+  Result<RunDetail> detail = scheduler_->GetRun(*run_id);
+  if (!detail.ok()) {
+    return ErrorResponse(detail.status(), request, *logger_);
+  }
+  nlohmann::ordered_json body = http_internal::RunJson(detail->run, plugin_id_);
+  body["output"] = detail->run.finish.output_tail;
+  body["outputBytes"] = detail->output_bytes;
+  body["live"] = detail->live;
+  return JsonOk(body);
+}
+
+}  // namespace stagehand

@@ -1,0 +1,357 @@
+// The run history routes over a real PluginScheduler (MemoryTaskStore, ManualClock) behind a real
+// HttpServer on 127.0.0.1: the exact bytes of the RUN object, paging, the errors and a live run.
+#include "stagehand/http/run_history_router.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stagehand/http/http_server.h"
+#include "stagehand/service/plugin_scheduler.h"
+#include "stagehand/store/memory_task_store.h"
+#include "stagehand/time/manual_clock.h"
+#include "stagehand/time/time_zone.h"
+#include "unit/http/loopback_client.h"
+#include "unit/service/task_probe.h"
+
+namespace stagehand {
+namespace {
+
+using http_testing::Exchange;
+using http_testing::Get;
+using http_testing::RawResponse;
+using service_testing::TaskProbe;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kRuns = "/api/jobs/.stagehand/v1/tasks/nightly/runs";
+
+WallTime At(std::string_view iso) {
+  Result<WallTime> instant = ParseIsoInstant(iso);
+  EXPECT_TRUE(instant.ok()) << iso;
+  return instant.ok() ? *instant : WallTime{};
+}
+
+nlohmann::json Parse(const std::string& body) {
+  nlohmann::json json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(json.is_discarded()) << body;
+  return json;
+}
+
+// Returns the run ids of a page, in order.
+std::vector<std::string> RunIdsOf(const std::string& body) {
+  std::vector<std::string> ids;
+  const nlohmann::json page = Parse(body);
+  if (!page.contains("runs")) return ids;
+  for (const auto& run : page["runs"]) ids.push_back(run["runId"].get<std::string>());
+  return ids;
+}
+
+std::string PercentEscape(char c) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const auto byte = static_cast<unsigned char>(c);
+  return {'%', kHex[byte >> 4], kHex[byte & 0x0F]};
+}
+
+// Returns a page's nextCursor, percent-encoded for a query; empty when it is null.
+std::string CursorOf(const std::string& body) {
+  const nlohmann::json page = Parse(body);
+  if (!page.contains("nextCursor") || !page["nextCursor"].is_string()) return "";
+  std::string encoded;
+  for (const char c : page["nextCursor"].get<std::string>()) {
+    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       c == '-' || c == '.' || c == '_';
+    encoded += plain ? std::string(1, c) : PercentEscape(c);
+  }
+  return encoded;
+}
+
+// Counts the runs that ended. Thread-safe.
+class EndCounter final : public SchedulerObserver {
+ public:
+  void OnRunFinished(const RunInfo&, const RunFinish&, std::chrono::nanoseconds) override {
+    {
+      std::lock_guard lock(mu_);
+      ++ends_;
+    }
+    cv_.notify_all();
+  }
+  bool WaitForEnds(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, service_testing::kRealTimeout, [&] { return ends_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int ends_ = 0;
+};
+
+class RunHistoryRouterTest : public ::testing::Test {
+ protected:
+  RunHistoryRouterTest() {
+    PluginSchedulerOptions options;
+    options.plugin_id = "jobs";
+    options.store = store_;
+    options.clock = &clock_;
+    options.observer = ends_;
+    options.default_zone = TimeZone::Utc();
+    scheduler_ = std::make_unique<PluginScheduler>(std::move(options));
+    router_ = std::make_unique<RunHistoryRouter>("jobs", *scheduler_);
+    HttpServerOptions server_options;
+    server_options.port = 0;
+    server_ = std::make_unique<HttpServer>(server_options);
+    server_->Mount("/api/jobs",
+                   [this](const HttpRequest& request) { return router_->Handle(request); });
+    EXPECT_TRUE(server_->Start().ok());
+  }
+
+  ~RunHistoryRouterTest() override {
+    server_->Stop();
+    scheduler_->Shutdown();
+  }
+
+  RawResponse Fetch(const std::string& target, const std::string& method = "GET") {
+    return Get(server_->port(), target, method);
+  }
+
+  void Start(const std::string& run_id, const std::string& task_id, RunOrigin origin,
+             WallTime started_at) {
+    RunStart start{run_id, task_id, std::move(origin), started_at};
+    ASSERT_TRUE(store_->RecordStarts({&start, 1}).ok());
+  }
+
+  void End(const std::string& run_id, RunFinish finish, WallTime ended_at) {
+    RunEnd end{run_id, std::move(finish), ended_at};
+    ASSERT_TRUE(store_->RecordEnds({&end, 1}).ok());
+  }
+
+  // Records `count` ended runs of `task_id`, a minute apart, named run-0, run-1, ...
+  void Seed(const std::string& task_id, int count) {
+    for (int i = 0; i < count; ++i) {
+      const WallTime start = At("2026-12-01T00:00:00Z") + std::chrono::minutes(i);
+      const std::string id = "run-" + std::to_string(i);
+      Start(id, task_id, RunOrigin{"web-1", 42, RunTrigger::kSchedule, start, 1}, start);
+      End(id, RunFinish{}, start + std::chrono::seconds(1));
+    }
+  }
+
+  // Declared first so that it outlives every thread waiting on it.
+  testing::ManualClock clock_;
+  std::shared_ptr<testing::MemoryTaskStore> store_ =
+      std::make_shared<testing::MemoryTaskStore>("jobs", clock_);
+  std::shared_ptr<EndCounter> ends_ = std::make_shared<EndCounter>();
+  std::unique_ptr<PluginScheduler> scheduler_;
+  std::unique_ptr<RunHistoryRouter> router_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(RunHistoryRouterTest, ListsRunsNewestFirstInTheDocumentedShape) {
+  Start("run-a", "nightly",
+        RunOrigin{"web-1", 42, RunTrigger::kSchedule, At("2026-12-01T03:00:00Z"), 1},
+        At("2026-12-01T03:00:00.250Z"));
+  RunFinish failed;
+  failed.outcome = RunOutcome::kFailed;
+  failed.error_json = R"({"name":"Error","message":"exit status 3"})";
+  failed.exit_code = 3;
+  failed.output_tail = "not listed";
+  End("run-a", failed, At("2026-12-01T03:00:02.750Z"));
+  Start("run-b", "nightly", RunOrigin{"web-2", 7, RunTrigger::kManual, std::nullopt, 1},
+        At("2026-12-01T04:00:00Z"));
+  Start("run-c", "other", RunOrigin{}, At("2026-12-01T05:00:00Z"));
+
+  const RawResponse response = Fetch(kRuns);
+  EXPECT_EQ(response.status, 200);
+  EXPECT_THAT(response.head, HasSubstr("Content-Type: application/json; charset=utf-8"));
+  EXPECT_EQ(response.body,
+            R"({"runs":[)"
+            R"({"runId":"run-b","taskId":"nightly","pluginId":"jobs","host":"web-2","pid":7,)"
+            R"("trigger":"manual","attempt":1,"slot":null,"startedAt":"2026-12-01T04:00:00.000Z",)"
+            R"("endedAt":null,"durationMs":null,"startLagMs":null,"outcome":"running",)"
+            R"("error":null,"exitCode":null,"signal":null,"httpStatus":null},)"
+            R"({"runId":"run-a","taskId":"nightly","pluginId":"jobs","host":"web-1","pid":42,)"
+            R"("trigger":"schedule","attempt":1,"slot":"2026-12-01T03:00:00.000Z",)"
+            R"("startedAt":"2026-12-01T03:00:00.250Z","endedAt":"2026-12-01T03:00:02.750Z",)"
+            R"("durationMs":2500,"startLagMs":250,"outcome":"failed",)"
+            R"("error":{"name":"Error","message":"exit status 3"},"exitCode":3,"signal":null,)"
+            R"("httpStatus":null}],"nextCursor":null})");
+}
+
+TEST_F(RunHistoryRouterTest, PagesWithLimitAndTheCursorOfTheLastPage) {
+  Seed("nightly", 25);
+
+  const RawResponse defaults = Fetch(kRuns);
+  ASSERT_EQ(defaults.status, 200);
+  const std::vector<std::string> newest = RunIdsOf(defaults.body);
+  ASSERT_EQ(newest.size(), std::size_t{kDefaultRunPageSize});
+  EXPECT_EQ(newest.front(), "run-24");
+  EXPECT_EQ(newest.back(), "run-5");
+  EXPECT_FALSE(CursorOf(defaults.body).empty());
+
+  const RawResponse first = Fetch(std::string(kRuns) + "?limit=2");
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(RunIdsOf(first.body), (std::vector<std::string>{"run-24", "run-23"}));
+  const std::string cursor = CursorOf(first.body);
+  ASSERT_FALSE(cursor.empty());
+  const RawResponse second = Fetch(std::string(kRuns) + "?limit=2&before=" + cursor);
+  ASSERT_EQ(second.status, 200);
+  EXPECT_EQ(RunIdsOf(second.body), (std::vector<std::string>{"run-22", "run-21"}));
+  const RawResponse by_run_id = Fetch(std::string(kRuns) + "?before=run-1&limit=1000");
+  ASSERT_EQ(by_run_id.status, 200);
+  EXPECT_EQ(RunIdsOf(by_run_id.body), (std::vector<std::string>{"run-0"}));
+  EXPECT_TRUE(CursorOf(by_run_id.body).empty());
+}
+
+TEST_F(RunHistoryRouterTest, ABadLimitOrCursorIs400NamingIt) {
+  Seed("nightly", 1);
+  const RawResponse abc = Fetch(std::string(kRuns) + "?limit=abc");
+  EXPECT_EQ(abc.status, 400);
+  EXPECT_EQ(abc.body,
+            R"({"error":{"name":"InputError","message":"limit must be an integer between 1 and )"
+            R"(1000, got 'abc'"},"request":{"method":"GET","url":)"
+            R"("/.stagehand/v1/tasks/nightly/runs?limit=abc"},"response":{"statusCode":400}})");
+  for (const char* query : {"limit=0", "limit=1001", "limit=-1", "limit=", "limit=1e3",
+                            "limit=99999999999", "limit=1&limit=2", "limit=%ZZ"}) {
+    const RawResponse response = Fetch(std::string(kRuns) + "?" + query);
+    EXPECT_EQ(response.status, 400) << query;
+    EXPECT_THAT(response.body, HasSubstr(R"("name":"InputError")")) << query;
+    EXPECT_THAT(response.body, HasSubstr("limit")) << query;
+  }
+  for (const char* query : {"before=", "before=nope", "before=a&before=b", "before=%00"}) {
+    const RawResponse response = Fetch(std::string(kRuns) + "?" + query);
+    EXPECT_EQ(response.status, 400) << query;
+    EXPECT_THAT(response.body, HasSubstr(R"("message":"before)")) << query;
+  }
+  EXPECT_EQ(Fetch(std::string(kRuns) + "?limit=1000&other=x").status, 200);
+  EXPECT_EQ(Fetch(std::string(kRuns) + "?limit=+7").status, 400);
+}
+
+TEST_F(RunHistoryRouterTest, AnUnknownTaskIs404AndAKnownOneWithoutRunsAnEmptyPage) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task;
+  task.id = "idle";
+  task.frequency = ManualFrequency{};
+  task.timeout = std::chrono::minutes(1);
+  task.fn = probe->Returning();
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+
+  const RawResponse unknown = Fetch("/api/jobs/.stagehand/v1/tasks/nope/runs");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.body,
+            R"({"error":{"name":"NotFoundError","message":"Task nope does not exist"},)"
+            R"("request":{"method":"GET","url":"/.stagehand/v1/tasks/nope/runs"},)"
+            R"("response":{"statusCode":404}})");
+  const RawResponse idle = Fetch("/api/jobs/.stagehand/v1/tasks/idle/runs");
+  EXPECT_EQ(idle.status, 200);
+  EXPECT_EQ(idle.body, R"({"runs":[],"nextCursor":null})");
+}
+
+TEST_F(RunHistoryRouterTest, ARunHasItsOutputTailWithInvalidUtf8Replaced) {
+  Start("run-a", "nightly", RunOrigin{"web-1", 42, RunTrigger::kRetry, std::nullopt, 2},
+        At("2026-12-01T03:00:00Z"));
+  RunFinish finish;
+  finish.outcome = RunOutcome::kTimedOut;
+  finish.error_json = "not json";
+  finish.signal = 15;
+  finish.output_tail = "line 1\n\xff\n";
+  End("run-a", finish, At("2026-12-01T03:00:01Z"));
+
+  const RawResponse response = Fetch("/api/jobs/.stagehand/v1/runs/run-a");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body,
+            R"({"runId":"run-a","taskId":"nightly","pluginId":"jobs","host":"web-1","pid":42,)"
+            R"("trigger":"retry","attempt":2,"slot":null,"startedAt":"2026-12-01T03:00:00.000Z",)"
+            R"("endedAt":"2026-12-01T03:00:01.000Z","durationMs":1000,"startLagMs":null,)"
+            R"("outcome":"timed_out","error":{"name":"Error","message":"not json"},)"
+            R"("exitCode":null,"signal":15,"httpStatus":null,)"
+            "\"output\":\"line 1\\n\xEF\xBF\xBD\\n\",\"outputBytes\":9,\"live\":false}");
+}
+
+TEST_F(RunHistoryRouterTest, ARunStillGoingHereIsLiveWithItsOutputSoFar) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task;
+  task.id = "report";
+  task.frequency = ManualFrequency{};
+  task.timeout = std::chrono::minutes(1);
+  task.fn = probe->BlockingWithOutput("report: started\n");
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_TRUE(scheduler_->TriggerTask("report").ok());
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  const std::vector<std::string> ids =
+      RunIdsOf(Fetch("/api/jobs/.stagehand/v1/tasks/report/runs").body);
+  ASSERT_EQ(ids.size(), 1U);
+
+  const nlohmann::json live = Parse(Fetch("/api/jobs/.stagehand/v1/runs/" + ids[0]).body);
+  EXPECT_EQ(live["outcome"], "running");
+  EXPECT_EQ(live["live"], true);
+  EXPECT_EQ(live["output"], "report: started\n");
+  EXPECT_EQ(live["outputBytes"], 16);
+  EXPECT_EQ(live["endedAt"], nullptr);
+
+  probe->ReleaseAll();
+  ASSERT_TRUE(ends_->WaitForEnds(1));
+  const nlohmann::json ended = Parse(Fetch("/api/jobs/.stagehand/v1/runs/" + ids[0]).body);
+  EXPECT_EQ(ended["outcome"], "succeeded");
+  EXPECT_EQ(ended["live"], false);
+  EXPECT_EQ(ended["output"], "report: started\n");
+  EXPECT_EQ(ended["outputBytes"], 16);
+}
+
+TEST_F(RunHistoryRouterTest, AnUnknownOrMalformedRunIdIsRefused) {
+  const RawResponse unknown = Fetch("/api/jobs/.stagehand/v1/runs/nope");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_THAT(unknown.body, HasSubstr(R"("message":"Run nope does not exist")"));
+  const RawResponse broken = Fetch("/api/jobs/.stagehand/v1/runs/%E0%A4%A");
+  EXPECT_EQ(broken.status, 400);
+  EXPECT_THAT(broken.body, HasSubstr(R"("message":"Failed to decode param '%E0%A4%A'")"));
+  const RawResponse nul = Fetch("/api/jobs/.stagehand/v1/runs/a%00b");
+  EXPECT_EQ(nul.status, 400);
+  EXPECT_THAT(nul.body, HasSubstr("a run id must not contain a NUL character"));
+}
+
+TEST_F(RunHistoryRouterTest, RoutesFollowExpressRulesAndLeaveOtherPathsAlone) {
+  Seed("nightly", 1);
+  EXPECT_EQ(Fetch("/api/jobs/.STAGEHAND/V1/Tasks/nightly/RUNS/").status, 200);
+  EXPECT_EQ(Fetch("/api/jobs/.stagehand/v1/tasks/night%6Cy/runs").status, 200);
+  const RawResponse head = Fetch(kRuns, "HEAD");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, "");
+  for (const char* path : {"/api/jobs/.stagehand/v1/tasks/nightly", "/api/jobs/.stagehand/v1/runs",
+                           "/api/jobs/.stagehand/v1/tasks//runs", "/api/jobs/.stagehand/v2/runs/x",
+                           "/api/jobs/.backstage/scheduler/v1/tasks"}) {
+    const RawResponse response = Fetch(path);
+    EXPECT_EQ(response.status, 404) << path;
+    EXPECT_EQ(response.body, "") << path;
+  }
+  const RawResponse post =
+      Exchange(server_->port(), std::string("POST ") + kRuns +
+                                    " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                    "Content-Length: 0\r\n\r\n");
+  EXPECT_EQ(post.status, 404);
+}
+
+TEST(RunHistoryRouterWithoutHistoryTest, IsAnInternalErrorWithALogId) {
+  PluginSchedulerOptions options;
+  options.plugin_id = "jobs";
+  PluginScheduler scheduler(std::move(options));
+  RunHistoryRouter router("jobs", scheduler);
+  HttpRequest request;
+  request.method = "GET";
+  request.path = "/.stagehand/v1/runs/x";
+  std::optional<HttpResponse> response = router.Handle(request);
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 500);
+  EXPECT_THAT(response->body, HasSubstr("An internal error occurred logId="));
+}
+
+}  // namespace
+}  // namespace stagehand
