@@ -109,11 +109,14 @@ void AddRunsCommand(CLI::App& app, Action& action) {
       "workers sharing the task table are not recorded. When there are more, the command to list "
       "them is printed on stderr.\n"
       "Example:\n"
-      "  stagehand runs jobs backup --limit 2\n"
-      "  STARTED           HOST   TRIGGER   OUTCOME    DURATION  LAG   EXIT  RUN ID       ERROR\n"
-      "  1m ago (09:02:45) web-1  manual    failed     2.01s     -     1     6c1f0e2a-... command "
-      "'/bin/sh' exited with code 1\n"
-      "  9h ago (00:00:00) web-2  schedule  succeeded  2.004s    12ms  0     0b9d77c4-... -");
+      "  stagehand runs jobs backup --limit 2 --tz Europe/Berlin\n"
+      "  STARTED            HOST   TRIGGER   OUTCOME    DURATION  LAG   EXIT  RUN ID              "
+      "                  ERROR\n"
+      "  1m ago (09:02:45)  web-1  manual    failed     2.01s     -     1     "
+      "6c1f0e2a-9b3d-4e57-8a41-0f2d6c7b9e10  command '/bin/sh' exited with code 1; stderr:; no…\n"
+      "  9h ago (00:00:00)  web-2  schedule  succeeded  2.004s    12ms  0     "
+      "0b9d77c4-3e8a-4c1f-9d62-5a7e1b4c8f03  -\n"
+      "  Older runs: stagehand runs jobs backup --before MjAyNi0xMi0wMVQwMDowMDowMC4wMTJa");
   runs->callback([options, &action] {
     action = [options](const Context& context) { return RunRuns(*options, context); };
   });
