@@ -34,8 +34,10 @@ Convention (what a doc writer needs to know):
                                The listed databases are dropped before and after.
 
   Shape: timestamps, dates and times of day compare equal to any others, so do decimal numbers
-  (`0.386`), relative times (`in 4s`, `1h2m ago`, `now`) and runs of blanks; a date before a time
-  may be absent; other text, integers included (status codes, exit codes, counts), must be equal.
+  (`0.386`), relative times (`in 4s`, `1h2m ago`, `now`), durations (`2.004s`, `12ms`, `1m30s`),
+  run ids (UUIDs) and runs of blanks; a date before a time may be absent; the machine's host name
+  in the output reads as `web-1` (the host the docs show); other text, integers included (status
+  codes, exit codes, counts), must be equal.
   A line `...` matches any number of lines. Output that is JSON (the whole output, or a line) is
   compared as JSON: the same keys, array lengths and value types, integers equal, strings equal
   up to the rules above.
@@ -72,6 +74,7 @@ NOT_RUN_HERE = {
     "reliability.md": "its commands run the system suite itself (the system_reliability test)",
 }
 DOC_PORTS = ("7007", "7008")
+DOC_HOST = "web-1"
 DOC_POSTGRES_URL = "postgresql://stagehand:s3cret@127.0.0.1:5432/postgres"
 MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
@@ -157,12 +160,21 @@ DATE_BEFORE_TIME = re.compile(r"\b\d{4}-\d\d-\d\d (?=\d\d:\d\d)")
 TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\d(?:T\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:\d\d)?)?"
                        r"|\b\d\d:\d\d(?::\d\d(?:\.\d+)?)?\b")
 DECIMAL = re.compile(r"\b\d+\.\d+(?:e[+-]?\d+)?\b")
+DURATION = re.compile(r"\b(?:\d+(?:\.\d+)?(?:ms|[dhms]))+\b")
+UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
 def normalize(text):
-    text = RELATIVE_TIME.sub("<when>", DATE_BEFORE_TIME.sub("", text))
-    text = DECIMAL.sub("<num>", TIMESTAMP.sub("<time>", text))
+    text = RELATIVE_TIME.sub("<when>", DATE_BEFORE_TIME.sub("", UUID.sub("<uuid>", text)))
+    text = DURATION.sub("<span>", TIMESTAMP.sub("<time>", text))
+    text = DECIMAL.sub("<num>", text)
     return re.sub(r"\s+", " ", text).strip()
+
+
+def as_doc_host(text):
+    """Returns `text` with this machine's host name written as the docs' DOC_HOST."""
+    host = socket.gethostname()
+    return re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", DOC_HOST, text) if host else text
 
 
 def json_shape_diff(expected, actual, where="$"):
@@ -362,6 +374,7 @@ class Runner:
         for command, expected in self.console_commands(block):
             command, expected = self.subst(command), self.subst(expected)
             _, out = self.run_script("{\n" + command + "\n} 2>&1", strict=False)
+            out = as_doc_host(out)
             diff = shape_diff(expected, out)
             if diff:
                 raise DocError(f"{diff}\n--- command\n$ {command}\n--- expected\n{expected}\n"
@@ -451,7 +464,8 @@ class Runner:
         deadline = time.monotonic() + LOG_TIMEOUT
         missing = wanted
         while True:
-            lines = [stamp.sub("", l) for l in open(log, encoding="utf-8", errors="replace")]
+            lines = [stamp.sub("", as_doc_host(l))
+                     for l in open(log, encoding="utf-8", errors="replace")]
             missing = [w for w in wanted
                        if not any(line_matches(stamp.sub("", w), l.rstrip("\n")) for l in lines)]
             if not missing or time.monotonic() > deadline:
