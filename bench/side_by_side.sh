@@ -53,26 +53,11 @@ for binary in engine_bench store_claim_bench; do
 done
 mkdir -p "${out_dir}"
 
-# The peer's packages: npm ci from the committed lock file, into a folder keyed by the lock's hash,
-# so a changed lock installs afresh. --ignore-scripts: the peer uses only pure-JavaScript packages
-# (knex, pg); install scripts would compile better-sqlite3's SQLite (minutes) for nothing.
-peer_src="${root}/bench/backstage-peer"
-cache="${STAGEHAND_BENCH_CACHE:-${HOME}/.cache/stagehand-bench}"
-lock_hash="$(sha256sum "${peer_src}/package-lock.json" | cut -c1-16)"
-peer_dir="${cache}/peer-${lock_hash}"
-if [[ ! -f "${peer_dir}/.installed" ]]; then
-  echo "side_by_side.sh: installing the Backstage peer's packages into ${peer_dir}" >&2
-  rm -rf "${peer_dir}"
-  mkdir -p "${peer_dir}"
-  cp "${peer_src}/package.json" "${peer_src}/package-lock.json" "${peer_dir}/"
-  begin=${SECONDS}
-  (cd "${peer_dir}" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
-  touch "${peer_dir}/.installed"
-  echo "side_by_side.sh: npm ci took $((SECONDS - begin)) s" >&2
-fi
+# The peer's packages, installed into a cache folder keyed by the lock file's hash.
+peer_modules="$("${root}/bench/backstage-peer/install.sh")"
 
 engine_args=(--side_by_side)
-peer_args=(--modules="${peer_dir}/node_modules")
+peer_args=(--modules="${peer_modules}")
 claim_seconds=10
 if ((smoke)); then
   engine_args+=(--smoke)
@@ -90,8 +75,8 @@ fi
 echo "==> stagehand (engine_bench ${engine_args[*]})" >&2
 "${build_dir}/bench/engine_bench" "${engine_args[@]}" --benchmark_out="${out_dir}/stagehand.json" \
   >/dev/null
-echo "==> Backstage $(node -e "process.stdout.write(require('${peer_dir}/node_modules/@backstage/backend-defaults/package.json').version)") (peer.js ${peer_args[*]})" >&2
-node "${peer_src}/peer.js" "${peer_args[@]}" --out="${out_dir}/backstage.json" >/dev/null
+echo "==> Backstage $(node -e "process.stdout.write(require('${peer_modules}/@backstage/backend-defaults/package.json').version)") (peer.js ${peer_args[*]})" >&2
+node "${root}/bench/backstage-peer/peer.js" "${peer_args[@]}" --out="${out_dir}/backstage.json" >/dev/null
 echo "==> pgbench claim+release reference (store_claim_bench --seconds=${claim_seconds})" >&2
 if [[ -z "${STAGEHAND_TEST_PG_BIN:-}" ]]; then
   source "${root}/scripts/lib/postgres.sh"

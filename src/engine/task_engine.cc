@@ -117,20 +117,30 @@ void TaskEngine::FlushHistory(bool prune) {
     starts.swap(pending_starts_);
     ends.swap(pending_ends_);
   }
+  // A database nobody migrated to this version has no history tables: said once, not per run.
+  const auto failed = [&](const Status& status, std::size_t count, const char* what) {
+    if (status.code() == StatusCode::kFailedPrecondition) {
+      if (!history_missing_reported_) {
+        logger_->Warn("Runs are not recorded in the run history: " + status.message());
+      }
+      history_missing_reported_ = true;
+      return;
+    }
+    logger_->Warn("Failed to record " + std::to_string(count) + " run " + what +
+                  "(s) in the run history, " + status.message());
+  };
   // Starts first: a run that started and ended since the last flush is recorded, then closed.
   if (!starts.empty()) {
     if (Status written = history_->RecordStarts(starts); !written.ok()) {
-      logger_->Warn("Failed to record " + std::to_string(starts.size()) +
-                    " run start(s) in the run history, " + written.message());
+      failed(written, starts.size(), "start");
     }
   }
   if (!ends.empty()) {
     if (Result<std::size_t> written = history_->RecordEnds(ends); !written.ok()) {
-      logger_->Warn("Failed to record " + std::to_string(ends.size()) +
-                    " run end(s) in the run history, " + written.status().message());
+      failed(written.status(), ends.size(), "end");
     }
   }
-  if (!prune) return;
+  if (!prune || history_missing_reported_) return;
   // In bounded batches, so a large backlog never holds the dispatcher for long.
   constexpr std::size_t kPruneBatch = 1000;
   for (int round = 0; round < 10; ++round) {

@@ -247,6 +247,7 @@ class TaskEngine final : public DrivenEngine {
   std::mutex history_mu_;
   std::vector<RunStart> pending_starts_;
   std::vector<RunEnd> pending_ends_;
+  bool history_missing_reported_ = false;         // dispatcher lane (and Shutdown after it) only
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
