@@ -60,11 +60,12 @@ std::string SubcommandPaths(const std::vector<Located>& all) {
   return Join(paths, "|");
 }
 
-// The options of `command` that take a value, as case patterns "path:--x|path:-x".
+// Returns the names of `option` of the command at `path` as case patterns "path:--x|path:-x".
 std::string ValuePatterns(const std::string& path, const CompletionOption& option) {
   std::vector<std::string> patterns;
   for (const std::string& name : option.names) {
-    patterns.push_back(path + ":" + name);
+    patterns.push_back(path);
+    patterns.back().append(":").append(name);
   }
   return Join(patterns, "|");
 }

@@ -95,7 +95,7 @@ void AddRunsCommand(CLI::App& app, Action& action) {
   runs->add_option("--before", options->before,
                    "Cursor from the end of a previous listing: list the runs older than it");
   runs->add_flag("--json", options->json,
-                 "Print the REST JSON instead of the table: {\"runs\":[...],\"nextCursor\":...}");
+                 R"(Print the REST JSON instead of the table: {"runs":[...],"nextCursor":...})");
   runs->add_option("--tz", options->tz,
                    "IANA time zone for the times shown, e.g. Europe/Berlin (default: the process "
                    "zone, from TZ)");
