@@ -111,10 +111,12 @@ class CliHistoryTest : public ::testing::Test {
   }
 
   // Starts a backend on port 0 with the `history` plugin, on `database` (in-memory SQLite unless
-  // given); returns its URL.
-  std::string StartBackend(const std::string& database = "':memory:'") {
+  // given), with `extra_yaml` appended to its config; returns its URL.
+  std::string StartBackend(const std::string& database = "':memory:'",
+                           const std::string& extra_yaml = "") {
     const int index = static_cast<int>(backends_.size());
-    Result<Config> config = Config::FromYaml(Yaml(true, database), "cli_history_test.yaml");
+    Result<Config> config =
+        Config::FromYaml(Yaml(true, database) + extra_yaml, "cli_history_test.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
     BackendOptions options;
     options.config = *config;
@@ -369,6 +371,18 @@ TEST_F(CliHistoryTest, TasksWatchRedrawsUntilStopped) {
                                         "\n\nPLUGIN .*\n\nEvery 2s: stagehand tasks  [0-9:]{8}  "
                                         "\\(Ctrl-C to stop\\)\n\nPLUGIN .*"));
   EXPECT_THAT(outcome.out, Not(HasSubstr("\033")));
+}
+
+// A daemon that records no history runs the task, but no run appears: --wait says so rather than
+// wait for ever.
+TEST_F(CliHistoryTest, TriggerWaitOfADaemonWithoutHistorySaysSo) {
+  url_ = StartBackend("':memory:'", "  history: { enabled: false }\n");
+  Outcome outcome = Cli({"trigger", "history", "prints", "--wait", "--timeout", "30s"});
+  EXPECT_EQ(outcome.exit_code, kExitFailure) << outcome.err;
+  EXPECT_THAT(outcome.err,
+              EndsWith("stagehand: history/prints ran, but no run of it appeared in the daemon's "
+                       "history: a host that records no history ran it (a Backstage worker, or "
+                       "stagehand.history.enabled: false)\n"));
 }
 
 // A fleet of two daemons on one SQLite file: `logs --follow` asked of the daemon that does not run
