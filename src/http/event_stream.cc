@@ -35,7 +35,8 @@ struct SchedulerEventStream::Hub {
   }
 
   // Subscribes `writer`, or ends it at once after Stop. I/O thread: quick.
-  static void Subscribe(const std::shared_ptr<Hub>& hub, std::shared_ptr<HttpBodyWriter> writer) {
+  static void Subscribe(const std::shared_ptr<Hub>& hub,
+                        const std::shared_ptr<HttpBodyWriter>& writer) {
     if (!writer->Write(": connected\n\n")) {
       return;
     }
@@ -167,7 +168,7 @@ void SchedulerEventStream::Start() {
     }
   }
   hub_->keepalive =
-      std::jthread([hub = hub_.get()](std::stop_token stop) { hub->KeepAlive(stop); });
+      std::jthread([hub = hub_.get()](const std::stop_token& stop) { hub->KeepAlive(stop); });
 }
 
 void SchedulerEventStream::Stop() {
@@ -194,8 +195,8 @@ HttpHandler SchedulerEventStream::AsHandler() const {
     HttpResponse response;
     response.headers.emplace_back("Content-Type", "text/event-stream; charset=utf-8");
     response.headers.emplace_back("Cache-Control", "no-cache");
-    response.stream = [hub](std::shared_ptr<HttpBodyWriter> writer) {
-      Hub::Subscribe(hub, std::move(writer));
+    response.stream = [hub](const std::shared_ptr<HttpBodyWriter>& writer) {
+      Hub::Subscribe(hub, writer);
     };
     return response;
   };
