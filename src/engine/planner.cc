@@ -557,7 +557,7 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     } else {
       run->slot = candidate.due;
     }
-    run->report = std::make_shared<RunReport>(options_.max_output_bytes);
+    if (options_.report_runs) run->report = std::make_shared<RunReport>(options_.max_output_bytes);
     run->schedule = task->def.schedule;
     if (candidate.settings) run->schedule.settings = *candidate.settings;
     run->started = sent;
@@ -741,7 +741,8 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
         run->trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
         if (!task.manual_pending) run->slot = wall_now - run->lag;
         task.manual_pending = false;
-        run->report = std::make_shared<RunReport>(options_.max_output_bytes);
+        if (options_.report_runs)
+          run->report = std::make_shared<RunReport>(options_.max_output_bytes);
         task.run = run;
         task.phase = Phase::kRunning;
         TaskState state;

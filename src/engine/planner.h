@@ -161,7 +161,9 @@ class Planner {
     TimeZone default_zone = TimeZone::Utc();
     // Orders due tasks of equal due time before a claim, differently on every host.
     std::size_t claim_order_salt = 0;
-    // The output each run keeps (its RunReport).
+    // Whether runs get a RunReport (where a run history records it; without one, executors log
+    // what their runs print), and the output each keeps.
+    bool report_runs = true;
     std::size_t max_output_bytes = kDefaultRunOutputTailBytes;
     // How often expired history is pruned.
     std::chrono::milliseconds prune_interval = std::chrono::minutes(10);

@@ -55,6 +55,7 @@ TaskEngine::TaskEngine(EngineContext context)
     history_ = context_.options.record_history ? context_.store->history() : nullptr;
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
+  options.report_runs = history_ != nullptr;
   std::lock_guard lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
   handle_ = runtime_->Add(this);

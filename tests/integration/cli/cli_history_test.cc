@@ -37,6 +37,15 @@ using ::testing::StartsWith;
 
 constexpr auto kTimeout = std::chrono::milliseconds(300);
 
+// Reports `output` (and `exit_code`) as a command would; a run without a report (history off)
+// tells nothing.
+void Print(const RunControl& control, const std::string& output,
+           std::optional<int> exit_code = std::nullopt) {
+  if (control.report == nullptr) return;
+  control.report->AppendOutput(output);
+  if (exit_code) control.report->SetExitCode(*exit_code);
+}
+
 // The tasks of the `history` plugin, and what the tests observe of them. Thread-safe.
 struct HistoryTasks {
   Latch streams_started;
@@ -51,14 +60,12 @@ struct HistoryTasks {
     std::vector<TaskDefinition> tasks;
     tasks.push_back(
         Task("prints", ManualFrequency{}, TaskScope::kGlobal, [](const RunControl& control) {
-          control.report->AppendOutput("line 1\n");
-          control.report->AppendOutput("line 2\n");
-          control.report->SetExitCode(0);
+          Print(control, "line 1\n");
+          Print(control, "line 2\n", 0);
         }));
     tasks.push_back(Task("breaks", ManualFrequency{}, TaskScope::kGlobal,
                          [](const RunControl& control) -> Status {
-                           control.report->AppendOutput("oops\n");
-                           control.report->SetExitCode(3);
+                           Print(control, "oops\n", 3);
                            return UnavailableError("command 'x' exited with code 3");
                          }));
     tasks.push_back(Task(
@@ -75,24 +82,24 @@ struct HistoryTasks {
     tasks.push_back(Task("blocks", ManualFrequency{}, TaskScope::kGlobal,
                          [this, index](const RunControl& control) -> Status {
                            blocks_ran_on = index;
-                           control.report->AppendOutput("waiting\n");
+                           Print(control, "waiting\n");
                            blocks_started.Open();
                            std::mutex mu;
                            std::condition_variable_any cv;
                            std::unique_lock lock(mu);
                            cv.wait(lock, control.stop, [] { return false; });
-                           control.report->AppendOutput("stopped\n");
+                           Print(control, "stopped\n");
                            return CancelledError("command 'x' ended by SIGTERM");
                          }));
     tasks.push_back(
         Task("streams", ManualFrequency{}, TaskScope::kGlobal, [this](const RunControl& control) {
           for (int tick = 1; tick <= 3; ++tick) {
-            control.report->AppendOutput("tick " + std::to_string(tick) + "\n");
+            Print(control, "tick " + std::to_string(tick) + "\n");
           }
           streams_started.Open();
           streams_release.WaitOpen();
           for (int tick = 4; tick <= 6; ++tick) {
-            control.report->AppendOutput("tick " + std::to_string(tick) + "\n");
+            Print(control, "tick " + std::to_string(tick) + "\n");
           }
         }));
     tasks.push_back(
