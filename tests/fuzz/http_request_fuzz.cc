@@ -1,6 +1,7 @@
 // libFuzzer target for what a client's bytes reach: the server's request parser (RequestReader,
 // fed in pieces of a size taken from the first input byte, as a socket delivers them) and, for
-// every request it completes, the scheduler REST routes with their id decoding. Nothing may
+// every request it completes, the scheduler REST routes and the run history routes with their id
+// and query decoding. Nothing may
 // crash; a refusal must be one of the statuses the server answers; the bytes held back while a
 // head is incomplete stay within the head limit (so a connection's memory is bounded); every
 // routed answer is a valid status with Backstage's JSON or an empty body.
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "http/request_reader.h"
+#include "stagehand/http/run_history_router.h"
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/mock_scheduler.h"
 
@@ -30,8 +32,8 @@ void Require(bool condition, const char* what) {
 
 constexpr RequestLimits kLimits = {2048, 1024, 32, 4096};
 
-// A scheduler with one manual task, "a/b", for the routes to find.
-stagehand::SchedulerRestRouter& Router() {
+// A scheduler with one manual task, "a/b", that has run once, for the routes to find.
+stagehand::testing::MockScheduler& Scheduler() {
   static auto* scheduler = [] {
     auto* mock = new stagehand::testing::MockScheduler();
     stagehand::TaskDefinition task;
@@ -40,14 +42,27 @@ stagehand::SchedulerRestRouter& Router() {
     task.timeout = std::chrono::minutes(1);
     task.fn = [](const std::stop_token&) {};
     Require(mock->ScheduleTask(std::move(task)).ok(), "scheduling the fuzz task failed");
+    Require(mock->TriggerTask("a/b").ok(), "running the fuzz task failed");
     return mock;
   }();
-  static auto* router = new stagehand::SchedulerRestRouter("fuzz", *scheduler);
+  return *scheduler;
+}
+
+stagehand::SchedulerRestRouter& Router() {
+  static auto* router = new stagehand::SchedulerRestRouter("fuzz", Scheduler());
+  return *router;
+}
+
+stagehand::RunHistoryRouter& RunRouter() {
+  static auto* router = new stagehand::RunHistoryRouter("fuzz", Scheduler());
   return *router;
 }
 
 void Route(const stagehand::HttpRequest& request) {
   std::optional<stagehand::HttpResponse> response = Router().Handle(request);
+  if (!response) {
+    response = RunRouter().Handle(request);
+  }
   if (!response) {
     return;
   }
