@@ -1,6 +1,7 @@
 #include "engine/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -115,7 +116,10 @@ Result<TaskPtr> Planner::MakeTask(EngineTask def, const std::string& plugin_id) 
   }
   if (!global) {
     task->local = std::make_unique<PlannedTask::Local>();
-    if (settings.cadence_kind() == CadenceKind::kDuration) {
+    if (std::optional<double> seconds = CompiledDurationSeconds(task->def.schedule)) {
+      task->local->cadence =
+          std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(*seconds * 1000)));
+    } else if (settings.cadence_kind() == CadenceKind::kDuration) {
       Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
       if (!duration.ok()) return InvalidArgumentError(duration.status().message());
       task->local->cadence = ToChronoMilliseconds(*duration);

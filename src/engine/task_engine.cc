@@ -5,6 +5,7 @@
 #include <exception>
 #include <utility>
 
+#include "stagehand/base/host_name.h"
 #include "stagehand/base/uuid.h"
 #include "stagehand/time/duration.h"
 
@@ -34,11 +35,7 @@ TaskEngine::TaskEngine(EngineContext context)
                  ? context_.runtime
                  : std::make_shared<EngineRuntime>(clock_, 1, context_.options.max_concurrency);
   STAGEHAND_CHECK(&runtime_->clock() == &clock_);
-  host_ = context_.host;
-  if (host_.empty()) {
-    char name[256] = {};
-    host_ = gethostname(name, sizeof(name) - 1) == 0 ? name : "unknown";
-  }
+  host_ = context_.host.empty() ? LocalHostName() : context_.host;
   pid_ = static_cast<std::int64_t>(getpid());
   Planner::Options options;
   options.engine = context_.options;

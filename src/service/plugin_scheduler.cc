@@ -9,6 +9,7 @@
 #include "stagehand/base/host_name.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/time/cron.h"
+#include "stagehand/time/duration.h"
 
 namespace stagehand {
 
@@ -97,6 +98,15 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
                                   task.id + ": " + cron.status().message());
     }
     task_schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
+  } else if (settings.cadence_kind() == CadenceKind::kDuration) {
+    // The one parse of a duration cadence (as written, so exactly what a reader of the row gets).
+    Result<HumanDuration> length = ParseIsoDuration(settings.cadence);
+    if (!length.ok()) {
+      return InvalidArgumentError("Invalid schedule for task " + task.id + ": " +
+                                  length.status().message());
+    }
+    task_schedule.duration = std::make_shared<const TaskSchedule::DurationCadence>(
+        TaskSchedule::DurationCadence{settings.cadence, ToMillisecondsCasual(*length) / 1000.0});
   }
   if (Status valid = ValidateTaskSchedule(task_schedule); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");

@@ -27,6 +27,12 @@ Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
   return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next};
 }
 
+// Uses the schedule's compiled length; parses the cadence only for settings without one.
+Result<double> CadenceSeconds(const TaskSchedule& schedule) {
+  if (std::optional<double> seconds = CompiledDurationSeconds(schedule)) return *seconds;
+  return IsoDurationSeconds(schedule.settings.cadence);
+}
+
 }  // namespace
 
 Result<double> IsoDurationSeconds(const std::string& iso) {
@@ -64,7 +70,7 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
-      Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
+      Result<double> cadence = CadenceSeconds(schedule);
       if (!cadence.ok()) return cadence.status();
       if (*cadence == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
       return NextRunPlan{NextRunPlan::Kind::kNowPlus, *cadence};
@@ -80,7 +86,7 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
-      Result<double> cadence = IsoDurationSeconds(schedule.settings.cadence);
+      Result<double> cadence = CadenceSeconds(schedule);
       if (!cadence.ok()) return cadence.status();
       return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, *cadence};
     }

@@ -69,6 +69,12 @@ struct TaskSchedule {
   // settings.cadence parsed, when it is a cron expression; shared by every copy. Ignored unless
   // its source() is settings.cadence, so replacing the settings never leaves a stale program.
   std::shared_ptr<const CronExpression> cron = nullptr;
+  // settings.cadence's length, when it is a duration; ignored unless `source` is settings.cadence.
+  struct DurationCadence {
+    std::string source;
+    double seconds = 0;  // Backstage's casual conversion (a month is 30 days)
+  };
+  std::shared_ptr<const DurationCadence> duration = nullptr;
 };
 
 // Returns schedule.cron when it is the program of schedule.settings.cadence, else nullptr.
@@ -76,6 +82,15 @@ inline const CronExpression* CompiledCron(const TaskSchedule& schedule) {
   return schedule.cron != nullptr && schedule.cron->source() == schedule.settings.cadence
              ? schedule.cron.get()
              : nullptr;
+}
+
+// Returns the seconds of schedule.duration when it is that of schedule.settings.cadence, else
+// nullopt.
+inline std::optional<double> CompiledDurationSeconds(const TaskSchedule& schedule) {
+  if (schedule.duration == nullptr || schedule.duration->source != schedule.settings.cadence) {
+    return std::nullopt;
+  }
+  return schedule.duration->seconds;
 }
 
 // Returns schedule.settings.Validate(), without parsing the cadence again when CompiledCron has
