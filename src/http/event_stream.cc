@@ -90,7 +90,9 @@ struct SchedulerEventStream::Hub {
     std::lock_guard lock(publish_mu);
     const std::string message =
         fmt::format("id: {}\nevent: {}\ndata: {}\n\n", next_id++, name, data);
-    for (const auto& writer : *Snapshot()) {
+    // Held here: a Write that fails unsubscribes its client, which replaces the list.
+    const std::shared_ptr<const Writers> writers = Snapshot();
+    for (const auto& writer : *writers) {
       writer->Write(message);
     }
   }
@@ -122,7 +124,8 @@ struct SchedulerEventStream::Hub {
         continue;
       }
       lock.unlock();
-      for (const auto& writer : *Snapshot()) {
+      const std::shared_ptr<const Writers> writers = Snapshot();
+      for (const auto& writer : *writers) {
         writer->Write(": keepalive\n\n");
       }
       lock.lock();

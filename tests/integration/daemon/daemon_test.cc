@@ -77,7 +77,9 @@ class DaemonTest : public ::testing::Test {
   std::optional<DaemonProcess> daemon_;
 };
 
-TEST_F(DaemonTest, CommandTaskRunsWithEnvAndWorkingDirectoryAndLogsItsOutput) {
+// The output itself goes to the run history (issue 16); the log keeps one line per run, with the
+// last line printed.
+TEST_F(DaemonTest, CommandTaskRunsWithEnvAndWorkingDirectoryAndLogsItsLastLine) {
   std::filesystem::create_directories(dir_ / "work");
   const int port = Start(AppConfig(dir_,
                                    "        hello:\n"
@@ -97,7 +99,7 @@ TEST_F(DaemonTest, CommandTaskRunsWithEnvAndWorkingDirectoryAndLogsItsOutput) {
             std::filesystem::canonical(dir_ / "work").string() + "\nhi-there\n");
   bool logged = false;
   for (const nlohmann::json& record : daemon_->Records()) {
-    if (record.value("message", "") == "said-hello" && record.value("task", "") == "hello") {
+    if (record.value("task", "") == "hello" && record.value("last_line", "") == "said-hello") {
       logged = true;
     }
   }
