@@ -273,7 +273,10 @@ def scenario_freeze(ctx):
           f"{'still running' if new_state and new_state.end is None else 'ended'}",
           ticket_before and ticket_before == ticket_after and new_state and new_state.end is None)
     # The only overlap allowed is the woken process's own wake-to-stop time, reported above.
-    post_wake = [(victim.name, woke, woke + int((wake_to_end_ms or 0) * MS))]
+    # In whole nanoseconds from the runs themselves: through milliseconds (a float) the window
+    # could end a nanosecond before the run it is for, and report that nanosecond as an overlap.
+    last_caught = max(r.last for r in caught) if old_end else woke
+    post_wake = [(victim.name, woke, max(woke, last_caught))]
     allowed = [{"host": h, "start": s, "end": e} for h, s, e in post_wake]
     strict = checker.overlaps(runs, freezes)
     excused = [(frozen, frozen + int(TAKEOVER_BOUND_S * S))]
