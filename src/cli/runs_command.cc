@@ -12,13 +12,13 @@
 #include "cli/text_table.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/store/run_history.h"
 #include "stagehand/service/scheduler.h"
 
 namespace stagehand::cli {
 namespace {
 
 constexpr int kDefaultLimit = 20;
-constexpr int kMaxLimit = 1000;
 
 struct RunsOptions {
   TaskActionOptions task;
@@ -91,7 +91,7 @@ void AddRunsCommand(CLI::App& app, Action& action) {
   AddTaskActionArguments(*runs, options->task);
   runs->add_option("-n,--limit", options->limit, "How many runs to list, 1 to 1000")
       ->default_val(kDefaultLimit)
-      ->check(CLI::Range(1, kMaxLimit));
+      ->check(CLI::Range(1, kMaxRunPageSize));
   runs->add_option("--before", options->before,
                    "Cursor from the end of a previous listing: list the runs older than it");
   runs->add_flag("--json", options->json,

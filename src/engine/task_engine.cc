@@ -97,7 +97,7 @@ RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
 }
 
 void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
-  if (history_ == nullptr) return;
+  if (history_ == nullptr || history_missing_) return;
   {
     std::lock_guard lock(history_mu_);
     if (start) pending_starts_.push_back(*std::move(start));
@@ -118,10 +118,9 @@ void TaskEngine::FlushHistory(bool prune) {
   // A database nobody migrated to this version has no history tables: said once, not per run.
   const auto failed = [&](const Status& status, std::size_t count, const char* what) {
     if (status.code() == StatusCode::kFailedPrecondition) {
-      if (!history_missing_reported_) {
+      if (!history_missing_.exchange(true)) {
         logger_->Warn("Runs are not recorded in the run history: " + status.message());
       }
-      history_missing_reported_ = true;
       return;
     }
     logger_->Warn("Failed to record " + std::to_string(count) + " run " + what +
@@ -138,7 +137,7 @@ void TaskEngine::FlushHistory(bool prune) {
       failed(written.status(), ends.size(), "end");
     }
   }
-  if (!prune || history_missing_reported_) return;
+  if (!prune || history_missing_) return;
   // In bounded batches, so a large backlog never holds the dispatcher for long.
   constexpr std::size_t kPruneBatch = 1000;
   for (int round = 0; round < 10; ++round) {

@@ -38,6 +38,7 @@
 //   5. join the executor threads.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -247,7 +248,8 @@ class TaskEngine final : public DrivenEngine {
   std::mutex history_mu_;
   std::vector<RunStart> pending_starts_;
   std::vector<RunEnd> pending_ends_;
-  bool history_missing_reported_ = false;         // dispatcher lane (and Shutdown after it) only
+  // The database has no history tables (set by the dispatcher): nothing more is queued.
+  std::atomic<bool> history_missing_{false};
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
