@@ -12,8 +12,8 @@
 #include "cli/text_table.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
-#include "stagehand/store/run_history.h"
 #include "stagehand/service/scheduler.h"
+#include "stagehand/store/run_history.h"
 
 namespace stagehand::cli {
 namespace {
