@@ -87,7 +87,7 @@ Planner::Planner(Options options, RunSlots& slots, MonoTime now)
       safety_interval_(options_.engine.poll_interval),
       next_safety_poll_(now),
       next_sweep_(options_.engine.janitor_interval.count() > 0 ? now : kMonoInfinity),
-      next_prune_(now) {}
+      next_prune_(now + options_.first_prune_delay) {}
 
 bool Planner::PruneDue(MonoTime now) {
   if (now < next_prune_) return false;

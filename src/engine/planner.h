@@ -165,8 +165,10 @@ class Planner {
     // what their runs print), and the output each keeps.
     bool report_runs = true;
     std::size_t max_output_bytes = kDefaultRunOutputTailBytes;
-    // How often expired history is pruned.
+    // How often expired history is pruned, and how long after start the first prune waits (a
+    // prune holds the dispatcher for a statement: never while a host starts its first runs).
     std::chrono::milliseconds prune_interval = std::chrono::minutes(10);
+    std::chrono::milliseconds first_prune_delay = std::chrono::minutes(1);
   };
 
   // `slots` must outlive the planner.

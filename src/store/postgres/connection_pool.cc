@@ -227,7 +227,7 @@ Status ConnectionPool::WarmUp(const std::string& schema,
     Return(std::move(session.connection), session.generation);
   }
   STAGEHAND_RETURN_IF_ERROR(first_error);
-  const int target = std::min(std::max(options_.min, 1), options_.max);
+  const int target = std::min(std::max(options_.min, 2), options_.max);
   while (true) {
     std::uint64_t generation = 0;
     {

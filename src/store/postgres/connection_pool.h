@@ -127,7 +127,8 @@ class ConnectionPool {
   Result<Lease> Acquire(const std::string& schema);
 
   // Runs `prepare` once on every idle session (with its search_path set to `schema`), and opens
-  // sessions (when the group has room) up to max(min, 1) so that the next caller finds one ready.
+  // sessions (when the group has room) up to max(min, 2), at most max, so that the engine's first
+  // poll and a caller's first statement (a trigger right after registration) each find one ready.
   // Sessions lent out meanwhile are left alone. Errors: the first failure to open a session
   // (kUnavailable) or of `prepare`.
   Status WarmUp(const std::string& schema, const std::function<Status(PgConnection&)>& prepare);

@@ -596,6 +596,16 @@ TEST_F(PlannerTest, ACronRowWrittenASecondBeforeItsSlotStartsAtTheSlot) {
   EXPECT_EQ(task->wake_at, kT0 + (slot - kWall0));
 }
 
+TEST_F(PlannerTest, HistoryIsPrunedAMinuteAfterStartThenEveryInterval) {
+  Start();
+  // Never while the host starts its first runs and takes its first triggers.
+  EXPECT_FALSE(planner_->PruneDue(kT0));
+  EXPECT_FALSE(planner_->PruneDue(kT0 + seconds(59)));
+  EXPECT_TRUE(planner_->PruneDue(kT0 + minutes(1)));
+  EXPECT_FALSE(planner_->PruneDue(kT0 + minutes(10)));
+  EXPECT_TRUE(planner_->PruneDue(kT0 + minutes(11)));
+}
+
 TEST_F(PlannerTest, ShutdownSignalsEveryRunAndStartsNothingMore) {
   EngineOptions options = Options();
   options.poll_interval = hours(1);
