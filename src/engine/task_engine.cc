@@ -846,6 +846,9 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
 void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   {
     std::lock_guard lock(mu_);
+    // Events can come while the constructor still builds the planner (the subscription delivers
+    // other hosts' notifications at once); no task is registered yet, so none concerns this host.
+    if (planner_ == nullptr) return;
     const std::optional<MonoTime> parked =
         dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
     if (!planner_->OnStoreEvent(event, clock_.MonoNow(), parked)) return;

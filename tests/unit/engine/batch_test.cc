@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "engine_harness.h"
@@ -46,6 +47,9 @@ class CountingStore final : public TaskStore {
     std::lock_guard lock(mu_);
     polled_ids_.clear();
   }
+  // Listen then hands `event` to the handler before it returns, as PostgreSQL's listener may with
+  // another host's notification.
+  void DeliverOnListen(StoreEvent event) { event_on_listen_ = std::move(event); }
 
   const std::string& plugin_id() const override { return inner_->plugin_id(); }
   Status Migrate() override { return inner_->Migrate(); }
@@ -130,7 +134,9 @@ class CountingStore final : public TaskStore {
   Status Delete(const std::string& id) override { return inner_->Delete(id); }
   Result<WallTime> DatabaseNow() override { return inner_->DatabaseNow(); }
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override {
-    return notifies_ ? inner_->Listen(std::move(handler)) : nullptr;
+    if (!notifies_) return nullptr;
+    if (event_on_listen_) handler(*event_on_listen_);
+    return inner_->Listen(std::move(handler));
   }
 
  private:
@@ -144,6 +150,7 @@ class CountingStore final : public TaskStore {
   std::vector<std::size_t> release_batches_;
   int single_releases_ = 0;
   std::vector<std::string> polled_ids_;
+  std::optional<StoreEvent> event_on_listen_;
 };
 
 std::size_t Sum(const std::vector<std::size_t>& sizes) {
@@ -176,6 +183,15 @@ TEST_F(EngineTest, TasksDueTogetherAreClaimedInOneStatementAndReleasedInBatches)
     EXPECT_EQ(row->current_run_ticket, std::nullopt);
     EXPECT_EQ(row->next_run_start_at, clock_.Now() + seconds(60));
   }
+}
+
+TEST_F(EngineTest, AnEventThatArrivesWhileTheEngineSubscribesConcernsNoTaskAndIsDropped) {
+  auto counting = std::make_shared<CountingStore>(store_);
+  counting->DeliverOnListen(StoreEvent{StoreEvent::Kind::kTrigger, "other-host-task"});
+  TaskEngine& engine = StartEngine(counting, Options());
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("due", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
 }
 
 TEST_F(EngineTest, AnotherHostsReleaseIsPickedUpAfterTheReleasePollDelay) {
