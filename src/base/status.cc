@@ -26,6 +26,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "DEADLINE_EXCEEDED";
     case StatusCode::kFailedPrecondition:
       return "FAILED_PRECONDITION";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
     case StatusCode::kInternal:
       return "INTERNAL";
   }
@@ -65,6 +67,9 @@ Status DeadlineExceededError(std::string message) {
 }
 Status FailedPreconditionError(std::string message) {
   return {StatusCode::kFailedPrecondition, std::move(message)};
+}
+Status UnimplementedError(std::string message) {
+  return {StatusCode::kUnimplemented, std::move(message)};
 }
 Status InternalError(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
 

@@ -63,8 +63,8 @@ const char* const kClientHelpFooter =
     "it is sent as "
     "'Authorization: Bearer <token>'.\n"
     "Exit codes: 0 done, 1 other failure, 2 bad usage, 3 not found (404), 4 conflict (409), "
-    "5 not authenticated (401/403), 6 daemon error (5xx), 7 daemon unreachable, 78 invalid "
-    "--config.";
+    "5 not authenticated (401/403), 6 daemon error (5xx), 7 daemon unreachable, 8 not offered by "
+    "the daemon (501: e.g. its run history is disabled), 78 invalid --config.";
 
 void AddClientOptions(CLI::App& command, ClientOptions& options) {
   command.add_option("--url", options.url,
@@ -128,6 +128,8 @@ int ExitCodeForHttpStatus(int status) {
       return kExitNotFound;
     case 409:
       return kExitConflict;
+    case 501:
+      return kExitNotOffered;
     default:
       return status >= 500 && status <= 599 ? kExitServerError : kExitFailure;
   }
@@ -156,6 +158,10 @@ ClientFailure DescribeHttpFailure(const RestReply& reply, std::string_view actio
       break;
     case 409:
       failure.message += error.message.empty() ? "conflict (409)" : error.message + " (409)";
+      break;
+    case 501:
+      failure.message +=
+          error.message.empty() ? "the daemon does not offer this (501)" : error.message;
       break;
     default:
       if (reply.status >= 500 && reply.status <= 599) {

@@ -51,12 +51,14 @@ struct ClientOrFailure {
 ClientOrFailure MakeClient(const ClientOptions& options, const Context& context);
 
 // Returns the exit code for an HTTP status that is not 2xx: kExitNotFound (404), kExitConflict
-// (409), kExitUnauthenticated (401, 403), kExitServerError (5xx), else kExitFailure.
+// (409), kExitUnauthenticated (401, 403), kExitNotOffered (501), kExitServerError (other 5xx),
+// else kExitFailure.
 int ExitCodeForHttpStatus(int status);
 
 // Returns the failure for a non-2xx `reply` to the request described by `action` ("cannot trigger
 // jobs/report"). The message is one line: the action, then the server's error message (from
 // Backstage's `{"error":{"name","message"}}` body) or, for a 404 without one, `not_found_hint`.
+// A 501's message (what the daemon does not offer and how to turn it on) is given as it is.
 // `had_token` selects the advice for a 401.
 ClientFailure DescribeHttpFailure(const RestReply& reply, std::string_view action,
                                   std::string_view not_found_hint, const ServerUrl& url,

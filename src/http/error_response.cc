@@ -39,15 +39,17 @@ HttpResponse ErrorBody(int status, std::string_view name, std::string_view messa
 HttpErrorClass HttpErrorClassFor(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument:
-      return {400, "InputError"};
+      return {400, "InputError", true};
     case StatusCode::kNotFound:
-      return {404, "NotFoundError"};
+      return {404, "NotFoundError", true};
     case StatusCode::kConflict:
-      return {409, "ConflictError"};
+      return {409, "ConflictError", true};
     case StatusCode::kUnauthenticated:
-      return {401, "AuthenticationError"};
+      return {401, "AuthenticationError", true};
     case StatusCode::kUnavailable:
       return {503, "ServiceUnavailableError"};
+    case StatusCode::kUnimplemented:
+      return {501, "NotImplementedError", true};
     case StatusCode::kOk:
     case StatusCode::kCancelled:
     case StatusCode::kDeadlineExceeded:
@@ -62,7 +64,7 @@ HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logg
   STAGEHAND_CHECK(!error.ok());
   const HttpErrorClass error_class = HttpErrorClassFor(error.code());
   std::string message = error.message();
-  if (error_class.status >= 500) {
+  if (!error_class.shows_message) {
     std::string log_id = NewLogId();
     message = fmt::format("An internal error occurred logId={}", log_id);
     logger.Error(fmt::format("Request failed with status {}", error_class.status),

@@ -220,15 +220,26 @@ Result<std::vector<TaskListing>> PluginScheduler::ListTasks() const {
 }
 
 Result<RunHistory*> PluginScheduler::Impl::History() const {
+  const std::string& id = options.plugin_id;
+  if (!options.engine.record_history) {
+    return UnimplementedError(
+        "The run history of plugin '" + id +
+        "' is disabled: its runs are not recorded. Turn it on with stagehand.history.enabled: "
+        "true in the app config (EngineOptions::record_history when embedding) and restart");
+  }
   if (options.store == nullptr) {
-    return FailedPreconditionError("Plugin " + options.plugin_id +
-                                   " keeps no run history: it has no database");
+    return UnimplementedError("Plugin '" + id +
+                              "' keeps no run history: it has no database to keep it in");
   }
   RunHistory* history = options.store->history();
-  if (history == nullptr) {
-    return FailedPreconditionError("Plugin " + options.plugin_id +
-                                   " keeps no run history: its database has no history tables "
-                                   "(run the migrations)");
+  Result<bool> tables = history != nullptr ? history->TablesExist() : Result<bool>(false);
+  if (!tables.ok()) return tables.status();
+  if (!*tables) {
+    return UnimplementedError(
+        "The run history of plugin '" + id +
+        "' is missing: its database has no history tables. Create them by migrating the "
+        "database (stagehand db migrate, or stagehand serve, without "
+        "backend.database.skipMigrations), then restart");
   }
   return history;
 }

@@ -24,11 +24,11 @@ Status SchedulerService::ScheduleTasks(std::vector<TaskDefinition> tasks) {
 
 Result<RunPage> SchedulerService::GetTaskRuns(std::string_view /*task_id*/, int /*limit*/,
                                               const std::optional<std::string>& /*before*/) const {
-  return FailedPreconditionError("This scheduler keeps no run history");
+  return UnimplementedError("This scheduler keeps no run history");
 }
 
 Result<RunDetail> SchedulerService::GetRun(std::string_view /*run_id*/) const {
-  return FailedPreconditionError("This scheduler keeps no run history");
+  return UnimplementedError("This scheduler keeps no run history");
 }
 
 Status ScheduledTaskRunner::Run(TaskInvocation invocation) {

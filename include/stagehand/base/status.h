@@ -23,6 +23,7 @@ enum class StatusCode {
   kCancelled,         // The operation was stopped through a stop token.
   kDeadlineExceeded,  // The operation ran out of time.
   kFailedPrecondition,  // The system is not in a state to do this (e.g. unknown migration).
+  kUnimplemented,       // This deployment does not offer it (e.g. its run history is off).
   kInternal,            // Something that should not happen; details are logged, not shown.
 };
 
@@ -64,6 +65,7 @@ Status UnavailableError(std::string message);
 Status CancelledError(std::string message);
 Status DeadlineExceededError(std::string message);
 Status FailedPreconditionError(std::string message);
+Status UnimplementedError(std::string message);
 Status InternalError(std::string message);
 
 // Either a T or a non-OK Status. Thread-compatible value type.

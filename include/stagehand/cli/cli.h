@@ -23,6 +23,9 @@ inline constexpr int kExitConflict = 4;  // 409: already running (trigger), not 
 inline constexpr int kExitUnauthenticated = 5;  // 401 or 403: missing, wrong or refused token.
 inline constexpr int kExitServerError = 6;  // 5xx: the daemon failed (e.g. its database is down).
 inline constexpr int kExitUnreachable = 7;  // No HTTP answer: refused, timed out, bad address.
+// 501: the daemon does not offer what was asked (runs, logs, trigger --wait of a plugin whose run
+// history is disabled or missing).
+inline constexpr int kExitNotOffered = 8;
 
 // Exit codes of `trigger --wait`, which ends with the outcome of the run it started (0 when it
 // succeeded).

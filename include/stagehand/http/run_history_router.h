@@ -34,8 +34,9 @@ class RunHistoryRouter {
 
   // Returns the response for a run history route, or nullopt when no route matches. Errors become
   // Backstage error bodies (ErrorResponse): 400 InputError naming `limit` or `before`, or for a
-  // malformed id; 404 NotFoundError for an unknown task or run; 500 with a log id for anything
-  // else (a plugin without run history included).
+  // malformed id; 404 NotFoundError for an unknown task or run; 501 NotImplementedError, with
+  // the scheduler's advice, when the plugin keeps no run history (disabled, no database, or no
+  // history tables); 500 with a log id for anything else.
   std::optional<HttpResponse> Handle(const HttpRequest& request) const;
 
  private:

@@ -69,8 +69,10 @@ class PluginScheduler final : public SchedulerService {
   Status CancelTask(std::string_view id) override;
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
   Result<std::vector<TaskListing>> ListTasks() const override;
-  // Read options.store->history(). Errors as SchedulerService's; kFailedPrecondition naming the
-  // plugin when it has no store, or a store without history tables (run the migrations).
+  // Read options.store->history(). Errors as SchedulerService's; kUnimplemented, with a message
+  // saying why and how to turn it on, when the engine records no history
+  // (EngineOptions::record_history false), there is no store, or its database has no history
+  // tables.
   Result<RunPage> GetTaskRuns(std::string_view task_id, int limit,
                               const std::optional<std::string>& before) const override;
   Result<RunDetail> GetRun(std::string_view run_id) const override;

@@ -129,12 +129,13 @@ class SchedulerService {
   // them). Runs of Backstage workers sharing the task table are not in the history.
   // Errors: kInvalidArgument naming `limit` or `before`; kNotFound "Task {id} does not exist" when
   // the task has no runs and is neither registered here nor in the task table;
-  // kFailedPrecondition when the scheduler keeps no run history (the default); kUnavailable.
+  // kUnimplemented, saying why and how to turn it on, when the scheduler keeps no run history
+  // (the default); kUnavailable.
   virtual Result<RunPage> GetTaskRuns(std::string_view task_id, int limit,
                                       const std::optional<std::string>& before) const;
 
   // Returns one run with its output tail; a run still going in this process with what it has
-  // reported so far. Errors: kNotFound "Run {id} does not exist"; kFailedPrecondition when the
+  // reported so far. Errors: kNotFound "Run {id} does not exist"; kUnimplemented when the
   // scheduler keeps no run history (the default); kUnavailable.
   virtual Result<RunDetail> GetRun(std::string_view run_id) const;
 

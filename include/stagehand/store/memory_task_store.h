@@ -92,6 +92,7 @@ class MemoryTaskStore final : public TaskStore, public RunHistory {
   Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                const std::string& error_json) override;
   Result<std::size_t> PruneExpired(std::size_t max_rows) override;
+  Result<bool> TablesExist() override { return true; }
 
  private:
   // Counts one statement, or fails with kUnavailable while the store is marked unavailable.

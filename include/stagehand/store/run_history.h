@@ -95,6 +95,11 @@ class RunHistory {
   virtual Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                        const std::string& error_json) = 0;
 
+  // Returns whether the database holds the history's tables (stagehand's migrations create them;
+  // a database with `skipMigrations` may not): looked up once, then remembered, so a database
+  // migrated later is seen by a new store. Errors: kUnavailable.
+  virtual Result<bool> TablesExist() = 0;
+
   // Removes up to `max_rows` runs that started before the database's now minus max_age, oldest
   // first, through an index on the start: no scan per task. Returns how many were removed; fewer
   // than `max_rows` means none is left to remove. Callers run it now and then (the janitor).

@@ -136,6 +136,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory {
   Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                const std::string& error_json) override;
   Result<std::size_t> PruneExpired(std::size_t max_rows) override;
+  Result<bool> TablesExist() override { return HistoryTablesExist(); }
 
  private:
   enum HistoryTables : int { kUnknown, kPresent, kAbsent };

@@ -487,6 +487,11 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
     return SqliteRunTable(*db_).Prune(max_age, max_rows);
   }
 
+  Result<bool> TablesExist() override {
+    std::lock_guard lock(mu_);
+    return HistoryTablesLocked();
+  }
+
  private:
   // Claim, with mu_ held; with an `expected_version`, only a row of that version is claimed.
   Result<ClaimResult> ClaimLocked(const std::string& id, const std::string& ticket,

@@ -96,13 +96,14 @@ TEST(ExitCodeForHttpStatusTest, EachAnswerHasItsCode) {
   EXPECT_EQ(ExitCodeForHttpStatus(403), kExitUnauthenticated);
   EXPECT_EQ(ExitCodeForHttpStatus(500), kExitServerError);
   EXPECT_EQ(ExitCodeForHttpStatus(503), kExitServerError);
+  EXPECT_EQ(ExitCodeForHttpStatus(501), kExitNotOffered);
   EXPECT_EQ(ExitCodeForHttpStatus(400), kExitFailure);
 }
 
 TEST(ExitCodesTest, AreDistinct) {
-  const int codes[] = {kExitOk,          kExitFailure,         kExitUsage,       kExitNotFound,
-                       kExitConflict,    kExitUnauthenticated, kExitServerError, kExitUnreachable,
-                       kExitUnavailable, kExitConfig};
+  const int codes[] = {kExitOk,         kExitFailure,         kExitUsage,       kExitNotFound,
+                       kExitConflict,   kExitUnauthenticated, kExitServerError, kExitUnreachable,
+                       kExitNotOffered, kExitUnavailable,     kExitConfig};
   std::map<int, int> seen;
   for (int code : codes) {
     EXPECT_EQ(++seen[code], 1) << code;
@@ -163,6 +164,24 @@ TEST(DescribeHttpFailureTest, ServerErrorsAndOthersStayOnOneLine) {
                                 "cannot cancel jobs/x", "", Local(), true);
   EXPECT_EQ(failure.exit_code, kExitFailure);
   EXPECT_EQ(failure.message, "cannot cancel jobs/x: unexpected answer (400 InputError: bad)");
+}
+
+// Issue 16: runs, logs and trigger --wait of a plugin without run history printed "the daemon
+// failed (500 Error: An internal error occurred logId=...)".
+TEST(DescribeHttpFailureTest, NotImplementedGivesTheDaemonsAdviceAsItIs) {
+  ClientFailure failure = DescribeHttpFailure(
+      {501, R"({"error":{"name":"NotImplementedError","message":"The run history of plugin )"
+            R"('jobs' is disabled: its runs are not recorded. Turn it on with )"
+            R"(stagehand.history.enabled: true"},"response":{"statusCode":501}})"},
+      "cannot list the runs of jobs/report", "", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitNotOffered);
+  EXPECT_EQ(failure.message,
+            "cannot list the runs of jobs/report: The run history of plugin 'jobs' is disabled: "
+            "its runs are not recorded. Turn it on with stagehand.history.enabled: true");
+  failure = DescribeHttpFailure({501, ""}, "cannot read run x of plugin 'jobs'", "", Local(), true);
+  EXPECT_EQ(failure.exit_code, kExitNotOffered);
+  EXPECT_EQ(failure.message,
+            "cannot read run x of plugin 'jobs': the daemon does not offer this (501)");
 }
 
 TEST(DescribeUnreachableTest, HasItsOwnCode) {

@@ -124,10 +124,10 @@ TEST(ExitCodeForOutcomeTest, EachOutcomeHasItsCode) {
   EXPECT_EQ(ExitCodeForOutcome("fenced"), kExitRunLost);
   EXPECT_EQ(ExitCodeForOutcome("exploded"), kExitFailure);
   // Distinct from each other and from the codes of the other client failures.
-  const std::vector<int> codes = {kExitFailure,      kExitUsage,           kExitNotFound,
-                                  kExitConflict,     kExitUnauthenticated, kExitServerError,
-                                  kExitUnreachable,  kExitRunFailed,       kExitRunTimedOut,
-                                  kExitRunCancelled, kExitRunLost,         kExitStillRunning};
+  const std::vector<int> codes = {
+      kExitFailure,     kExitUsage,        kExitNotFound,  kExitConflict,    kExitUnauthenticated,
+      kExitServerError, kExitUnreachable,  kExitRunFailed, kExitRunTimedOut, kExitRunCancelled,
+      kExitRunLost,     kExitStillRunning, kExitNotOffered};
   for (std::size_t i = 0; i < codes.size(); ++i) {
     for (std::size_t j = i + 1; j < codes.size(); ++j) {
       EXPECT_NE(codes[i], codes[j]);

@@ -339,18 +339,34 @@ TEST_F(RunHistoryRouterTest, RoutesFollowExpressRulesAndLeaveOtherPathsAlone) {
   EXPECT_EQ(post.status, 404);
 }
 
-TEST(RunHistoryRouterWithoutHistoryTest, IsAnInternalErrorWithALogId) {
+// Issue 16: a plugin without run history answered 500 with a log id, which tells a client
+// nothing.
+TEST(RunHistoryRouterWithoutHistoryTest, Is501NotImplementedSayingHowToTurnItOn) {
+  testing::ManualClock clock;
+  auto store = std::make_shared<testing::MemoryTaskStore>("jobs", clock);
   PluginSchedulerOptions options;
   options.plugin_id = "jobs";
+  options.store = store;
+  options.clock = &clock;
+  options.engine.record_history = false;
   PluginScheduler scheduler(std::move(options));
   RunHistoryRouter router("jobs", scheduler);
-  HttpRequest request;
-  request.method = "GET";
-  request.path = "/.stagehand/v1/runs/x";
-  std::optional<HttpResponse> response = router.Handle(request);
-  ASSERT_TRUE(response.has_value());
-  EXPECT_EQ(response->status, 500);
-  EXPECT_THAT(response->body, HasSubstr("An internal error occurred logId="));
+  for (const char* path : {"/.stagehand/v1/runs/x", "/.stagehand/v1/tasks/nightly/runs"}) {
+    HttpRequest request;
+    request.method = "GET";
+    request.path = path;
+    std::optional<HttpResponse> response = router.Handle(request);
+    ASSERT_TRUE(response.has_value()) << path;
+    EXPECT_EQ(response->status, 501) << path;
+    EXPECT_EQ(response->body,
+              std::string(R"({"error":{"name":"NotImplementedError","message":"The run history )"
+                          R"(of plugin 'jobs' is disabled: its runs are not recorded. Turn it on )"
+                          R"(with stagehand.history.enabled: true in the app config )"
+                          R"((EngineOptions::record_history when embedding) and restart"},)"
+                          R"("request":{"method":"GET","url":")") +
+                  path + R"("},"response":{"statusCode":501}})");
+  }
+  scheduler.Shutdown();
 }
 
 }  // namespace

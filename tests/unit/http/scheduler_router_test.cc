@@ -448,6 +448,10 @@ TEST(HttpErrorClassTest, MapsEveryStatusCode) {
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnauthenticated).name, "AuthenticationError");
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnavailable).status, 503);
   EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnavailable).name, "ServiceUnavailableError");
+  EXPECT_FALSE(HttpErrorClassFor(StatusCode::kUnavailable).shows_message);
+  EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnimplemented).status, 501);
+  EXPECT_EQ(HttpErrorClassFor(StatusCode::kUnimplemented).name, "NotImplementedError");
+  EXPECT_TRUE(HttpErrorClassFor(StatusCode::kUnimplemented).shows_message);
   for (StatusCode code : {StatusCode::kCancelled, StatusCode::kDeadlineExceeded,
                           StatusCode::kFailedPrecondition, StatusCode::kInternal}) {
     EXPECT_EQ(HttpErrorClassFor(code).status, 500);

@@ -1229,18 +1229,35 @@ TEST_F(PluginSchedulerTest, GetTaskRunsOfATaskKnownNowhereIsNotFound) {
   EXPECT_EQ(gone->runs.size(), 1U);
 }
 
-TEST_F(PluginSchedulerTest, RunHistoryNeedsAStoreThatKeepsOne) {
+// Issue 16: without a run history the history calls failed as an internal error (REST 500).
+TEST_F(PluginSchedulerTest, RunHistoryOffOrMissingIsUnimplementedSayingHowToTurnItOn) {
   Start(nullptr);
   Status status = scheduler_->GetTaskRuns("m", 20, std::nullopt).status();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
   EXPECT_THAT(status.message(),
-              HasSubstr("Plugin myplugin keeps no run history: it has no database"));
-  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kFailedPrecondition);
+              HasSubstr("Plugin 'myplugin' keeps no run history: it has no database"));
+  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kUnimplemented);
 
   Start(std::make_shared<SlowPollStore>(store_, clock_));
   status = scheduler_->GetRun("r").status();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("no history tables"));
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(),
+              HasSubstr("The run history of plugin 'myplugin' is missing: its database has no "
+                        "history tables. Create them by migrating the database"));
+
+  scheduler_.reset();
+  PluginSchedulerOptions options;
+  options.plugin_id = "myplugin";
+  options.store = store_;
+  options.clock = &clock_;
+  options.engine.record_history = false;
+  scheduler_ = std::make_unique<PluginScheduler>(std::move(options));
+  status = scheduler_->GetTaskRuns("m", 20, std::nullopt).status();
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(),
+              HasSubstr("The run history of plugin 'myplugin' is disabled: its runs are not "
+                        "recorded. Turn it on with stagehand.history.enabled: true"));
+  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kUnimplemented);
 }
 
 TEST_F(PluginSchedulerTest, GetRunOfARunningRunShowsWhatItReportedSoFar) {
