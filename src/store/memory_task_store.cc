@@ -540,13 +540,8 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
       result.db_now = now;
       auto it = rows.find(release.id);
       if (release.history) {
-        RunFinish finish = *release.history;
-        if (it != rows.end() && HoldsMarkedTicket(it->second, release.ticket)) {
-          finish.outcome = RunOutcome::kCancelled;
-          finish.error_json = ErrorJson("Task was cancelled");
-        }
         if (std::optional<std::string> task =
-                CloseRun(runs, release.ticket, finish, now, limits.max_output_bytes)) {
+                CloseRun(runs, release.ticket, *release.history, now, limits.max_output_bytes)) {
           TrimTask(runs, *task, limits.max_runs_per_task, {release.ticket});
         }
       }

@@ -548,26 +548,37 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
   EXPECT_EQ(Get("t-plain").finish.outcome, RunOutcome::kRunning);
 }
 
-TEST_F(RunHistoryContractTest, ARunWhoseTicketACancelMarkedEndsCancelled) {
+// Issue 16: the history replaced a cancelled run's error with the row's "Task was cancelled", so
+// the history and the host's own account (event stream, log) named the run differently. The
+// history keeps the host's account; the task row keeps Backstage's text.
+TEST_F(RunHistoryContractTest, ARunWhoseTicketACancelMarkedIsRecordedAsItsHostTellsIt) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("cancelled", schedule);
-  Upsert("finished", schedule);
+  Upsert("late", schedule);
   ClaimWithHistory("cancelled", "t-cancelled");
-  ClaimWithHistory("finished", "t-finished");
+  ClaimWithHistory("late", "t-late");
   ASSERT_TRUE(store_->Cancel("cancelled", minutes(1)).ok());
+  ASSERT_TRUE(store_->Cancel("late", minutes(1)).ok());
+  RunFinish stopped = Finish(RunOutcome::kCancelled);
+  stopped.error_json = R"({"name":"Error","message":"cancelled: command 'x' ended by SIGTERM"})";
+  stopped.signal = 15;
   const std::vector<ReleaseResult> released = ReleaseMany({
-      ReleaseRequest{"cancelled", "t-cancelled", schedule, std::nullopt,
-                     Finish(RunOutcome::kSucceeded)},
-      ReleaseRequest{"finished", "t-finished", schedule, std::nullopt,
-                     Finish(RunOutcome::kSucceeded)},
+      ReleaseRequest{"cancelled", "t-cancelled", schedule, std::nullopt, stopped},
+      // Its function returned before the cancel reached it: a success, as its host says.
+      ReleaseRequest{"late", "t-late", schedule, std::nullopt, Finish(RunOutcome::kSucceeded)},
   });
   ASSERT_EQ(released.size(), 2u);
   EXPECT_TRUE(released[0].released);
+  EXPECT_TRUE(released[1].released);
   const TaskRun cancelled = Get("t-cancelled");
   EXPECT_EQ(cancelled.finish.outcome, RunOutcome::kCancelled);
-  EXPECT_EQ(cancelled.finish.error_json, kCancelledJson);
+  EXPECT_EQ(cancelled.finish.error_json, stopped.error_json);
+  EXPECT_EQ(cancelled.finish.signal, 15);
   EXPECT_EQ(Row("cancelled").last_run_error_json, kCancelledJson);
-  EXPECT_EQ(Get("t-finished").finish.outcome, RunOutcome::kSucceeded);
+  const TaskRun late = Get("t-late");
+  EXPECT_EQ(late.finish.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(late.finish.error_json, std::nullopt);
+  EXPECT_EQ(Row("late").last_run_error_json, kCancelledJson);
 }
 
 // --- Several hosts ----------------------------------------------------------------------------

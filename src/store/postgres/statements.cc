@@ -296,27 +296,25 @@ std::string TrimCtes(int keep_param) {
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
 // the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$15) are
-// closed at the release's time (as cancelled where a cancel's mark held the row) whether or not
-// their ticket still held it, and their tasks' histories trimmed to $16 runs.
+// closed at the release's time, as their host tells it, whether or not their ticket still held
+// it, and their tasks' histories trimmed to $16 runs.
 std::string ReleaseMany(bool history) {
-  const std::string locked = history ? "t.id, t.current_run_ticket AS held" : "t.id";
   const std::string ended = history ? R"sql(, finishes AS (
-  SELECT f.id, f.ticket, f.marked, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status,
-         f.output_hex
-  FROM unnest($1::text[], $2::text[], $7::text[], $10::text[], $11::text[], $12::int4[],
-              $13::int4[], $14::int4[], $15::text[])
-       AS f(id, ticket, marked, outcome, error_json, exit_code, signal, http_status, output_hex)
+  SELECT f.ticket, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status, f.output_hex
+  FROM unnest($2::text[], $10::text[], $11::text[], $12::int4[], $13::int4[], $14::int4[],
+              $15::text[])
+       AS f(ticket, outcome, error_json, exit_code, signal, http_status, output_hex)
   WHERE f.outcome IS NOT NULL
 ), ended AS (
   UPDATE stagehand_task_runs AS r
   SET ended_at = now(),
-      outcome = CASE WHEN l.held = f.marked THEN 'cancelled' ELSE f.outcome END,
-      error_json = CASE WHEN l.held = f.marked THEN $8::text ELSE f.error_json END,
+      outcome = f.outcome,
+      error_json = f.error_json,
       exit_code = f.exit_code,
       signal = f.signal,
       http_status = f.http_status,
       output = decode(f.output_hex, 'hex')
-  FROM finishes AS f LEFT JOIN locked AS l ON l.id = f.id
+  FROM finishes AS f
   WHERE r.run_id = f.ticket AND (r.ended_at IS NULL OR r.outcome = 'lost')
   RETURNING r.task_id, r.run_id
 ))sql" + TrimCtes(16)
@@ -329,7 +327,7 @@ WITH input AS (
               $7::text[])
        AS u(id, ticket, next_kind, next_seconds, next_instant, error_json, marked)
 ), locked AS (
-  SELECT {locked} FROM backstage_backend_tasks__tasks AS t
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
   WHERE t.id = ANY ($1::text[])
   ORDER BY t.id
   FOR UPDATE
@@ -352,8 +350,8 @@ FROM released AS r
 UNION ALL
 SELECT NULL, now(), {notify}, NULL, NULL
 )sql",
-      fmt::arg("locked", locked), fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")),
-      fmt::arg("version", VersionOf("t")), fmt::arg("ended", ended),
+      fmt::arg("next", PlanColumnsInUpdate("i", "next", "t")), fmt::arg("version", VersionOf("t")),
+      fmt::arg("ended", ended),
       fmt::arg("notify", NotifyInChunks(9, "releases", "released", {"id"})));
 }
 

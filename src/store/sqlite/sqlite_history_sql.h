@@ -103,10 +103,6 @@ inline constexpr std::string_view kSweepExpiredAt =
     "last_run_ended_at = ?2, last_run_error_json = ?1 "
     "WHERE current_run_expires_at < ?2 RETURNING id";
 
-// ?1 task id → the ticket holding its row (to tell a cancelled run's release).
-inline constexpr std::string_view kHeldTicket =
-    "SELECT current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
-
 // ?1 task id, ?2 limit. Every run select reads these columns, in this order.
 inline constexpr std::string_view kListRuns =
     "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "

@@ -224,15 +224,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
         history = *present;
       }
       std::optional<RunFinish> finish;
-      if (history) {
-        finish = *release.history;
-        Result<bool> marked = HeldByMarkedTicketLocked(release.id, release.ticket);
-        if (!marked.ok()) return marked.status();
-        if (*marked) {
-          finish->outcome = RunOutcome::kCancelled;
-          finish->error_json = ErrorJson("Task was cancelled");
-        }
-      }
+      if (history) finish = *release.history;
       Result<ReleaseResult> released =
           ReleaseLocked(release.id, release.ticket, plans[i], release.error_json);
       if (!released.ok()) return released.status();
@@ -646,15 +638,6 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
       history_tables_ = *exists ? HistoryTables::kPresent : HistoryTables::kAbsent;
     }
     return history_tables_ == HistoryTables::kPresent;
-  }
-
-  // Whether the row of task `id` is held by `ticket` marked by a cancel, with mu_ held.
-  Result<bool> HeldByMarkedTicketLocked(const std::string& id, const std::string& ticket) {
-    Result<SqliteStatement> stmt = db_->Prepare(history_sql::kHeldTicket);
-    if (!stmt.ok()) return stmt.status();
-    Result<bool> row = stmt->Bind(1, id).Step("releasing a task");
-    if (!row.ok()) return row.status();
-    return *row && stmt->OptionalText(0) == CancelRequestedTicket(ticket);
   }
 
   // Trims the history of each of `tasks` (ids may repeat) to its newest `keep` runs, keeping the
