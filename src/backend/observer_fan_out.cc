@@ -70,6 +70,18 @@ void ObserverFanOut::OnTaskRegistered(std::string_view plugin_id, std::string_vi
   }
 }
 
+void ObserverFanOut::OnTaskTriggerRequested(std::string_view plugin_id, std::string_view task_id) {
+  for (const auto& observer : observers_) {
+    observer->OnTaskTriggerRequested(plugin_id, task_id);
+  }
+}
+
+void ObserverFanOut::OnTaskTriggerRefused(std::string_view plugin_id, std::string_view task_id) {
+  for (const auto& observer : observers_) {
+    observer->OnTaskTriggerRefused(plugin_id, task_id);
+  }
+}
+
 void ObserverFanOut::OnTaskTriggered(std::string_view plugin_id, std::string_view task_id) {
   for (const auto& observer : observers_) {
     observer->OnTaskTriggered(plugin_id, task_id);

@@ -28,7 +28,9 @@ class ObserverFanOut final : public SchedulerObserver {
   void OnReclaimed(std::string_view plugin_id, std::string_view task_id) override;
   void OnRunOverdue(const RunInfo& run) override;
   void OnTaskRegistered(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskTriggerRequested(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskTriggered(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskTriggerRefused(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskCancelled(std::string_view plugin_id, std::string_view task_id) override;
 
  private:

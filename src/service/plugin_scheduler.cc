@@ -174,10 +174,18 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
 }
 
 Status PluginScheduler::TriggerTask(std::string_view id) {
-  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Trigger(std::string(id)));
-  if (impl_->options.observer)
-    impl_->options.observer->OnTaskTriggered(impl_->options.plugin_id, id);
-  return Status::Ok();
+  SchedulerObserver* observer = impl_->options.observer.get();
+  const std::string& plugin_id = impl_->options.plugin_id;
+  if (observer != nullptr) observer->OnTaskTriggerRequested(plugin_id, id);
+  Status triggered = impl_->engine.Trigger(std::string(id));
+  if (observer != nullptr) {
+    if (triggered.ok()) {
+      observer->OnTaskTriggered(plugin_id, id);
+    } else {
+      observer->OnTaskTriggerRefused(plugin_id, id);
+    }
+  }
+  return triggered;
 }
 
 Status PluginScheduler::CancelTask(std::string_view id) {

@@ -61,8 +61,15 @@ class SchedulerObserver {
 
   // A task was registered in this process (ScheduleTask or ScheduleTasks succeeded).
   virtual void OnTaskRegistered(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // TriggerTask was called and is about to reach the engine, which may start the run before
+  // TriggerTask returns: OnTaskTriggered or OnTaskTriggerRefused follows, on the same thread. Lets
+  // a view put the trigger before the run it starts.
+  virtual void OnTaskTriggerRequested(std::string_view /*plugin_id*/,
+                                      std::string_view /*task_id*/) {}
   // TriggerTask succeeded: the task runs soon, on this host or another.
   virtual void OnTaskTriggered(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // TriggerTask failed (unknown task, already running, shutting down, database unavailable).
+  virtual void OnTaskTriggerRefused(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // CancelTask succeeded: the task's current run was asked to stop.
   virtual void OnTaskCancelled(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
 };

@@ -7,10 +7,21 @@
 //   task.triggered   {pluginId, taskId}
 //   task.cancelled   {pluginId, taskId}
 //   task.registered  {pluginId, taskId}
-// Each event is `id: <n>` (increasing from 1 in each process), `event: <name>` and one `data:`
-// line of JSON. A stream opens with the comment `: connected`, and a `: keepalive` comment is sent
-// every keepalive interval, so that proxies keep idle streams open. Times are UTC with
-// milliseconds, as in the REST API.
+// Each event is `id: <stream>-<n>` (a random name for this stream, then a count from 1),
+// `event: <name>` and one `data:` line of JSON. A stream opens with the comment `: connected`, and
+// a `: keepalive` comment is sent every keepalive interval, so that proxies keep idle streams open.
+// Times are UTC with milliseconds, as in the REST API.
+//
+// A client that reconnects names the last event it got (the `Last-Event-ID` header, or the
+// `lastEventId` query parameter for clients that cannot set headers; the header wins) and is sent
+// the events it missed, from a ring of the latest events (recorded from the stream's first client
+// on), then the live ones. When the missed events are no longer all in the ring, or the id is not
+// this stream's (the daemon restarted), it is sent instead
+//   reset            {reason: "expired" | "unknown", lastEventId}
+// with the id of the latest event, and must read the state again (the REST routes).
+//
+// A trigger's task.triggered comes before the events of the run it starts: while a TriggerTask
+// call of a task is under way, that task's other events wait for it to end.
 #pragma once
 
 #include <chrono>
@@ -32,6 +43,12 @@ struct EventStreamOptions {
   std::chrono::milliseconds keepalive_interval{15000};
   // The host named in run events; LocalHostName() when empty.
   std::string host;
+  // The ring of events a reconnecting client can be sent: at most this many, none older than
+  // replay_window (monotonic). Positive.
+  std::size_t replay_events = 1000;
+  std::chrono::milliseconds replay_window{std::chrono::minutes(5)};
+  // The first part of every event id; 8 random hex digits when empty. Must not contain '-'.
+  std::string stream_name;
 };
 
 // Fans scheduler events out to the clients of its handler. Observer hooks may be called from any
@@ -53,9 +70,13 @@ class SchedulerEventStream final : public SchedulerObserver {
   void Stop();
 
   // Returns the handler to mount (e.g. at /.stagehand/v1/events): GET or HEAD of the mount itself
-  // answers 200 `text/event-stream` and subscribes the client; anything else is nullopt. Safe to
-  // call after the stream is destroyed (it then answers a stream that ends at once).
+  // answers 200 `text/event-stream` and subscribes the client, after sending it what it missed
+  // (or a reset) when it names a last event; anything else is nullopt. Safe to call after the
+  // stream is destroyed (it then answers a stream that ends at once).
   HttpHandler AsHandler() const;
+
+  // Returns this stream's name, the first part of its event ids.
+  const std::string& stream_name() const;
 
   // Returns how many clients are subscribed now.
   std::size_t client_count() const;
@@ -64,7 +85,9 @@ class SchedulerEventStream final : public SchedulerObserver {
   void OnRunFinished(const RunInfo& run, const RunFinish& finish,
                      std::chrono::nanoseconds duration) override;
   void OnTaskRegistered(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskTriggerRequested(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskTriggered(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskTriggerRefused(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskCancelled(std::string_view plugin_id, std::string_view task_id) override;
 
  private:

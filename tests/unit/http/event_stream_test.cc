@@ -1,5 +1,6 @@
 // The live event stream over a real HttpServer on 127.0.0.1: the events of a PluginScheduler's
-// runs, keepalives on the clock, auth, the end of streams, and a client that stops reading.
+// runs, a trigger before its run, keepalives on the clock, auth, the end of streams, a client that
+// stops reading, and a client that reconnects naming the last event it got.
 #include "stagehand/http/event_stream.h"
 
 #include <gmock/gmock.h>
@@ -111,6 +112,25 @@ class EventStreamTest : public ::testing::Test {
     return client;
   }
 
+  // Connects a client to `target` with `headers` (each ending in CRLF) and reads until `until`.
+  std::unique_ptr<Client> Reconnect(const std::string& target, const std::string& headers,
+                                    std::string_view until, std::string* raw) {
+    auto client = std::make_unique<Client>(server_->port());
+    EXPECT_TRUE(client->Send("GET " + target + " HTTP/1.1\r\nHost: x\r\n" +
+                             "Authorization: Bearer s3cret\r\n" + headers + "\r\n"));
+    *raw = client->ReadUntil(until);
+    return client;
+  }
+
+  // Replaces the stream with one made with `options` (clock, host and name as the fixture's).
+  void UseStream(EventStreamOptions options) {
+    options.clock = &clock_;
+    options.host = "web-1";
+    options.stream_name = "s1";
+    events_ = std::make_shared<SchedulerEventStream>(std::move(options));
+    Serve(HttpServerOptions{});
+  }
+
   void StartScheduler() {
     PluginSchedulerOptions options;
     options.plugin_id = "jobs";
@@ -129,6 +149,7 @@ class EventStreamTest : public ::testing::Test {
     EventStreamOptions options;
     options.clock = &clock_;
     options.host = "web-1";
+    options.stream_name = "s1";
     return std::make_shared<SchedulerEventStream>(std::move(options));
   }();
   std::unique_ptr<HttpServer> server_;
@@ -147,18 +168,15 @@ TEST_F(EventStreamTest, ARunsEventsArriveWithTheirFields) {
   ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
   ASSERT_TRUE(scheduler_->TriggerTask("report").ok());
 
-  client->ReadUntil(R"("httpStatus":null})"
-                    "\n\n");
-  const std::string raw = client->ReadUntil(
-      "event: task.triggered\ndata: {\"pluginId\":\"jobs\",\"taskId\":\"report\"}\n\n");
+  const std::string raw = client->ReadUntil(R"("httpStatus":null})"
+                                            "\n\n");
   const std::vector<Event> events = EventsIn(raw);
   ASSERT_EQ(events.size(), 4U) << raw;
-  // The trigger is announced once it is accepted; its run may already have started by then.
-  EXPECT_EQ(events[0].name, "task.registered");
-  std::vector<std::string> later = NamesOf(events);
-  later.erase(std::remove(later.begin(), later.end(), "task.triggered"), later.end());
-  EXPECT_THAT(later, ElementsAre("task.registered", "run.started", "run.ended"));
-  for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].id, std::to_string(i + 1));
+  EXPECT_THAT(NamesOf(events),
+              ElementsAre("task.registered", "task.triggered", "run.started", "run.ended"));
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].id, "s1-" + std::to_string(i + 1));
+  }
 
   EXPECT_EQ(events[0].data, nlohmann::json::parse(R"({"pluginId":"jobs","taskId":"report"})"));
   for (const Event& event : events) {
@@ -331,7 +349,7 @@ TEST_F(EventStreamTest, AClientThatStopsReadingIsDroppedWithoutStallingTheOthers
   while (events_->client_count() == 2 && published < 20000) {
     events_->OnTaskTriggered("jobs", big);
     ++published;
-    ASSERT_TRUE(reader->Consume("id: " + std::to_string(published) + "\n"));
+    ASSERT_TRUE(reader->Consume("id: s1-" + std::to_string(published) + "\n"));
   }
   EXPECT_EQ(events_->client_count(), 1U);
   EXPECT_LT(published, 20000);
@@ -339,8 +357,149 @@ TEST_F(EventStreamTest, AClientThatStopsReadingIsDroppedWithoutStallingTheOthers
 
   events_->OnTaskTriggered("jobs", "after");
   EXPECT_TRUE(reader->Consume(
-      "id: " + std::to_string(published + 1) +
+      "id: s1-" + std::to_string(published + 1) +
       "\nevent: task.triggered\ndata: {\"pluginId\":\"jobs\",\"taskId\":\"after\"}"));
+}
+
+// Issue 16: task.triggered could arrive after the run.started of the run it caused, when the
+// engine started the run before TriggerTask returned. The run's events now wait for the trigger.
+TEST_F(EventStreamTest, ATriggerComesBeforeTheRunItStartsEvenWhenTheRunStartsFirst) {
+  auto client = Subscribe();
+  RunInfo run;
+  run.plugin_id = "jobs";
+  run.task_id = "report";
+  run.run_id = "run-1";
+  run.trigger = RunTrigger::kManual;
+  events_->OnTaskTriggerRequested("jobs", "report");
+  events_->OnRunStarted(run, std::chrono::nanoseconds(0));
+  events_->OnTaskCancelled("jobs", "other");
+  events_->OnTaskTriggered("jobs", "report");
+  events_->OnRunFinished(run, RunFinish{}, std::chrono::milliseconds(5));
+  // A refused trigger sends nothing and lets the task's events go.
+  events_->OnTaskTriggerRequested("jobs", "report");
+  events_->OnTaskRegistered("jobs", "report");
+  events_->OnTaskTriggerRefused("jobs", "report");
+
+  const std::vector<Event> events = EventsIn(client->ReadUntil("event: task.registered"));
+  EXPECT_THAT(NamesOf(events), ElementsAre("task.cancelled", "task.triggered", "run.started",
+                                           "run.ended", "task.registered"));
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].id, "s1-" + std::to_string(i + 1));
+  }
+}
+
+TEST_F(EventStreamTest, TwoTriggersOfATaskHoldItsEventsUntilBothEnded) {
+  auto client = Subscribe();
+  events_->OnTaskTriggerRequested("jobs", "report");
+  events_->OnTaskTriggerRequested("jobs", "report");
+  events_->OnTaskTriggered("jobs", "report");
+  events_->OnTaskCancelled("jobs", "report");
+  events_->OnTaskTriggerRefused("jobs", "report");
+  events_->OnTaskRegistered("jobs", "last");
+  const std::vector<Event> events = EventsIn(client->ReadUntil("event: task.registered"));
+  EXPECT_THAT(NamesOf(events), ElementsAre("task.triggered", "task.cancelled", "task.registered"));
+}
+
+// A reconnect used to lose what happened while the client was away.
+TEST_F(EventStreamTest, AReconnectNamingTheLastEventGetsWhatItMissedThenTheLiveOnes) {
+  auto first = Subscribe();
+  for (const char* task : {"a", "b", "c"}) events_->OnTaskRegistered("jobs", task);
+  ASSERT_EQ(EventsIn(first->ReadUntil(R"("taskId":"c"})")).size(), 3U);
+  first.reset();
+  events_->OnTaskRegistered("jobs", "d");
+  events_->OnTaskRegistered("jobs", "e");
+
+  std::string raw;
+  auto again =
+      Reconnect("/.stagehand/v1/events", "Last-Event-ID: s1-3\r\n", R"("taskId":"e"})", &raw);
+  events_->OnTaskRegistered("jobs", "f");
+  raw = again->ReadUntil(R"("taskId":"f"})");
+  std::vector<Event> events = EventsIn(raw);
+  ASSERT_EQ(events.size(), 3U) << raw;
+  EXPECT_EQ(events[0].id, "s1-4");
+  EXPECT_EQ(events[0].data["taskId"], "d");
+  EXPECT_EQ(events[1].id, "s1-5");
+  EXPECT_EQ(events[2].id, "s1-6");
+  EXPECT_EQ(events[2].data["taskId"], "f");
+
+  // The query parameter, for clients that cannot set headers; the header wins over it.
+  auto by_query = Reconnect("/.stagehand/v1/events?lastEventId=s1-5", "", R"("taskId":"f"})", &raw);
+  events = EventsIn(raw);
+  ASSERT_EQ(events.size(), 1U) << raw;
+  EXPECT_EQ(events[0].id, "s1-6");
+  auto both = Reconnect("/.stagehand/v1/events?lastEventId=s1-1", "Last-Event-ID: s1-4\r\n",
+                        R"("taskId":"f"})", &raw);
+  EXPECT_THAT(NamesOf(EventsIn(raw)), ElementsAre("task.registered", "task.registered"));
+
+  // Up to date: nothing to send until the next event.
+  auto current =
+      Reconnect("/.stagehand/v1/events", "Last-Event-ID: s1-6\r\n", ": connected\n\n", &raw);
+  events_->OnTaskRegistered("jobs", "g");
+  events = EventsIn(current->ReadUntil(R"("taskId":"g"})"));
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].id, "s1-7");
+}
+
+TEST_F(EventStreamTest, AnIdOfAnotherStreamOrNoLongerKeptGetsAReset) {
+  EventStreamOptions options;
+  options.replay_events = 3;
+  options.replay_window = std::chrono::minutes(5);
+  UseStream(options);
+  auto first = Subscribe();
+  for (const char* task : {"a", "b", "c", "d", "e"}) events_->OnTaskRegistered("jobs", task);
+  ASSERT_EQ(EventsIn(first->ReadUntil(R"("taskId":"e"})")).size(), 5U);
+
+  const auto reset_for = [&](const std::string& headers, const std::string& target) {
+    std::string raw;
+    auto client = Reconnect(target, headers, "event: reset\ndata: ", &raw);
+    raw = client->ReadUntil("}\n\n");
+    return EventsIn(raw);
+  };
+  // Events 3 to 5 are kept: a client that got 1 missed 2, which is gone.
+  std::vector<Event> events = reset_for("Last-Event-ID: s1-1\r\n", "/.stagehand/v1/events");
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].name, "reset");
+  EXPECT_EQ(events[0].id, "s1-5");
+  EXPECT_EQ(events[0].data, nlohmann::json::parse(R"({"reason":"expired","lastEventId":"s1-1"})"));
+  for (const char* unknown : {"zz-3", "s1-9", "s1-", "s1-x", "3"}) {
+    events = reset_for(std::string("Last-Event-ID: ") + unknown + "\r\n", "/.stagehand/v1/events");
+    ASSERT_EQ(events.size(), 1U) << unknown;
+    EXPECT_EQ(events[0].id, "s1-5") << unknown;
+    EXPECT_EQ(events[0].data["reason"], "unknown") << unknown;
+    EXPECT_EQ(events[0].data["lastEventId"], unknown);
+  }
+  events = reset_for("", "/.stagehand/v1/events?lastEventId=%ZZ");
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].data["reason"], "unknown");
+
+  std::string raw;
+  auto kept =
+      Reconnect("/.stagehand/v1/events", "Last-Event-ID: s1-2\r\n", R"("taskId":"e"})", &raw);
+  EXPECT_EQ(EventsIn(raw).size(), 3U) << raw;
+
+  // Past the window nothing is kept: only a client that had everything needs no reset.
+  clock_.Advance(std::chrono::minutes(5) + std::chrono::milliseconds(1));
+  events = reset_for("Last-Event-ID: s1-4\r\n", "/.stagehand/v1/events");
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].data["reason"], "expired");
+  auto current =
+      Reconnect("/.stagehand/v1/events", "Last-Event-ID: s1-5\r\n", ": connected\n\n", &raw);
+  events_->OnTaskRegistered("jobs", "f");
+  events = EventsIn(current->ReadUntil(R"("taskId":"f"})"));
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].id, "s1-6");
+}
+
+TEST_F(EventStreamTest, EventsBeforeTheFirstClientAreNeitherSentNorNumbered) {
+  events_->OnTaskRegistered("jobs", "early");
+  std::string raw;
+  auto client =
+      Reconnect("/.stagehand/v1/events", "Last-Event-ID: s1-0\r\n", ": connected\n\n", &raw);
+  events_->OnTaskRegistered("jobs", "late");
+  const std::vector<Event> events = EventsIn(client->ReadUntil(R"("taskId":"late"})"));
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].id, "s1-1");
+  EXPECT_EQ(events[0].data["taskId"], "late");
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ enum class EventKind {
   kLeaseLost,
   kReclaimed,
   kRegistered,
+  kTriggerRequested,
   kTriggered,
+  kTriggerRefused,
   kCancelled,
 };
 
@@ -92,8 +94,14 @@ class EventRecorder final : public SchedulerObserver {
   void OnTaskRegistered(std::string_view /*plugin_id*/, std::string_view task_id) override {
     Add({EventKind::kRegistered, std::string(task_id), {}, {}});
   }
+  void OnTaskTriggerRequested(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kTriggerRequested, std::string(task_id), {}, {}});
+  }
   void OnTaskTriggered(std::string_view /*plugin_id*/, std::string_view task_id) override {
     Add({EventKind::kTriggered, std::string(task_id), {}, {}});
+  }
+  void OnTaskTriggerRefused(std::string_view /*plugin_id*/, std::string_view task_id) override {
+    Add({EventKind::kTriggerRefused, std::string(task_id), {}, {}});
   }
   void OnTaskCancelled(std::string_view /*plugin_id*/, std::string_view task_id) override {
     Add({EventKind::kCancelled, std::string(task_id), {}, {}});
@@ -108,6 +116,16 @@ class EventRecorder final : public SchedulerObserver {
   std::size_t Count(EventKind kind, const std::string& task_id) const {
     std::lock_guard lock(mu_);
     return CountLocked(kind, task_id);
+  }
+
+  // Returns the kinds of the events for `task_id`, oldest first.
+  std::vector<EventKind> KindsOf(const std::string& task_id) const {
+    std::lock_guard lock(mu_);
+    std::vector<EventKind> out;
+    for (const Event& event : events_) {
+      if (event.task_id == task_id) out.push_back(event.kind);
+    }
+    return out;
   }
 
   // Returns the events of `kind` for `task_id`, oldest first.
@@ -676,6 +694,25 @@ TEST_F(PluginSchedulerTest, TriggerRunsAGlobalTaskLongBeforeItsNextTime) {
 
 TEST_F(PluginSchedulerTest, TriggerOfAMissingTaskIsNotFound) {
   EXPECT_EQ(scheduler_->TriggerTask("x"), NotFoundError("Task x does not exist"));
+  EXPECT_THAT(events_->KindsOf("x"),
+              ElementsAre(EventKind::kTriggerRequested, EventKind::kTriggerRefused));
+}
+
+// Issue 16: the event stream could tell of a trigger after the run it started; observers are now
+// told of the trigger before the engine can start the run, and of its outcome after.
+TEST_F(PluginSchedulerTest, ATriggerIsAnnouncedBeforeTheEngineCanStartItsRun) {
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
+  std::vector<EventKind> kinds = events_->KindsOf("m");
+  ASSERT_GE(kinds.size(), 5U);
+  EXPECT_EQ(kinds[0], EventKind::kRegistered);
+  EXPECT_EQ(kinds[1], EventKind::kTriggerRequested);
+  kinds.erase(kinds.begin(), kinds.begin() + 2);
+  // The run may start before TriggerTask returns: only the request is sure to come first.
+  EXPECT_THAT(kinds, ::testing::UnorderedElementsAre(EventKind::kTriggered, EventKind::kStarted,
+                                                     EventKind::kCompleted));
 }
 
 TEST_F(PluginSchedulerTest, TriggerOfARunningGlobalTaskIsAConflict) {
