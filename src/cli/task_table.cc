@@ -41,6 +41,7 @@ Result<std::vector<TaskRow>> ParseTaskListing(std::string_view plugin_id, std::s
     }
     row.task_id = StringAt(task, "taskId");
     row.scope = StringAt(task, "scope");
+    row.time_zone = StringAt(task, "timeZone");
     if (task.is_object() && task.contains("settings")) {
       row.cadence = StringAt(task["settings"], "cadence");
     }
@@ -98,12 +99,15 @@ std::string FormatSpan(std::chrono::milliseconds span, std::size_t max_units) {
   return text;
 }
 
-std::string FormatCadence(std::string_view cadence) {
+std::string FormatCadence(std::string_view cadence, std::string_view time_zone) {
   if (cadence.empty()) {
     return "-";
   }
   if (cadence.front() != 'P') {
-    return std::string(cadence);
+    if (cadence == "manual" || time_zone.empty()) {
+      return std::string(cadence);
+    }
+    return fmt::format("{} ({})", cadence, time_zone);
   }
   Result<HumanDuration> duration = ParseIsoDuration(cadence);
   if (!duration.ok()) {
@@ -204,7 +208,7 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
         Cell{row.plugin_id.empty() ? "-" : row.plugin_id, {}},
         Cell{row.task_id.empty() ? "-" : row.task_id, {}},
         Cell{row.scope.empty() ? "-" : row.scope, {}},
-        Cell{FormatCadence(row.cadence), {}},
+        Cell{FormatCadence(row.cadence, row.time_zone), {}},
         Cell{state, state_colour},
         Cell{next, {}},
         Cell{row.last_run_ended_at ? FormatWhen(*row.last_run_ended_at, now, zone) : "-", {}},

@@ -23,6 +23,7 @@ struct TaskRow {
   std::string task_id;
   std::string scope;
   std::string cadence;        // settings.cadence as listed: cron, "manual" or an ISO duration
+  std::string time_zone;      // timeZone (stagehand's listing): a cron cadence's zone, else empty
   std::string worker_status;  // workerState.status: idle, running, initial-wait
   std::string task_status;    // taskState.status: idle, running
   std::optional<WallTime> starts_at;          // taskState.startsAt: the next run
@@ -35,9 +36,10 @@ struct TaskRow {
   std::optional<std::chrono::milliseconds> last_duration;
 };
 
-// Parses a listing body `{"tasks":[...]}` of plugin `plugin_id`. Unknown keys are ignored and a
-// timestamp that does not parse is treated as absent. Errors: kInvalidArgument when the body is
-// not JSON or has no `tasks` array.
+// Parses a listing body `{"tasks":[...]}` of plugin `plugin_id`: Backstage's, or stagehand's with
+// the zones of cron cadences (GET /api/<pluginId>/.stagehand/v1/tasks). Unknown keys are ignored
+// and a timestamp that does not parse is treated as absent. Errors: kInvalidArgument when the body
+// is not JSON or has no `tasks` array.
 Result<std::vector<TaskRow>> ParseTaskListing(std::string_view plugin_id, std::string_view body);
 
 // Returns `span` in compact units, largest first, zero units left out: "1h30m", "45s", "500ms",
@@ -46,8 +48,9 @@ Result<std::vector<TaskRow>> ParseTaskListing(std::string_view plugin_id, std::s
 std::string FormatSpan(std::chrono::milliseconds span, std::size_t max_units);
 
 // Returns the cadence as a person reads it: an ISO duration becomes "every 1m" / "every 1h30m",
-// "manual" and cron expressions are kept as they are, an empty one is "-".
-std::string FormatCadence(std::string_view cadence);
+// "manual" is kept, a cron expression is kept and followed by its `time_zone` when known
+// ("0 3 * * * (Europe/Berlin)"), an empty one is "-".
+std::string FormatCadence(std::string_view cadence, std::string_view time_zone = {});
 
 // Returns the wall time of `when` in `zone`: "12:00:05" on the same local day as `now`, else
 // "2026-03-07 12:00:05".

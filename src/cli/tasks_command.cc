@@ -126,9 +126,17 @@ Fetched<std::string> TasksText(const TasksOptions& options, const RestClient& cl
 
   std::vector<PluginListing> listings;
   for (const std::string& id : plugin_ids) {
-    Fetched<std::string> body =
-        FetchBody(client, "/api/" + EncodePathSegment(id) + "/.backstage/scheduler/v1/tasks",
-                  "cannot list the tasks of plugin '" + id + "'", id);
+    const std::string action = "cannot list the tasks of plugin '" + id + "'";
+    const std::string plugin_path = "/api/" + EncodePathSegment(id);
+    Fetched<std::string> body;
+    // The table shows a cron cadence with its zone, which only stagehand's listing has; --json
+    // prints Backstage's listing, and a daemon without stagehand's listing gets Backstage's.
+    if (!options.json) {
+      body = FetchBody(client, plugin_path + "/.stagehand/v1/tasks", action, id);
+    }
+    if (options.json || (!body.value && body.failure.exit_code == kExitNotFound)) {
+      body = FetchBody(client, plugin_path + "/.backstage/scheduler/v1/tasks", action, id);
+    }
     if (!body.value) {
       text.failure = std::move(body.failure);
       return text;
@@ -238,8 +246,8 @@ void AddTasksCommand(CLI::App& app, Action& action) {
   CLI::App* tasks = app.add_subcommand(
       "tasks",
       "List the tasks of a running daemon: every plugin's (found through GET "
-      "/.stagehand/v1/plugins) or one plugin's, with cadence, state, next run, last run, its "
-      "outcome and duration, and last error");
+      "/.stagehand/v1/plugins) or one plugin's, with cadence (a cron one with its zone), state, "
+      "next run, last run, its outcome and duration, and last error");
   tasks->add_option("-p,--plugin", options->plugin_id, "Only this plugin's tasks");
   CLI::Option* json = tasks->add_flag(
       "--json", options->json,

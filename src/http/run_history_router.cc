@@ -7,6 +7,7 @@
 
 #include "http/path_match.h"
 #include "http/run_json.h"
+#include "http/task_listing_json.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
@@ -73,6 +74,9 @@ std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request)
     return std::nullopt;
   }
   const std::vector<std::string_view> rest(segments->begin() + std::size(kPrefix), segments->end());
+  if (rest.size() == 1 && http_internal::EqualsIgnoreCase(rest[0], "tasks")) {
+    return ListTasks(request);
+  }
   if (rest.size() == 3 && http_internal::EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty() &&
       http_internal::EqualsIgnoreCase(rest[2], "runs")) {
     return ListRuns(request, rest[1]);
@@ -81,6 +85,18 @@ std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request)
     return GetRun(request, rest[1]);
   }
   return std::nullopt;
+}
+
+HttpResponse RunHistoryRouter::ListTasks(const HttpRequest& request) const {
+  Result<std::vector<TaskListing>> listings = scheduler_->ListTasks();
+  if (!listings.ok()) {
+    return ErrorResponse(listings.status(), request, *logger_);
+  }
+  HttpResponse response;
+  response.status = 200;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = http_internal::TaskListingJson(plugin_id_, *listings, /*time_zones=*/true);
+  return response;
 }
 
 HttpResponse RunHistoryRouter::ListRuns(const HttpRequest& request,

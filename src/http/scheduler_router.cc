@@ -1,23 +1,17 @@
 #include "stagehand/http/scheduler_router.h"
 
-#include <fmt/format.h>
-
-#include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "http/path_match.h"
+#include "http/task_listing_json.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
 namespace {
 
 constexpr std::string_view kTasksPrefix[] = {".backstage", "scheduler", "v1", "tasks"};
-
-std::string JsonString(std::string_view text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 HttpResponse EmptyOk() {
   HttpResponse response;
@@ -75,35 +69,10 @@ HttpResponse SchedulerRestRouter::ListTasks(const HttpRequest& request) const {
   if (!listings.ok()) {
     return ErrorResponse(listings.status(), request, *logger_);
   }
-  const std::string plugin_id = JsonString(plugin_id_);
-  std::string body = R"({"tasks":[)";
-  bool first = true;
-  for (const TaskListing& listing : *listings) {
-    if (!first) {
-      body += ',';
-    }
-    first = false;
-    body += R"({"taskId":)";
-    body += JsonString(listing.descriptor.id);
-    body += R"(,"pluginId":)";
-    body += plugin_id;
-    body += R"(,"scope":)";
-    body += JsonString(TaskScopeName(listing.descriptor.scope));
-    body += R"(,"settings":)";
-    body += listing.descriptor.settings.ToJson();
-    body += R"(,"taskState":)";
-    body += listing.task_state ? listing.task_state->ToJson() : "null";
-    body += R"(,"workerState":)";
-    body += listing.worker_state ? fmt::format(R"({{"status":{}}})",
-                                               JsonString(WorkerStatusName(*listing.worker_state)))
-                                 : "null";
-    body += '}';
-  }
-  body += "]}";
   HttpResponse response;
   response.status = 200;
   response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  response.body = std::move(body);
+  response.body = http_internal::TaskListingJson(plugin_id_, *listings, /*time_zones=*/false);
   return response;
 }
 

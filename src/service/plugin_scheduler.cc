@@ -149,8 +149,10 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
     Result<engine_internal::EngineTask> engine_task =
         ToEngineTask(std::move(task), impl_->options.default_zone);
     if (!engine_task.ok()) return engine_task.status();
-    descriptors.push_back(
-        TaskDescriptor{engine_task->id, engine_task->scope, engine_task->schedule.settings});
+    const TaskSchedule& schedule = engine_task->schedule;
+    descriptors.push_back(TaskDescriptor{
+        engine_task->id, engine_task->scope, schedule.settings,
+        schedule.settings.cadence_kind() == CadenceKind::kCron ? schedule.zone.name() : ""});
     engine_tasks.push_back(*std::move(engine_task));
   }
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));

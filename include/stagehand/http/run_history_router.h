@@ -1,5 +1,8 @@
-// The run history REST API of one plugin: stagehand's own routes under the plugin's mount
-// (/api/<pluginId>), beside Backstage's (scheduler_router.h), whose paths stay as they are:
+// The run history REST API of one plugin, and its task listing with stagehand's fields: stagehand's
+// own routes under the plugin's mount (/api/<pluginId>), beside Backstage's (scheduler_router.h),
+// whose paths and bytes stay as they are:
+//   GET /.stagehand/v1/tasks
+//       → 200 Backstage's listing with "timeZone" in each task (its cron cadence's zone, or null)
 //   GET /.stagehand/v1/tasks/<taskId>/runs?limit=&before=
 //       → 200 {"runs":[RUN...],"nextCursor":string|null}, newest first; limit 1..1000 (20)
 //   GET /.stagehand/v1/runs/<runId>
@@ -23,9 +26,9 @@ namespace stagehand {
 // The page size when a request names none.
 inline constexpr int kDefaultRunPageSize = 20;
 
-// Routes requests (paths relative to the plugin mount) to a SchedulerService's GetTaskRuns and
-// GetRun. Holds a reference to the scheduler, which must outlive it. Thread-safe when the
-// scheduler is (SchedulerService is).
+// Routes requests (paths relative to the plugin mount) to a SchedulerService's ListTasks,
+// GetTaskRuns and GetRun. Holds a reference to the scheduler, which must outlive it. Thread-safe
+// when the scheduler is (SchedulerService is).
 class RunHistoryRouter {
  public:
   // `logger` receives the details of internal errors (500s); a null logger drops them.
@@ -40,6 +43,7 @@ class RunHistoryRouter {
   std::optional<HttpResponse> Handle(const HttpRequest& request) const;
 
  private:
+  HttpResponse ListTasks(const HttpRequest& request) const;
   HttpResponse ListRuns(const HttpRequest& request, std::string_view raw_task_id) const;
   HttpResponse GetRun(const HttpRequest& request, std::string_view raw_run_id) const;
 

@@ -50,6 +50,9 @@ struct TaskDescriptor {
   std::string id;
   TaskScope scope = TaskScope::kGlobal;
   TaskSettingsV2 settings;
+  // The IANA zone a cron cadence is evaluated in (the task's own, else the scheduler's default);
+  // empty for other cadences. Not in settings: Backstage's settings_json has no zone.
+  std::string time_zone{};
 };
 
 // One task as the REST listing shows it: the descriptor, the task's state (cluster-wide for

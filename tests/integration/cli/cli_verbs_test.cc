@@ -46,7 +46,7 @@ class CliVerbsTest : public ::testing::Test {
 
   // Starts a backend on port 0 with two plugins: `jobs` (a yearly cron task, a local task in its
   // initial wait, manual tasks that block, finish, fail, and one whose id needs encoding) and
-  // `mail` (one local cron task).
+  // `mail` (one local cron task, in Berlin).
   void Start(bool with_token = true) {
     Result<Config> config = Config::FromYaml(Yaml(with_token), "cli_verbs_test.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
@@ -93,7 +93,7 @@ class CliVerbsTest : public ::testing::Test {
                     ->AddPlugin({"mail",
                                  [](PluginServices& services) {
                                    return services.scheduler->ScheduleTask(
-                                       Task("digest", CronFrequency{"30 6 * * *", "UTC"},
+                                       Task("digest", CronFrequency{"30 6 * * *", "Europe/Berlin"},
                                             TaskScope::kLocal, [](const std::stop_token&) {}));
                                  }})
                     .ok());
@@ -169,11 +169,13 @@ TEST_F(CliVerbsTest, TasksListsEveryPluginAsATable) {
   Outcome outcome = Cli({"tasks", "--token", kToken});
   ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   EXPECT_THAT(outcome.err, IsEmpty());
-  EXPECT_THAT(outcome.out, StartsWith("PLUGIN  TASK               SCOPE   CADENCE     STATE    "));
+  EXPECT_THAT(outcome.out,
+              StartsWith("PLUGIN  TASK               SCOPE   CADENCE                     "
+                         "STATE    "));
   EXPECT_THAT(outcome.out, AllOf(HasSubstr("NEXT RUN"), HasSubstr("LAST RUN ENDED  OUTCOME"),
                                  HasSubstr("DURATION  LAST ERROR\n")));
   EXPECT_THAT(LineOf(outcome.out, "yearly"),
-              ContainsRegex("^jobs +yearly +global +0 0 1 1 \\* +idle +in [0-9]+d[0-9]+h "
+              ContainsRegex("^jobs +yearly +global +0 0 1 1 \\* \\(UTC\\) +idle +in [0-9]+d[0-9]+h "
                             "\\([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}\\) +- +- +- +-$"));
   EXPECT_THAT(LineOf(outcome.out, "warmup"),
               ContainsRegex("^jobs +warmup +local +every 5m +initial-wait +in 59m[0-9]+s \\("));
@@ -187,8 +189,29 @@ TEST_F(CliVerbsTest, TasksListsEveryPluginAsATable) {
                             "\\([0-9:]{8}\\) +failed +[0-9.]+m?s +disk full; while writing the "
                             "report$"));
   EXPECT_THAT(LineOf(outcome.out, "nightly"), ContainsRegex("^jobs +nightly report/v2 +global"));
-  EXPECT_THAT(LineOf(outcome.out, "digest"),
-              ContainsRegex("^mail +digest +local +30 6 \\* \\* \\* +idle +in "));
+  EXPECT_THAT(
+      LineOf(outcome.out, "digest"),
+      ContainsRegex("^mail +digest +local +30 6 \\* \\* \\* \\(Europe/Berlin\\) +idle +in "));
+}
+
+// Issue 16: a cron cadence was shown without the zone it fires in. stagehand's listing has it;
+// Backstage's stays as it was, and so does --json, which prints it.
+TEST_F(CliVerbsTest, ACronCadenceIsShownWithItsZoneFromStagehandsListing) {
+  Start();
+  nlohmann::json stagehand = nlohmann::json::parse(Get("/api/mail/.stagehand/v1/tasks"));
+  ASSERT_EQ(stagehand["tasks"].size(), 1U);
+  EXPECT_EQ(stagehand["tasks"][0]["timeZone"], "Europe/Berlin");
+  nlohmann::json backstage = nlohmann::json::parse(Get("/api/mail/.backstage/scheduler/v1/tasks"));
+  EXPECT_FALSE(backstage["tasks"][0].contains("timeZone"));
+  stagehand["tasks"][0].erase("timeZone");
+  EXPECT_EQ(stagehand, backstage);
+
+  Outcome table = Cli({"tasks", "--plugin", "mail"}, kToken);
+  ASSERT_EQ(table.exit_code, kExitOk) << table.err;
+  EXPECT_THAT(LineOf(table.out, "digest"), HasSubstr(" 30 6 * * * (Europe/Berlin) "));
+  Outcome json = Cli({"tasks", "--plugin", "mail", "--json"}, kToken);
+  ASSERT_EQ(json.exit_code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, Not(HasSubstr("timeZone")));
 }
 
 TEST_F(CliVerbsTest, PluginFlagListsOnePlugin) {

@@ -55,6 +55,13 @@ TEST(FormatCadenceTest, CronManualAndOddValuesStayAsListed) {
   EXPECT_EQ(FormatCadence(""), "-");
 }
 
+TEST(FormatCadenceTest, ACronCadenceIsFollowedByItsZone) {
+  EXPECT_EQ(FormatCadence("0 3 * * *", "Europe/Berlin"), "0 3 * * * (Europe/Berlin)");
+  EXPECT_EQ(FormatCadence("0 3 * * *", ""), "0 3 * * *");
+  EXPECT_EQ(FormatCadence("manual", "UTC"), "manual");
+  EXPECT_EQ(FormatCadence("PT1M", "UTC"), "every 1m");
+}
+
 TEST(FormatWhenTest, FutureAndPastAreRelativeAndAbsolute) {
   const WallTime now = At("2026-03-07T12:00:01Z");
   const TimeZone utc = TimeZone::Utc();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stagehand/http/http_server.h"
+#include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
 #include "stagehand/time/manual_clock.h"
@@ -233,6 +234,45 @@ TEST_F(RunHistoryRouterTest, ABadLimitOrCursorIs400NamingIt) {
   }
   EXPECT_EQ(Fetch(std::string(kRuns) + "?limit=1000&other=x").status, 200);
   EXPECT_EQ(Fetch(std::string(kRuns) + "?limit=+7").status, 400);
+}
+
+// Issue 16: the zone of a cron cadence was nowhere on the wire (Backstage's settings have none).
+TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachCronCadence) {
+  auto probe = std::make_shared<TaskProbe>();
+  for (const char* id : {"berlin", "default", "manual"}) {
+    TaskDefinition task;
+    task.id = id;
+    task.frequency = std::string_view(id) == "manual" ? Frequency(ManualFrequency{})
+                     : std::string_view(id) == "berlin"
+                         ? Frequency(CronFrequency{"0 3 * * *", "Europe/Berlin"})
+                         : Frequency(CronFrequency{"0 4 * * *", ""});
+    task.timeout = std::chrono::minutes(1);
+    task.fn = probe->Returning();
+    ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  }
+  const RawResponse listed = Fetch("/api/jobs/.stagehand/v1/tasks");
+  ASSERT_EQ(listed.status, 200);
+  nlohmann::json json = Parse(listed.body);
+  ASSERT_EQ(json["tasks"].size(), 3U);
+  EXPECT_EQ(json["tasks"][0]["timeZone"], "Europe/Berlin");
+  EXPECT_EQ(json["tasks"][1]["timeZone"], "UTC");
+  EXPECT_EQ(json["tasks"][2]["timeZone"], nullptr);
+  EXPECT_THAT(listed.body,
+              HasSubstr(R"("timeoutAfterDuration":"PT60S"},"timeZone":"Europe/Berlin",)"
+                        R"("taskState":)"));
+  // Backstage's listing, without the zones, is the same in every other byte.
+  HttpRequest request;
+  request.method = "GET";
+  request.path = "/.backstage/scheduler/v1/tasks";
+  SchedulerRestRouter backstage("jobs", *scheduler_);
+  std::optional<HttpResponse> expected = backstage.Handle(request);
+  ASSERT_TRUE(expected.has_value());
+  std::string without = listed.body;
+  for (const char* zone :
+       {R"(,"timeZone":"Europe/Berlin")", R"(,"timeZone":"UTC")", R"(,"timeZone":null)"}) {
+    without.erase(without.find(zone), std::string_view(zone).size());
+  }
+  EXPECT_EQ(without, expected->body);
 }
 
 TEST_F(RunHistoryRouterTest, AnUnknownTaskIs404AndAKnownOneWithoutRunsAnEmptyPage) {

@@ -1,0 +1,51 @@
+#include "http/task_listing_json.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace stagehand::http_internal {
+namespace {
+
+std::string JsonString(std::string_view text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskListing>& listings,
+                            bool time_zones) {
+  const std::string plugin = JsonString(plugin_id);
+  std::string body = R"({"tasks":[)";
+  bool first = true;
+  for (const TaskListing& listing : listings) {
+    if (!first) {
+      body += ',';
+    }
+    first = false;
+    body += R"({"taskId":)";
+    body += JsonString(listing.descriptor.id);
+    body += R"(,"pluginId":)";
+    body += plugin;
+    body += R"(,"scope":)";
+    body += JsonString(TaskScopeName(listing.descriptor.scope));
+    body += R"(,"settings":)";
+    body += listing.descriptor.settings.ToJson();
+    if (time_zones) {
+      body += R"(,"timeZone":)";
+      body +=
+          listing.descriptor.time_zone.empty() ? "null" : JsonString(listing.descriptor.time_zone);
+    }
+    body += R"(,"taskState":)";
+    body += listing.task_state ? listing.task_state->ToJson() : "null";
+    body += R"(,"workerState":)";
+    body += listing.worker_state ? fmt::format(R"({{"status":{}}})",
+                                               JsonString(WorkerStatusName(*listing.worker_state)))
+                                 : "null";
+    body += '}';
+  }
+  body += "]}";
+  return body;
+}
+
+}  // namespace stagehand::http_internal
