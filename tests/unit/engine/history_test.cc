@@ -131,6 +131,9 @@ TEST_F(EngineTest, ACancelledRunIsRecordedAsCancelled) {
   std::optional<TaskRun> run = LatestRun(*store_, "c");
   ASSERT_TRUE(run.has_value());
   EXPECT_EQ(run->finish.outcome, RunOutcome::kCancelled);
+  // Issue 16: the history said the row's "Task was cancelled" where the log and the event stream
+  // said what the engine did; all now say the engine's words.
+  EXPECT_EQ(run->finish.error_json, R"({"name":"Error","message":"cancelled: stopped"})");
   EXPECT_EQ(run->origin.trigger, RunTrigger::kManual);
 }
 
