@@ -39,11 +39,11 @@ struct RunPage {
   std::optional<std::string> next_cursor;
 };
 
-// How far below a task's trim bound (the seq of its newest run - max_runs_per_task) the
-// count-based trim looks for runs to remove. Each end removes the few runs that just fell below the
-// bound, and the short range stays cheap while the index entries of runs removed before await
-// vacuum. A run overtaken by more than max_runs_per_task + kRunTrimWindow newer runs of its task
-// before it ends is left to the age limit.
+// How many runs beyond a task's newest max_runs_per_task the count-based trim looks at. Each end
+// removes the few runs that just fell beyond the newest ones, and the short range stays clear of
+// the index entries of runs removed before, which await vacuum. A run overtaken by more than
+// max_runs_per_task + kRunTrimWindow newer runs of its task before it ends is left to the age
+// limit.
 inline constexpr int kRunTrimWindow = 16;
 
 // The largest page ListRuns returns.
@@ -69,10 +69,10 @@ class RunHistory {
 
   // Closes recorded runs with their finish (output cut to its last max_output_bytes), then trims
   // each of their tasks: removes its runs that had ended before this call and are beyond its
-  // newest max_runs_per_task runs, through an index on the task and the order of its starts (one
-  // probe, then a short range). So a task keeps at most that many runs, beyond the ones still
-  // running, the ones its latest ends closed, and (left to the age limit) runs overtaken by too
-  // many newer runs before they ended (kRunTrimWindow). A run is closed if it is running or was
+  // newest max_runs_per_task runs, counted through an index on the task and the order of its
+  // starts (a short range from the newest). So a task keeps at most that many runs, beyond the ones
+  // still running, the ones its latest ends closed, and (left to the age limit) runs overtaken by
+  // too many newer runs before they ended (kRunTrimWindow). A run is closed if it is running or was
   // closed as lost (its host's own account replaces the sweep's); an end of any other run is
   // ignored. A run id must appear once per call. Returns how many runs were closed. Errors: as
   // RecordStarts.

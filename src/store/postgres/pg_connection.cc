@@ -311,7 +311,7 @@ PgResult PgConnection::AwaitResult() {
 
 std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
   STAGEHAND_CHECK(statement.index >= 0 && statement.index < kMaxStatements);
-  if (prepared_[statement.index]) return std::nullopt;
+  if (statement.replan || prepared_[statement.index]) return std::nullopt;
   PgResult prepared = PQsendPrepare(conn_, statement.name, statement.sql, 0, nullptr) == 1
                           ? AwaitResult()
                           : Wrap(nullptr);
@@ -321,6 +321,7 @@ std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
 }
 
 PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
+  if (statement.replan) return ExecuteText(statement.sql, params);
   if (std::optional<PgResult> failed = Prepare(statement)) return *std::move(failed);
   const std::vector<const char*> values = params.Pointers();
   if (PQsendQueryPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,

@@ -23,6 +23,10 @@ struct PgStatement {
   int index;         // dense, unique among all statements (slot in each connection's cache)
   const char* name;  // the server-side prepared statement name
   const char* sql;   // every parameter carries an explicit cast
+  // Planned at every execution rather than prepared: for statements on a table that grows from
+  // empty by orders of magnitude (the run history), where a prepared statement's cached generic
+  // plan, made while the table was small, keeps scanning it whole.
+  bool replan = false;
 };
 
 // The number of PgStatement slots a connection keeps.
@@ -111,10 +115,12 @@ class PgConnection {
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Executes `statement`, preparing it on this connection first if needed.
+  // Executes `statement`, preparing it on this connection first if needed (unless it is
+  // replanned at every execution).
   PgResult Execute(const PgStatement& statement, const PgParams& params);
-  // Prepares `statement` on this connection unless it already is (one round trip when it is not).
-  // Returns nullopt once it is prepared, else the failed result.
+  // Prepares `statement` on this connection unless it already is or is replanned at every
+  // execution (one round trip when it is not). Returns nullopt once it is prepared, else the
+  // failed result.
   std::optional<PgResult> Prepare(const PgStatement& statement);
   // Executes SQL text with parameters (unnamed statement).
   PgResult ExecuteText(const char* sql, const PgParams& params);

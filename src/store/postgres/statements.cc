@@ -267,29 +267,28 @@ SELECT NULL, NULL, now(), {notify}
       fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
 }
 
-// The CTEs `bound` and `trimmed` that follow a CTE `ended` returning the task_id and run_id of
-// each run it closed: for each of those tasks, the seq at and below which its runs are beyond the
-// newest $<keep_param> (its latest seq - keep), and the deletion of the task's runs that had ended
-// before the statement within the kRunTrimWindow seqs up to it, both through
-// stagehand_task_runs_by_seq (one probe, then a short range). The window keeps the range short
-// while deleted rows' index entries await vacuum; a run overtaken by more than keep + window newer
-// runs before it ends is left to the age limit. The statement sees the table as it was before
-// `ended`, so the runs it closes are kept until a later end. Rows another statement holds are
-// skipped: it is trimming them too.
+// The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
+// closed: for each of those tasks, the deletion of its runs that had ended before the statement
+// among the kRunTrimWindow runs that follow its newest $<keep_param>, counted by seq through
+// stagehand_task_runs_by_seq (a backward range of keep + window entries, never reaching the
+// index entries of runs removed before, which await vacuum below it). Runs are counted rather
+// than their seqs subtracted: hosts recording runs of one local task at once may give two runs
+// the same seq. A run overtaken by more than keep + window newer runs before it ends is left to
+// the age limit. The statement sees the table as it was before `ended`, so the runs it closes
+// are kept until a later end; a row another trim deletes meanwhile is waited for, then skipped.
 std::string TrimCtes(int keep_param) {
-  return fmt::format(R"sql(, bound AS (
-  SELECT k.task_id,
-         (SELECT max(q.seq) FROM stagehand_task_runs AS q WHERE q.task_id = k.task_id)
-           - ${0}::int4 AS last_trimmed
-  FROM (SELECT DISTINCT task_id FROM ended) AS k
-), trimmed AS (
+  return fmt::format(R"sql(, trimmed AS (
   DELETE FROM stagehand_task_runs
   WHERE run_id IN (
-    SELECT o.run_id FROM bound AS b
-    JOIN stagehand_task_runs AS o ON o.task_id = b.task_id AND o.seq <= b.last_trimmed
-      AND o.seq > b.last_trimmed - {1}
-    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended)
-    FOR UPDATE OF o SKIP LOCKED)
+    SELECT o.run_id
+    FROM (SELECT DISTINCT task_id FROM ended) AS k
+    CROSS JOIN LATERAL (
+      SELECT q.run_id, q.ended_at FROM stagehand_task_runs AS q
+      WHERE q.task_id = k.task_id
+      ORDER BY q.seq DESC
+      OFFSET ${0}::int4 LIMIT {1}
+    ) AS o
+    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended))
 ))sql",
                      keep_param, kRunTrimWindow);
 }
@@ -391,7 +390,9 @@ RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id), {v
                   fmt::arg("version", VersionOf("t")));
 
   // Rows that exist are updated (keeping an earlier next start); the others are inserted. A row
-  // another writer inserts meanwhile gets the new settings and keeps its own next start.
+  // another writer inserts meanwhile gets the new settings and keeps its own next start. Rows are
+  // locked, and new ones inserted, in id order, as the releases lock them: a host registering
+  // while another releases the same tasks cannot deadlock with it.
   std::string upsert_many =
       fmt::format(R"sql(
 WITH input AS (
@@ -400,6 +401,11 @@ WITH input AS (
               $7::float8[], $8::timestamptz[])
        AS u(id, settings_json, start_kind, start_seconds, start_instant, next_kind, next_seconds,
             next_instant)
+), locked AS (
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
+  WHERE t.id = ANY ($1::text[])
+  ORDER BY t.id
+  FOR UPDATE
 ), updated AS (
   UPDATE backstage_backend_tasks__tasks AS t
   SET settings_json = i.settings_json,
@@ -408,12 +414,13 @@ WITH input AS (
         ELSE t.next_run_start_at
       END
   FROM input AS i
-  WHERE t.id = i.id
+  WHERE t.id = i.id AND t.id IN (SELECT id FROM locked)
   RETURNING t.id, t.next_run_start_at, t.settings_json
 ), inserted AS (
   INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
   SELECT i.id, i.start_at, i.settings_json FROM input AS i
   WHERE NOT EXISTS (SELECT FROM updated AS u WHERE u.id = i.id)
+  ORDER BY i.id
   ON CONFLICT (id) DO UPDATE SET settings_json = excluded.settings_json
   RETURNING t.id, t.next_run_start_at, t.settings_json
 ), written AS (
@@ -648,20 +655,21 @@ const Statements& TaskStatements() {
 const HistoryStatements& RunStatements() {
   static const HistoryTexts* const texts = new HistoryTexts();
   static const HistoryStatements statements{
-      .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str()},
-      .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str()},
-      .sweep = {20, "stagehand_sweep_history", texts->sweep.c_str()},
-      .poll_and_sweep = {21, "stagehand_poll_and_sweep_history", texts->poll_and_sweep.c_str()},
+      .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str(), true},
+      .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str(), true},
+      .sweep = {20, "stagehand_sweep_history", texts->sweep.c_str(), true},
+      .poll_and_sweep = {21, "stagehand_poll_and_sweep_history", texts->poll_and_sweep.c_str(),
+                         true},
       .poll_changed_and_sweep = {22, "stagehand_poll_changed_and_sweep_history",
-                                 texts->poll_changed_and_sweep.c_str()},
-      .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str()},
-      .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str()},
-      .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str()},
-      .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str()},
-      .get_run = {27, "stagehand_get_run", texts->get_run.c_str()},
-      .run_start = {28, "stagehand_run_start", texts->run_start.c_str()},
-      .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str()},
-      .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str()},
+                                 texts->poll_changed_and_sweep.c_str(), true},
+      .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str(), true},
+      .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str(), true},
+      .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str(), true},
+      .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str(), true},
+      .get_run = {27, "stagehand_get_run", texts->get_run.c_str(), true},
+      .run_start = {28, "stagehand_run_start", texts->run_start.c_str(), true},
+      .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str(), true},
+      .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str(), true},
   };
   return statements;
 }

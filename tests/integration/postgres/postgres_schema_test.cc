@@ -3,12 +3,14 @@
 // reproduced, databases prepared by Backstage are used as they are, Backstage's own statements and
 // ours interoperate on one table, and concurrent migrators never fail.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <barrier>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -681,6 +683,104 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   Result<bool> late = store->Release("bs-duration", "short", schedule, std::nullopt);
   ASSERT_TRUE(late.ok());
   EXPECT_FALSE(*late);
+}
+
+// Under load: what only a busy real server shows.
+
+TEST_F(PostgresSchemaTest, RegistrationsAndReleasesOfTheSameRowsAtOnceNeverDeadlock) {
+  // A host registering its tasks while another host releases the same tasks: both lock the rows,
+  // and two lock orders would deadlock. The rows are written in descending id order, so a table
+  // scan meets them the other way round from a release, which locks in id order.
+  std::unique_ptr<TaskStore> registering = OpenMigrated();
+  std::unique_ptr<TaskStore> releasing = Open();
+  ASSERT_NE(registering, nullptr);
+  ASSERT_NE(releasing, nullptr);
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT10M";
+  schedule.settings.timeout_after_duration = "PT1M";
+  std::vector<TaskUpsert> upserts;
+  std::vector<ReleaseRequest> releases;
+  for (int i = 299; i >= 0; --i) {
+    const std::string id = fmt::format("task-{:03}", i);
+    upserts.push_back({id, schedule});
+    releases.push_back({id, "not-held", schedule, std::nullopt});
+  }
+  ASSERT_TRUE(registering->UpsertMany(upserts).ok());
+  std::vector<Status> failures;
+  std::mutex failures_mu;
+  std::barrier start(2);
+  const auto repeat = [&](const std::function<Status()>& call) {
+    start.arrive_and_wait();
+    for (int round = 0; round < 40; ++round) {
+      if (Status status = call(); !status.ok()) {
+        std::lock_guard lock(failures_mu);
+        failures.push_back(status);
+      }
+    }
+  };
+  std::thread registrations(
+      [&] { repeat([&] { return registering->UpsertMany(upserts).status(); }); });
+  std::thread releases_thread(
+      [&] { repeat([&] { return releasing->ReleaseMany(releases).status(); }); });
+  registrations.join();
+  releases_thread.join();
+  for (const Status& failure : failures) ADD_FAILURE() << failure.ToString();
+}
+
+TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGrown) {
+  // A run history starts empty and grows by orders of magnitude. A plan made while it was small
+  // (a prepared statement's cached generic plan) scans it whole; every statement that ends runs
+  // must find them by index however small the table was when the store first used it.
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  TaskSchedule schedule;
+  schedule.settings.cadence = "manual";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("a", schedule).ok());
+  ASSERT_TRUE(store->Upsert("b", schedule).ok());
+  int ticket = 0;
+  const auto run_both = [&] {
+    std::vector<ClaimRequest> claims;
+    std::vector<ReleaseRequest> releases;
+    for (const char* id : {"a", "b"}) {
+      ASSERT_TRUE(store->Trigger(id).ok());
+      const std::string run = fmt::format("{}-{}", id, ++ticket);
+      claims.push_back({id, run, minutes(1), std::nullopt, RunOrigin{"host", 1}});
+      releases.push_back({id, run, schedule, std::nullopt, RunFinish{}});
+    }
+    Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+    ASSERT_TRUE(released.ok()) << released.status().ToString();
+  };
+  for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+  pg_test::RawConnection db(url(), database_);
+  db.Exec(
+      "INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, "
+      "started_at, ended_at, outcome, attempt) "
+      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, 'host', 1, 'schedule', now(), now(), "
+      "'succeeded', 1 FROM generate_series(1, 60000) AS n");
+  const int pages = std::stoi(db.Scalar(
+      "SELECT pg_relation_size('stagehand_task_runs') / current_setting('block_size')::int"));
+  ASSERT_GT(pages, 300);
+  db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  db.Exec(
+      "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+      "current_database()), 0)");
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+  pg_test::RawResult statements = db.Exec(
+      "SELECT left(query, 80), shared_blks_hit + shared_blks_read, calls FROM pg_stat_statements "
+      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND query LIKE '%stagehand_task_runs%'");
+  ASSERT_GE(PQntuples(statements.get()), 2);  // the claims and the releases
+  for (int row = 0; row < PQntuples(statements.get()); ++row) {
+    const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
+    const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
+    EXPECT_LT(blocks / calls, pages / 4) << "a history statement read about the whole table: "
+                                         << PQgetvalue(statements.get(), row, 0);
+  }
 }
 
 }  // namespace
