@@ -11,6 +11,7 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/prune_rule.h"
 #include "store/run_history_support.h"
 
 namespace stagehand::testing {
@@ -75,6 +76,15 @@ struct StoredRun {
 
 // The run history of a table, by run id.
 using RunMap = std::map<std::string, StoredRun>;
+
+// A task's registration: the host that registered or refreshed it last, and when.
+struct Registration {
+  std::string host;
+  WallTime last_seen_at;
+};
+
+// The registrations of a table, by task id.
+using RegistrationMap = std::map<std::string, Registration>;
 
 // Whether `a` is newer than `b` in a task's pages (start, then run id, descending).
 bool Newer(const TaskRun& a, const TaskRun& b) {
@@ -171,6 +181,13 @@ class MemoryTaskTable {
     return std::forward<Fn>(fn)(rows_, runs_);
   }
 
+  // Runs `fn(rows, runs, registrations)` under the table lock and returns its result.
+  template <typename Fn>
+  auto WithEverything(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    return std::forward<Fn>(fn)(rows_, runs_, registrations_);
+  }
+
   void AddListener(std::shared_ptr<Listener> listener) {
     std::lock_guard lock(mu_);
     listeners_.push_back(std::move(listener));
@@ -201,6 +218,7 @@ class MemoryTaskTable {
   std::mutex mu_;
   std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
   RunMap runs_;
+  RegistrationMap registrations_;
   std::vector<std::shared_ptr<Listener>> listeners_;
 };
 
@@ -376,8 +394,12 @@ Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const Ta
   const std::vector<store_internal::PlannedUpsert>& plans = *planned;
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
-  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+  table_->WithEverything([&](std::map<std::string, TaskRow>& rows, RunMap&,
+                             RegistrationMap& registrations) {
     for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].registered_by) {
+        registrations[tasks[i].id] = Registration{*tasks[i].registered_by, now};
+      }
       auto [it, inserted] = rows.try_emplace(tasks[i].id);
       TaskRow& row = it->second;
       if (inserted) {
@@ -762,6 +784,71 @@ Result<std::size_t> MemoryTaskStore::PruneExpired(std::size_t max_rows) {
     for (std::size_t i = 0; i < removed; ++i) runs.erase(expired[i]);
     return removed;
   });
+}
+
+Result<std::size_t> MemoryTaskStore::RefreshRegistrations(std::span<const std::string> task_ids,
+                                                          const std::string& host) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  return table_->WithEverything(
+      [&](std::map<std::string, TaskRow>& rows, RunMap&, RegistrationMap& registrations) {
+        std::size_t recorded = 0;
+        for (const std::string& id : task_ids) {
+          if (!rows.contains(id)) continue;
+          registrations[id] = Registration{host, now};
+          ++recorded;
+        }
+        return recorded;
+      });
+}
+
+Result<std::vector<PruneCandidate>> MemoryTaskStore::ListPruneCandidates(WallTime cutoff) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  return table_->WithEverything(
+      [&](std::map<std::string, TaskRow>& rows, RunMap&, RegistrationMap& registrations) {
+        std::vector<PruneCandidate> candidates;
+        for (const auto& [id, row] : rows) {
+          const auto registration = registrations.find(id);
+          const bool registered = registration != registrations.end();
+          const std::optional<WallTime> last_seen =
+              registered ? std::optional(registration->second.last_seen_at) : std::nullopt;
+          if (!store_internal::IsPruneCandidate(row, last_seen, cutoff, now)) continue;
+          candidates.push_back(PruneCandidate{
+              id, registered ? std::optional(registration->second.host) : std::nullopt, last_seen,
+              row.last_run_ended_at, row.next_run_start_at});
+        }
+        return candidates;
+      });
+}
+
+Result<std::vector<std::string>> MemoryTaskStore::PruneTasks(std::span<const std::string> task_ids,
+                                                             WallTime cutoff, PruneScope scope) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  std::vector<std::string> deleted = table_->WithEverything(
+      [&](std::map<std::string, TaskRow>& rows, RunMap& runs, RegistrationMap& registrations) {
+        std::vector<std::string> ids;
+        for (const std::string& id : task_ids) {
+          const auto row = rows.find(id);
+          if (row == rows.end()) continue;
+          const auto registration = registrations.find(id);
+          const bool registered = registration != registrations.end();
+          if (!registered && scope != PruneScope::kIncludeUnregistered) continue;
+          const std::optional<WallTime> last_seen =
+              registered ? std::optional(registration->second.last_seen_at) : std::nullopt;
+          if (!store_internal::IsPruneCandidate(row->second, last_seen, cutoff, now)) continue;
+          rows.erase(row);
+          if (registered) registrations.erase(registration);
+          std::erase_if(runs, [&](const auto& entry) { return entry.second.run.task_id == id; });
+          ids.push_back(id);
+        }
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        return ids;
+      });
+  table_->Publish(EventsFor(StoreEvent::Kind::kDelete, deleted));
+  return deleted;
 }
 
 std::unique_ptr<Notifications> MemoryTaskStore::Listen(

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "stagehand/store/run_history.h"
+#include "stagehand/store/task_registrations.h"
 #include "stagehand/store/task_store.h"
 
 namespace stagehand::store_internal {
@@ -28,11 +29,11 @@ namespace stagehand::testing {
 // other's events like PostgreSQL LISTEN/NOTIFY. Thread-safe.
 class MemoryTaskTable;
 
-// One "host" on a MemoryTaskTable, and its run history (the table's runs). Times are the
-// injected clock's, truncated to milliseconds like the SQL stores'. Listen() handlers run
+// One "host" on a MemoryTaskTable, and its run history and task registrations (the table's). Times
+// are the injected clock's, truncated to milliseconds like the SQL stores'. Listen() handlers run
 // synchronously on the writing thread (of whichever store on the table wrote), after the table
 // lock is released, so a handler may call the store. Thread-safe.
-class MemoryTaskStore final : public TaskStore, public RunHistory {
+class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
  public:
   // A store with a table of its own.
   MemoryTaskStore(std::string plugin_id, const Clock& clock);
@@ -81,6 +82,7 @@ class MemoryTaskStore final : public TaskStore, public RunHistory {
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
   RunHistory* history() override { return this; }
+  TaskRegistrations* registrations() override { return this; }
 
   void SetLimits(const RunHistoryLimits& limits) override;
   RunHistoryLimits limits() const override;
@@ -92,6 +94,12 @@ class MemoryTaskStore final : public TaskStore, public RunHistory {
   Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                const std::string& error_json) override;
   Result<std::size_t> PruneExpired(std::size_t max_rows) override;
+
+  Result<std::size_t> RefreshRegistrations(std::span<const std::string> task_ids,
+                                           const std::string& host) override;
+  Result<std::vector<PruneCandidate>> ListPruneCandidates(WallTime cutoff) override;
+  Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
+                                              WallTime cutoff, PruneScope scope) override;
   Result<bool> TablesExist() override { return true; }
 
  private:

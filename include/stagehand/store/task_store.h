@@ -22,6 +22,7 @@
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/run_history.h"
+#include "stagehand/store/task_registrations.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
@@ -112,6 +113,10 @@ struct UpsertResult {
 struct TaskUpsert {
   std::string id;
   TaskSchedule schedule;
+  // The stagehand host registering the task. When set, and the store keeps registrations
+  // (registrations() is not null and its table exists), the write also records that this host
+  // registered it, in the same round trip (see task_registrations.h).
+  std::optional<std::string> registered_by = std::nullopt;
 };
 
 // Readiness of one polled task.
@@ -229,8 +234,8 @@ class TaskStore {
 
   // Creates or updates the schema exactly as Backstage's knex migrations do, under knex's lock
   // protocol, so that neither side re-runs the other's migrations; then stagehand's own tables
-  // (the run history), with their own bookkeeping (stagehand_migrations) under a lock of their
-  // own, never touching knex's. Several round trips.
+  // (the run history and the task registrations), with their own bookkeeping
+  // (stagehand_migrations) under a lock of their own, never touching knex's. Several round trips.
   // Errors: kFailedPrecondition if either bookkeeping table lists a migration this version does
   // not know (a newer Backstage or stagehand migrated this database); kUnavailable if the database
   // cannot be reached or the lock is held for too long.
@@ -246,9 +251,10 @@ class TaskStore {
 
   // Registers every task of `tasks` in one transaction, each row by Upsert's rules; returns the
   // results in the same order. All or nothing: on any error no row is written. Ids must be
-  // distinct. One round trip on PostgreSQL; one transaction on SQLite. The default runs Upsert for
-  // each task (not atomically). Errors: kInvalidArgument (invalid settings, naming the task),
-  // kUnavailable.
+  // distinct. One round trip on PostgreSQL; one transaction on SQLite. A task's registered_by, when
+  // the store keeps registrations, is recorded in the same round trip. The default runs Upsert for
+  // each task (not atomically) and records no registration. Errors: kInvalidArgument (invalid
+  // settings, naming the task), kUnavailable.
   virtual Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks);
 
   // Reports the readiness of every id in one statement (§5). When `sweep_expired` is set, the same
@@ -353,6 +359,11 @@ class TaskStore {
   // Returns the plugin's run history, kept in the same database through the same connections, or
   // nullptr if this store keeps none. Owned by the store.
   virtual RunHistory* history() { return nullptr; }
+
+  // Returns which hosts registered the plugin's tasks and when they were last seen, kept in the
+  // same database through the same connections, or nullptr if this store keeps none. Owned by
+  // the store.
+  virtual TaskRegistrations* registrations() { return nullptr; }
 
   // Opens the store's connections and prepares its statements ahead of use, so that the first
   // operations are as fast as later ones. Optional: every operation works without it. Several

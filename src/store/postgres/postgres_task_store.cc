@@ -74,8 +74,8 @@ std::optional<std::int64_t> IntElement(std::optional<int> value) {
   return *value;
 }
 
-// The PostgreSQL TaskStore and its run history, on one pool. Thread-safe.
-class PostgresTaskStore final : public TaskStore, public RunHistory {
+// The PostgreSQL TaskStore, its run history and its task registrations, on one pool. Thread-safe.
+class PostgresTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
  public:
   PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where,
                     store_internal::PoolOptions pool_options,
@@ -125,6 +125,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory {
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
   RunHistory* history() override { return this; }
+  TaskRegistrations* registrations() override { return this; }
 
   void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
   RunHistoryLimits limits() const override { return limits_.Get(); }
@@ -136,6 +137,12 @@ class PostgresTaskStore final : public TaskStore, public RunHistory {
   Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
                                const std::string& error_json) override;
   Result<std::size_t> PruneExpired(std::size_t max_rows) override;
+
+  Result<std::size_t> RefreshRegistrations(std::span<const std::string> task_ids,
+                                           const std::string& host) override;
+  Result<std::vector<PruneCandidate>> ListPruneCandidates(WallTime cutoff) override;
+  Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
+                                              WallTime cutoff, PruneScope scope) override;
   Result<bool> TablesExist() override { return HistoryTablesExist(); }
 
  private:
@@ -145,6 +152,12 @@ class PostgresTaskStore final : public TaskStore, public RunHistory {
   // trip), so that a store on a database migrated by an older version writes no history rather
   // than failing. Errors: kUnavailable.
   Result<bool> HistoryTablesExist();
+  // Whether stagehand_task_registrations exists: known after Migrate, else looked up (one round
+  // trip) once, or again when it was absent and `again_if_absent`. Errors: kUnavailable.
+  Result<bool> RegistrationsTableExists(bool again_if_absent);
+  // Errors: kFailedPrecondition when stagehand_task_registrations is missing (looked for again);
+  // kUnavailable.
+  Status RequireRegistrations();
   // Reads the run in `row` of a result with the run columns first (HistoryStatements::list_runs).
   Result<TaskRun> ReadRun(const PgResult& result, int row) const;
   // Runs one prepared statement on a pooled session. Errors: see ErrorOf.
@@ -178,6 +191,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory {
   const std::shared_ptr<ConnectionPool> pool_;
   store_internal::LimitsHolder limits_;
   std::atomic<int> history_tables_{kUnknown};
+  std::atomic<int> registrations_table_{kUnknown};
 };
 
 Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
@@ -249,6 +263,7 @@ Status PostgresTaskStore::Migrate() {
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgres(**lease, where_, error_of));
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigratePostgresHistory(**lease, where_, error_of));
     history_tables_ = kPresent;
+    registrations_table_ = kPresent;
   }
   // Best effort: statements prepare themselves on first use otherwise.
   (void)WarmUp();
@@ -301,7 +316,23 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
   std::move(start).AddTo(params);
   std::move(next).AddTo(params);
   params.Add(channel_);
-  Result<Executed> executed = Run("upsert", sql::TaskStatements().upsert_many, params);
+  bool registering = std::any_of(tasks.begin(), tasks.end(), [](const TaskUpsert& task) {
+    return task.registered_by.has_value();
+  });
+  if (registering) {
+    Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/false);
+    if (!exists.ok()) return exists.status();
+    registering = *exists;
+  }
+  if (registering) {
+    PgArray hosts;
+    for (const TaskUpsert& task : tasks) hosts.AddOrNull(task.registered_by);
+    params.Add(std::move(hosts).Finish());
+  }
+  Result<Executed> executed = Run(
+      "upsert",
+      registering ? sql::RegistrationStatements().upsert_many : sql::TaskStatements().upsert_many,
+      params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
   if (result.rows() != static_cast<int>(tasks.size())) {
@@ -1079,6 +1110,98 @@ Result<std::size_t> PostgresTaskStore::PruneExpired(std::size_t max_rows) {
   Result<Executed> executed = Run("prune runs", sql::RunStatements().prune_expired, params);
   if (!executed.ok()) return executed.status();
   return static_cast<std::size_t>(executed->result.affected());
+}
+
+Result<bool> PostgresTaskStore::RegistrationsTableExists(bool again_if_absent) {
+  const int known = registrations_table_.load();
+  if (known == kPresent || (known == kAbsent && !again_if_absent)) return known == kPresent;
+  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
+  if (!lease.ok()) {
+    return UnavailableError(
+        fmt::format("{}: looking for the task registrations failed: cannot connect: {}", where_,
+                    lease.status().message()));
+  }
+  PgResult result = (*lease)->ExecuteText(sql::kRegistrationsTableExists, PgParams());
+  if (!result.ok()) return ErrorOf("looking for the task registrations", result);
+  const bool exists = result.rows() > 0 && result.GetBool(0, 0);
+  if (exists) {
+    registrations_table_ = kPresent;
+  } else {
+    int expected = known;
+    registrations_table_.compare_exchange_strong(expected, kAbsent);
+  }
+  return registrations_table_.load() == kPresent;
+}
+
+Status PostgresTaskStore::RequireRegistrations() {
+  Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/true);
+  if (!exists.ok()) return exists.status();
+  if (*exists) return Status::Ok();
+  return FailedPreconditionError(
+      fmt::format("{}: the database has no stagehand_task_registrations table (it was migrated by "
+                  "an older stagehand); run the migrations (stagehand db migrate)",
+                  where_));
+}
+
+Result<std::size_t> PostgresTaskStore::RefreshRegistrations(std::span<const std::string> task_ids,
+                                                            const std::string& host) {
+  if (task_ids.empty()) return std::size_t{0};
+  Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/true);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return std::size_t{0};
+  PgParams params;
+  params.Add(TextArray(task_ids)).Add(host);
+  Result<Executed> executed =
+      Run("refresh task registrations", sql::RegistrationStatements().refresh, params);
+  if (!executed.ok()) return executed.status();
+  return static_cast<std::size_t>(executed->result.affected());
+}
+
+Result<std::vector<PruneCandidate>> PostgresTaskStore::ListPruneCandidates(WallTime cutoff) {
+  STAGEHAND_RETURN_IF_ERROR(RequireRegistrations());
+  PgParams params;
+  params.Add(store_internal::FormatPgTimestamp(cutoff));
+  Result<Executed> executed =
+      Run("list prune candidates", sql::RegistrationStatements().prune_candidates, params);
+  if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  std::vector<PruneCandidate> candidates;
+  candidates.reserve(static_cast<std::size_t>(result.rows()));
+  for (int row = 0; row < result.rows(); ++row) {
+    PruneCandidate& candidate = candidates.emplace_back();
+    candidate.task_id = result.Get(row, 0);
+    candidate.host = result.GetOptional(row, 1);
+    const std::pair<int, std::optional<WallTime>*> times[] = {
+        {2, &candidate.last_seen_at},
+        {3, &candidate.last_run_ended_at},
+        {4, &candidate.next_run_start_at},
+    };
+    for (const auto& [column, target] : times) {
+      Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
+      if (!parsed.ok()) return parsed.status();
+      *target = *parsed;
+    }
+  }
+  return candidates;
+}
+
+Result<std::vector<std::string>> PostgresTaskStore::PruneTasks(
+    std::span<const std::string> task_ids, WallTime cutoff, PruneScope scope) {
+  STAGEHAND_RETURN_IF_ERROR(RequireRegistrations());
+  if (task_ids.empty()) return std::vector<std::string>();
+  PgParams params;
+  params.Add(TextArray(task_ids))
+      .Add(store_internal::FormatPgTimestamp(cutoff))
+      .Add(scope == PruneScope::kIncludeUnregistered)
+      .Add(channel_);
+  Result<Executed> executed = Run("prune tasks", sql::RegistrationStatements().prune_tasks, params);
+  if (!executed.ok()) return executed.status();
+  std::vector<std::string> deleted;
+  deleted.reserve(static_cast<std::size_t>(executed->result.rows()));
+  for (int row = 0; row < executed->result.rows(); ++row) {
+    deleted.emplace_back(executed->result.Get(row, 0));
+  }
+  return deleted;
 }
 
 // Creates `database` through the connection's own database when it does not exist. Another

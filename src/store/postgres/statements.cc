@@ -373,28 +373,22 @@ RETURNING id, now(), pg_notify($2::text, 'sweep:' || id)
 )sql";
 }
 
-struct Texts {
-  std::string upsert =
-      fmt::format(R"sql(
-INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
-VALUES ($1::text, {start}, $2::text)
-ON CONFLICT (id) DO UPDATE SET
-  settings_json = excluded.settings_json,
-  next_run_start_at = CASE
-    WHEN t.next_run_start_at IS NULL OR {next} < t.next_run_start_at THEN {next}
-    ELSE t.next_run_start_at
-  END
-RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id), {version}
-)sql",
-                  fmt::arg("start", Plan(3, false)), fmt::arg("next", Plan(6, false)),
-                  fmt::arg("version", VersionOf("t")));
-
-  // Rows that exist are updated (keeping an earlier next start); the others are inserted. A row
-  // another writer inserts meanwhile gets the new settings and keeps its own next start. Rows are
-  // locked, and new ones inserted, in id order, as the releases lock them: a host registering
-  // while another releases the same tasks cannot deadlock with it.
-  std::string upsert_many =
-      fmt::format(R"sql(
+// The batched registration (upsert_many). Rows that exist are updated (keeping an earlier next
+// start); the others are inserted. A row another writer inserts meanwhile gets the new settings and
+// keeps its own next start. Rows are locked, and new ones inserted, in id order, as the releases
+// lock them: a host registering while another releases the same tasks cannot deadlock with it.
+// With `registrations`, the tasks that come with a host ($10) are also recorded as registered by it
+// now, in id order (so that concurrent registrations of the same tasks never deadlock).
+std::string UpsertMany(bool registrations) {
+  const std::string registered = registrations ? R"sql(, registered AS (
+  INSERT INTO stagehand_task_registrations AS r (task_id, host, last_seen_at)
+  SELECT g.id, g.host, now() FROM unnest($1::text[], $10::text[]) AS g(id, host)
+  WHERE g.host IS NOT NULL
+  ORDER BY g.id
+  ON CONFLICT (task_id) DO UPDATE SET host = excluded.host, last_seen_at = excluded.last_seen_at
+))sql"
+                                               : "";
+  return fmt::format(R"sql(
 WITH input AS (
   SELECT u.id, u.settings_json, {start} AS start_at, {next} AS next_at
   FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[], $6::text[],
@@ -427,12 +421,47 @@ WITH input AS (
   SELECT id, next_run_start_at, settings_json FROM updated
   UNION ALL
   SELECT id, next_run_start_at, settings_json FROM inserted
-)
+){registered}
 SELECT w.id, w.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || w.id), {version}
 FROM written AS w
 )sql",
-                  fmt::arg("start", PlanColumns("u", "start")),
-                  fmt::arg("next", PlanColumns("u", "next")), fmt::arg("version", VersionOf("w")));
+                     fmt::arg("start", PlanColumns("u", "start")),
+                     fmt::arg("next", PlanColumns("u", "next")),
+                     fmt::arg("version", VersionOf("w")), fmt::arg("registered", registered));
+}
+
+// The prune rule (task_registrations.h) on a task row `t`, with the cutoff bound at parameter
+// $<cutoff_param>; the registration's part is RegistrationRule.
+std::string RowRule(int cutoff_param) {
+  return fmt::format(R"sql((t.current_run_ticket IS NULL OR t.current_run_expires_at < now())
+  AND (t.current_run_started_at IS NULL OR t.current_run_started_at < ${0}::timestamptz)
+  AND (t.last_run_ended_at IS NULL OR t.last_run_ended_at < ${0}::timestamptz)
+  AND (t.next_run_start_at IS NULL OR t.next_run_start_at < ${0}::timestamptz))sql",
+                     cutoff_param);
+}
+
+// The prune rule's part on a task's registration `r` (NULL columns without one).
+std::string RegistrationRule(int cutoff_param) {
+  return fmt::format("(r.last_seen_at IS NULL OR r.last_seen_at < ${}::timestamptz)", cutoff_param);
+}
+
+struct Texts {
+  std::string upsert =
+      fmt::format(R"sql(
+INSERT INTO backstage_backend_tasks__tasks AS t (id, next_run_start_at, settings_json)
+VALUES ($1::text, {start}, $2::text)
+ON CONFLICT (id) DO UPDATE SET
+  settings_json = excluded.settings_json,
+  next_run_start_at = CASE
+    WHEN t.next_run_start_at IS NULL OR {next} < t.next_run_start_at THEN {next}
+    ELSE t.next_run_start_at
+  END
+RETURNING t.next_run_start_at, now(), pg_notify($9::text, 'upsert:' || t.id), {version}
+)sql",
+                  fmt::arg("start", Plan(3, false)), fmt::arg("next", Plan(6, false)),
+                  fmt::arg("version", VersionOf("t")));
+
+  std::string upsert_many = UpsertMany(false);
 
   std::string poll = fmt::format(R"sql(
 SELECT 'task', id, settings_json, next_run_start_at,
@@ -624,6 +653,64 @@ WHERE run_id IN (
 )sql";
 };
 
+// The texts of RegistryStatements.
+struct RegistryTexts {
+  std::string upsert_many = UpsertMany(true);
+
+  std::string refresh = R"sql(
+INSERT INTO stagehand_task_registrations AS r (task_id, host, last_seen_at)
+SELECT t.id, $2::text, now() FROM backstage_backend_tasks__tasks AS t
+WHERE t.id = ANY ($1::text[])
+ORDER BY t.id
+ON CONFLICT (task_id) DO UPDATE SET host = excluded.host, last_seen_at = excluded.last_seen_at
+)sql";
+
+  std::string prune_candidates = fmt::format(R"sql(
+SELECT t.id, r.host, r.last_seen_at, t.last_run_ended_at, t.next_run_start_at
+FROM backstage_backend_tasks__tasks AS t
+LEFT JOIN stagehand_task_registrations AS r ON r.task_id = t.id
+WHERE {row_rule}
+  AND {registration_rule}
+ORDER BY t.id COLLATE "C"
+)sql",
+                                             fmt::arg("row_rule", RowRule(1)),
+                                             fmt::arg("registration_rule", RegistrationRule(1)));
+
+  // The task rows are locked first, then their registrations, each in id order (the order of a
+  // registration's own writes, so the two never deadlock): a claim or a refresh in flight is
+  // waited for, and the rule is checked again on the rows it left, so a task claimed or refreshed
+  // meanwhile is kept. A re-registration waits for the deletion, then inserts the row anew.
+  std::string prune_tasks = fmt::format(R"sql(
+WITH locked AS (
+  SELECT t.id FROM backstage_backend_tasks__tasks AS t
+  WHERE t.id = ANY ($1::text[]) AND {row_rule}
+  ORDER BY t.id
+  FOR UPDATE
+), registrations_now AS (
+  SELECT r.task_id, r.last_seen_at FROM stagehand_task_registrations AS r
+  WHERE r.task_id IN (SELECT id FROM locked)
+  ORDER BY r.task_id
+  FOR UPDATE
+), doomed AS (
+  SELECT l.id FROM locked AS l
+  LEFT JOIN registrations_now AS r ON r.task_id = l.id
+  WHERE ($3::bool OR r.task_id IS NOT NULL) AND {registration_rule}
+), removed AS (
+  DELETE FROM backstage_backend_tasks__tasks AS t
+  USING doomed AS d
+  WHERE t.id = d.id
+  RETURNING t.id, pg_notify($4::text, 'delete:' || t.id)
+), runs AS (
+  DELETE FROM stagehand_task_runs WHERE task_id IN (SELECT id FROM removed)
+), registrations AS (
+  DELETE FROM stagehand_task_registrations WHERE task_id IN (SELECT id FROM removed)
+)
+SELECT id FROM removed ORDER BY id COLLATE "C"
+)sql",
+                                        fmt::arg("row_rule", RowRule(2)),
+                                        fmt::arg("registration_rule", RegistrationRule(2)));
+};
+
 }  // namespace
 
 const Statements& TaskStatements() {
@@ -670,6 +757,17 @@ const HistoryStatements& RunStatements() {
       .run_start = {28, "stagehand_run_start", texts->run_start.c_str(), true},
       .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str(), true},
       .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str(), true},
+  };
+  return statements;
+}
+
+const RegistryStatements& RegistrationStatements() {
+  static const RegistryTexts* const texts = new RegistryTexts();
+  static const RegistryStatements statements{
+      .upsert_many = {31, "stagehand_upsert_many_registered", texts->upsert_many.c_str()},
+      .refresh = {32, "stagehand_refresh_registrations", texts->refresh.c_str()},
+      .prune_candidates = {33, "stagehand_prune_candidates", texts->prune_candidates.c_str()},
+      .prune_tasks = {34, "stagehand_prune_tasks", texts->prune_tasks.c_str(), true},
   };
   return statements;
 }
@@ -788,11 +886,14 @@ const char* const kRecordHistoryMigration =
 
 const char* const kHistoryTableExists = "SELECT to_regclass('stagehand_task_runs') IS NOT NULL";
 
+const char* const kRegistrationsTableExists =
+    "SELECT to_regclass('stagehand_task_registrations') IS NOT NULL";
+
 // run_id is compared in the "C" collation, so pages are ordered by its bytes on every server. No
 // index covers a column that a run's end writes, and pages keep a fifth free, so that the end of a
 // run is a heap-only update. stagehand_task_runs_by_task serves pages, by_seq the count-based trim,
 // by_start the age-based prune.
-const Migration kHistoryMigrations[1] = {
+const Migration kHistoryMigrations[2] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
@@ -817,6 +918,16 @@ CREATE INDEX stagehand_task_runs_by_task ON stagehand_task_runs (task_id, starte
 CREATE INDEX stagehand_task_runs_by_seq ON stagehand_task_runs (task_id, seq);
 CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs (started_at);
 COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: one row per run of a task by a stagehand host (Backstage workers write none)')sql"},
+    // One row per task, no foreign key to Backstage's table (whose rows Backstage's own tools may
+    // delete); only the primary key: a refresh finds its rows by it, and a prune reads them all.
+    {"0002_task_registrations",
+     R"sql(CREATE TABLE stagehand_task_registrations (
+  task_id varchar(255) NOT NULL,
+  host text NOT NULL,
+  last_seen_at timestamptz NOT NULL,
+  CONSTRAINT stagehand_task_registrations_pkey PRIMARY KEY (task_id)
+);
+COMMENT ON TABLE stagehand_task_registrations IS 'stagehand''s task registrations: the stagehand host that registered each task last, and when a host last refreshed it (Backstage workers write none)')sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

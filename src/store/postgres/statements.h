@@ -1,5 +1,5 @@
-// Every SQL text the PostgreSQL task store sends (its task table's and its run history's), in one
-// place. Statements that take input bind it
+// Every SQL text the PostgreSQL task store sends (its task table's, its run history's and its task
+// registrations'), in one place. Statements that take input bind it
 // as parameters; the only identifiers spliced into text (database, schema, LISTEN channel) are
 // quoted with PQescapeIdentifier by the caller.
 #pragma once
@@ -121,6 +121,24 @@ struct HistoryStatements {
 // Returns the history statements (built once; thread-safe).
 const HistoryStatements& RunStatements();
 
+// The prepared statements that read or write stagehand_task_registrations, used only where that
+// table exists.
+struct RegistryStatements {
+  // As the task statement upsert_many, plus $10 hosts (text[], NULL: no registration for that task)
+  PgStatement upsert_many;
+  // $1 task ids (text[]), $2 host → (rows changed: registrations recorded)
+  PgStatement refresh;
+  // $1 cutoff → id, host, last_seen_at, last_run_ended_at, next_run_start_at of every candidate,
+  // by id
+  PgStatement prune_candidates;
+  // $1 task ids (text[]), $2 cutoff, $3 whether unregistered tasks may go, $4 channel → the
+  // deleted ids, by id
+  PgStatement prune_tasks;
+};
+
+// Returns the registration statements (built once; thread-safe).
+const RegistryStatements& RegistrationStatements();
+
 // Session settings applied on connect: $1 statement_timeout (ms, text), $2 search_path ('' keeps
 // the default) → now().
 extern const char* const kSessionSetup;
@@ -180,7 +198,9 @@ extern const char* const kListHistoryMigrations;
 extern const char* const kRecordHistoryMigration;
 // → whether stagehand_task_runs exists in the search path
 extern const char* const kHistoryTableExists;
+// → whether stagehand_task_registrations exists in the search path
+extern const char* const kRegistrationsTableExists;
 // In the order they apply.
-extern const Migration kHistoryMigrations[1];
+extern const Migration kHistoryMigrations[2];
 
 }  // namespace stagehand::store_internal::pg_sql

@@ -1,7 +1,8 @@
-// Every SQL statement of the SQLite run history, in one place: stagehand's own migration
-// bookkeeping (stagehand_migrations), the stagehand_task_runs table, and the statements the task
-// store runs on it. Fixed text with bound parameters. Times are UTC text
-// "YYYY-MM-DD HH:MM:SS.SSS", compared as strings like the task table's.
+// Every SQL statement of stagehand's own SQLite tables, in one place: stagehand's own migration
+// bookkeeping (stagehand_migrations), the run history (stagehand_task_runs), the task
+// registrations (stagehand_task_registrations), and the statements the task store runs on them.
+// Fixed text with bound parameters. Times are UTC text "YYYY-MM-DD HH:MM:SS.SSS", compared as
+// strings like the task table's.
 #pragma once
 
 #include <array>
@@ -47,13 +48,68 @@ inline constexpr std::array<std::string_view, 4> kTaskRunsStatements = {
     "CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs (started_at)",
 };
 
+// One row per task: the host that registered or refreshed it last. No foreign key to Backstage's
+// table, whose rows Backstage's own tools may delete.
+inline constexpr std::array<std::string_view, 1> kTaskRegistrationsStatements = {
+    "CREATE TABLE stagehand_task_registrations (task_id varchar(255) NOT NULL PRIMARY KEY, "
+    "host text NOT NULL, last_seen_at datetime NOT NULL)",
+};
+
 // In the order they apply.
-inline constexpr std::array<Migration, 1> kMigrations = {{
+inline constexpr std::array<Migration, 2> kMigrations = {{
     {"0001_task_runs", kTaskRunsStatements},
+    {"0002_task_registrations", kTaskRegistrationsStatements},
 }};
 
 inline constexpr std::string_view kTableExists =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'stagehand_task_runs'";
+
+inline constexpr std::string_view kRegistrationsTableExists =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+    "name = 'stagehand_task_registrations'";
+
+// ---- registrations ----
+
+// ?1 JSON array of [task id, host] pairs: records each as registered by its host now.
+inline constexpr std::string_view kRecordRegistrations =
+    "INSERT INTO stagehand_task_registrations (task_id, host, last_seen_at) "
+    "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+    "strftime('%Y-%m-%d %H:%M:%f','now') FROM json_each(?1) WHERE true "
+    "ON CONFLICT (task_id) DO UPDATE SET host = excluded.host, last_seen_at = "
+    "excluded.last_seen_at";
+
+// ?1 JSON array of task ids, ?2 host: records the ids that have a row in the tasks table as
+// registered by the host now.
+inline constexpr std::string_view kRefreshRegistrations =
+    "INSERT INTO stagehand_task_registrations (task_id, host, last_seen_at) "
+    "SELECT t.id, ?2, strftime('%Y-%m-%d %H:%M:%f','now') FROM backstage_backend_tasks__tasks AS t "
+    "WHERE t.id IN (SELECT value FROM json_each(?1)) "
+    "ON CONFLICT (task_id) DO UPDATE SET host = excluded.host, last_seen_at = "
+    "excluded.last_seen_at";
+
+// Every task with what the prune rule reads: id, next_run_start_at, current_run_ticket,
+// current_run_started_at, current_run_expires_at, last_run_ended_at, the registration's host and
+// last_seen_at (NULL without one). The rule is applied once the times are read (prune_rule.h):
+// a row Backstage wrote may hold integer epoch milliseconds, which do not compare with text.
+inline constexpr std::string_view kPruneRows =
+    "SELECT t.id, t.next_run_start_at, t.current_run_ticket, t.current_run_started_at, "
+    "t.current_run_expires_at, t.last_run_ended_at, r.host, r.last_seen_at "
+    "FROM backstage_backend_tasks__tasks AS t "
+    "LEFT JOIN stagehand_task_registrations AS r ON r.task_id = t.id ORDER BY t.id";
+
+// ?1 JSON array of task ids: as kPruneRows, for those ids only.
+inline constexpr std::string_view kPruneRowsOf =
+    "SELECT t.id, t.next_run_start_at, t.current_run_ticket, t.current_run_started_at, "
+    "t.current_run_expires_at, t.last_run_ended_at, r.host, r.last_seen_at "
+    "FROM backstage_backend_tasks__tasks AS t "
+    "LEFT JOIN stagehand_task_registrations AS r ON r.task_id = t.id "
+    "WHERE t.id IN (SELECT value FROM json_each(?1)) ORDER BY t.id";
+
+// ?1 task id: the task's runs (through stagehand_task_runs_by_task), and its registration.
+inline constexpr std::string_view kDeleteTaskRuns =
+    "DELETE FROM stagehand_task_runs WHERE task_id = ?1";
+inline constexpr std::string_view kDeleteRegistration =
+    "DELETE FROM stagehand_task_registrations WHERE task_id = ?1";
 
 // ---- runs ----
 

@@ -9,6 +9,7 @@
 
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
+#include "store/prune_rule.h"
 #include "store/run_history_support.h"
 #include "store/settings_cache.h"
 #include "store/sqlite/sqlite_database.h"
@@ -50,8 +51,9 @@ void BindPlan(SqliteStatement& stmt, int param, const NextRunPlan& plan) {
   }
 }
 
-// The SQLite TaskStore and its run history: one connection, serialised by a mutex. Thread-safe.
-class SqliteTaskStore final : public TaskStore, public RunHistory {
+// The SQLite TaskStore, its run history and its task registrations: one connection, serialised by
+// a mutex. Thread-safe.
+class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
  public:
   SqliteTaskStore(std::string plugin_id, std::unique_ptr<SqliteDatabase> db, const Clock& clock)
       : plugin_id_(std::move(plugin_id)), clock_(clock), db_clock_(clock), db_(std::move(db)) {}
@@ -63,6 +65,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqlite(*db_, clock_));
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqliteHistory(*db_));
     history_tables_ = HistoryTables::kPresent;
+    registrations_table_ = HistoryTables::kPresent;
     return Status::Ok();
   }
 
@@ -123,6 +126,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
       results.push_back(UpsertResult{*next, *now, stmt->Int(2)});
       STAGEHAND_RETURN_IF_ERROR(stmt->Run("registering a task"));
     }
+    STAGEHAND_RETURN_IF_ERROR(RecordRegistrationsLocked(tasks));
     STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
     return results;
   }
@@ -396,6 +400,8 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
 
   RunHistory* history() override { return this; }
 
+  TaskRegistrations* registrations() override { return this; }
+
   void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
 
   RunHistoryLimits limits() const override { return limits_.Get(); }
@@ -477,6 +483,68 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
     const std::chrono::hours max_age = limits_.Get().max_age;
     std::lock_guard lock(mu_);
     return SqliteRunTable(*db_).Prune(max_age, max_rows);
+  }
+
+  Result<std::size_t> RefreshRegistrations(std::span<const std::string> task_ids,
+                                           const std::string& host) override {
+    if (task_ids.empty()) return std::size_t{0};
+    std::lock_guard lock(mu_);
+    Result<bool> present = RegistrationsTableLocked(/*again_if_absent=*/true);
+    if (!present.ok()) return present.status();
+    if (!*present) return std::size_t{0};
+    Result<SqliteStatement> stmt = db_->Prepare(history_sql::kRefreshRegistrations);
+    if (!stmt.ok()) return stmt.status();
+    STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, store_internal::JsonArray(task_ids))
+                                  .Bind(2, host)
+                                  .Run("refreshing task registrations"));
+    return static_cast<std::size_t>(db_->Changes());
+  }
+
+  Result<std::vector<PruneCandidate>> ListPruneCandidates(WallTime cutoff) override {
+    std::lock_guard lock(mu_);
+    STAGEHAND_RETURN_IF_ERROR(RequireRegistrationsLocked());
+    Result<WallTime> now = NowLocked();
+    if (!now.ok()) return now.status();
+    Result<std::vector<PruneRow>> rows = PruneRowsLocked(std::nullopt);
+    if (!rows.ok()) return rows.status();
+    std::vector<PruneCandidate> candidates;
+    for (PruneRow& row : *rows) {
+      if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, *now)) continue;
+      candidates.push_back(PruneCandidate{std::move(row.task.id), std::move(row.host),
+                                          row.last_seen_at, row.task.last_run_ended_at,
+                                          row.task.next_run_start_at});
+    }
+    return candidates;
+  }
+
+  Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
+                                              WallTime cutoff, PruneScope scope) override {
+    std::lock_guard lock(mu_);
+    STAGEHAND_RETURN_IF_ERROR(RequireRegistrationsLocked());
+    if (task_ids.empty()) return std::vector<std::string>();
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    Result<WallTime> now = NowLocked();
+    if (!now.ok()) return now.status();
+    Result<std::vector<PruneRow>> rows = PruneRowsLocked(store_internal::JsonArray(task_ids));
+    if (!rows.ok()) return rows.status();
+    Result<bool> history = HistoryTablesLocked();
+    if (!history.ok()) return history.status();
+    std::vector<std::string> deleted;
+    for (const PruneRow& row : *rows) {
+      if (!row.host && scope != PruneScope::kIncludeUnregistered) continue;
+      if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, *now)) continue;
+      std::vector<std::string_view> statements = {sql::kDelete, history_sql::kDeleteRegistration};
+      if (*history) statements.push_back(history_sql::kDeleteTaskRuns);
+      for (std::string_view statement : statements) {
+        Result<SqliteStatement> stmt = db_->Prepare(statement);
+        if (!stmt.ok()) return stmt.status();
+        STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, row.task.id).Run("pruning a task"));
+      }
+      deleted.push_back(row.task.id);
+    }
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return deleted;
   }
 
   Result<bool> TablesExist() override {
@@ -711,6 +779,87 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
     return result;
   }
 
+  // A task row with its registration, as the prune rule reads them.
+  struct PruneRow {
+    TaskRow task;  // id and the times the rule reads
+    std::optional<std::string> host;
+    std::optional<WallTime> last_seen_at;
+  };
+
+  // Reads kPruneRows (no `ids`) or kPruneRowsOf (`ids`: a JSON array), with mu_ held.
+  Result<std::vector<PruneRow>> PruneRowsLocked(const std::optional<std::string>& ids) {
+    Result<SqliteStatement> stmt =
+        db_->Prepare(ids ? history_sql::kPruneRowsOf : history_sql::kPruneRows);
+    if (!stmt.ok()) return stmt.status();
+    if (ids) stmt->Bind(1, *ids);
+    std::vector<PruneRow> rows;
+    while (true) {
+      Result<bool> row = stmt->Step("listing prune candidates");
+      if (!row.ok()) return row.status();
+      if (!*row) return rows;
+      PruneRow& read = rows.emplace_back();
+      read.task.id = stmt->Text(0);
+      read.task.current_run_ticket = stmt->OptionalText(2);
+      read.host = stmt->OptionalText(6);
+      const std::pair<int, std::optional<WallTime>*> times[] = {
+          {1, &read.task.next_run_start_at},
+          {3, &read.task.current_run_started_at},
+          {4, &read.task.current_run_expires_at},
+          {5, &read.task.last_run_ended_at},
+          {7, &read.last_seen_at},
+      };
+      for (const auto& [column, field] : times) {
+        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, read.task.id);
+        if (!time.ok()) return time.status();
+        *field = *time;
+      }
+    }
+  }
+
+  // Whether stagehand_task_registrations exists, with mu_ held: known after Migrate, else looked
+  // up once, or again when it was absent and `again_if_absent`.
+  Result<bool> RegistrationsTableLocked(bool again_if_absent) {
+    if (registrations_table_ == HistoryTables::kUnknown ||
+        (registrations_table_ == HistoryTables::kAbsent && again_if_absent)) {
+      Result<SqliteStatement> stmt = db_->Prepare(history_sql::kRegistrationsTableExists);
+      if (!stmt.ok()) return stmt.status();
+      Result<bool> row = stmt->Step("looking for the task registrations");
+      if (!row.ok()) return row.status();
+      registrations_table_ =
+          *row && stmt->Int(0) > 0 ? HistoryTables::kPresent : HistoryTables::kAbsent;
+    }
+    return registrations_table_ == HistoryTables::kPresent;
+  }
+
+  // Errors: kFailedPrecondition when stagehand_task_registrations is missing (looked for again if
+  // it was before), with mu_ held.
+  Status RequireRegistrationsLocked() {
+    Result<bool> present = RegistrationsTableLocked(/*again_if_absent=*/true);
+    if (!present.ok()) return present.status();
+    if (*present) return Status::Ok();
+    return db_->Error(StatusCode::kFailedPrecondition,
+                      "the database has no stagehand_task_registrations table (it was migrated "
+                      "by an older stagehand); run the migrations (stagehand db migrate)");
+  }
+
+  // Records the registrations `tasks` carry, inside the caller's transaction, with mu_ held;
+  // nothing when none carries one or the table is missing.
+  Status RecordRegistrationsLocked(std::span<const TaskUpsert> tasks) {
+    std::string pairs;
+    for (const TaskUpsert& task : tasks) {
+      if (!task.registered_by) continue;
+      const std::string pair[] = {task.id, *task.registered_by};
+      pairs += (pairs.empty() ? "[" : ",") + store_internal::JsonArray(pair);
+    }
+    if (pairs.empty()) return Status::Ok();
+    Result<bool> present = RegistrationsTableLocked(/*again_if_absent=*/false);
+    if (!present.ok()) return present.status();
+    if (!*present) return Status::Ok();
+    Result<SqliteStatement> stmt = db_->Prepare(history_sql::kRecordRegistrations);
+    if (!stmt.ok()) return stmt.status();
+    return stmt->Bind(1, pairs + "]").Run("registering a task");
+  }
+
   enum class HistoryTables { kUnknown, kPresent, kAbsent };
 
   const std::string plugin_id_;
@@ -721,6 +870,8 @@ class SqliteTaskStore final : public TaskStore, public RunHistory {
   std::mutex mu_;
   std::unique_ptr<SqliteDatabase> db_;                      // guarded by mu_
   HistoryTables history_tables_ = HistoryTables::kUnknown;  // guarded by mu_
+  // Whether stagehand_task_registrations exists. Guarded by mu_.
+  HistoryTables registrations_table_ = HistoryTables::kUnknown;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Backstage 0.19's own migrator (DefaultSchedulerService, driven by bench/backstage-peer/peer.js
-// --migrate-check) on plugin databases where stagehand created its run history: it runs cleanly,
+// --migrate-check) on plugin databases where stagehand created its run history and its task
+// registrations (stagehand's migrations 0001 and 0002): it runs cleanly,
 // finds no migration to apply and none it does not know, and leaves knex's bookkeeping and
 // stagehand's tables as they were. The peer's npm packages come from
 // bench/backstage-peer/install.sh (the cache bench/side_by_side.sh fills). Needs the test
@@ -91,8 +92,8 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     return modules;
   }
 
-  // Opens the plugin's store (in `schema`, for pluginDivisionMode schema), migrated, with runs in
-  // its history: one ended, one running.
+  // Opens the plugin's store (in `schema`, for pluginDivisionMode schema), migrated, with a task
+  // that a host registered and runs in its history: one ended, one running.
   std::unique_ptr<TaskStore> OpenWithHistory(const std::string& schema = "") {
     PostgresStoreOptions options;
     options.connection = url();
@@ -108,6 +109,11 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     RunHistory* history = (*store)->history();
     EXPECT_NE(history, nullptr);
     if (!migrated.ok() || history == nullptr) return nullptr;
+    TaskSchedule schedule;
+    schedule.settings.cadence = "manual";
+    schedule.settings.timeout_after_duration = "PT1M";
+    const std::vector<TaskUpsert> upserts = {{"task", schedule, "host"}};
+    EXPECT_TRUE((*store)->UpsertMany(upserts).ok());
     const std::vector<RunStart> starts = {RunStart{"ended", "task", RunOrigin{"host", 1}},
                                           RunStart{"running", "task", RunOrigin{"host", 1}}};
     EXPECT_TRUE(history->RecordStarts(starts).ok());
@@ -153,8 +159,14 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     EXPECT_EQ(json["before"]["lock"], json["after"]["lock"]);
   }
 
-  // Checks that the runs OpenWithHistory recorded are still there.
+  // Checks that the runs and the registration OpenWithHistory recorded are still there.
   static void ExpectHistoryIntact(TaskStore& store) {
+    ASSERT_NE(store.registrations(), nullptr);
+    Result<std::vector<PruneCandidate>> registered =
+        store.registrations()->ListPruneCandidates(std::chrono::system_clock::now() + minutes(1));
+    ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+    ASSERT_EQ(registered->size(), 1u);
+    EXPECT_EQ((*registered)[0].host, "host");
     Result<RunPage> page = store.history()->ListRuns("task", 10, std::nullopt);
     ASSERT_TRUE(page.ok()) << page.status().ToString();
     EXPECT_EQ(page->runs.size(), 2u);

@@ -76,7 +76,7 @@ class DbMigratePostgresTest : public pg_test::ServerTest {
 const std::vector<std::string> kAllMigrations = {"20210928160613_init.js|1",
                                                  "20240712211735_nullable_next_run.js|1",
                                                  "20250411000000_last_run.js|1"};
-const std::vector<std::string> kStagehandMigrations = {"0001_task_runs"};
+const std::vector<std::string> kStagehandMigrations = {"0001_task_runs", "0002_task_registrations"};
 
 TEST_F(DbMigratePostgresTest, CreatesAndMigratesOneDatabasePerPlugin) {
   ::setenv("TEST_PG_URL", url().c_str(), 1);

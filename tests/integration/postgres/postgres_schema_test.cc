@@ -156,6 +156,9 @@ std::string KnexRows(pg_test::RawConnection& db) {
              "ORDER BY \"index\") FROM backstage_backend_tasks__knex_migrations_lock");
 }
 
+// stagehand's own migrations, as StagehandMigrations lists them.
+constexpr char kStagehandMigrationNames[] = "0001_task_runs,0002_task_registrations";
+
 std::string StagehandMigrations(pg_test::RawConnection& db) {
   return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");
 }
@@ -254,7 +257,7 @@ TEST_F(PostgresSchemaTest, SchemaOfAMigratedDatabaseMatchesTheFixture) {
   const std::string stagehand = ExpectedStagehandSchema();
   ASSERT_FALSE(stagehand.empty()) << "fixtures/stagehand_schema.txt is missing";
   EXPECT_EQ(DumpSchema(db, Part::kStagehand), stagehand);
-  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
+  EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
 }
 
 TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
@@ -279,7 +282,7 @@ TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
   EXPECT_EQ(KnexRows(db), knex_rows);
   EXPECT_EQ(DumpSchema(db), ExpectedSchema());
   EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
-  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
+  EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
 }
 
 TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
@@ -301,7 +304,7 @@ TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
   EXPECT_EQ(DumpSchema(db), knex_schema);
   EXPECT_EQ(KnexRows(db), knex_rows);
   EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
-  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
+  EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
   const Bookkeeping after = ReadBookkeeping(db);
   EXPECT_EQ(after.names, kAllMigrations);
   EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
@@ -383,7 +386,7 @@ TEST_F(PostgresSchemaTest, ThreeMigratorsOnAFreshDatabaseAllSucceed) {
   EXPECT_EQ(after.names, kAllMigrations);
   EXPECT_EQ(after.batches, (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(after.lock_rows, "1:0");
-  EXPECT_EQ(StagehandMigrations(db), "0001_task_runs");
+  EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
   EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema());
 }
 
@@ -409,7 +412,7 @@ TEST_F(PostgresSchemaTest, MigratorsOfTwoSchemasAtOnceEachMigrateTheirHistoryOnc
   pg_test::RawConnection db(url(), database_);
   for (const std::string& schema : schemas) {
     db.Exec("SET search_path = " + schema);
-    EXPECT_EQ(StagehandMigrations(db), "0001_task_runs") << schema;
+    EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames) << schema;
     EXPECT_EQ(DumpSchema(db), ExpectedSchema()) << schema;
     EXPECT_EQ(DumpSchema(db, Part::kStagehand), ExpectedStagehandSchema()) << schema;
     EXPECT_EQ(ReadBookkeeping(db).names, kAllMigrations) << schema;

@@ -63,7 +63,8 @@ TEST(SqliteProcessesTest, ThreeProcessesMigratingAFreshFileAtOnceAllSucceed) {
             (Rows{{"1", "0"}}));
   EXPECT_EQ(db.Query("PRAGMA journal_mode"), (Rows{{"wal"}}));
   // stagehand's own migrations ran once, recorded in stagehand's own table.
-  EXPECT_EQ(db.Query("SELECT name FROM stagehand_migrations"), (Rows{{"0001_task_runs"}}));
+  EXPECT_EQ(db.Query("SELECT name FROM stagehand_migrations ORDER BY name"),
+            (Rows{{"0001_task_runs"}, {"0002_task_registrations"}}));
   EXPECT_EQ(db.Query("SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
             (Rows{{"1"}}));
 }

@@ -90,7 +90,8 @@ Rows StagehandMigrationNames(RawDb& db) {
   return db.Query("SELECT name FROM stagehand_migrations ORDER BY name");
 }
 
-constexpr char kTaskRunsMigration[] = "0001_task_runs";
+// stagehand's own migrations, as stagehand_migrations lists them.
+const Rows kStagehandMigrations = {{"0001_task_runs"}, {"0002_task_registrations"}};
 
 TaskSchedule TenMinutes() {
   TaskSchedule schedule;
@@ -141,7 +142,7 @@ TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
     EXPECT_LE(std::stoll(row[1]), ms(after));
   }
   // stagehand's own migrations are recorded in stagehand's own table only.
-  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
+  EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
 }
 
 TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
@@ -163,7 +164,7 @@ TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
   EXPECT_EQ(StagehandSchemaDump(db), stagehand_dump);
   EXPECT_EQ(KnexBookkeeping(db), knex);
   EXPECT_EQ(MigrationRows(db).size(), 3u);
-  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
+  EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
   EXPECT_EQ(db.Query("SELECT count(*) FROM backstage_backend_tasks__tasks"), (Rows{{"1"}}));
 }
 
@@ -201,7 +202,7 @@ TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
   EXPECT_EQ(
       StagehandSchemaDump(db),
       ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/stagehand_schema.txt"));
-  EXPECT_EQ(StagehandMigrationNames(db), (Rows{{kTaskRunsMigration}}));
+  EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
   ASSERT_NE(store->history(), nullptr);
   EXPECT_TRUE(store->history()->ListRuns("bs", 10, std::nullopt).ok());
   Result<std::vector<TaskRow>> rows = store->States();
@@ -324,6 +325,49 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistor
             StatusCode::kFailedPrecondition);
   RawDb db(path);
   EXPECT_FALSE(HasRunsTable(db));
+}
+
+// A database an older stagehand migrated (the run history, no registrations table): tasks are
+// registered and refreshed without recording registrations, and a prune asks for the migrations,
+// until they have run.
+TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheRegistrationsTableRegistersWithoutThem) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  {
+    RawDb db(path);
+    db.Exec(
+        "DROP TABLE stagehand_task_registrations; "
+        "DELETE FROM stagehand_migrations WHERE name = '0002_task_registrations'");
+  }
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  const std::vector<TaskUpsert> upserts = {{"task", TenMinutes(), "host-a"}};
+  ASSERT_TRUE(store->UpsertMany(upserts).ok());
+  ASSERT_NE(store->registrations(), nullptr);
+  const std::vector<std::string> ids = {"task"};
+  Result<std::size_t> refreshed = store->registrations()->RefreshRegistrations(ids, "host-a");
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  EXPECT_EQ(*refreshed, 0u);
+  const Result<std::vector<PruneCandidate>> listed =
+      store->registrations()->ListPruneCandidates(std::chrono::system_clock::now());
+  EXPECT_EQ(listed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(listed.status().message(), HasSubstr("stagehand db migrate"));
+  EXPECT_EQ(store->registrations()
+                ->PruneTasks(ids, std::chrono::system_clock::now(), PruneScope::kRegistered)
+                .status()
+                .code(),
+            StatusCode::kFailedPrecondition);
+
+  // Another host migrates; this one's next refresh finds the table.
+  ASSERT_TRUE(Open(path)->Migrate().ok());
+  RawDb db(path);
+  EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
+  refreshed = store->registrations()->RefreshRegistrations(ids, "host-a");
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  EXPECT_EQ(*refreshed, 1u);
+  EXPECT_EQ(db.Query("SELECT task_id, host FROM stagehand_task_registrations"),
+            (Rows{{"task", "host-a"}}));
 }
 
 TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {

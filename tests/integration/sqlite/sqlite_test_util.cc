@@ -97,7 +97,8 @@ std::string StagehandSchemaDump(RawDb& db) {
   dump += db.QueryLines(
       "SELECT type, name, tbl_name, sql FROM sqlite_master "
       "WHERE tbl_name LIKE 'stagehand\\_%' ESCAPE '\\' ORDER BY type, name");
-  for (const char* table : {"stagehand_migrations", "stagehand_task_runs"}) {
+  for (const char* table :
+       {"stagehand_migrations", "stagehand_task_registrations", "stagehand_task_runs"}) {
     dump += std::string("# table_info ") + table + ": cid|name|type|notnull|dflt_value|pk\n";
     dump += db.QueryLines(std::string("PRAGMA table_info(`") + table + "`)");
     dump += std::string("# index_list ") + table + ": seq|name|unique|origin|partial\n";
