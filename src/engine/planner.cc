@@ -87,12 +87,25 @@ Planner::Planner(Options options, RunSlots& slots, MonoTime now)
       safety_interval_(options_.engine.poll_interval),
       next_safety_poll_(now),
       next_sweep_(options_.engine.janitor_interval.count() > 0 ? now : kMonoInfinity),
-      next_prune_(now + options_.first_prune_delay) {}
+      next_prune_(now + options_.first_prune_delay),
+      next_registration_refresh_(now + options_.registration_refresh_interval) {}
 
 bool Planner::PruneDue(MonoTime now) {
   if (now < next_prune_) return false;
   next_prune_ = now + options_.prune_interval;
   return true;
+}
+
+std::vector<std::string> Planner::RegistrationRefreshDue(MonoTime now) {
+  std::vector<std::string> ids;
+  if (now < next_registration_refresh_) return ids;
+  next_registration_refresh_ = now + options_.registration_refresh_interval;
+  for (const auto& [id, task] : tasks_) {
+    if (task->global() && task->phase != Phase::kRegistering && task->phase != Phase::kFinished) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,7 +315,9 @@ MonoTime Planner::NextDispatcherWake() {
       next = std::min({next, task->wake_at, task->poll_at});
     }
   }
-  if (any_waiting) next = std::min({next, next_safety_poll_, next_sweep_});
+  if (any_waiting) {
+    next = std::min({next, next_safety_poll_, next_sweep_, next_registration_refresh_});
+  }
   return next;
 }
 

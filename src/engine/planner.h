@@ -29,6 +29,7 @@
 #include "stagehand/model/task_function.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/store/task_registrations.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/time/cron.h"
@@ -169,6 +170,9 @@ class Planner {
     // prune holds the dispatcher for a statement: never while a host starts its first runs).
     std::chrono::milliseconds prune_interval = std::chrono::minutes(10);
     std::chrono::milliseconds first_prune_delay = std::chrono::minutes(1);
+    // How often the registrations of this host's global tasks are refreshed (their registration
+    // records them first).
+    std::chrono::milliseconds registration_refresh_interval = kRegistrationRefreshInterval;
   };
 
   // `slots` must outlive the planner.
@@ -291,6 +295,11 @@ class Planner {
   // prune interval).
   bool PruneDue(MonoTime now);
 
+  // Returns the ids of the global tasks this host runs (registered and not finished), in id order,
+  // when their registrations are due to be refreshed at `now` (then not again for a refresh
+  // interval); none otherwise. The dispatcher wakes for it while it has waiting tasks.
+  std::vector<std::string> RegistrationRefreshDue(MonoTime now);
+
   // Whether the dispatcher has work at `now`, and when it is next due.
   bool DispatcherHasWork(MonoTime now);
   MonoTime NextDispatcherWake();
@@ -370,6 +379,7 @@ class Planner {
   MonoTime next_safety_poll_;
   MonoTime next_sweep_;
   MonoTime next_prune_;
+  MonoTime next_registration_refresh_;
 };
 
 }  // namespace stagehand::engine_internal

@@ -50,6 +50,7 @@ TaskEngine::TaskEngine(EngineContext context)
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
     options.store_notifies = notifications_ != nullptr;
     history_ = context_.options.record_history ? context_.store->history() : nullptr;
+    registrations_ = context_.store->registrations();
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   options.report_runs = history_ != nullptr;
@@ -150,6 +151,16 @@ void TaskEngine::FlushHistory(bool prune) {
   }
 }
 
+void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
+  Result<std::size_t> refreshed = registrations_->RefreshRegistrations(ids, host_);
+  if (!refreshed.ok()) {
+    logger_->Warn("Failed to refresh the registrations of " + std::to_string(ids.size()) +
+                  " task(s), " + refreshed.status().message());
+  } else if (debug_logs_) {
+    logger_->Debug("Refreshed the registrations of " + std::to_string(*refreshed) + " task(s)");
+  }
+}
+
 std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& run_id) const {
   std::shared_ptr<RunReport> report;
   {
@@ -197,7 +208,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
   std::vector<std::size_t> upserted_task;  // index in `tasks` of each upsert
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     if (!tasks[i]->global()) continue;
-    upserts.push_back(TaskUpsert{tasks[i]->def.id, tasks[i]->def.schedule});
+    upserts.push_back(TaskUpsert{tasks[i]->def.id, tasks[i]->def.schedule, host_});
     upserted_task.push_back(i);
   }
   std::vector<std::optional<WallTime>> row_next(tasks.size());
@@ -205,20 +216,13 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
   WallTime db_now{};
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
-  if (upserts.size() == 1) {
-    Result<UpsertResult> upserted = context_.store->Upsert(upserts[0].id, upserts[0].schedule);
-    if (!upserted.ok()) {
-      unreserve();
-      return upserted.status().WithPrefix("Failed to persist task, ");
-    }
-    row_next[upserted_task[0]] = upserted->next_run_start_at;
-    row_version[upserted_task[0]] = upserted->version;
-    db_now = upserted->db_now;
-  } else if (!upserts.empty()) {
+  if (!upserts.empty()) {
+    // UpsertMany even for one task: it records the registration in the same round trip.
     Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
     if (!upserted.ok()) {
       unreserve();
-      return upserted.status().WithPrefix("Failed to persist tasks, ");
+      return upserted.status().WithPrefix(upserts.size() == 1 ? "Failed to persist task, "
+                                                              : "Failed to persist tasks, ");
     }
     for (std::size_t j = 0; j < upserted->size(); ++j) {
       row_next[upserted_task[j]] = (*upserted)[j].next_run_start_at;
@@ -359,6 +363,7 @@ MonoTime TaskEngine::DispatcherStep() {
   }
   Planner::DispatchPlan plan;
   bool prune = false;
+  std::vector<std::string> refresh;
   {
     std::lock_guard lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
@@ -367,8 +372,10 @@ MonoTime TaskEngine::DispatcherStep() {
     const MonoTime now = clock_.MonoNow();
     plan = planner_->PlanDispatch(now);
     prune = history_ != nullptr && planner_->PruneDue(now);
+    if (registrations_ != nullptr) refresh = planner_->RegistrationRefreshDue(now);
   }
   if (history_ != nullptr) FlushHistory(prune);
+  if (!refresh.empty()) RefreshRegistrations(refresh);
   if (!plan.renewals.empty()) RenewLeases(plan.renewals);
   if (!plan.poll || Poll(plan)) {
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));

@@ -183,6 +183,9 @@ class TaskEngine final : public DrivenEngine {
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
   // Dispatcher: writes the queued history, and prunes expired history when due.
   void FlushHistory(bool prune);
+  // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'
+  // heartbeat, about once an hour).
+  void RefreshRegistrations(const std::vector<std::string>& ids);
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
   // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
@@ -242,6 +245,8 @@ class TaskEngine final : public DrivenEngine {
 
   std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
   RunHistory* history_ = nullptr;  // the store's; null without a store or history
+  // The store's; null without a store, or when it keeps no registrations.
+  TaskRegistrations* registrations_ = nullptr;
   std::string host_;
   std::int64_t pid_ = 0;
   // History writes waiting for the dispatcher. Guarded by history_mu_, never held with mu_.

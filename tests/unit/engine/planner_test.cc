@@ -606,6 +606,31 @@ TEST_F(PlannerTest, HistoryIsPrunedAMinuteAfterStartThenEveryInterval) {
   EXPECT_TRUE(planner_->PruneDue(kT0 + minutes(11)));
 }
 
+TEST_F(PlannerTest, RegistrationsOfTheGlobalTasksAreRefreshedEveryHour) {
+  EngineOptions options = Options();
+  options.poll_interval = hours(3);
+  options.max_poll_interval = hours(3);
+  options.janitor_interval = hours(3);
+  Start(options);
+  Register(Def("b", "manual"), std::nullopt, 1);
+  Register(Def("a", "manual"), std::nullopt, 1);
+  Register(Def("local", "PT1M", TaskScope::kLocal));
+  FirstQuietPoll();
+  // Registering recorded them: the first refresh is due an hour later, and wakes the dispatcher
+  // when nothing else would.
+  EXPECT_EQ(planner_->NextDispatcherWake(), kT0 + hours(1));
+  EXPECT_THAT(planner_->RegistrationRefreshDue(kT0 + minutes(59)), IsEmpty());
+  EXPECT_THAT(planner_->RegistrationRefreshDue(kT0 + hours(1)), ElementsAre("a", "b"))
+      << "every global task, in id order, in one batch";
+  EXPECT_THAT(planner_->RegistrationRefreshDue(kT0 + hours(1)), IsEmpty());
+  EXPECT_EQ(planner_->NextDispatcherWake(), kT0 + hours(2));
+  // A finished task is not refreshed.
+  bool finished_now = false;
+  planner_->StopRecurrence("a", &finished_now);
+  ASSERT_TRUE(finished_now);
+  EXPECT_THAT(planner_->RegistrationRefreshDue(kT0 + hours(2)), ElementsAre("b"));
+}
+
 TEST_F(PlannerTest, ShutdownSignalsEveryRunAndStartsNothingMore) {
   EngineOptions options = Options();
   options.poll_interval = hours(1);
