@@ -1,4 +1,7 @@
-// `stagehand db migrate`: creates or updates each plugin's task tables from the app-config.
+// `stagehand db migrate`: creates or updates each plugin's task tables from the app-config; and
+// what the `db` subcommands share (db_command.h).
+
+#include "cli/db_command.h"
 
 #include <fmt/format.h>
 
@@ -38,44 +41,13 @@ std::set<std::string> NamedPlugins(const AppConfigCheck& check) {
 }
 
 int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
-  AppConfigCheck check = CheckAppConfig(options.config_files, context);
-  PrintConfigWarnings(check, context);
-  if (!check.problems.empty()) {
-    for (const std::string& problem : check.problems.lines()) {
-      context.err << "stagehand: " << problem << '\n';
-    }
-    context.err.flush();
-    return kExitConfig;
+  DbPlugins selected = SelectDbPlugins(options.config_files, options.plugins, "migrate", context);
+  if (selected.exit_code != kExitOk) {
+    return selected.exit_code;
   }
-  const std::set<std::string> named = NamedPlugins(check);
-  std::set<std::string> ids = named;
-  if (!options.plugins.empty()) {
-    ids.clear();
-    for (const std::string& id : options.plugins) {
-      if (named.count(id) == 0) {
-        std::string message = fmt::format(
-            "--plugin {}: the config names no plugin '{}' under 'stagehand.plugins' or "
-            "'backend.database.plugin'",
-            id, id);
-        if (!named.empty()) {
-          message += fmt::format("; it names {}", fmt::join(named, ", "));
-        }
-        context.err << "stagehand: " << message << '\n';
-        context.err.flush();
-        return kExitConfig;
-      }
-      ids.insert(id);
-    }
-  }
-  if (ids.empty()) {
-    context.err << "stagehand: no plugins to migrate: the config names none under "
-                   "'stagehand.plugins' or 'backend.database.plugin'\n";
-    return kExitConfig;
-  }
-
-  DatabaseManager manager(std::move(check.backend.database), context.clock);
+  DatabaseManager manager(std::move(selected.check.backend.database), context.clock);
   bool failed = false;
-  for (const std::string& id : ids) {
+  for (const std::string& id : selected.ids) {
     Result<PluginDatabase> where = manager.Resolve(id);
     if (!where.ok()) {
       context.out << id << ": failed: " << where.status().message() << '\n';
@@ -98,10 +70,58 @@ int RunDbMigrate(const DbMigrateOptions& options, const Context& context) {
 
 }  // namespace
 
+DbPlugins SelectDbPlugins(const std::vector<std::string>& config_files,
+                          const std::vector<std::string>& requested, std::string_view what,
+                          const Context& context) {
+  DbPlugins selected;
+  selected.check = CheckAppConfig(config_files, context);
+  PrintConfigWarnings(selected.check, context);
+  if (!selected.check.problems.empty()) {
+    for (const std::string& problem : selected.check.problems.lines()) {
+      context.err << "stagehand: " << problem << '\n';
+    }
+    context.err.flush();
+    selected.exit_code = kExitConfig;
+    return selected;
+  }
+  const std::set<std::string> named = NamedPlugins(selected.check);
+  std::set<std::string> ids = named;
+  if (!requested.empty()) {
+    ids.clear();
+    for (const std::string& id : requested) {
+      if (named.count(id) == 0) {
+        std::string message = fmt::format(
+            "--plugin {}: the config names no plugin '{}' under 'stagehand.plugins' or "
+            "'backend.database.plugin'",
+            id, id);
+        if (!named.empty()) {
+          message += fmt::format("; it names {}", fmt::join(named, ", "));
+        }
+        context.err << "stagehand: " << message << '\n';
+        context.err.flush();
+        selected.exit_code = kExitConfig;
+        return selected;
+      }
+      ids.insert(id);
+    }
+  }
+  if (ids.empty()) {
+    context.err << "stagehand: no plugins to " << what
+                << ": the config names none under 'stagehand.plugins' or "
+                   "'backend.database.plugin'\n";
+    selected.exit_code = kExitConfig;
+    return selected;
+  }
+  selected.ids.assign(ids.begin(), ids.end());
+  return selected;
+}
+
 void AddDbCommand(CLI::App& app, Action& action) {
   CLI::App* db = app.add_subcommand("db", "Manage the plugins' task databases");
   db->require_subcommand(1);
-  db->footer("Example:\n  stagehand db migrate --config app-config.yaml");
+  db->footer(
+      "Example:\n  stagehand db migrate --config app-config.yaml\n"
+      "  stagehand db prune --config app-config.yaml --older-than 30d");
 
   auto options = std::make_shared<DbMigrateOptions>();
   CLI::App* migrate = db->add_subcommand(
@@ -129,6 +149,7 @@ void AddDbCommand(CLI::App& app, Action& action) {
   migrate->callback([options, &action] {
     action = [options](const Context& context) { return RunDbMigrate(*options, context); };
   });
+  AddDbPruneCommand(*db, action);
 }
 
 }  // namespace stagehand::cli

@@ -53,6 +53,7 @@ TEST(CliTest, EveryVerbHasHelpWithAnExample) {
                                              {"cron", "next"},
                                              {"db"},
                                              {"db", "migrate"},
+                                             {"db", "prune"},
                                              {"serve"},
                                              {"tasks"},
                                              {"trigger"},

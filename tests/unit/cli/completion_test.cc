@@ -86,10 +86,11 @@ TEST(CompletionTest, EveryScriptNamesEveryVerbAndOption) {
   for (const char* shell : {"bash", "zsh", "fish"}) {
     const std::string script = Script(shell);
     for (const char* word :
-         {"cron",    "next",     "db",           "migrate",     "serve",   "tasks",      "trigger",
-          "cancel",  "config",   "check",        "runs",        "logs",    "completion", "--url",
-          "--token", "--follow", "--wait",       "--timeout",   "--watch", "--limit",    "--before",
-          "--json",  "--tz",     "--log-format", "--ready-file"}) {
+         {"cron",         "next",    "db",          "migrate",  "serve",  "tasks",
+          "trigger",      "cancel",  "config",      "check",    "runs",   "logs",
+          "completion",   "--url",   "--token",     "--follow", "--wait", "--timeout",
+          "--watch",      "--limit", "--before",    "--json",   "--tz",   "--log-format",
+          "--ready-file", "prune",   "--older-than"}) {
       const std::string name = std::string(word).starts_with("--") && std::string(shell) == "fish"
                                    ? "-l " + std::string(word).substr(2)
                                    : std::string(word);
@@ -116,6 +117,8 @@ TEST(CompletionTest, BashCompletesVerbsOptionsAndValues) {
   EXPECT_EQ(BashCompletes(script, "stagehand tasks --url "), "\n");
   EXPECT_EQ(BashCompletes(script, "stagehand tasks --json --pl"), "--plugin\n");
   EXPECT_EQ(BashCompletes(script, "stagehand --help c"), "cron cancel config completion\n");
+  EXPECT_EQ(BashCompletes(script, "stagehand db p"), "prune\n");
+  EXPECT_EQ(BashCompletes(script, "stagehand db prune --inc"), "--include-backstage-only\n");
 }
 
 TEST(CompletionTest, ZshScriptParses) {
