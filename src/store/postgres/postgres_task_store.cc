@@ -541,6 +541,12 @@ Status PostgresTaskStore::WarmUp() {
         return ErrorOf("warm-up", result);
       }
     }
+    // Planning any statement on the history loads its table's and indexes' catalog entries.
+    if (history) {
+      if (PgResult result = connection.Execute(h.get_run, one_id); !result.ok()) {
+        return ErrorOf("warm-up", result);
+      }
+    }
     connection.MarkWarmed();
     return Status::Ok();
   });

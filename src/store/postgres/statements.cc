@@ -742,14 +742,14 @@ const Statements& TaskStatements() {
 const HistoryStatements& RunStatements() {
   static const HistoryTexts* const texts = new HistoryTexts();
   static const HistoryStatements statements{
-      .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str(), true},
+      .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str()},
       .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str(), true},
       .sweep = {20, "stagehand_sweep_history", texts->sweep.c_str(), true},
       .poll_and_sweep = {21, "stagehand_poll_and_sweep_history", texts->poll_and_sweep.c_str(),
                          true},
       .poll_changed_and_sweep = {22, "stagehand_poll_changed_and_sweep_history",
                                  texts->poll_changed_and_sweep.c_str(), true},
-      .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str(), true},
+      .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str()},
       .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str(), true},
       .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str(), true},
       .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str(), true},
