@@ -203,7 +203,12 @@ TEST_F(CliVerbsTest, ACronCadenceIsShownWithItsZoneFromStagehandsListing) {
   EXPECT_EQ(stagehand["tasks"][0]["timeZone"], "Europe/Berlin");
   nlohmann::json backstage = nlohmann::json::parse(Get("/api/mail/.backstage/scheduler/v1/tasks"));
   EXPECT_FALSE(backstage["tasks"][0].contains("timeZone"));
+  // The task may run between the two requests: its states are compared by the REST tests.
   stagehand["tasks"][0].erase("timeZone");
+  for (nlohmann::json* listing : {&stagehand, &backstage}) {
+    (*listing)["tasks"][0].erase("taskState");
+    (*listing)["tasks"][0].erase("workerState");
+  }
   EXPECT_EQ(stagehand, backstage);
 
   Outcome table = Cli({"tasks", "--plugin", "mail"}, kToken);
