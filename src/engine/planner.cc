@@ -506,15 +506,14 @@ Planner::PollOutcome Planner::ApplyPoll(DispatchPlan& plan, const PollResult& po
   return outcome;
 }
 
-std::vector<Planner::Candidate> Planner::ReserveClaims(std::vector<Candidate> candidates,
-                                                       std::vector<std::string>* tickets) {
+std::vector<Planner::Candidate> Planner::ReserveClaims(
+    std::vector<Candidate> candidates, const std::function<std::string()>& new_ticket,
+    std::vector<std::string>* tickets) {
   std::vector<Candidate> reserved;
-  if (shutting_down_) {
-    tickets->clear();
-    return reserved;
-  }
+  tickets->clear();
+  if (shutting_down_) return reserved;
   // Earliest due first; ties in an order of this host's own, so that hosts sharing a table reach
-  // for different rows first. Each candidate keeps its ticket through the sort.
+  // for different rows first.
   std::vector<std::size_t> order(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     order[i] = i;
@@ -525,19 +524,17 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(std::vector<Candidate> ca
     return std::tie(candidates[a].due, candidates[a].tie) <
            std::tie(candidates[b].due, candidates[b].tie);
   });
-  std::vector<std::string> reserved_tickets;
-  reserved.reserve(candidates.size());
   for (std::size_t i : order) {
     // The others stay due and known: the next round (when a slot frees) claims them.
     if (!TakeSlot()) break;
     PlannedTask& task = *candidates[i].task;
+    std::string ticket = new_ticket();
     task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
-        std::hash<std::string>{}((*tickets)[i]);
+        std::hash<std::string>{}(ticket);
     candidates[i].trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
-    reserved_tickets.push_back(std::move((*tickets)[i]));
+    tickets->push_back(std::move(ticket));
     reserved.push_back(std::move(candidates[i]));
   }
-  *tickets = std::move(reserved_tickets);
   return reserved;
 }
 

@@ -271,10 +271,11 @@ class Planner {
   void PollFailed(const DispatchPlan& plan, MonoTime mono_ref);
 
   // Orders the candidates (earliest due first; ties in this host's own order), takes a run slot
-  // for as many as it can in that order, and returns those, recording `tickets[i]` (one per
-  // candidate, in the given order) as this host's claims. The others stay due: a slot freeing
-  // wakes the dispatcher. Nothing is reserved while shutting down.
+  // for as many as it can in that order, and returns those, with a ticket from `new_ticket` for
+  // each in `tickets` (same order), recorded as this host's claims. The others stay due: a slot
+  // freeing wakes the dispatcher. Nothing is reserved while shutting down.
   std::vector<Candidate> ReserveClaims(std::vector<Candidate> candidates,
+                                       const std::function<std::string()>& new_ticket,
                                        std::vector<std::string>* tickets);
   // The claim statement failed: gives the slots back and retries after the backoff.
   void ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now);

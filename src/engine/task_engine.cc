@@ -482,12 +482,10 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
 
 void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   std::vector<std::string> tickets;
-  tickets.reserve(candidates.size());
-  for (std::size_t i = 0; i < candidates.size(); ++i) tickets.push_back(NewUuidV4());
   std::vector<Planner::Candidate> reserved;
   {
     std::lock_guard lock(mu_);
-    reserved = planner_->ReserveClaims(std::move(candidates), &tickets);
+    reserved = planner_->ReserveClaims(std::move(candidates), NewUuidV4, &tickets);
     if (reserved.empty()) return;
     claiming_ = true;  // Shutdown waits for this claim, so it signals the runs it starts
   }

@@ -115,12 +115,9 @@ class PlannerTest : public ::testing::Test {
   std::vector<Planner::Started> Claim(Planner::DispatchPlan& plan, MonoTime now,
                                       std::vector<bool> won, std::vector<TaskPtr>* lost) {
     std::vector<std::string> tickets;
-    for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
-      tickets.push_back("ticket-" + plan.candidates[i].task->def.id + "-" +
-                        std::to_string(next_ticket_++));
-    }
-    std::vector<Planner::Candidate> reserved =
-        planner_->ReserveClaims(std::move(plan.candidates), &tickets);
+    std::vector<Planner::Candidate> reserved = planner_->ReserveClaims(
+        std::move(plan.candidates), [&] { return "ticket-" + std::to_string(next_ticket_++); },
+        &tickets);
     std::vector<ClaimResult> results;
     for (std::size_t i = 0; i < reserved.size(); ++i) {
       ClaimResult result;
@@ -650,7 +647,9 @@ TEST_F(PlannerTest, ShutdownSignalsEveryRunAndStartsNothingMore) {
   EXPECT_THAT(signalled, ElementsAre(run));
   EXPECT_EQ(run->reason, StopReason::kShutdown);
   std::vector<std::string> tickets = {"t"};
-  EXPECT_THAT(planner_->ReserveClaims(later, &tickets), IsEmpty());
+  EXPECT_THAT(planner_->ReserveClaims(
+                  later, [] { return std::string("t"); }, &tickets),
+              IsEmpty());
   Planner::TimerActions actions;
   bool kick = false;
   planner_->TimerStep(kT0, kWall0, &actions, &kick);
