@@ -88,15 +88,8 @@ std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request)
 }
 
 HttpResponse RunHistoryRouter::ListTasks(const HttpRequest& request) const {
-  Result<std::vector<TaskListing>> listings = scheduler_->ListTasks();
-  if (!listings.ok()) {
-    return ErrorResponse(listings.status(), request, *logger_);
-  }
-  HttpResponse response;
-  response.status = 200;
-  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  response.body = http_internal::TaskListingJson(plugin_id_, *listings, /*time_zones=*/true);
-  return response;
+  return http_internal::TaskListingResponse(request, *scheduler_, plugin_id_, *logger_,
+                                            /*time_zones=*/true);
 }
 
 HttpResponse RunHistoryRouter::ListRuns(const HttpRequest& request,

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stagehand/http/error_response.h"
+
 namespace stagehand::http_internal {
 namespace {
 
@@ -46,6 +48,19 @@ std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskLi
   }
   body += "]}";
   return body;
+}
+
+HttpResponse TaskListingResponse(const HttpRequest& request, SchedulerService& scheduler,
+                                 std::string_view plugin_id, Logger& logger, bool time_zones) {
+  Result<std::vector<TaskListing>> listings = scheduler.ListTasks();
+  if (!listings.ok()) {
+    return ErrorResponse(listings.status(), request, logger);
+  }
+  HttpResponse response;
+  response.status = 200;
+  response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  response.body = TaskListingJson(plugin_id, *listings, time_zones);
+  return response;
 }
 
 }  // namespace stagehand::http_internal

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "stagehand/base/logger.h"
+#include "stagehand/http/http_message.h"
 #include "stagehand/service/scheduler.h"
 
 namespace stagehand::http_internal {
@@ -16,5 +18,10 @@ namespace stagehand::http_internal {
 // zone of its cron cadence, null for other cadences.
 std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskListing>& listings,
                             bool time_zones);
+
+// Answers `request` for the listing of `scheduler`'s tasks (TaskListingJson), or with the error
+// that listing them gave. Called on a handler thread.
+HttpResponse TaskListingResponse(const HttpRequest& request, SchedulerService& scheduler,
+                                 std::string_view plugin_id, Logger& logger, bool time_zones);
 
 }  // namespace stagehand::http_internal
