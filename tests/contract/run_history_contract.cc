@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -592,10 +593,14 @@ TEST_F(RunHistoryContractTest, TwoStoresOnOneDatabaseShareOneHistory) {
   history_->SetLimits(limits);
   other->history()->SetLimits(limits);
 
+  // The hosts go in step, a run each, so that no run is overtaken by more than the trim window
+  // looks back over before it ends (a run that is, is left to the age limit by design).
   constexpr int kRunsPerHost = 30;
   const WallTime base = Millis(Now()) - hours(1);
+  std::barrier in_step(2);
   const auto host = [&](RunHistory* history, int host_index) {
     for (int i = 0; i < kRunsPerHost; ++i) {
+      in_step.arrive_and_wait();
       const std::string run_id = "h" + std::to_string(host_index) + "-" + std::to_string(i);
       const WallTime started = base + milliseconds(10 * (2 * i + host_index));
       const std::vector<RunStart> starts = {RunStart{run_id, "shared", Origin(), started}};
