@@ -512,17 +512,19 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
   std::vector<Candidate> reserved;
   tickets->clear();
   if (shutting_down_) return reserved;
-  // Earliest due first; ties in an order of this host's own, so that hosts sharing a table reach
-  // for different rows first.
+  // Earliest due first, by ClaimOrderGrain; within a grain in an order of this host's own, so
+  // that hosts sharing a table reach for different rows first (in exact due order, every host
+  // would reach for the same oldest rows, and all but one would lose each claim).
   std::vector<std::size_t> order(candidates.size());
+  std::vector<std::optional<WallTime>> grains(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     order[i] = i;
     candidates[i].tie =
         std::hash<std::string>{}(candidates[i].task->def.id) ^ options_.claim_order_salt;
+    if (candidates[i].due) grains[i] = std::chrono::floor<ClaimOrderGrain>(*candidates[i].due);
   }
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(candidates[a].due, candidates[a].tie) <
-           std::tie(candidates[b].due, candidates[b].tie);
+    return std::tie(grains[a], candidates[a].tie) < std::tie(grains[b], candidates[b].tie);
   });
   for (std::size_t i : order) {
     // The others stay due and known: the next round (when a slot frees) claims them.

@@ -146,6 +146,10 @@ class RunSlots {
   virtual bool Available() = 0;
 };
 
+// The resolution at which due candidates are claimed earliest first (ReserveClaims); within one,
+// each host has its own order.
+using ClaimOrderGrain = std::chrono::duration<std::int64_t, std::deci>;  // 100 ms
+
 // Returns the task function's view of a stopped run's end ("timed out after 2s"); empty for kNone.
 std::string StopOutcome(StopReason reason, std::chrono::milliseconds timeout);
 

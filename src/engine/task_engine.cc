@@ -361,6 +361,7 @@ MonoTime TaskEngine::DispatcherStep() {
       }
     }
   }
+  ReleasePending();
   Planner::DispatchPlan plan;
   bool prune = false;
   std::vector<std::string> refresh;
@@ -631,7 +632,7 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   if (!ours) {
     // No release carries the end: the history gets it on its own.
     QueueHistory(std::nullopt, RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
-    FinishGlobalRun(ended);
+    FinishGlobalRuns({&ended, 1});
     return;
   }
   EnqueueRelease(std::move(ended));
@@ -641,22 +642,21 @@ void TaskEngine::EnqueueRelease(PendingRelease release) {
   {
     std::lock_guard lock(release_mu_);
     pending_releases_.push_back(std::move(release));
-    if (releasing_) return;
-    releasing_ = true;
   }
+  {
+    std::lock_guard lock(mu_);
+    KickLocked(/*timer=*/false, /*dispatcher=*/true);
+  }
+  cv_.notify_all();
+}
+
+void TaskEngine::ReleasePending() {
   std::vector<PendingRelease> batch;
-  while (true) {
-    batch.clear();
-    {
-      std::lock_guard lock(release_mu_);
-      if (pending_releases_.empty()) {
-        releasing_ = false;
-        return;
-      }
-      batch.swap(pending_releases_);
-    }
-    ReleaseBatch(batch);
+  {
+    std::lock_guard lock(release_mu_);
+    batch.swap(pending_releases_);
   }
+  if (!batch.empty()) ReleaseBatch(batch);
 }
 
 void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
@@ -715,23 +715,28 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
     }
   }
   for (RunEnd& end : unreleased_ends) QueueHistory(std::nullopt, std::move(end));
-  for (const PendingRelease& ended : batch) FinishGlobalRun(ended);
+  FinishGlobalRuns(batch);
 }
 
-void TaskEngine::FinishGlobalRun(const PendingRelease& ended) {
-  bool finished = false;
+void TaskEngine::FinishGlobalRuns(std::span<const PendingRelease> ended) {
+  std::vector<bool> finished(ended.size());
   {
     std::lock_guard lock(mu_);
-    finished = planner_->FinishGlobalRun(*ended.task, ended.run, ended.row_version, ended.row_next,
-                                         ended.row_wake_at);
-    --runs_in_flight_;
-    --runs_outside_fn_;
+    for (std::size_t i = 0; i < ended.size(); ++i) {
+      const PendingRelease& run = ended[i];
+      finished[i] = planner_->FinishGlobalRun(*run.task, run.run, run.row_version, run.row_next,
+                                              run.row_wake_at);
+    }
+    runs_in_flight_ -= static_cast<int>(ended.size());
+    runs_outside_fn_ -= static_cast<int>(ended.size());
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  ReportRunEnd(ended.info, ended.duration, ended.finish);
-  const std::string& id = ended.task->def.id;
-  if (finished) logger_->Info("Task worker finished: " + id, {{"task", id}});
+  for (std::size_t i = 0; i < ended.size(); ++i) {
+    ReportRunEnd(ended[i].info, ended[i].duration, ended[i].finish);
+    const std::string& id = ended[i].task->def.id;
+    if (finished[i]) logger_->Info("Task worker finished: " + id, {{"task", id}});
+  }
 }
 
 void TaskEngine::ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
@@ -917,6 +922,7 @@ void TaskEngine::Shutdown() {
     std::unique_lock lock(jobs_->mu);
     jobs_->cv.wait(lock, [&] { return jobs_->active == 0; });
   }
+  ReleasePending();  // runs that returned after the dispatcher stopped
   {
     std::lock_guard lock(mu_);
     runtime_ = nullptr;  // runs that end from here on wake nothing

@@ -4,22 +4,24 @@
 // below is the Planner's (planner.h); this class is its shell: the lock, the store calls, the
 // executor, the logs and the observer.
 //
-// - The dispatcher lane does all database work for global tasks. It knows each waiting task's
-//   row (version, next start) from its registration, its own releases and polls; a due task whose
-//   row it knows is claimed directly (the claim requires that version, so a row changed since is
-//   never run on stale settings), and only the tasks whose row may have changed unseen (an event,
-//   a trigger, a lost claim) are polled, in one statement, before claiming. Claims of tasks due
-//   together go out in one statement, for as many as it has free executor slots; another host's
-//   announced claim tells it the row is held until that host's release is announced. A safety-net
-//   poll of every waiting task (with the janitor sweep folded in) catches writers that do not
-//   notify; while the store notifies and those polls find nothing unannounced, it backs off up to
-//   EngineOptions::max_poll_interval. It also renews the leases of this host's runs. It is next
-//   due at the earliest due time it knows of, the next renewal, the safety-net poll, or when an
-//   event wakes it: an in-process registration, trigger or cancel, or a store notification
-//   (PostgreSQL NOTIFY).
+// - The dispatcher lane does all database work for global tasks. It releases the runs that ended
+//   since its last step, in one statement, before anything else, so the slots they free are claimed
+//   together in the same step. It knows each waiting task's row (version, next start) from its
+//   registration, its own releases and polls; a due task whose row it knows is claimed directly
+//   (the claim requires that version, so a row changed since is never run on stale settings), and
+//   only the tasks whose row may have changed unseen (an event, a trigger, a lost claim) are
+//   polled, in one statement, before claiming. Claims of tasks due together go out in one
+//   statement, for as many as it has free run slots; another host's announced claim tells it the
+//   row is held until that host's release is announced. A safety-net poll of every waiting task
+//   (with the janitor sweep folded in) catches writers that do not notify; while the store notifies
+//   and those polls find nothing unannounced, it backs off up to EngineOptions::max_poll_interval.
+//   It also renews the leases of this host's runs. It is next due at the earliest due time it knows
+//   of, the next renewal, the safety-net poll, or when an event wakes it: an in-process
+//   registration, trigger or cancel, or a store notification (PostgreSQL NOTIFY).
 // - The timer lane does no I/O: it starts local runs when due, signals runs at their timeout, and
 //   fences runs whose lease could not be renewed in time, so a slow database never delays them.
-// - Task functions run on a bounded executor; each run releases its own ticket when it returns.
+// - Task functions run on a bounded executor; a run's job hands its end to the dispatcher, which
+//   releases the ticket, and returns, so its executor slot frees at once.
 //
 // A run never outlives its claim: the claim of a run whose function has not returned is renewed
 // past its timeout (the run is overdue, and reported so), so no host can start the task again
@@ -30,12 +32,12 @@
 // Shutdown order (Shutdown(), also run by the destructor):
 //   1. stop claiming and stop starting local runs (leases of running tasks keep being renewed);
 //   2. signal every running task's stop token;
-//   3. wait up to EngineOptions::shutdown_grace for the runs to return (each releases its ticket,
-//      so other hosts can take over at once), then signal the kill token of those still going and
-//      wait up to a fifth of a lease more;
+//   3. wait up to EngineOptions::shutdown_grace for the runs to return (the dispatcher releases
+//      their tickets, so other hosts can take over at once), then signal the kill token of those
+//      still going and wait up to a fifth of a lease more;
 //   4. stop the dispatcher and timer lanes and the store subscription (a run still going then is
 //      one whose function ignores both tokens: it is no longer renewed, and ends with the process);
-//   5. join the executor threads.
+//   5. wait for the executor's jobs, and release the runs that ended after the dispatcher stopped.
 #pragma once
 
 #include <atomic>
@@ -44,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -153,13 +156,14 @@ class TaskEngine final : public DrivenEngine {
     std::optional<WallTime> row_next;
     MonoTime row_wake_at = kMonoInfinity;
   };
-  // Queues `release`; unless another run's thread is already releasing, releases every queued run
-  // (one ReleaseMany per round) until the queue is empty. So a lone release goes out at once, and
-  // runs that end while a release is in flight go out together in the next statement.
+  // Queues `release` for the dispatcher and wakes it (any thread).
   void EnqueueRelease(PendingRelease release);
+  // Releases every queued run in one ReleaseMany (the dispatcher, or Shutdown once it stopped).
+  void ReleasePending();
   void ReleaseBatch(std::vector<PendingRelease>& batch);
-  // Marks the run ended in the planner and reports it.
-  void FinishGlobalRun(const PendingRelease& ended);
+  // Marks the runs ended in the planner, under one lock and with one wake-up of the dispatcher
+  // (which then sees every freed slot at once and claims them in one statement), and reports them.
+  void FinishGlobalRuns(std::span<const PendingRelease> ended);
   void ExecuteLocalRun(TaskPtr task, RunPtr run);
   // Runs `body` (a run's job) on the runtime's executor, counted in jobs_.
   void SubmitRun(std::function<void()> body);
@@ -237,11 +241,10 @@ class TaskEngine final : public DrivenEngine {
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
 
-  // Finished global runs not yet released, and whether a run's thread is releasing them. Guarded by
-  // release_mu_, which is never held together with mu_.
+  // Finished global runs not yet released. Guarded by release_mu_, which is never held together
+  // with mu_.
   std::mutex release_mu_;
   std::vector<PendingRelease> pending_releases_;
-  bool releasing_ = false;
 
   std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
   RunHistory* history_ = nullptr;  // the store's; null without a store or history

@@ -65,10 +65,12 @@ EngineTask Def(std::string id, std::string cadence, TaskScope scope = TaskScope:
 
 class PlannerTest : public ::testing::Test {
  protected:
-  void Start(EngineOptions engine = Options(), int process_slots = 100) {
+  void Start(EngineOptions engine = Options(), int process_slots = 100,
+             std::size_t claim_order_salt = 0) {
     slots_ = std::make_unique<FakeSlots>(process_slots);
     Planner::Options options;
     options.engine = engine;
+    options.claim_order_salt = claim_order_salt;
     options.has_store = true;
     options.store_notifies = true;
     planner_ = std::make_unique<Planner>(options, *slots_, kT0);
@@ -349,6 +351,39 @@ TEST_F(PlannerTest, CandidatesAreClaimedEarliestDueFirstAsFarAsSlotsGo) {
   EXPECT_FALSE(planner_->DispatcherHasWork(now)) << "no slot: nothing to do until one frees";
   EXPECT_EQ(planner_->NextDispatcherWake(), started[0].run->renew_at)
       << "only the renewals are due; the waiting task does not spin the dispatcher";
+}
+
+// Saturated hosts sharing a table: if each reached for the oldest due rows first, all would send
+// claims for the same rows and all but one would lose each. Within ClaimOrderGrain each host keeps
+// an order of its own; an older grain still goes first.
+TEST_F(PlannerTest, HostsReachForDifferentRowsDueWithinAGrainButOlderGrainsFirst) {
+  EngineOptions options = Options();
+  options.poll_interval = hours(1);
+  options.max_concurrency = 4;
+  const auto first_claims = [&](std::size_t salt) {
+    Start(options, /*process_slots=*/100, salt);
+    Register(Def("overdue", "PT1M"), kWall0 - seconds(1), 1);
+    for (int i = 0; i < 12; ++i) {
+      Register(Def("t" + std::to_string(i), "PT1M"), kWall0 + milliseconds(5 * i), 1);
+    }
+    FirstQuietPoll();
+    const MonoTime now = kT0 + milliseconds(90);
+    Planner::DispatchPlan plan = planner_->PlanDispatch(now);
+    EXPECT_EQ(plan.candidates.size(), 13u);
+    std::vector<TaskPtr> lost;
+    std::vector<std::string> ids;
+    for (const Planner::Started& run : Claim(plan, now, {}, &lost)) ids.push_back(run.task->def.id);
+    return ids;
+  };
+  const std::vector<std::string> host_a = first_claims(0x9e3779b97f4a7c15u);
+  const std::vector<std::string> host_b = first_claims(0x5bd1e9955bd1e995u);
+  ASSERT_EQ(host_a.size(), 4u);
+  ASSERT_EQ(host_b.size(), 4u);
+  EXPECT_EQ(host_a[0], "overdue");
+  EXPECT_EQ(host_b[0], "overdue");
+  EXPECT_NE(host_a, host_b) << "both hosts reached for the same rows";
+  EXPECT_NE(host_a, (std::vector<std::string>{"overdue", "t0", "t1", "t2"}))
+      << "rows of one grain were taken in exact due order";
 }
 
 TEST_F(PlannerTest, TheProcessWideSlotsBoundClaimsAcrossPlugins) {
