@@ -13,6 +13,7 @@
 #include "store/next_run.h"
 #include "store/prune_rule.h"
 #include "store/run_history_support.h"
+#include "store/task_pause.h"
 
 namespace stagehand::testing {
 
@@ -246,14 +247,27 @@ class MemoryNotifications final : public Notifications {
   std::shared_ptr<MemoryTaskTable::Listener> listener_;
 };
 
+// Clears a row's ticket and run times, recording nothing (a resumed pause).
+void ClearTicket(TaskRow& row) {
+  row.current_run_ticket.reset();
+  row.current_run_started_at.reset();
+  row.current_run_expires_at.reset();
+}
+
 // Resets every run whose expiry has passed, closing its history as lost, and returns the reset
-// ids (the janitor, §7).
-std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap& runs,
-                                   WallTime now) {
+// ids (the janitor, §7). Expired pauses are cleared without a record, their ids appended to
+// `resumed`.
+std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap& runs, WallTime now,
+                                   std::vector<std::string>& resumed) {
   std::vector<std::string> swept;
   const std::string timed_out = ErrorJson("Task timed out");
   for (auto& [id, row] : rows) {
     if (row.current_run_expires_at && *row.current_run_expires_at < now) {
+      if (row.current_run_ticket && store_internal::IsPausedTicket(*row.current_run_ticket)) {
+        ClearTicket(row);
+        resumed.push_back(id);
+        continue;
+      }
       if (row.current_run_ticket) {
         LoseRun(runs, store_internal::RunIdOfTicket(*row.current_run_ticket), now, timed_out);
       }
@@ -428,14 +442,16 @@ Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool 
   const WallTime now = DatabaseTime();
   PollResult result;
   result.db_now = now;
+  std::vector<std::string> resumed;
   std::vector<std::optional<TaskRow>> found(ids.size());
   table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
-    if (sweep_expired) result.swept_ids = SweepRows(rows, runs, now);
+    if (sweep_expired) result.swept_ids = SweepRows(rows, runs, now, resumed);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (auto it = rows.find(ids[i]); it != rows.end()) found[i] = it->second;
     }
   });
   table_->Publish(EventsFor(StoreEvent::Kind::kSweep, result.swept_ids));
+  table_->Publish(EventsFor(StoreEvent::Kind::kRelease, resumed));
 
   result.entries.reserve(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -587,6 +603,10 @@ Status MemoryTaskStore::Trigger(const std::string& id) {
   Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
+    if (it->second.current_run_ticket &&
+        store_internal::IsPausedTicket(*it->second.current_run_ticket)) {
+      return store_internal::PausedError(id);
+    }
     if (it->second.current_run_ticket) {
       return ConflictError(fmt::format("Task {} is currently running", id));
     }
@@ -606,7 +626,8 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
         return it->second;
       });
   if (!read) return NotFoundError(fmt::format("Task {} does not exist", id));
-  if (!read->current_run_ticket || read->current_run_ticket->empty()) {
+  if (!read->current_run_ticket || read->current_run_ticket->empty() ||
+      store_internal::IsPausedTicket(*read->current_run_ticket)) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->settings_json);
@@ -633,14 +654,52 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
   return Status::Ok();
 }
 
+Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, now));
+  Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
+    TaskRow& row = it->second;
+    if (row.current_run_ticket && !store_internal::IsPausedTicket(*row.current_run_ticket)) {
+      return ConflictError(fmt::format("Task {} is currently running", id));
+    }
+    row.current_run_ticket = PausedTicket(request);
+    row.current_run_started_at = now;
+    row.current_run_expires_at = request.until;
+    return Status::Ok();
+  });
+  if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
+  return status;
+}
+
+Status MemoryTaskStore::Resume(const std::string& id) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
+    TaskRow& row = it->second;
+    if (!row.current_run_ticket || !store_internal::IsPausedTicket(*row.current_run_ticket)) {
+      return store_internal::NotPausedError(id);
+    }
+    ClearTicket(row);
+    return Status::Ok();
+  });
+  if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
+  return status;
+}
+
 Result<std::vector<std::string>> MemoryTaskStore::SweepExpired() {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
+  std::vector<std::string> resumed;
   std::vector<std::string> swept =
       table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
-        return SweepRows(rows, runs, now);
+        return SweepRows(rows, runs, now, resumed);
       });
   table_->Publish(EventsFor(StoreEvent::Kind::kSweep, swept));
+  table_->Publish(EventsFor(StoreEvent::Kind::kRelease, resumed));
   return swept;
 }
 

@@ -762,6 +762,142 @@ TEST_F(TaskStoreContractTest, CannotCancelATaskThatIsNotRunning) {
   EXPECT_EQ(Row("idle"), idle);
 }
 
+// --- Pause and resume (ADR 0013) --------------------------------------------------------------
+
+PauseRequest PauseBy(std::string by, std::string reason,
+                     std::optional<WallTime> until = std::nullopt) {
+  return PauseRequest{std::move(by), std::move(reason), until};
+}
+
+TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
+  Upsert("paused", Schedule("PT10M"));
+  ASSERT_EQ(ReadinessOf("paused"), Readiness::kReady);
+  const TaskRow idle = Row("paused");
+  const WallTime before = Now();
+  const Status paused = store_->Pause("paused", PauseBy("alice", "disk \"full\"\nagain"));
+  const WallTime after = Now();
+  ASSERT_TRUE(paused.ok()) << paused.ToString();
+
+  const TaskRow row = Row("paused");
+  ASSERT_TRUE(row.current_run_ticket.has_value());
+  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausedPrefix)) << *row.current_run_ticket;
+  EXPECT_TRUE(Within(row.current_run_started_at, before, after));
+  EXPECT_FALSE(row.current_run_expires_at.has_value()) << "no janitor may clear it";
+  EXPECT_EQ(row.next_run_start_at, idle.next_run_start_at);
+  EXPECT_EQ(row.settings_json, idle.settings_json);
+  EXPECT_EQ(row.last_run_ended_at, idle.last_run_ended_at);
+  const std::optional<TaskPause> pause = PauseOf(row);
+  ASSERT_TRUE(pause.has_value());
+  EXPECT_EQ(pause->by, "alice");
+  EXPECT_EQ(pause->reason, "disk \"full\"\nagain");
+  EXPECT_EQ(pause->since, *row.current_run_started_at);
+  EXPECT_FALSE(pause->until.has_value());
+
+  EXPECT_EQ(ReadinessOf("paused"), Readiness::kNotReady);
+  EXPECT_FALSE(Claim("paused", "t1"));
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+  EXPECT_EQ(Row("paused"), row);
+}
+
+TEST_F(TaskStoreContractTest, APauseOfAPausedTaskReplacesItsReasonAndUntil) {
+  Upsert("again", Schedule("PT10M"));
+  ASSERT_TRUE(store_->Pause("again", PauseBy("alice", "first")).ok());
+  const WallTime until = WholeSeconds(Now()) + hours(2);
+  ASSERT_TRUE(store_->Pause("again", PauseBy("bob", "second", until)).ok());
+  const std::optional<TaskPause> pause = PauseOf(Row("again"));
+  ASSERT_TRUE(pause.has_value());
+  EXPECT_EQ(pause->by, "bob");
+  EXPECT_EQ(pause->reason, "second");
+  EXPECT_EQ(pause->until, until);
+}
+
+TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
+  Status status = store_->Pause("nope", PauseBy("alice", ""));
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "Task nope does not exist");
+  EXPECT_FALSE(fixture_->GetRawRow("nope").has_value());
+
+  Upsert("busy", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("busy", "t1"));
+  const TaskRow running = Row("busy");
+  status = store_->Pause("busy", PauseBy("alice", ""));
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task busy is currently running");
+  EXPECT_EQ(Row("busy"), running);
+
+  Upsert("idle", Schedule("PT10M"));
+  const TaskRow idle = Row("idle");
+  status = store_->Pause("idle", PauseBy("alice", "", Now() - minutes(1)));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "Invalid pause: 'until' is not in the future");
+  status = store_->Pause("idle", PauseBy("alice", std::string(kMaxPauseTextBytes + 1, 'x')));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "Invalid pause: 'reason' is longer than 1024 bytes");
+  EXPECT_EQ(Row("idle"), idle);
+}
+
+TEST_F(TaskStoreContractTest, ResumeClearsThePauseAndKeepsTheNextStart) {
+  Upsert("resumed", Schedule("PT10M"));
+  const TaskRow idle = Row("resumed");
+  ASSERT_TRUE(store_->Pause("resumed", PauseBy("alice", "maintenance")).ok());
+  const Status resumed = store_->Resume("resumed");
+  ASSERT_TRUE(resumed.ok()) << resumed.ToString();
+  EXPECT_EQ(Row("resumed"), idle);
+  EXPECT_EQ(ReadinessOf("resumed"), Readiness::kReady) << "a slot missed while paused runs at once";
+
+  Status status = store_->Resume("resumed");
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task resumed is not paused");
+  ASSERT_TRUE(Claim("resumed", "t1"));
+  status = store_->Resume("resumed");
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task resumed is not paused");
+  status = store_->Resume("nope");
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), "Task nope does not exist");
+}
+
+TEST_F(TaskStoreContractTest, TriggersAndCancelsOfAPausedTaskAreConflictsThatSaySo) {
+  Upsert("held", Schedule("PT10M", "PT1H"));
+  ASSERT_TRUE(store_->Pause("held", PauseBy("alice", "")).ok());
+  const TaskRow paused = Row("held");
+  Status status = store_->Trigger("held");
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task held is paused");
+  status = store_->Cancel("held", minutes(1));
+  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_EQ(status.message(), "Task held is not running");
+  EXPECT_EQ(Row("held"), paused);
+}
+
+TEST_F(TaskStoreContractTest, APauseUntilAnInstantEndsThenWithoutRecordingARun) {
+  Upsert("until", Schedule("PT10M"));
+  Upsert("until-polled", Schedule("PT10M"));
+  const TaskRow idle = Row("until");
+  const WallTime until = Now() + milliseconds(150);
+  ASSERT_TRUE(store_->Pause("until", PauseBy("alice", "", until)).ok());
+  ASSERT_TRUE(store_->Pause("until-polled", PauseBy("alice", "", until)).ok());
+  EXPECT_EQ(Row("until").current_run_expires_at, std::chrono::floor<milliseconds>(until));
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+  EXPECT_TRUE(PauseOf(Row("until")).has_value());
+
+  fixture_->LetTimePass(milliseconds(200));
+  swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty()) << "an ended pause is not a lost run";
+  EXPECT_EQ(Row("until"), idle) << "no end, no error recorded";
+  const PollResult poll = Poll({"until-polled"}, /*sweep=*/true);
+  ASSERT_EQ(poll.entries.size(), 1u);
+  EXPECT_EQ(poll.entries[0].readiness, Readiness::kReady);
+  EXPECT_TRUE(poll.swept_ids.empty());
+  EXPECT_FALSE(Row("until-polled").current_run_ticket.has_value());
+  EXPECT_FALSE(Row("until-polled").last_run_error_json.has_value());
+}
+
 // --- PluginTaskSchedulerJanitor.test.ts and sweeps ------------------------------------------
 
 TEST_F(TaskStoreContractTest, JanitorResetsRunsWhoseExpiryHasPassed) {
@@ -1288,6 +1424,12 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
   EXPECT_TRUE(inbox.WaitFor(Kind::kSweep, "note-expired"));
+
+  Upsert("note-paused", schedule);
+  ASSERT_TRUE(store_->Pause("note-paused", PauseRequest{"alice", "", std::nullopt}).ok());
+  EXPECT_TRUE(inbox.WaitFor(Kind::kUpsert, "note-paused"));
+  ASSERT_TRUE(store_->Resume("note-paused").ok());
+  EXPECT_TRUE(inbox.WaitFor(Kind::kRelease, "note-paused"));
 
   ASSERT_TRUE(store_->Delete("note").ok());
   EXPECT_TRUE(inbox.WaitFor(Kind::kDelete, "note"));

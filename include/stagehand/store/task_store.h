@@ -52,6 +52,35 @@ inline constexpr std::string_view kCancelRequestedPrefix = "cancel:";
 // Returns the ticket a cancel writes for the run holding `ticket`.
 std::string CancelRequestedTicket(std::string_view ticket);
 
+// A task paused by an operator (docs/adr/0013-pausing-a-task-in-backstages-row.md) holds this
+// prefix followed by the pause as JSON ({"by":…,"reason":…}) as its ticket, current_run_started_at
+// = when it was paused and current_run_expires_at = when it resumes by itself (NULL: when resumed).
+// No worker, stagehand's or Backstage's, claims a row that holds a ticket; no janitor clears one
+// without an expiry; stagehand's sweep clears an expired pause without recording a run's end.
+inline constexpr std::string_view kPausedPrefix = "paused:";
+
+// Who paused a task and why (at most kMaxPauseTextBytes each), and until when (none: until it is
+// resumed).
+struct PauseRequest {
+  std::string by;
+  std::string reason;
+  std::optional<WallTime> until;
+};
+inline constexpr std::size_t kMaxPauseTextBytes = 1024;
+
+// A row's pause, read back.
+struct TaskPause {
+  std::string by;
+  std::string reason;
+  WallTime since{};
+  std::optional<WallTime> until;
+};
+
+// Returns the ticket a pause writes.
+std::string PausedTicket(const PauseRequest& request);
+// Returns the pause `row` holds, or nullopt if it is not paused.
+std::optional<TaskPause> PauseOf(const TaskRow& row);
+
 // The outcome of RenewLease.
 enum class LeaseStatus {
   kHeld,             // the ticket holds the row; its expiry was extended
@@ -326,8 +355,20 @@ class TaskStore {
   virtual Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases);
 
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
-  // "Task {id} is currently running"; kUnavailable.
+  // "Task {id} is paused" or "Task {id} is currently running"; kUnavailable.
   virtual Status Trigger(const std::string& id) = 0;
+
+  // Pauses a task that has no run, or changes the pause of a paused one (ADR 0013): its ticket
+  // becomes PausedTicket(request), started = now, expires = request.until. Announced as an upsert.
+  // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";
+  // kInvalidArgument (a text too long, `until` not after the database's now); kUnavailable. The
+  // default is kUnimplemented.
+  virtual Status Pause(const std::string& id, const PauseRequest& request);
+
+  // Resumes a paused task: clears its ticket and run times (its next start is kept, so a slot
+  // missed while paused runs at once). Announced as a release. Errors: kNotFound "Task {id} does
+  // not exist"; kConflict "Task {id} is not paused"; kUnavailable. The default is kUnimplemented.
+  virtual Status Resume(const std::string& id);
 
   // Asks a task's current run to stop. Unlike Backstage's cancel (§4.9), which frees the row at
   // once, the row stays held until the run's owner releases it: the ticket is rewritten to
@@ -337,14 +378,16 @@ class TaskStore {
   // answers kConflict "is currently running" and no host can claim it. Cancelling a run already
   // marked succeeds and changes nothing (idempotent). Two round trips. Errors: kNotFound "Task
   // {id} does not exist"; kConflict "Task {id} is not running" (no ticket, or the run ended in
-  // between); kInvalidArgument if the row's settings do not parse (as Backstage); kUnavailable.
+  // between, or the task is paused); kInvalidArgument if the row's settings do not parse (as
+  // Backstage); kUnavailable.
   virtual Status Cancel(const std::string& id, std::chrono::milliseconds hold) = 0;
 
   // Resets every run whose expiry has passed (the janitor, §7), recording
   // {"name":"Error","message":"Task timed out"}; next_run_start_at is kept so the task is due
-  // again at once. Where the store keeps a history, the reset runs (by their tickets) are closed
-  // as lost with that error in the same round trip; so is every sweep of Poll and PollChanged.
-  // Returns the reset ids. Errors: kUnavailable.
+  // again at once. An expired pause is cleared too, recording nothing and left out of the
+  // returned ids (announced as a release). Where the store keeps a history, the reset runs (by
+  // their tickets) are closed as lost with that error in the same round trip; so is every sweep of
+  // Poll and PollChanged. Returns the reset ids. Errors: kUnavailable.
   virtual Result<std::vector<std::string>> SweepExpired() = 0;
 
   // Returns every row, ordered by id. Errors: kUnavailable.

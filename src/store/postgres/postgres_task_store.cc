@@ -22,6 +22,7 @@
 #include "store/postgres/statements.h"
 #include "store/run_history_support.h"
 #include "store/settings_cache.h"
+#include "store/task_pause.h"
 
 namespace stagehand {
 
@@ -115,6 +116,8 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
                        const std::optional<std::string>& error_json) override;
   Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
   Status Trigger(const std::string& id) override;
+  Status Pause(const std::string& id, const PauseRequest& request) override;
+  Status Resume(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   void SetCallTimeout(std::chrono::milliseconds timeout) override {
     pool_->SetCallTimeout(timeout);
@@ -791,8 +794,48 @@ Status PostgresTaskStore::Trigger(const std::string& id) {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
   if (!executed->result.GetBool(0, 1)) {
+    if (executed->result.GetBool(0, 3)) return store_internal::PausedError(id);
     return ConflictError(fmt::format("Task {} is currently running", id));
   }
+  return Status::Ok();
+}
+
+Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& request) {
+  // The database decides whether `until` is in the future; the texts are checked here.
+  PauseRequest texts = request;
+  texts.until.reset();
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(texts, WallTime{}));
+  PgParams params;
+  params.Add(id).Add(PausedTicket(request));
+  if (request.until) {
+    params.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*request.until)));
+  } else {
+    params.AddNull();
+  }
+  params.Add(channel_);
+  Result<Executed> executed = Run("pause", sql::TaskStatements().pause, params);
+  if (!executed.ok()) return executed.status();
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
+  if (!executed->result.GetBool(0, 0)) {
+    return NotFoundError(fmt::format("Task {} does not exist", id));
+  }
+  if (executed->result.GetBool(0, 3)) return store_internal::PauseUntilPassedError();
+  if (!executed->result.GetBool(0, 1)) {
+    return ConflictError(fmt::format("Task {} is currently running", id));
+  }
+  return Status::Ok();
+}
+
+Status PostgresTaskStore::Resume(const std::string& id) {
+  PgParams params;
+  params.Add(id).Add(channel_);
+  Result<Executed> executed = Run("resume", sql::TaskStatements().resume, params);
+  if (!executed.ok()) return executed.status();
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
+  if (!executed->result.GetBool(0, 0)) {
+    return NotFoundError(fmt::format("Task {} does not exist", id));
+  }
+  if (!executed->result.GetBool(0, 1)) return store_internal::NotPausedError(id);
   return Status::Ok();
 }
 
@@ -805,7 +848,9 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
   if (read->result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
   if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
   const std::optional<std::string> ticket = read->result.GetOptional(0, 1);
-  if (!ticket || ticket->empty()) return ConflictError(fmt::format("Task {} is not running", id));
+  if (!ticket || ticket->empty() || store_internal::IsPausedTicket(*ticket)) {
+    return ConflictError(fmt::format("Task {} is not running", id));
+  }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->result.Get(0, 0));
   if (!settings.ok()) {
     return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,

@@ -11,6 +11,7 @@ namespace stagehand::store_internal::pg_sql {
 
 // The history statements strip a cancel's mark from a ticket with this literal.
 static_assert(kCancelRequestedPrefix == "cancel:");
+static_assert(kPausedPrefix == "paused:");
 
 namespace {
 
@@ -101,14 +102,16 @@ std::string NotifyInChunks(int channel_param, std::string_view kind, std::string
 }
 
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
-// the error JSON bound at parameter $<error_param> and notifying on the channel at the next one.
-// With `history`, it also closes the swept runs' history rows as lost with that error: the expired
+// the error JSON bound at parameter $<error_param> and notifying on the channel at the next one,
+// and clears every expired pause (ADR 0013) without a record, announced as a release. Its
+// `paused` column tells the two apart: only the rows with `paused` false are reported as swept.
+// With `history`, it also closes the swept runs' history rows as lost with that error. The expired
 // rows are locked first (in id order) to read the tickets they hold.
 std::string SweptCte(int error_param, bool history) {
-  if (history) {
-    return fmt::format(R"sql(
+  std::string cte = fmt::format(R"sql(
 WITH expired AS (
-  SELECT id, current_run_ticket FROM backstage_backend_tasks__tasks
+  SELECT id, current_run_ticket, starts_with(current_run_ticket, 'paused:') AS paused
+  FROM backstage_backend_tasks__tasks
   WHERE current_run_expires_at < now()
   ORDER BY id
   FOR UPDATE
@@ -117,32 +120,25 @@ WITH expired AS (
   SET current_run_ticket = NULL,
       current_run_started_at = NULL,
       current_run_expires_at = NULL,
-      last_run_ended_at = now(),
-      last_run_error_json = ${0}::text
+      last_run_ended_at = CASE WHEN e.paused THEN t.last_run_ended_at ELSE now() END,
+      last_run_error_json = CASE WHEN e.paused THEN t.last_run_error_json ELSE ${0}::text END
   FROM expired AS e
   WHERE t.id = e.id
-  RETURNING t.id, e.current_run_ticket AS ticket, pg_notify(${1}::text, 'sweep:' || t.id)
-), lost AS (
+  RETURNING t.id, e.current_run_ticket AS ticket, e.paused,
+            pg_notify(${1}::text, CASE WHEN e.paused THEN 'release:' ELSE 'sweep:' END || t.id)
+))sql",
+                                error_param, error_param + 1);
+  if (history) {
+    cte += fmt::format(R"sql(, lost AS (
   UPDATE stagehand_task_runs
   SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
   WHERE ended_at IS NULL AND run_id IN (
     SELECT CASE WHEN starts_with(ticket, 'cancel:') THEN substr(ticket, 8) ELSE ticket END
-    FROM swept)
+    FROM swept WHERE NOT paused)
 ))sql",
-                       error_param, error_param + 1);
+                       error_param);
   }
-  return fmt::format(R"sql(
-WITH swept AS (
-  UPDATE backstage_backend_tasks__tasks
-  SET current_run_ticket = NULL,
-      current_run_started_at = NULL,
-      current_run_expires_at = NULL,
-      last_run_ended_at = now(),
-      last_run_error_json = ${}::text
-  WHERE current_run_expires_at < now()
-  RETURNING id, pg_notify(${}::text, 'sweep:' || id)
-))sql",
-                     error_param, error_param + 1);
+  return cte;
 }
 
 std::string PollChanged(bool sweep, bool history) {
@@ -158,7 +154,8 @@ std::string PollChanged(bool sweep, bool history) {
       sweep ? "(backstage_backend_tasks__tasks AS t LEFT JOIN swept AS s ON s.id = t.id)"
             : "backstage_backend_tasks__tasks AS t";
   const std::string swept_rows =
-      sweep ? "UNION ALL SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept"
+      sweep ? "UNION ALL SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept "
+              "WHERE NOT paused"
             : "";
   return fmt::format(R"sql({swept_cte}
 SELECT CASE WHEN t.id IS NULL THEN 'missing' ELSE 'task' END, k.id, t.settings_json,
@@ -195,7 +192,7 @@ FROM backstage_backend_tasks__tasks AS t
 LEFT JOIN swept AS s ON s.id = t.id
 WHERE t.id = ANY ($1::text[])
 UNION ALL
-SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept
+SELECT 'swept', id, NULL, NULL, NULL, NULL, NULL, now(), NULL FROM swept WHERE NOT paused
 UNION ALL
 SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
@@ -356,20 +353,8 @@ SELECT NULL, now(), {notify}, NULL, NULL
 
 // The janitor's sweep (sweep); with `history`, it closes the swept runs' history as lost.
 std::string Sweep(bool history) {
-  if (history) {
-    return SweptCte(1, true) + R"sql(
-SELECT id, now(), NULL FROM swept
-)sql";
-  }
-  return R"sql(
-UPDATE backstage_backend_tasks__tasks
-SET current_run_ticket = NULL,
-    current_run_started_at = NULL,
-    current_run_expires_at = NULL,
-    last_run_ended_at = now(),
-    last_run_error_json = $1::text
-WHERE current_run_expires_at < now()
-RETURNING id, now(), pg_notify($2::text, 'sweep:' || id)
+  return SweptCte(1, history) + R"sql(
+SELECT id, now(), NULL FROM swept WHERE NOT paused
 )sql";
 }
 
@@ -520,14 +505,44 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
 
   std::string trigger = R"sql(
 WITH target AS (
-  SELECT id FROM backstage_backend_tasks__tasks WHERE id = $1::text
+  SELECT id, current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = $1::text
 ), triggered AS (
   UPDATE backstage_backend_tasks__tasks
   SET next_run_start_at = now()
   WHERE id = $1::text AND current_run_ticket IS NULL
   RETURNING pg_notify($2::text, 'trigger:' || id)
 )
-SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM triggered) > 0, now()
+SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM triggered) > 0, now(),
+       coalesce((SELECT starts_with(current_run_ticket, 'paused:') FROM target), false)
+)sql";
+
+  std::string pause = R"sql(
+WITH target AS (
+  SELECT id FROM backstage_backend_tasks__tasks WHERE id = $1::text
+), paused AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET current_run_ticket = $2::text,
+      current_run_started_at = now(),
+      current_run_expires_at = $3::timestamptz
+  WHERE id = $1::text
+    AND (current_run_ticket IS NULL OR starts_with(current_run_ticket, 'paused:'))
+    AND ($3::timestamptz IS NULL OR $3::timestamptz > now())
+  RETURNING pg_notify($4::text, 'upsert:' || id)
+)
+SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM paused) > 0, now(),
+       coalesce($3::timestamptz <= now(), false)
+)sql";
+
+  std::string resume = R"sql(
+WITH target AS (
+  SELECT id FROM backstage_backend_tasks__tasks WHERE id = $1::text
+), resumed AS (
+  UPDATE backstage_backend_tasks__tasks
+  SET current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL
+  WHERE id = $1::text AND starts_with(current_run_ticket, 'paused:')
+  RETURNING pg_notify($2::text, 'release:' || id)
+)
+SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM resumed) > 0, now()
 )sql";
 
   std::string read_for_cancel = R"sql(
@@ -729,6 +744,8 @@ const Statements& TaskStatements() {
       .release = {5, "stagehand_release", texts->release.c_str()},
       .release_many = {17, "stagehand_release_many", texts->release_many.c_str()},
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
+      .pause = {35, "stagehand_pause", texts->pause.c_str()},
+      .resume = {36, "stagehand_resume", texts->resume.c_str()},
       .read_for_cancel = {7, "stagehand_read_for_cancel", texts->read_for_cancel.c_str()},
       .mark_cancelled = {15, "stagehand_mark_cancelled", texts->mark_cancelled.c_str()},
       .sweep = {8, "stagehand_sweep", texts->sweep.c_str()},

@@ -57,14 +57,19 @@ struct Statements {
   // $9 channel → id (NULL on the one row carrying only the clock), now(), (notify),
   // next_run_start_at, version; one row per released task
   PgStatement release_many;
-  // $1 id, $2 channel → exists, triggered, now()
+  // $1 id, $2 channel → exists, triggered, now(), paused
   PgStatement trigger;
+  // $1 id, $2 the pause's ticket, $3 until (NULL: none), $4 channel → exists, paused, now(),
+  // until not in the future (ADR 0013)
+  PgStatement pause;
+  // $1 id, $2 channel → exists, resumed, now()
+  PgStatement resume;
   // $1 id → settings_json, current_run_ticket, now()
   PgStatement read_for_cancel;
   // $1 id, $2 ticket, $3 the marked ticket, $4 hold ms, $5 channel → now() (no row: the ticket
   // no longer holds the row)
   PgStatement mark_cancelled;
-  // $1 timeout error JSON, $2 channel → id, now()
+  // $1 timeout error JSON, $2 channel → id, now(), NULL (expired pauses are cleared, not listed)
   PgStatement sweep;
   // → id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at,
   //   current_run_expires_at, last_run_error_json, last_run_ended_at, now()

@@ -157,7 +157,8 @@ inline constexpr std::string_view kSweepExpiredAt =
     "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
     "current_run_started_at = NULL, current_run_expires_at = NULL, "
     "last_run_ended_at = ?2, last_run_error_json = ?1 "
-    "WHERE current_run_expires_at < ?2 RETURNING id";
+    "WHERE current_run_expires_at < ?2 AND substr(current_run_ticket, 1, 7) IS NOT 'paused:' "
+    "RETURNING id";
 
 // ?1 task id, ?2 limit. Every run select reads these columns, in this order.
 inline constexpr std::string_view kListRuns =

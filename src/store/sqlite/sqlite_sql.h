@@ -134,7 +134,8 @@ inline constexpr std::string_view kSweepExpired =
     "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
     "current_run_started_at = NULL, current_run_expires_at = NULL, "
     "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), last_run_error_json = ?1 "
-    "WHERE current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now') RETURNING id";
+    "WHERE current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now') "
+    "AND substr(current_run_ticket, 1, 7) IS NOT 'paused:' RETURNING id";
 
 // ?1 id, ?2 ticket, ?3 modifier for the expiry (now + min(timeout, lease)).
 inline constexpr std::string_view kClaim =
@@ -178,6 +179,29 @@ inline constexpr std::string_view kTrigger =
     "WHERE id = ?1 AND current_run_ticket IS NULL";
 inline constexpr std::string_view kTaskExists =
     "SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = ?1";
+// ?1 id → the row's ticket (a row that exists).
+inline constexpr std::string_view kReadTicket =
+    "SELECT current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
+
+// ?1 id, ?2 the pause's ticket (PausedTicket), ?3 until (NULL: none). Pauses a row with no ticket,
+// or changes a paused row's pause (ADR 0013).
+inline constexpr std::string_view kPause =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?2, "
+    "current_run_started_at = strftime('%Y-%m-%d %H:%M:%f','now'), current_run_expires_at = ?3 "
+    "WHERE id = ?1 AND (current_run_ticket IS NULL OR substr(current_run_ticket, 1, 7) = "
+    "'paused:')";
+// ?1 id. Resumes a paused row.
+inline constexpr std::string_view kResume =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
+    "current_run_started_at = NULL, current_run_expires_at = NULL "
+    "WHERE id = ?1 AND substr(current_run_ticket, 1, 7) = 'paused:'";
+// Clears the pauses whose until has passed, recording nothing (before the janitor's sweep, which
+// would record a timed-out run).
+inline constexpr std::string_view kResumeExpiredPauses =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = NULL, "
+    "current_run_started_at = NULL, current_run_expires_at = NULL "
+    "WHERE substr(current_run_ticket, 1, 7) = 'paused:' "
+    "AND current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now')";
 inline constexpr std::string_view kReadForCancel =
     "SELECT settings_json, current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
 

@@ -18,6 +18,7 @@
 #include "store/sqlite/sqlite_run_table.h"
 #include "store/sqlite/sqlite_sql.h"
 #include "store/sqlite/sqlite_time.h"
+#include "store/task_pause.h"
 
 namespace stagehand {
 
@@ -300,12 +301,56 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("triggering a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
+    Result<SqliteStatement> read = db_->Prepare(sql::kReadTicket);
+    if (!read.ok()) return read.status();
+    Result<bool> row = read->Bind(1, id).Step("triggering a task");
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
+    if (store_internal::IsPausedTicket(read->OptionalText(0).value_or(""))) {
+      return store_internal::PausedError(id);
+    }
+    return ConflictError(fmt::format("Task {} is currently running", id));
+  }
+
+  Status Pause(const std::string& id, const PauseRequest& request) override {
+    std::lock_guard lock(mu_);
+    Result<WallTime> now = NowLocked();
+    if (!now.ok()) return now.status();
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, *now));
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kPause);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, id).Bind(2, PausedTicket(request));
+      if (request.until) {
+        stmt->Bind(3, store_internal::FormatSqliteTime(*request.until));
+      } else {
+        stmt->BindNull(3);
+      }
+      STAGEHAND_RETURN_IF_ERROR(stmt->Run("pausing a task"));
+      if (db_->Changes() == 1) return Status::Ok();
+    }
     Result<SqliteStatement> exists = db_->Prepare(sql::kTaskExists);
     if (!exists.ok()) return exists.status();
-    Result<bool> row = exists->Bind(1, id).Step("triggering a task");
+    Result<bool> row = exists->Bind(1, id).Step("pausing a task");
     if (!row.ok()) return row.status();
     if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
     return ConflictError(fmt::format("Task {} is currently running", id));
+  }
+
+  Status Resume(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    {
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kResume);
+      if (!stmt.ok()) return stmt.status();
+      STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("resuming a task"));
+      if (db_->Changes() == 1) return Status::Ok();
+    }
+    Result<SqliteStatement> exists = db_->Prepare(sql::kTaskExists);
+    if (!exists.ok()) return exists.status();
+    Result<bool> row = exists->Bind(1, id).Step("resuming a task");
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
+    return store_internal::NotPausedError(id);
   }
 
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
@@ -321,7 +366,9 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       settings_json = stmt->Text(0);
       ticket = stmt->OptionalText(1).value_or("");
     }
-    if (ticket.empty()) return ConflictError(fmt::format("Task {} is not running", id));
+    if (ticket.empty() || store_internal::IsPausedTicket(ticket)) {
+      return ConflictError(fmt::format("Task {} is not running", id));
+    }
     Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(settings_json);
     if (!settings.ok()) {
       return db_->Error(
@@ -726,6 +773,11 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
   Result<std::vector<std::string>> SweepLocked() {
     Result<bool> history = HistoryTablesLocked();
     if (!history.ok()) return history.status();
+    {
+      Result<SqliteStatement> resume = db_->Prepare(sql::kResumeExpiredPauses);
+      if (!resume.ok()) return resume.status();
+      STAGEHAND_RETURN_IF_ERROR(resume->Run("resuming expired pauses"));
+    }
     std::string now;
     if (*history) {
       Result<WallTime> observed = NowLocked();

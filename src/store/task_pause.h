@@ -1,0 +1,30 @@
+// The rules every store applies to pauses (ADR 0013), beside the SQL or code that writes them:
+// validation of a request and the errors Pause, Resume, Trigger and Cancel answer for a paused
+// task. Pure; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "stagehand/base/status.h"
+#include "stagehand/store/task_store.h"
+#include "stagehand/time/clock.h"
+
+namespace stagehand::store_internal {
+
+// Checks a pause request against the database's `now`. Errors: kInvalidArgument naming the field
+// (`by`, `reason`, `until`).
+Status ValidatePause(const PauseRequest& request, WallTime now);
+
+// kInvalidArgument "Invalid pause: 'until' is not in the future" (what ValidatePause answers for a
+// past `until`, for stores whose statement compares it with the database's clock).
+Status PauseUntilPassedError();
+
+// Whether `ticket` is a pause's (kPausedPrefix).
+bool IsPausedTicket(const std::string& ticket);
+
+// kConflict "Task {id} is paused" (Trigger of a paused task).
+Status PausedError(const std::string& id);
+// kConflict "Task {id} is not paused" (Resume of a task that is not).
+Status NotPausedError(const std::string& id);
+
+}  // namespace stagehand::store_internal
