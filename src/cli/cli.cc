@@ -102,6 +102,7 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   AddTasksCommand(app, action);
   AddTriggerCommand(app, action);
   AddCancelCommand(app, action);
+  AddPauseCommands(app, action);
   AddConfigCommand(app, action);
   AddRunsCommand(app, action);
   AddLogsCommand(app, action);

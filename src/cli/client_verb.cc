@@ -205,11 +205,11 @@ void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options) {
 
 std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::string_view verb,
                                             const std::string& plugin_id,
-                                            const std::string& task_id) {
-  const std::string path = "/api/" + EncodePathSegment(plugin_id) +
-                           "/.backstage/scheduler/v1/tasks/" + EncodePathSegment(task_id) + "/" +
-                           std::string(verb);
-  Result<RestReply> reply = client.Post(path);
+                                            const std::string& task_id, std::string_view api,
+                                            std::string_view json_body) {
+  const std::string path = "/api/" + EncodePathSegment(plugin_id) + "/" + std::string(api) + "/" +
+                           EncodePathSegment(task_id) + "/" + std::string(verb);
+  Result<RestReply> reply = client.Post(path, json_body);
   if (!reply.ok()) {
     return DescribeUnreachable(reply.status());
   }
@@ -223,7 +223,7 @@ std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::strin
 }
 
 int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
-                  const Context& context) {
+                  const Context& context, std::string_view api, std::string_view json_body) {
   if (Status valid = ValidatePluginId(options.plugin_id); !valid.ok()) {
     return UsageError(context, valid.message());
   }
@@ -235,7 +235,7 @@ int RunTaskAction(std::string_view verb, std::string_view done, const TaskAction
     return Report(context, made.failure);
   }
   if (std::optional<ClientFailure> failure =
-          PostTaskAction(*made.client, verb, options.plugin_id, options.task_id)) {
+          PostTaskAction(*made.client, verb, options.plugin_id, options.task_id, api, json_body)) {
     return Report(context, *failure);
   }
   context.out << done << ' ' << options.plugin_id << '/' << options.task_id << '\n';

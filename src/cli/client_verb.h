@@ -67,7 +67,7 @@ ClientFailure DescribeHttpFailure(const RestReply& reply, std::string_view actio
 // Returns the failure for a request that got no answer (RestClient's kUnavailable status).
 ClientFailure DescribeUnreachable(const Status& status);
 
-// The arguments of `trigger` and `cancel`. A value type; filled by the parser.
+// The arguments of `trigger`, `cancel`, `pause` and `resume`. A value type; filled by the parser.
 struct TaskActionOptions {
   ClientOptions client;
   std::string plugin_id;
@@ -77,18 +77,24 @@ struct TaskActionOptions {
 // Adds the PLUGIN and TASK arguments and the client flags to `command`.
 void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options);
 
-// Sends POST /api/<plugin>/.backstage/scheduler/v1/tasks/<task>/<verb> (verb "trigger" or
-// "cancel", both ids percent-encoded). Returns nullopt on a 2xx answer, else the failure ("cannot
-// trigger jobs/report: ...").
+// The REST APIs a task action goes to, under /api/<plugin>/.
+inline constexpr std::string_view kBackstageTasksApi = ".backstage/scheduler/v1/tasks";
+inline constexpr std::string_view kStagehandTasksApi = ".stagehand/v1/tasks";
+
+// Sends POST /api/<plugin>/<api>/<task>/<verb> (both ids percent-encoded) with `json_body`.
+// Returns nullopt on a 2xx answer, else the failure ("cannot trigger jobs/report: ...").
 std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::string_view verb,
                                             const std::string& plugin_id,
-                                            const std::string& task_id);
+                                            const std::string& task_id,
+                                            std::string_view api = kBackstageTasksApi,
+                                            std::string_view json_body = {});
 
 // Validates the ids, sends PostTaskAction and prints "<done> <plugin>/<task>" on success (done is
-// "Triggered" or "Cancelled"). Returns kExitOk or the failure's exit code, with one line on
+// "Triggered", "Cancelled", ...). Returns kExitOk or the failure's exit code, with one line on
 // context.err.
 int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
-                  const Context& context);
+                  const Context& context, std::string_view api = kBackstageTasksApi,
+                  std::string_view json_body = {});
 
 // Writes "stagehand: <message>" to context.err and returns the failure's exit code.
 int Report(const Context& context, const ClientFailure& failure);

@@ -74,6 +74,9 @@ void AddTriggerCommand(CLI::App& app, Action& action);
 
 // Adds the `cancel` verb (`stagehand cancel PLUGIN TASK`) to `app`, as AddCronCommand does.
 void AddCancelCommand(CLI::App& app, Action& action);
+// Adds the `pause` and `resume` verbs (`stagehand pause PLUGIN TASK [--until T] [--reason R]`,
+// `stagehand resume PLUGIN TASK`) to `app`, as AddCronCommand does.
+void AddPauseCommands(CLI::App& app, Action& action);
 
 // Adds the `config` verb (`stagehand config check --config FILE...`) to `app`, as AddCronCommand
 // does.

@@ -103,11 +103,14 @@ RestClient::RestClient(ServerUrl url, std::optional<std::string> token,
       connect_timeout_(connect_timeout),
       read_timeout_(read_timeout) {}
 
-Result<RestReply> RestClient::Get(std::string_view path) const { return Send("GET", path); }
+Result<RestReply> RestClient::Get(std::string_view path) const { return Send("GET", path, {}); }
 
-Result<RestReply> RestClient::Post(std::string_view path) const { return Send("POST", path); }
+Result<RestReply> RestClient::Post(std::string_view path, std::string_view json_body) const {
+  return Send("POST", path, json_body);
+}
 
-Result<RestReply> RestClient::Send(std::string_view method, std::string_view path) const {
+Result<RestReply> RestClient::Send(std::string_view method, std::string_view path,
+                                   std::string_view body) const {
   httplib::Client client(url_.host, url_.port);
   client.set_connection_timeout(connect_timeout_);
   client.set_read_timeout(read_timeout_);
@@ -118,9 +121,9 @@ Result<RestReply> RestClient::Send(std::string_view method, std::string_view pat
     headers.emplace("Authorization", "Bearer " + *token_);
   }
   const std::string full_path = url_.base_path + std::string(path);
-  httplib::Result result = method == "GET"
-                               ? client.Get(full_path, headers)
-                               : client.Post(full_path, headers, "", "application/json");
+  httplib::Result result =
+      method == "GET" ? client.Get(full_path, headers)
+                      : client.Post(full_path, headers, std::string(body), "application/json");
   if (!result) {
     return UnavailableError(
         "cannot reach the daemon at " + url_.ToString() + ": " +

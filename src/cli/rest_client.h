@@ -56,14 +56,16 @@ class RestClient {
   // (connection refused, unknown host, connect or read timeout, connection closed).
   Result<RestReply> Get(std::string_view path) const;
 
-  // Sends POST `path` with an empty body (Content-Length: 0). Errors: as Get.
-  Result<RestReply> Post(std::string_view path) const;
+  // Sends POST `path` with `json_body` (empty by default: Content-Length: 0) as
+  // application/json. Errors: as Get.
+  Result<RestReply> Post(std::string_view path, std::string_view json_body = {}) const;
 
   const ServerUrl& url() const { return url_; }
   bool has_token() const { return token_.has_value(); }
 
  private:
-  Result<RestReply> Send(std::string_view method, std::string_view path) const;
+  Result<RestReply> Send(std::string_view method, std::string_view path,
+                         std::string_view body) const;
 
   ServerUrl url_;
   std::optional<std::string> token_;

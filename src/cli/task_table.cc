@@ -45,6 +45,11 @@ Result<std::vector<TaskRow>> ParseTaskListing(std::string_view plugin_id, std::s
     if (task.is_object() && task.contains("settings")) {
       row.cadence = StringAt(task["settings"], "cadence");
     }
+    if (task.is_object() && task.contains("pause") && task["pause"].is_object()) {
+      const nlohmann::json& pause = task["pause"];
+      row.pause =
+          TaskRow::Pause{StringAt(pause, "by"), StringAt(pause, "reason"), TimeAt(pause, "until")};
+    }
     if (task.is_object() && task.contains("workerState")) {
       row.worker_status = StringAt(task["workerState"], "status");
     }
@@ -152,6 +157,9 @@ std::string FormatWhen(WallTime when, WallTime now, const TimeZone& zone) {
 }
 
 std::string DisplayState(const TaskRow& row) {
+  if (row.pause) {
+    return "paused";
+  }
   if (row.worker_status == "running" || row.task_status == "running") {
     return "running";
   }
@@ -191,7 +199,13 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
   for (const TaskRow& row : rows) {
     std::string state = DisplayState(row);
     std::string next = "-";
-    if (state == "running") {
+    if (row.pause) {
+      next = row.pause->until ? "resumes " + FormatWhen(*row.pause->until, now, zone)
+                              : "until resumed";
+      if (!row.pause->reason.empty()) {
+        next += " (" + Truncate(OneLine(row.pause->reason), kErrorChars) + ")";
+      }
+    } else if (state == "running") {
       if (row.started_at) {
         next = "started " + FormatWhen(*row.started_at, now, zone);
       }
@@ -201,7 +215,7 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
     std::string_view state_colour;
     if (state == "running") {
       state_colour = kGreen;
-    } else if (state == "initial-wait") {
+    } else if (state == "initial-wait" || state == "paused") {
       state_colour = kYellow;
     }
     table.push_back({

@@ -34,6 +34,13 @@ struct TaskRow {
   // when the history has none or was not read.
   std::optional<std::string> last_outcome;
   std::optional<std::chrono::milliseconds> last_duration;
+  // The pause (stagehand's listing: "pause"), while the task is paused.
+  struct Pause {
+    std::string by;
+    std::string reason;
+    std::optional<WallTime> until;
+  };
+  std::optional<Pause> pause;
 };
 
 // Parses a listing body `{"tasks":[...]}` of plugin `plugin_id`: Backstage's, or stagehand's with

@@ -289,6 +289,36 @@ Status TaskEngine::Trigger(const std::string& id) {
   return Status::Ok();
 }
 
+Status TaskEngine::Pause(const std::string& id, const PauseRequest& request) {
+  return ChangeInStore(id, [&] { return context_.store->Pause(id, request); });
+}
+
+Status TaskEngine::Resume(const std::string& id) {
+  return ChangeInStore(id, [&] { return context_.store->Resume(id); });
+}
+
+Status TaskEngine::ChangeInStore(const std::string& id, const std::function<Status()>& change) {
+  if (HasLocalTask(id)) {
+    return ConflictError("Task " + id +
+                         " is local: it runs on every host by itself, so only global tasks can "
+                         "be paused and resumed");
+  }
+  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
+  STAGEHAND_RETURN_IF_ERROR(change());
+  {
+    // The row changed under what this host knows of it: it is polled before any claim.
+    std::lock_guard lock(mu_);
+    const std::optional<MonoTime> parked =
+        dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
+    if (planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
+                               parked)) {
+      KickLocked(/*timer=*/false, /*dispatcher=*/true);
+    }
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
 Status TaskEngine::Cancel(const std::string& id) {
   RunPtr run;
   bool kill = false;

@@ -105,6 +105,10 @@ class TaskEngine final : public DrivenEngine {
   Status Trigger(const std::string& id);
   // Local first, then the store. See SchedulerService::CancelTask.
   Status Cancel(const std::string& id);
+  // Global tasks, in the store; the dispatcher re-reads the row. See SchedulerService::PauseTask
+  // and ResumeTask.
+  Status Pause(const std::string& id, const PauseRequest& request);
+  Status Resume(const std::string& id);
 
   // Returns whether this process has a local task with `id`.
   bool HasLocalTask(const std::string& id) const;
@@ -141,6 +145,9 @@ class TaskEngine final : public DrivenEngine {
   bool Poll(Planner::DispatchPlan& plan);
   // Claims every candidate in one ClaimMany and starts the runs it won.
   void ClaimAndStart(std::vector<Planner::Candidate> candidates);
+  // Pause and Resume: `change` writes the row of global task `id`; then the dispatcher re-reads
+  // it. Errors: kConflict for a local task; kNotFound without a store; `change`'s.
+  Status ChangeInStore(const std::string& id, const std::function<Status()>& change);
   void ExecuteGlobalRun(TaskPtr task, RunPtr run);
   // A finished global run waiting for its release.
   struct PendingRelease {

@@ -9,6 +9,7 @@
 #include "http/run_json.h"
 #include "http/task_listing_json.h"
 #include "stagehand/http/error_response.h"
+#include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
@@ -56,6 +57,51 @@ Result<int> ParseLimit(const std::string& text) {
   return limit;
 }
 
+HttpResponse EmptyOk() {
+  HttpResponse response;
+  response.status = 200;
+  return response;
+}
+
+// Returns the pause a POST .../pause body asks for: empty, or a JSON object with optional "by" and
+// "reason" (strings) and "until" (an ISO-8601 instant with its offset, or null). Errors:
+// kInvalidArgument naming the field.
+Result<PauseRequest> ParsePauseBody(std::string_view body) {
+  PauseRequest pause;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return pause;
+  }
+  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) {
+    return InvalidArgumentError("The request body must be a JSON object");
+  }
+  for (const auto& [key, value] : parsed.items()) {
+    if (key == "by" || key == "reason") {
+      if (!value.is_string()) {
+        return InvalidArgumentError(fmt::format("'{}' must be a string", key));
+      }
+      (key == "by" ? pause.by : pause.reason) = value.get<std::string>();
+    } else if (key == "until") {
+      if (value.is_null()) {
+        continue;
+      }
+      if (!value.is_string()) {
+        return InvalidArgumentError("'until' must be an ISO-8601 instant or null");
+      }
+      Result<WallTime> until = ParseIsoInstant(value.get<std::string>());
+      if (!until.ok()) {
+        return InvalidArgumentError(fmt::format(
+            "'until' must be an ISO-8601 instant with its offset, {}", until.status().message()));
+      }
+      pause.until = *until;
+    } else {
+      return InvalidArgumentError(
+          fmt::format("Unknown field '{}'; a pause takes 'by', 'reason' and 'until'", key));
+    }
+  }
+  return pause;
+}
+
 }  // namespace
 
 RunHistoryRouter::RunHistoryRouter(std::string plugin_id, SchedulerService& scheduler,
@@ -65,15 +111,22 @@ RunHistoryRouter::RunHistoryRouter(std::string plugin_id, SchedulerService& sche
       logger_(logger ? std::move(logger) : NullLogger()) {}
 
 std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request) const {
-  if (request.method != "GET" && request.method != "HEAD") {
-    return std::nullopt;
-  }
   const std::optional<std::vector<std::string_view>> segments =
       http_internal::SplitRoutePath(request.path);
   if (!segments || !http_internal::StartsWithSegments(*segments, kPrefix)) {
     return std::nullopt;
   }
   const std::vector<std::string_view> rest(segments->begin() + std::size(kPrefix), segments->end());
+  if (request.method == "POST") {
+    if (rest.size() == 3 && http_internal::EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty()) {
+      if (http_internal::EqualsIgnoreCase(rest[2], "pause")) return Pause(request, rest[1]);
+      if (http_internal::EqualsIgnoreCase(rest[2], "resume")) return Resume(request, rest[1]);
+    }
+    return std::nullopt;
+  }
+  if (request.method != "GET" && request.method != "HEAD") {
+    return std::nullopt;
+  }
   if (rest.size() == 1 && http_internal::EqualsIgnoreCase(rest[0], "tasks")) {
     return ListTasks(request);
   }
@@ -85,6 +138,36 @@ std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request)
     return GetRun(request, rest[1]);
   }
   return std::nullopt;
+}
+
+HttpResponse RunHistoryRouter::Pause(const HttpRequest& request,
+                                     std::string_view raw_task_id) const {
+  const auto fail = [&](const Status& error) { return ErrorResponse(error, request, *logger_); };
+  Result<std::string> task_id = http_internal::DecodeIdParam(raw_task_id, "task id");
+  if (!task_id.ok()) {
+    return fail(task_id.status());
+  }
+  Result<PauseRequest> pause = ParsePauseBody(request.body);
+  if (!pause.ok()) {
+    return fail(pause.status());
+  }
+  if (Status paused = scheduler_->PauseTask(*task_id, *pause); !paused.ok()) {
+    return fail(paused);
+  }
+  return EmptyOk();
+}
+
+HttpResponse RunHistoryRouter::Resume(const HttpRequest& request,
+                                      std::string_view raw_task_id) const {
+  const auto fail = [&](const Status& error) { return ErrorResponse(error, request, *logger_); };
+  Result<std::string> task_id = http_internal::DecodeIdParam(raw_task_id, "task id");
+  if (!task_id.ok()) {
+    return fail(task_id.status());
+  }
+  if (Status resumed = scheduler_->ResumeTask(*task_id); !resumed.ok()) {
+    return fail(resumed);
+  }
+  return EmptyOk();
 }
 
 HttpResponse RunHistoryRouter::ListTasks(const HttpRequest& request) const {

@@ -5,12 +5,20 @@
 #include <nlohmann/json.hpp>
 
 #include "stagehand/http/error_response.h"
+#include "stagehand/time/time_zone.h"
 
 namespace stagehand::http_internal {
 namespace {
 
 std::string JsonString(std::string_view text) {
   return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// {"by","reason","since","until"}, instants in ISO-8601 UTC, until null when indefinite.
+std::string PauseJson(const TaskPause& pause) {
+  return fmt::format(R"({{"by":{},"reason":{},"since":{},"until":{}}})", JsonString(pause.by),
+                     JsonString(pause.reason), JsonString(FormatIsoInstantUtc(pause.since)),
+                     pause.until ? JsonString(FormatIsoInstantUtc(*pause.until)) : "null");
 }
 
 }  // namespace
@@ -37,6 +45,8 @@ std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskLi
       body += R"(,"timeZone":)";
       body +=
           listing.descriptor.time_zone.empty() ? "null" : JsonString(listing.descriptor.time_zone);
+      body += R"(,"pause":)";
+      body += listing.pause ? PauseJson(*listing.pause) : "null";
     }
     body += R"(,"taskState":)";
     body += listing.task_state ? listing.task_state->ToJson() : "null";

@@ -14,8 +14,9 @@ namespace stagehand::http_internal {
 
 // Returns `{"tasks":[...]}` for `listings` of plugin `plugin_id`, byte for byte as Backstage's
 // GET .../scheduler/v1/tasks answers: taskId, pluginId, scope, settings, taskState, workerState.
-// With `time_zones` (stagehand's listing), each task also has "timeZone" after "settings": the
-// zone of its cron cadence, null for other cadences.
+// With `time_zones` (stagehand's listing), each task also has, after "settings", "timeZone": the
+// zone of its cron cadence, null for other cadences; and "pause": {"by","reason","since","until"}
+// while it is paused (taskState then shows it running, as Backstage's listing does), else null.
 std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskListing>& listings,
                             bool time_zones);
 

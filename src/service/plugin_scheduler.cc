@@ -197,6 +197,16 @@ Status PluginScheduler::CancelTask(std::string_view id) {
   return Status::Ok();
 }
 
+Status PluginScheduler::PauseTask(std::string_view id, const PauseRequest& request) {
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
+  return impl_->engine.Pause(std::string(id), request);
+}
+
+Status PluginScheduler::ResumeTask(std::string_view id) {
+  STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
+  return impl_->engine.Resume(std::string(id));
+}
+
 std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {
   std::lock_guard lock(impl_->mu);
   return impl_->descriptors;
@@ -222,6 +232,7 @@ Result<std::vector<TaskListing>> PluginScheduler::ListTasks() const {
       item.task_state = impl_->engine.LocalTaskState(descriptor.id);
     } else if (auto row = rows.find(descriptor.id); row != rows.end()) {
       item.task_state = ToTaskState(row->second, impl_->options.default_zone);
+      item.pause = PauseOf(row->second);
     }
     item.worker_state = impl_->engine.WorkerState(descriptor.id);
     listing.push_back(std::move(item));

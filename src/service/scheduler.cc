@@ -31,6 +31,14 @@ Result<RunDetail> SchedulerService::GetRun(std::string_view /*run_id*/) const {
   return UnimplementedError("This scheduler keeps no run history");
 }
 
+Status SchedulerService::PauseTask(std::string_view /*id*/, const PauseRequest& /*request*/) {
+  return UnimplementedError("This scheduler cannot pause tasks");
+}
+
+Status SchedulerService::ResumeTask(std::string_view /*id*/) {
+  return UnimplementedError("This scheduler cannot resume tasks");
+}
+
 Status ScheduledTaskRunner::Run(TaskInvocation invocation) {
   return scheduler_->ScheduleTask(MakeTaskDefinition(schedule_, std::move(invocation)));
 }

@@ -67,6 +67,8 @@ class PluginScheduler final : public SchedulerService {
   Status ScheduleTasks(std::vector<TaskDefinition> tasks) override;
   Status TriggerTask(std::string_view id) override;
   Status CancelTask(std::string_view id) override;
+  Status PauseTask(std::string_view id, const PauseRequest& request) override;
+  Status ResumeTask(std::string_view id) override;
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
   Result<std::vector<TaskListing>> ListTasks() const override;
   // Read options.store->history(). Errors as SchedulerService's; kUnimplemented, with a message

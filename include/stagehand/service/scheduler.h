@@ -15,6 +15,7 @@
 #include "stagehand/base/status.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/model/task_function.h"
+#include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
@@ -62,6 +63,8 @@ struct TaskListing {
   TaskDescriptor descriptor;
   std::optional<TaskState> task_state;
   std::optional<WorkerStatus> worker_state;
+  // Set while the task is paused (Backstage's task_state shows a paused task as running).
+  std::optional<TaskPause> pause;
 };
 
 // One run as GetRun reports it. Plain value type.
@@ -120,6 +123,19 @@ class SchedulerService {
   // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is not running";
   // kUnavailable.
   virtual Status CancelTask(std::string_view id) = 0;
+
+  // Pauses a global task on every host that shares its table, Backstage workers included
+  // (docs/adr/0013-pausing-a-task-in-backstages-row.md): no run starts until ResumeTask or
+  // `request.until`. Pausing a paused task replaces its reason and until. Errors: kNotFound
+  // "Task {id} does not exist"; kConflict "Task {id} is currently running" (pause it when the run
+  // has ended), or for a local task; kInvalidArgument naming `until`, `by` or `reason`;
+  // kUnavailable. The default is kUnimplemented.
+  virtual Status PauseTask(std::string_view id, const PauseRequest& request);
+
+  // Resumes a paused task; a slot it missed while paused runs at once. Errors: kNotFound;
+  // kConflict "Task {id} is not paused", or for a local task; kUnavailable. The default is
+  // kUnimplemented.
+  virtual Status ResumeTask(std::string_view id);
 
   // Returns the tasks registered in this process, in registration order.
   virtual std::vector<TaskDescriptor> GetScheduledTasks() const = 0;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
@@ -58,23 +59,6 @@ std::string CancelRequestedTicket(std::string_view ticket);
 // No worker, stagehand's or Backstage's, claims a row that holds a ticket; no janitor clears one
 // without an expiry; stagehand's sweep clears an expired pause without recording a run's end.
 inline constexpr std::string_view kPausedPrefix = "paused:";
-
-// Who paused a task and why (at most kMaxPauseTextBytes each), and until when (none: until it is
-// resumed).
-struct PauseRequest {
-  std::string by;
-  std::string reason;
-  std::optional<WallTime> until;
-};
-inline constexpr std::size_t kMaxPauseTextBytes = 1024;
-
-// A row's pause, read back.
-struct TaskPause {
-  std::string by;
-  std::string reason;
-  WallTime since{};
-  std::optional<WallTime> until;
-};
 
 // Returns the ticket a pause writes.
 std::string PausedTicket(const PauseRequest& request);

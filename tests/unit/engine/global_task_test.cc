@@ -154,6 +154,51 @@ TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {
   EXPECT_EQ(Row("m")->next_run_start_at, std::nullopt);
 }
 
+// Issue 17: a paused task starts on no host until it is resumed; a slot it missed then runs once.
+TEST_F(EngineTest, APausedTaskMissesItsSlotsAndRunsOnceWhenResumed) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("p", Schedule("* * * * *"), probe.Fn())).ok());
+  Settle();
+  clock_.Advance(std::chrono::minutes(1));  // past the first slot
+  ASSERT_TRUE(recorder_->WaitFor("completed", "p", 1));
+  Settle();
+  ASSERT_TRUE(engine.Pause("p", PauseRequest{"alice", "maintenance", std::nullopt}).ok());
+  Settle();
+  for (int minute = 0; minute < 3; ++minute) {
+    clock_.Advance(std::chrono::minutes(1));
+    Settle();
+  }
+  EXPECT_EQ(probe.calls(), 1) << "a paused task ran";
+  EXPECT_EQ(engine.Trigger("p"), ConflictError("Task p is paused"));
+  EXPECT_EQ(engine.Resume("q"), NotFoundError("Task q does not exist"));
+
+  ASSERT_TRUE(engine.Resume("p").ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "p", 2));
+  Settle();
+  EXPECT_EQ(probe.calls(), 2) << "the missed slots run once, not three times";
+  EXPECT_EQ(engine.Resume("p"), ConflictError("Task p is not paused"));
+}
+
+TEST_F(EngineTest, OnlyGlobalTasksThatAreNotRunningCanBePaused) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("busy", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_TRUE(
+      engine.Register(Task("local", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_TRUE(engine.Trigger("busy").ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  const PauseRequest pause{"alice", "", std::nullopt};
+  EXPECT_EQ(engine.Pause("busy", pause), ConflictError("Task busy is currently running"));
+  const Status local = engine.Pause("local", pause);
+  EXPECT_EQ(local.code(), StatusCode::kConflict);
+  EXPECT_NE(local.message().find("only global tasks can be paused"), std::string::npos)
+      << local.message();
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
+}
+
 TEST_F(EngineTest, TriggerAndCancelReportBackstageErrors) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();

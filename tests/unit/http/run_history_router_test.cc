@@ -259,7 +259,7 @@ TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachC
   EXPECT_EQ(json["tasks"][2]["timeZone"], nullptr);
   EXPECT_THAT(listed.body,
               HasSubstr(R"("timeoutAfterDuration":"PT60S"},"timeZone":"Europe/Berlin",)"
-                        R"("taskState":)"));
+                        R"("pause":null,"taskState":)"));
   // Backstage's listing, without the zones, is the same in every other byte.
   HttpRequest request;
   request.method = "GET";
@@ -272,7 +272,64 @@ TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachC
        {R"(,"timeZone":"Europe/Berlin")", R"(,"timeZone":"UTC")", R"(,"timeZone":null)"}) {
     without.erase(without.find(zone), std::string_view(zone).size());
   }
+  for (std::size_t at = without.find(R"(,"pause":null)"); at != std::string::npos;
+       at = without.find(R"(,"pause":null)")) {
+    without.erase(at, std::string_view(R"(,"pause":null)").size());
+  }
   EXPECT_EQ(without, expected->body);
+}
+
+// Issue 17: pause and resume over REST, and the listing that shows the pause.
+TEST_F(RunHistoryRouterTest, PauseAndResumeAGlobalTaskAndTheListingShowsThePause) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task;
+  task.id = "backup";
+  task.frequency = Frequency(CronFrequency{"0 3 * * *", ""});
+  task.timeout = std::chrono::minutes(1);
+  task.fn = probe->Returning();
+  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  const auto post = [&](const std::string& path, const std::string& body) {
+    return Exchange(server_->port(), "POST " + path +
+                                         " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                         "Content-Type: application/json\r\nContent-Length: " +
+                                         std::to_string(body.size()) + "\r\n\r\n" + body);
+  };
+  const std::string pause = "/api/jobs/.stagehand/v1/tasks/backup/pause";
+  const std::string resume = "/api/jobs/.stagehand/v1/tasks/backup/resume";
+
+  RawResponse refused = post(pause, R"({"reason":"x","until":"tomorrow"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_THAT(refused.body, HasSubstr("'until' must be an ISO-8601 instant"));
+  refused = post(pause, R"({"reasons":"x"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_THAT(refused.body, HasSubstr("Unknown field 'reasons'"));
+  refused = post(pause, R"({"reason":"x","until":"2000-01-01T00:00:00Z"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_THAT(refused.body, HasSubstr("'until' is not in the future"));
+  EXPECT_EQ(post("/api/jobs/.stagehand/v1/tasks/nope/pause", "").status, 404);
+
+  const WallTime until =
+      std::chrono::floor<std::chrono::seconds>(clock_.Now()) + std::chrono::hours(2);
+  const RawResponse paused =
+      post(pause, R"({"by":"alice@ops","reason":"storage migration","until":")" +
+                      FormatIsoInstantUtc(until) + R"("})");
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  nlohmann::json listed = Parse(Fetch("/api/jobs/.stagehand/v1/tasks").body);
+  ASSERT_EQ(listed["tasks"].size(), 1U);
+  const nlohmann::json& shown = listed["tasks"][0]["pause"];
+  EXPECT_EQ(shown["by"], "alice@ops");
+  EXPECT_EQ(shown["reason"], "storage migration");
+  EXPECT_EQ(shown["until"], FormatIsoInstantUtc(until));
+  EXPECT_EQ(shown["since"],
+            FormatIsoInstantUtc(std::chrono::floor<std::chrono::milliseconds>(clock_.Now())));
+  EXPECT_EQ(listed["tasks"][0]["taskState"]["status"], "running") << "as Backstage shows it";
+
+  ASSERT_EQ(post(resume, "").status, 200);
+  listed = Parse(Fetch("/api/jobs/.stagehand/v1/tasks").body);
+  EXPECT_EQ(listed["tasks"][0]["pause"], nullptr);
+  const RawResponse again = post(resume, "");
+  EXPECT_EQ(again.status, 409);
+  EXPECT_THAT(again.body, HasSubstr("Task backup is not paused"));
 }
 
 TEST_F(RunHistoryRouterTest, AnUnknownTaskIs404AndAKnownOneWithoutRunsAnEmptyPage) {
