@@ -17,7 +17,8 @@ struct MockScheduler::Entry {
   // The current run, while running.
   std::string run_id;
   std::shared_ptr<RunReport> report;
-  bool cancelled = false;  // CancelTask signalled the current run
+  bool cancelled = false;          // CancelTask signalled the current run
+  std::optional<TaskPause> pause;  // PauseTask's, until ResumeTask
 };
 
 MockScheduler::MockScheduler(MockSchedulerOptions options)
@@ -54,6 +55,12 @@ Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
     entry = it->second;
+    if (entry->pause) {
+      if (trigger == RunTrigger::kManual) {
+        return ConflictError("Task " + std::string(id) + " is paused");
+      }
+      return Status::Ok();
+    }
     if (entry->running) return Status::Ok();
     entry->running = true;
     token = entry->stop.get_token();
@@ -146,9 +153,34 @@ Result<std::vector<TaskListing>> MockScheduler::ListTasks() const {
     TaskListing item;
     item.descriptor = TaskDescriptor{id, entry.task.scope, entry.settings};
     item.worker_state = entry.running ? WorkerStatus::kRunning : WorkerStatus::kIdle;
+    item.pause = entry.pause;
     listing.push_back(std::move(item));
   }
   return listing;
+}
+
+Status MockScheduler::PauseTask(std::string_view id, const PauseRequest& request) {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
+  Entry& entry = *it->second;
+  if (entry.task.scope == TaskScope::kLocal) {
+    return ConflictError("Task " + std::string(id) +
+                         " is local: it runs on every host by itself, so only global tasks can be "
+                         "paused and resumed");
+  }
+  if (entry.running) return ConflictError("Task " + std::string(id) + " is currently running");
+  entry.pause = TaskPause{request.by, request.reason, clock_.Now(), request.until};
+  return Status::Ok();
+}
+
+Status MockScheduler::ResumeTask(std::string_view id) {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
+  if (!it->second->pause) return ConflictError("Task " + std::string(id) + " is not paused");
+  it->second->pause.reset();
+  return Status::Ok();
 }
 
 std::shared_future<Status> MockScheduler::WaitForTask(std::string_view id) {

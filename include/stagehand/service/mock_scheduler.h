@@ -45,9 +45,16 @@ class MockScheduler final : public SchedulerService {
   // Signals the running invocation's stop token; the next trigger gets a fresh one.
   // Errors: kNotFound "Task {id} not found"; kConflict "Task {id} is not running".
   Status CancelTask(std::string_view id) override;
+  // Pauses a registered global task: TriggerTask answers kConflict "Task {id} is paused" and
+  // RunStartup skips it until ResumeTask. (`until` is kept and listed, not acted on: nothing runs
+  // by itself in the mock.) Errors: kNotFound "Task {id} not found"; kConflict for a local task
+  // or one that is running.
+  Status PauseTask(std::string_view id, const PauseRequest& request) override;
+  // Errors: kNotFound "Task {id} not found"; kConflict "Task {id} is not paused".
+  Status ResumeTask(std::string_view id) override;
   // The registered tasks, one per id, in first-registration order.
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
-  // Every task with no task state and the worker state idle or running.
+  // Every task with no task state, the worker state idle or running, and its pause.
   Result<std::vector<TaskListing>> ListTasks() const override;
   // The runs this mock executed, every one kept, as the real scheduler records them: a fresh run
   // id, trigger manual (TriggerTask) or schedule (RunStartup), attempt 1, no host, no slot; the

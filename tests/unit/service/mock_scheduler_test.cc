@@ -120,6 +120,34 @@ TEST(MockSchedulerTest, RunStartupRunsPlainAndLocalTasksButNotDelayedOrManualOne
   EXPECT_EQ(manual->starts(), 0U);
 }
 
+// Issue 17: plugin authors test their pause handling against the mock, with the real rules.
+TEST(MockSchedulerTest, APausedTaskIsNotTriggeredNorRunAtStartupUntilResumed) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  TaskDefinition local = Task("local", probe->Returning());
+  local.scope = TaskScope::kLocal;
+  ASSERT_TRUE(scheduler.ScheduleTask(std::move(local)).ok());
+  const PauseRequest pause{"alice", "maintenance", std::nullopt};
+
+  ASSERT_TRUE(scheduler.PauseTask("a", pause).ok());
+  EXPECT_EQ(scheduler.TriggerTask("a"), ConflictError("Task a is paused"));
+  Result<std::vector<TaskListing>> listed = scheduler.ListTasks();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_TRUE((*listed)[0].pause.has_value());
+  EXPECT_EQ((*listed)[0].pause->reason, "maintenance");
+  EXPECT_EQ(scheduler.PauseTask("local", pause).code(), StatusCode::kConflict);
+  EXPECT_EQ(scheduler.PauseTask("nope", pause), NotFoundError("Task nope not found"));
+
+  scheduler.RunStartup();
+  EXPECT_EQ(probe->starts(), 1U) << "only the local task ran";
+
+  ASSERT_TRUE(scheduler.ResumeTask("a").ok());
+  EXPECT_EQ(scheduler.ResumeTask("a"), ConflictError("Task a is not paused"));
+  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_EQ(probe->starts(), 2U);
+}
+
 TEST(MockSchedulerTest, RunStartupDoesNothingWhenSkipped) {
   MockScheduler scheduler(MockSchedulerOptions{.skip_task_run_on_startup = true});
   auto plain = std::make_shared<TaskProbe>();
