@@ -9,9 +9,13 @@
 #include <string>
 #include <string_view>
 
+#include "stagehand/store/task_store.h"
 #include "store/next_run.h"
 
 namespace stagehand::store_internal::sqlite_sql {
+
+// The pause statements and sweeps recognise a pause's ticket (ADR 0013) with this literal.
+static_assert(kPausedPrefix == "paused:");
 
 // ---- connection ----
 
