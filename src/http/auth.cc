@@ -110,9 +110,10 @@ HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken>
       token = BearerToken(*header);
     }
     std::string_view refusal;
+    std::optional<std::size_t> matched;
     if (!token) {
       refusal = kMissingCredentials;
-    } else if (!MatchToken(*token, tokens)) {
+    } else if (matched = MatchToken(*token, tokens); !matched) {
       refusal = kIllegalToken;
     }
     if (!refusal.empty()) {
@@ -124,7 +125,12 @@ HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken>
       return ErrorResponse(Status(StatusCode::kUnauthenticated, std::string(refusal)), request,
                            *logger);
     }
-    return inner(request);
+    if (tokens[*matched].subject.empty()) {
+      return inner(request);
+    }
+    HttpRequest authenticated = request;
+    authenticated.principal = tokens[*matched].subject;
+    return inner(authenticated);
   };
 }
 

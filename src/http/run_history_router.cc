@@ -151,6 +151,10 @@ HttpResponse RunHistoryRouter::Pause(const HttpRequest& request,
   if (!pause.ok()) {
     return fail(pause.status());
   }
+  // An authenticated caller is named by its token's subject; the body's "by" says on whose behalf.
+  if (!request.principal.empty()) {
+    pause->by = pause->by.empty() ? request.principal : request.principal + " (" + pause->by + ")";
+  }
   if (Status paused = scheduler_->PauseTask(*task_id, *pause); !paused.ok()) {
     return fail(paused);
   }

@@ -20,9 +20,9 @@ struct StaticAccessToken {
 };
 
 // Returns a handler that answers 401 unless the request carries one of `tokens` as a bearer token,
-// and otherwise calls `inner`. With no tokens every request is refused. `logger` receives one debug
-// record per refusal (method, path, reason; never the presented token). Thread-safe when `inner`
-// is.
+// and otherwise calls `inner` with the request's principal set to that token's subject. With no
+// tokens every request is refused. `logger` receives one debug record per refusal (method, path,
+// reason; never the presented token). Thread-safe when `inner` is.
 HttpHandler RequireBearerToken(HttpHandler inner, std::vector<StaticAccessToken> tokens,
                                std::shared_ptr<Logger> logger = nullptr);
 

@@ -27,6 +27,9 @@ struct HttpRequest {
   std::string query;   // The raw query string after '?', without the '?'; empty when absent.
   HttpHeaders headers;
   std::string body;
+  // Who sent it, as authentication established it (RequireBearerToken: the token's subject);
+  // empty when no authentication ran. Never taken from the request itself.
+  std::string principal;
 
   // Returns the path followed by "?query" when there is a query: the URL as received.
   std::string Url() const;

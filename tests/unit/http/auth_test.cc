@@ -46,10 +46,11 @@ class AuthTest : public ::testing::Test {
   AuthTest()
       : logger_(std::make_shared<RecordingLogger>()),
         handler_(RequireBearerToken(
-            [this](const HttpRequest&) -> std::optional<HttpResponse> {
+            [this](const HttpRequest& request) -> std::optional<HttpResponse> {
               ++calls_;
               HttpResponse response;
               response.body = "inner";
+              response.headers.emplace_back("X-Principal", request.principal);
               return response;
             },
             {{"first-token-1", "cli"}, {"second-token-2", "ci"}, {"third-token-3", "ops"}},
@@ -121,6 +122,17 @@ TEST_F(AuthTest, EveryConfiguredTokenIsAccepted) {
     EXPECT_EQ(response->body, "inner") << token;
   }
   EXPECT_EQ(calls_, 3);
+}
+
+// Issue 17: a pause records who made it; an authenticated caller is its token's subject.
+TEST_F(AuthTest, TheRouteSeesTheTokensSubjectAsThePrincipal) {
+  for (const auto& [token, subject] : std::vector<std::pair<std::string, std::string>>{
+           {"first-token-1", "cli"}, {"third-token-3", "ops"}}) {
+    const std::optional<HttpResponse> response = Call("Bearer " + token);
+    ASSERT_TRUE(response.has_value()) << token;
+    ASSERT_EQ(response->headers.size(), 1u);
+    EXPECT_EQ(response->headers[0].second, subject) << token;
+  }
 }
 
 TEST_F(AuthTest, SchemeIsCaseInsensitiveAndSpacesAreTolerated) {

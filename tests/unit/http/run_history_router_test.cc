@@ -327,6 +327,20 @@ TEST_F(RunHistoryRouterTest, PauseAndResumeAGlobalTaskAndTheListingShowsThePause
   ASSERT_EQ(post(resume, "").status, 200);
   listed = Parse(Fetch("/api/jobs/.stagehand/v1/tasks").body);
   EXPECT_EQ(listed["tasks"][0]["pause"], nullptr);
+
+  // Behind authentication, the token's subject is who paused it; the body's "by" is on whose
+  // behalf.
+  HttpRequest authenticated;
+  authenticated.method = "POST";
+  authenticated.path = "/.stagehand/v1/tasks/backup/pause";
+  authenticated.body = R"({"by":"alice@ops"})";
+  authenticated.principal = "cli-operator";
+  std::optional<HttpResponse> answered = router_->Handle(authenticated);
+  ASSERT_TRUE(answered.has_value());
+  ASSERT_EQ(answered->status, 200) << answered->body;
+  listed = Parse(Fetch("/api/jobs/.stagehand/v1/tasks").body);
+  EXPECT_EQ(listed["tasks"][0]["pause"]["by"], "cli-operator (alice@ops)");
+  ASSERT_EQ(post(resume, "").status, 200);
   const RawResponse again = post(resume, "");
   EXPECT_EQ(again.status, 409);
   EXPECT_THAT(again.body, HasSubstr("Task backup is not paused"));
