@@ -60,7 +60,8 @@ void AddPauseCommands(CLI::App& app, Action& action) {
                     "from now (2h, 30 minutes)");
   pause->add_option("--reason", pause_options->reason, "Why, shown in 'stagehand tasks'");
   pause->footer(std::string(kClientHelpFooter) +
-                "\nThe pause is recorded with $USER@<host> as who paused it. Triggering a paused "
+                "\nWho paused it is recorded as the token's subject followed by ($USER@<host>), or "
+                "$USER@<host> alone when the daemon has no authentication. Triggering a paused "
                 "task answers 409.\n"
                 "Example:\n"
                 "  stagehand pause jobs backup --until 2h --reason 'storage migration'\n"
