@@ -326,7 +326,7 @@ TEST_F(CliVerbsTest, PauseHoldsATaskUntilResumeAndTasksShowsIt) {
   ASSERT_EQ(listed.exit_code, kExitOk) << listed.err;
   EXPECT_THAT(LineOf(listed.out, "quick"),
               ContainsRegex("^jobs +quick +global +manual +paused +resumes in (1h59m|2h)[0-9ms]* "
-                            "\\([0-9:-]+ [0-9:]{8}\\) \\(storage migration\\)"));
+                            "\\(([0-9-]+ )?[0-9:]{8}\\) \\(storage migration\\)"));
 
   Outcome trigger = Cli({"trigger", "jobs", "quick"}, kToken);
   EXPECT_EQ(trigger.exit_code, kExitConflict);
