@@ -667,7 +667,8 @@ Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request
     }
     row.current_run_ticket = PausedTicket(request);
     row.current_run_started_at = now;
-    row.current_run_expires_at = request.until;
+    row.current_run_expires_at =
+        request.until ? std::optional(store_internal::ToMillis(*request.until)) : std::nullopt;
     return Status::Ok();
   });
   if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});

@@ -51,6 +51,12 @@ Status TaskStore::Resume(const std::string& /*id*/) {
 namespace store_internal {
 
 Status ValidatePause(const PauseRequest& request, WallTime now) {
+  STAGEHAND_RETURN_IF_ERROR(ValidatePauseTexts(request));
+  if (request.until && *request.until <= now) return PauseUntilPassedError();
+  return Status::Ok();
+}
+
+Status ValidatePauseTexts(const PauseRequest& request) {
   if (request.by.size() > kMaxPauseTextBytes) {
     return InvalidArgumentError(
         fmt::format("Invalid pause: 'by' is longer than {} bytes", kMaxPauseTextBytes));
@@ -59,7 +65,6 @@ Status ValidatePause(const PauseRequest& request, WallTime now) {
     return InvalidArgumentError(
         fmt::format("Invalid pause: 'reason' is longer than {} bytes", kMaxPauseTextBytes));
   }
-  if (request.until && *request.until <= now) return PauseUntilPassedError();
   return Status::Ok();
 }
 

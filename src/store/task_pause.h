@@ -11,8 +11,10 @@
 
 namespace stagehand::store_internal {
 
-// Checks a pause request against the database's `now`. Errors: kInvalidArgument naming the field
-// (`by`, `reason`, `until`).
+// Checks a pause request's texts. Errors: kInvalidArgument naming `by` or `reason`.
+Status ValidatePauseTexts(const PauseRequest& request);
+// Checks a pause request against the database's `now`: its texts and that `until` is after now.
+// Errors: kInvalidArgument naming the field.
 Status ValidatePause(const PauseRequest& request, WallTime now);
 
 // kInvalidArgument "Invalid pause: 'until' is not in the future" (what ValidatePause answers for a

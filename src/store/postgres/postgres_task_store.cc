@@ -801,10 +801,8 @@ Status PostgresTaskStore::Trigger(const std::string& id) {
 }
 
 Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& request) {
-  // The database decides whether `until` is in the future; the texts are checked here.
-  PauseRequest texts = request;
-  texts.until.reset();
-  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(texts, WallTime{}));
+  // The statement compares `until` with the database's clock; the texts are checked here.
+  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePauseTexts(request));
   PgParams params;
   params.Add(id).Add(PausedTicket(request));
   if (request.until) {

@@ -181,8 +181,6 @@ inline constexpr std::string_view kTrigger =
     "UPDATE backstage_backend_tasks__tasks "
     "SET next_run_start_at = strftime('%Y-%m-%d %H:%M:%f','now') "
     "WHERE id = ?1 AND current_run_ticket IS NULL";
-inline constexpr std::string_view kTaskExists =
-    "SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = ?1";
 // ?1 id → the row's ticket (a row that exists).
 inline constexpr std::string_view kReadTicket =
     "SELECT current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";

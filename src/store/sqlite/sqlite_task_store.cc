@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <utility>
 
@@ -156,7 +157,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     std::lock_guard lock(mu_);
     const std::string_view statements[] = {
         sql::kPoll,          sql::kPollChanged, sql::kSweepExpired, sql::kClaim,
-        sql::kClaimVersion,  sql::kRenewLease,  sql::kTrigger,      sql::kTaskExists,
+        sql::kClaimVersion,  sql::kRenewLease,  sql::kTrigger,      sql::kReadTicket,
         sql::kReadForCancel, sql::kStates,      sql::kDelete,       sql::kDatabaseNow,
     };
     for (std::string_view statement : statements) {
@@ -301,15 +302,11 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("triggering a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
-    Result<SqliteStatement> read = db_->Prepare(sql::kReadTicket);
-    if (!read.ok()) return read.status();
-    Result<bool> row = read->Bind(1, id).Step("triggering a task");
-    if (!row.ok()) return row.status();
-    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
-    if (store_internal::IsPausedTicket(read->OptionalText(0).value_or(""))) {
-      return store_internal::PausedError(id);
-    }
-    return ConflictError(fmt::format("Task {} is currently running", id));
+    return UnchangedLocked(id, "triggering a task", [&](const std::string& ticket) {
+      return store_internal::IsPausedTicket(ticket)
+                 ? store_internal::PausedError(id)
+                 : ConflictError(fmt::format("Task {} is currently running", id));
+    });
   }
 
   Status Pause(const std::string& id, const PauseRequest& request) override {
@@ -329,12 +326,9 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Run("pausing a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
-    Result<SqliteStatement> exists = db_->Prepare(sql::kTaskExists);
-    if (!exists.ok()) return exists.status();
-    Result<bool> row = exists->Bind(1, id).Step("pausing a task");
-    if (!row.ok()) return row.status();
-    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
-    return ConflictError(fmt::format("Task {} is currently running", id));
+    return UnchangedLocked(id, "pausing a task", [&](const std::string&) {
+      return ConflictError(fmt::format("Task {} is currently running", id));
+    });
   }
 
   Status Resume(const std::string& id) override {
@@ -345,12 +339,8 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("resuming a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
-    Result<SqliteStatement> exists = db_->Prepare(sql::kTaskExists);
-    if (!exists.ok()) return exists.status();
-    Result<bool> row = exists->Bind(1, id).Step("resuming a task");
-    if (!row.ok()) return row.status();
-    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
-    return store_internal::NotPausedError(id);
+    return UnchangedLocked(id, "resuming a task",
+                           [&](const std::string&) { return store_internal::NotPausedError(id); });
   }
 
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
@@ -766,6 +756,18 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(runs.Trim(task, keep, closed));
     }
     return Status::Ok();
+  }
+
+  // Why a conditional update of task `id` (`what`, for errors) changed no row, with mu_ held:
+  // kNotFound when the row does not exist, else `refusal` of the ticket it holds (empty: none).
+  Status UnchangedLocked(const std::string& id, const char* what,
+                         const std::function<Status(const std::string& ticket)>& refusal) {
+    Result<SqliteStatement> read = db_->Prepare(sql::kReadTicket);
+    if (!read.ok()) return read.status();
+    Result<bool> row = read->Bind(1, id).Step(what);
+    if (!row.ok()) return row.status();
+    if (!*row) return NotFoundError(fmt::format("Task {} does not exist", id));
+    return refusal(read->OptionalText(0).value_or(""));
   }
 
   // Resets the expired runs, with mu_ held; where the history tables exist, inside the caller's
