@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "stagehand/base/check.h"
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
 #include "store/prune_rule.h"
@@ -55,15 +56,31 @@ bool HoldsTicket(const TaskRow& row, const std::string& ticket) {
   return row.current_run_ticket && *row.current_run_ticket == ticket;
 }
 
-// Whether `ticket` holds the row in its cancel-marked form.
-bool HoldsMarkedTicket(const TaskRow& row, const std::string& ticket) {
-  return row.current_run_ticket && *row.current_run_ticket == CancelRequestedTicket(ticket);
+// What the row's ticket says of the run `ticket`, when it holds the row for that run in any form.
+std::optional<store_internal::HeldTicket> HeldFor(const TaskRow& row, const std::string& ticket) {
+  if (!row.current_run_ticket) return std::nullopt;
+  std::optional<store_internal::HeldTicket> held =
+      store_internal::ParseHeldTicket(*row.current_run_ticket);
+  if (!held || held->run_ticket != ticket) return std::nullopt;
+  return held;
 }
 
-void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json) {
-  row.current_run_ticket.reset();
-  row.current_run_started_at.reset();
-  row.current_run_expires_at.reset();
+// Ends the run holding the row with `held`: the row is free, or paused when a pause waited for
+// the run.
+void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json,
+            const std::optional<store_internal::HeldTicket>& held = std::nullopt) {
+  std::optional<store_internal::PauseAfterRun> pause;
+  if (held) pause = store_internal::PauseLeftBy(*held, now);
+  if (pause) {
+    row.current_run_ticket = std::move(pause->ticket);
+    row.current_run_started_at = now;
+    row.current_run_expires_at =
+        pause->until ? std::optional(store_internal::ToMillis(*pause->until)) : std::nullopt;
+  } else {
+    row.current_run_ticket.reset();
+    row.current_run_started_at.reset();
+    row.current_run_expires_at.reset();
+  }
   row.last_run_ended_at = now;
   row.last_run_error_json = std::move(error_json);
 }
@@ -268,10 +285,12 @@ std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap&
         resumed.push_back(id);
         continue;
       }
+      std::optional<store_internal::HeldTicket> held;
       if (row.current_run_ticket) {
         LoseRun(runs, store_internal::RunIdOfTicket(*row.current_run_ticket), now, timed_out);
+        held = store_internal::ParseHeldTicket(*row.current_run_ticket);
       }
-      EndRun(row, now, timed_out);
+      EndRun(row, now, timed_out, held);
       swept.push_back(id);
     }
   }
@@ -316,10 +335,10 @@ bool ClaimRow(TaskRow& row, const std::string& ticket, std::chrono::milliseconds
 // Release's rules on one row. Returns whether the ticket held it.
 bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
                 const std::optional<std::string>& error_json, WallTime now) {
-  const bool marked = HoldsMarkedTicket(row, ticket);
-  if (!marked && !HoldsTicket(row, ticket)) return false;
+  const std::optional<store_internal::HeldTicket> held = HeldFor(row, ticket);
+  if (!held) return false;
   row.next_run_start_at = Evaluate(plan, now, row.next_run_start_at);
-  EndRun(row, now, marked ? ErrorJson("Task was cancelled") : error_json);
+  EndRun(row, now, held->cancel_requested ? ErrorJson("Task was cancelled") : error_json, held);
   return true;
 }
 
@@ -534,11 +553,11 @@ Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std
     auto it = rows.find(id);
     if (it == rows.end()) return LeaseStatus::kLost;
     TaskRow& row = it->second;
-    const bool marked = HoldsMarkedTicket(row, ticket);
-    if (!marked && !HoldsTicket(row, ticket)) return LeaseStatus::kLost;
+    const std::optional<store_internal::HeldTicket> held = HeldFor(row, ticket);
+    if (!held) return LeaseStatus::kLost;
     const WallTime started = row.current_run_started_at.value_or(now);
     row.current_run_expires_at = std::min(started + timeout, now + lease);
-    return marked ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
+    return held->cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
   });
 }
 
@@ -663,7 +682,11 @@ Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
     TaskRow& row = it->second;
     if (row.current_run_ticket && !store_internal::IsPausedTicket(*row.current_run_ticket)) {
-      return ConflictError(fmt::format("Task {} is currently running", id));
+      std::optional<store_internal::HeldTicket> held =
+          store_internal::ParseHeldTicket(*row.current_run_ticket);
+      STAGEHAND_CHECK(held.has_value());
+      row.current_run_ticket = store_internal::PausePendingTicket(*held, request);
+      return Status::Ok();
     }
     row.current_run_ticket = PausedTicket(request);
     row.current_run_started_at = now;
@@ -681,10 +704,15 @@ Status MemoryTaskStore::Resume(const std::string& id) {
     auto it = rows.find(id);
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
     TaskRow& row = it->second;
-    if (!row.current_run_ticket || !store_internal::IsPausedTicket(*row.current_run_ticket)) {
-      return store_internal::NotPausedError(id);
+    if (!row.current_run_ticket) return store_internal::NotPausedError(id);
+    if (store_internal::IsPausedTicket(*row.current_run_ticket)) {
+      ClearTicket(row);
+      return Status::Ok();
     }
-    ClearTicket(row);
+    std::optional<store_internal::HeldTicket> held =
+        store_internal::ParseHeldTicket(*row.current_run_ticket);
+    if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
+    row.current_run_ticket = store_internal::WithoutPendingPause(*held);
     return Status::Ok();
   });
   if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});

@@ -6,6 +6,7 @@
 
 #include "stagehand/base/check.h"
 #include "stagehand/store/task_store.h"
+#include "store/task_pause.h"
 
 namespace stagehand::store_internal {
 
@@ -31,9 +32,8 @@ std::string_view OutputTail(std::string_view output, std::size_t max_bytes) {
 }
 
 std::string_view RunIdOfTicket(std::string_view ticket) {
-  if (ticket.starts_with(kCancelRequestedPrefix))
-    ticket.remove_prefix(kCancelRequestedPrefix.size());
-  return ticket;
+  const std::optional<HeldTicket> held = ParseHeldTicket(ticket);
+  return held ? held->run_ticket : ticket;
 }
 
 WallTime ToMillis(WallTime instant) {

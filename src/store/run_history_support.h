@@ -31,7 +31,8 @@ std::optional<RunCursor> DecodeRunCursor(std::string_view text);
 // Returns the last `max_bytes` bytes of `output` (all of it when shorter).
 std::string_view OutputTail(std::string_view output, std::size_t max_bytes);
 
-// Returns the run id that claim `ticket` names: the ticket without a cancel's mark.
+// Returns the run id that claim `ticket` names: the ticket without a cancel's or a pending
+// pause's mark.
 std::string_view RunIdOfTicket(std::string_view ticket);
 
 // Returns `instant` truncated to the millisecond, the precision times given by callers are kept at.

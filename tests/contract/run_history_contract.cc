@@ -389,16 +389,21 @@ TEST_F(RunHistoryContractTest, SweepClosesTheRunsOfTheClaimsItResetsAsLost) {
   ClaimWithHistory("swept", "t-swept");
   ClaimWithHistory("marked", "t-marked");
   ClaimWithHistory("alive", "t-alive");
+  Upsert("pausing", Schedule("PT10M"));
+  ClaimWithHistory("pausing", "t-pausing");
   ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
+  ASSERT_TRUE(store_->Pause("pausing", PauseRequest{"alice", "", std::nullopt}).ok());
   Start("local-run", "local", std::nullopt);
   ExpireRun("swept");
   ExpireRun("marked");
+  ExpireRun("pausing");
 
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok()) << swept.status().ToString();
   std::sort(swept->begin(), swept->end());
-  EXPECT_EQ(*swept, (std::vector<std::string>{"marked", "swept"}));
-  for (const char* id : {"swept", "marked"}) {
+  EXPECT_EQ(*swept, (std::vector<std::string>{"marked", "pausing", "swept"}));
+  EXPECT_TRUE(PauseOf(Row("pausing")).has_value());
+  for (const char* id : {"swept", "marked", "pausing"}) {
     const TaskRun run = Get(std::string("t-") + id);
     EXPECT_EQ(run.finish.outcome, RunOutcome::kLost) << id;
     EXPECT_EQ(run.finish.error_json, kTimedOutJson) << id;

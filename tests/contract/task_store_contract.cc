@@ -822,9 +822,8 @@ TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
   Upsert("busy", Schedule("PT10M"));
   ASSERT_TRUE(Claim("busy", "t1"));
   const TaskRow running = Row("busy");
-  status = store_->Pause("busy", PauseBy("alice", ""));
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
-  EXPECT_EQ(status.message(), "Task busy is currently running");
+  status = store_->Pause("busy", PauseBy("alice", "", Now() - minutes(1)));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Row("busy"), running);
 
   Upsert("idle", Schedule("PT10M"));
@@ -896,6 +895,146 @@ TEST_F(TaskStoreContractTest, APauseUntilAnInstantEndsThenWithoutRecordingARun) 
   EXPECT_TRUE(poll.swept_ids.empty());
   EXPECT_FALSE(Row("until-polled").current_run_ticket.has_value());
   EXPECT_FALSE(Row("until-polled").last_run_error_json.has_value());
+}
+
+TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLeavesItPaused) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("busy", schedule);
+  const std::optional<WallTime> scheduled = Row("busy").next_run_start_at;
+  ASSERT_TRUE(Claim("busy", "t1"));
+  const TaskRow running = Row("busy");
+  const WallTime until = WholeSeconds(Now()) + hours(2);
+  const Status paused = store_->Pause("busy", PauseBy("alice", "deploy", until));
+  ASSERT_TRUE(paused.ok()) << paused.ToString();
+
+  TaskRow row = Row("busy");
+  ASSERT_TRUE(row.current_run_ticket.has_value());
+  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausePendingPrefix)) << *row.current_run_ticket;
+  EXPECT_EQ(row.current_run_started_at, running.current_run_started_at);
+  EXPECT_EQ(row.current_run_expires_at, running.current_run_expires_at) << "the run's own expiry";
+  std::optional<TaskPause> pause = PauseOf(row);
+  ASSERT_TRUE(pause.has_value());
+  EXPECT_TRUE(pause->pending);
+  EXPECT_EQ(pause->by, "alice");
+  EXPECT_EQ(pause->until, until);
+
+  Result<LeaseStatus> lease = store_->RenewLease("busy", "t1", minutes(1), minutes(1));
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(*lease, LeaseStatus::kHeld) << "the run goes on";
+  EXPECT_EQ(store_->Trigger("busy").message(), "Task busy is currently running");
+  EXPECT_FALSE(Claim("busy", "t2"));
+
+  const WallTime before = Now();
+  ASSERT_TRUE(Release("busy", "t1", schedule));
+  const WallTime after = Now();
+  row = Row("busy");
+  ASSERT_TRUE(row.current_run_ticket.has_value());
+  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausedPrefix)) << *row.current_run_ticket;
+  EXPECT_TRUE(Within(row.current_run_started_at, before, after));
+  EXPECT_EQ(row.current_run_expires_at, until);
+  EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
+  EXPECT_FALSE(row.last_run_error_json.has_value());
+  EXPECT_TRUE(Same(row.next_run_start_at, *scheduled + minutes(10)));
+  pause = PauseOf(row);
+  ASSERT_TRUE(pause.has_value());
+  EXPECT_FALSE(pause->pending);
+  EXPECT_EQ(pause->by, "alice");
+  EXPECT_EQ(pause->reason, "deploy");
+  EXPECT_EQ(pause->until, until);
+  EXPECT_EQ(store_->Trigger("busy").message(), "Task busy is paused");
+
+  ASSERT_TRUE(store_->Resume("busy").ok());
+  EXPECT_FALSE(Row("busy").current_run_ticket.has_value());
+}
+
+TEST_F(TaskStoreContractTest, APendingPauseAndACancelInEitherOrderStopTheRunAndPauseTheTask) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  for (const bool cancel_first : {true, false}) {
+    const std::string id = cancel_first ? "cancel-then-pause" : "pause-then-cancel";
+    Upsert(id, schedule);
+    ASSERT_TRUE(Claim(id, "t1"));
+    if (cancel_first) {
+      ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
+    }
+    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "")).ok());
+    if (!cancel_first) {
+      ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
+    }
+    EXPECT_TRUE(Row(id).current_run_ticket->starts_with(kCancelRequestedPrefix)) << id;
+    EXPECT_TRUE(PauseOf(Row(id)).has_value()) << id;
+    Result<LeaseStatus> lease = store_->RenewLease(id, "t1", minutes(1), minutes(1));
+    ASSERT_TRUE(lease.ok());
+    EXPECT_EQ(*lease, LeaseStatus::kCancelRequested) << id;
+
+    const ReleaseRequest release{id, "t1", schedule, ErrorJson("the function failed")};
+    Result<std::vector<ReleaseResult>> released = store_->ReleaseMany({&release, 1});
+    ASSERT_TRUE(released.ok()) << released.status().ToString();
+    EXPECT_TRUE((*released)[0].released) << id;
+    const TaskRow row = Row(id);
+    EXPECT_EQ(row.last_run_error_json, kCancelledJson) << id;
+    EXPECT_TRUE(PauseOf(row).has_value() && !PauseOf(row)->pending) << id;
+    EXPECT_FALSE(row.current_run_expires_at.has_value()) << id;
+  }
+}
+
+TEST_F(TaskStoreContractTest, ResumeOfAPendingPauseLeavesTheRunGoingAndItsReleaseFreesTheTask) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("changed-mind", schedule);
+  ASSERT_TRUE(Claim("changed-mind", "t1"));
+  const TaskRow running = Row("changed-mind");
+  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("alice", "")).ok());
+  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("bob", "again")).ok());
+  EXPECT_EQ(PauseOf(Row("changed-mind"))->by, "bob") << "a second pause replaces the first";
+  ASSERT_TRUE(store_->Resume("changed-mind").ok());
+  EXPECT_EQ(Row("changed-mind"), running);
+  EXPECT_EQ(store_->Resume("changed-mind").message(), "Task changed-mind is not paused");
+  ASSERT_TRUE(Release("changed-mind", "t1", schedule));
+  EXPECT_FALSE(Row("changed-mind").current_run_ticket.has_value());
+
+  Upsert("marked", schedule);
+  ASSERT_TRUE(Claim("marked", "t1"));
+  ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
+  const TaskRow cancelled = Row("marked");
+  ASSERT_TRUE(store_->Pause("marked", PauseBy("alice", "")).ok());
+  ASSERT_TRUE(store_->Resume("marked").ok());
+  EXPECT_EQ(Row("marked"), cancelled) << "the cancel's mark stays";
+}
+
+TEST_F(TaskStoreContractTest, APendingPauseWhoseUntilHasPassedWhenTheRunEndsLeavesTheTaskFree) {
+  const TaskSchedule schedule = Schedule("PT10M");
+  Upsert("brief", schedule);
+  ASSERT_TRUE(Claim("brief", "t1"));
+  ASSERT_TRUE(store_->Pause("brief", PauseBy("alice", "", Now() + milliseconds(100))).ok());
+  fixture_->LetTimePass(milliseconds(200));
+  ASSERT_TRUE(Release("brief", "t1", schedule));
+  EXPECT_FALSE(Row("brief").current_run_ticket.has_value());
+}
+
+TEST_F(TaskStoreContractTest, ASweptRunWithAPendingPauseLeavesTheTaskPaused) {
+  for (const bool by_poll : {false, true}) {
+    const std::string id = by_poll ? "swept-by-poll" : "swept";
+    Upsert(id, Schedule("PT10M"));
+    ASSERT_TRUE(Claim(id, "t-" + id, milliseconds(100), milliseconds(100)));
+    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "crash")).ok());
+    fixture_->LetTimePass(milliseconds(200));
+    std::vector<std::string> swept;
+    if (by_poll) {
+      swept = Poll({id}, /*sweep=*/true).swept_ids;
+    } else {
+      Result<std::vector<std::string>> result = store_->SweepExpired();
+      ASSERT_TRUE(result.ok()) << result.status().ToString();
+      swept = *result;
+    }
+    EXPECT_EQ(swept, std::vector<std::string>{id}) << "the lost run is reported";
+    const TaskRow row = Row(id);
+    EXPECT_EQ(row.last_run_error_json, kTimedOutJson) << id;
+    const std::optional<TaskPause> pause = PauseOf(row);
+    ASSERT_TRUE(pause.has_value()) << id;
+    EXPECT_FALSE(pause->pending) << id;
+    EXPECT_EQ(pause->reason, "crash") << id;
+    EXPECT_FALSE(row.current_run_expires_at.has_value()) << id;
+    EXPECT_EQ(ReadinessOf(id), Readiness::kNotReady) << id;
+  }
 }
 
 // --- PluginTaskSchedulerJanitor.test.ts and sweeps ------------------------------------------

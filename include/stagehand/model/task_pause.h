@@ -19,12 +19,14 @@ struct PauseRequest {
 };
 inline constexpr std::size_t kMaxPauseTextBytes = 1024;
 
-// A paused task's pause, as its row holds it: since when (the database's clock).
+// A paused task's pause, as its row holds it: since when (the database's clock). A pause asked
+// while a run was in progress is `pending` until that run ends; `since` is then the run's start.
 struct TaskPause {
   std::string by;
   std::string reason;
   WallTime since{};
   std::optional<WallTime> until;
+  bool pending = false;
 
   friend bool operator==(const TaskPause&, const TaskPause&) = default;
 };

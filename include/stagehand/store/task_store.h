@@ -62,7 +62,15 @@ inline constexpr std::string_view kPausedPrefix = "paused:";
 
 // Returns the ticket a pause writes.
 std::string PausedTicket(const PauseRequest& request);
-// Returns the pause `row` holds, or nullopt if it is not paused.
+
+// A pause asked while a run holds the row (ADR 0013) rewrites the run's ticket `T` (or its
+// cancel-marked form) to this prefix, `T`, ':' and the pause as JSON ({"by":…,"reason":…,
+// "until":…}), keeping a cancel's mark in front. The run goes on (RenewLease still holds it, as
+// kCancelRequested when marked); its release, or the sweep of its expiry, leaves the row paused.
+// Run tickets never contain ':'.
+inline constexpr std::string_view kPausePendingPrefix = "pausing:";
+// Returns the pause `row` holds, or nullopt if it is neither paused nor pausing when its run
+// ends (then TaskPause::pending, `since` the run's start).
 std::optional<TaskPause> PauseOf(const TaskRow& row);
 
 // The outcome of RenewLease.

@@ -172,6 +172,22 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   // the ids that have a row in the result when `only_listed` is set).
   Result<PollResult> ReadPoll(const Executed& executed, std::span<const std::string> ids,
                               bool only_listed);
+  // Returns the ticket of `id`; nullopt when it has none or the row does not exist. One round
+  // trip.
+  Result<std::optional<std::string>> StoredTicket(const std::string& id);
+  // Returns the ticket of `id` when it holds the row for the run `ticket` with a pending pause
+  // (ADR 0013); nullopt otherwise. One round trip.
+  Result<std::optional<std::string>> PendingPauseTicket(const std::string& id,
+                                                        const std::string& ticket);
+  // Ends the run `ticket` whose ticket carries a pending pause, leaving the row paused (free when
+  // the pause's until has passed). Not released when no such ticket holds the row.
+  Result<ReleaseResult> ReleaseIntoPause(const std::string& id, const std::string& ticket,
+                                         const NextRunPlan& next,
+                                         const std::optional<std::string>& error_json);
+  // Replaces the ticket `stored` of `id` (a pause of a running task, or its resume).
+  // Errors: kConflict when the row changed meanwhile.
+  Status RewriteTicket(const std::string& id, const std::string& stored,
+                       const std::string& replacement, std::string_view operation);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -663,9 +679,96 @@ Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const s
       .Add(CancelRequestedTicket(ticket));
   Result<Executed> executed = Run("renew lease", sql::TaskStatements().renew_lease, params);
   if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) return LeaseStatus::kLost;
+  if (executed->result.rows() == 0) {
+    Result<std::optional<std::string>> pending = PendingPauseTicket(id, ticket);
+    if (!pending.ok()) return pending.status();
+    if (!*pending) return LeaseStatus::kLost;
+    const std::string& stored = **pending;
+    PgParams again;
+    again.Add(id)
+        .Add(stored)
+        .Add(static_cast<long long>(timeout.count()))
+        .Add(static_cast<long long>(lease.count()))
+        .Add(stored.starts_with(kCancelRequestedPrefix) ? stored : CancelRequestedTicket(stored));
+    executed = Run("renew lease", sql::TaskStatements().renew_lease, again);
+    if (!executed.ok()) return executed.status();
+    if (executed->result.rows() == 0) return LeaseStatus::kLost;
+  }
   if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
   return executed->result.GetBool(0, 1) ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
+}
+
+Result<std::optional<std::string>> PostgresTaskStore::StoredTicket(const std::string& id) {
+  PgParams params;
+  params.Add(id);
+  Result<Executed> read = Run("read ticket", sql::TaskStatements().read_for_cancel, params);
+  if (!read.ok()) return read.status();
+  if (read->result.rows() == 0) return std::optional<std::string>();
+  if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
+  return read->result.GetOptional(0, 1);
+}
+
+Result<std::optional<std::string>> PostgresTaskStore::PendingPauseTicket(
+    const std::string& id, const std::string& ticket) {
+  Result<std::optional<std::string>> stored = StoredTicket(id);
+  if (!stored.ok() || !*stored) return stored;
+  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(**stored);
+  if (!held || held->run_ticket != ticket || !held->pending_pause) {
+    return std::optional<std::string>();
+  }
+  return stored;
+}
+
+Result<ReleaseResult> PostgresTaskStore::ReleaseIntoPause(
+    const std::string& id, const std::string& ticket, const NextRunPlan& next,
+    const std::optional<std::string>& error_json) {
+  Result<std::optional<std::string>> stored = PendingPauseTicket(id, ticket);
+  if (!stored.ok()) return stored.status();
+  ReleaseResult result;
+  result.db_now = db_clock_.Now();
+  if (!*stored) return result;
+  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(**stored);
+  const std::optional<store_internal::PauseAfterRun> pause =
+      store_internal::PauseLeftBy(*held, result.db_now);
+  PgParams params;
+  params.Add(id).Add(**stored);
+  AddPlan(params, next);
+  params.Add(held->cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json)
+      .Add(channel_)
+      .Add("release")
+      .Add(pause ? std::optional(pause->ticket) : std::nullopt);
+  if (pause && pause->until) {
+    params.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*pause->until)));
+  } else {
+    params.AddNull();
+  }
+  Result<Executed> executed = Run("release", sql::TaskStatements().release_into_pause, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) return result;
+  Result<WallTime> now = ObserveNow(*executed, 0, 0);
+  if (!now.ok()) return now.status();
+  Result<std::optional<WallTime>> next_start = TimeAt(executed->result, 0, 2);
+  if (!next_start.ok()) return next_start.status();
+  result.released = true;
+  result.db_now = *now;
+  result.next_run_start_at = *next_start;
+  result.version = executed->result.GetInt(0, 3);
+  return result;
+}
+
+Status PostgresTaskStore::RewriteTicket(const std::string& id, const std::string& stored,
+                                        const std::string& replacement,
+                                        std::string_view operation) {
+  PgParams params;
+  params.Add(id).Add(stored).Add(replacement).Add(channel_);
+  Result<Executed> executed = Run(operation, sql::TaskStatements().rewrite_ticket, params);
+  if (!executed.ok()) return executed.status();
+  if (executed->result.rows() == 0) {
+    return ConflictError(fmt::format("Task {} changed while it was being {}; try again", id,
+                                     operation == "pause" ? "paused" : "resumed"));
+  }
+  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  return Status::Ok();
 }
 
 Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string& ticket,
@@ -683,7 +786,11 @@ Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string
       .Add(ErrorJson("Task was cancelled"));
   Result<Executed> executed = Run("release", sql::TaskStatements().release, params);
   if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) return false;
+  if (executed->result.rows() == 0) {
+    Result<ReleaseResult> paused = ReleaseIntoPause(id, ticket, *next, error_json);
+    if (!paused.ok()) return paused.status();
+    return paused->released;
+  }
   if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
   return true;
 }
@@ -698,11 +805,14 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   PlanArrays next;
   std::unordered_map<std::string_view, std::size_t> index_of;
   index_of.reserve(releases.size());
+  std::vector<NextRunPlan> plans;
+  plans.reserve(releases.size());
   const WallTime db_now = db_clock_.Now();
   for (std::size_t i = 0; i < releases.size(); ++i) {
     const ReleaseRequest& release = releases[i];
     Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, db_now);
     if (!plan.ok()) return plan.status();
+    plans.push_back(*plan);
     ids.Add(release.id);
     tickets.Add(release.ticket);
     errors.AddOrNull(release.error_json);
@@ -781,6 +891,14 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     released.next_run_start_at = *next_start;
     released.version = result.GetInt(row, 4);
   }
+  // A run whose ticket a pause marked meanwhile (rare) is released into the pause.
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    if (results[i].released) continue;
+    Result<ReleaseResult> paused =
+        ReleaseIntoPause(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json);
+    if (!paused.ok()) return paused.status();
+    if (paused->released) results[i] = *paused;
+  }
   return results;
 }
 
@@ -818,10 +936,13 @@ Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& reque
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
   if (executed->result.GetBool(0, 3)) return store_internal::PauseUntilPassedError();
-  if (!executed->result.GetBool(0, 1)) {
-    return ConflictError(fmt::format("Task {} is currently running", id));
-  }
-  return Status::Ok();
+  if (executed->result.GetBool(0, 1)) return Status::Ok();
+  Result<std::optional<std::string>> stored = StoredTicket(id);
+  if (!stored.ok()) return stored.status();
+  const std::optional<store_internal::HeldTicket> held =
+      *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
+  if (!held) return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+  return RewriteTicket(id, **stored, store_internal::PausePendingTicket(*held, request), "pause");
 }
 
 Status PostgresTaskStore::Resume(const std::string& id) {
@@ -833,8 +954,13 @@ Status PostgresTaskStore::Resume(const std::string& id) {
   if (!executed->result.GetBool(0, 0)) {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
-  if (!executed->result.GetBool(0, 1)) return store_internal::NotPausedError(id);
-  return Status::Ok();
+  if (executed->result.GetBool(0, 1)) return Status::Ok();
+  Result<std::optional<std::string>> stored = StoredTicket(id);
+  if (!stored.ok()) return stored.status();
+  const std::optional<store_internal::HeldTicket> held =
+      *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
+  if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
+  return RewriteTicket(id, **stored, store_internal::WithoutPendingPause(*held), "resume");
 }
 
 Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::milliseconds hold) {

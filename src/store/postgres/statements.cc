@@ -12,6 +12,7 @@ namespace stagehand::store_internal::pg_sql {
 // The history statements strip a cancel's mark from a ticket with this literal.
 static_assert(kCancelRequestedPrefix == "cancel:");
 static_assert(kPausedPrefix == "paused:");
+static_assert(kPausePendingPrefix == "pausing:");
 
 namespace {
 
@@ -101,42 +102,68 @@ std::string NotifyInChunks(int channel_param, std::string_view kind, std::string
                      fmt::arg("sizes", sizes), fmt::arg("rows", rows));
 }
 
+// The JSON of the pending pause that the ticket in `column` carries (ADR 0013), or NULL.
+std::string PendingPauseJson(std::string_view column) {
+  return fmt::format(
+      "CASE WHEN starts_with({0}, 'pausing:') THEN substr({0}, 9 + strpos(substr({0}, 9), ':'))"
+      " WHEN starts_with({0}, 'cancel:pausing:')"
+      " THEN substr({0}, 16 + strpos(substr({0}, 16), ':')) END",
+      column);
+}
+
+// The run id that the ticket in `column` names: without a cancel's or a pending pause's mark.
+std::string RunIdOfTicket(std::string_view column) {
+  const std::string unmarked =
+      fmt::format("CASE WHEN starts_with({0}, 'cancel:') THEN substr({0}, 8) ELSE {0} END", column);
+  return fmt::format(
+      "CASE WHEN starts_with({0}, 'pausing:') THEN split_part(substr({0}, 9), ':', 1) ELSE {0} "
+      "END",
+      unmarked);
+}
+
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
 // the error JSON bound at parameter $<error_param> and notifying on the channel at the next one,
 // and clears every expired pause (ADR 0013) without a record, announced as a release. Its
 // `paused` column tells the two apart: only the rows with `paused` false are reported as swept.
-// With `history`, it also closes the swept runs' history rows as lost with that error. The expired
-// rows are locked first (in id order) to read the tickets they hold.
+// An expired run whose ticket carries a pending pause leaves its row paused (`repause`), unless
+// the pause's until has passed too. With `history`, it also closes the swept runs' history rows as
+// lost with that error. The expired rows are locked first (in id order) to read their tickets.
 std::string SweptCte(int error_param, bool history) {
-  std::string cte = fmt::format(R"sql(
+  std::string cte =
+      fmt::format(R"sql(
 WITH expired AS (
-  SELECT id, current_run_ticket, starts_with(current_run_ticket, 'paused:') AS paused
+  SELECT id, current_run_ticket, starts_with(current_run_ticket, 'paused:') AS paused,
+         {pending} AS pause_json
   FROM backstage_backend_tasks__tasks
   WHERE current_run_expires_at < now()
   ORDER BY id
   FOR UPDATE
+), pending AS (
+  SELECT e.id, e.pause_json, u.pause_until,
+         e.pause_json IS NOT NULL AND coalesce(u.pause_until > now(), true) AS repause
+  FROM expired AS e
+  CROSS JOIN LATERAL (SELECT (e.pause_json::jsonb ->> 'until')::timestamptz AS pause_until) AS u
 ), swept AS (
   UPDATE backstage_backend_tasks__tasks AS t
-  SET current_run_ticket = NULL,
-      current_run_started_at = NULL,
-      current_run_expires_at = NULL,
+  SET current_run_ticket = CASE WHEN p.repause THEN 'paused:' || p.pause_json END,
+      current_run_started_at = CASE WHEN p.repause THEN now() END,
+      current_run_expires_at = CASE WHEN p.repause THEN p.pause_until END,
       last_run_ended_at = CASE WHEN e.paused THEN t.last_run_ended_at ELSE now() END,
-      last_run_error_json = CASE WHEN e.paused THEN t.last_run_error_json ELSE ${0}::text END
-  FROM expired AS e
+      last_run_error_json = CASE WHEN e.paused THEN t.last_run_error_json ELSE ${error}::text END
+  FROM expired AS e JOIN pending AS p ON p.id = e.id
   WHERE t.id = e.id
   RETURNING t.id, e.current_run_ticket AS ticket, e.paused,
-            pg_notify(${1}::text, CASE WHEN e.paused THEN 'release:' ELSE 'sweep:' END || t.id)
+            pg_notify(${channel}::text, CASE WHEN e.paused THEN 'release:' ELSE 'sweep:' END || t.id)
 ))sql",
-                                error_param, error_param + 1);
+                  fmt::arg("pending", PendingPauseJson("current_run_ticket")),
+                  fmt::arg("error", error_param), fmt::arg("channel", error_param + 1));
   if (history) {
     cte += fmt::format(R"sql(, lost AS (
   UPDATE stagehand_task_runs
   SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
-  WHERE ended_at IS NULL AND run_id IN (
-    SELECT CASE WHEN starts_with(ticket, 'cancel:') THEN substr(ticket, 8) ELSE ticket END
-    FROM swept WHERE NOT paused)
+  WHERE ended_at IS NULL AND run_id IN (SELECT {1} FROM swept WHERE NOT paused)
 ))sql",
-                       error_param);
+                       error_param, RunIdOfTicket("ticket"));
   }
   return cte;
 }
@@ -545,6 +572,28 @@ WITH target AS (
 SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM resumed) > 0, now()
 )sql";
 
+  std::string rewrite_ticket = R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET current_run_ticket = $3::text
+WHERE id = $1::text AND current_run_ticket = $2::text
+RETURNING now(), pg_notify($4::text, 'upsert:' || id)
+)sql";
+
+  std::string release_into_pause =
+      fmt::format(R"sql(
+UPDATE backstage_backend_tasks__tasks
+SET next_run_start_at = {next},
+    current_run_ticket = $9::text,
+    current_run_started_at = CASE WHEN $9::text IS NULL THEN NULL ELSE now() END,
+    current_run_expires_at = $10::timestamptz,
+    last_run_ended_at = now(),
+    last_run_error_json = $6::text
+WHERE id = $1::text AND current_run_ticket = $2::text
+RETURNING now(), pg_notify($7::text, $8::text || ':' || id), next_run_start_at, {version}
+)sql",
+                  fmt::arg("next", Plan(3, true)),
+                  fmt::arg("version", VersionOf("backstage_backend_tasks__tasks")));
+
   std::string read_for_cancel = R"sql(
 SELECT settings_json, current_run_ticket, now()
 FROM backstage_backend_tasks__tasks
@@ -746,6 +795,8 @@ const Statements& TaskStatements() {
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
       .pause = {35, "stagehand_pause", texts->pause.c_str()},
       .resume = {36, "stagehand_resume", texts->resume.c_str()},
+      .rewrite_ticket = {37, "stagehand_rewrite_ticket", texts->rewrite_ticket.c_str()},
+      .release_into_pause = {38, "stagehand_release_into_pause", texts->release_into_pause.c_str()},
       .read_for_cancel = {7, "stagehand_read_for_cancel", texts->read_for_cancel.c_str()},
       .mark_cancelled = {15, "stagehand_mark_cancelled", texts->mark_cancelled.c_str()},
       .sweep = {8, "stagehand_sweep", texts->sweep.c_str()},

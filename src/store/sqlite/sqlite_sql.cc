@@ -57,4 +57,16 @@ std::string Release(NextRunPlan::Kind next) {
       PlanExpression(next, 4));
 }
 
+std::string ReleaseIntoPause(NextRunPlan::Kind next) {
+  return fmt::format(
+      "UPDATE backstage_backend_tasks__tasks SET next_run_start_at = {}, "
+      "current_run_ticket = ?5, current_run_started_at = CASE WHEN ?5 IS NULL THEN NULL "
+      "ELSE strftime('%Y-%m-%d %H:%M:%f','now') END, current_run_expires_at = ?6, "
+      "last_run_ended_at = strftime('%Y-%m-%d %H:%M:%f','now'), last_run_error_json = ?3 "
+      "WHERE id = ?1 AND current_run_ticket = ?2 "
+      "RETURNING next_run_start_at, stagehand_version(next_run_start_at, settings_json), "
+      "strftime('%Y-%m-%d %H:%M:%f','now')",
+      PlanExpression(next, 4));
+}
+
 }  // namespace stagehand::store_internal::sqlite_sql

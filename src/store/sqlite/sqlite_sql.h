@@ -16,6 +16,7 @@ namespace stagehand::store_internal::sqlite_sql {
 
 // The pause statements and sweeps recognise a pause's ticket (ADR 0013) with this literal.
 static_assert(kPausedPrefix == "paused:");
+static_assert(kPausePendingPrefix == "pausing:");
 
 // ---- connection ----
 
@@ -204,6 +205,25 @@ inline constexpr std::string_view kResumeExpiredPauses =
     "current_run_started_at = NULL, current_run_expires_at = NULL "
     "WHERE substr(current_run_ticket, 1, 7) = 'paused:' "
     "AND current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now')";
+// ?1 id, ?2 the stored ticket, ?3 the ticket that replaces it (a pause asked of a running row, or
+// the resume of that pause).
+inline constexpr std::string_view kRewriteTicket =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?3 "
+    "WHERE id = ?1 AND current_run_ticket = ?2";
+// The expired runs whose tickets carry a pending pause: id, ticket, now.
+inline constexpr std::string_view kExpiredPendingPauses =
+    "SELECT id, current_run_ticket, strftime('%Y-%m-%d %H:%M:%f','now') "
+    "FROM backstage_backend_tasks__tasks "
+    "WHERE current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now') "
+    "AND (substr(current_run_ticket, 1, 8) = 'pausing:' "
+    "OR substr(current_run_ticket, 1, 15) = 'cancel:pausing:')";
+// ?1 id, ?2 the stored ticket, ?3 error JSON, ?4 the paused ticket (NULL: the pause has ended),
+// ?5 its until (NULL: none), ?6 the sweep's now. The sweep of an expired run with a pending pause.
+inline constexpr std::string_view kSweepIntoPause =
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?4, "
+    "current_run_started_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ?6 END, "
+    "current_run_expires_at = ?5, last_run_ended_at = ?6, last_run_error_json = ?3 "
+    "WHERE id = ?1 AND current_run_ticket = ?2";
 inline constexpr std::string_view kReadForCancel =
     "SELECT settings_json, current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";
 
@@ -223,5 +243,11 @@ std::string Upsert(NextRunPlan::Kind start, NextRunPlan::Kind reregister);
 // ticket marked by a cancel, ?6 the error JSON recorded when the marked ticket holds the row.
 // Returns (one row if released) next_run_start_at, the version and now.
 std::string Release(NextRunPlan::Kind next);
+
+// End of a run whose ticket carries a pending pause (ADR 0013), leaving the row paused: ?1 id,
+// ?2 the stored ticket, ?3 error JSON or NULL, ?4 the plan's parameter, ?5 the paused ticket
+// (NULL: the pause has ended, the row is left free), ?6 its until (NULL: none). Returns what
+// Release returns.
+std::string ReleaseIntoPause(NextRunPlan::Kind next);
 
 }  // namespace stagehand::store_internal::sqlite_sql

@@ -267,20 +267,20 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override {
     std::lock_guard lock(mu_);
-    Result<SqliteStatement> stmt = db_->Prepare(sql::kRenewLease);
-    if (!stmt.ok()) return stmt.status();
-    const std::string marked = CancelRequestedTicket(ticket);
-    stmt->Bind(1, id)
-        .Bind(2, ticket)
-        .Bind(3, DurationModifier(timeout))
-        .Bind(4, DurationModifier(lease))
-        .Bind(5, marked);
-    Result<bool> row = stmt->Step("renewing a lease");
-    if (!row.ok()) return row.status();
-    if (!*row) return LeaseStatus::kLost;
-    const bool cancel_requested = stmt->Int(0) != 0;
-    STAGEHAND_RETURN_IF_ERROR(stmt->Run("renewing a lease"));
-    return cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
+    Result<std::optional<LeaseStatus>> renewed =
+        RenewLocked(id, ticket, CancelRequestedTicket(ticket), timeout, lease);
+    if (!renewed.ok()) return renewed.status();
+    if (*renewed) return **renewed;
+    Result<std::optional<std::string>> pending = PendingPauseTicketLocked(id, ticket);
+    if (!pending.ok()) return pending.status();
+    if (!*pending) return LeaseStatus::kLost;
+    const std::string& stored = **pending;
+    renewed = RenewLocked(
+        id, stored,
+        stored.starts_with(kCancelRequestedPrefix) ? stored : CancelRequestedTicket(stored),
+        timeout, lease);
+    if (!renewed.ok()) return renewed.status();
+    return renewed->value_or(LeaseStatus::kLost);
   }
 
   Result<bool> Release(const std::string& id, const std::string& ticket,
@@ -326,8 +326,14 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Run("pausing a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
-    return UnchangedLocked(id, "pausing a task", [&](const std::string&) {
-      return ConflictError(fmt::format("Task {} is currently running", id));
+    return UnchangedLocked(id, "pausing a task", [&](const std::string& ticket) {
+      const std::optional<store_internal::HeldTicket> held =
+          store_internal::ParseHeldTicket(ticket);
+      if (!held || held->run_ticket.empty()) {
+        return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+      }
+      return RewriteTicketLocked(id, ticket, store_internal::PausePendingTicket(*held, request),
+                                 "pausing a task");
     });
   }
 
@@ -339,8 +345,13 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Run("resuming a task"));
       if (db_->Changes() == 1) return Status::Ok();
     }
-    return UnchangedLocked(id, "resuming a task",
-                           [&](const std::string&) { return store_internal::NotPausedError(id); });
+    return UnchangedLocked(id, "resuming a task", [&](const std::string& ticket) {
+      const std::optional<store_internal::HeldTicket> held =
+          store_internal::ParseHeldTicket(ticket);
+      if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
+      return RewriteTicketLocked(id, ticket, store_internal::WithoutPendingPause(*held),
+                                 "resuming a task");
+    });
   }
 
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
@@ -770,6 +781,54 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     return refusal(read->OptionalText(0).value_or(""));
   }
 
+  // Extends the expiry of the run holding `id` with `ticket` (kHeld) or `marked`
+  // (kCancelRequested), with mu_ held; nullopt when neither holds it.
+  Result<std::optional<LeaseStatus>> RenewLocked(const std::string& id, const std::string& ticket,
+                                                 const std::string& marked,
+                                                 std::chrono::milliseconds timeout,
+                                                 std::chrono::milliseconds lease) {
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kRenewLease);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id)
+        .Bind(2, ticket)
+        .Bind(3, DurationModifier(timeout))
+        .Bind(4, DurationModifier(lease))
+        .Bind(5, marked);
+    Result<bool> row = stmt->Step("renewing a lease");
+    if (!row.ok()) return row.status();
+    if (!*row) return std::optional<LeaseStatus>();
+    const bool cancel_requested = stmt->Int(0) != 0;
+    STAGEHAND_RETURN_IF_ERROR(stmt->Run("renewing a lease"));
+    return std::optional(cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld);
+  }
+
+  // Replaces the ticket `stored` of `id`, with mu_ held. Errors: kConflict when another process
+  // changed it meanwhile.
+  Status RewriteTicketLocked(const std::string& id, const std::string& stored,
+                             const std::string& replacement, const char* what) {
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kRewriteTicket);
+    if (!stmt.ok()) return stmt.status();
+    STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Bind(2, stored).Bind(3, replacement).Run(what));
+    if (db_->Changes() == 1) return Status::Ok();
+    return ConflictError(fmt::format("Task {} changed while {}; try again", id, what));
+  }
+
+  // Returns the ticket of `id` when it holds the row for the run `ticket` with a pending pause
+  // (ADR 0013), with mu_ held; nullopt otherwise.
+  Result<std::optional<std::string>> PendingPauseTicketLocked(const std::string& id,
+                                                              const std::string& ticket) {
+    Result<SqliteStatement> read = db_->Prepare(sql::kReadTicket);
+    if (!read.ok()) return read.status();
+    Result<bool> row = read->Bind(1, id).Step("reading a ticket");
+    if (!row.ok()) return row.status();
+    std::optional<std::string> stored = *row ? read->OptionalText(0) : std::nullopt;
+    if (!stored) return stored;
+    const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(*stored);
+    if (!held || held->run_ticket != ticket || !held->pending_pause)
+      return std::optional<std::string>();
+    return stored;
+  }
+
   // Resets the expired runs, with mu_ held; where the history tables exist, inside the caller's
   // transaction, also closes their runs as lost at the same now.
   Result<std::vector<std::string>> SweepLocked() {
@@ -788,12 +847,14 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       STAGEHAND_RETURN_IF_ERROR(
           SqliteRunTable(*db_).MarkSweptRunsLost(now, ErrorJson("Task timed out")));
     }
+    Result<std::vector<std::string>> paused = SweepIntoPausesLocked(*history);
+    if (!paused.ok()) return paused.status();
+    std::vector<std::string> ids = std::move(*paused);
     Result<SqliteStatement> stmt =
         db_->Prepare(*history ? history_sql::kSweepExpiredAt : sql::kSweepExpired);
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, ErrorJson("Task timed out"));
     if (*history) stmt->Bind(2, now);
-    std::vector<std::string> ids;
     while (true) {
       Result<bool> row = stmt->Step("resetting expired runs");
       if (!row.ok()) return row.status();
@@ -801,6 +862,56 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       ids.push_back(stmt->Text(0));
     }
     std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  // Resets the expired runs whose tickets carry a pending pause, leaving their rows paused (and
+  // closing their runs as lost when `history`), with mu_ held. Returns their ids.
+  Result<std::vector<std::string>> SweepIntoPausesLocked(bool history) {
+    struct Expired {
+      std::string id;
+      std::string ticket;
+      std::string now;
+    };
+    std::vector<Expired> expired;
+    {
+      Result<SqliteStatement> read = db_->Prepare(sql::kExpiredPendingPauses);
+      if (!read.ok()) return read.status();
+      while (true) {
+        Result<bool> row = read->Step("reading expired runs");
+        if (!row.ok()) return row.status();
+        if (!*row) break;
+        expired.push_back(Expired{read->Text(0), read->Text(1), read->Text(2)});
+      }
+    }
+    std::vector<std::string> ids;
+    const std::string timed_out = ErrorJson("Task timed out");
+    for (const Expired& run : expired) {
+      const std::optional<store_internal::HeldTicket> held =
+          store_internal::ParseHeldTicket(run.ticket);
+      Result<WallTime> now = store_internal::ParseSqliteTime(run.now);
+      if (!held || !now.ok()) continue;
+      if (history) {
+        RunFinish lost;
+        lost.outcome = RunOutcome::kLost;
+        lost.error_json = timed_out;
+        Result<std::optional<std::string>> closed =
+            SqliteRunTable(*db_).CloseRun(held->run_ticket, lost, run.now, 0);
+        if (!closed.ok()) return closed.status();
+      }
+      const std::optional<store_internal::PauseAfterRun> pause =
+          store_internal::PauseLeftBy(*held, *now);
+      Result<SqliteStatement> stmt = db_->Prepare(sql::kSweepIntoPause);
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, run.id).Bind(2, run.ticket).Bind(3, timed_out);
+      stmt->BindOptional(4, pause ? std::optional(pause->ticket) : std::nullopt);
+      stmt->BindOptional(5, pause && pause->until ? std::optional(store_internal::FormatSqliteTime(
+                                                        store_internal::ToMillis(*pause->until)))
+                                                  : std::nullopt);
+      stmt->Bind(6, run.now);
+      STAGEHAND_RETURN_IF_ERROR(stmt->Run("resetting expired runs"));
+      if (db_->Changes() == 1) ids.push_back(run.id);
+    }
     return ids;
   }
 
@@ -816,21 +927,60 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
         .Bind(5, CancelRequestedTicket(ticket))
         .Bind(6, ErrorJson("Task was cancelled"));
     BindPlan(*stmt, 4, next);
-    const WallTime sent = clock_.Now();
-    Result<bool> row = stmt->Step("releasing a task");
-    if (!row.ok()) return row.status();
-    ReleaseResult result;
-    if (!*row) return result;
-    Result<std::optional<WallTime>> next_start = ReadTime(*stmt, 0, id);
-    if (!next_start.ok()) return next_start.status();
-    Result<WallTime> now = ObserveNow(*stmt, 2, sent);
+    Result<std::optional<ReleaseResult>> released = StepRelease(*stmt, id);
+    if (!released.ok()) return released.status();
+    if (*released) return **released;
+    return ReleaseIntoPauseLocked(id, ticket, next, error_json);
+  }
+
+  // Release of a run whose ticket carries a pending pause, with mu_ held: leaves the row paused.
+  // Not released when the row holds no such ticket for the run.
+  Result<ReleaseResult> ReleaseIntoPauseLocked(const std::string& id, const std::string& ticket,
+                                               const NextRunPlan& next,
+                                               const std::optional<std::string>& error_json) {
+    Result<std::optional<std::string>> stored = PendingPauseTicketLocked(id, ticket);
+    if (!stored.ok()) return stored.status();
+    if (!*stored) return ReleaseResult{};
+    Result<WallTime> now = NowLocked();
     if (!now.ok()) return now.status();
+    const std::optional<store_internal::HeldTicket> held =
+        store_internal::ParseHeldTicket(**stored);
+    const std::optional<store_internal::PauseAfterRun> pause =
+        store_internal::PauseLeftBy(*held, *now);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::ReleaseIntoPause(next.kind));
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id)
+        .Bind(2, **stored)
+        .BindOptional(3, held->cancel_requested ? std::optional(ErrorJson("Task was cancelled"))
+                                                : error_json);
+    BindPlan(*stmt, 4, next);
+    stmt->BindOptional(5, pause ? std::optional(pause->ticket) : std::nullopt);
+    stmt->BindOptional(6, pause && pause->until ? std::optional(store_internal::FormatSqliteTime(
+                                                      store_internal::ToMillis(*pause->until)))
+                                                : std::nullopt);
+    Result<std::optional<ReleaseResult>> released = StepRelease(*stmt, id);
+    if (!released.ok()) return released.status();
+    return released->value_or(ReleaseResult{});
+  }
+
+  // Steps a release statement (Release, ReleaseIntoPause) to its end. nullopt when it released
+  // nothing (then it carries no db_now).
+  Result<std::optional<ReleaseResult>> StepRelease(SqliteStatement& stmt, const std::string& id) {
+    const WallTime sent = clock_.Now();
+    Result<bool> row = stmt.Step("releasing a task");
+    if (!row.ok()) return row.status();
+    if (!*row) return std::optional<ReleaseResult>();
+    Result<std::optional<WallTime>> next_start = ReadTime(stmt, 0, id);
+    if (!next_start.ok()) return next_start.status();
+    Result<WallTime> now = ObserveNow(stmt, 2, sent);
+    if (!now.ok()) return now.status();
+    ReleaseResult result;
     result.released = true;
     result.next_run_start_at = *next_start;
-    result.version = stmt->Int(1);
+    result.version = stmt.Int(1);
     result.db_now = *now;
-    STAGEHAND_RETURN_IF_ERROR(stmt->Run("releasing a task"));
-    return result;
+    STAGEHAND_RETURN_IF_ERROR(stmt.Run("releasing a task"));
+    return std::optional(result);
   }
 
   // A task row with its registration, as the prune rule reads them.
