@@ -1,5 +1,6 @@
-// `stagehand pause PLUGIN TASK [--until T] [--reason R]` and `stagehand resume PLUGIN TASK`: pause
-// a global task on every host that shares its table (Backstage workers included), and resume it.
+// `stagehand pause PLUGIN TASK [--until T] [--reason R] [--cancel]` and `stagehand resume PLUGIN
+// TASK`: pause a global task on every host that shares its table (Backstage workers included), and
+// resume it.
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -20,6 +21,7 @@ struct PauseOptions {
   TaskActionOptions task;
   std::optional<std::string> until;
   std::string reason;
+  bool cancel = false;
 };
 
 // Returns the instant `text` names: an ISO-8601 instant with its offset, or a duration from now
@@ -53,12 +55,14 @@ void AddPauseCommands(CLI::App& app, Action& action) {
       "pause",
       "Pause a global task on every host that shares its table, Backstage workers included, until "
       "resumed or --until (POST /api/<plugin>/.stagehand/v1/tasks/<task>/pause); a run in progress "
-      "must end first (409 while it runs)");
+      "goes on and the pause takes effect when it ends, unless --cancel");
   AddTaskActionArguments(*pause, pause_options->task);
   pause->add_option("--until", pause_options->until,
                     "Resume by itself then: an ISO-8601 instant with its offset, or a duration "
                     "from now (2h, 30 minutes)");
   pause->add_option("--reason", pause_options->reason, "Why, shown in 'stagehand tasks'");
+  pause->add_flag("--cancel", pause_options->cancel,
+                  "Also cancel the run in progress, as 'stagehand cancel' does");
   pause->footer(std::string(kClientHelpFooter) +
                 "\nWho paused it is recorded as the token's subject followed by ($USER@<host>), or "
                 "$USER@<host> alone when the daemon has no authentication. Triggering a paused "
@@ -78,6 +82,7 @@ void AddPauseCommands(CLI::App& app, Action& action) {
         body += ",\"until\":";
         AppendJsonString(body, FormatIsoInstantUtc(*until));
       }
+      if (pause_options->cancel) body += ",\"cancel\":true";
       body += '}';
       return RunTaskAction("pause", "Paused", pause_options->task, context, kStagehandTasksApi,
                            body);

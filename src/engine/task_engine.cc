@@ -290,7 +290,11 @@ Status TaskEngine::Trigger(const std::string& id) {
 }
 
 Status TaskEngine::Pause(const std::string& id, const PauseRequest& request) {
-  return ChangeInStore(id, [&] { return context_.store->Pause(id, request); });
+  STAGEHAND_RETURN_IF_ERROR(ChangeInStore(id, [&] { return context_.store->Pause(id, request); }));
+  if (!request.cancel_run) return Status::Ok();
+  const Status cancelled = Cancel(id);
+  // No run in progress (or it ended meanwhile): the task is paused, which is all that is left.
+  return cancelled.code() == StatusCode::kConflict ? Status::Ok() : cancelled;
 }
 
 Status TaskEngine::Resume(const std::string& id) {

@@ -94,9 +94,14 @@ Result<PauseRequest> ParsePauseBody(std::string_view body) {
             "'until' must be an ISO-8601 instant with its offset, {}", until.status().message()));
       }
       pause.until = *until;
+    } else if (key == "cancel") {
+      if (!value.is_boolean()) {
+        return InvalidArgumentError("'cancel' must be true or false");
+      }
+      pause.cancel_run = value.get<bool>();
     } else {
-      return InvalidArgumentError(
-          fmt::format("Unknown field '{}'; a pause takes 'by', 'reason' and 'until'", key));
+      return InvalidArgumentError(fmt::format(
+          "Unknown field '{}'; a pause takes 'by', 'reason', 'until' and 'cancel'", key));
     }
   }
   return pause;

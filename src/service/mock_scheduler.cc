@@ -92,6 +92,10 @@ Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
   {
     std::lock_guard lock(mu_);
     entry->running = false;
+    if (entry->pause && entry->pause->pending) {
+      entry->pause->pending = false;
+      entry->pause->since = ended_at;
+    }
     waiter = std::move(entry->waiter);
     entry->waiter.reset();
     entry->report.reset();
@@ -160,7 +164,7 @@ Result<std::vector<TaskListing>> MockScheduler::ListTasks() const {
 }
 
 Status MockScheduler::PauseTask(std::string_view id, const PauseRequest& request) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
   Entry& entry = *it->second;
@@ -169,8 +173,13 @@ Status MockScheduler::PauseTask(std::string_view id, const PauseRequest& request
                          " is local: it runs on every host by itself, so only global tasks can be "
                          "paused and resumed");
   }
-  if (entry.running) return ConflictError("Task " + std::string(id) + " is currently running");
-  entry.pause = TaskPause{request.by, request.reason, clock_.Now(), request.until};
+  const bool running = entry.running;
+  entry.pause = TaskPause{request.by, request.reason, clock_.Now(), request.until, running};
+  if (!running || !request.cancel_run) return Status::Ok();
+  entry.cancelled = true;
+  std::stop_source to_signal = std::exchange(entry.stop, std::stop_source());
+  lock.unlock();
+  to_signal.request_stop();
   return Status::Ok();
 }
 

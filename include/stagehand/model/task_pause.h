@@ -11,11 +11,13 @@
 namespace stagehand {
 
 // Who pauses a task and why (at most kMaxPauseTextBytes each), and until when (none: until it is
-// resumed).
+// resumed). A run in progress goes on, and the pause takes effect when it ends; with
+// `cancel_run`, the scheduler also cancels that run (a store keeps the pause alone).
 struct PauseRequest {
   std::string by;
   std::string reason;
   std::optional<WallTime> until;
+  bool cancel_run = false;
 };
 inline constexpr std::size_t kMaxPauseTextBytes = 1024;
 

@@ -47,8 +47,9 @@ class MockScheduler final : public SchedulerService {
   Status CancelTask(std::string_view id) override;
   // Pauses a registered global task: TriggerTask answers kConflict "Task {id} is paused" and
   // RunStartup skips it until ResumeTask. (`until` is kept and listed, not acted on: nothing runs
-  // by itself in the mock.) Errors: kNotFound "Task {id} not found"; kConflict for a local task
-  // or one that is running.
+  // by itself in the mock.) A running task's pause is pending until its run returns; with
+  // `cancel_run`, that run's stop token is signalled as CancelTask does. Errors: kNotFound
+  // "Task {id} not found"; kConflict for a local task.
   Status PauseTask(std::string_view id, const PauseRequest& request) override;
   // Errors: kNotFound "Task {id} not found"; kConflict "Task {id} is not paused".
   Status ResumeTask(std::string_view id) override;

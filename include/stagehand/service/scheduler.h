@@ -126,10 +126,11 @@ class SchedulerService {
 
   // Pauses a global task on every host that shares its table, Backstage workers included
   // (docs/adr/0013-pausing-a-task-in-backstages-row.md): no run starts until ResumeTask or
-  // `request.until`. Pausing a paused task replaces its reason and until. Errors: kNotFound
-  // "Task {id} does not exist"; kConflict "Task {id} is currently running" (pause it when the run
-  // has ended), or for a local task; kInvalidArgument naming `until`, `by` or `reason`;
-  // kUnavailable. The default is kUnimplemented.
+  // `request.until`. Pausing a paused task replaces its reason and until. A run in progress goes
+  // on, and the pause takes effect when it ends (ListTasks shows it pending meanwhile); with
+  // `request.cancel_run` that run is also cancelled, as CancelTask does. Errors: kNotFound
+  // "Task {id} does not exist"; kConflict for a local task; kInvalidArgument naming `until`,
+  // `by` or `reason`; kUnavailable. The default is kUnimplemented.
   virtual Status PauseTask(std::string_view id, const PauseRequest& request);
 
   // Resumes a paused task; a slot it missed while paused runs at once. Errors: kNotFound;

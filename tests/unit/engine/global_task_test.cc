@@ -180,23 +180,62 @@ TEST_F(EngineTest, APausedTaskMissesItsSlotsAndRunsOnceWhenResumed) {
   EXPECT_EQ(engine.Resume("p"), ConflictError("Task p is not paused"));
 }
 
-TEST_F(EngineTest, OnlyGlobalTasksThatAreNotRunningCanBePaused) {
+// Issue 17: a pause leaves a run in progress alone and takes effect when it ends.
+TEST_F(EngineTest, APauseOfARunningTaskLetsTheRunEndThenHoldsTheTask) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("busy", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_TRUE(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  ASSERT_TRUE(engine.Pause("busy", PauseRequest{"alice", "deploy", std::nullopt}).ok());
+  for (int step = 0; step < 8; ++step) {  // lease renewals find the run still holding the row
+    clock_.Advance(std::chrono::seconds(5));
+    Settle();
+  }
+  EXPECT_EQ(engine.WorkerState("busy"), WorkerStatus::kRunning);
+  EXPECT_EQ(probe.stopped_by_token(), 0) << "the run was stopped";
+
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
+  Settle();
+  ASSERT_TRUE(Row("busy")->current_run_ticket.has_value());
+  EXPECT_TRUE(Row("busy")->current_run_ticket->starts_with(kPausedPrefix));
+  for (int minute = 0; minute < 3; ++minute) {
+    clock_.Advance(std::chrono::minutes(1));
+    Settle();
+  }
+  EXPECT_EQ(probe.calls(), 1) << "a paused task ran";
+  ASSERT_TRUE(engine.Resume("busy").ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 2));
+}
+
+TEST_F(EngineTest, APauseThatCancelsStopsTheRunAndHoldsTheTask) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_TRUE(engine.Register(Task("idle", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  PauseRequest pause{"alice", "", std::nullopt};
+  pause.cancel_run = true;
+  ASSERT_TRUE(engine.Pause("busy", pause).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
+  Settle();
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  EXPECT_TRUE(Row("busy")->current_run_ticket->starts_with(kPausedPrefix));
+  EXPECT_TRUE(engine.Pause("idle", pause).ok()) << "nothing to cancel is not an error";
+  EXPECT_TRUE(Row("idle")->current_run_ticket->starts_with(kPausedPrefix));
+}
+
+TEST_F(EngineTest, OnlyGlobalTasksCanBePaused) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
   ASSERT_TRUE(
       engine.Register(Task("local", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
-  ASSERT_TRUE(engine.Trigger("busy").ok());
-  ASSERT_TRUE(probe.WaitCalls(1));
-  const PauseRequest pause{"alice", "", std::nullopt};
-  EXPECT_EQ(engine.Pause("busy", pause), ConflictError("Task busy is currently running"));
-  const Status local = engine.Pause("local", pause);
+  const Status local = engine.Pause("local", PauseRequest{"alice", "", std::nullopt});
   EXPECT_EQ(local.code(), StatusCode::kConflict);
   EXPECT_NE(local.message().find("only global tasks can be paused"), std::string::npos)
       << local.message();
-  probe.Release();
-  ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
 }
 
 TEST_F(EngineTest, TriggerAndCancelReportBackstageErrors) {

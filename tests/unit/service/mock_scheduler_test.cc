@@ -303,6 +303,32 @@ TEST(MockSchedulerTest, CancelStopsARunningTaskAndTheNextTriggerGetsAFreshToken)
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true, false));
 }
 
+TEST(MockSchedulerTest, APauseOfARunningTaskIsPendingUntilItsRunEndsAndCanCancelIt) {
+  MockScheduler scheduler;
+  auto probe = std::make_shared<TaskProbe>();
+  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
+  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_TRUE(probe->WaitForStarts(1));
+  ASSERT_TRUE(scheduler.PauseTask("a", PauseRequest{"alice", "", std::nullopt}).ok());
+  Result<std::vector<TaskListing>> listed = scheduler.ListTasks();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_TRUE((*listed)[0].pause.has_value());
+  EXPECT_TRUE((*listed)[0].pause->pending);
+  EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false)) << "the run goes on";
+
+  PauseRequest cancelling{"alice", "", std::nullopt};
+  cancelling.cancel_run = true;
+  ASSERT_TRUE(scheduler.PauseTask("a", cancelling).ok());
+  ASSERT_TRUE(probe->WaitForReturns(1));
+  trigger.Join();
+  EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
+  listed = scheduler.ListTasks();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_TRUE((*listed)[0].pause.has_value());
+  EXPECT_FALSE((*listed)[0].pause->pending);
+  EXPECT_EQ(scheduler.TriggerTask("a"), ConflictError("Task a is paused"));
+}
+
 TEST(MockSchedulerTest, TriggerWhileRunningReturnsAtOnceWithoutASecondRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
