@@ -47,8 +47,8 @@ Result<std::vector<TaskRow>> ParseTaskListing(std::string_view plugin_id, std::s
     }
     if (task.is_object() && task.contains("pause") && task["pause"].is_object()) {
       const nlohmann::json& pause = task["pause"];
-      row.pause =
-          TaskRow::Pause{StringAt(pause, "by"), StringAt(pause, "reason"), TimeAt(pause, "until")};
+      row.pause = TaskRow::Pause{StringAt(pause, "by"), StringAt(pause, "reason"),
+                                 TimeAt(pause, "until"), pause.value("pending", false) == true};
     }
     if (task.is_object() && task.contains("workerState")) {
       row.worker_status = StringAt(task["workerState"], "status");
@@ -158,7 +158,7 @@ std::string FormatWhen(WallTime when, WallTime now, const TimeZone& zone) {
 
 std::string DisplayState(const TaskRow& row) {
   if (row.pause) {
-    return "paused";
+    return row.pause->pending ? "pausing" : "paused";
   }
   if (row.worker_status == "running" || row.task_status == "running") {
     return "running";
@@ -199,7 +199,9 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
   for (const TaskRow& row : rows) {
     std::string state = DisplayState(row);
     std::string next = "-";
-    if (row.pause) {
+    if (row.pause && row.pause->pending) {
+      next = "paused when its run ends";
+    } else if (row.pause) {
       next = row.pause->until ? "resumes " + FormatWhen(*row.pause->until, now, zone)
                               : "until resumed";
       if (!row.pause->reason.empty()) {
@@ -215,7 +217,7 @@ std::string RenderTaskTable(const std::vector<TaskRow>& rows, WallTime now, cons
     std::string_view state_colour;
     if (state == "running") {
       state_colour = kGreen;
-    } else if (state == "initial-wait" || state == "paused") {
+    } else if (state == "initial-wait" || state == "paused" || state == "pausing") {
       state_colour = kYellow;
     }
     table.push_back({

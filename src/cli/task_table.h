@@ -39,6 +39,7 @@ struct TaskRow {
     std::string by;
     std::string reason;
     std::optional<WallTime> until;
+    bool pending = false;  // the task pauses when its run in progress ends
   };
   std::optional<Pause> pause;
 };

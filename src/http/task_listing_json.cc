@@ -16,9 +16,10 @@ std::string JsonString(std::string_view text) {
 
 // {"by","reason","since","until"}, instants in ISO-8601 UTC, until null when indefinite.
 std::string PauseJson(const TaskPause& pause) {
-  return fmt::format(R"({{"by":{},"reason":{},"since":{},"until":{}}})", JsonString(pause.by),
-                     JsonString(pause.reason), JsonString(FormatIsoInstantUtc(pause.since)),
-                     pause.until ? JsonString(FormatIsoInstantUtc(*pause.until)) : "null");
+  return fmt::format(
+      R"({{"by":{},"reason":{},"since":{},"until":{},"pending":{}}})", JsonString(pause.by),
+      JsonString(pause.reason), JsonString(FormatIsoInstantUtc(pause.since)),
+      pause.until ? JsonString(FormatIsoInstantUtc(*pause.until)) : "null", pause.pending);
 }
 
 }  // namespace

@@ -314,6 +314,30 @@ TEST_F(CliVerbsTest, CancelStopsTheRunningTask) {
   EXPECT_TRUE(report_stopped_.WaitOpen());
 }
 
+// Issue 17: a pause lets the run in progress end, unless --cancel stops it.
+TEST_F(CliVerbsTest, PauseOfARunningTaskWaitsForItsRunAndCancelStopsIt) {
+  Start();
+  StartReport();
+  Outcome paused = Cli({"pause", "jobs", "report"}, kToken);
+  ASSERT_EQ(paused.exit_code, kExitOk) << paused.err;
+  Outcome listed = Cli({"tasks", "--token", kToken});
+  EXPECT_THAT(LineOf(listed.out, "report"),
+              ContainsRegex("^jobs +report +global +manual +pausing +paused when its run ends"));
+  EXPECT_FALSE(report_stopped_.IsOpen()) << "the run goes on";
+
+  Outcome cancelling = Cli({"pause", "jobs", "report", "--cancel"}, kToken);
+  ASSERT_EQ(cancelling.exit_code, kExitOk) << cancelling.err;
+  EXPECT_TRUE(report_stopped_.WaitOpen());
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::string line;
+  while (std::chrono::steady_clock::now() < deadline) {
+    line = LineOf(Cli({"tasks", "--token", kToken}).out, "report");
+    if (line.find(" paused ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_THAT(line, ContainsRegex("^jobs +report +global +manual +paused +until resumed"));
+}
+
 // Issue 17: pause and resume, as an operator uses them.
 TEST_F(CliVerbsTest, PauseHoldsATaskUntilResumeAndTasksShowsIt) {
   Start();

@@ -306,6 +306,9 @@ TEST_F(RunHistoryRouterTest, PauseAndResumeAGlobalTaskAndTheListingShowsThePause
   refused = post(pause, R"({"reason":"x","until":"2000-01-01T00:00:00Z"})");
   EXPECT_EQ(refused.status, 400);
   EXPECT_THAT(refused.body, HasSubstr("'until' is not in the future"));
+  refused = post(pause, R"({"cancel":"yes"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_THAT(refused.body, HasSubstr("'cancel' must be true or false"));
   EXPECT_EQ(post("/api/jobs/.stagehand/v1/tasks/nope/pause", "").status, 404);
 
   const WallTime until =
@@ -322,6 +325,7 @@ TEST_F(RunHistoryRouterTest, PauseAndResumeAGlobalTaskAndTheListingShowsThePause
   EXPECT_EQ(shown["until"], FormatIsoInstantUtc(until));
   EXPECT_EQ(shown["since"],
             FormatIsoInstantUtc(std::chrono::floor<std::chrono::milliseconds>(clock_.Now())));
+  EXPECT_EQ(shown["pending"], false);
   EXPECT_EQ(listed["tasks"][0]["taskState"]["status"], "running") << "as Backstage shows it";
 
   ASSERT_EQ(post(resume, "").status, 200);
