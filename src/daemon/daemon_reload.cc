@@ -88,6 +88,12 @@ Result<std::vector<PluginTaskChanges>> DiffDaemonPlugins(const std::vector<Loade
     }
     PluginTaskChanges& plugin = changes.emplace_back();
     plugin.plugin_id = old.id;
+    for (const LoadedTask& task : old.tasks) {
+      const bool kept =
+          std::any_of(found->second->tasks.begin(), found->second->tasks.end(),
+                      [&](const DaemonTask& next_task) { return next_task.id == task.id; });
+      if (!kept) plugin.removed.push_back(task.id);
+    }
     for (DaemonTask& task : found->second->tasks) {
       const LoadedTask* before = FindTask(old, task.id);
       LoadedTask after = LoadedTaskOf(task);
@@ -104,12 +110,6 @@ Result<std::vector<PluginTaskChanges>> DiffDaemonPlugins(const std::vector<Loade
       } else {
         plugin.unchanged.push_back(task.id);
       }
-    }
-    for (const LoadedTask& task : old.tasks) {
-      const bool kept =
-          std::any_of(found->second->tasks.begin(), found->second->tasks.end(),
-                      [&](const DaemonTask& next_task) { return next_task.id == task.id; });
-      if (!kept) plugin.removed.push_back(task.id);
     }
   }
   if (!problems.empty()) return problems.ToStatus();
