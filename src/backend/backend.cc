@@ -20,7 +20,9 @@
 #include "backend/observer_fan_out.h"
 #include "stagehand/backend/database_manager.h"
 #include "stagehand/backend/scheduler_metrics.h"
+#include "stagehand/config/config_problems.h"
 #include "stagehand/http/auth.h"
+#include "stagehand/http/error_response.h"
 #include "stagehand/http/event_stream.h"
 #include "stagehand/http/http_server.h"
 #include "stagehand/http/run_history_router.h"
@@ -33,6 +35,7 @@ namespace {
 constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kPluginListPath = "/.stagehand/v1/plugins";
 constexpr std::string_view kEventsPath = "/.stagehand/v1/events";
+constexpr std::string_view kReloadPath = "/.stagehand/v1/reload";
 constexpr std::string_view kMetricsPath = "/metrics";
 
 bool IsRootPath(const HttpRequest& request) { return request.path == "/" || request.path.empty(); }
@@ -144,9 +147,9 @@ std::string JoinIds(const std::vector<std::unique_ptr<PluginEntry>>& plugins) {
   return out;
 }
 
-// SIGHUP and SIGQUIT stop the host as SIGTERM does: their default actions would end the process
-// at once, leaving running commands orphaned and their rows claimed until the lease lapses.
-// SIGHUP is meant to become "reload" once there is one.
+// SIGHUP (without a reload handler) and SIGQUIT stop the host as SIGTERM does: their default
+// actions would end the process at once, leaving running commands orphaned and their rows claimed
+// until the lease lapses.
 constexpr int kShutdownSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 sigset_t ShutdownSignals() {
@@ -167,6 +170,9 @@ struct Backend::Impl {
   Status DoStart();
   void Teardown();
   HttpHandler Protect(HttpHandler handler) const;
+  Result<ReloadReport> Reload();
+  HttpResponse ReloadResponse(const HttpRequest& request);
+  void RecordReload(bool ok);
 
   BackendOptions options;
   BackendConfig config;
@@ -188,6 +194,10 @@ struct Backend::Impl {
   // The thread running Start or Stop: a hook on it that calls Stop must not wait for itself.
   std::optional<std::thread::id> busy_thread;  // guarded by mu
   std::optional<pthread_t> signal_waiter;      // guarded by mu
+
+  ReloadHandler reload;  // set before Start, then fixed
+  // Held for a whole reload, so that two never interleave; never taken with mu held.
+  std::mutex reload_mu;
 };
 
 Backend::Backend() : impl_(std::make_unique<Impl>()) {}
@@ -265,6 +275,78 @@ Status Backend::AddPlugin(BackendPlugin plugin) {
   entry->plugin = std::move(plugin);
   impl_->plugins.push_back(std::move(entry));
   return Status::Ok();
+}
+
+Status Backend::SetReloadHandler(ReloadHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->state != Impl::State::kCreated) {
+    return FailedPreconditionError(
+        "cannot set the reload handler: the backend has already started");
+  }
+  impl_->reload = std::move(handler);
+  return Status::Ok();
+}
+
+void Backend::Impl::RecordReload(bool ok) {
+  metrics
+      .Gauge("stagehand_config_last_reload_successful",
+             "Whether the last configuration reload attempt was successful.", {})
+      .Set({}, ok ? 1 : 0);
+  if (!ok) return;
+  const auto seconds = std::chrono::duration<double>(clock->Now().time_since_epoch()).count();
+  metrics
+      .Gauge("stagehand_config_last_reload_success_timestamp_seconds",
+             "Timestamp of the last successful configuration reload.", {})
+      .Set({}, seconds);
+}
+
+Result<ReloadReport> Backend::Reload() { return impl_->Reload(); }
+
+Result<ReloadReport> Backend::Impl::Reload() {
+  {
+    std::lock_guard lock(mu);
+    if (!reload || state != State::kStarted) {
+      return FailedPreconditionError(reload ? "the backend is not running"
+                                            : "this backend cannot reload its config");
+    }
+  }
+  std::lock_guard reloading(reload_mu);
+  logger->Info("Reloading the config");
+  Result<ReloadReport> report = reload();
+  RecordReload(report.ok());
+  if (!report.ok()) {
+    ConfigProblems problems;
+    problems.Add(report.status());
+    logger->Error("Config reload failed, nothing changed: " +
+                  std::to_string(problems.lines().size()) + " problem(s)");
+    for (const std::string& problem : problems.lines()) {
+      logger->Error("Config reload problem: " + problem);
+    }
+    return report;
+  }
+  logger->Info("Config reloaded: " + DescribeReload(*report));
+  return report;
+}
+
+HttpResponse Backend::Impl::ReloadResponse(const HttpRequest& request) {
+  Result<ReloadReport> report = Reload();
+  HttpResponse response;
+  if (report.ok()) {
+    response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+    response.body = ReloadReportJson(*report);
+    return response;
+  }
+  response = ErrorResponse(report.status(), request, *logger);
+  if (report.status().code() == StatusCode::kInvalidArgument) {
+    nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+    if (body.is_object()) {
+      ConfigProblems problems;
+      problems.Add(report.status());
+      body["problems"] = problems.lines();
+      response.body = body.dump();
+    }
+  }
+  return response;
 }
 
 Lifecycle& Backend::root_lifecycle() { return impl_->root_lifecycle; }
@@ -411,6 +493,14 @@ Status Backend::Impl::DoStart() {
                 }));
 
   server->Mount(std::string(kEventsPath), Protect(events->AsHandler()));
+  if (reload) {
+    server->Mount(std::string(kReloadPath),
+                  Protect([this](const HttpRequest& request) -> std::optional<HttpResponse> {
+                    if (request.method != "POST" || !IsRootPath(request)) return std::nullopt;
+                    return ReloadResponse(request);
+                  }));
+    RecordReload(true);
+  }
 
   if (Status listening = server->Start(); !listening.ok()) {
     return listening;
@@ -528,9 +618,19 @@ Status Backend::RunUntilShutdownSignal() {
     }
   }
   if (wait) {
-    impl_->logger->Debug("Waiting for SIGTERM, SIGINT, SIGHUP or SIGQUIT");
+    impl_->logger->Debug(impl_->reload ? "Waiting for SIGTERM, SIGINT or SIGQUIT (SIGHUP reloads)"
+                                       : "Waiting for SIGTERM, SIGINT, SIGHUP or SIGQUIT");
     int signal = 0;
-    while (sigwait(&signals, &signal) != 0) {
+    while (true) {
+      while (sigwait(&signals, &signal) != 0) {
+      }
+      if (signal != SIGHUP || !impl_->reload) break;
+      {
+        std::lock_guard lock(impl_->mu);
+        if (impl_->state != Impl::State::kStarted) break;
+      }
+      impl_->logger->Info("Received SIGHUP, reloading the config");
+      (void)impl_->Reload();
     }
     bool woken_by_stop = false;
     {

@@ -99,6 +99,7 @@ int RunWithContext(const std::vector<std::string>& args, const Context& context)
   AddCronCommand(app, action);
   AddDbCommand(app, action);
   AddServeCommand(app, action);
+  AddReloadCommand(app, action);
   AddTasksCommand(app, action);
   AddTriggerCommand(app, action);
   AddCancelCommand(app, action);

@@ -65,6 +65,9 @@ void AddDbCommand(CLI::App& app, Action& action);
 // Adds the `serve` verb (`stagehand serve --config ...`) to `app`, as AddCronCommand does.
 void AddServeCommand(CLI::App& app, Action& action);
 
+// Adds the `reload` verb (`stagehand reload`) to `app`, as AddCronCommand does.
+void AddReloadCommand(CLI::App& app, Action& action);
+
 // Adds the `tasks` verb (`stagehand tasks [--plugin ID] [--json]`) to `app`, as AddCronCommand
 // does.
 void AddTasksCommand(CLI::App& app, Action& action);

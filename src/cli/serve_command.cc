@@ -1,5 +1,6 @@
 // `stagehand serve`: runs the backend host with the tasks the app-config defines under
-// `stagehand.plugins`, until SIGTERM, SIGINT, SIGHUP or SIGQUIT (each a clean shutdown).
+// `stagehand.plugins`, reloading them on SIGHUP, until SIGTERM, SIGINT or SIGQUIT (each a clean
+// shutdown).
 
 #include <malloc.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "stagehand/base/text.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config_problems.h"
+#include "stagehand/daemon/daemon_reload.h"
 #include "stagehand/daemon/daemon_tasks.h"
 #include "stagehand/executors/command_task.h"
 
@@ -108,10 +110,9 @@ int RunServe(const ServeOptions& options, const Context& context) {
   BackendOptions backend_options;
   // The backend never reads the task definitions (ReadDaemonPlugins did): without them the config
   // it keeps for the daemon's lifetime stays small whatever the number of tasks.
-  Result<Config> without_tasks = Config::FromJson(R"({"stagehand":{"plugins":null}})", "serve");
-  STAGEHAND_CHECK(without_tasks.ok());
-  backend_options.config = Config::Merge({*root, *without_tasks});
+  backend_options.config = WithoutDaemonTasks(*root);
   *root = Config::Empty();
+  DaemonReloader reloader(options.config_files, backend_options.config, SystemClock::Instance());
   backend_options.logger = logger;
   backend_options.port_override = options.port;
   Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(backend_options));
@@ -122,12 +123,11 @@ int RunServe(const ServeOptions& options, const Context& context) {
   std::size_t task_count = 0;
   for (DaemonPlugin& plugin : *plugins) {
     task_count += plugin.tasks.size();
-    if (Status added = (*backend)->AddPlugin(
-            MakeDaemonBackendPlugin(std::move(plugin), SystemClock::Instance()));
-        !added.ok()) {
+    if (Status added = (*backend)->AddPlugin(reloader.Adopt(std::move(plugin))); !added.ok()) {
       problems.Add(added);
     }
   }
+  STAGEHAND_CHECK((*backend)->SetReloadHandler([&reloader] { return reloader.Reload(); }).ok());
   if (!problems.empty()) {
     return ReportConfigProblems(context, problems);
   }
@@ -177,8 +177,8 @@ void AddServeCommand(CLI::App& app, Action& action) {
   CLI::App* serve = app.add_subcommand(
       "serve",
       "Run the scheduler service: the tasks under stagehand.plugins.<pluginId>.tasks, the "
-      "scheduler REST API under /api/<pluginId>, health endpoints and /metrics; stops cleanly on "
-      "SIGTERM, SIGINT, SIGHUP or SIGQUIT");
+      "scheduler REST API under /api/<pluginId>, health endpoints and /metrics; reloads its tasks "
+      "on SIGHUP; stops cleanly on SIGTERM, SIGINT or SIGQUIT");
   serve
       ->add_option("-c,--config", options->config_files,
                    "App-config YAML file; repeat to merge several, later files winning")
@@ -203,9 +203,11 @@ void AddServeCommand(CLI::App& app, Action& action) {
                    "read the bound port from it")
       ->option_text("PATH");
   serve->footer(
-      "Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT each stop the daemon cleanly (running "
-      "commands signalled, their tasks released); SIGHUP will reload the config once reloading "
-      "exists.\n"
+      "Signals: SIGTERM, SIGINT and SIGQUIT each stop the daemon cleanly (running commands "
+      "signalled, their tasks released). SIGHUP re-reads every --config file and applies the "
+      "tasks' changes without a restart (runs in progress go on); an invalid config, or one that "
+      "changes a setting outside stagehand.plugins.<pluginId>.tasks, changes nothing and every "
+      "problem is logged (see also 'stagehand reload').\n"
       "Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad usage, 69 could not "
       "start (database, listen port or ready file), 78 invalid config (every problem on its own "
       "line).\n"

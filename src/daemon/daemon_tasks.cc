@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stagehand/backend/schedule_config.h"
+#include "stagehand/base/check.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/service/scheduler.h"
 
@@ -375,25 +376,6 @@ std::optional<DaemonPlugin> ReadPlugin(const Config& plugins, const std::string&
   return result;
 }
 
-TaskFunction MakeTaskFunction(const DaemonTask& task, const std::shared_ptr<Logger>& logger,
-                              Clock& clock, Status& error) {
-  Result<TaskFunction> fn = std::visit(
-      [&](const auto& spec) -> Result<TaskFunction> {
-        using Spec = std::decay_t<decltype(spec)>;
-        if constexpr (std::is_same_v<Spec, CommandSpec>) {
-          return MakeCommandTask(spec, logger, clock);
-        } else {
-          return MakeHttpTask(spec, logger, clock);
-        }
-      },
-      task.executor);
-  if (!fn.ok()) {
-    error = fn.status();
-    return {};
-  }
-  return *std::move(fn);
-}
-
 // Schedules `tasks` with the plugin's scheduler in one batch (one database round trip for the
 // global ones), all or nothing.
 Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
@@ -402,13 +384,9 @@ Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
   std::vector<TaskDefinition> definitions;
   definitions.reserve(tasks.size());
   for (const DaemonTask& task : tasks) {
-    Status error;
-    TaskFunction fn = MakeTaskFunction(task, logger, clock, error);
-    if (!error.ok()) {
-      return error.WithPrefix("task '" + task.id + "': ");
-    }
-    definitions.push_back(
-        MakeTaskDefinition(task.schedule, TaskInvocation{task.id, std::move(fn), {}}));
+    Result<TaskDefinition> definition = MakeDaemonTaskDefinition(task, logger, clock);
+    if (!definition.ok()) return definition.status();
+    definitions.push_back(*std::move(definition));
   }
   Status scheduled = services.scheduler->ScheduleTasks(std::move(definitions));
   if (!scheduled.ok() && tasks.size() == 1) {
@@ -440,6 +418,29 @@ Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
     return problems.ToStatus();
   }
   return plugins;
+}
+
+Config WithoutDaemonTasks(const Config& root) {
+  Result<Config> without_tasks = Config::FromJson(R"({"stagehand":{"plugins":null}})", "serve");
+  STAGEHAND_CHECK(without_tasks.ok());
+  return Config::Merge({root, *without_tasks});
+}
+
+Result<TaskDefinition> MakeDaemonTaskDefinition(const DaemonTask& task,
+                                                const std::shared_ptr<Logger>& logger,
+                                                Clock& clock) {
+  Result<TaskFunction> fn = std::visit(
+      [&](const auto& spec) -> Result<TaskFunction> {
+        using Spec = std::decay_t<decltype(spec)>;
+        if constexpr (std::is_same_v<Spec, CommandSpec>) {
+          return MakeCommandTask(spec, logger, clock);
+        } else {
+          return MakeHttpTask(spec, logger, clock);
+        }
+      },
+      task.executor);
+  if (!fn.ok()) return fn.status().WithPrefix("task '" + task.id + "': ");
+  return MakeTaskDefinition(task.schedule, TaskInvocation{task.id, *std::move(fn), {}});
 }
 
 BackendPlugin MakeDaemonBackendPlugin(DaemonPlugin plugin, Clock& clock) {

@@ -44,6 +44,21 @@ void MarkStopping(PlannedRun& run, StopReason reason) {
   if (run.reason == StopReason::kNone) run.reason = reason;
 }
 
+// Gives `task` the definition of its successor. The id and the caller's stop token stay: the shell
+// reads the id outside its lock, and watches the token the task was registered with.
+void AdoptSuccessor(PlannedTask& task) {
+  PlannedTask& next = *task.successor;
+  task.def.schedule = std::move(next.def.schedule);
+  task.def.timeout = next.def.timeout;
+  task.def.initial_delay = next.def.initial_delay;
+  task.def.has_initial_delay = next.def.has_initial_delay;
+  task.def.fn = std::move(next.def.fn);
+  task.cron = std::move(next.cron);
+  if (task.local && next.local) task.local->cadence = next.local->cadence;
+  task.known_settings.reset();
+  task.successor.reset();
+}
+
 }  // namespace
 
 std::string StopOutcome(StopReason reason, milliseconds timeout) {
@@ -267,6 +282,48 @@ RunPtr Planner::StopRecurrence(const std::string& id, bool* finished_now) {
     *finished_now = true;
   }
   return nullptr;
+}
+
+bool Planner::Retire(const std::string& id, bool* finished_now) {
+  *finished_now = false;
+  PlannedTask* task = Find(id);
+  if (task == nullptr || task->recurrence_stopped || task->phase == Phase::kRegistering ||
+      task->phase == Phase::kFinished) {
+    return false;
+  }
+  task->recurrence_stopped = true;
+  task->successor.reset();
+  if (!task->run) {
+    task->phase = Phase::kFinished;
+    *finished_now = true;
+  }
+  return true;
+}
+
+void Planner::Redefine(PlannedTask& task, TaskPtr successor,
+                       const std::optional<WallTime>& row_next,
+                       std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
+                       MonoTime now, WallTime wall_now) {
+  task.recurrence_stopped = false;
+  task.successor = std::move(successor);
+  if (task.global()) {
+    task.known_version = row_version;
+    task.known_next = row_next;
+  }
+  if (task.run) return;
+  AdoptSuccessor(task);
+  if (task.phase == Phase::kInitialWait) return;
+  task.phase = Phase::kWaiting;
+  if (task.global()) {
+    task.wake_at =
+        row_next ? MonoFromDb(RowStart(task, *row_next), db_now, mono_ref) : kMonoInfinity;
+    return;
+  }
+  task.wake_at = std::min(task.wake_at, LocalNextWake(task, now, now, wall_now));
+  task.local->state.starts_at =
+      task.wake_at == kMonoInfinity
+          ? std::nullopt
+          : std::optional(FormatRestTime(wall_now + (task.wake_at - now), &options_.default_zone));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -680,6 +737,7 @@ bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
   if (task.phase != Phase::kRunning) return false;
   const bool finished = task.recurrence_stopped;
   task.phase = finished ? Phase::kFinished : Phase::kWaiting;
+  if (task.successor) AdoptSuccessor(task);
   if (row_version) {
     task.known_version = row_version;
     task.known_next = row_next;
@@ -703,6 +761,7 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
   if (finished) {
     task.phase = Phase::kFinished;
   } else {
+    if (task.successor) AdoptSuccessor(task);
     task.phase = Phase::kWaiting;
     task.wake_at = LocalNextWake(task, run->started, now, wall_now);
     if (task.wake_at != kMonoInfinity) {

@@ -113,6 +113,8 @@ struct PlannedTask {
   // When to poll at the latest because another host released the row (a delayed poll_requested).
   MonoTime poll_at = kMonoInfinity;
   bool recurrence_stopped = false;
+  // A new definition of the task (Redefine) waiting for its run to end; built by MakeTask.
+  std::shared_ptr<PlannedTask> successor;
   std::shared_ptr<PlannedRun> run;
   // The compiled cadence of a cron task (its own settings').
   std::optional<CronExpression> cron;
@@ -222,6 +224,21 @@ class Planner {
   // The caller's stop token fired: no further runs. Returns the run to signal (if any);
   // `*finished_now` when the task had none and is finished.
   RunPtr StopRecurrence(const std::string& id, bool* finished_now);
+  // An operator removed the task: no further runs, but a run in progress is left to end on its own
+  // (the task then finishes). Returns false when `id` has no active task (none, still
+  // registering, finished or already retired); `*finished_now` when it had no run.
+  bool Retire(const std::string& id, bool* finished_now);
+  // Gives active task `task` the definition of `successor` (built by MakeTask for the same id and
+  // scope): at once when it has no run, else when its run ends (FinishGlobalRun, FinishLocalRun);
+  // a retired task whose run goes on is scheduled again. The task keeps its id and its caller's
+  // stop token. Unlike Activate there is no initial delay (a task still in its initial wait keeps
+  // it): a global task waits for the row as the redefinition wrote it (`row_next`, `row_version`,
+  // read with `db_now` at `mono_ref`); a local one for its new cadence's next start from `now`, or
+  // its current wake-up when that is earlier. The shell must not be claiming (it reads a claimed
+  // task's definition outside its lock).
+  void Redefine(PlannedTask& task, TaskPtr successor, const std::optional<WallTime>& row_next,
+                std::optional<std::int64_t> row_version, WallTime db_now, MonoTime mono_ref,
+                MonoTime now, WallTime wall_now);
 
   // --- Dispatcher: database work for global tasks ---------------------------------------------
 

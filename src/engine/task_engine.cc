@@ -262,6 +262,75 @@ void TaskEngine::StopRecurrence(const std::string& id) {
   if (finished_now) logger_->Info("Task worker finished: " + id, {{"task", id}});
 }
 
+Status TaskEngine::Redefine(EngineTask def) {
+  const std::string id = def.id;
+  TaskPtr successor;
+  {
+    std::lock_guard lock(mu_);
+    if (planner_->shutting_down()) {
+      return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
+                              "' is shutting down");
+    }
+    const PlannedTask* current = planner_->Find(id);
+    if (current == nullptr || current->phase == PlannedTask::Phase::kRegistering ||
+        current->phase == PlannedTask::Phase::kFinished) {
+      return NotFoundError("Task " + id + " is not scheduled in this process");
+    }
+    if (current->def.scope != def.scope) {
+      return FailedPreconditionError("Task " + id + " is " +
+                                     std::string(TaskScopeName(current->def.scope)) +
+                                     "; its scope cannot change while it is scheduled");
+    }
+    Result<TaskPtr> made = planner_->MakeTask(std::move(def), context_.plugin_id);
+    if (!made.ok()) return made.status();
+    successor = *std::move(made);
+  }
+  std::optional<WallTime> row_next;
+  std::optional<std::int64_t> row_version;
+  WallTime db_now{};
+  const MonoTime mono_ref = clock_.MonoNow();
+  if (successor->global()) {
+    const TaskUpsert upsert{id, successor->def.schedule, host_};
+    Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany({&upsert, 1});
+    if (!upserted.ok()) return upserted.status().WithPrefix("Failed to persist task, ");
+    row_next = upserted->front().next_run_start_at;
+    row_version = upserted->front().version;
+    db_now = upserted->front().db_now;
+  }
+  const std::string settings = successor->def.schedule.settings.ToJson();
+  {
+    std::unique_lock lock(mu_);
+    // A claim in flight reads its tasks' definitions outside the lock.
+    cv_.wait(lock, [&] { return !claiming_; });
+    PlannedTask* current = planner_->Find(id);
+    if (current == nullptr || current->phase == PlannedTask::Phase::kFinished) {
+      return NotFoundError("Task " + id + " is not scheduled in this process");
+    }
+    planner_->Redefine(*current, std::move(successor), row_next, row_version, db_now, mono_ref,
+                       clock_.MonoNow(), clock_.Now());
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
+  }
+  cv_.notify_all();
+  logger_->Info("Redefined scheduled task: " + id + ", " + settings, {{"task", id}});
+  return Status::Ok();
+}
+
+Status TaskEngine::Retire(const std::string& id) {
+  bool found = false;
+  bool finished_now = false;
+  {
+    std::lock_guard lock(mu_);
+    found = planner_->Retire(id, &finished_now);
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
+  }
+  cv_.notify_all();
+  if (!found) return NotFoundError("Task " + id + " is not scheduled in this process");
+  logger_->Info(finished_now ? "Task worker finished: " + id
+                             : "Task " + id + " unscheduled; its run in progress goes on",
+                {{"task", id}});
+  return Status::Ok();
+}
+
 Status TaskEngine::Trigger(const std::string& id) {
   {
     std::lock_guard lock(mu_);

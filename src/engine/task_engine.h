@@ -101,6 +101,18 @@ class TaskEngine final : public DrivenEngine {
   // Register, for the first task that fails (kConflict also when an id appears twice); on any
   // error no task is registered.
   Status RegisterMany(std::vector<EngineTask> tasks);
+  // Replaces the definition of registered task `task.id` (SchedulerService::RescheduleTask): a
+  // global task's row is upserted as a registration does (settings_json rewritten; its next start
+  // moves earlier only if the new cadence's is earlier); the new definition applies at once when
+  // no run is going, else from the next run (the run goes on with the old one). A task retired
+  // while its run goes on is scheduled again. Errors: kNotFound when no task with that id is
+  // registered or it has finished; kFailedPrecondition when the scope differs; kInvalidArgument;
+  // kUnavailable (store, or shutting down).
+  Status Redefine(EngineTask task);
+  // Stops scheduling task `id` (SchedulerService::UnscheduleTask); a run in progress is not
+  // interrupted, and the task finishes when it ends. Errors: kNotFound when no task with that id
+  // is scheduled.
+  Status Retire(const std::string& id);
   // Local first, then the store. See SchedulerService::TriggerTask.
   Status Trigger(const std::string& id);
   // Local first, then the store. See SchedulerService::CancelTask.

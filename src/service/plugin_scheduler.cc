@@ -132,6 +132,13 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   return engine_task;
 }
 
+TaskDescriptor DescriptorOf(const engine_internal::EngineTask& task) {
+  const TaskSchedule& schedule = task.schedule;
+  return TaskDescriptor{
+      task.id, task.scope, schedule.settings,
+      schedule.settings.cadence_kind() == CadenceKind::kCron ? schedule.zone.name() : ""};
+}
+
 }  // namespace
 
 Status PluginScheduler::ScheduleTask(TaskDefinition task) {
@@ -149,10 +156,7 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
     Result<engine_internal::EngineTask> engine_task =
         ToEngineTask(std::move(task), impl_->options.default_zone);
     if (!engine_task.ok()) return engine_task.status();
-    const TaskSchedule& schedule = engine_task->schedule;
-    descriptors.push_back(TaskDescriptor{
-        engine_task->id, engine_task->scope, schedule.settings,
-        schedule.settings.cadence_kind() == CadenceKind::kCron ? schedule.zone.name() : ""});
+    descriptors.push_back(DescriptorOf(*engine_task));
     engine_tasks.push_back(*std::move(engine_task));
   }
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));
@@ -172,6 +176,33 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
       impl_->options.observer->OnTaskRegistered(impl_->options.plugin_id, id);
     }
   }
+  return Status::Ok();
+}
+
+Status PluginScheduler::RescheduleTask(TaskDefinition task) {
+  Result<engine_internal::EngineTask> engine_task = ToEngineTask(task, impl_->options.default_zone);
+  if (!engine_task.ok()) return engine_task.status();
+  TaskDescriptor descriptor = DescriptorOf(*engine_task);
+  Status redefined = impl_->engine.Redefine(*std::move(engine_task));
+  if (redefined.code() == StatusCode::kNotFound) return ScheduleTask(std::move(task));
+  STAGEHAND_RETURN_IF_ERROR(redefined);
+  std::lock_guard lock(impl_->mu);
+  for (TaskDescriptor& known : impl_->descriptors) {
+    if (known.id == descriptor.id) {
+      known = std::move(descriptor);
+      return Status::Ok();
+    }
+  }
+  impl_->descriptors.push_back(std::move(descriptor));
+  return Status::Ok();
+}
+
+Status PluginScheduler::UnscheduleTask(std::string_view id) {
+  const std::string task_id(id);
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Retire(task_id));
+  std::lock_guard lock(impl_->mu);
+  std::erase_if(impl_->descriptors,
+                [&](const TaskDescriptor& descriptor) { return descriptor.id == task_id; });
   return Status::Ok();
 }
 

@@ -31,6 +31,14 @@ Result<RunDetail> SchedulerService::GetRun(std::string_view /*run_id*/) const {
   return UnimplementedError("This scheduler keeps no run history");
 }
 
+Status SchedulerService::RescheduleTask(TaskDefinition /*task*/) {
+  return UnimplementedError("This scheduler cannot change a registered task");
+}
+
+Status SchedulerService::UnscheduleTask(std::string_view /*id*/) {
+  return UnimplementedError("This scheduler cannot unschedule tasks");
+}
+
 Status SchedulerService::PauseTask(std::string_view /*id*/, const PauseRequest& /*request*/) {
   return UnimplementedError("This scheduler cannot pause tasks");
 }

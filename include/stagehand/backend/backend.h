@@ -2,8 +2,9 @@
 // id and an init callback; at start each plugin receives its plugin-scoped services (config,
 // logger, its own database, its scheduler, an HTTP router mounted at /api/<pluginId>, a lifecycle
 // and the metrics registry). The host owns the root services: config, logger, root lifecycle,
-// metrics and the HTTP server with the health endpoints, GET /metrics, GET /.stagehand/v1/plugins
-// and the live event stream GET /.stagehand/v1/events (every plugin's scheduler events).
+// metrics and the HTTP server with the health endpoints, GET /metrics, GET /.stagehand/v1/plugins,
+// the live event stream GET /.stagehand/v1/events (every plugin's scheduler events) and, when a
+// reload handler is set, POST /.stagehand/v1/reload (see reload.h).
 //
 // Start order: read the config → for each plugin in registration order: open and migrate its
 // database, create its scheduler, call its init → mount the plugin routers (scheduler REST API
@@ -22,6 +23,7 @@
 #include <string_view>
 
 #include "stagehand/backend/app_config.h"
+#include "stagehand/backend/reload.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
 #include "stagehand/config/config.h"
@@ -105,6 +107,17 @@ class Backend {
   MetricsRegistry& metrics();
   const BackendConfig& config() const;
 
+  // Sets what a reload does (SIGHUP, POST /.stagehand/v1/reload). Without one, SIGHUP stops the
+  // backend as SIGTERM does and the route answers 404. Errors: kFailedPrecondition after Start.
+  Status SetReloadHandler(ReloadHandler handler);
+
+  // Runs the reload handler, one reload at a time (a second caller waits for the first), logs
+  // what changed or every problem, and sets the metrics stagehand_config_last_reload_successful
+  // (1 or 0) and, on success, stagehand_config_last_reload_success_timestamp_seconds (wall time;
+  // both are also set when the backend starts). Errors: the handler's; kFailedPrecondition when
+  // there is no handler or the backend is not started.
+  Result<ReloadReport> Reload();
+
   // Starts everything in the order written above. Errors: the first failure, naming the plugin
   // and its database, the init, the hook or the listen address (kUnavailable when the port cannot
   // be bound); whatever had started is stopped again.
@@ -114,9 +127,10 @@ class Backend {
   // scheduler's shutdown grace.
   void Stop();
 
-  // Blocks until SIGTERM, SIGINT, SIGHUP or SIGQUIT arrives (see BlockShutdownSignals), then runs
-  // Stop: each of them is a clean shutdown (running tasks signalled, their rows released). SIGHUP
-  // will mean "reload" once reloading exists. Returns OK after a clean stop.
+  // Blocks until SIGTERM, SIGINT or SIGQUIT arrives (see BlockShutdownSignals), then runs Stop:
+  // each of them is a clean shutdown (running tasks signalled, their rows released). SIGHUP runs
+  // Reload on this thread and waits on when a reload handler is set; without one it is a clean
+  // shutdown too. Returns OK after a clean stop.
   Status RunUntilShutdownSignal();
 
   // The bound HTTP port after Start, else 0.

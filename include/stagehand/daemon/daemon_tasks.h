@@ -34,6 +34,7 @@
 #include "stagehand/executors/command_task.h"
 #include "stagehand/executors/http_task.h"
 #include "stagehand/model/schedule.h"
+#include "stagehand/service/scheduler.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand {
@@ -66,6 +67,18 @@ struct DaemonPlugin {
 // not an environment variable name, `env`, `inheritEnv` or `workingDirectory` on an HTTP task,
 // values of the wrong type.
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root);
+
+// Returns `root` with `stagehand.plugins` set to null: the config the backend keeps for the
+// daemon's lifetime (the task definitions are read once, by ReadDaemonPlugins), and what a reload
+// compares for settings that need a restart.
+Config WithoutDaemonTasks(const Config& root);
+
+// Returns the scheduler's definition of `task`: its schedule and a function that runs its command
+// or HTTP call, logging to `logger` and waiting on `clock` (which must outlive the function).
+// Errors: the executor's, after "task '<id>': ".
+Result<TaskDefinition> MakeDaemonTaskDefinition(const DaemonTask& task,
+                                                const std::shared_ptr<Logger>& logger,
+                                                Clock& clock);
 
 // Returns a backend plugin with `plugin`'s id whose init schedules each task, in order, with the
 // plugin's scheduler and logger; command tasks and HTTP tasks wait and time out on `clock`, which

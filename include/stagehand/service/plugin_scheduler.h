@@ -65,6 +65,8 @@ class PluginScheduler final : public SchedulerService {
 
   Status ScheduleTask(TaskDefinition task) override;
   Status ScheduleTasks(std::vector<TaskDefinition> tasks) override;
+  Status RescheduleTask(TaskDefinition task) override;
+  Status UnscheduleTask(std::string_view id) override;
   Status TriggerTask(std::string_view id) override;
   Status CancelTask(std::string_view id) override;
   Status PauseTask(std::string_view id, const PauseRequest& request) override;

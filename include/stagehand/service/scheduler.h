@@ -113,6 +113,19 @@ class SchedulerService {
   // task in order and stops at the first error (the tasks before it stay registered).
   virtual Status ScheduleTasks(std::vector<TaskDefinition> tasks);
 
+  // Registers a task, or gives a task registered in this process a new definition (a config
+  // reload): a global task's row is rewritten as a registration does; the new schedule, timeout
+  // and function apply from the task's next run, and a run in progress goes on with the old ones.
+  // Errors: as ScheduleTask; kFailedPrecondition when the task is registered with another scope.
+  // The default is kUnimplemented.
+  virtual Status RescheduleTask(TaskDefinition task);
+
+  // Stops scheduling a task registered in this process (a config reload removed it): no further
+  // runs here; a run in progress is not interrupted, and the task is gone once it ends. The row of
+  // a global task stays, as when a process stops. Errors: kNotFound "Task {id} is not scheduled
+  // in this process". The default is kUnimplemented.
+  virtual Status UnscheduleTask(std::string_view id);
+
   // Runs a task as soon as possible: a local task of this process first, else the database row
   // (so a global task registered only on another host can be triggered).
   // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";

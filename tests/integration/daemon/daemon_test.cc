@@ -1,5 +1,5 @@
 // `stagehand serve` as a subprocess on SQLite: command tasks (success, failure, timeout and cancel
-// kill their whole process group), HTTP tasks against a loopback server, SIGTERM, SIGHUP, SIGQUIT
+// kill their whole process group), HTTP tasks against a loopback server, SIGTERM, SIGQUIT
 // and SIGINT during a run, the ready file, the access log's levels, the bearer-token policy, and
 // the descriptors of the daemon and of a running command.
 
@@ -225,8 +225,8 @@ TEST_F(DaemonTest, HttpTasksCallTheServerAndFailOnAnUnexpectedStatus) {
 }
 
 // Each of these signals stops the daemon cleanly: exit 0, the running command's whole tree ended,
-// the row released (left claimed, it would read `running` for the ten-minute timeout). SIGHUP used
-// to kill the daemon at once, leaving the command running as an orphan and the row claimed.
+// the row released (left claimed, it would read `running` for the ten-minute timeout). SIGHUP
+// reloads the config instead (reload_test.cc).
 class ShutdownSignalTest : public DaemonTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(ShutdownSignalTest, StopsCleanlyDuringARunWithoutOrphans) {
@@ -275,8 +275,7 @@ TEST_P(ShutdownSignalTest, StopsCleanlyDuringARunWithoutOrphans) {
   EXPECT_TRUE(task["taskState"].contains("lastRunEndedAt")) << task.dump();
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, ShutdownSignalTest,
-                         ::testing::Values(SIGTERM, SIGHUP, SIGQUIT, SIGINT),
+INSTANTIATE_TEST_SUITE_P(Signals, ShutdownSignalTest, ::testing::Values(SIGTERM, SIGQUIT, SIGINT),
                          [](const ::testing::TestParamInfo<int>& param) {
                            return std::string("SIG") + sigabbrev_np(param.param);
                          });
