@@ -39,8 +39,8 @@ constexpr std::string_view kUnitList =
     "'years', 'months', 'weeks', 'days', 'hours', 'minutes', 'seconds', 'milliseconds'";
 
 // The keys of a schedule, and those that belong inside its `frequency` object.
-constexpr std::array<std::string_view, 4> kScheduleKeys = {"frequency", "timeout", "initialDelay",
-                                                           "scope"};
+constexpr std::array<std::string_view, 6> kScheduleKeys = {
+    "frequency", "timeout", "initialDelay", "scope", "catchupWindow", "jitter"};
 constexpr std::array<std::string_view, 3> kFrequencyKeysBelow = {
     "frequency.cron", "frequency.timeZone", "frequency.trigger"};
 // The keys of each form of a `frequency` object other than a duration.
@@ -235,6 +235,14 @@ Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config
     }
     schedule.initial_delay = *std::move(initial_delay);
   }
+  // stagehand's extensions (ADR 0014), read as the other durations are.
+  for (auto [key, field] : {std::pair{"catchupWindow", &ScheduleDefinition::catchup_window},
+                            std::pair{"jitter", &ScheduleDefinition::jitter}}) {
+    if (!config.Has(key)) continue;
+    Result<HumanDuration> duration = ReadDurationFromConfig(config, key);
+    if (!duration.ok()) return duration.status();
+    schedule.*field = *std::move(duration);
+  }
 
   auto scope = config.GetOptionalString("scope");
   if (!scope.ok()) {
@@ -276,6 +284,8 @@ bool CheckScheduleKeys(const Config& schedule, ConfigProblems& problems) {
   }
   known = CheckDurationKeys(schedule, "timeout", problems) && known;
   known = CheckDurationKeys(schedule, "initialDelay", problems) && known;
+  known = CheckDurationKeys(schedule, "catchupWindow", problems) && known;
+  known = CheckDurationKeys(schedule, "jitter", problems) && known;
   return known;
 }
 

@@ -47,6 +47,10 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
         claims_lost_(registry.Counter("stagehand_task_claims_lost_total",
                                       "Times another host claimed a task this host had seen ready",
                                       {"plugin", "taskId"})),
+        slots_skipped_(registry.Counter("stagehand_task_slots_skipped_total",
+                                        "Scheduled slots skipped: missed by more than the task's "
+                                        "catch-up window",
+                                        {"plugin", "taskId"})),
         lease_renewals_(registry.Counter("stagehand_task_lease_renewals_total",
                                          "Lease renewals of running tasks, by outcome",
                                          {"plugin", "taskId", "result"})),
@@ -79,6 +83,11 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
 
   void OnClaimLost(std::string_view plugin_id, std::string_view task_id) override {
     claims_lost_.Add({std::string(plugin_id), Task(task_id)});
+  }
+
+  void OnSlotSkipped(std::string_view plugin_id, std::string_view task_id, WallTime /*slot*/,
+                     std::chrono::nanoseconds /*late*/) override {
+    slots_skipped_.Add({std::string(plugin_id), Task(task_id)});
   }
 
   void OnLeaseRenewed(const RunInfo& run) override {
@@ -124,6 +133,7 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   GaugeFamily& completed_;
   HistogramFamily& start_lag_;
   CounterFamily& claims_lost_;
+  CounterFamily& slots_skipped_;
   CounterFamily& lease_renewals_;
   CounterFamily& leases_lost_;
   CounterFamily& reclaims_;

@@ -32,12 +32,15 @@ MonoTime MonoFromDb(WallTime instant, WallTime db_now, MonoTime mono_ref) {
 // that every-second crons are due at once. A run started then would end before its slot and be
 // followed by the slot's own run. Returns the slot for such a time, so that a run never starts
 // before the slot it is for; otherwise returns `next`. `cron` may be null (not a cron cadence).
-WallTime SlotStart(const CronExpression* cron, const TimeZone& zone, WallTime next) {
+// A jittered row (`offset`, ADR 0014) is tested on its unjittered time.
+WallTime SlotStart(const CronExpression* cron, const TimeZone& zone, WallTime next,
+                   milliseconds offset) {
   using std::chrono::seconds;
-  if (cron == nullptr || next.time_since_epoch() % seconds(1) != nanoseconds(0)) return next;
-  const WallTime slot = next + seconds(1);
-  if (cron->Matches(next, zone) || !cron->Matches(slot, zone)) return next;
-  return slot;
+  const WallTime unjittered = next - offset;
+  if (cron == nullptr || unjittered.time_since_epoch() % seconds(1) != nanoseconds(0)) return next;
+  const WallTime slot = unjittered + seconds(1);
+  if (cron->Matches(unjittered, zone) || !cron->Matches(slot, zone)) return next;
+  return slot + offset;
 }
 
 void MarkStopping(PlannedRun& run, StopReason reason) {
@@ -77,6 +80,10 @@ std::string StopOutcome(StopReason reason, milliseconds timeout) {
       return "stopped because the task was unscheduled";
   }
   return {};
+}
+
+bool SlotMissed(const std::optional<milliseconds>& window, nanoseconds late) {
+  return window && late > *window + kCatchUpGrace;
 }
 
 RunOutcome OutcomeOf(StopReason reason, bool failed) {
@@ -203,7 +210,7 @@ void Planner::Activate(PlannedTask& task, const std::optional<WallTime>& row_nex
         row_next ? MonoFromDb(RowStart(task, *row_next), db_now, mono_ref) : kMonoInfinity;
   } else {
     const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
-    task.wake_at = manual ? kMonoInfinity : now;
+    task.wake_at = manual ? kMonoInfinity : now + task.def.schedule.jitter_offset;
   }
 }
 
@@ -407,7 +414,10 @@ Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
     } else if (task->wake_at <= now) {
       const std::optional<WallTime> due =
           task->known_next ? std::optional(RowStart(*task, *task->known_next)) : std::nullopt;
-      plan.candidates.push_back({task, *task->known_version, due, task->known_settings});
+      Candidate& candidate = plan.candidates.emplace_back(
+          Candidate{task, *task->known_version, due, task->known_settings});
+      candidate.row_next = task->known_next;
+      candidate.late = now - task->wake_at;
     }
   }
   plan.poll = !plan.poll_ids.empty();
@@ -540,7 +550,10 @@ Planner::PollOutcome Planner::ApplyPoll(DispatchPlan& plan, const PollResult& po
           break;
         }
         task.wake_at = mono_ref;
-        plan.candidates.push_back({it->second, entry.version, start, task.known_settings});
+        Candidate& candidate = plan.candidates.emplace_back(
+            Candidate{it->second, entry.version, start, task.known_settings});
+        candidate.row_next = entry.next_run_start_at;
+        candidate.late = polled.db_now - start;
         break;
       }
       case Readiness::kNotReady:
@@ -561,6 +574,48 @@ Planner::PollOutcome Planner::ApplyPoll(DispatchPlan& plan, const PollResult& po
     }
   }
   return outcome;
+}
+
+std::vector<Planner::Skip> Planner::TakeMissedSlots(DispatchPlan& plan) {
+  std::vector<Skip> skips;
+  if (shutting_down_) return skips;
+  std::erase_if(plan.candidates, [&](Candidate& candidate) {
+    PlannedTask& task = *candidate.task;
+    if (task.manual_pending || !candidate.row_next ||
+        !SlotMissed(task.def.catchup_window, candidate.late)) {
+      return false;
+    }
+    Skip& skip = skips.emplace_back(Skip{candidate.task, candidate.version, *candidate.row_next,
+                                         task.def.schedule, candidate.late});
+    if (candidate.settings) skip.schedule.settings = *candidate.settings;
+    return true;
+  });
+  return skips;
+}
+
+std::optional<Planner::Candidate> Planner::ApplySkip(const Skip& skip,
+                                                     const Result<SkipResult>& result,
+                                                     MonoTime mono_ref) {
+  PlannedTask& task = *skip.task;
+  if (!result.ok() && result.status().code() == StatusCode::kUnimplemented) {
+    return Candidate{skip.task, skip.version, RowStart(task, skip.slot), task.known_settings};
+  }
+  if (!result.ok()) {
+    task.wake_at = std::max(task.wake_at, mono_ref + options_.engine.retry_backoff);
+    return std::nullopt;
+  }
+  if (!result->skipped) {
+    // Claimed, skipped or changed by another host first: a poll tells which.
+    task.known_version.reset();
+    task.poll_requested = true;
+    return std::nullopt;
+  }
+  task.known_version = result->version;
+  task.known_next = result->next_run_start_at;
+  task.wake_at = result->next_run_start_at ? MonoFromDb(RowStart(task, *result->next_run_start_at),
+                                                        result->db_now, mono_ref)
+                                           : kMonoInfinity;
+  return std::nullopt;
 }
 
 std::vector<Planner::Candidate> Planner::ReserveClaims(
@@ -724,9 +779,9 @@ void Planner::ReleaseEchoCleared(PlannedTask& task) {
 MonoTime Planner::ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,
                                   WallTime db_now, MonoTime mono_ref) const {
   const bool own_cadence = run.schedule.settings.cadence == task.def.schedule.settings.cadence;
-  return MonoFromDb(
-      SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next),
-      db_now, mono_ref);
+  return MonoFromDb(SlotStart(own_cadence && task.cron ? &*task.cron : nullptr,
+                              task.def.schedule.zone, next, task.def.schedule.jitter_offset),
+                    db_now, mono_ref);
 }
 
 bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
@@ -765,7 +820,8 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
     task.phase = Phase::kWaiting;
     task.wake_at = LocalNextWake(task, run->started, now, wall_now);
     if (task.wake_at != kMonoInfinity) {
-      state.starts_at = FormatRestTime(wall_now + (task.wake_at - now), &options_.default_zone);
+      state.starts_at =
+          FormatRestTime(wall_now + (std::max(task.wake_at, now) - now), &options_.default_zone);
     }
   }
   task.local->state = std::move(state);
@@ -777,13 +833,35 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
 
 MonoTime Planner::LocalNextWake(const PlannedTask& task, MonoTime run_started, MonoTime now,
                                 WallTime wall_now) const {
-  if (task.local->cadence) return std::max(now, run_started + *task.local->cadence);
+  const milliseconds offset = task.def.schedule.jitter_offset;
+  if (task.local->cadence) {
+    const MonoTime slot = run_started + *task.local->cadence;
+    // With a catch-up window a missed slot is kept, for the timer to run or skip it.
+    if (task.def.catchup_window && slot < now) return slot;
+    return std::max(now + offset, slot);
+  }
   if (task.cron) {
-    Result<WallTime> next = task.cron->NextAfter(wall_now, task.def.schedule.zone);
+    Result<WallTime> next = task.cron->NextAfter(wall_now - offset, task.def.schedule.zone);
     if (!next.ok()) return kMonoInfinity;
-    return now + (*next - wall_now);
+    return now + (*next + offset - wall_now);
   }
   return kMonoInfinity;
+}
+
+std::optional<Planner::TimerActions::Skipped> Planner::SkipLocalSlot(const TaskPtr& task,
+                                                                     MonoTime now,
+                                                                     WallTime wall_now) {
+  const nanoseconds late = now - task->wake_at;
+  if (task->manual_pending || !SlotMissed(task->def.catchup_window, late)) return std::nullopt;
+  const WallTime slot = wall_now - std::chrono::duration_cast<WallTime::duration>(late);
+  if (task->local->cadence && task->local->cadence->count() > 0) {
+    // The first point of the slot's grid after now: the task keeps its phase.
+    const nanoseconds step = *task->local->cadence;
+    task->wake_at += (late / step + 1) * step;
+  } else {
+    task->wake_at = LocalNextWake(*task, now, now, wall_now);
+  }
+  return TimerActions::Skipped{task, slot, late, wall_now + (task->wake_at - now)};
 }
 
 MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actions,
@@ -797,7 +875,7 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
         task.phase = Phase::kWaiting;
         if (local) {
           const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
-          task.wake_at = manual ? kMonoInfinity : now;
+          task.wake_at = manual ? kMonoInfinity : now + task.def.schedule.jitter_offset;
         } else {
           task.poll_requested = true;
           *kick_dispatcher = true;
@@ -807,6 +885,11 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
       }
     }
     if (local && task.phase == Phase::kWaiting && !shutting_down_) {
+      if (task.wake_at <= now) {
+        if (std::optional<TimerActions::Skipped> skipped = SkipLocalSlot(task_ptr, now, wall_now)) {
+          actions->skipped.push_back(*std::move(skipped));
+        }
+      }
       if (task.wake_at > now) {
         next = std::min(next, task.wake_at);
       } else if (TakeSlot()) {
@@ -887,7 +970,8 @@ std::vector<RunPtr> Planner::BeginShutdown() {
 WallTime Planner::RowStart(const PlannedTask& task, WallTime next) const {
   const bool own_cadence =
       !task.known_settings || task.known_settings->cadence == task.def.schedule.settings.cadence;
-  return SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next);
+  return SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next,
+                   task.def.schedule.jitter_offset);
 }
 
 }  // namespace stagehand::engine_internal

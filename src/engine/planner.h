@@ -44,6 +44,10 @@ struct EngineTask {
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds initial_delay{0};
   bool has_initial_delay = false;
+  // A scheduled slot missed by more than this (plus kCatchUpGrace) is skipped rather than run
+  // (ADR 0014); nullopt: every missed slot runs once, at once (Backstage's behaviour). The jitter
+  // is schedule.jitter_offset.
+  std::optional<std::chrono::milliseconds> catchup_window;
   TaskFunction fn;
   std::stop_token stop;
 };
@@ -148,6 +152,15 @@ class RunSlots {
   virtual bool Available() = 0;
 };
 
+// How late a slot may start before a catch-up window counts it as missed, on top of the window:
+// the latency of noticing and claiming a due row (a poll, a notification, a claim's round trip),
+// so that a window of zero skips only slots that were really missed.
+inline constexpr std::chrono::milliseconds kCatchUpGrace{2000};
+
+// Returns whether a slot `late` past due is missed under `window` (nullopt: never).
+bool SlotMissed(const std::optional<std::chrono::milliseconds>& window,
+                std::chrono::nanoseconds late);
+
 // The resolution at which due candidates are claimed earliest first (ReserveClaims); within one,
 // each host has its own order.
 using ClaimOrderGrain = std::chrono::duration<std::int64_t, std::deci>;  // 100 ms
@@ -251,6 +264,9 @@ class Planner {
     std::optional<TaskSettingsV2> settings;
     std::size_t tie = 0;                         // orders candidates of equal due time
     RunTrigger trigger = RunTrigger::kSchedule;  // set by ReserveClaims
+    // The row's next_run_start_at as stored, and how late the task was when found due.
+    std::optional<WallTime> row_next = std::nullopt;
+    std::chrono::nanoseconds late{0};
   };
   // What the dispatcher does in one step, in this order.
   struct DispatchPlan {
@@ -290,6 +306,26 @@ class Planner {
   PollOutcome ApplyPoll(DispatchPlan& plan, const PollResult& polled, MonoTime mono_ref);
   // The poll failed: its tasks are polled again after the retry backoff.
   void PollFailed(const DispatchPlan& plan, MonoTime mono_ref);
+
+  // A missed slot to skip: the task, the row's version and next start, the schedule to compute
+  // the next slot with, and how late it is.
+  struct Skip {
+    TaskPtr task;
+    std::int64_t version = 0;
+    WallTime slot;
+    TaskSchedule schedule;
+    std::chrono::nanoseconds late{0};
+  };
+  // Removes from `plan.candidates` the tasks whose slot was missed beyond their catch-up window
+  // and returns them as skips (none while shutting down). A run a trigger asked for is never
+  // skipped.
+  std::vector<Skip> TakeMissedSlots(DispatchPlan& plan);
+  // Applies the result of skipping a slot (the statement sent at mono_ref): the row as the skip
+  // left it, or a poll when another host changed it first. A store that cannot skip
+  // (kUnimplemented) returns the skip's candidate, to be run as Backstage would; any other error
+  // retries after the backoff.
+  std::optional<Candidate> ApplySkip(const Skip& skip, const Result<SkipResult>& result,
+                                     MonoTime mono_ref);
 
   // Orders the candidates (earliest due first; ties in this host's own order), takes a run slot
   // for as many as it can in that order, and returns those, with a ticket from `new_ticket` for
@@ -361,6 +397,14 @@ class Planner {
     std::vector<RunPtr> to_kill;
     std::vector<Started> fenced;
     std::vector<Started> overdue;
+    // Local slots missed beyond the catch-up window: the task, the slot and how late it was.
+    struct Skipped {
+      TaskPtr task;
+      WallTime slot;
+      std::chrono::nanoseconds late{0};
+      WallTime next;  // the slot it waits for instead
+    };
+    std::vector<Skipped> skipped;
   };
   // Does the timer's work due at `now`; returns when the timer is next due. `*kick_dispatcher`
   // is set when a global task's initial wait ended.
@@ -381,8 +425,14 @@ class Planner {
   // Whether a safety-net poll found a change nobody announced to this host: a row it knew idle
   // that is now running, changed or gone, or an expired run it swept.
   static bool Unannounced(const PollResult& polled, const DispatchPlan& plan);
+  // When a local task runs next after a run started at run_started ends at now: a duration's
+  // slot may be in the past (a long run), to be run at once or skipped (SkipLocalSlot).
   MonoTime LocalNextWake(const PlannedTask& task, MonoTime run_started, MonoTime now,
                          WallTime wall_now) const;
+  // Skips a due local task's missed slot, if its catch-up window says so: moves wake_at to its
+  // next slot after now and returns the skipped slot (its wall time) and lateness.
+  std::optional<TimerActions::Skipped> SkipLocalSlot(const TaskPtr& task, MonoTime now,
+                                                     WallTime wall_now);
   bool CanClaim();
   bool TakeSlot();
   // A slot taken for a claim that was lost or failed.

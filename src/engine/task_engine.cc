@@ -8,6 +8,7 @@
 #include "stagehand/base/host_name.h"
 #include "stagehand/base/uuid.h"
 #include "stagehand/time/duration.h"
+#include "stagehand/time/time_zone.h"
 
 namespace stagehand::engine_internal {
 
@@ -482,6 +483,7 @@ MonoTime TaskEngine::DispatcherStep() {
   if (!refresh.empty()) RefreshRegistrations(refresh);
   if (!plan.renewals.empty()) RenewLeases(plan.renewals);
   if (!plan.poll || Poll(plan)) {
+    if (!plan.candidates.empty()) SkipMissedSlots(plan);
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));
   }
   std::lock_guard lock(mu_);
@@ -582,6 +584,52 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
                    " ready task(s)");
   }
   return true;
+}
+
+void TaskEngine::SkipMissedSlots(Planner::DispatchPlan& plan) {
+  std::vector<Planner::Skip> skips;
+  {
+    std::lock_guard lock(mu_);
+    skips = planner_->TakeMissedSlots(plan);
+    std::vector<TaskPtr> tasks;
+    for (const Planner::Skip& skip : skips) tasks.push_back(skip.task);
+    planner_->ReleasesSent(tasks);  // a skip is announced as a release
+  }
+  for (const Planner::Skip& skip : skips) {
+    const std::string& id = skip.task->def.id;
+    const MonoTime mono_ref = clock_.MonoNow();
+    Result<SkipResult> skipped =
+        context_.store->SkipSlot(id, skip.version, skip.slot, skip.schedule);
+    {
+      std::lock_guard lock(mu_);
+      if (!skipped.ok() || !skipped->skipped) planner_->ReleaseEchoCleared(*skip.task);
+      if (std::optional<Planner::Candidate> run = planner_->ApplySkip(skip, skipped, mono_ref)) {
+        plan.candidates.push_back(*std::move(run));
+      }
+    }
+    if (!skipped.ok()) {
+      if (skipped.status().code() != StatusCode::kUnimplemented) {
+        logger_->Warn(
+            "Failed to skip a missed slot of task \"" + id + "\", " + skipped.status().message(),
+            {{"task", id}});
+      }
+    } else if (skipped->skipped) {
+      LogSkippedSlot(*skip.task, skip.slot, skip.late, skipped->next_run_start_at);
+    }
+  }
+}
+
+void TaskEngine::LogSkippedSlot(const PlannedTask& task, WallTime slot, nanoseconds late,
+                                const std::optional<WallTime>& next) const {
+  const std::string& id = task.def.id;
+  logger_->Info("Skipped the slot of task \"" + id + "\" due at " + FormatRestTime(slot, kRestUtc) +
+                    ": it was " +
+                    FormatShortDuration(std::chrono::duration_cast<milliseconds>(late)) +
+                    " late, beyond its catch-up window of " +
+                    FormatShortDuration(task.def.catchup_window.value_or(milliseconds(0))) +
+                    "; next run at " + (next ? FormatRestTime(*next, kRestUtc) : "none"),
+                {{"task", id}});
+  observer_->OnSlotSkipped(context_.plugin_id, id, slot, late);
 }
 
 void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
@@ -880,6 +928,9 @@ MonoTime TaskEngine::TimerStep() {
   }
   cv_.notify_all();
   for (RunStart& start : local_starts) QueueHistory(std::move(start), std::nullopt);
+  for (const Planner::TimerActions::Skipped& skipped : actions.skipped) {
+    LogSkippedSlot(*skipped.task, skipped.slot, skipped.late, skipped.next);
+  }
   for (const RunPtr& run : actions.to_stop) SignalStop(*run, /*kill=*/false);
   for (const RunPtr& run : actions.to_kill) SignalStop(*run, /*kill=*/true);
   for (const auto& [task, run] : actions.fenced) {

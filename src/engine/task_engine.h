@@ -156,6 +156,12 @@ class TaskEngine final : public DrivenEngine {
   // poll failed.
   bool Poll(Planner::DispatchPlan& plan);
   // Claims every candidate in one ClaimMany and starts the runs it won.
+  // Skips the slots of plan.candidates missed beyond their catch-up window (ADR 0014): one
+  // SkipSlot each, logged and counted; a candidate whose store cannot skip stays to be claimed.
+  void SkipMissedSlots(Planner::DispatchPlan& plan);
+  // Logs a skipped slot at info and reports it to the observer.
+  void LogSkippedSlot(const PlannedTask& task, WallTime slot, std::chrono::nanoseconds late,
+                      const std::optional<WallTime>& next) const;
   void ClaimAndStart(std::vector<Planner::Candidate> candidates);
   // Pause and Resume: `change` writes the row of global task `id`; then the dispatcher re-reads
   // it. Errors: kConflict for a local task; kNotFound without a store; `change`'s.

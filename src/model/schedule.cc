@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "stagehand/base/hash.h"
 
 namespace stagehand {
 
@@ -28,7 +31,31 @@ std::vector<ScheduleDurationIssue> FindScheduleDurationIssues(const ScheduleDefi
     issues.push_back({"initialDelay", fmt::format("cannot be negative, got {}",
                                                   FormatDurationSpec(*schedule.initial_delay))});
   }
+  if (schedule.catchup_window &&
+      ToMilliseconds(*schedule.catchup_window) < std::chrono::milliseconds::zero()) {
+    issues.push_back({"catchupWindow", fmt::format("cannot be negative, got {}",
+                                                   FormatDurationSpec(*schedule.catchup_window))});
+  }
+  if (schedule.jitter) {
+    const std::chrono::milliseconds jitter = ToMilliseconds(*schedule.jitter);
+    if (jitter < std::chrono::milliseconds::zero()) {
+      issues.push_back({"jitter", fmt::format("cannot be negative, got {}",
+                                              FormatDurationSpec(*schedule.jitter))});
+    } else if (frequency && ToMilliseconds(*frequency) > std::chrono::milliseconds::zero() &&
+               jitter >= ToMilliseconds(*frequency)) {
+      // A delay as long as the cadence would move a start past the next one.
+      issues.push_back({"jitter", fmt::format("must be shorter than the frequency {}, got {}",
+                                              FormatDurationSpec(*frequency),
+                                              FormatDurationSpec(*schedule.jitter))});
+    }
+  }
   return issues;
+}
+
+std::chrono::milliseconds JitterOffset(std::string_view task_id, std::chrono::milliseconds jitter) {
+  if (jitter <= std::chrono::milliseconds::zero()) return std::chrono::milliseconds::zero();
+  return std::chrono::milliseconds(
+      static_cast<std::int64_t>(Fnv1a64(task_id) % static_cast<std::uint64_t>(jitter.count())));
 }
 
 std::string_view TaskScopeName(TaskScope scope) {

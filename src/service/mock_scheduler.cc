@@ -33,6 +33,8 @@ Status MockScheduler::ScheduleTask(TaskDefinition task) {
   schedule.frequency = task.frequency;
   schedule.timeout = task.timeout;
   schedule.initial_delay = task.initial_delay;
+  schedule.catchup_window = task.catchup_window;
+  schedule.jitter = task.jitter;
   schedule.scope = task.scope;
   entry->settings = BuildTaskSettings(schedule);
   entry->task = std::move(task);

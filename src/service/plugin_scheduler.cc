@@ -20,6 +20,8 @@ ScheduleDefinition ScheduleOf(const TaskDefinition& task) {
   schedule.frequency = task.frequency;
   schedule.timeout = task.timeout;
   schedule.initial_delay = task.initial_delay;
+  schedule.catchup_window = task.catchup_window;
+  schedule.jitter = task.jitter;
   schedule.scope = task.scope;
   return schedule;
 }
@@ -117,6 +119,8 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   Result<TimeZone> zone = ZoneOf(task, default_zone);
   if (!zone.ok()) return zone.status();
   task_schedule.zone = *zone;
+  if (task.jitter)
+    task_schedule.jitter_offset = JitterOffset(task.id, ToMilliseconds(*task.jitter));
 
   engine_internal::EngineTask engine_task;
   engine_task.id = task.id;
@@ -127,6 +131,7 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
     engine_task.has_initial_delay = true;
     engine_task.initial_delay = ToMilliseconds(*task.initial_delay);
   }
+  if (task.catchup_window) engine_task.catchup_window = ToMilliseconds(*task.catchup_window);
   engine_task.fn = std::move(task.fn);
   engine_task.stop = std::move(task.stop);
   return engine_task;

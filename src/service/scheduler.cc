@@ -13,6 +13,8 @@ TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvoca
   task.frequency = schedule.frequency;
   task.timeout = schedule.timeout;
   task.initial_delay = schedule.initial_delay;
+  task.catchup_window = schedule.catchup_window;
+  task.jitter = schedule.jitter;
   task.scope = schedule.scope.value_or(TaskScope::kGlobal);
   return task;
 }

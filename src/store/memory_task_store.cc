@@ -616,6 +616,29 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
   return results;
 }
 
+Result<SkipResult> MemoryTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,
+                                             WallTime slot, const TaskSchedule& schedule) {
+  const WallTime now = DatabaseTime();
+  Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, now);
+  if (!plan.ok()) return plan.status();
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  SkipResult result;
+  result.db_now = now;
+  table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    if (it == rows.end() || it->second.current_run_ticket ||
+        VersionOf(it->second) != expected_version) {
+      return;
+    }
+    it->second.next_run_start_at = Evaluate(*plan, now, it->second.next_run_start_at);
+    result.skipped = true;
+    result.next_run_start_at = it->second.next_run_start_at;
+    result.version = VersionOf(it->second);
+  });
+  if (result.skipped) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
+  return result;
+}
+
 Status MemoryTaskStore::Trigger(const std::string& id) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();

@@ -1,5 +1,7 @@
 #include "store/next_run.h"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,9 +24,19 @@ Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
     if (!result.ok()) return result.status();
     cron = &parsed.emplace(*std::move(result));
   }
-  Result<WallTime> next = cron->NextAfter(db_now, schedule.zone);
+  // Shifting the grid by the offset: the fire after (now - offset), plus the offset, is the first
+  // jittered slot after now.
+  const auto offset = schedule.jitter_offset;
+  Result<WallTime> next = cron->NextAfter(db_now - offset, schedule.zone);
   if (!next.ok()) return next.status();
-  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next};
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next + offset};
+}
+
+// now + `seconds` + the schedule's jitter offset; now itself when both are zero.
+NextRunPlan NowPlusJittered(const TaskSchedule& schedule, double seconds) {
+  const double total = seconds + std::chrono::duration<double>(schedule.jitter_offset).count();
+  if (total == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
+  return NextRunPlan{NextRunPlan::Kind::kNowPlus, total};
 }
 
 // Uses the schedule's compiled length; parses the cadence only for settings without one.
@@ -49,8 +61,7 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
   if (settings.initial_delay_duration && !settings.initial_delay_duration->empty()) {
     Result<double> delay = IsoDurationSeconds(*settings.initial_delay_duration);
     if (!delay.ok()) return delay.status();
-    if (*delay == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
-    return NextRunPlan{NextRunPlan::Kind::kNowPlus, *delay};
+    return NowPlusJittered(schedule, *delay);
   }
   switch (settings.cadence_kind()) {
     case CadenceKind::kCron:
@@ -58,7 +69,7 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration:
-      return NextRunPlan{NextRunPlan::Kind::kNow};
+      return NowPlusJittered(schedule, 0);
   }
   return InternalError("unknown cadence kind");
 }
@@ -72,8 +83,7 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
     case CadenceKind::kDuration: {
       Result<double> cadence = CadenceSeconds(schedule);
       if (!cadence.ok()) return cadence.status();
-      if (*cadence == 0) return NextRunPlan{NextRunPlan::Kind::kNow};
-      return NextRunPlan{NextRunPlan::Kind::kNowPlus, *cadence};
+      return NowPlusJittered(schedule, *cadence);
     }
   }
   return InternalError("unknown cadence kind");
@@ -89,6 +99,27 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
       Result<double> cadence = CadenceSeconds(schedule);
       if (!cadence.ok()) return cadence.status();
       return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, *cadence};
+    }
+  }
+  return InternalError("unknown cadence kind");
+}
+
+Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now) {
+  switch (schedule.settings.cadence_kind()) {
+    case CadenceKind::kCron:
+      return CronPlan(schedule, db_now);
+    case CadenceKind::kManual:
+      return NextRunPlan{NextRunPlan::Kind::kNull};
+    case CadenceKind::kDuration: {
+      Result<double> cadence = CadenceSeconds(schedule);
+      if (!cadence.ok()) return cadence.status();
+      const auto step = std::chrono::milliseconds(std::llround(*cadence * 1000));
+      if (step <= std::chrono::milliseconds::zero() || slot > db_now) {
+        return NextRunPlan{NextRunPlan::Kind::kInstant, 0, std::max(slot, db_now)};
+      }
+      // The first point of the slot's grid after now: its phase (and jitter) is kept.
+      const auto late = std::chrono::floor<std::chrono::milliseconds>(db_now - slot);
+      return NextRunPlan{NextRunPlan::Kind::kInstant, 0, slot + (late / step + 1) * step};
     }
   }
   return InternalError("unknown cadence kind");
@@ -121,7 +152,8 @@ Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks
       return InvalidArgumentError("task " + task.id + " appears more than once in the batch");
     }
     std::string settings_json = task.schedule.settings.ToJson();
-    std::string key = settings_json + '\n' + task.schedule.zone.name();
+    std::string key = settings_json + '\n' + task.schedule.zone.name() + '\n' +
+                      std::to_string(task.schedule.jitter_offset.count());
     if (auto same = by_schedule.find(key); same != by_schedule.end()) {
       planned.push_back(planned[same->second]);
       continue;
@@ -138,3 +170,12 @@ Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks
 }
 
 }  // namespace stagehand::store_internal
+
+namespace stagehand {
+
+Result<SkipResult> TaskStore::SkipSlot(const std::string& /*id*/, std::int64_t /*expected_version*/,
+                                       WallTime /*slot*/, const TaskSchedule& /*schedule*/) {
+  return UnimplementedError("plugin " + plugin_id() + ": this task store cannot skip slots");
+}
+
+}  // namespace stagehand

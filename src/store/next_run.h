@@ -32,7 +32,10 @@ struct NextRunPlan {
 };
 
 // The start of a newly inserted row: now + initial delay if one is set (any cadence, even manual);
-// else cron: the next fire time after `db_now`; manual: NULL; duration: now. (Backstage writes the
+// else cron: the next fire time after `db_now`; manual: NULL; duration: now. Every scheduled
+// time here and below is shifted by the schedule's jitter_offset (a cron fire time: the next
+// fire after db_now - offset, plus offset), except a release's greatest(scheduled + cadence,
+// now), whose scheduled time already carries it. (Backstage writes the
 // fire time - 1 s, which let a run start before its slot and the slot run again after it; a row so
 // written is started at its slot by the engine.)
 // Errors: kInvalidArgument if the cadence or a duration does not parse.
@@ -45,6 +48,11 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
 // The next start written when a run ends or is cancelled: cron: next fire after `db_now`;
 // manual: NULL; duration: greatest(scheduled + cadence, now).
 Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now);
+
+// The next start written when the engine skips the missed slot `slot` (a catch-up window, ADR
+// 0014): cron: the next (jittered) fire after `db_now`; manual: NULL; duration: the first point
+// of the grid slot + k * cadence after `db_now`, so the task keeps its phase. Always an instant.
+Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now);
 
 // A validated registration of a batch, with both of its plans.
 struct PlannedUpsert {

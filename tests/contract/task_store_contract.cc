@@ -633,6 +633,82 @@ TEST_F(TaskStoreContractTest, ReleaseOfACronRunMovesToTheNextFireTimeAfterNow) {
                      CronNext("0 0 * * * *", after)));
 }
 
+// --- Skipping a missed slot (ADR 0014) ---------------------------------------------------------
+
+TEST_F(TaskStoreContractTest, SkipSlotMovesAMissedDurationSlotToTheNextPointOfItsGrid) {
+  const TaskSchedule schedule = Schedule("PT0.1S");
+  Upsert("skip", schedule);
+  fixture_->LetTimePass(milliseconds(250));  // two and a half cadences missed
+  const PollEntry entry = Poll({"skip"}).entries.at(0);
+  ASSERT_EQ(entry.readiness, Readiness::kReady);
+  const WallTime slot = *entry.next_run_start_at;
+  const TaskRow before_row = Row("skip");
+  Result<SkipResult> skipped = store_->SkipSlot("skip", entry.version, slot, schedule);
+  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  ASSERT_TRUE(skipped->skipped);
+  const TaskRow row = Row("skip");
+  ASSERT_TRUE(row.next_run_start_at.has_value());
+  EXPECT_EQ(row.next_run_start_at, skipped->next_run_start_at);
+  EXPECT_GT(*row.next_run_start_at, skipped->db_now);
+  EXPECT_LE(*row.next_run_start_at, skipped->db_now + milliseconds(100));
+  // On the slot's grid: a whole number of cadences after it.
+  EXPECT_EQ((*row.next_run_start_at - slot) % milliseconds(100), WallTime::duration::zero());
+  // Not a run: the last run's end and error are left as they were, and no ticket is written.
+  EXPECT_EQ(row.last_run_ended_at, before_row.last_run_ended_at);
+  EXPECT_EQ(row.last_run_error_json, before_row.last_run_error_json);
+  EXPECT_FALSE(row.current_run_ticket.has_value());
+  EXPECT_EQ(Poll({"skip"}).entries.at(0).version, skipped->version);
+
+  // The same skip again (another host's, from the same poll) changes nothing.
+  Result<SkipResult> again = store_->SkipSlot("skip", entry.version, slot, schedule);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->skipped);
+  EXPECT_EQ(Row("skip").next_run_start_at, row.next_run_start_at);
+}
+
+TEST_F(TaskStoreContractTest, SkipSlotMovesACronSlotToItsNextFireAndLeavesAHeldRowAlone) {
+  const TaskSchedule hourly = Schedule("0 0 * * * *");
+  Upsert("skip-cron", hourly);
+  ASSERT_TRUE(store_->Trigger("skip-cron").ok());
+  PollEntry entry = Poll({"skip-cron"}).entries.at(0);
+  const WallTime before = Now();
+  Result<SkipResult> skipped =
+      store_->SkipSlot("skip-cron", entry.version, *entry.next_run_start_at, hourly);
+  const WallTime after = Now();
+  ASSERT_TRUE(skipped.ok() && skipped->skipped);
+  EXPECT_TRUE(Within(Row("skip-cron").next_run_start_at, CronNext("0 0 * * * *", before),
+                     CronNext("0 0 * * * *", after)));
+
+  // A claimed row is never skipped, nor is a missing one.
+  ASSERT_TRUE(store_->Trigger("skip-cron").ok());
+  entry = Poll({"skip-cron"}).entries.at(0);
+  ASSERT_TRUE(Claim("skip-cron", "t1"));
+  skipped = store_->SkipSlot("skip-cron", entry.version, *entry.next_run_start_at, hourly);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_FALSE(skipped->skipped);
+  EXPECT_EQ(Row("skip-cron").current_run_ticket, "t1");
+  skipped = store_->SkipSlot("missing", entry.version, *entry.next_run_start_at, hourly);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_FALSE(skipped->skipped);
+}
+
+TEST_F(TaskStoreContractTest, JitteredRegistrationIsNotMovedBackToTheUnjitteredSlot) {
+  TaskSchedule jittered = Schedule("0 0 * * * *");
+  jittered.jitter_offset = minutes(7);
+  const WallTime before = Now();
+  Upsert("jitter", jittered);
+  const WallTime after = Now();
+  const WallTime slot_before = CronNext("0 0 * * * *", before - minutes(7)) + minutes(7);
+  const WallTime slot_after = CronNext("0 0 * * * *", after - minutes(7)) + minutes(7);
+  EXPECT_TRUE(Within(Row("jitter").next_run_start_at, slot_before, slot_after));
+  const std::optional<WallTime> first = Row("jitter").next_run_start_at;
+  Upsert("jitter", jittered);  // another host registers the same definition
+  EXPECT_EQ(Row("jitter").next_run_start_at, first);
+  // Backstage's settings are those of the unjittered definition.
+  Upsert("plain", Schedule("0 0 * * * *"));
+  EXPECT_EQ(Row("jitter").settings_json, Row("plain").settings_json);
+}
+
 // --- Trigger ----------------------------------------------------------------------------------
 
 TEST_F(TaskStoreContractTest, TriggerMakesAnIdleTaskDueNow) {

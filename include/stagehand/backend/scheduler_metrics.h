@@ -10,6 +10,7 @@
 //       epoch seconds of the last end
 //   stagehand_task_start_lag_seconds{plugin,taskId,scope}   histogram, buckets 0.01 … 300
 //   stagehand_task_claims_lost_total{plugin,taskId}
+//   stagehand_task_slots_skipped_total{plugin,taskId}   slots missed beyond a catch-up window
 //   stagehand_task_lease_renewals_total{plugin,taskId,result}   result = ok|failed
 //   stagehand_task_leases_lost_total{plugin,taskId}
 //   stagehand_janitor_reclaims_total{plugin,taskId}

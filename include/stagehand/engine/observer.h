@@ -9,6 +9,7 @@
 
 #include "stagehand/model/schedule.h"
 #include "stagehand/model/task_run.h"
+#include "stagehand/time/clock.h"
 
 namespace stagehand {
 
@@ -44,6 +45,10 @@ class SchedulerObserver {
   // it (output included).
   virtual void OnRunFinished(const RunInfo& /*run*/, const RunFinish& /*finish*/,
                              std::chrono::nanoseconds /*duration*/) {}
+  // A scheduled slot of a task was missed by more than its catch-up window and skipped (not run):
+  // `slot` is when it was due (wall time), `late` how late it was when skipped.
+  virtual void OnSlotSkipped(std::string_view /*plugin_id*/, std::string_view /*task_id*/,
+                             WallTime /*slot*/, std::chrono::nanoseconds /*late*/) {}
   // Another host claimed a task this host had seen ready.
   virtual void OnClaimLost(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // A running task's lease was extended.

@@ -57,7 +57,20 @@ struct ScheduleDefinition {
   DurationSpec timeout = std::chrono::milliseconds(0);
   std::optional<DurationSpec> initial_delay;
   std::optional<TaskScope> scope;  // nullopt means global
+  // stagehand extensions (docs/adr/0014-catch-up-window-and-jitter.md). Neither is stored in
+  // settings_json, so Backstage reads the same settings with or without them.
+  // A slot missed by more than this is skipped: the task waits for its next slot rather than run
+  // late. nullopt: Backstage's behaviour (a missed slot runs once, at once).
+  std::optional<DurationSpec> catchup_window;
+  // Every scheduled start is delayed by a fixed offset in [0, jitter), derived from the task's id
+  // (JitterOffset), the same on every host. nullopt or zero: no delay.
+  std::optional<DurationSpec> jitter;
 };
+
+// Returns the fixed start offset of task `task_id` for a `jitter`: in [0, jitter), from the 64-bit
+// FNV-1a hash of the id, so every host and every release computes the same one. Zero when
+// `jitter` is not longer than zero.
+std::chrono::milliseconds JitterOffset(std::string_view task_id, std::chrono::milliseconds jitter);
 
 // Returns the ISO-8601 text Backstage stores for `duration` (see FormatIsoDuration).
 std::string FormatDurationSpec(const DurationSpec& duration);
@@ -66,16 +79,18 @@ std::string FormatDurationSpec(const DurationSpec& duration);
 std::chrono::milliseconds ToMilliseconds(const DurationSpec& duration);
 
 // Returns OK when the durations of `schedule` can work: a duration frequency and the timeout longer
-// than zero (after rounding to whole milliseconds), an initial delay not negative (zero means no
-// delay). Backstage accepts zero and negative durations, and its workers then run the task without
-// pause; stagehand refuses them. Cron expressions are checked where they are parsed:
-// CronExpression::Parse also rejects one that never fires. Errors: kInvalidArgument naming each
-// field at fault, joined by "; ": "frequency must be longer than zero, got PT0S", "timeout must be
-// longer than zero, got PT-1M", "initialDelay cannot be negative, got PT-5S".
+// than zero (after rounding to whole milliseconds), an initial delay, a catch-up window and a
+// jitter not negative (zero means none), and a jitter shorter than a duration frequency. Backstage
+// accepts zero and negative durations, and its workers then run the task without pause; stagehand
+// refuses them. Cron expressions are checked where they are parsed: CronExpression::Parse also
+// rejects one that never fires. Errors: kInvalidArgument naming each field at fault, joined by ";
+// ": "frequency must be longer than zero, got PT0S", "timeout must be longer than zero, got PT-1M",
+// "initialDelay cannot be negative, got PT-5S".
 Status ValidateScheduleDurations(const ScheduleDefinition& schedule);
 
 // A duration of a schedule that cannot work: the field as config spells it ("frequency",
-// "timeout", "initialDelay") and why ("must be longer than zero, got PT0S").
+// "timeout", "initialDelay", "catchupWindow", "jitter") and why ("must be longer than zero, got
+// PT0S").
 struct ScheduleDurationIssue {
   std::string_view field;
   std::string reason;

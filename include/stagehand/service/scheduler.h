@@ -39,6 +39,9 @@ struct TaskDefinition {
   DurationSpec timeout = std::chrono::milliseconds(0);
   std::optional<DurationSpec> initial_delay;
   TaskScope scope = TaskScope::kGlobal;
+  // stagehand extensions, as ScheduleDefinition's (not stored in settings_json).
+  std::optional<DurationSpec> catchup_window;
+  std::optional<DurationSpec> jitter;
   TaskFunction fn;
   std::stop_token stop;
 };

@@ -74,6 +74,8 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
   Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
+  Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
+                              const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   Status Pause(const std::string& id, const PauseRequest& request) override;

@@ -97,6 +97,10 @@ struct TaskSchedule {
     double seconds = 0;  // Backstage's casual conversion (a month is 30 days)
   };
   std::shared_ptr<const DurationCadence> duration = nullptr;
+  // The task's fixed start offset (JitterOffset of its jitter; stagehand's extension, not in
+  // settings): every scheduled next start the store computes is the unjittered one plus this.
+  // Zero: none.
+  std::chrono::milliseconds jitter_offset{0};
 };
 
 // Returns schedule.cron when it is the program of schedule.settings.cadence, else nullptr.
@@ -213,6 +217,14 @@ struct ReleaseResult {
   // cannot tell (TaskStore's default ReleaseMany).
   std::optional<std::int64_t> version;
   WallTime db_now;  // the database's clock when the statement ran
+};
+
+// The outcome of SkipSlot.
+struct SkipResult {
+  bool skipped = false;  // the row was idle and of the expected version, and was moved
+  std::optional<WallTime> next_run_start_at;  // the row's next start after the skip
+  std::optional<std::int64_t> version;        // the row's PollEntry::version after the skip
+  WallTime db_now;                            // the database's clock when the statement ran
 };
 
 // A change announced by a writer, delivered to listeners (PostgreSQL LISTEN/NOTIFY; in-process
@@ -345,6 +357,18 @@ class TaskStore {
   // ReleaseRequest::history). The default runs Release for each request (without versions or
   // history). Errors: kUnavailable.
   virtual Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases);
+
+  // Skips the missed slot `slot` of an idle task (a catch-up window, ADR 0014): if the row holds
+  // no ticket and its PollEntry::version is still `expected_version` (so `slot` is still its next
+  // start), moves next_run_start_at to store_internal::PlanSkipNext's time after the database's
+  // now (cron: the next fire; duration: the next point of the slot's grid) and leaves everything
+  // else, including the last run's end and error, as it was. Announced as a release. Returns
+  // skipped false, changing nothing, when the row is missing, held or of another version (another
+  // host skipped or claimed it first). A stagehand extension: Backstage never calls it. The
+  // default is kUnimplemented. Errors: kInvalidArgument (the schedule's cadence does not parse),
+  // kUnavailable.
+  virtual Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version,
+                                      WallTime slot, const TaskSchedule& schedule);
 
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
   // "Task {id} is paused" or "Task {id} is currently running"; kUnavailable.

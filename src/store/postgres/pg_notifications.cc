@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "stagehand/base/hash.h"
 #include "store/postgres/statements.h"
 
 namespace stagehand::store_internal {
@@ -25,22 +26,13 @@ constexpr int kMaxRetryMs = 2000;
 // keepalives, which make the socket readable with an error.
 constexpr int kIdleWaitMs = 5000;
 
-std::uint64_t Fnv1a(std::string_view text) {
-  std::uint64_t hash = 14695981039346656037ULL;
-  for (char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
 }  // namespace
 
 std::string NotificationChannel(const std::string& schema) {
   if (schema.empty()) return std::string(kChannelPrefix);
   std::string channel = fmt::format("{}_{}", kChannelPrefix, schema);
   if (channel.size() > kMaxChannelBytes) {
-    channel = fmt::format("{}_{:016x}", kChannelPrefix, Fnv1a(schema));
+    channel = fmt::format("{}_{:016x}", kChannelPrefix, Fnv1a64(schema));
   }
   return channel;
 }

@@ -115,6 +115,8 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
   Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases) override;
+  Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
+                              const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
   Status Pause(const std::string& id, const PauseRequest& request) override;
   Status Resume(const std::string& id) override;
@@ -900,6 +902,38 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (paused->released) results[i] = *paused;
   }
   return results;
+}
+
+Result<SkipResult> PostgresTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,
+                                               WallTime slot, const TaskSchedule& schedule) {
+  Result<NextRunPlan> next = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
+  if (!next.ok()) return next.status();
+  STAGEHAND_CHECK(next->kind == NextRunPlan::Kind::kInstant ||
+                  next->kind == NextRunPlan::Kind::kNull);
+  PgParams params;
+  params.Add(id).Add(static_cast<long long>(expected_version));
+  if (next->kind == NextRunPlan::Kind::kInstant) {
+    params.Add(store_internal::FormatPgTimestamp(next->instant));
+  } else {
+    params.AddNull();
+  }
+  params.Add(channel_);
+  Result<Executed> executed = Run("skip slot", sql::TaskStatements().skip_slot, params);
+  if (!executed.ok()) return executed.status();
+  SkipResult result;
+  if (executed->result.rows() == 0) {
+    result.db_now = db_clock_.Now();
+    return result;
+  }
+  Result<std::optional<WallTime>> stored = TimeAt(executed->result, 0, 0);
+  if (!stored.ok()) return stored.status();
+  Result<WallTime> now = ObserveNow(*executed, 0, 2);
+  if (!now.ok()) return now.status();
+  result.skipped = true;
+  result.next_run_start_at = *stored;
+  result.version = executed->result.GetInt(0, 1);
+  result.db_now = *now;
+  return result;
 }
 
 Status PostgresTaskStore::Trigger(const std::string& id) {

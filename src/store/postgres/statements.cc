@@ -530,6 +530,14 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id)
 
   std::string release_many = ReleaseMany(false);
 
+  std::string skip_slot = fmt::format(R"sql(
+UPDATE backstage_backend_tasks__tasks AS t
+SET next_run_start_at = $3::timestamptz
+WHERE t.id = $1::text AND t.current_run_ticket IS NULL AND {version} = $2::int8
+RETURNING t.next_run_start_at, {version}, now(), pg_notify($4::text, 'release:' || t.id)
+)sql",
+                                      fmt::arg("version", VersionOf("t")));
+
   std::string trigger = R"sql(
 WITH target AS (
   SELECT id, current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = $1::text
@@ -792,6 +800,7 @@ const Statements& TaskStatements() {
       .renew_lease = {4, "stagehand_renew_lease", texts->renew_lease.c_str()},
       .release = {5, "stagehand_release", texts->release.c_str()},
       .release_many = {17, "stagehand_release_many", texts->release_many.c_str()},
+      .skip_slot = {37, "stagehand_skip_slot", texts->skip_slot.c_str()},
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
       .pause = {35, "stagehand_pause", texts->pause.c_str()},
       .resume = {36, "stagehand_resume", texts->resume.c_str()},

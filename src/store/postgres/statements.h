@@ -57,6 +57,10 @@ struct Statements {
   // $9 channel → id (NULL on the one row carrying only the clock), now(), (notify),
   // next_run_start_at, version; one row per released task
   PgStatement release_many;
+  // $1 id, $2 expected version, $3 the next start (timestamptz), $4 channel →
+  // next_run_start_at, version, now(), (notify); no row when the task is missing, held or of
+  // another version
+  PgStatement skip_slot;
   // $1 id, $2 channel → exists, triggered, now(), paused
   PgStatement trigger;
   // $1 id, $2 the pause's ticket, $3 until (NULL: none), $4 channel → exists, paused, now(),

@@ -182,6 +182,14 @@ inline constexpr std::string_view kTrigger =
     "UPDATE backstage_backend_tasks__tasks "
     "SET next_run_start_at = strftime('%Y-%m-%d %H:%M:%f','now') "
     "WHERE id = ?1 AND current_run_ticket IS NULL";
+// ?1 id, ?2 expected version, ?3 the next start (an instant) → the next start and version after
+// the skip, and now; no row when the task is missing, held or of another version (SkipSlot).
+inline constexpr std::string_view kSkipSlot =
+    "UPDATE backstage_backend_tasks__tasks SET next_run_start_at = ?3 "
+    "WHERE id = ?1 AND current_run_ticket IS NULL "
+    "AND stagehand_version(next_run_start_at, settings_json) = ?2 "
+    "RETURNING next_run_start_at, stagehand_version(next_run_start_at, settings_json), "
+    "strftime('%Y-%m-%d %H:%M:%f','now')";
 // ?1 id → the row's ticket (a row that exists).
 inline constexpr std::string_view kReadTicket =
     "SELECT current_run_ticket FROM backstage_backend_tasks__tasks WHERE id = ?1";

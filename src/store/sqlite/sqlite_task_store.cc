@@ -294,6 +294,35 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     return released->released;
   }
 
+  Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
+                              const TaskSchedule& schedule) override {
+    Result<NextRunPlan> next = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
+    if (!next.ok()) return next.status();
+    std::lock_guard lock(mu_);
+    Result<SqliteStatement> stmt = db_->Prepare(sql::kSkipSlot);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, id).Bind(2, expected_version);
+    BindPlan(*stmt, 3, *next);
+    const WallTime sent = clock_.Now();
+    Result<bool> row = stmt->Step("skipping a missed slot");
+    if (!row.ok()) return row.status();
+    SkipResult result;
+    if (!*row) {
+      result.db_now = db_clock_.Now();
+      return result;
+    }
+    Result<std::optional<WallTime>> next_start = ReadTime(*stmt, 0, id);
+    if (!next_start.ok()) return next_start.status();
+    Result<WallTime> now = ObserveNow(*stmt, 2, sent);
+    if (!now.ok()) return now.status();
+    result.skipped = true;
+    result.next_run_start_at = *next_start;
+    result.version = stmt->Int(1);
+    result.db_now = *now;
+    STAGEHAND_RETURN_IF_ERROR(stmt->Run("skipping a missed slot"));
+    return result;
+  }
+
   Status Trigger(const std::string& id) override {
     std::lock_guard lock(mu_);
     {

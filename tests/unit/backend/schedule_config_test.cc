@@ -312,6 +312,33 @@ TEST(ReadScheduleDefinitionTest, InvalidTimeoutAndInitialDelay) {
             "string");
 }
 
+TEST(ReadScheduleDefinitionTest, ReadsCatchUpWindowAndJitterOutsideTheStoredSettings) {
+  auto schedule = ReadScheduleDefinitionFromConfig(Json(
+      R"({"frequency": "10m", "timeout": "1m", "catchupWindow": "0s", "jitter": {"seconds": 30}})"));
+  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_TRUE(schedule->catchup_window.has_value());
+  EXPECT_EQ(ToMilliseconds(*schedule->catchup_window), std::chrono::milliseconds(0));
+  ASSERT_TRUE(schedule->jitter.has_value());
+  EXPECT_EQ(ToMilliseconds(*schedule->jitter), std::chrono::seconds(30));
+  // Backstage's settings_json is byte-identical with or without them.
+  auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
+}
+
+TEST(ReadScheduleDefinitionTest, BadCatchUpWindowOrJitterNamesTheKey) {
+  EXPECT_THAT(ErrorOf(ReadScheduleDefinitionFromConfig(
+                  Json(R"({"frequency": "1h", "timeout": "1m", "catchupWindow": "soon"})"))),
+              ::testing::HasSubstr("'catchupWindow'"));
+  EXPECT_THAT(ErrorOf(ReadScheduleDefinitionFromConfig(
+                  Json(R"({"frequency": "1h", "timeout": "1m", "jitter": {"sconds": 3}})"))),
+              ::testing::HasSubstr("'jitter'"));
+  const std::string too_long = ErrorOf(ReadScheduleDefinitionFromConfig(
+      Json(R"({"frequency": "10m", "timeout": "1m", "jitter": "10m"})")));
+  EXPECT_THAT(too_long, ::testing::HasSubstr("jitter"));
+  EXPECT_THAT(too_long, ::testing::HasSubstr("must be shorter than the frequency PT10M"));
+}
+
 TEST(ReadScheduleDefinitionTest, ReadsCronWithTimeZone) {
   const Config config = Yaml(R"(
 frequency:

@@ -597,7 +597,7 @@ stagehand:
                           "Invalid config value for key "
                           "'stagehand.plugins.jobs.tasks.hello.schedule.retries' in 'app.yaml': "
                           "unknown key 'retries'; expected frequency, timeout, initialDelay, "
-                          "scope"));
+                          "scope, catchupWindow, jitter"));
 }
 
 TEST(ValidatePluginIdTest, AcceptsBackstageStyleIds) {

@@ -44,6 +44,10 @@ class Recorder final : public SchedulerObserver {
     Add("reclaimed", task_id);
   }
   void OnRunOverdue(const RunInfo& run) override { Add("overdue", run.task_id); }
+  void OnSlotSkipped(std::string_view, std::string_view task_id, WallTime,
+                     std::chrono::nanoseconds) override {
+    Add("skipped", task_id);
+  }
 
   int Count(const std::string& kind, const std::string& task) const {
     std::lock_guard lock(mu_);

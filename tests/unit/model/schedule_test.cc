@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+
+#include "stagehand/base/hash.h"
 
 namespace stagehand {
 namespace {
@@ -104,6 +107,32 @@ TEST(ValidateScheduleDurationsTest, AcceptsWorkableSchedules) {
   // The timeout is required: its default (zero) is refused.
   EXPECT_EQ(ValidateScheduleDurations(ScheduleDefinition{}),
             InvalidArgumentError("timeout must be longer than zero, got PT0S"));
+}
+
+TEST(JitterOffsetTest, IsStableBelowTheJitterAndZeroWithout) {
+  const auto jitter = std::chrono::minutes(5);
+  const std::chrono::milliseconds offset = JitterOffset("refresh-catalog", jitter);
+  EXPECT_GE(offset, std::chrono::milliseconds(0));
+  EXPECT_LT(offset, jitter);
+  // FNV-1a of the id: the same on every host and build (a regression here moves every fleet).
+  EXPECT_EQ(offset.count(), static_cast<std::int64_t>(Fnv1a64("refresh-catalog") % 300000));
+  EXPECT_NE(JitterOffset("refresh-catalog", jitter), JitterOffset("refresh-users", jitter));
+  EXPECT_EQ(JitterOffset("refresh-catalog", std::chrono::milliseconds(0)),
+            std::chrono::milliseconds(0));
+}
+
+TEST(ValidateScheduleDurationsTest, JitterMustBeShorterThanADurationFrequency) {
+  ScheduleDefinition schedule;
+  schedule.frequency = std::chrono::milliseconds(60000);
+  schedule.timeout = std::chrono::milliseconds(1000);
+  schedule.jitter = std::chrono::milliseconds(60000);
+  EXPECT_EQ(ValidateScheduleDurations(schedule).message(),
+            "jitter must be shorter than the frequency PT60S, got PT60S");
+  schedule.jitter = std::chrono::milliseconds(59999);
+  EXPECT_TRUE(ValidateScheduleDurations(schedule).ok());
+  schedule.catchup_window = std::chrono::milliseconds(-1);
+  EXPECT_EQ(ValidateScheduleDurations(schedule).message(),
+            "catchupWindow cannot be negative, got PT-0.001S");
 }
 
 }  // namespace

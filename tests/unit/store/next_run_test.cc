@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
@@ -191,6 +192,73 @@ TEST(DatabaseClockTest, AppliesTheObservedOffsetAtTheRoundTripMidpoint) {
   db.Observe(clock.Now(), clock.Now(), clock.Now() - std::chrono::seconds(2));
   EXPECT_EQ(db.Now(), clock.Now() - std::chrono::seconds(2));
   EXPECT_EQ(db.LocalNow(), clock.Now());
+}
+
+// --- Jitter and catch-up window (ADR 0014) ---------------------------------------------------
+
+TaskSchedule Jittered(std::string cadence, std::chrono::milliseconds offset,
+                      std::optional<std::string> delay = std::nullopt) {
+  TaskSchedule schedule = Schedule(std::move(cadence), std::move(delay));
+  schedule.jitter_offset = offset;
+  return schedule;
+}
+
+TEST(JitterPlanTest, CronTimesAreShiftedByTheOffsetWithoutSkippingASlot) {
+  const auto offset = std::chrono::minutes(7);
+  // 10:30 is past the 10:00 slot's jittered start (10:07): the next is 11:07.
+  EXPECT_EQ(*PlanInsertStart(Jittered("0 * * * *", offset), At("2026-03-01T10:30:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T11:07:00Z")));
+  // 11:03 is before 11:07: the 11:00 slot still starts, jittered, at 11:07.
+  EXPECT_EQ(*PlanReregisterStart(Jittered("0 * * * *", offset), At("2026-03-01T11:03:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T11:07:00Z")));
+  // Released just after its jittered start, the task waits for the next slot's, not the next
+  // unjittered slot (12:00) and not 11:07 again.
+  EXPECT_EQ(*PlanReleaseNext(Jittered("0 * * * *", offset), At("2026-03-01T11:07:00.500Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T12:07:00Z")));
+}
+
+TEST(JitterPlanTest, DurationStartsAreShiftedOnceAndReleasesKeepThePhase) {
+  const auto offset = std::chrono::milliseconds(2500);
+  const WallTime now = At("2026-03-01T10:00:00Z");
+  EXPECT_EQ(*PlanInsertStart(Jittered("PT10M", offset), now), Plan(Kind::kNowPlus, 2.5));
+  EXPECT_EQ(*PlanInsertStart(Jittered("PT10M", offset, "PT30S"), now), Plan(Kind::kNowPlus, 32.5));
+  EXPECT_EQ(*PlanReregisterStart(Jittered("PT10M", offset), now), Plan(Kind::kNowPlus, 602.5));
+  // The stored (jittered) start plus the cadence: adding the offset again would drift.
+  EXPECT_EQ(*PlanReleaseNext(Jittered("PT10M", offset), now),
+            Plan(Kind::kScheduledPlusCadence, 600));
+}
+
+TEST(PlanSkipNextTest, DurationSkipsToTheNextPointOfTheSlotsGrid) {
+  const WallTime slot = At("2026-03-01T10:00:02.500Z");
+  // 35 s late on a 10 s grid: the next point after now is slot + 40 s.
+  EXPECT_EQ(*PlanSkipNext(Schedule("PT10S"), slot, slot + std::chrono::seconds(35)),
+            Plan(Kind::kInstant, 0, slot + std::chrono::seconds(40)));
+  // Exactly on a point of the grid: the one after it (never now, which would be due again).
+  EXPECT_EQ(*PlanSkipNext(Schedule("PT10S"), slot, slot + std::chrono::seconds(30)),
+            Plan(Kind::kInstant, 0, slot + std::chrono::seconds(40)));
+}
+
+TEST(PlanSkipNextTest, CronSkipsToTheNextJitteredFireAfterNow) {
+  EXPECT_EQ(
+      *PlanSkipNext(Schedule("0 * * * *"), At("2026-03-01T07:00:00Z"), At("2026-03-01T10:30:00Z")),
+      Plan(Kind::kInstant, 0, At("2026-03-01T11:00:00Z")));
+  EXPECT_EQ(*PlanSkipNext(Jittered("0 * * * *", std::chrono::minutes(7)),
+                          At("2026-03-01T07:07:00Z"), At("2026-03-01T10:05:00Z")),
+            Plan(Kind::kInstant, 0, At("2026-03-01T10:07:00Z")));
+  EXPECT_EQ(
+      *PlanSkipNext(Schedule("manual"), At("2026-03-01T07:00:00Z"), At("2026-03-01T10:05:00Z")),
+      Plan(Kind::kNull));
+}
+
+TEST(PlanUpsertsTest, TasksOfEqualSettingsButOtherJitterArePlannedApart) {
+  std::vector<TaskUpsert> tasks;
+  tasks.push_back(TaskUpsert{"a", Jittered("PT10M", std::chrono::seconds(1))});
+  tasks.push_back(TaskUpsert{"b", Jittered("PT10M", std::chrono::seconds(2))});
+  Result<std::vector<PlannedUpsert>> planned = PlanUpserts(tasks, At("2026-03-01T10:00:00Z"));
+  ASSERT_TRUE(planned.ok());
+  EXPECT_EQ((*planned)[0].insert, Plan(Kind::kNowPlus, 1));
+  EXPECT_EQ((*planned)[1].insert, Plan(Kind::kNowPlus, 2));
+  EXPECT_EQ((*planned)[0].settings_json, (*planned)[1].settings_json);
 }
 
 }  // namespace
