@@ -800,7 +800,7 @@ const Statements& TaskStatements() {
       .renew_lease = {4, "stagehand_renew_lease", texts->renew_lease.c_str()},
       .release = {5, "stagehand_release", texts->release.c_str()},
       .release_many = {17, "stagehand_release_many", texts->release_many.c_str()},
-      .skip_slot = {37, "stagehand_skip_slot", texts->skip_slot.c_str()},
+      .skip_slot = {39, "stagehand_skip_slot", texts->skip_slot.c_str()},
       .trigger = {6, "stagehand_trigger", texts->trigger.c_str()},
       .pause = {35, "stagehand_pause", texts->pause.c_str()},
       .resume = {36, "stagehand_resume", texts->resume.c_str()},
