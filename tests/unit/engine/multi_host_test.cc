@@ -241,8 +241,15 @@ TEST_F(EngineTest, ConcurrentTriggersAndCancelsKeepOneRunAtATime) {
   callers.clear();
   Settle();
   EXPECT_EQ(unexpected, 0);
+  // Settle leaves a run that is inside its function; wait until every run that started has ended.
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", recorder_->Count("started", "m")));
+  Settle();
+  // The triggers may all have been cancelled or refused; one more, on a free row, runs.
+  const int before = probe.calls();
+  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_TRUE(probe.WaitCalls(before + 1));
+  Settle();
   EXPECT_EQ(probe.max_active(), 1);
-  EXPECT_GE(probe.calls(), 1);
 }
 
 }  // namespace
