@@ -150,26 +150,28 @@ Result<Frequency> ReadFrequency(const Config& config) {
   return Frequency(*std::move(duration));
 }
 
-// Reads a schedule's `retry` block: {attempts, backoff, maxBackoff}, the durations as the
-// schedule's others. Ranges are checked with the schedule's other fields
-// (FindScheduleDurationIssues). Errors: kInvalidArgument naming the key.
-Result<RetryPolicy> ReadRetryPolicy(const Config& config) {
+// Reads the `retry` block of a schedule: {attempts, backoff, maxBackoff}, the durations as the
+// schedule's others, every key named from the schedule ('retry.backoff'). Ranges are checked with
+// the schedule's other fields (FindScheduleDurationIssues). Errors: kInvalidArgument naming the
+// key.
+Result<RetryPolicy> ReadRetryPolicy(const Config& schedule) {
   RetryPolicy policy;
-  Result<double> attempts = config.GetNumber("attempts");
+  Result<double> attempts = schedule.GetNumber("retry.attempts");
   if (!attempts.ok()) return attempts.status();
   if (*attempts != std::floor(*attempts) || *attempts < 0 || *attempts > kMaxRetryAttempts) {
-    return InvalidArgumentError(InvalidConfigValue(
-        config, "attempts",
-        fmt::format("must be a whole number from 0 to {}, got {}", kMaxRetryAttempts, *attempts)));
+    return InvalidArgumentError(
+        InvalidConfigValue(schedule, "retry.attempts",
+                           fmt::format("must be a whole number from 0 to {}, got {}",
+                                       kMaxRetryAttempts, *attempts)));
   }
   policy.attempts = static_cast<int>(*attempts);
-  if (config.Has("backoff")) {
-    Result<HumanDuration> backoff = ReadDurationFromConfig(config, "backoff");
+  if (schedule.Has("retry.backoff")) {
+    Result<HumanDuration> backoff = ReadDurationFromConfig(schedule, "retry.backoff");
     if (!backoff.ok()) return backoff.status();
     policy.backoff = *std::move(backoff);
   }
-  if (config.Has("maxBackoff")) {
-    Result<HumanDuration> max_backoff = ReadDurationFromConfig(config, "maxBackoff");
+  if (schedule.Has("retry.maxBackoff")) {
+    Result<HumanDuration> max_backoff = ReadDurationFromConfig(schedule, "retry.maxBackoff");
     if (!max_backoff.ok()) return max_backoff.status();
     policy.max_backoff = *std::move(max_backoff);
   }
@@ -274,7 +276,7 @@ Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config
   Result<std::optional<Config>> retry = config.GetOptionalConfig("retry");
   if (!retry.ok()) return retry.status();
   if (*retry) {
-    Result<RetryPolicy> policy = ReadRetryPolicy(**retry);
+    Result<RetryPolicy> policy = ReadRetryPolicy(config);
     if (!policy.ok()) return policy.status();
     schedule.retry = *std::move(policy);
   }

@@ -597,6 +597,31 @@ TEST_F(TaskStoreContractTest, ReleaseOfAnOnTimeDurationRunKeepsThePhase) {
   EXPECT_EQ(ReadinessOf("on-time"), Readiness::kNotReady);
 }
 
+TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAtItsSlot) {
+  const TaskSchedule schedule = Schedule("* * * * *");
+  Upsert("retried", schedule);
+  ASSERT_TRUE(store_->Trigger("retried").ok());
+  ASSERT_TRUE(Claim("retried", "t1"));
+  ReleaseRequest release{"retried", "t1", schedule, ErrorJson("boom")};
+  release.retry_in = milliseconds(1500);
+  const WallTime before = Now();
+  Result<std::vector<ReleaseResult>> released = store_->ReleaseMany({&release, 1});
+  const WallTime after = Now();
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_TRUE((*released)[0].released);
+  const TaskRow row = Row("retried");
+  EXPECT_TRUE(Within(row.next_run_start_at, before + milliseconds(1500),
+                     after + milliseconds(1500)));
+  EXPECT_EQ((*released)[0].next_run_start_at, row.next_run_start_at);
+  EXPECT_EQ(row.last_run_error_json, ErrorJson("boom"));
+  Result<std::optional<std::string>> error = store_->LastRunError("retried");
+  ASSERT_TRUE(error.ok()) << error.status().ToString();
+  EXPECT_EQ(*error, ErrorJson("boom"));
+  error = store_->LastRunError("nope");
+  ASSERT_TRUE(error.ok());
+  EXPECT_FALSE(error->has_value());
+}
+
 TEST_F(TaskStoreContractTest, ReleaseOfALateDurationRunIsDueImmediately) {
   const TaskSchedule schedule = Schedule("PT0.1S");
   Upsert("late", schedule);

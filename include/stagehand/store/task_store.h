@@ -202,14 +202,14 @@ struct ReleaseRequest {
   std::string ticket;
   TaskSchedule schedule;
   std::optional<std::string> error_json;
-  // When set, the next start is the database's now + this (a retry, docs/adr/0015-retries.md)
-  // rather than the schedule's next slot.
-  std::optional<std::chrono::milliseconds> retry_in = std::nullopt;
   // When set, and the store keeps a run history, the release also closes the run `ticket` with
   // this finish (as RunHistory::RecordEnds, ended at the release's time; a run whose ticket a
   // cancel marked ends cancelled, with the cancel's error), and trims the task's history, in the
   // same round trip; whether or not the ticket still held the row.
   std::optional<RunFinish> history = std::nullopt;
+  // When set, the next start is the database's now + this (a retry, docs/adr/0015-retries.md)
+  // rather than the schedule's next slot.
+  std::optional<std::chrono::milliseconds> retry_in = std::nullopt;
 };
 
 // The outcome of one release of a batch (ReleaseMany).

@@ -339,6 +339,47 @@ TEST(ReadScheduleDefinitionTest, BadCatchUpWindowOrJitterNamesTheKey) {
   EXPECT_THAT(too_long, ::testing::HasSubstr("must be shorter than the frequency PT10M"));
 }
 
+TEST(ReadScheduleDefinitionTest, ReadsARetryPolicyOutsideTheStoredSettings) {
+  auto schedule = ReadScheduleDefinitionFromConfig(Yaml(R"(
+frequency: { minutes: 10 }
+timeout: 1m
+retry: { attempts: 2, backoff: 1s, maxBackoff: { minutes: 5 } }
+)"));
+  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_TRUE(schedule->retry.has_value());
+  EXPECT_EQ(schedule->retry->attempts, 2);
+  EXPECT_EQ(ToMilliseconds(schedule->retry->backoff), std::chrono::seconds(1));
+  ASSERT_TRUE(schedule->retry->max_backoff.has_value());
+  EXPECT_EQ(ToMilliseconds(*schedule->retry->max_backoff), std::chrono::minutes(5));
+  auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
+
+  auto defaults = ReadScheduleDefinitionFromConfig(
+      Json(R"({"frequency": "10m", "timeout": "1m", "retry": {"attempts": 3}})"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(ToMilliseconds(defaults->retry->backoff), std::chrono::seconds(1));
+  EXPECT_FALSE(defaults->retry->max_backoff.has_value());
+}
+
+TEST(ReadScheduleDefinitionTest, BadRetryPolicyNamesTheKey) {
+  const auto error = [](const std::string& retry) {
+    return ErrorOf(ReadScheduleDefinitionFromConfig(
+        Json(R"({"frequency": "10m", "timeout": "1m", "retry": )" + retry + "}")));
+  };
+  EXPECT_THAT(error(R"({"backoff": "1s"})"), ::testing::HasSubstr("'retry.attempts'"));
+  EXPECT_THAT(error(R"({"attempts": 1.5})"),
+              ::testing::HasSubstr("must be a whole number from 0 to 100"));
+  EXPECT_THAT(error(R"({"attempts": 101})"), ::testing::HasSubstr("'retry.attempts'"));
+  EXPECT_THAT(error(R"({"attempts": 2, "backoff": "soon"})"),
+              ::testing::HasSubstr("'retry.backoff'"));
+  EXPECT_THAT(error(R"({"attempts": 2, "backoff": "0s"})"),
+              ::testing::HasSubstr("must be longer than zero"));
+  EXPECT_THAT(error(R"({"attempts": 2, "backoff": "1m", "maxBackoff": "1s"})"),
+              ::testing::HasSubstr("'retry.maxBackoff'"));
+  EXPECT_THAT(error("true"), ::testing::HasSubstr("'retry'"));
+}
+
 TEST(ReadScheduleDefinitionTest, ReadsCronWithTimeZone) {
   const Config config = Yaml(R"(
 frequency:
