@@ -159,10 +159,9 @@ Result<RetryPolicy> ReadRetryPolicy(const Config& schedule) {
   Result<double> attempts = schedule.GetNumber("retry.attempts");
   if (!attempts.ok()) return attempts.status();
   if (*attempts != std::floor(*attempts) || *attempts < 0 || *attempts > kMaxRetryAttempts) {
-    return InvalidArgumentError(
-        InvalidConfigValue(schedule, "retry.attempts",
-                           fmt::format("must be a whole number from 0 to {}, got {}",
-                                       kMaxRetryAttempts, *attempts)));
+    return InvalidArgumentError(InvalidConfigValue(
+        schedule, "retry.attempts",
+        fmt::format("must be a whole number from 0 to {}, got {}", kMaxRetryAttempts, *attempts)));
   }
   policy.attempts = static_cast<int>(*attempts);
   if (schedule.Has("retry.backoff")) {

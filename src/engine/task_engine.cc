@@ -360,7 +360,8 @@ Status TaskEngine::Trigger(const std::string& id) {
 }
 
 Status TaskEngine::Pause(const std::string& id, const PauseRequest& request) {
-  STAGEHAND_RETURN_IF_ERROR(ChangeInStore(id, [&] { return context_.store->Pause(id, request); }));
+  STAGEHAND_RETURN_IF_ERROR(ChangeInStore(
+      id, [&] { return context_.store->Pause(id, request, context_.options.lease); }));
   if (!request.cancel_run) return Status::Ok();
   const Status cancelled = Cancel(id);
   // No run in progress (or it ended meanwhile): the task is paused, which is all that is left.

@@ -696,7 +696,8 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
   return Status::Ok();
 }
 
-Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request) {
+Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request,
+                              std::chrono::milliseconds hold) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, now));
@@ -709,6 +710,9 @@ Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request
           store_internal::ParseHeldTicket(*row.current_run_ticket);
       STAGEHAND_CHECK(held.has_value());
       row.current_run_ticket = store_internal::PausePendingTicket(*held, request);
+      row.current_run_expires_at = row.current_run_expires_at
+                                       ? std::min(*row.current_run_expires_at, now + hold)
+                                       : now + hold;
       return Status::Ok();
     }
     row.current_run_ticket = PausedTicket(request);

@@ -68,7 +68,8 @@ std::optional<TaskPause> PauseOf(const TaskRow& row) {
   return pause;
 }
 
-Status TaskStore::Pause(const std::string& /*id*/, const PauseRequest& /*request*/) {
+Status TaskStore::Pause(const std::string& /*id*/, const PauseRequest& /*request*/,
+                        std::chrono::milliseconds /*hold*/) {
   return UnimplementedError(
       fmt::format("plugin {}: this task store cannot pause tasks", plugin_id()));
 }

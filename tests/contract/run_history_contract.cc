@@ -392,7 +392,7 @@ TEST_F(RunHistoryContractTest, SweepClosesTheRunsOfTheClaimsItResetsAsLost) {
   Upsert("pausing", Schedule("PT10M"));
   ClaimWithHistory("pausing", "t-pausing");
   ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
-  ASSERT_TRUE(store_->Pause("pausing", PauseRequest{"alice", "", std::nullopt}).ok());
+  ASSERT_TRUE(store_->Pause("pausing", PauseRequest{"alice", "", std::nullopt}, minutes(1)).ok());
   Start("local-run", "local", std::nullopt);
   ExpireRun("swept");
   ExpireRun("marked");

@@ -610,8 +610,8 @@ TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAt
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   ASSERT_TRUE((*released)[0].released);
   const TaskRow row = Row("retried");
-  EXPECT_TRUE(Within(row.next_run_start_at, before + milliseconds(1500),
-                     after + milliseconds(1500)));
+  EXPECT_TRUE(
+      Within(row.next_run_start_at, before + milliseconds(1500), after + milliseconds(1500)));
   EXPECT_EQ((*released)[0].next_run_start_at, row.next_run_start_at);
   EXPECT_EQ(row.last_run_error_json, ErrorJson("boom"));
   Result<std::optional<std::string>> error = store_->LastRunError("retried");
@@ -875,7 +875,8 @@ TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
   ASSERT_EQ(ReadinessOf("paused"), Readiness::kReady);
   const TaskRow idle = Row("paused");
   const WallTime before = Now();
-  const Status paused = store_->Pause("paused", PauseBy("alice", "disk \"full\"\nagain"));
+  const Status paused =
+      store_->Pause("paused", PauseBy("alice", "disk \"full\"\nagain"), minutes(1));
   const WallTime after = Now();
   ASSERT_TRUE(paused.ok()) << paused.ToString();
 
@@ -904,9 +905,9 @@ TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
 
 TEST_F(TaskStoreContractTest, APauseOfAPausedTaskReplacesItsReasonAndUntil) {
   Upsert("again", Schedule("PT10M"));
-  ASSERT_TRUE(store_->Pause("again", PauseBy("alice", "first")).ok());
+  ASSERT_TRUE(store_->Pause("again", PauseBy("alice", "first"), minutes(1)).ok());
   const WallTime until = WholeSeconds(Now()) + hours(2);
-  ASSERT_TRUE(store_->Pause("again", PauseBy("bob", "second", until)).ok());
+  ASSERT_TRUE(store_->Pause("again", PauseBy("bob", "second", until), minutes(1)).ok());
   const std::optional<TaskPause> pause = PauseOf(Row("again"));
   ASSERT_TRUE(pause.has_value());
   EXPECT_EQ(pause->by, "bob");
@@ -915,7 +916,7 @@ TEST_F(TaskStoreContractTest, APauseOfAPausedTaskReplacesItsReasonAndUntil) {
 }
 
 TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
-  Status status = store_->Pause("nope", PauseBy("alice", ""));
+  Status status = store_->Pause("nope", PauseBy("alice", ""), minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "Task nope does not exist");
   EXPECT_FALSE(fixture_->GetRawRow("nope").has_value());
@@ -923,16 +924,17 @@ TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
   Upsert("busy", Schedule("PT10M"));
   ASSERT_TRUE(Claim("busy", "t1"));
   const TaskRow running = Row("busy");
-  status = store_->Pause("busy", PauseBy("alice", "", Now() - minutes(1)));
+  status = store_->Pause("busy", PauseBy("alice", "", Now() - minutes(1)), minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Row("busy"), running);
 
   Upsert("idle", Schedule("PT10M"));
   const TaskRow idle = Row("idle");
-  status = store_->Pause("idle", PauseBy("alice", "", Now() - minutes(1)));
+  status = store_->Pause("idle", PauseBy("alice", "", Now() - minutes(1)), minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "Invalid pause: 'until' is not in the future");
-  status = store_->Pause("idle", PauseBy("alice", std::string(kMaxPauseTextBytes + 1, 'x')));
+  status =
+      store_->Pause("idle", PauseBy("alice", std::string(kMaxPauseTextBytes + 1, 'x')), minutes(1));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "Invalid pause: 'reason' is longer than 1024 bytes");
   EXPECT_EQ(Row("idle"), idle);
@@ -941,7 +943,7 @@ TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
 TEST_F(TaskStoreContractTest, ResumeClearsThePauseAndKeepsTheNextStart) {
   Upsert("resumed", Schedule("PT10M"));
   const TaskRow idle = Row("resumed");
-  ASSERT_TRUE(store_->Pause("resumed", PauseBy("alice", "maintenance")).ok());
+  ASSERT_TRUE(store_->Pause("resumed", PauseBy("alice", "maintenance"), minutes(1)).ok());
   const Status resumed = store_->Resume("resumed");
   ASSERT_TRUE(resumed.ok()) << resumed.ToString();
   EXPECT_EQ(Row("resumed"), idle);
@@ -961,7 +963,7 @@ TEST_F(TaskStoreContractTest, ResumeClearsThePauseAndKeepsTheNextStart) {
 
 TEST_F(TaskStoreContractTest, TriggersAndCancelsOfAPausedTaskAreConflictsThatSaySo) {
   Upsert("held", Schedule("PT10M", "PT1H"));
-  ASSERT_TRUE(store_->Pause("held", PauseBy("alice", "")).ok());
+  ASSERT_TRUE(store_->Pause("held", PauseBy("alice", ""), minutes(1)).ok());
   const TaskRow paused = Row("held");
   Status status = store_->Trigger("held");
   EXPECT_EQ(status.code(), StatusCode::kConflict);
@@ -977,8 +979,8 @@ TEST_F(TaskStoreContractTest, APauseUntilAnInstantEndsThenWithoutRecordingARun) 
   Upsert("until-polled", Schedule("PT10M"));
   const TaskRow idle = Row("until");
   const WallTime until = Now() + milliseconds(150);
-  ASSERT_TRUE(store_->Pause("until", PauseBy("alice", "", until)).ok());
-  ASSERT_TRUE(store_->Pause("until-polled", PauseBy("alice", "", until)).ok());
+  ASSERT_TRUE(store_->Pause("until", PauseBy("alice", "", until), minutes(1)).ok());
+  ASSERT_TRUE(store_->Pause("until-polled", PauseBy("alice", "", until), minutes(1)).ok());
   EXPECT_EQ(Row("until").current_run_expires_at, std::chrono::floor<milliseconds>(until));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   ASSERT_TRUE(swept.ok());
@@ -1005,7 +1007,7 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
   ASSERT_TRUE(Claim("busy", "t1"));
   const TaskRow running = Row("busy");
   const WallTime until = WholeSeconds(Now()) + hours(2);
-  const Status paused = store_->Pause("busy", PauseBy("alice", "deploy", until));
+  const Status paused = store_->Pause("busy", PauseBy("alice", "deploy", until), minutes(1));
   ASSERT_TRUE(paused.ok()) << paused.ToString();
 
   TaskRow row = Row("busy");
@@ -1057,7 +1059,7 @@ TEST_F(TaskStoreContractTest, APendingPauseAndACancelInEitherOrderStopTheRunAndP
     if (cancel_first) {
       ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
     }
-    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "")).ok());
+    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", ""), minutes(1)).ok());
     if (!cancel_first) {
       ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
     }
@@ -1083,8 +1085,8 @@ TEST_F(TaskStoreContractTest, ResumeOfAPendingPauseLeavesTheRunGoingAndItsReleas
   Upsert("changed-mind", schedule);
   ASSERT_TRUE(Claim("changed-mind", "t1"));
   const TaskRow running = Row("changed-mind");
-  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("alice", "")).ok());
-  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("bob", "again")).ok());
+  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("alice", ""), minutes(1)).ok());
+  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("bob", "again"), minutes(1)).ok());
   EXPECT_EQ(PauseOf(Row("changed-mind"))->by, "bob") << "a second pause replaces the first";
   ASSERT_TRUE(store_->Resume("changed-mind").ok());
   EXPECT_EQ(Row("changed-mind"), running);
@@ -1096,16 +1098,38 @@ TEST_F(TaskStoreContractTest, ResumeOfAPendingPauseLeavesTheRunGoingAndItsReleas
   ASSERT_TRUE(Claim("marked", "t1"));
   ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
   const TaskRow cancelled = Row("marked");
-  ASSERT_TRUE(store_->Pause("marked", PauseBy("alice", "")).ok());
+  ASSERT_TRUE(store_->Pause("marked", PauseBy("alice", ""), minutes(1)).ok());
   ASSERT_TRUE(store_->Resume("marked").ok());
   EXPECT_EQ(Row("marked"), cancelled) << "the cancel's mark stays";
+}
+
+// A Backstage worker never renews its claim, and stops a run whose ticket changed without being
+// able to release it: the pause brings the expiry forward, so the sweep pauses the task soon.
+TEST_F(TaskStoreContractTest, APauseOfARunNobodyRenewsTakesEffectWithinTheHold) {
+  Upsert("backstage-run", Schedule("PT10M"));
+  ASSERT_TRUE(Claim("backstage-run", "t1", hours(1), hours(1)));
+  const WallTime before = Now();
+  ASSERT_TRUE(store_->Pause("backstage-run", PauseBy("alice", ""), milliseconds(100)).ok());
+  const WallTime after = Now();
+  EXPECT_TRUE(Within(Row("backstage-run").current_run_expires_at, before + milliseconds(100),
+                     after + milliseconds(100)));
+  fixture_->LetTimePass(milliseconds(200));
+  Result<std::vector<std::string>> swept = store_->SweepExpired();
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, std::vector<std::string>{"backstage-run"});
+  const std::optional<TaskPause> pause = PauseOf(Row("backstage-run"));
+  ASSERT_TRUE(pause.has_value());
+  EXPECT_FALSE(pause->pending);
+  ASSERT_TRUE(store_->Resume("backstage-run").ok());
+  EXPECT_EQ(ReadinessOf("backstage-run"), Readiness::kReady);
 }
 
 TEST_F(TaskStoreContractTest, APendingPauseWhoseUntilHasPassedWhenTheRunEndsLeavesTheTaskFree) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("brief", schedule);
   ASSERT_TRUE(Claim("brief", "t1"));
-  ASSERT_TRUE(store_->Pause("brief", PauseBy("alice", "", Now() + milliseconds(100))).ok());
+  ASSERT_TRUE(
+      store_->Pause("brief", PauseBy("alice", "", Now() + milliseconds(100)), minutes(1)).ok());
   fixture_->LetTimePass(milliseconds(200));
   ASSERT_TRUE(Release("brief", "t1", schedule));
   EXPECT_FALSE(Row("brief").current_run_ticket.has_value());
@@ -1116,7 +1140,7 @@ TEST_F(TaskStoreContractTest, ASweptRunWithAPendingPauseLeavesTheTaskPaused) {
     const std::string id = by_poll ? "swept-by-poll" : "swept";
     Upsert(id, Schedule("PT10M"));
     ASSERT_TRUE(Claim(id, "t-" + id, milliseconds(100), milliseconds(100)));
-    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "crash")).ok());
+    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "crash"), minutes(1)).ok());
     fixture_->LetTimePass(milliseconds(200));
     std::vector<std::string> swept;
     if (by_poll) {
@@ -1666,7 +1690,8 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   EXPECT_TRUE(inbox.WaitFor(Kind::kSweep, "note-expired"));
 
   Upsert("note-paused", schedule);
-  ASSERT_TRUE(store_->Pause("note-paused", PauseRequest{"alice", "", std::nullopt}).ok());
+  ASSERT_TRUE(
+      store_->Pause("note-paused", PauseRequest{"alice", "", std::nullopt}, minutes(1)).ok());
   EXPECT_TRUE(inbox.WaitFor(Kind::kUpsert, "note-paused"));
   ASSERT_TRUE(store_->Resume("note-paused").ok());
   EXPECT_TRUE(inbox.WaitFor(Kind::kRelease, "note-paused"));

@@ -78,7 +78,8 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
                               const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
-  Status Pause(const std::string& id, const PauseRequest& request) override;
+  Status Pause(const std::string& id, const PauseRequest& request,
+               std::chrono::milliseconds hold) override;
   Status Resume(const std::string& id) override;
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;

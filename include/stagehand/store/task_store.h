@@ -378,11 +378,15 @@ class TaskStore {
   virtual Status Trigger(const std::string& id) = 0;
 
   // Pauses a task that has no run, or changes the pause of a paused one (ADR 0013): its ticket
-  // becomes PausedTicket(request), started = now, expires = request.until. Announced as an upsert.
-  // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";
-  // kInvalidArgument (a text too long, `until` not after the database's now); kUnavailable. The
-  // default is kUnimplemented.
-  virtual Status Pause(const std::string& id, const PauseRequest& request);
+  // becomes PausedTicket(request), started = now, expires = request.until. A task whose run is in
+  // progress keeps it: its ticket takes the pending form (kPausePendingPrefix) and its expiry
+  // comes forward to at most now + `hold`, as a cancel's does, so that a run whose owner no longer
+  // renews it (a Backstage worker, which stops a run whose ticket changed) is swept into the
+  // pause within `hold`. Announced as an upsert. Errors: kNotFound "Task {id} does not exist";
+  // kConflict when the row changed meanwhile; kInvalidArgument (a text too long, `until` not after
+  // the database's now); kUnavailable. The default is kUnimplemented.
+  virtual Status Pause(const std::string& id, const PauseRequest& request,
+                       std::chrono::milliseconds hold);
 
   // Resumes a paused task: clears its ticket and run times (its next start is kept, so a slot
   // missed while paused runs at once). Announced as a release. Errors: kNotFound "Task {id} does

@@ -118,7 +118,8 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
                               const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
-  Status Pause(const std::string& id, const PauseRequest& request) override;
+  Status Pause(const std::string& id, const PauseRequest& request,
+               std::chrono::milliseconds hold) override;
   Status Resume(const std::string& id) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   void SetCallTimeout(std::chrono::milliseconds timeout) override {
@@ -194,7 +195,8 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   // Replaces the ticket `stored` of `id` (a pause of a running task, or its resume).
   // Errors: kConflict when the row changed meanwhile.
   Status RewriteTicket(const std::string& id, const std::string& stored,
-                       const std::string& replacement, std::string_view operation);
+                       const std::string& replacement,
+                       std::optional<std::chrono::milliseconds> hold, std::string_view operation);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -770,9 +772,15 @@ Result<ReleaseResult> PostgresTaskStore::ReleaseIntoPause(
 
 Status PostgresTaskStore::RewriteTicket(const std::string& id, const std::string& stored,
                                         const std::string& replacement,
+                                        std::optional<std::chrono::milliseconds> hold,
                                         std::string_view operation) {
   PgParams params;
   params.Add(id).Add(stored).Add(replacement).Add(channel_);
+  if (hold) {
+    params.Add(static_cast<long long>(hold->count()));
+  } else {
+    params.AddNull();
+  }
   Result<Executed> executed = Run(operation, sql::TaskStatements().rewrite_ticket, params);
   if (!executed.ok()) return executed.status();
   if (executed->result.rows() == 0) {
@@ -962,7 +970,8 @@ Status PostgresTaskStore::Trigger(const std::string& id) {
   return Status::Ok();
 }
 
-Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& request) {
+Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& request,
+                                std::chrono::milliseconds hold) {
   // The statement compares `until` with the database's clock; the texts are checked here.
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePauseTexts(request));
   PgParams params;
@@ -986,7 +995,8 @@ Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& reque
   const std::optional<store_internal::HeldTicket> held =
       *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
   if (!held) return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-  return RewriteTicket(id, **stored, store_internal::PausePendingTicket(*held, request), "pause");
+  return RewriteTicket(id, **stored, store_internal::PausePendingTicket(*held, request), hold,
+                       "pause");
 }
 
 Status PostgresTaskStore::Resume(const std::string& id) {
@@ -1004,7 +1014,8 @@ Status PostgresTaskStore::Resume(const std::string& id) {
   const std::optional<store_internal::HeldTicket> held =
       *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
   if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-  return RewriteTicket(id, **stored, store_internal::WithoutPendingPause(*held), "resume");
+  return RewriteTicket(id, **stored, store_internal::WithoutPendingPause(*held), std::nullopt,
+                       "resume");
 }
 
 Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::milliseconds hold) {

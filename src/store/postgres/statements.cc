@@ -582,7 +582,9 @@ SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM resumed) > 0, no
 
   std::string rewrite_ticket = R"sql(
 UPDATE backstage_backend_tasks__tasks
-SET current_run_ticket = $3::text
+SET current_run_ticket = $3::text,
+    current_run_expires_at = CASE WHEN $5::float8 IS NULL THEN current_run_expires_at
+      ELSE least(current_run_expires_at, now() + $5::float8 * interval '1 millisecond') END
 WHERE id = $1::text AND current_run_ticket = $2::text
 RETURNING now(), pg_notify($4::text, 'upsert:' || id)
 )sql";

@@ -68,8 +68,9 @@ struct Statements {
   PgStatement pause;
   // $1 id, $2 channel → exists, resumed, now()
   PgStatement resume;
-  // $1 id, $2 the stored ticket, $3 the ticket replacing it, $4 channel → now() (no row: the
-  // stored ticket no longer holds the row). A pause of a running task and its resume (ADR 0013).
+  // $1 id, $2 the stored ticket, $3 the ticket replacing it, $4 channel, $5 hold ms (NULL: the
+  // expiry is kept, else it comes forward to at most now + hold) → now() (no row: the stored
+  // ticket no longer holds the row). A pause of a running task and its resume (ADR 0013).
   PgStatement rewrite_ticket;
   // $1 id, $2 the stored ticket (carrying a pending pause), $3..$5 next plan, $6 error JSON,
   // $7 channel, $8 event kind, $9 the paused ticket (NULL: the pause has ended), $10 its until

@@ -214,9 +214,13 @@ inline constexpr std::string_view kResumeExpiredPauses =
     "WHERE substr(current_run_ticket, 1, 7) = 'paused:' "
     "AND current_run_expires_at < strftime('%Y-%m-%d %H:%M:%f','now')";
 // ?1 id, ?2 the stored ticket, ?3 the ticket that replaces it (a pause asked of a running row, or
-// the resume of that pause).
+// the resume of that pause), ?4 a modifier bringing the expiry forward to at most now + hold
+// (NULL: the expiry is kept).
 inline constexpr std::string_view kRewriteTicket =
-    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?3 "
+    "UPDATE backstage_backend_tasks__tasks SET current_run_ticket = ?3, "
+    "current_run_expires_at = CASE WHEN ?4 IS NULL THEN current_run_expires_at ELSE "
+    "min(coalesce(strftime('%Y-%m-%d %H:%M:%f',current_run_expires_at), "
+    "strftime('%Y-%m-%d %H:%M:%f','now',?4)), strftime('%Y-%m-%d %H:%M:%f','now',?4)) END "
     "WHERE id = ?1 AND current_run_ticket = ?2";
 // The expired runs whose tickets carry a pending pause: id, ticket, now.
 inline constexpr std::string_view kExpiredPendingPauses =

@@ -338,7 +338,8 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     });
   }
 
-  Status Pause(const std::string& id, const PauseRequest& request) override {
+  Status Pause(const std::string& id, const PauseRequest& request,
+               std::chrono::milliseconds hold) override {
     std::lock_guard lock(mu_);
     Result<WallTime> now = NowLocked();
     if (!now.ok()) return now.status();
@@ -362,7 +363,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
         return ConflictError(fmt::format("Task {} changed while it was being paused", id));
       }
       return RewriteTicketLocked(id, ticket, store_internal::PausePendingTicket(*held, request),
-                                 "pausing a task");
+                                 DurationModifier(hold), "pausing a task");
     });
   }
 
@@ -379,7 +380,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
           store_internal::ParseHeldTicket(ticket);
       if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
       return RewriteTicketLocked(id, ticket, store_internal::WithoutPendingPause(*held),
-                                 "resuming a task");
+                                 std::nullopt, "resuming a task");
     });
   }
 
@@ -831,13 +832,15 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     return std::optional(cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld);
   }
 
-  // Replaces the ticket `stored` of `id`, with mu_ held. Errors: kConflict when another process
-  // changed it meanwhile.
+  // Replaces the ticket `stored` of `id`, bringing its expiry forward by the modifier `hold` when
+  // given, with mu_ held. Errors: kConflict when another process changed it meanwhile.
   Status RewriteTicketLocked(const std::string& id, const std::string& stored,
-                             const std::string& replacement, const char* what) {
+                             const std::string& replacement, const std::optional<std::string>& hold,
+                             const char* what) {
     Result<SqliteStatement> stmt = db_->Prepare(sql::kRewriteTicket);
     if (!stmt.ok()) return stmt.status();
-    STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, id).Bind(2, stored).Bind(3, replacement).Run(what));
+    STAGEHAND_RETURN_IF_ERROR(
+        stmt->Bind(1, id).Bind(2, stored).Bind(3, replacement).BindOptional(4, hold).Run(what));
     if (db_->Changes() == 1) return Status::Ok();
     return ConflictError(fmt::format("Task {} changed while {}; try again", id, what));
   }
