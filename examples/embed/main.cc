@@ -112,8 +112,9 @@ int main(int argc, char** argv) {
   std::printf("listening on port %u\n", static_cast<unsigned>((*backend)->port()));
   std::fflush(stdout);
 
-  // Waits for SIGTERM, SIGINT, SIGHUP or SIGQUIT, then stops: running tasks see their stop token
-  // fire and get the scheduler's shutdown grace to finish (then their kill token).
+  // Waits for SIGTERM, SIGINT, SIGHUP or SIGQUIT, then stops (SIGHUP stops it because this example
+  // sets no reload handler): running tasks see their stop token fire and get the scheduler's
+  // shutdown grace to finish (then their kill token).
   if (stagehand::Status stopped = (*backend)->RunUntilShutdownSignal(); !stopped.ok()) {
     return Fail("shutdown", stopped);
   }

@@ -65,7 +65,7 @@ ENV_FDS_SCRIPT = (
     'echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid" && '
     'head -c 1 "$0/release"')
 
-# The SIGHUP check's task: a grandchild in a session of its own (setsid), sleeping 300 s, whose
+# The signals check's task: a grandchild in a session of its own (setsid), sleeping 300 s, whose
 # program is a symlink to sleep named with the run's marker, so its command line holds the marker.
 ORPHAN_SCRIPT = 'setsid "$0" 300 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"; wait'
 
@@ -546,11 +546,21 @@ def check_bodies(ctx):
     return {"name": "bodies", "checks": checks, "figures": figures}
 
 
-# --- 6. SIGHUP leaves no orphan -------------------------------------------------------------------
+# --- 6. SIGHUP reloads; SIGTERM leaves no orphan --------------------------------------------------
 
-def check_sighup(ctx):
-    """Triggers a command whose setsid grandchild sleeps 300 s, then sends SIGHUP to the daemon;
-    once the daemon has exited, no process whose command line holds the marker may remain."""
+RELOAD_HOLD_S = 1.0  # how long after SIGHUP the run must still be untouched
+
+
+def _reload_records(daemon):
+    return [r for r in daemon.records()
+            if str(r.get("message", "")).startswith(("Config reloaded", "Config reload failed"))]
+
+
+def check_signals(ctx):
+    """Triggers a command whose setsid grandchild sleeps 300 s. Sends SIGHUP to the daemon: it must
+    reload its config and keep running, answering liveness, with the run still going and every
+    process of the task left alone for RELOAD_HOLD_S. Then sends SIGTERM: once the daemon has
+    exited, no process whose command line holds the marker may remain."""
     daemon = ctx.daemon
     checks, figures = [], {}
     marker = os.path.basename(ctx.marker_link).encode()
@@ -568,8 +578,50 @@ def check_sighup(ctx):
                    "and its command line starting with the marker link)")
     own_session = session_of(pid) == pid
     tree = processes_holding(marker)
-    sent = time.monotonic()
+    run_before = (daemon.task(PLUGIN, "orphan") or {}).get("taskState") or {}
+
+    # SIGHUP: a reload, which must leave the daemon and the running task alone.
+    reloads_before = len(_reload_records(daemon))
+    hup_sent = time.monotonic()
     os.kill(daemon.pid, signal.SIGHUP)
+    reloaded_at = None
+    try:
+        wait_for(lambda: len(_reload_records(daemon)) > reloads_before or not daemon.alive(), 10,
+                 "the daemon to log the outcome of the reload")
+        if daemon.alive():
+            reloaded_at = time.monotonic()
+    except Timeout:
+        pass
+    time.sleep(max(0.0, hup_sent + RELOAD_HOLD_S - time.monotonic()))
+    held_s = time.monotonic() - hup_sent
+    alive_after_hup = daemon.alive()
+    liveness, _ = daemon.request("GET", LIVENESS, timeout=2) if alive_after_hup else (None, None)
+    outcome = _reload_records(daemon)[reloads_before:]
+    reload_message = outcome[0]["message"] if outcome else None
+    tree_after_hup = processes_holding(marker)
+    run_after = (daemon.task(PLUGIN, "orphan") or {}).get("taskState") or {}
+    check(checks, f"the daemon reloads its config on SIGHUP and keeps running: after "
+          f"{RELOAD_HOLD_S:g} s it is alive and answers liveness 200",
+          f"{'alive' if alive_after_hup else f'exited with {daemon.process.returncode}'} "
+          f"{held_s:.1f} s after SIGHUP, liveness {liveness}; log: {reload_message!r}"
+          + (f" {ms(reloaded_at - hup_sent)} ms after SIGHUP" if reloaded_at else ""),
+          alive_after_hup and liveness == 200 and reload_message is not None
+          and reload_message.startswith("Config reloaded"))
+    untouched = (pid in tree and sorted(tree_after_hup) == sorted(tree)
+                 and run_after.get("status") == "running"
+                 and run_after.get("startedAt") == run_before.get("startedAt"))
+    check(checks, "the reload does not touch a running task: the same processes (the setsid "
+          "grandchild included) and the same run, still running",
+          f"processes {len(tree)} before SIGHUP, {len(tree_after_hup)} after "
+          f"({'the same pids' if sorted(tree_after_hup) == sorted(tree) else 'not the same pids'}"
+          f", grandchild {'alive' if pid in tree_after_hup else 'gone'}); run "
+          f"{run_before.get('status')} since {run_before.get('startedAt')} -> "
+          f"{run_after.get('status')} since {run_after.get('startedAt')}", untouched)
+
+    # SIGTERM: a clean shutdown, which must end every process of the task.
+    sent = time.monotonic()
+    if daemon.alive():
+        os.kill(daemon.pid, signal.SIGTERM)
     gone_at = exited_at = None
     deadline = sent + 30
     # Each time is when a look found the tree gone (or the daemon exited): an upper bound, late
@@ -581,23 +633,30 @@ def check_sighup(ctx):
             exited_at = time.monotonic()
         time.sleep(0.01)
     survivors = processes_holding(marker)
-    check(checks, "the daemon exits after SIGHUP (within 30 s)",
+    check(checks, "the daemon exits after SIGTERM (within 30 s)",
           f"exit code {daemon.process.returncode} after {ms(exited_at - sent)} ms"
           if exited_at else "still running after 30 s", exited_at is not None)
     check(checks, "no process of the task outlives the daemon: none whose command line holds the "
           "marker (the setsid grandchild included) once the daemon has exited",
-          f"{len(tree)} processes before SIGHUP, gone {ms(gone_at - sent)} ms after it"
+          f"{len(tree)} processes before SIGTERM, gone {ms(gone_at - sent)} ms after it"
           if not survivors and gone_at else f"left: {survivors}",
           exited_at is not None and pid in tree and not survivors)
     kill_pids([p for p in survivors if p != os.getpid()])
     figures.update({"grandchild_own_session": own_session, "tree_before": len(tree),
+                    "reload_ms": ms(reloaded_at - hup_sent) if reloaded_at else None,
+                    "reload_log": reload_message, "liveness_after_hup": liveness,
+                    "tree_after_hup": len(tree_after_hup), "held_s": round(held_s, 2),
+                    "run_after_hup": run_after,
                     "tree_gone_ms": ms(gone_at - sent) if gone_at else None,
                     "daemon_exit_ms": ms(exited_at - sent) if exited_at else None,
                     "exit_code": daemon.process.returncode})
-    figures["headline"] = (f"tree of {len(tree)} gone {figures['tree_gone_ms']} ms after SIGHUP, "
-                           f"daemon exit {figures['daemon_exit_ms']} ms (code "
-                           f"{daemon.process.returncode}), survivors {len(survivors)}")
-    return {"name": "sighup", "checks": checks, "figures": figures}
+    figures["headline"] = (f"SIGHUP: reload logged {figures['reload_ms']} ms after it; after "
+                           f"{figures['held_s']:g} s liveness {liveness}, tree of {len(tree)} "
+                           f"{'untouched' if untouched else 'CHANGED'}; SIGTERM: tree gone "
+                           f"{figures['tree_gone_ms']} ms after it, daemon exit "
+                           f"{figures['daemon_exit_ms']} ms (code {daemon.process.returncode}), "
+                           f"survivors {len(survivors)}")
+    return {"name": "signals", "checks": checks, "figures": figures}
 
 
 CHECKS = {
@@ -606,5 +665,5 @@ CHECKS = {
     "header-flood": check_header_flood,
     "methods": check_methods,
     "bodies": check_bodies,
-    "sighup": check_sighup,
+    "signals": check_signals,
 }

@@ -56,13 +56,17 @@ CHECKS = {
         "and the run reports the 1 MiB cap (`http task response`: `body_truncated`, `body_bytes`)",
         "an HTTP task keeps at most `maxResponseBytes` of a body and never inflates one, so the "
         "server it calls cannot exhaust the daemon's memory."),
-    "sighup": (
-        "6. SIGHUP leaves no orphan",
+    "signals": (
+        "6. SIGHUP reloads; SIGTERM leaves no orphan",
         "a command task starts `setsid` sleep 300 (its own session, a marker in its command "
-        "line), then the daemon gets SIGHUP",
-        "the daemon exits, and then no process whose command line holds the marker is left",
-        "a shutdown by SIGHUP ends every process of a running task, including one that left its "
-        "process group and session."),
+        "line); the daemon gets SIGHUP, then, about 1 s later, SIGTERM",
+        "after SIGHUP the daemon logs `Config reloaded`, answers liveness 200 1 s later, and the "
+        "task's processes (the same pids) and run (still running, same start) are untouched; "
+        "after SIGTERM the daemon exits, and then no process whose command line holds the marker "
+        "is left",
+        "a reload by SIGHUP leaves the daemon and a running task alone, and a shutdown by SIGTERM "
+        "ends every process of a running task, including one that left its process group and "
+        "session."),
 }
 
 

@@ -20,8 +20,10 @@ user the temporary directory; otherwise the daemon runs as the user running the 
   methods       500 requests with random method tokens: /metrics gains at most 2 lines
   bodies        HTTP tasks answered by a 300 MB body and by a gzip bomb (~500 KB expanding to
                 500 MiB): peak RSS grows by less than 64 MiB for each, the run reports the cap
-  sighup        a command with a setsid grandchild, then SIGHUP to the daemon: once the daemon
-                has exited no process of the task is left
+  signals       a command with a setsid grandchild, then SIGHUP to the daemon: it reloads its
+                config and keeps running, answering liveness, and 1 s later the task's processes
+                and run are untouched; then SIGTERM: once the daemon has exited no process of the
+                task is left (this check ends the daemon, so it always runs last)
 
 Usage:
   python3 tests/hostile/run.py [--stagehand PATH] [--out DIR] [--checks slowloris,methods,...]
@@ -61,7 +63,7 @@ TITLES = {
     "header-flood": "Header flood",
     "methods": "Random methods",
     "bodies": "Oversized and gzip-bomb HTTP task bodies",
-    "sighup": "SIGHUP leaves no orphan",
+    "signals": "SIGHUP reloads; SIGTERM leaves no orphan",
 }
 
 
@@ -133,7 +135,7 @@ def main():
     if unknown or not names:
         print(f"run.py: unknown checks {unknown}; known: {list(suite.CHECKS)}", file=sys.stderr)
         return 2
-    names = [n for n in suite.CHECKS if n in names]  # sighup ends the daemon: always last
+    names = [n for n in suite.CHECKS if n in names]  # signals ends the daemon: always last
 
     began = time.monotonic()
     out = os.path.abspath(args.out)
@@ -195,7 +197,7 @@ def main():
                                        f"{ctx.daemon.process.returncode}); log tail:\n"
                                        f"{ctx.daemon.log_tail()}")
                 result = suite.CHECKS[name](ctx)
-                if name != "sighup" and not ctx.daemon.alive():
+                if name != "signals" and not ctx.daemon.alive():
                     result["checks"].append({
                         "guarantee": "the daemon survives the check",
                         "observed": f"exited with {ctx.daemon.process.returncode}",
