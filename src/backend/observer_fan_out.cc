@@ -28,6 +28,13 @@ void ObserverFanOut::OnRunFinished(const RunInfo& run, const RunFinish& finish,
   }
 }
 
+void ObserverFanOut::OnSlotSkipped(std::string_view plugin_id, std::string_view task_id,
+                                   WallTime slot, std::chrono::nanoseconds late) {
+  for (const auto& observer : observers_) {
+    observer->OnSlotSkipped(plugin_id, task_id, slot, late);
+  }
+}
+
 void ObserverFanOut::OnClaimLost(std::string_view plugin_id, std::string_view task_id) {
   for (const auto& observer : observers_) {
     observer->OnClaimLost(plugin_id, task_id);

@@ -21,6 +21,8 @@ class ObserverFanOut final : public SchedulerObserver {
                    std::string_view error_json) override;
   void OnRunFinished(const RunInfo& run, const RunFinish& finish,
                      std::chrono::nanoseconds duration) override;
+  void OnSlotSkipped(std::string_view plugin_id, std::string_view task_id, WallTime slot,
+                     std::chrono::nanoseconds late) override;
   void OnClaimLost(std::string_view plugin_id, std::string_view task_id) override;
   void OnLeaseRenewed(const RunInfo& run) override;
   void OnLeaseRenewalFailed(const RunInfo& run) override;
