@@ -35,6 +35,13 @@ void ObserverFanOut::OnSlotSkipped(std::string_view plugin_id, std::string_view 
   }
 }
 
+void ObserverFanOut::OnRetryScheduled(const RunInfo& run, int attempt,
+                                      std::chrono::milliseconds delay) {
+  for (const auto& observer : observers_) {
+    observer->OnRetryScheduled(run, attempt, delay);
+  }
+}
+
 void ObserverFanOut::OnClaimLost(std::string_view plugin_id, std::string_view task_id) {
   for (const auto& observer : observers_) {
     observer->OnClaimLost(plugin_id, task_id);

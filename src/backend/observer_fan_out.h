@@ -23,6 +23,7 @@ class ObserverFanOut final : public SchedulerObserver {
                      std::chrono::nanoseconds duration) override;
   void OnSlotSkipped(std::string_view plugin_id, std::string_view task_id, WallTime slot,
                      std::chrono::nanoseconds late) override;
+  void OnRetryScheduled(const RunInfo& run, int attempt, std::chrono::milliseconds delay) override;
   void OnClaimLost(std::string_view plugin_id, std::string_view task_id) override;
   void OnLeaseRenewed(const RunInfo& run) override;
   void OnLeaseRenewalFailed(const RunInfo& run) override;

@@ -39,8 +39,9 @@ constexpr std::string_view kUnitList =
     "'years', 'months', 'weeks', 'days', 'hours', 'minutes', 'seconds', 'milliseconds'";
 
 // The keys of a schedule, and those that belong inside its `frequency` object.
-constexpr std::array<std::string_view, 6> kScheduleKeys = {
-    "frequency", "timeout", "initialDelay", "scope", "catchupWindow", "jitter"};
+constexpr std::array<std::string_view, 7> kScheduleKeys = {
+    "frequency", "timeout", "initialDelay", "scope", "catchupWindow", "jitter", "retry"};
+constexpr std::array<std::string_view, 3> kRetryKeys = {"attempts", "backoff", "maxBackoff"};
 constexpr std::array<std::string_view, 3> kFrequencyKeysBelow = {
     "frequency.cron", "frequency.timeZone", "frequency.trigger"};
 // The keys of each form of a `frequency` object other than a duration.
@@ -149,6 +150,32 @@ Result<Frequency> ReadFrequency(const Config& config) {
   return Frequency(*std::move(duration));
 }
 
+// Reads a schedule's `retry` block: {attempts, backoff, maxBackoff}, the durations as the
+// schedule's others. Ranges are checked with the schedule's other fields
+// (FindScheduleDurationIssues). Errors: kInvalidArgument naming the key.
+Result<RetryPolicy> ReadRetryPolicy(const Config& config) {
+  RetryPolicy policy;
+  Result<double> attempts = config.GetNumber("attempts");
+  if (!attempts.ok()) return attempts.status();
+  if (*attempts != std::floor(*attempts) || *attempts < 0 || *attempts > kMaxRetryAttempts) {
+    return InvalidArgumentError(InvalidConfigValue(
+        config, "attempts",
+        fmt::format("must be a whole number from 0 to {}, got {}", kMaxRetryAttempts, *attempts)));
+  }
+  policy.attempts = static_cast<int>(*attempts);
+  if (config.Has("backoff")) {
+    Result<HumanDuration> backoff = ReadDurationFromConfig(config, "backoff");
+    if (!backoff.ok()) return backoff.status();
+    policy.backoff = *std::move(backoff);
+  }
+  if (config.Has("maxBackoff")) {
+    Result<HumanDuration> max_backoff = ReadDurationFromConfig(config, "maxBackoff");
+    if (!max_backoff.ok()) return max_backoff.status();
+    policy.max_backoff = *std::move(max_backoff);
+  }
+  return policy;
+}
+
 }  // namespace
 
 Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_view key) {
@@ -244,6 +271,14 @@ Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config
     schedule.*field = *std::move(duration);
   }
 
+  Result<std::optional<Config>> retry = config.GetOptionalConfig("retry");
+  if (!retry.ok()) return retry.status();
+  if (*retry) {
+    Result<RetryPolicy> policy = ReadRetryPolicy(**retry);
+    if (!policy.ok()) return policy.status();
+    schedule.retry = *std::move(policy);
+  }
+
   auto scope = config.GetOptionalString("scope");
   if (!scope.ok()) {
     return scope.status();
@@ -286,6 +321,9 @@ bool CheckScheduleKeys(const Config& schedule, ConfigProblems& problems) {
   known = CheckDurationKeys(schedule, "initialDelay", problems) && known;
   known = CheckDurationKeys(schedule, "catchupWindow", problems) && known;
   known = CheckDurationKeys(schedule, "jitter", problems) && known;
+  known = CheckObjectKeys(schedule, "retry", kRetryKeys, {}, problems) && known;
+  known = CheckDurationKeys(schedule, "retry.backoff", problems) && known;
+  known = CheckDurationKeys(schedule, "retry.maxBackoff", problems) && known;
   return known;
 }
 

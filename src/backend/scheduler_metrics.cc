@@ -51,6 +51,9 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
                                         "Scheduled slots skipped: missed by more than the task's "
                                         "catch-up window",
                                         {"plugin", "taskId"})),
+        retries_(registry.Counter("stagehand_task_retries_total",
+                                  "Retries scheduled after a failed or timed-out run",
+                                  {"plugin", "taskId"})),
         lease_renewals_(registry.Counter("stagehand_task_lease_renewals_total",
                                          "Lease renewals of running tasks, by outcome",
                                          {"plugin", "taskId", "result"})),
@@ -88,6 +91,11 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   void OnSlotSkipped(std::string_view plugin_id, std::string_view task_id, WallTime /*slot*/,
                      std::chrono::nanoseconds /*late*/) override {
     slots_skipped_.Add({std::string(plugin_id), Task(task_id)});
+  }
+
+  void OnRetryScheduled(const RunInfo& run, int /*attempt*/,
+                        std::chrono::milliseconds /*delay*/) override {
+    retries_.Add({std::string(run.plugin_id), Task(run.task_id)});
   }
 
   void OnLeaseRenewed(const RunInfo& run) override {
@@ -134,6 +142,7 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   HistogramFamily& start_lag_;
   CounterFamily& claims_lost_;
   CounterFamily& slots_skipped_;
+  CounterFamily& retries_;
   CounterFamily& lease_renewals_;
   CounterFamily& leases_lost_;
   CounterFamily& reclaims_;

@@ -50,11 +50,24 @@ std::string RestartProblem(const std::string& key) {
 }  // namespace
 
 std::string DaemonTaskFingerprint(const DaemonTask& task) {
-  const auto* cron = std::get_if<CronFrequency>(&task.schedule.frequency);
+  const ScheduleDefinition& schedule = task.schedule;
+  const auto* cron = std::get_if<CronFrequency>(&schedule.frequency);
+  const auto millis = [](const std::optional<DurationSpec>& duration) {
+    return duration ? nlohmann::json(ToMilliseconds(*duration).count()) : nlohmann::json(nullptr);
+  };
+  nlohmann::json retry = nullptr;
+  if (schedule.retry) {
+    retry = {{"attempts", schedule.retry->attempts},
+             {"backoffMs", ToMilliseconds(schedule.retry->backoff).count()},
+             {"maxBackoffMs", millis(schedule.retry->max_backoff)}};
+  }
   const nlohmann::json fingerprint = {
-      {"settings", BuildTaskSettings(task.schedule).ToJson()},
-      {"scope", TaskScopeName(task.schedule.scope.value_or(TaskScope::kGlobal))},
+      {"settings", BuildTaskSettings(schedule).ToJson()},
+      {"scope", TaskScopeName(schedule.scope.value_or(TaskScope::kGlobal))},
       {"zone", cron != nullptr ? cron->time_zone : ""},
+      {"catchupWindowMs", millis(schedule.catchup_window)},
+      {"jitterMs", millis(schedule.jitter)},
+      {"retry", retry},
       {"executor", std::visit([](const auto& spec) { return ExecutorJson(spec); }, task.executor)}};
   return fingerprint.dump();
 }

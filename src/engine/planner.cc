@@ -1,7 +1,10 @@
 #include "engine/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -84,6 +87,32 @@ std::string StopOutcome(StopReason reason, milliseconds timeout) {
 
 bool SlotMissed(const std::optional<milliseconds>& window, nanoseconds late) {
   return window && late > *window + kCatchUpGrace;
+}
+
+std::optional<milliseconds> RetryAfter(const std::optional<RetryPolicy>& policy, StopReason reason,
+                                       int attempt, std::uint64_t seed) {
+  if (!policy || (reason != StopReason::kNone && reason != StopReason::kTimeout) ||
+      attempt > policy->attempts) {
+    return std::nullopt;
+  }
+  return RetryDelay(*policy, attempt, seed);
+}
+
+int RetriedAttemptOf(const std::optional<std::string>& error_json) {
+  if (!error_json) return 0;
+  const nlohmann::json parsed =
+      nlohmann::json::parse(*error_json, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return 0;
+  const auto attempt = parsed.find("attempt");
+  if (attempt == parsed.end() || !attempt->is_number_integer()) return 0;
+  return std::clamp(attempt->get<int>(), 0, kMaxRetryAttempts + 1);
+}
+
+std::string RecordRetriedAttempt(const std::string& error_json, int attempt) {
+  if (!error_json.ends_with('}') || error_json.size() < 2) return error_json;
+  std::string recorded = error_json.substr(0, error_json.size() - 1);
+  recorded += fmt::format(R"(,"attempt":{}}})", attempt);
+  return recorded;
 }
 
 RunOutcome OutcomeOf(StopReason reason, bool failed) {
@@ -645,7 +674,10 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
     std::string ticket = new_ticket();
     task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
         std::hash<std::string>{}(ticket);
-    candidates[i].trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
+    candidates[i].trigger = task.manual_pending      ? RunTrigger::kManual
+                            : task.retry_attempt > 1 ? RunTrigger::kRetry
+                                                     : RunTrigger::kSchedule;
+    candidates[i].attempt = candidates[i].trigger == RunTrigger::kRetry ? task.retry_attempt : 1;
     tickets->push_back(std::move(ticket));
     reserved.push_back(std::move(candidates[i]));
   }
@@ -684,9 +716,12 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     run->trigger = candidate.trigger;
     if (candidate.trigger == RunTrigger::kManual) {
       task->manual_pending = false;
+    } else if (candidate.trigger == RunTrigger::kRetry) {
+      run->attempt = candidate.attempt;
     } else {
       run->slot = candidate.due;
     }
+    task->retry_attempt = 0;
     if (options_.report_runs) run->report = std::make_shared<RunReport>(options_.max_output_bytes);
     run->schedule = task->def.schedule;
     if (candidate.settings) run->schedule.settings = *candidate.settings;
@@ -806,7 +841,7 @@ bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
 
 bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
                              const std::optional<std::string>& error, MonoTime now,
-                             WallTime wall_now) {
+                             WallTime wall_now, std::optional<milliseconds> retry_in) {
   RunEnded();
   task.run.reset();
   const bool finished = task.recurrence_stopped;
@@ -819,6 +854,11 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
     if (task.successor) AdoptSuccessor(task);
     task.phase = Phase::kWaiting;
     task.wake_at = LocalNextWake(task, run->started, now, wall_now);
+    task.retry_attempt = 0;
+    if (retry_in) {
+      task.wake_at = now + *retry_in;
+      task.retry_attempt = run->attempt + 1;
+    }
     if (task.wake_at != kMonoInfinity) {
       state.starts_at =
           FormatRestTime(wall_now + (std::max(task.wake_at, now) - now), &options_.default_zone);
@@ -900,7 +940,13 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
         run->lag = now - task.wake_at;
         run->trigger = task.manual_pending ? RunTrigger::kManual : RunTrigger::kSchedule;
         if (!task.manual_pending) run->slot = wall_now - run->lag;
+        if (!task.manual_pending && task.retry_attempt > 1) {
+          run->trigger = RunTrigger::kRetry;
+          run->attempt = task.retry_attempt;
+          run->slot.reset();
+        }
         task.manual_pending = false;
+        task.retry_attempt = 0;
         if (options_.report_runs)
           run->report = std::make_shared<RunReport>(options_.max_output_bytes);
         task.run = run;

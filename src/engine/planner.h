@@ -48,6 +48,8 @@ struct EngineTask {
   // (ADR 0014); nullopt: every missed slot runs once, at once (Backstage's behaviour). The jitter
   // is schedule.jitter_offset.
   std::optional<std::chrono::milliseconds> catchup_window;
+  // Retries of a failed or timed-out run (docs/adr/0015-retries.md); nullopt: none.
+  std::optional<RetryPolicy> retry;
   TaskFunction fn;
   std::stop_token stop;
 };
@@ -107,6 +109,9 @@ struct PlannedTask {
   // A trigger (this host's, or one another stagehand host announced) made the task due: its next
   // run is a manual one.
   bool manual_pending = false;
+  // The attempt number of the task's next run when it is a retry this host scheduled; 0 when it
+  // is not (another host's retry is counted from the row, but labelled as scheduled).
+  int retry_attempt = 0;
   // Releases this host sent whose notification has not come back yet: that notification announces
   // nothing new (the release's own result did), so it is not a reason to poll.
   int release_echoes = 0;
@@ -170,6 +175,22 @@ std::string StopOutcome(StopReason reason, std::chrono::milliseconds timeout);
 
 // Returns how a run ended, for the history: why it was stopped, if it failed.
 RunOutcome OutcomeOf(StopReason reason, bool failed);
+
+// Returns the delay before retrying a failed run of attempt `attempt` (1 for the first) of a task
+// with `policy` (docs/adr/0015-retries.md): nullopt without a policy, for a run stopped for a
+// reason other than its timeout (a cancel, a shutdown, a lost lease), or once its retries are used
+// up. `seed` picks the point in the jittered range (RetryDelay).
+std::optional<std::chrono::milliseconds> RetryAfter(const std::optional<RetryPolicy>& policy,
+                                                    StopReason reason, int attempt,
+                                                    std::uint64_t seed);
+
+// Returns the attempt that a global task's last run error records as failed and retried
+// (RecordRetriedAttempt), or 0: the next run of the task is then its attempt that plus one.
+int RetriedAttemptOf(const std::optional<std::string>& error_json);
+
+// Returns `error_json` (an error object) with the failed attempt recorded, as a stagehand-only
+// "attempt" key that Backstage ignores: the host that runs the retry reads it from the row.
+std::string RecordRetriedAttempt(const std::string& error_json, int attempt);
 
 class Planner {
  public:
@@ -264,6 +285,7 @@ class Planner {
     std::optional<TaskSettingsV2> settings;
     std::size_t tie = 0;                         // orders candidates of equal due time
     RunTrigger trigger = RunTrigger::kSchedule;  // set by ReserveClaims
+    int attempt = 1;                             // set by ReserveClaims
     // The row's next_run_start_at as stored, and how late the task was when found due.
     std::optional<WallTime> row_next = std::nullopt;
     std::chrono::nanoseconds late{0};
@@ -385,9 +407,11 @@ class Planner {
   bool FinishGlobalRun(PlannedTask& task, const RunPtr& run,
                        std::optional<std::int64_t> row_version, std::optional<WallTime> row_next,
                        MonoTime row_wake_at);
-  // A local run ended at `now` / `wall_now`. Returns whether the task is finished.
+  // A local run ended at `now` / `wall_now`; a failed run is retried after `retry_in`
+  // (RetryAfter) rather than wait for its next slot. Returns whether the task is finished.
   bool FinishLocalRun(PlannedTask& task, const RunPtr& run, const std::optional<std::string>& error,
-                      MonoTime now, WallTime wall_now);
+                      MonoTime now, WallTime wall_now,
+                      std::optional<std::chrono::milliseconds> retry_in = std::nullopt);
 
   // --- Timer: local starts, timeouts and fences -------------------------------------------------
 

@@ -657,9 +657,9 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     ClaimRequest& claim = claims.emplace_back(ClaimRequest{
         reserved[i].task->def.id, tickets[i], reserved[i].task->def.timeout, reserved[i].version});
     if (history_ != nullptr) {
-      const bool manual = reserved[i].trigger == RunTrigger::kManual;
-      claim.history =
-          RunOrigin{host_, pid_, reserved[i].trigger, manual ? std::nullopt : reserved[i].due, 1};
+      const bool slotted = reserved[i].trigger == RunTrigger::kSchedule;
+      claim.history = RunOrigin{host_, pid_, reserved[i].trigger,
+                                slotted ? reserved[i].due : std::nullopt, reserved[i].attempt};
     }
   }
   const MonoTime sent = clock_.MonoNow();
@@ -786,7 +786,47 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
     FinishGlobalRuns({&ended, 1});
     return;
   }
+  PlanGlobalRetry(ended);
   EnqueueRelease(std::move(ended));
+}
+
+void TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
+  const PlannedTask& task = *ended.task;
+  if (!ended.error || !task.def.retry) return;
+  StopReason reason = StopReason::kNone;
+  {
+    std::lock_guard lock(mu_);
+    reason = ended.run->reason;
+  }
+  if (!RetryAfter(task.def.retry, reason, 1, 0)) return;
+  Result<std::optional<std::string>> previous = context_.store->LastRunError(task.def.id);
+  if (!previous.ok()) {
+    logger_->Warn("Task " + task.def.id + " is not retried: cannot read its last attempt, " +
+                      previous.status().message(),
+                  {{"task", task.def.id}});
+    return;
+  }
+  const int attempt = RetriedAttemptOf(*previous) + 1;
+  const std::optional<milliseconds> delay =
+      RetryAfter(task.def.retry, reason, attempt, std::hash<std::string>{}(ended.run->run_id));
+  if (!delay) return;
+  ended.retry_in = delay;
+  ended.error = RecordRetriedAttempt(*ended.error, attempt);
+  ended.finish.error_json = ended.error;
+  {
+    std::lock_guard lock(mu_);
+    ended.task->retry_attempt = attempt + 1;
+  }
+  ReportRetry(task, ended.info, attempt, *delay);
+}
+
+void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
+                             milliseconds delay) {
+  observer_->OnRetryScheduled(run, attempt, delay);
+  logger_->Info("Task " + task.def.id + " failed on attempt " + std::to_string(attempt) + " of " +
+                    std::to_string(task.def.retry->attempts + 1) + "; retrying in " +
+                    FormatShortDuration(delay),
+                {{"task", task.def.id}});
 }
 
 void TaskEngine::EnqueueRelease(PendingRelease release) {
@@ -818,6 +858,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   for (const PendingRelease& ended : batch) {
     ReleaseRequest& release = releases.emplace_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
+    release.retry_in = ended.retry_in;
     if (history_ != nullptr) release.history = ended.finish;
     tasks.push_back(ended.task);
   }
@@ -969,15 +1010,22 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   const RunFinish finish = FinishOf(*run, outcome);
   QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
   bool finished = false;
+  std::optional<milliseconds> retry_in;
   {
     std::lock_guard lock(mu_);
-    finished = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now());
+    if (outcome.error) {
+      retry_in = RetryAfter(task->def.retry, run->reason, run->attempt,
+                            std::hash<std::string>{}(run->run_id));
+    }
+    finished = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now(),
+                                        retry_in);
     --runs_in_flight_;
     --runs_outside_fn_;
     KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
   ReportRunEnd(info, duration, finish);
+  if (retry_in && !finished) ReportRetry(*task, info, run->attempt, *retry_in);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
 }
 

@@ -175,6 +175,7 @@ class TaskEngine final : public DrivenEngine {
     std::chrono::nanoseconds duration{0};
     std::optional<std::string> error;
     RunFinish finish;
+    std::optional<std::chrono::milliseconds> retry_in;  // the release schedules a retry
     // The row after the release, when the store reported it: the task then waits for that next
     // start without polling.
     std::optional<std::int64_t> row_version;
@@ -190,6 +191,13 @@ class TaskEngine final : public DrivenEngine {
   // (which then sees every freed slot at once and claims them in one statement), and reports them.
   void FinishGlobalRuns(std::span<const PendingRelease> ended);
   void ExecuteLocalRun(TaskPtr task, RunPtr run);
+  // Decides whether the failed global run `ended` (ours to release) is retried: reads the attempt
+  // its predecessor recorded in the row, then sets the release's retry delay and records the
+  // attempt in its error (docs/adr/0015-retries.md). Runs on the run's thread.
+  void PlanGlobalRetry(PendingRelease& ended);
+  // Logs and reports a retry of `run` (attempt `attempt` failed) in `delay`.
+  void ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
+                   std::chrono::milliseconds delay);
   // Runs `body` (a run's job) on the runtime's executor, counted in jobs_.
   void SubmitRun(std::function<void()> body);
   // How a run's function ended: the error JSON (nullopt on success) and why it was stopped.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -49,7 +50,39 @@ std::vector<ScheduleDurationIssue> FindScheduleDurationIssues(const ScheduleDefi
                                               FormatDurationSpec(*schedule.jitter))});
     }
   }
+  if (schedule.retry) {
+    const RetryPolicy& retry = *schedule.retry;
+    if (retry.attempts < 0 || retry.attempts > kMaxRetryAttempts) {
+      issues.push_back({"retry.attempts", fmt::format("must be a whole number from 0 to {}, got {}",
+                                                      kMaxRetryAttempts, retry.attempts)});
+    }
+    if (ToMilliseconds(retry.backoff) <= std::chrono::milliseconds::zero()) {
+      issues.push_back({"retry.backoff", fmt::format("must be longer than zero, got {}",
+                                                     FormatDurationSpec(retry.backoff))});
+    } else if (retry.max_backoff &&
+               ToMilliseconds(*retry.max_backoff) < ToMilliseconds(retry.backoff)) {
+      issues.push_back(
+          {"retry.maxBackoff",
+           fmt::format("cannot be shorter than retry.backoff {}, got {}",
+                       FormatDurationSpec(retry.backoff), FormatDurationSpec(*retry.max_backoff))});
+    }
+  }
   return issues;
+}
+
+std::chrono::milliseconds RetryDelay(const RetryPolicy& policy, int retry, std::uint64_t seed) {
+  const std::chrono::milliseconds cap =
+      policy.max_backoff
+          ? ToMilliseconds(*policy.max_backoff)
+          : std::chrono::duration_cast<std::chrono::milliseconds>(kDefaultMaxRetryBackoff);
+  std::chrono::milliseconds delay =
+      std::max(ToMilliseconds(policy.backoff), std::chrono::milliseconds(1));
+  for (int doubling = 1; doubling < retry && delay < cap; ++doubling) delay *= 2;
+  delay = std::min(delay, cap);
+  const std::int64_t half = delay.count() / 2;
+  const std::int64_t spread = delay.count() - half;  // the random part, [0, spread]
+  return std::chrono::milliseconds(
+      half + static_cast<std::int64_t>(seed % static_cast<std::uint64_t>(spread + 1)));
 }
 
 std::chrono::milliseconds JitterOffset(std::string_view task_id, std::chrono::milliseconds jitter) {

@@ -22,6 +22,7 @@ ScheduleDefinition ScheduleOf(const TaskDefinition& task) {
   schedule.initial_delay = task.initial_delay;
   schedule.catchup_window = task.catchup_window;
   schedule.jitter = task.jitter;
+  schedule.retry = task.retry;
   schedule.scope = task.scope;
   return schedule;
 }
@@ -132,6 +133,7 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
     engine_task.initial_delay = ToMilliseconds(*task.initial_delay);
   }
   if (task.catchup_window) engine_task.catchup_window = ToMilliseconds(*task.catchup_window);
+  engine_task.retry = task.retry;
   engine_task.fn = std::move(task.fn);
   engine_task.stop = std::move(task.stop);
   return engine_task;

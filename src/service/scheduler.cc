@@ -15,6 +15,7 @@ TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvoca
   task.initial_delay = schedule.initial_delay;
   task.catchup_window = schedule.catchup_window;
   task.jitter = schedule.jitter;
+  task.retry = schedule.retry;
   task.scope = schedule.scope.value_or(TaskScope::kGlobal);
   return task;
 }

@@ -582,7 +582,7 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
   std::vector<NextRunPlan> plans;
   plans.reserve(releases.size());
   for (const ReleaseRequest& release : releases) {
-    Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, now);
+    Result<NextRunPlan> plan = store_internal::PlanRelease(release, now);
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
   }

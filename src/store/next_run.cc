@@ -104,6 +104,12 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
   return InternalError("unknown cadence kind");
 }
 
+Result<NextRunPlan> PlanRelease(const ReleaseRequest& release, WallTime db_now) {
+  if (!release.retry_in) return PlanReleaseNext(release.schedule, db_now);
+  return NextRunPlan{NextRunPlan::Kind::kNowPlus,
+                     std::chrono::duration<double>(*release.retry_in).count(), WallTime{}};
+}
+
 Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now) {
   switch (schedule.settings.cadence_kind()) {
     case CadenceKind::kCron:

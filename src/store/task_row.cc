@@ -9,6 +9,15 @@ std::string CancelRequestedTicket(std::string_view ticket) {
   return marked;
 }
 
+Result<std::optional<std::string>> TaskStore::LastRunError(const std::string& id) {
+  Result<std::vector<TaskRow>> rows = States();
+  if (!rows.ok()) return rows.status();
+  for (TaskRow& row : *rows) {
+    if (row.id == id) return std::move(row.last_run_error_json);
+  }
+  return std::optional<std::string>();
+}
+
 Result<std::vector<UpsertResult>> TaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
   std::vector<UpsertResult> results;
   results.reserve(tasks.size());

@@ -49,6 +49,10 @@ class SchedulerObserver {
   // `slot` is when it was due (wall time), `late` how late it was when skipped.
   virtual void OnSlotSkipped(std::string_view /*plugin_id*/, std::string_view /*task_id*/,
                              WallTime /*slot*/, std::chrono::nanoseconds /*late*/) {}
+  // A failed or timed-out run (attempt `attempt`, 1 for the first) is retried after `delay`
+  // (RetryPolicy), on whichever host claims it then.
+  virtual void OnRetryScheduled(const RunInfo& /*run*/, int /*attempt*/,
+                                std::chrono::milliseconds /*delay*/) {}
   // Another host claimed a task this host had seen ready.
   virtual void OnClaimLost(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // A running task's lease was extended.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,22 @@ enum class TaskScope { kGlobal, kLocal };
 // Returns "global" or "local".
 std::string_view TaskScopeName(TaskScope scope);
 
+// How a failed or timed-out run is retried (stagehand extension, docs/adr/0015-retries.md): up to
+// `attempts` more times, the n-th retry after a delay drawn from [d/2, d] where d = backoff ×
+// 2^(n−1), at most `max_backoff`, before the task waits for its next regular slot. A cancelled
+// run is not retried. Plain value type.
+struct RetryPolicy {
+  int attempts = 0;  // retries after the first run: 0 to kMaxRetryAttempts
+  DurationSpec backoff = std::chrono::milliseconds(1000);
+  std::optional<DurationSpec> max_backoff;  // none: kDefaultMaxRetryBackoff
+};
+inline constexpr int kMaxRetryAttempts = 100;
+inline constexpr std::chrono::hours kDefaultMaxRetryBackoff{1};
+
+// Returns the delay before retry `retry` (1 for the first) of `policy`: from [d/2, d] with
+// d = min(backoff × 2^(retry−1), max_backoff), the point in that range chosen by `seed`.
+std::chrono::milliseconds RetryDelay(const RetryPolicy& policy, int retry, std::uint64_t seed);
+
 // A complete schedule. Plain value type.
 struct ScheduleDefinition {
   Frequency frequency = ManualFrequency{};
@@ -65,6 +82,8 @@ struct ScheduleDefinition {
   // Every scheduled start is delayed by a fixed offset in [0, jitter), derived from the task's id
   // (JitterOffset), the same on every host. nullopt or zero: no delay.
   std::optional<DurationSpec> jitter;
+  // Retries of a failed or timed-out run (RetryPolicy); nullopt: none, as Backstage.
+  std::optional<RetryPolicy> retry;
 };
 
 // Returns the fixed start offset of task `task_id` for a `jitter`: in [0, jitter), from the 64-bit

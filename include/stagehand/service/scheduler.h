@@ -42,6 +42,7 @@ struct TaskDefinition {
   // stagehand extensions, as ScheduleDefinition's (not stored in settings_json).
   std::optional<DurationSpec> catchup_window;
   std::optional<DurationSpec> jitter;
+  std::optional<RetryPolicy> retry;
   TaskFunction fn;
   std::stop_token stop;
 };

@@ -202,6 +202,9 @@ struct ReleaseRequest {
   std::string ticket;
   TaskSchedule schedule;
   std::optional<std::string> error_json;
+  // When set, the next start is the database's now + this (a retry, docs/adr/0015-retries.md)
+  // rather than the schedule's next slot.
+  std::optional<std::chrono::milliseconds> retry_in = std::nullopt;
   // When set, and the store keeps a run history, the release also closes the run `ticket` with
   // this finish (as RunHistory::RecordEnds, ended at the release's time; a run whose ticket a
   // cancel marked ends cancelled, with the cancel's error), and trims the task's history, in the
@@ -408,6 +411,10 @@ class TaskStore {
 
   // Returns every row, ordered by id. Errors: kUnavailable.
   virtual Result<std::vector<TaskRow>> States() = 0;
+
+  // Returns the row's last_run_error_json: nullopt when it has none or the row does not exist.
+  // The default reads States(). Errors: kUnavailable.
+  virtual Result<std::optional<std::string>> LastRunError(const std::string& id);
 
   // Deletes a task's row. Deleting a missing row is not an error. Errors: kUnavailable.
   virtual Status Delete(const std::string& id) = 0;

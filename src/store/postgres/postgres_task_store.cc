@@ -126,6 +126,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
+  Result<std::optional<std::string>> LastRunError(const std::string& id) override;
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
@@ -174,9 +175,13 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   // the ids that have a row in the result when `only_listed` is set).
   Result<PollResult> ReadPoll(const Executed& executed, std::span<const std::string> ids,
                               bool only_listed);
-  // Returns the ticket of `id`; nullopt when it has none or the row does not exist. One round
-  // trip.
-  Result<std::optional<std::string>> StoredTicket(const std::string& id);
+  // Returns column `column` of read_for_cancel for `id` (1: the ticket, 3: the last run's error);
+  // nullopt when it is NULL or the row does not exist. One round trip.
+  Result<std::optional<std::string>> ReadColumn(const std::string& id, int column);
+  // ReadColumn's ticket.
+  Result<std::optional<std::string>> StoredTicket(const std::string& id) {
+    return ReadColumn(id, 1);
+  }
   // Returns the ticket of `id` when it holds the row for the run `ticket` with a pending pause
   // (ADR 0013); nullopt otherwise. One round trip.
   Result<std::optional<std::string>> PendingPauseTicket(const std::string& id,
@@ -700,14 +705,19 @@ Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const s
   return executed->result.GetBool(0, 1) ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
 }
 
-Result<std::optional<std::string>> PostgresTaskStore::StoredTicket(const std::string& id) {
+Result<std::optional<std::string>> PostgresTaskStore::ReadColumn(const std::string& id,
+                                                                 int column) {
   PgParams params;
   params.Add(id);
-  Result<Executed> read = Run("read ticket", sql::TaskStatements().read_for_cancel, params);
+  Result<Executed> read = Run("read task", sql::TaskStatements().read_for_cancel, params);
   if (!read.ok()) return read.status();
   if (read->result.rows() == 0) return std::optional<std::string>();
   if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
-  return read->result.GetOptional(0, 1);
+  return read->result.GetOptional(0, column);
+}
+
+Result<std::optional<std::string>> PostgresTaskStore::LastRunError(const std::string& id) {
+  return ReadColumn(id, 3);
 }
 
 Result<std::optional<std::string>> PostgresTaskStore::PendingPauseTicket(
@@ -812,7 +822,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   const WallTime db_now = db_clock_.Now();
   for (std::size_t i = 0; i < releases.size(); ++i) {
     const ReleaseRequest& release = releases[i];
-    Result<NextRunPlan> plan = store_internal::PlanReleaseNext(release.schedule, db_now);
+    Result<NextRunPlan> plan = store_internal::PlanRelease(release, db_now);
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
     ids.Add(release.id);

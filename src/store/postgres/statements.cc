@@ -603,7 +603,7 @@ RETURNING now(), pg_notify($7::text, $8::text || ':' || id), next_run_start_at, 
                   fmt::arg("version", VersionOf("backstage_backend_tasks__tasks")));
 
   std::string read_for_cancel = R"sql(
-SELECT settings_json, current_run_ticket, now()
+SELECT settings_json, current_run_ticket, now(), last_run_error_json
 FROM backstage_backend_tasks__tasks
 WHERE id = $1::text
 )sql";

@@ -75,7 +75,7 @@ struct Statements {
   // $7 channel, $8 event kind, $9 the paused ticket (NULL: the pause has ended), $10 its until
   // → now(), (notify), next_run_start_at, version (no row: the ticket no longer holds the row)
   PgStatement release_into_pause;
-  // $1 id → settings_json, current_run_ticket, now()
+  // $1 id → settings_json, current_run_ticket, now(), last_run_error_json
   PgStatement read_for_cancel;
   // $1 id, $2 ticket, $3 the marked ticket, $4 hold ms, $5 channel → now() (no row: the ticket
   // no longer holds the row)

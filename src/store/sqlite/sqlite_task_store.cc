@@ -208,7 +208,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     plans.reserve(releases.size());
     const WallTime db_now = db_clock_.Now();
     for (const ReleaseRequest& release : releases) {
-      Result<NextRunPlan> next = store_internal::PlanReleaseNext(release.schedule, db_now);
+      Result<NextRunPlan> next = store_internal::PlanRelease(release, db_now);
       if (!next.ok()) return next.status();
       plans.push_back(*next);
     }

@@ -108,5 +108,22 @@ stagehand: { plugins: { jobs: { tasks: { t: { schedule: { frequency: { minutes: 
                                                                             .tasks[0]));
 }
 
+TEST(DaemonTaskFingerprintTest, DiffersForEachSchedulingPolicy) {
+  const auto fingerprint = [](const std::string& policy) {
+    return DaemonTaskFingerprint(
+        Read("stagehand: { plugins: { jobs: { tasks: { t: { schedule: { frequency: { minutes: 1 "
+             "}, timeout: 10s" +
+             policy + " }, command: [/bin/true] } } } } }")[0]
+            .tasks[0]);
+  };
+  const std::string plain = fingerprint("");
+  for (const std::string policy :
+       {", catchupWindow: 0s", ", jitter: 5s", ", retry: { attempts: 2, backoff: 1s }"}) {
+    EXPECT_NE(fingerprint(policy), plain) << policy << " changes nothing on reload";
+  }
+  EXPECT_NE(fingerprint(", retry: { attempts: 2, backoff: 1s }"),
+            fingerprint(", retry: { attempts: 3, backoff: 1s }"));
+}
+
 }  // namespace
 }  // namespace stagehand

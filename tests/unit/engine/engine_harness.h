@@ -38,6 +38,10 @@ class Recorder final : public SchedulerObserver {
     Add("claim-lost", task_id);
   }
   void OnLeaseRenewed(const RunInfo& run) override { Add("renewed", run.task_id); }
+  void OnRetryScheduled(const RunInfo& run, int /*attempt*/,
+                        std::chrono::milliseconds /*delay*/) override {
+    Add("retry", run.task_id);
+  }
   void OnLeaseRenewalFailed(const RunInfo& run) override { Add("renewal-failed", run.task_id); }
   void OnLeaseLost(const RunInfo& run) override { Add("lease-lost", run.task_id); }
   void OnReclaimed(std::string_view, std::string_view task_id) override {
