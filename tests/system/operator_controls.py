@@ -214,9 +214,10 @@ def catchup_phase(ctx, fleet, v, align):
         if (slot_ms // 1000) % RETRY_PERIOD_S == CATCHUP_PERIOD_S:
             break
     if not v.check(run is not None, "catchup runs on its slots before the outage", run):
-        return
+        return None
     slot_ms = (run["t"] // period_ms) * period_ms
     v.figure("catchup start before the outage (ms after its slot)", round(run["t"] - slot_ms))
+    terminating_ms = now_ms()
     for host in fleet.hosts:
         _, code = host.terminate()
         v.check(code == 0, f"{host.name} exits 0 on SIGTERM", code)
@@ -227,22 +228,23 @@ def catchup_phase(ctx, fleet, v, align):
     restarted_ms = now_ms()
     fleet.start()
     ready_ms = now_ms()
+    outage = (terminating_ms, ready_ms)
     next_slot_ms = missed_ms + period_ms
     v.check(ready_ms < next_slot_ms - 200, "both hosts are ready before the next catchup slot",
             f"ready {round(ready_ms - next_slot_ms)} ms after it")
     first = wait_for_start(ctx, "catchup", restarted_ms, (next_slot_ms - now_ms()) / 1000 + 5)
     events = read_events(ctx.events)
-    outage = starts(events, "shared", after=stopped_ms, before=restarted_ms)
     v.figure("stagehand hosts down (s)", round((restarted_ms - stopped_ms) / 1000, 1))
-    v.figure("shared starts while stagehand was down, per host", per_host(outage))
-    v.check(outage and all(e["host"] == "backstage" for e in outage),
+    alone = starts(events, "shared", after=stopped_ms, before=restarted_ms)
+    v.figure("shared starts while stagehand was down, per host", per_host(alone))
+    v.check(alone and all(e["host"] == "backstage" for e in alone),
             "the Backstage worker alone runs shared while both stagehand hosts are down",
-            per_host(outage))
+            per_host(alone))
     v.check(not starts(events, "catchup", after=stopped_ms, before=restarted_ms),
             "catchup starts nowhere during the outage",
             starts(events, "catchup", after=stopped_ms, before=restarted_ms))
     if not v.check(first is not None, "catchup starts again after the restart", None):
-        return
+        return outage
     v.figure("catchup first start after restart (ms after the slot that followed the missed one)",
              round(first["t"] - next_slot_ms))
     v.figure("restart (s after the missed slot)", round((restarted_ms - missed_ms) / 1000, 1))
@@ -255,6 +257,7 @@ def catchup_phase(ctx, fleet, v, align):
                   or 0 for h in fleet.hosts)
     v.figure("stagehand_task_slots_skipped_total{catchup} over both hosts", skipped)
     v.check(skipped >= 1, "the skipped slot is counted", skipped)
+    return outage
 
 
 def metric_value(host, name, label_part=""):
@@ -473,9 +476,9 @@ def main():
         peer.start()
         fleet_ms = now_ms()
         print(f"fleet: h1, h2 (stagehand) and the Backstage worker on {database}", flush=True)
-        stopped_ms = now_ms()
-        catchup_phase(ctx, fleet, v, align=retry_ok)
-        outages.append((stopped_ms, now_ms()))
+        outage = catchup_phase(ctx, fleet, v, align=retry_ok)
+        if outage:
+            outages.append(outage)
         pause_phase(ctx, fleet, v)
         pause_backstage_phase(ctx, fleet, v)
         reload_phase(ctx, fleet, v)
