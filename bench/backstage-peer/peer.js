@@ -19,6 +19,19 @@
 // and prints what knex saw before and after as JSON: {"before": {...}, "after": {...}, "error":
 // null or the migrator's error}, each side with knex's completed and pending migrations and the
 // rows of its two bookkeeping tables. Exits 1 when the migrator fails. The database is not dropped.
+//
+//   node peer.js [--url=...] --modules=DIR --serve-tasks=FILE.json
+//
+// --serve-tasks makes this process one Backstage worker of a mixed fleet (tests/system/
+// operator_controls.py): it starts Backstage's scheduler for the plugin `plugin` on the existing
+// database `database` and schedules each of `tasks`, then stays up until SIGTERM (or SIGINT), when
+// it runs the scheduler's shutdown hooks and exits 0. FILE holds
+//   {"plugin": ID, "database": NAME, "events": PATH, "host": NAME, "ready": PATH,
+//    "tasks": [{"id": ID, "frequency": {...}, "timeout": {...}, "workMs": N, "fail": BOOL}]}
+// Each run of a task appends {"host":…,"task":…,"event":"start","t":<wall ms>} to `events` when it
+// begins and an "end" line (with "aborted": true when its abort signal fired) when it ends, each
+// with one O_APPEND write, then throws when `fail` is set. `ready` is written (by rename) once every
+// task is scheduled.
 
 const path = require('node:path');
 const fs = require('node:fs');
@@ -90,7 +103,7 @@ async function statementCalls(database) {
 // The minimal services DefaultSchedulerService.create needs: a quiet logger, a root lifecycle
 // whose shutdown hooks we run ourselves, a router sink, the plugin's metadata, the database (knex
 // on pg, as Backstage's DatabaseManager makes it) and no-op metrics.
-function makeScheduler(database, schema) {
+function makeScheduler(database, schema, pluginId = kPluginId) {
   const knex = knexFactory({
     client: 'pg',
     connection: databaseUrl(args.url, database),
@@ -130,7 +143,7 @@ function makeScheduler(database, schema) {
     logger,
     rootLifecycle,
     httpRouter: { use() {}, addAuthPolicy() {} },
-    pluginMetadata: { getId: () => kPluginId },
+    pluginMetadata: { getId: () => pluginId },
     metrics,
   });
   async function shutdown() {
@@ -695,8 +708,56 @@ async function main() {
   console.log(text);
 }
 
+// The --serve-tasks mode (see the top of this file).
+async function serveTasks(file) {
+  const spec = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const { scheduler, shutdown } = makeScheduler(spec.database, undefined, spec.plugin);
+  const record = (task, event, extra) => {
+    const line = JSON.stringify({ host: spec.host, task, event, t: wallMs(), ...extra });
+    fs.appendFileSync(spec.events, `${line}\n`);
+  };
+  let stopping = null;
+  const stop = () => {
+    stopping ??= shutdown().then(
+      () => process.exit(0),
+      (error) => {
+        console.error(`peer: shutdown failed: ${error.stack ?? error}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  for (const task of spec.tasks) {
+    await scheduler.scheduleTask({
+      id: task.id,
+      frequency: task.frequency,
+      timeout: task.timeout,
+      scope: 'global',
+      fn: async (signal) => {
+        record(task.id, 'start');
+        if (task.workMs > 0) {
+          await new Promise((resolve) => {
+            const timer = setTimeout(resolve, task.workMs);
+            signal.addEventListener('abort', () => {
+              clearTimeout(timer);
+              resolve();
+            }, { once: true });
+          });
+        }
+        record(task.id, 'end', signal.aborted ? { aborted: true } : {});
+        if (task.fail) throw new Error(`task ${task.id} fails as told`);
+      },
+    });
+  }
+  fs.writeFileSync(`${spec.ready}.tmp`, `${JSON.stringify({ pid: process.pid })}\n`);
+  fs.renameSync(`${spec.ready}.tmp`, spec.ready);
+  await new Promise(() => {});
+}
+
 const mode = () => {
   if (args.worker) return worker();
+  if (args.serve_tasks) return serveTasks(args.serve_tasks);
   if (args.migrate_check) return migrateCheck(args.migrate_check, args.schema);
   return main();
 };
