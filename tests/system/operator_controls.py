@@ -16,7 +16,9 @@ Every run of every task, on any of the three, appends a JSON line {"host", "task
             no host starts `shared` (Backstage included); it is resumed through h1 and must start
             again within 5 s. Then the same with `backstage-only` (registered by the Backstage
             worker alone, so its run is Backstage's): paused through h2 just after a Backstage run
-            starts, no start for 5 s, resumed through h1, and it must start again within 5 s.
+            starts, no start for 5 s, resumed through h1, and it must start again within 5 s. (A
+            Backstage worker cannot release a run whose ticket the pause marked: the pause brings
+            the run's expiry forward to the lease, 2 s here, and the sweep then pauses the task.)
   retry     `retried` (stagehand only) fails every time, with `retry: {attempts: 2, backoff: 1s}`
             on a `*/30 * * * * *` cron: each slot seen in full has 3 starts within 6 s, then none
             until the next slot. Skipped, with the reason, when `stagehand config check` refuses
