@@ -841,7 +841,7 @@ bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
 
 bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
                              const std::optional<std::string>& error, MonoTime now,
-                             WallTime wall_now, std::optional<milliseconds> retry_in) {
+                             WallTime wall_now, std::optional<milliseconds> next_in) {
   RunEnded();
   task.run.reset();
   const bool finished = task.recurrence_stopped;
@@ -855,8 +855,8 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
     task.phase = Phase::kWaiting;
     task.wake_at = LocalNextWake(task, run->started, now, wall_now);
     task.retry_attempt = 0;
-    if (retry_in) {
-      task.wake_at = now + *retry_in;
+    if (next_in) {
+      task.wake_at = now + *next_in;
       task.retry_attempt = run->attempt + 1;
     }
     if (task.wake_at != kMonoInfinity) {

@@ -407,11 +407,11 @@ class Planner {
   bool FinishGlobalRun(PlannedTask& task, const RunPtr& run,
                        std::optional<std::int64_t> row_version, std::optional<WallTime> row_next,
                        MonoTime row_wake_at);
-  // A local run ended at `now` / `wall_now`; a failed run is retried after `retry_in`
+  // A local run ended at `now` / `wall_now`; a failed run is retried after `next_in`
   // (RetryAfter) rather than wait for its next slot. Returns whether the task is finished.
   bool FinishLocalRun(PlannedTask& task, const RunPtr& run, const std::optional<std::string>& error,
                       MonoTime now, WallTime wall_now,
-                      std::optional<std::chrono::milliseconds> retry_in = std::nullopt);
+                      std::optional<std::chrono::milliseconds> next_in = std::nullopt);
 
   // --- Timer: local starts, timeouts and fences -------------------------------------------------
 

@@ -788,7 +788,30 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
     return;
   }
   PlanGlobalRetry(ended);
+  if (!ended.next_in) SkipSlotsMissedByARun(ended);
   EnqueueRelease(std::move(ended));
+}
+
+void TaskEngine::SkipSlotsMissedByARun(PendingRelease& ended) {
+  const PlannedTask& task = *ended.task;
+  const TaskSettingsV2& settings = ended.run->schedule.settings;
+  if (!task.def.catchup_window || !ended.run->slot ||
+      settings.cadence_kind() != CadenceKind::kDuration) {
+    return;
+  }
+  Result<HumanDuration> cadence = ParseIsoDuration(settings.cadence);
+  if (!cadence.ok()) return;
+  const auto step = std::chrono::duration_cast<milliseconds>(
+      std::chrono::duration<double, std::milli>(ToMillisecondsCasual(*cadence)));
+  if (step <= milliseconds::zero()) return;
+  const WallTime slot = *ended.run->slot;
+  const WallTime next_slot = slot + step;
+  const WallTime now = clock_.Now();
+  if (!SlotMissed(task.def.catchup_window, now - next_slot)) return;
+  const milliseconds behind = std::chrono::floor<milliseconds>(now - slot);
+  const WallTime next = slot + (behind / step + 1) * step;
+  ended.next_in = std::chrono::ceil<milliseconds>(next - now);
+  LogSkippedSlot(task, next_slot, now - next_slot, next);
 }
 
 void TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
@@ -811,7 +834,7 @@ void TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
   const std::optional<milliseconds> delay =
       RetryAfter(task.def.retry, reason, attempt, std::hash<std::string>{}(ended.run->run_id));
   if (!delay) return;
-  ended.retry_in = delay;
+  ended.next_in = delay;
   ended.error = RecordRetriedAttempt(*ended.error, attempt);
   ended.finish.error_json = ended.error;
   {
@@ -859,7 +882,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   for (const PendingRelease& ended : batch) {
     ReleaseRequest& release = releases.emplace_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
-    release.retry_in = ended.retry_in;
+    release.next_in = ended.next_in;
     if (history_ != nullptr) release.history = ended.finish;
     tasks.push_back(ended.task);
   }
@@ -1011,22 +1034,22 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   const RunFinish finish = FinishOf(*run, outcome);
   QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
   bool finished = false;
-  std::optional<milliseconds> retry_in;
+  std::optional<milliseconds> next_in;
   {
     std::lock_guard lock(mu_);
     if (outcome.error) {
-      retry_in = RetryAfter(task->def.retry, run->reason, run->attempt,
-                            std::hash<std::string>{}(run->run_id));
+      next_in = RetryAfter(task->def.retry, run->reason, run->attempt,
+                           std::hash<std::string>{}(run->run_id));
     }
     finished = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now(),
-                                        retry_in);
+                                        next_in);
     --runs_in_flight_;
     --runs_outside_fn_;
     KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
   ReportRunEnd(info, duration, finish);
-  if (retry_in && !finished) ReportRetry(*task, info, run->attempt, *retry_in);
+  if (next_in && !finished) ReportRetry(*task, info, run->attempt, *next_in);
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
 }
 

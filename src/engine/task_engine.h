@@ -175,7 +175,8 @@ class TaskEngine final : public DrivenEngine {
     std::chrono::nanoseconds duration{0};
     std::optional<std::string> error;
     RunFinish finish;
-    std::optional<std::chrono::milliseconds> retry_in;  // the release schedules a retry
+    // The release's next start is now + this: a retry, or a duration slot after a skipped one.
+    std::optional<std::chrono::milliseconds> next_in;
     // The row after the release, when the store reported it: the task then waits for that next
     // start without polling.
     std::optional<std::int64_t> row_version;
@@ -195,6 +196,10 @@ class TaskEngine final : public DrivenEngine {
   // its predecessor recorded in the row, then sets the release's retry delay and records the
   // attempt in its error (docs/adr/0015-retries.md). Runs on the run's thread.
   void PlanGlobalRetry(PendingRelease& ended);
+  // Skips, when the global run `ended` of a duration task outlasted its next slot by more than
+  // its catch-up window, the slots it missed: the release then waits for the first point of the
+  // slot grid after now (ADR 0014) rather than start at once. Runs on the run's thread.
+  void SkipSlotsMissedByARun(PendingRelease& ended);
   // Logs and reports a retry of `run` (attempt `attempt` failed) in `delay`.
   void ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
                    std::chrono::milliseconds delay);

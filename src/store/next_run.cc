@@ -105,9 +105,9 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
 }
 
 Result<NextRunPlan> PlanRelease(const ReleaseRequest& release, WallTime db_now) {
-  if (!release.retry_in) return PlanReleaseNext(release.schedule, db_now);
+  if (!release.next_in) return PlanReleaseNext(release.schedule, db_now);
   return NextRunPlan{NextRunPlan::Kind::kNowPlus,
-                     std::chrono::duration<double>(*release.retry_in).count(), WallTime{}};
+                     std::chrono::duration<double>(*release.next_in).count(), WallTime{}};
 }
 
 Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now) {

@@ -54,7 +54,7 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
 // of the grid slot + k * cadence after `db_now`, so the task keeps its phase. Always an instant.
 Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now);
 
-// The next start written by `release`: now + its retry_in when set, else PlanReleaseNext.
+// The next start written by `release`: now + its next_in when set, else PlanReleaseNext.
 Result<NextRunPlan> PlanRelease(const ReleaseRequest& release, WallTime db_now);
 
 // A validated registration of a batch, with both of its plans.

@@ -603,7 +603,7 @@ TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAt
   ASSERT_TRUE(store_->Trigger("retried").ok());
   ASSERT_TRUE(Claim("retried", "t1"));
   ReleaseRequest release{"retried", "t1", schedule, ErrorJson("boom")};
-  release.retry_in = milliseconds(1500);
+  release.next_in = milliseconds(1500);
   const WallTime before = Now();
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany({&release, 1});
   const WallTime after = Now();

@@ -207,9 +207,10 @@ struct ReleaseRequest {
   // cancel marked ends cancelled, with the cancel's error), and trims the task's history, in the
   // same round trip; whether or not the ticket still held the row.
   std::optional<RunFinish> history = std::nullopt;
-  // When set, the next start is the database's now + this (a retry, docs/adr/0015-retries.md)
-  // rather than the schedule's next slot.
-  std::optional<std::chrono::milliseconds> retry_in = std::nullopt;
+  // When set, the next start is the database's now + this rather than the schedule's next slot:
+  // a retry's delay (docs/adr/0015-retries.md), or the wait for the next slot of a duration task
+  // whose run outlasted its catch-up window (ADR 0014).
+  std::optional<std::chrono::milliseconds> next_in = std::nullopt;
 };
 
 // The outcome of one release of a batch (ReleaseMany).

@@ -125,6 +125,30 @@ TEST_F(EngineTest, ALocalDurationTaskSkipsTheSlotsALongRunMissed) {
   ASSERT_TRUE(probe.WaitCalls(2));
 }
 
+TEST_F(EngineTest, AGlobalDurationTaskSkipsTheSlotsALongRunMissed) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(
+      engine
+          .Register(WithWindow(Task("g", Schedule("PT10S", "PT10M"), probe.Fn()), milliseconds(0)))
+          .ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  const WallTime slot = clock_.Now();
+  AdvanceBy(seconds(35));
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  Settle();
+  EXPECT_EQ(probe.calls(), 1) << "the missed slot ran at once";
+  EXPECT_EQ(recorder_->Count("skipped", "g"), 1);
+  const std::optional<WallTime> next = Row("g")->next_run_start_at;
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GE(*next, slot + seconds(40)) << "the grid's next point after now";
+  EXPECT_LE(*next, slot + seconds(41));
+  AdvanceBy(*next - clock_.Now());
+  ASSERT_TRUE(probe.WaitCalls(2));
+}
+
 TEST_F(EngineTest, AJitteredDurationTaskStartsAtItsOffsetAndKeepsIt) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
