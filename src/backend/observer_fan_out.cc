@@ -108,4 +108,17 @@ void ObserverFanOut::OnTaskCancelled(std::string_view plugin_id, std::string_vie
   }
 }
 
+void ObserverFanOut::OnTaskPaused(std::string_view plugin_id, std::string_view task_id,
+                                  const PauseRequest& pause) {
+  for (const auto& observer : observers_) {
+    observer->OnTaskPaused(plugin_id, task_id, pause);
+  }
+}
+
+void ObserverFanOut::OnTaskResumed(std::string_view plugin_id, std::string_view task_id) {
+  for (const auto& observer : observers_) {
+    observer->OnTaskResumed(plugin_id, task_id);
+  }
+}
+
 }  // namespace stagehand::backend_internal

@@ -35,6 +35,9 @@ class ObserverFanOut final : public SchedulerObserver {
   void OnTaskTriggered(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskTriggerRefused(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskCancelled(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskPaused(std::string_view plugin_id, std::string_view task_id,
+                    const PauseRequest& pause) override;
+  void OnTaskResumed(std::string_view plugin_id, std::string_view task_id) override;
 
  private:
   const std::vector<std::shared_ptr<SchedulerObserver>> observers_;

@@ -432,4 +432,33 @@ void SchedulerEventStream::OnTaskCancelled(std::string_view plugin_id, std::stri
                 [&] { return Hub::TaskEvent(plugin_id, task_id); });
 }
 
+void SchedulerEventStream::OnTaskPaused(std::string_view plugin_id, std::string_view task_id,
+                                        const PauseRequest& pause) {
+  hub_->Publish(plugin_id, task_id, "task.paused", [&] {
+    nlohmann::ordered_json data = Hub::TaskEvent(plugin_id, task_id);
+    data["by"] = pause.by;
+    data["reason"] = pause.reason;
+    data["until"] = pause.until ? nlohmann::ordered_json(http_internal::RunTimeText(*pause.until))
+                                : nlohmann::ordered_json(nullptr);
+    data["cancelRun"] = pause.cancel_run;
+    return data;
+  });
+}
+
+void SchedulerEventStream::OnTaskResumed(std::string_view plugin_id, std::string_view task_id) {
+  hub_->Publish(plugin_id, task_id, "task.resumed",
+                [&] { return Hub::TaskEvent(plugin_id, task_id); });
+}
+
+void SchedulerEventStream::OnRetryScheduled(const RunInfo& run, int attempt,
+                                            std::chrono::milliseconds delay) {
+  hub_->Publish(run.plugin_id, run.task_id, "task.retrying", [&] {
+    nlohmann::ordered_json data = Hub::TaskEvent(run.plugin_id, run.task_id);
+    data["runId"] = run.run_id;
+    data["failedAttempt"] = attempt;
+    data["delayMs"] = delay.count();
+    return data;
+  });
+}
+
 }  // namespace stagehand

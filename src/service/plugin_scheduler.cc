@@ -237,12 +237,20 @@ Status PluginScheduler::CancelTask(std::string_view id) {
 
 Status PluginScheduler::PauseTask(std::string_view id, const PauseRequest& request) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
-  return impl_->engine.Pause(std::string(id), request);
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Pause(std::string(id), request));
+  if (impl_->options.observer) {
+    impl_->options.observer->OnTaskPaused(impl_->options.plugin_id, id, request);
+  }
+  return Status::Ok();
 }
 
 Status PluginScheduler::ResumeTask(std::string_view id) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
-  return impl_->engine.Resume(std::string(id));
+  STAGEHAND_RETURN_IF_ERROR(impl_->engine.Resume(std::string(id)));
+  if (impl_->options.observer) {
+    impl_->options.observer->OnTaskResumed(impl_->options.plugin_id, id);
+  }
+  return Status::Ok();
 }
 
 std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "stagehand/model/schedule.h"
+#include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/time/clock.h"
 
@@ -81,6 +82,11 @@ class SchedulerObserver {
   virtual void OnTaskTriggerRefused(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // CancelTask succeeded: the task's current run was asked to stop.
   virtual void OnTaskCancelled(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
+  // A pause on this host was accepted (docs/adr/0013-pausing-a-task-in-backstages-row.md).
+  virtual void OnTaskPaused(std::string_view /*plugin_id*/, std::string_view /*task_id*/,
+                            const PauseRequest& /*pause*/) {}
+  // A resume on this host was accepted.
+  virtual void OnTaskResumed(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
 };
 
 }  // namespace stagehand

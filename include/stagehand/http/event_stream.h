@@ -89,6 +89,10 @@ class SchedulerEventStream final : public SchedulerObserver {
   void OnTaskTriggered(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskTriggerRefused(std::string_view plugin_id, std::string_view task_id) override;
   void OnTaskCancelled(std::string_view plugin_id, std::string_view task_id) override;
+  void OnTaskPaused(std::string_view plugin_id, std::string_view task_id,
+                    const PauseRequest& pause) override;
+  void OnTaskResumed(std::string_view plugin_id, std::string_view task_id) override;
+  void OnRetryScheduled(const RunInfo& run, int attempt, std::chrono::milliseconds delay) override;
 
  private:
   struct Hub;

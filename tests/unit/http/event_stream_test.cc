@@ -231,6 +231,30 @@ TEST_F(EventStreamTest, TriggersCancelsAndRegistrationsOfEveryPluginArrive) {
   EXPECT_EQ(events[2].data["taskId"], "c\"d");
 }
 
+TEST_F(EventStreamTest, PausesResumesAndRetriesArrive) {
+  auto client = Subscribe();
+  PauseRequest pause{"alice", "deploy", std::nullopt};
+  pause.cancel_run = true;
+  events_->OnTaskPaused("jobs", "a", pause);
+  events_->OnTaskResumed("jobs", "a");
+  RunInfo run;
+  run.plugin_id = "jobs";
+  run.task_id = "b";
+  run.run_id = "run-9";
+  events_->OnRetryScheduled(run, 2, std::chrono::milliseconds(1500));
+
+  const std::vector<Event> events = EventsIn(client->ReadUntil(R"("delayMs":1500})"
+                                                               "\n\n"));
+  ASSERT_EQ(events.size(), 3U);
+  EXPECT_THAT(NamesOf(events), ElementsAre("task.paused", "task.resumed", "task.retrying"));
+  EXPECT_EQ(events[0].data,
+            nlohmann::json::parse(R"({"pluginId":"jobs","taskId":"a","by":"alice",)"
+                                  R"("reason":"deploy","until":null,"cancelRun":true})"));
+  EXPECT_EQ(events[2].data,
+            nlohmann::json::parse(R"({"pluginId":"jobs","taskId":"b","runId":"run-9",)"
+                                  R"("failedAttempt":2,"delayMs":1500})"));
+}
+
 TEST_F(EventStreamTest, ARunsEndNamesTheStartItsStartAnnounced) {
   auto client = Subscribe();
   RunInfo run;
