@@ -1,7 +1,8 @@
 // A scheduler for testing plugins, with the semantics of Backstage's MockSchedulerService: nothing
 // runs by itself; TriggerTask runs a task inline on the calling thread; WaitForTask waits for the
 // next completed run; cancelling hands the next run a fresh stop token. Like the real scheduler it
-// records every run it executes (GetTaskRuns, GetRun), so tests can assert on outcomes.
+// records every run it executes (GetTaskRuns, GetRun), so tests can assert on outcomes. A task's
+// `retry` is kept but not acted on: a failed run is not retried (a test triggers again).
 #pragma once
 
 #include <cstddef>
