@@ -674,9 +674,11 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
     std::string ticket = new_ticket();
     task.own_claims[task.next_own_claim++ % task.own_claims.size()] =
         std::hash<std::string>{}(ticket);
-    candidates[i].trigger = task.manual_pending      ? RunTrigger::kManual
-                            : task.retry_attempt > 1 ? RunTrigger::kRetry
-                                                     : RunTrigger::kSchedule;
+    const bool retry =
+        task.retry_attempt > 1 && task.retry_due && candidates[i].due == task.retry_due;
+    candidates[i].trigger = task.manual_pending ? RunTrigger::kManual
+                            : retry             ? RunTrigger::kRetry
+                                                : RunTrigger::kSchedule;
     candidates[i].attempt = candidates[i].trigger == RunTrigger::kRetry ? task.retry_attempt : 1;
     tickets->push_back(std::move(ticket));
     reserved.push_back(std::move(candidates[i]));
@@ -722,6 +724,7 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
       run->slot = candidate.due;
     }
     task->retry_attempt = 0;
+    task->retry_due.reset();
     if (options_.report_runs) run->report = std::make_shared<RunReport>(options_.max_output_bytes);
     run->schedule = task->def.schedule;
     if (candidate.settings) run->schedule.settings = *candidate.settings;
@@ -828,6 +831,8 @@ bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
   const bool finished = task.recurrence_stopped;
   task.phase = finished ? Phase::kFinished : Phase::kWaiting;
   if (task.successor) AdoptSuccessor(task);
+  task.retry_due = task.retry_attempt > 1 ? row_next : std::nullopt;
+  if (!task.retry_due) task.retry_attempt = 0;
   if (row_version) {
     task.known_version = row_version;
     task.known_next = row_next;

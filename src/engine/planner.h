@@ -109,9 +109,12 @@ struct PlannedTask {
   // A trigger (this host's, or one another stagehand host announced) made the task due: its next
   // run is a manual one.
   bool manual_pending = false;
-  // The attempt number of the task's next run when it is a retry this host scheduled; 0 when it
-  // is not (another host's retry is counted from the row, but labelled as scheduled).
+  // The attempt number of the task's next run when it is a retry this host scheduled, and the
+  // start its release wrote for it (global tasks: a claim of the row at another start is not
+  // that retry); 0 when there is none. Another host's retry is counted from the row, but
+  // labelled as scheduled.
   int retry_attempt = 0;
+  std::optional<WallTime> retry_due;
   // Releases this host sent whose notification has not come back yet: that notification announces
   // nothing new (the release's own result did), so it is not a reason to poll.
   int release_echoes = 0;

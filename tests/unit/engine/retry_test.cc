@@ -63,6 +63,38 @@ TEST_F(EngineTest, AFailingGlobalTaskRunsThreeTimesThenWaitsForItsSlot) {
   EXPECT_EQ(probe.calls(), 3);
 }
 
+TEST_F(EngineTest, TheHistoryRecordsEachRetryWithItsAttempt) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.FailWith(InternalError("disk full"));
+  ASSERT_TRUE(
+      engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))).ok());
+  ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
+  AdvanceBy(seconds(1));
+  ASSERT_TRUE(recorder_->WaitFor("failed", "r", 2));
+  AdvanceBy(seconds(2));
+  ASSERT_TRUE(recorder_->WaitFor("failed", "r", 3));
+  probe.FailWith(Status::Ok());
+  AdvanceBy(minutes(60));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "r", 1));
+  Settle();
+  Result<RunPage> page = store_->history()->ListRuns("r", 10, std::nullopt);
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  ASSERT_EQ(page->runs.size(), 4U);
+  // Newest first: the next regular slot, the two retries, the first run.
+  EXPECT_EQ(page->runs[0].origin.trigger, RunTrigger::kSchedule) << "not a retry any more";
+  EXPECT_EQ(page->runs[0].origin.attempt, 1);
+  EXPECT_EQ(page->runs[1].origin.trigger, RunTrigger::kRetry);
+  EXPECT_EQ(page->runs[1].origin.attempt, 3);
+  EXPECT_FALSE(page->runs[1].origin.slot.has_value()) << "a retry is not a slot";
+  EXPECT_EQ(page->runs[2].origin.trigger, RunTrigger::kRetry);
+  EXPECT_EQ(page->runs[2].origin.attempt, 2);
+  EXPECT_EQ(page->runs[3].origin.trigger, RunTrigger::kSchedule);
+  EXPECT_EQ(page->runs[3].origin.attempt, 1);
+  EXPECT_EQ(page->runs[2].finish.error_json,
+            std::optional<std::string>(R"({"name":"Error","message":"disk full","attempt":2})"));
+}
+
 TEST_F(EngineTest, ASuccessEndsTheRetriesAndTheNextFailureStartsCountingAgain) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
