@@ -162,6 +162,8 @@ TEST_F(EngineTest, AFailingLocalTaskIsRetriedThenWaitsForItsSlot) {
   ASSERT_TRUE(recorder_->WaitFor("failed", "l", 3));
   AdvanceBy(minutes(10));
   EXPECT_EQ(probe.calls(), 3);
+  // A local run reports its retry after its end, on its own thread.
+  ASSERT_TRUE(recorder_->WaitFor("retry", "l", 2));
   EXPECT_EQ(recorder_->Count("retry", "l"), 2);
 }
 
