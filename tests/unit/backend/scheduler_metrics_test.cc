@@ -122,6 +122,9 @@ TEST(SchedulerMetricsTest, CompletedRunRendersBackstagesInstruments) {
               "# HELP stagehand_task_slots_skipped_total Scheduled slots skipped: missed by more "
               "than the task's catch-up window\n"
               "# TYPE stagehand_task_slots_skipped_total counter\n"
+              "# HELP stagehand_task_retries_total Retries scheduled after a failed or timed-out "
+              "run\n"
+              "# TYPE stagehand_task_retries_total counter\n"
               "# HELP stagehand_task_lease_renewals_total Lease renewals of running tasks, by "
               "outcome\n"
               "# TYPE stagehand_task_lease_renewals_total counter\n"
@@ -204,8 +207,16 @@ TEST(SchedulerMetricsTest, CoordinationEvents) {
   observer->OnLeaseLost(run);
   observer->OnReclaimed("other", "stuck");
   observer->OnRunOverdue(run);
+  observer->OnSlotSkipped("myplugin", "sync", WallTime{}, std::chrono::seconds(3));
+  observer->OnRetryScheduled(run, 1, std::chrono::seconds(1));
+  observer->OnRetryScheduled(run, 2, std::chrono::seconds(2));
 
   const std::string text = registry.RenderPrometheusText();
+  EXPECT_THAT(
+      text,
+      HasSubstr("stagehand_task_slots_skipped_total{plugin=\"myplugin\",taskId=\"sync\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("stagehand_task_retries_total{plugin=\"myplugin\",taskId=\"sync\"} 2\n"));
   EXPECT_THAT(
       text, HasSubstr("stagehand_task_claims_lost_total{plugin=\"myplugin\",taskId=\"sync\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("stagehand_task_lease_renewals_total{plugin=\"myplugin\","
