@@ -586,7 +586,7 @@ stagehand:
     jobs:
       tasks:
         hello:
-          schedule: { frequency: 1m, timeout: 10s, retries: 3 }
+          schedule: { frequency: 1m, timeout: 10s, owners: 3 }
           command: [date]
           priority: high
 )"),
@@ -595,9 +595,9 @@ stagehand:
                           "key 'priority'; expected schedule, command, http, env, "
                           "inheritEnv, workingDirectory",
                           "Invalid config value for key "
-                          "'stagehand.plugins.jobs.tasks.hello.schedule.retries' in 'app.yaml': "
-                          "unknown key 'retries'; expected frequency, timeout, initialDelay, "
-                          "scope, catchupWindow, jitter"));
+                          "'stagehand.plugins.jobs.tasks.hello.schedule.owners' in 'app.yaml': "
+                          "unknown key 'owners'; expected frequency, timeout, initialDelay, "
+                          "scope, catchupWindow, jitter, retry"));
 }
 
 TEST(ValidatePluginIdTest, AcceptsBackstageStyleIds) {
