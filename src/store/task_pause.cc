@@ -123,11 +123,6 @@ std::optional<HeldTicket> ParseHeldTicket(std::string_view stored) {
   return held;
 }
 
-bool HoldsRun(std::string_view stored, std::string_view ticket) {
-  const std::optional<HeldTicket> held = ParseHeldTicket(stored);
-  return held && held->run_ticket == ticket;
-}
-
 std::string PausePendingTicket(const HeldTicket& held, const PauseRequest& request) {
   std::string ticket = held.cancel_requested ? std::string(kCancelRequestedPrefix) : std::string();
   ticket += kPausePendingPrefix;

@@ -37,9 +37,6 @@ struct HeldTicket {
 // Returns what a stored ticket says of its run; nullopt for a pause's ticket.
 std::optional<HeldTicket> ParseHeldTicket(std::string_view stored);
 
-// Whether the stored ticket holds its row for the run `ticket`, in any of its forms.
-bool HoldsRun(std::string_view stored, std::string_view ticket);
-
 // Returns the ticket a pause writes on a row a run holds with `held`: its pending form, keeping a
 // cancel's mark; a pending pause is replaced.
 std::string PausePendingTicket(const HeldTicket& held, const PauseRequest& request);
