@@ -808,8 +808,7 @@ void TaskEngine::SkipSlotsMissedByARun(PendingRelease& ended) {
   const WallTime next_slot = slot + step;
   const WallTime now = clock_.Now();
   if (!SlotMissed(task.def.catchup_window, now - next_slot)) return;
-  const milliseconds behind = std::chrono::floor<milliseconds>(now - slot);
-  const WallTime next = slot + (behind / step + 1) * step;
+  const WallTime next = FirstSlotAfter(slot, step, now);
   ended.next_in = std::chrono::ceil<milliseconds>(next - now);
   LogSkippedSlot(task, next_slot, now - next_slot, next);
 }

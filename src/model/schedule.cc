@@ -85,6 +85,12 @@ std::chrono::milliseconds RetryDelay(const RetryPolicy& policy, int retry, std::
       half + static_cast<std::int64_t>(seed % static_cast<std::uint64_t>(spread + 1)));
 }
 
+WallTime FirstSlotAfter(WallTime slot, std::chrono::milliseconds step, WallTime now) {
+  if (now < slot) return slot + step;
+  const auto behind = std::chrono::floor<std::chrono::milliseconds>(now - slot);
+  return slot + (behind / step + 1) * step;
+}
+
 std::chrono::milliseconds JitterOffset(std::string_view task_id, std::chrono::milliseconds jitter) {
   if (jitter <= std::chrono::milliseconds::zero()) return std::chrono::milliseconds::zero();
   return std::chrono::milliseconds(

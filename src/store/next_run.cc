@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "stagehand/model/schedule.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
 
@@ -111,24 +112,17 @@ Result<NextRunPlan> PlanRelease(const ReleaseRequest& release, WallTime db_now) 
 }
 
 Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now) {
-  switch (schedule.settings.cadence_kind()) {
-    case CadenceKind::kCron:
-      return CronPlan(schedule, db_now);
-    case CadenceKind::kManual:
-      return NextRunPlan{NextRunPlan::Kind::kNull};
-    case CadenceKind::kDuration: {
-      Result<double> cadence = CadenceSeconds(schedule);
-      if (!cadence.ok()) return cadence.status();
-      const auto step = std::chrono::milliseconds(std::llround(*cadence * 1000));
-      if (step <= std::chrono::milliseconds::zero() || slot > db_now) {
-        return NextRunPlan{NextRunPlan::Kind::kInstant, 0, std::max(slot, db_now)};
-      }
-      // The first point of the slot's grid after now: its phase (and jitter) is kept.
-      const auto late = std::chrono::floor<std::chrono::milliseconds>(db_now - slot);
-      return NextRunPlan{NextRunPlan::Kind::kInstant, 0, slot + (late / step + 1) * step};
-    }
+  // Cron and manual tasks wait for their next slot after now, as a release writes it.
+  if (schedule.settings.cadence_kind() != CadenceKind::kDuration) {
+    return PlanReleaseNext(schedule, db_now);
   }
-  return InternalError("unknown cadence kind");
+  Result<double> cadence = CadenceSeconds(schedule);
+  if (!cadence.ok()) return cadence.status();
+  const auto step = std::chrono::milliseconds(std::llround(*cadence * 1000));
+  if (step <= std::chrono::milliseconds::zero() || slot > db_now) {
+    return NextRunPlan{NextRunPlan::Kind::kInstant, 0, std::max(slot, db_now)};
+  }
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, FirstSlotAfter(slot, step, db_now)};
 }
 
 void DatabaseClock::Observe(WallTime sent, WallTime received, WallTime db_now) {

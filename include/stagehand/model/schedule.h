@@ -86,6 +86,10 @@ struct ScheduleDefinition {
   std::optional<RetryPolicy> retry;
 };
 
+// Returns the first point after `now` of the grid of `slot` + k × `step` (k ≥ 1), so that a task
+// that missed slots keeps its phase (and its jitter); `step` must be longer than zero.
+WallTime FirstSlotAfter(WallTime slot, std::chrono::milliseconds step, WallTime now);
+
 // Returns the fixed start offset of task `task_id` for a `jitter`: in [0, jitter), from the 64-bit
 // FNV-1a hash of the id, so every host and every release computes the same one. Zero when
 // `jitter` is not longer than zero.
