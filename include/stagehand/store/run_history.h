@@ -21,8 +21,10 @@ namespace stagehand {
 // How much history a plugin keeps. Plain value type.
 struct RunHistoryLimits {
   // The runs kept per task: its newest, by the order in which their starts were recorded (the
-  // order of their starts, but for starts recorded at the same moment by two hosts); older ended
-  // runs are removed as runs of the task end. At least 1.
+  // order of their starts, but for starts recorded at the same moment by two hosts; PostgreSQL
+  // counts by start); older ended runs are removed as runs of the task end (on PostgreSQL, at one
+  // release in every max(1, max_runs_per_task / 8) of a host, so a task may hold up to that many
+  // more). At least 1.
   int max_runs_per_task = 100;
   // Runs that started longer ago than this are removed by PruneExpired. Positive.
   std::chrono::hours max_age{24 * 30};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -197,6 +198,11 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Status RewriteTicket(const std::string& id, const std::string& stored,
                        const std::string& replacement,
                        std::optional<std::chrono::milliseconds> hold, std::string_view operation);
+  // The tasks among the releases with history whose history is to be trimmed by their release
+  // (a text[]): each task once every max(1, keep / 8) of its runs this store ends, so that the
+  // walk of a trim (keep index entries and their rows) is not paid at every end. Between two
+  // trims a task holds up to that many more runs, which the trim's window covers (TrimCtes).
+  std::string TasksToTrim(std::span<const ReleaseRequest> releases, int keep);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -220,7 +226,24 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   store_internal::LimitsHolder limits_;
   std::atomic<int> history_tables_{kUnknown};
   std::atomic<int> registrations_table_{kUnknown};
+  std::mutex trim_mu_;
+  // Per task, the runs this store ended since it last trimmed the task's history.
+  std::unordered_map<std::string, int> ends_since_trim_;  // guarded by trim_mu_
 };
+
+std::string PostgresTaskStore::TasksToTrim(std::span<const ReleaseRequest> releases, int keep) {
+  const int every = std::max(1, keep / 8);
+  PgArray due;
+  std::lock_guard lock(trim_mu_);
+  for (const ReleaseRequest& release : releases) {
+    if (!release.history) continue;
+    int& ended = ends_since_trim_[release.id];
+    if (++ended < every) continue;
+    ended = 0;
+    due.Add(release.id);
+  }
+  return std::move(due).Finish();
+}
 
 Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
   const std::string state = result.SqlState();
@@ -886,7 +909,8 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
         .Add(std::move(signals).Finish())
         .Add(std::move(http_statuses).Finish())
         .Add(std::move(outputs).Finish())
-        .Add(static_cast<long long>(limits.max_runs_per_task));
+        .Add(static_cast<long long>(limits.max_runs_per_task))
+        .Add(TasksToTrim(releases, limits.max_runs_per_task));
   }
   Result<Executed> executed =
       Run("release",

@@ -225,15 +225,6 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
 }
 
-// The `seq` of a new run of task `task_id` (an expression of the statement): one more than the
-// task's latest, read through stagehand_task_runs_by_seq. Two hosts recording a start of one task
-// at the same moment may both take the same number; the trim only counts with it.
-std::string NextSeq(std::string_view task_id) {
-  return fmt::format(
-      "coalesce((SELECT max(q.seq) FROM stagehand_task_runs AS q WHERE q.task_id = {}), 0) + 1",
-      task_id);
-}
-
 // The batched claim (claim_many). Rows are locked in id order and rows another session holds are
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
@@ -251,12 +242,11 @@ std::string ClaimMany(bool history) {
 ), started AS (
   INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
                                    started_at, outcome, attempt)
-  SELECT c.current_run_ticket, c.id, {next_seq}, o.host, o.pid, o.trigger_kind, o.slot_at,
+  SELECT c.current_run_ticket, c.id, 0, o.host, o.pid, o.trigger_kind, o.slot_at,
          c.current_run_started_at, 'running', o.attempt
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
   ON CONFLICT (run_id) DO NOTHING
-))sql",
-                                                    fmt::arg("next_seq", NextSeq("c.id")))
+))sql")
                                       : "";
   return fmt::format(
       R"sql(
@@ -292,29 +282,32 @@ SELECT NULL, NULL, now(), {notify}
 }
 
 // The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
-// closed: for each of those tasks, the deletion of its runs that had ended before the statement
-// among the kRunTrimWindow runs that follow its newest $<keep_param>, counted by seq through
-// stagehand_task_runs_by_seq (a backward range of keep + window entries, never reaching the
-// index entries of runs removed before, which await vacuum below it). Runs are counted rather
-// than their seqs subtracted: hosts recording runs of one local task at once may give two runs
-// the same seq. A run overtaken by more than keep + window newer runs before it ends is left to
-// the age limit. The statement sees the table as it was before `ended`, so the runs it closes
-// are kept until a later end; a row another trim deletes meanwhile is waited for, then skipped.
-std::string TrimCtes(int keep_param) {
+// closed: for each of those tasks (only those in the text[] at $<trim_param>, when that is not
+// 0), the deletion of its runs that had ended before the statement among the ones that follow its
+// newest $<keep_param> by start, kRunTrimWindow of them plus an eighth of the number kept (the
+// runs a host may end between two trims of a task, TrimEvery), read backwards through
+// stagehand_task_runs_by_task (a range that never reaches the index entries of runs removed
+// before, which await vacuum below it). A run overtaken by more than that many newer runs before
+// it ends is left to the age limit. The statement sees the table as it was before `ended`, so
+// the runs it closes are kept until a later end; a row another trim deletes meanwhile is waited
+// for, then skipped.
+std::string TrimCtes(int keep_param, int trim_param) {
+  const std::string only =
+      trim_param == 0 ? "" : fmt::format(" WHERE task_id = ANY (${}::text[])", trim_param);
   return fmt::format(R"sql(, trimmed AS (
   DELETE FROM stagehand_task_runs
   WHERE run_id IN (
     SELECT o.run_id
-    FROM (SELECT DISTINCT task_id FROM ended) AS k
+    FROM (SELECT DISTINCT task_id FROM ended{2}) AS k
     CROSS JOIN LATERAL (
       SELECT q.run_id, q.ended_at FROM stagehand_task_runs AS q
       WHERE q.task_id = k.task_id
-      ORDER BY q.seq DESC
-      OFFSET ${0}::int4 LIMIT {1}
+      ORDER BY q.started_at DESC, q.run_id DESC
+      OFFSET ${0}::int4 LIMIT {1} + ${0}::int4 / 8
     ) AS o
     WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended))
 ))sql",
-                     keep_param, kRunTrimWindow);
+                     keep_param, kRunTrimWindow, only);
 }
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
@@ -340,7 +333,7 @@ std::string ReleaseMany(bool history) {
   FROM finishes AS f
   WHERE r.run_id = f.ticket AND (r.ended_at IS NULL OR r.outcome = 'lost')
   RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(16)
+))sql" + TrimCtes(16, 17)
                                     : "";
   return fmt::format(
       R"sql(
@@ -649,20 +642,17 @@ struct HistoryTexts {
   std::string poll_and_sweep = PollAndSweep(true);
   std::string poll_changed_and_sweep = PollChanged(true, true);
 
-  // The runs of one task in one batch take consecutive seqs, in batch order.
-  std::string record_starts = fmt::format(R"sql(
+  // seq is no longer used (0; the column stays for the hosts of older versions, migration 0003).
+  std::string record_starts = R"sql(
 INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
                                  started_at, outcome, attempt)
-SELECT u.run_id, u.task_id,
-       {next_seq} + row_number() OVER (PARTITION BY u.task_id ORDER BY u.position) - 1,
-       u.host, u.pid, u.trigger_kind, u.slot_at, coalesce(u.started_at, now()), 'running',
-       u.attempt
+SELECT u.run_id, u.task_id, 0, u.host, u.pid, u.trigger_kind, u.slot_at,
+       coalesce(u.started_at, now()), 'running', u.attempt
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
-            $7::timestamptz[], $8::int4[]) WITH ORDINALITY
-     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, position)
+            $7::timestamptz[], $8::int4[])
+     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt)
 ON CONFLICT (run_id) DO NOTHING
-)sql",
-                                          fmt::arg("next_seq", NextSeq("u.task_id")));
+)sql";
 
   std::string record_ends = R"sql(
 WITH finishes AS (
@@ -683,7 +673,7 @@ WITH finishes AS (
   FROM finishes AS f
   WHERE r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
   RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(9) + R"sql(
+))sql" + TrimCtes(9, 0) + R"sql(
 SELECT count(*) FROM ended
 )sql";
 
@@ -971,8 +961,8 @@ const char* const kRegistrationsTableExists =
 // run_id is compared in the "C" collation, so pages are ordered by its bytes on every server. No
 // index covers a column that a run's end writes, and pages keep a fifth free, so that the end of a
 // run is a heap-only update. stagehand_task_runs_by_task serves pages, by_seq the count-based trim,
-// by_start the age-based prune.
-const Migration kHistoryMigrations[2] = {
+// by_start the age-based prune (until 0003).
+const Migration kHistoryMigrations[3] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
@@ -1007,6 +997,15 @@ COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: one row per r
   CONSTRAINT stagehand_task_registrations_pkey PRIMARY KEY (task_id)
 );
 COMMENT ON TABLE stagehand_task_registrations IS 'stagehand''s task registrations: the stagehand host that registered each task last, and when a host last refreshed it (Backstage workers write none)')sql"},
+    // A run's writes touch two indexes instead of four: the trim counts runs by their start through
+    // by_task, and the age prune finds old runs through a BRIN index (next to nothing to keep up as
+    // rows are appended). seq is no longer read; it keeps a default for the hosts of older
+    // versions still writing it.
+    {"0003_task_runs_two_indexes",
+     R"sql(DROP INDEX stagehand_task_runs_by_seq;
+DROP INDEX stagehand_task_runs_by_start;
+CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs USING brin (started_at);
+ALTER TABLE stagehand_task_runs ALTER COLUMN seq SET DEFAULT 0)sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

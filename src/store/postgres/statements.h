@@ -97,8 +97,7 @@ const Statements& TaskStatements();
 
 // The statements that read or write stagehand_task_runs, used only where that table exists. All
 // but the two that record starts are planned at every execution (PgStatement::replan), as the
-// table grows from empty; a start's insert finds its task's latest seq through the index in any
-// plan, and stays prepared for the trigger path. The first five are the task statements of the
+// table grows from empty; a start's insert has one plan, and stays prepared for the trigger path. The first five are the task statements of the
 // same names, also writing the history; with their extra parameters NULL they write none.
 struct HistoryStatements {
   // As claim_many, plus $7 hosts (text[], NULL: no history for that claim), $8 pids (int8[]),
@@ -106,7 +105,7 @@ struct HistoryStatements {
   PgStatement claim_many;
   // As release_many, plus $10 outcomes (text[], NULL: no history for that run), $11 run error
   // JSONs, $12 exit codes, $13 signals, $14 HTTP statuses (int4[]), $15 outputs (hex text[]),
-  // $16 runs kept per task
+  // $16 runs kept per task, $17 the tasks to trim (text[])
   PgStatement release_many;
   // As sweep, the swept runs closed as lost
   PgStatement sweep;
@@ -219,6 +218,6 @@ extern const char* const kHistoryTableExists;
 // → whether stagehand_task_registrations exists in the search path
 extern const char* const kRegistrationsTableExists;
 // In the order they apply.
-extern const Migration kHistoryMigrations[2];
+extern const Migration kHistoryMigrations[3];
 
 }  // namespace stagehand::store_internal::pg_sql

@@ -157,7 +157,8 @@ std::string KnexRows(pg_test::RawConnection& db) {
 }
 
 // stagehand's own migrations, as StagehandMigrations lists them.
-constexpr char kStagehandMigrationNames[] = "0001_task_runs,0002_task_registrations";
+constexpr char kStagehandMigrationNames[] =
+    "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes";
 
 std::string StagehandMigrations(pg_test::RawConnection& db) {
   return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");
@@ -784,6 +785,46 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
     EXPECT_LT(blocks / calls, pages / 4) << "a history statement read about the whole table: "
                                          << PQgetvalue(statements.get(), row, 0);
   }
+}
+
+TEST_F(PostgresSchemaTest, AReleaseTrimsItsTaskOnceInEveryEighthOfTheRunsKept) {
+  // Trimming at every end walks the task's newest runs each time; a host trims a task at one of
+  // its releases in every max(1, keep / 8), here every second, and catches up at that one.
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  RunHistoryLimits limits;
+  limits.max_runs_per_task = 16;
+  store->history()->SetLimits(limits);
+  TaskSchedule schedule;
+  schedule.settings.cadence = "manual";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("a", schedule).ok());
+  int ticket = 0;
+  const auto run_once = [&] {
+    ASSERT_TRUE(store->Trigger("a").ok());
+    const std::string run = fmt::format("a-{}", ++ticket);
+    const std::vector<ClaimRequest> claims = {
+        {"a", run, minutes(1), std::nullopt, RunOrigin{"host", 1}}};
+    Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
+    ASSERT_TRUE(claimed.ok() && (*claimed)[0].claimed) << claimed.status().ToString();
+    const std::vector<ReleaseRequest> releases = {{"a", run, schedule, std::nullopt, RunFinish{}}};
+    Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+    ASSERT_TRUE(released.ok() && (*released)[0].released) << released.status().ToString();
+  };
+  const auto runs = [&] {
+    Result<RunPage> page = store->history()->ListRuns("a", 100, std::nullopt);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    return page.ok() ? page->runs.size() : 0;
+  };
+  for (int i = 0; i < 18; ++i) ASSERT_NO_FATAL_FAILURE(run_once());
+  EXPECT_EQ(runs(), 16u);  // the 18th release trimmed
+  ASSERT_NO_FATAL_FAILURE(run_once());
+  EXPECT_EQ(runs(), 17u);  // the 19th did not
+  ASSERT_NO_FATAL_FAILURE(run_once());
+  EXPECT_EQ(runs(), 16u);  // the 20th removed the two oldest
+  Result<RunPage> newest = store->history()->ListRuns("a", 1, std::nullopt);
+  ASSERT_TRUE(newest.ok() && newest->runs.size() == 1);
+  EXPECT_EQ(newest->runs[0].run_id, "a-20");
 }
 
 }  // namespace
