@@ -225,6 +225,13 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
 }
 
+// The seq written for a run started at `started_at` (an expression): the start in epoch
+// milliseconds. No statement of this version reads seq (it counts runs by their start); hosts of
+// older versions trim by seq, and so still take the newest runs for the newest.
+std::string SeqOf(std::string_view started_at) {
+  return fmt::format("(extract(epoch FROM {}) * 1000)::int8", started_at);
+}
+
 // The batched claim (claim_many). Rows are locked in id order and rows another session holds are
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
@@ -234,7 +241,8 @@ std::string ClaimMany(bool history) {
   const std::string returning = history ? "t.id, t.current_run_expires_at, t.current_run_ticket, "
                                           "t.current_run_started_at"
                                         : "t.id, t.current_run_expires_at, t.current_run_ticket";
-  const std::string started = history ? fmt::format(R"sql(, origins AS (
+  const std::string started = history
+                                  ? fmt::format(R"sql(, origins AS (
   SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt
   FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[])
        AS o(id, host, pid, trigger_kind, slot_at, attempt)
@@ -242,12 +250,13 @@ std::string ClaimMany(bool history) {
 ), started AS (
   INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
                                    started_at, outcome, attempt)
-  SELECT c.current_run_ticket, c.id, 0, o.host, o.pid, o.trigger_kind, o.slot_at,
+  SELECT c.current_run_ticket, c.id, {seq}, o.host, o.pid, o.trigger_kind, o.slot_at,
          c.current_run_started_at, 'running', o.attempt
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
   ON CONFLICT (run_id) DO NOTHING
-))sql")
-                                      : "";
+))sql",
+                                                fmt::arg("seq", SeqOf("c.current_run_started_at")))
+                                  : "";
   return fmt::format(
       R"sql(
 WITH input AS (
@@ -285,7 +294,7 @@ SELECT NULL, NULL, now(), {notify}
 // closed: for each of those tasks (only those in the text[] at $<trim_param>, when that is not
 // 0), the deletion of its runs that had ended before the statement among the ones that follow its
 // newest $<keep_param> by start, kRunTrimWindow of them plus an eighth of the number kept (the
-// runs a host may end between two trims of a task, TrimEvery), read backwards through
+// runs a host may end between two trims of a task, TasksToTrim), read backwards through
 // stagehand_task_runs_by_task (a range that never reaches the index entries of runs removed
 // before, which await vacuum below it). A run overtaken by more than that many newer runs before
 // it ends is left to the age limit. The statement sees the table as it was before `ended`, so
@@ -642,17 +651,17 @@ struct HistoryTexts {
   std::string poll_and_sweep = PollAndSweep(true);
   std::string poll_changed_and_sweep = PollChanged(true, true);
 
-  // seq is no longer used (0; the column stays for the hosts of older versions, migration 0003).
-  std::string record_starts = R"sql(
+  std::string record_starts = fmt::format(R"sql(
 INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
                                  started_at, outcome, attempt)
-SELECT u.run_id, u.task_id, 0, u.host, u.pid, u.trigger_kind, u.slot_at,
+SELECT u.run_id, u.task_id, {seq}, u.host, u.pid, u.trigger_kind, u.slot_at,
        coalesce(u.started_at, now()), 'running', u.attempt
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
             $7::timestamptz[], $8::int4[])
      AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt)
 ON CONFLICT (run_id) DO NOTHING
-)sql";
+)sql",
+                                          fmt::arg("seq", SeqOf("coalesce(u.started_at, now())")));
 
   std::string record_ends = R"sql(
 WITH finishes AS (
@@ -999,13 +1008,11 @@ COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: one row per r
 COMMENT ON TABLE stagehand_task_registrations IS 'stagehand''s task registrations: the stagehand host that registered each task last, and when a host last refreshed it (Backstage workers write none)')sql"},
     // A run's writes touch two indexes instead of four: the trim counts runs by their start through
     // by_task, and the age prune finds old runs through a BRIN index (next to nothing to keep up as
-    // rows are appended). seq is no longer read; it keeps a default for the hosts of older
-    // versions still writing it.
+    // rows are appended). seq is no longer read (SeqOf).
     {"0003_task_runs_two_indexes",
      R"sql(DROP INDEX stagehand_task_runs_by_seq;
 DROP INDEX stagehand_task_runs_by_start;
-CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs USING brin (started_at);
-ALTER TABLE stagehand_task_runs ALTER COLUMN seq SET DEFAULT 0)sql"},
+CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs USING brin (started_at))sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

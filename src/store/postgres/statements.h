@@ -97,8 +97,9 @@ const Statements& TaskStatements();
 
 // The statements that read or write stagehand_task_runs, used only where that table exists. All
 // but the two that record starts are planned at every execution (PgStatement::replan), as the
-// table grows from empty; a start's insert has one plan, and stays prepared for the trigger path. The first five are the task statements of the
-// same names, also writing the history; with their extra parameters NULL they write none.
+// table grows from empty; a start's insert has one plan, and stays prepared for the trigger path.
+// The first five are the task statements of the same names, also writing the history; with their
+// extra parameters NULL they write none.
 struct HistoryStatements {
   // As claim_many, plus $7 hosts (text[], NULL: no history for that claim), $8 pids (int8[]),
   // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[])

@@ -825,6 +825,13 @@ TEST_F(PostgresSchemaTest, AReleaseTrimsItsTaskOnceInEveryEighthOfTheRunsKept) {
   Result<RunPage> newest = store->history()->ListRuns("a", 1, std::nullopt);
   ASSERT_TRUE(newest.ok() && newest->runs.size() == 1);
   EXPECT_EQ(newest->runs[0].run_id, "a-20");
+
+  // Hosts of older versions trim by seq: it holds the start in epoch milliseconds, so that their
+  // trims still take the newest runs for the newest.
+  pg_test::RawConnection db(url(), database_);
+  EXPECT_EQ(db.Scalar("SELECT count(*) FROM stagehand_task_runs "
+                      "WHERE seq <> (extract(epoch FROM started_at) * 1000)::int8 OR seq < 1e12"),
+            "0");
 }
 
 }  // namespace
