@@ -237,9 +237,9 @@ std::string PostgresTaskStore::TasksToTrim(std::span<const ReleaseRequest> relea
   std::lock_guard lock(trim_mu_);
   for (const ReleaseRequest& release : releases) {
     if (!release.history) continue;
-    int& ended = ends_since_trim_[release.id];
-    if (++ended < every) continue;
-    ended = 0;
+    const auto counted = ends_since_trim_.try_emplace(release.id, 0).first;
+    if (++counted->second < every) continue;
+    ends_since_trim_.erase(counted);  // so the map holds only tasks with ends not yet trimmed
     due.Add(release.id);
   }
   return std::move(due).Finish();

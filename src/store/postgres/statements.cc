@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include "stagehand/store/task_store.h"
@@ -291,8 +292,8 @@ SELECT NULL, NULL, now(), {notify}
 }
 
 // The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
-// closed: for each of those tasks (only those in the text[] at $<trim_param>, when that is not
-// 0), the deletion of its runs that had ended before the statement among the ones that follow its
+// closed: for each of those tasks (only those in the text[] at $<trim_param>, when given), the
+// deletion of its runs that had ended before the statement among the ones that follow its
 // newest $<keep_param> by start, kRunTrimWindow of them plus an eighth of the number kept (the
 // runs a host may end between two trims of a task, TasksToTrim), read backwards through
 // stagehand_task_runs_by_task (a range that never reaches the index entries of runs removed
@@ -300,9 +301,9 @@ SELECT NULL, NULL, now(), {notify}
 // it ends is left to the age limit. The statement sees the table as it was before `ended`, so
 // the runs it closes are kept until a later end; a row another trim deletes meanwhile is waited
 // for, then skipped.
-std::string TrimCtes(int keep_param, int trim_param) {
+std::string TrimCtes(int keep_param, std::optional<int> trim_param) {
   const std::string only =
-      trim_param == 0 ? "" : fmt::format(" WHERE task_id = ANY (${}::text[])", trim_param);
+      trim_param ? fmt::format(" WHERE task_id = ANY (${}::text[])", *trim_param) : "";
   return fmt::format(R"sql(, trimmed AS (
   DELETE FROM stagehand_task_runs
   WHERE run_id IN (
@@ -682,7 +683,8 @@ WITH finishes AS (
   FROM finishes AS f
   WHERE r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
   RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(9, 0) + R"sql(
+))sql" + TrimCtes(9, std::nullopt) +
+                            R"sql(
 SELECT count(*) FROM ended
 )sql";
 
