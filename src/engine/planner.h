@@ -73,6 +73,10 @@ struct PlannedRun {
   StopReason reason = StopReason::kNone;
   TaskSchedule schedule;  // the settings to release with (the row's latest for global runs)
   MonoTime started{};     // for global runs: when the claim was sent
+  WallTime claimed_at{};  // global runs: the database's time of the claim, the run's start
+  // Global runs: whether the claim recorded the run's start in the history (else the release
+  // writes the run whole).
+  bool start_recorded = false;
   MonoTime timeout_at = kMonoInfinity;
   MonoTime renew_at = kMonoInfinity;
   // Global runs: past fence_at the lease is at risk and the run is asked to stop; at kill_at, a
@@ -96,6 +100,9 @@ struct PlannedTask {
 
   EngineTask def;
   Phase phase = Phase::kRegistering;
+  // Its last run on this host ended within kShortRun: the next run's claim records no start in the
+  // history, and its release writes the run once, whole.
+  bool short_runs = false;
   MonoTime wake_at = kMonoInfinity;
   // The row as this host last saw it (global tasks; from its registration, a poll or its own
   // release): its version, so polls can leave it out and a due task can be claimed without a poll

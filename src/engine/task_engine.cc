@@ -84,6 +84,12 @@ RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
   return RunOrigin{host_, pid_, run.trigger, run.slot, run.attempt};
 }
 
+std::optional<RunStart> TaskEngine::UnrecordedStart(const PlannedTask& task,
+                                                    const PlannedRun& run) const {
+  if (run.start_recorded) return std::nullopt;
+  return RunStart{run.run_id, task.def.id, OriginOf(run), run.claimed_at};
+}
+
 RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
   RunFinish finish;
   finish.outcome = OutcomeOf(outcome.reason, outcome.error.has_value());
@@ -657,7 +663,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   for (std::size_t i = 0; i < reserved.size(); ++i) {
     ClaimRequest& claim = claims.emplace_back(ClaimRequest{
         reserved[i].task->def.id, tickets[i], reserved[i].task->def.timeout, reserved[i].version});
-    if (history_ != nullptr) {
+    if (history_ != nullptr && !reserved[i].task->short_runs) {
       const bool slotted = reserved[i].trigger == RunTrigger::kSchedule;
       claim.history = RunOrigin{host_, pid_, reserved[i].trigger,
                                 slotted ? reserved[i].due : std::nullopt, reserved[i].attempt};
@@ -688,6 +694,10 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   {
     std::lock_guard lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
+    for (const Planner::Started& run : started) {
+      run.run->claimed_at = claimed->front().db_now;
+      run.run->start_recorded = history_ != nullptr && !run.task->short_runs;
+    }
     runs_in_flight_ += static_cast<int>(started.size());
     runs_outside_fn_ += static_cast<int>(started.size());
     if (!started.empty()) KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -783,7 +793,8 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   ended.error = std::move(outcome.error);
   if (!ours) {
     // No release carries the end: the history gets it on its own.
-    QueueHistory(std::nullopt, RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
+    QueueHistory(UnrecordedStart(*ended.task, *ended.run),
+                 RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
     FinishGlobalRuns({&ended, 1});
     return;
   }
@@ -882,7 +893,9 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
     ReleaseRequest& release = releases.emplace_back(
         ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
     release.next_in = ended.next_in;
-    if (history_ != nullptr) release.history = ended.finish;
+    if (history_ != nullptr) {
+      release.history = ReleasedRun{ended.finish, OriginOf(*ended.run), ended.run->claimed_at};
+    }
     tasks.push_back(ended.task);
   }
   {
@@ -892,15 +905,20 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
-  std::vector<RunEnd> unreleased_ends;  // the history ends no release wrote
+  // The history no release wrote: the runs of a failed statement.
+  std::vector<std::pair<std::optional<RunStart>, RunEnd>> unwritten;
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       PendingRelease& ended = batch[i];
       const ReleaseResult* result = released.ok() ? &(*released)[i] : nullptr;
+      ended.task->short_runs = ended.duration < kShortRun;
+      if (result == nullptr && history_ != nullptr) {
+        unwritten.emplace_back(UnrecordedStart(*ended.task, *ended.run),
+                               RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
+      }
       if (result == nullptr || !result->released) {
         planner_->ReleaseEchoCleared(*ended.task);  // nothing (known) was written
-        unreleased_ends.push_back(RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
         continue;
       }
       if (!result->version) continue;
@@ -929,7 +947,7 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
                     {{"task", id}});
     }
   }
-  for (RunEnd& end : unreleased_ends) QueueHistory(std::nullopt, std::move(end));
+  for (auto& [start, end] : unwritten) QueueHistory(std::move(start), std::move(end));
   FinishGlobalRuns(batch);
 }
 

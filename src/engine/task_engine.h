@@ -220,6 +220,11 @@ class TaskEngine final : public DrivenEngine {
   // The history's account of how `run` ended.
   static RunFinish FinishOf(const PlannedRun& run, const Outcome& outcome);
   RunOrigin OriginOf(const PlannedRun& run) const;
+  // The start of a global run whose claim did not record it, for a history write that no release
+  // carries; nullopt when the claim recorded it.
+  std::optional<RunStart> UnrecordedStart(const PlannedTask& task, const PlannedRun& run) const;
+  // A run shorter than this makes its task's next run write its history once, at its release.
+  static constexpr std::chrono::seconds kShortRun{1};
   // Queues history writes that no claim or release carries (local runs; a global run whose claim
   // was lost before its end), for the dispatcher to write (FlushHistory).
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);

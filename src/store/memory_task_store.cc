@@ -597,8 +597,10 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
       result.db_now = now;
       auto it = rows.find(release.id);
       if (release.history) {
-        if (std::optional<std::string> task =
-                CloseRun(runs, release.ticket, *release.history, now, limits.max_output_bytes)) {
+        StartRun(runs, release.ticket, release.id, release.history->origin,
+                 store_internal::ToMillis(release.history->started_at));
+        if (std::optional<std::string> task = CloseRun(
+                runs, release.ticket, release.history->finish, now, limits.max_output_bytes)) {
           TrimTask(runs, *task, limits.max_runs_per_task, {release.ticket});
         }
       }

@@ -123,6 +123,11 @@ class RunHistoryContractTest : public ContractTest {
     EXPECT_TRUE(claimed[0].claimed) << id;
   }
 
+  // What a release records of a run that ended with `finish` (started a minute ago).
+  ReleasedRun Released(RunFinish finish, RunOrigin origin = Origin()) {
+    return ReleasedRun{std::move(finish), std::move(origin), Millis(Now()) - minutes(1)};
+  }
+
   // Makes the run holding `id` expire a minute ago, as a host that stopped renewing leaves it.
   void ExpireRun(const std::string& id) {
     TaskRow row = Row(id);
@@ -448,8 +453,8 @@ TEST_F(RunHistoryContractTest, TheOwnersOwnEndReplacesLost) {
   RunFinish fenced = Finish(RunOutcome::kFenced, "stopping\n");
   fenced.error_json = ErrorJson("lease lost");
   fenced.signal = 15;
-  const std::vector<ReleaseResult> released = ReleaseMany(
-      {ReleaseRequest{"fenced", "t-fenced", Schedule("PT10M"), fenced.error_json, fenced}});
+  const std::vector<ReleaseResult> released = ReleaseMany({ReleaseRequest{
+      "fenced", "t-fenced", Schedule("PT10M"), fenced.error_json, Released(fenced)}});
   ASSERT_EQ(released.size(), 1u);
   EXPECT_FALSE(released[0].released);
   EXPECT_EQ(Get("t-fenced").finish, fenced);
@@ -534,7 +539,8 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
     ASSERT_TRUE(store_->Trigger("job").ok());
     ClaimWithHistory("job", ticket, Origin(RunTrigger::kManual));
     const std::vector<ReleaseResult> released =
-        ReleaseMany({ReleaseRequest{"job", ticket, manual, finishes[i].error_json, finishes[i]}});
+        ReleaseMany({ReleaseRequest{"job", ticket, manual, finishes[i].error_json,
+                                    Released(finishes[i], Origin(RunTrigger::kManual))}});
     ASSERT_EQ(released.size(), 1u);
     EXPECT_TRUE(released[0].released);
     const TaskRun run = Get(ticket);
@@ -554,6 +560,30 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
   EXPECT_EQ(Get("t-plain").finish.outcome, RunOutcome::kRunning);
 }
 
+TEST_F(RunHistoryContractTest, AReleaseWritesARunWholeWhenItsClaimRecordedNoStart) {
+  const TaskSchedule manual = Schedule("manual");
+  Upsert("short", manual);
+  ASSERT_TRUE(store_->Trigger("short").ok());
+  const std::vector<ClaimResult> claimed =
+      ClaimMany({ClaimRequest{"short", "t-short", minutes(1), std::nullopt}});
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(claimed[0].claimed);
+  EXPECT_EQ(CodeOfGet("t-short"), StatusCode::kNotFound) << "the claim recorded nothing";
+
+  const RunOrigin origin = Origin(RunTrigger::kManual);
+  const ReleasedRun ended = Released(Finish(RunOutcome::kFailed, "out"), origin);
+  const std::vector<ReleaseResult> released =
+      ReleaseMany({ReleaseRequest{"short", "t-short", manual, ErrorJson("exit 2"), ended}});
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_TRUE(released[0].released);
+  const TaskRun run = Get("t-short");
+  EXPECT_EQ(run.task_id, "short");
+  EXPECT_EQ(run.origin, origin);
+  EXPECT_EQ(run.started_at, ended.started_at);
+  EXPECT_EQ(run.finish, ended.finish);
+  EXPECT_TRUE(Same(run.ended_at, *Row("short").last_run_ended_at)) << "ended at the release";
+}
+
 // Issue 16: the history replaced a cancelled run's error with the row's "Task was cancelled", so
 // the history and the host's own account (event stream, log) named the run differently. The
 // history keeps the host's account; the task row keeps Backstage's text.
@@ -569,9 +599,10 @@ TEST_F(RunHistoryContractTest, ARunWhoseTicketACancelMarkedIsRecordedAsItsHostTe
   stopped.error_json = R"({"name":"Error","message":"cancelled: command 'x' ended by SIGTERM"})";
   stopped.signal = 15;
   const std::vector<ReleaseResult> released = ReleaseMany({
-      ReleaseRequest{"cancelled", "t-cancelled", schedule, std::nullopt, stopped},
+      ReleaseRequest{"cancelled", "t-cancelled", schedule, std::nullopt, Released(stopped)},
       // Its function returned before the cancel reached it: a success, as its host says.
-      ReleaseRequest{"late", "t-late", schedule, std::nullopt, Finish(RunOutcome::kSucceeded)},
+      ReleaseRequest{"late", "t-late", schedule, std::nullopt,
+                     Released(Finish(RunOutcome::kSucceeded))},
   });
   ASSERT_EQ(released.size(), 2u);
   EXPECT_TRUE(released[0].released);

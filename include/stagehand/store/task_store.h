@@ -196,17 +196,26 @@ struct ClaimRequest {
   std::optional<RunOrigin> history = std::nullopt;
 };
 
+// A released run as the run history records it (ReleaseRequest::history): how it ended, and where
+// and when it started, so that a release can write the run whole when its claim recorded no start.
+struct ReleasedRun {
+  RunFinish finish{};
+  RunOrigin origin{};
+  WallTime started_at{};  // the claim's time (ClaimResult::db_now)
+};
+
 // One release of a batch (ReleaseMany), with Release's arguments.
 struct ReleaseRequest {
   std::string id;
   std::string ticket;
   TaskSchedule schedule;
   std::optional<std::string> error_json;
-  // When set, and the store keeps a run history, the release also closes the run `ticket` with
-  // this finish (as RunHistory::RecordEnds, ended at the release's time; a run whose ticket a
-  // cancel marked ends cancelled, with the cancel's error), and trims the task's history, in the
-  // same round trip; whether or not the ticket still held the row.
-  std::optional<RunFinish> history = std::nullopt;
+  // When set, and the store keeps a run history, the release also records the run `ticket` as
+  // ended with this finish, at the release's time, in the same round trip and whether or not the
+  // ticket still held the row: it closes the run's record (as RunHistory::RecordEnds), or writes
+  // the run whole when its start was not recorded (one write for a run whose claim carried no
+  // ClaimRequest::history). The task's history is trimmed as RunHistoryLimits says.
+  std::optional<ReleasedRun> history = std::nullopt;
   // When set, the next start is the database's now + this rather than the schedule's next slot:
   // a retry's delay (docs/adr/0015-retries.md), or the wait for the next slot of a duration task
   // whose run outlasted its catch-up window (ADR 0014).

@@ -30,7 +30,7 @@ struct PgStatement {
 };
 
 // The number of PgStatement slots a connection keeps.
-inline constexpr int kMaxStatements = 40;
+inline constexpr int kMaxStatements = 41;
 
 // Bound parameters in text format; nullopt binds SQL NULL. Plain value type.
 class PgParams {

@@ -198,11 +198,14 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Status RewriteTicket(const std::string& id, const std::string& stored,
                        const std::string& replacement,
                        std::optional<std::chrono::milliseconds> hold, std::string_view operation);
-  // The tasks among the releases with history whose history is to be trimmed by their release
-  // (a text[]): each task once every max(1, keep / 8) of its runs this store ends, so that the
-  // walk of a trim (keep index entries and their rows) is not paid at every end. Between two
-  // trims a task holds up to that many more runs, which the trim's window covers (TrimCtes).
+  // The tasks whose history is to be trimmed after these releases (a text[], or empty for
+  // none): each task once every max(1, keep / 8) of its runs this store ends, so that the walk of
+  // a trim (keep index entries and their rows) is not paid at every end; the trims of a busy
+  // batch wait until kTrimBatch tasks are due, and go out in one statement. Between two trims a
+  // task holds up to that many more runs, which the trim's window covers (TrimRuns).
   std::string TasksToTrim(std::span<const ReleaseRequest> releases, int keep);
+  static constexpr std::size_t kBusyReleaseBatch = 8;
+  static constexpr std::size_t kTrimBatch = 64;
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -229,19 +232,27 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   std::mutex trim_mu_;
   // Per task, the runs this store ended since it last trimmed the task's history.
   std::unordered_map<std::string, int> ends_since_trim_;  // guarded by trim_mu_
+  std::vector<std::string> trims_due_;                    // guarded by trim_mu_
 };
 
 std::string PostgresTaskStore::TasksToTrim(std::span<const ReleaseRequest> releases, int keep) {
   const int every = std::max(1, keep / 8);
-  PgArray due;
   std::lock_guard lock(trim_mu_);
   for (const ReleaseRequest& release : releases) {
     if (!release.history) continue;
-    const auto counted = ends_since_trim_.try_emplace(release.id, 0).first;
-    if (++counted->second < every) continue;
-    ends_since_trim_.erase(counted);  // so the map holds only tasks with ends not yet trimmed
-    due.Add(release.id);
+    int& ended = ends_since_trim_[release.id];
+    if (++ended < every) continue;
+    ended = 0;
+    trims_due_.push_back(release.id);
   }
+  // A small batch is trimmed at once; under load, trims wait to be sent together.
+  if (trims_due_.empty() ||
+      (releases.size() >= kBusyReleaseBatch && trims_due_.size() < kTrimBatch)) {
+    return {};
+  }
+  PgArray due;
+  for (const std::string& id : trims_due_) due.Add(id);
+  trims_due_.clear();
   return std::move(due).Finish();
 }
 
@@ -878,6 +889,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (!exists.ok()) return exists.status();
     history = *exists;
   }
+  std::string trims;  // the tasks whose history this release trims (TasksToTrim)
   if (history) {
     const RunHistoryLimits limits = limits_.Get();
     PgArray outcomes;
@@ -886,15 +898,21 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     PgArray signals;
     PgArray http_statuses;
     PgArray outputs;
+    PgArray hosts;
+    PgArray pids;
+    PgArray triggers;
+    PgArray slots;
+    PgArray started;
+    PgArray attempts;
     for (const ReleaseRequest& release : releases) {
       if (!release.history) {
-        for (PgArray* array :
-             {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses, &outputs}) {
+        for (PgArray* array : {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses,
+                               &outputs, &hosts, &pids, &triggers, &slots, &started, &attempts}) {
           array->AddNull();
         }
         continue;
       }
-      const RunFinish& finish = *release.history;
+      const RunFinish& finish = release.history->finish;
       outcomes.AddUnquoted(RunOutcomeName(finish.outcome));
       run_errors.AddOrNull(finish.error_json);
       exit_codes.AddInt(IntElement(finish.exit_code));
@@ -902,15 +920,24 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
       http_statuses.AddInt(IntElement(finish.http_status));
       outputs.Add(store_internal::HexOf(
           store_internal::OutputTail(finish.output_tail, limits.max_output_bytes)));
+      const RunOrigin& origin = release.history->origin;
+      hosts.Add(origin.host);
+      pids.AddInt(origin.pid);
+      triggers.AddUnquoted(RunTriggerName(origin.trigger));
+      if (origin.slot) {
+        slots.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*origin.slot)));
+      } else {
+        slots.AddNull();
+      }
+      started.Add(
+          store_internal::FormatPgTimestamp(store_internal::ToMillis(release.history->started_at)));
+      attempts.AddInt(origin.attempt);
     }
-    params.Add(std::move(outcomes).Finish())
-        .Add(std::move(run_errors).Finish())
-        .Add(std::move(exit_codes).Finish())
-        .Add(std::move(signals).Finish())
-        .Add(std::move(http_statuses).Finish())
-        .Add(std::move(outputs).Finish())
-        .Add(static_cast<long long>(limits.max_runs_per_task))
-        .Add(TasksToTrim(releases, limits.max_runs_per_task));
+    for (PgArray* array : {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses, &outputs,
+                           &hosts, &pids, &triggers, &slots, &started, &attempts}) {
+      params.Add(std::move(*array).Finish());
+    }
+    trims = TasksToTrim(releases, limits.max_runs_per_task);
   }
   Result<Executed> executed =
       Run("release",
@@ -934,6 +961,12 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     released.released = true;
     released.next_run_start_at = *next_start;
     released.version = result.GetInt(row, 4);
+  }
+  if (!trims.empty()) {
+    PgParams trim_params;
+    trim_params.Add(trims).Add(static_cast<long long>(limits_.Get().max_runs_per_task));
+    Result<Executed> trimmed = Run("trim run history", sql::RunStatements().trim_runs, trim_params);
+    if (!trimmed.ok()) return trimmed.status();
   }
   // A run whose ticket a pause marked meanwhile (rare) is released into the pause.
   for (std::size_t i = 0; i < releases.size(); ++i) {

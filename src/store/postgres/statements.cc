@@ -122,6 +122,13 @@ std::string RunIdOfTicket(std::string_view column) {
       unmarked);
 }
 
+// The seq written for a run started at `started_at` (an expression): the start in epoch
+// milliseconds. No statement of this version reads seq (it counts runs by their start); hosts of
+// older versions trim by seq, and so still take the newest runs for the newest.
+std::string SeqOf(std::string_view started_at) {
+  return fmt::format("(extract(epoch FROM {}) * 1000)::int8", started_at);
+}
+
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
 // the error JSON bound at parameter $<error_param> and notifying on the channel at the next one,
 // and clears every expired pause (ADR 0013) without a record, announced as a release. Its
@@ -159,6 +166,9 @@ WITH expired AS (
                   fmt::arg("pending", PendingPauseJson("current_run_ticket")),
                   fmt::arg("error", error_param), fmt::arg("channel", error_param + 1));
   if (history) {
+    // A run whose start was never written (its claim left that to its release) stays unwritten:
+    // its host is not known here, and the runs of Backstage workers, which no history holds, look
+    // the same.
     cte += fmt::format(R"sql(, lost AS (
   UPDATE stagehand_task_runs
   SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
@@ -226,13 +236,6 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 )sql";
 }
 
-// The seq written for a run started at `started_at` (an expression): the start in epoch
-// milliseconds. No statement of this version reads seq (it counts runs by their start); hosts of
-// older versions trim by seq, and so still take the newest runs for the newest.
-std::string SeqOf(std::string_view started_at) {
-  return fmt::format("(extract(epoch FROM {}) * 1000)::int8", started_at);
-}
-
 // The batched claim (claim_many). Rows are locked in id order and rows another session holds are
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
@@ -291,59 +294,69 @@ SELECT NULL, NULL, now(), {notify}
       fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
 }
 
-// The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
-// closed: for each of those tasks (only those in the text[] at $<trim_param>, when given), the
-// deletion of its runs that had ended before the statement among the ones that follow its
-// newest $<keep_param> by start, kRunTrimWindow of them plus an eighth of the number kept (the
-// runs a host may end between two trims of a task, TasksToTrim), read backwards through
-// stagehand_task_runs_by_task (a range that never reaches the index entries of runs removed
-// before, which await vacuum below it). A run overtaken by more than that many newer runs before
-// it ends is left to the age limit. The statement sees the table as it was before `ended`, so
-// the runs it closes are kept until a later end; a row another trim deletes meanwhile is waited
-// for, then skipped.
-std::string TrimCtes(int keep_param, std::optional<int> trim_param) {
-  const std::string only =
-      trim_param ? fmt::format(" WHERE task_id = ANY (${}::text[])", *trim_param) : "";
-  return fmt::format(R"sql(, trimmed AS (
+// The deletion, for each task of `tasks` (a query returning task_id), of its runs that had ended
+// before the statement among the ones that follow its newest $<keep_param> by start,
+// kRunTrimWindow of them plus an eighth of the number kept (the runs a host may end between two
+// trims of a task, TasksToTrim), read backwards through stagehand_task_runs_by_task (a range that
+// never reaches the index entries of runs removed before, which await vacuum below it), leaving out
+// the runs of `kept` (a query returning run_id). A run overtaken by more than that many newer runs
+// before it ends is left to the age limit. A row another trim deletes meanwhile is waited for, then
+// skipped.
+std::string TrimRuns(std::string_view tasks, int keep_param, std::string_view kept) {
+  return fmt::format(R"sql(
   DELETE FROM stagehand_task_runs
   WHERE run_id IN (
     SELECT o.run_id
-    FROM (SELECT DISTINCT task_id FROM ended{2}) AS k
+    FROM ({0}) AS k
     CROSS JOIN LATERAL (
       SELECT q.run_id, q.ended_at FROM stagehand_task_runs AS q
       WHERE q.task_id = k.task_id
       ORDER BY q.started_at DESC, q.run_id DESC
-      OFFSET ${0}::int4 LIMIT {1} + ${0}::int4 / 8
+      OFFSET ${1}::int4 LIMIT {2} + ${1}::int4 / 8
     ) AS o
-    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN (SELECT run_id FROM ended))
-))sql",
-                     keep_param, kRunTrimWindow, only);
+    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN ({3}))
+)sql",
+                     tasks, keep_param, kRunTrimWindow, kept);
+}
+
+// The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
+// closed: trims those tasks (TrimRuns), keeping the runs it closed until a later end (the
+// statement sees the table as it was before `ended`).
+std::string TrimCtes(int keep_param) {
+  return ", trimmed AS (" +
+         TrimRuns("SELECT DISTINCT task_id FROM ended", keep_param, "SELECT run_id FROM ended") +
+         ")";
 }
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
-// the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$15) are
-// closed at the release's time, as their host tells it, whether or not their ticket still held
-// it, and their tasks' histories trimmed to $16 runs.
+// the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$21) are
+// recorded as ended at the release's time, as their host tells it, whether or not their ticket
+// still held it: a recorded run is closed, another written whole. An insert with ON CONFLICT has
+// one plan, so the statement stays prepared; the trim is a statement of its own (trim_runs).
 std::string ReleaseMany(bool history) {
-  const std::string ended = history ? R"sql(, finishes AS (
-  SELECT f.ticket, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status, f.output_hex
-  FROM unnest($2::text[], $10::text[], $11::text[], $12::int4[], $13::int4[], $14::int4[],
-              $15::text[])
-       AS f(ticket, outcome, error_json, exit_code, signal, http_status, output_hex)
+  const std::string ended = history ? fmt::format(R"sql(, finishes AS (
+  SELECT f.*
+  FROM unnest($1::text[], $2::text[], $10::text[], $11::text[], $12::int4[], $13::int4[],
+              $14::int4[], $15::text[], $16::text[], $17::int8[], $18::text[],
+              $19::timestamptz[], $20::timestamptz[], $21::int4[])
+       AS f(id, ticket, outcome, error_json, exit_code, signal, http_status, output_hex, host, pid,
+            trigger_kind, slot_at, started_at, attempt)
   WHERE f.outcome IS NOT NULL
 ), ended AS (
-  UPDATE stagehand_task_runs AS r
-  SET ended_at = now(),
-      outcome = f.outcome,
-      error_json = f.error_json,
-      exit_code = f.exit_code,
-      signal = f.signal,
-      http_status = f.http_status,
-      output = decode(f.output_hex, 'hex')
+  INSERT INTO stagehand_task_runs AS r (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
+                                        started_at, ended_at, outcome, error_json, exit_code,
+                                        signal, http_status, attempt, output)
+  SELECT f.ticket, f.id, {seq}, f.host, f.pid, f.trigger_kind, f.slot_at, f.started_at, now(),
+         f.outcome, f.error_json, f.exit_code, f.signal, f.http_status, f.attempt,
+         decode(f.output_hex, 'hex')
   FROM finishes AS f
-  WHERE r.run_id = f.ticket AND (r.ended_at IS NULL OR r.outcome = 'lost')
-  RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(16, 17)
+  ON CONFLICT (run_id) DO UPDATE
+  SET ended_at = excluded.ended_at, outcome = excluded.outcome, error_json = excluded.error_json,
+      exit_code = excluded.exit_code, signal = excluded.signal,
+      http_status = excluded.http_status, output = excluded.output
+  WHERE r.ended_at IS NULL OR r.outcome = 'lost'
+))sql",
+                                                  fmt::arg("seq", SeqOf("f.started_at")))
                                     : "";
   return fmt::format(
       R"sql(
@@ -683,8 +696,7 @@ WITH finishes AS (
   FROM finishes AS f
   WHERE r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
   RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(9, std::nullopt) +
-                            R"sql(
+))sql" + TrimCtes(9) + R"sql(
 SELECT count(*) FROM ended
 )sql";
 
@@ -716,6 +728,9 @@ UPDATE stagehand_task_runs
 SET ended_at = now(), outcome = 'lost', error_json = $2::text
 WHERE run_id = ANY ($1::text[]) AND ended_at IS NULL
 )sql";
+
+  std::string trim_runs =
+      TrimRuns("SELECT unnest($1::text[]) AS task_id", 2, "SELECT NULL::text WHERE false");
 
   std::string prune_expired = R"sql(
 DELETE FROM stagehand_task_runs
@@ -823,7 +838,7 @@ const HistoryStatements& RunStatements() {
   static const HistoryTexts* const texts = new HistoryTexts();
   static const HistoryStatements statements{
       .claim_many = {18, "stagehand_claim_many_history", texts->claim_many.c_str()},
-      .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str(), true},
+      .release_many = {19, "stagehand_release_many_history", texts->release_many.c_str()},
       .sweep = {20, "stagehand_sweep_history", texts->sweep.c_str(), true},
       .poll_and_sweep = {21, "stagehand_poll_and_sweep_history", texts->poll_and_sweep.c_str(),
                          true},
@@ -837,6 +852,7 @@ const HistoryStatements& RunStatements() {
       .run_start = {28, "stagehand_run_start", texts->run_start.c_str(), true},
       .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str(), true},
       .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str(), true},
+      .trim_runs = {40, "stagehand_trim_runs", texts->trim_runs.c_str(), true},
   };
   return statements;
 }

@@ -106,7 +106,8 @@ struct HistoryStatements {
   PgStatement claim_many;
   // As release_many, plus $10 outcomes (text[], NULL: no history for that run), $11 run error
   // JSONs, $12 exit codes, $13 signals, $14 HTTP statuses (int4[]), $15 outputs (hex text[]),
-  // $16 runs kept per task, $17 the tasks to trim (text[])
+  // $16 hosts, $17 pids (int8[]), $18 triggers, $19 slots, $20 starts (timestamptz[]),
+  // $21 attempts (int4[])
   PgStatement release_many;
   // As sweep, the swept runs closed as lost
   PgStatement sweep;
@@ -134,6 +135,9 @@ struct HistoryStatements {
   PgStatement mark_lost;
   // $1 max age (seconds), $2 most rows → (rows changed: runs removed)
   PgStatement prune_expired;
+  // $1 task ids (text[]), $2 runs kept per task → (none): trims those tasks' histories as
+  // release_many's ended runs once did (TrimRuns)
+  PgStatement trim_runs;
 };
 
 // Returns the history statements (built once; thread-safe).

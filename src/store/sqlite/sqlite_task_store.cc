@@ -229,15 +229,17 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
         if (!present.ok()) return present.status();
         history = *present;
       }
-      std::optional<RunFinish> finish;
-      if (history) finish = *release.history;
       Result<ReleaseResult> released =
           ReleaseLocked(release.id, release.ticket, plans[i], release.error_json);
       if (!released.ok()) return released.status();
       if (released->released && !now) now = released->db_now;
-      if (finish) {
-        Result<std::optional<std::string>> task = SqliteRunTable(*db_).CloseRun(
-            release.ticket, *finish,
+      if (history) {
+        SqliteRunTable runs(*db_);
+        STAGEHAND_RETURN_IF_ERROR(
+            runs.RecordStart(release.ticket, release.id, release.history->origin,
+                             store_internal::FormatSqliteTime(release.history->started_at)));
+        Result<std::optional<std::string>> task = runs.CloseRun(
+            release.ticket, release.history->finish,
             released->released
                 ? std::optional<std::string>(store_internal::FormatSqliteTime(released->db_now))
                 : std::nullopt,

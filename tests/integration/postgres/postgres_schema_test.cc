@@ -457,7 +457,7 @@ TEST_F(PostgresSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHi
   Result<PollResult> polled = store->Poll(std::vector<std::string>{"task"}, true);
   ASSERT_TRUE(polled.ok()) << polled.status().ToString();
   const std::vector<ReleaseRequest> releases = {
-      {"task", "ticket", schedule, std::nullopt, RunFinish{}}};
+      {"task", "ticket", schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
   Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_TRUE((*released)[0].released);
@@ -750,7 +750,7 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
       ASSERT_TRUE(store->Trigger(id).ok());
       const std::string run = fmt::format("{}-{}", id, ++ticket);
       claims.push_back({id, run, minutes(1), std::nullopt, RunOrigin{"host", 1}});
-      releases.push_back({id, run, schedule, std::nullopt, RunFinish{}});
+      releases.push_back({id, run, schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}});
     }
     Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
     ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
@@ -807,7 +807,8 @@ TEST_F(PostgresSchemaTest, AReleaseTrimsItsTaskOnceInEveryEighthOfTheRunsKept) {
         {"a", run, minutes(1), std::nullopt, RunOrigin{"host", 1}}};
     Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
     ASSERT_TRUE(claimed.ok() && (*claimed)[0].claimed) << claimed.status().ToString();
-    const std::vector<ReleaseRequest> releases = {{"a", run, schedule, std::nullopt, RunFinish{}}};
+    const std::vector<ReleaseRequest> releases = {
+        {"a", run, schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
     Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
     ASSERT_TRUE(released.ok() && (*released)[0].released) << released.status().ToString();
   };

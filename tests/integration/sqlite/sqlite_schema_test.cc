@@ -316,7 +316,7 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistor
   EXPECT_TRUE((*claimed)[0].claimed);
   ASSERT_TRUE(store->SweepExpired().ok());
   const std::vector<ReleaseRequest> releases = {
-      {"task", "ticket", TenMinutes(), std::nullopt, RunFinish{}}};
+      {"task", "ticket", TenMinutes(), std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
   Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
   ASSERT_TRUE(released.ok()) << released.status().ToString();
   EXPECT_TRUE((*released)[0].released);

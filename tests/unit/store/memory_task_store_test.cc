@@ -102,7 +102,8 @@ TEST_F(MemoryTaskStoreTest, HistoryPayloadsAddNoStatementAndHistoryCallsCountOne
   ASSERT_TRUE((*claimed)[0].claimed);
   EXPECT_EQ(store_.statement_count(), count + 1);
   const std::vector<ReleaseRequest> releases = {
-      {"a", "t", Schedule("PT0S"), std::nullopt, RunFinish{RunOutcome::kSucceeded}}};
+      {"a", "t", Schedule("PT0S"), std::nullopt,
+       ReleasedRun{RunFinish{RunOutcome::kSucceeded}, RunOrigin{"host", 7}}}};
   ASSERT_TRUE(store_.ReleaseMany(releases).ok());
   EXPECT_EQ(store_.statement_count(), count + 2);
   Result<TaskRun> run = store_.GetRun("t");
