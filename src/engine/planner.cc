@@ -401,7 +401,7 @@ MonoTime Planner::NextDispatcherWake() {
   for (const auto& [id, task] : tasks_) {
     if (!task->global()) continue;
     if (task->run && task->run->ours && !task->run->ticket.empty()) {
-      next = std::min(next, task->run->renew_at);
+      next = std::min({next, task->run->renew_at, task->run->record_start_at});
     }
     if (can_claim && task->phase == Phase::kWaiting) {
       any_waiting = true;
@@ -418,9 +418,14 @@ Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
   DispatchPlan plan;
   for (const auto& [id, task] : tasks_) {
     const RunPtr& run = task->run;
-    if (run && run->ours && !run->ticket.empty() && run->renew_at <= now) {
+    if (!run || !run->ours || run->ticket.empty()) continue;
+    if (run->renew_at <= now) {
       run->renew_at = kMonoInfinity;
       plan.renewals.emplace_back(task, run);
+    }
+    if (run->record_start_at <= now) {
+      run->record_start_at = kMonoInfinity;
+      plan.start_records.emplace_back(task, run);
     }
   }
   if (!DispatcherHasWork(now)) return plan;

@@ -74,9 +74,12 @@ struct PlannedRun {
   TaskSchedule schedule;  // the settings to release with (the row's latest for global runs)
   MonoTime started{};     // for global runs: when the claim was sent
   WallTime claimed_at{};  // global runs: the database's time of the claim, the run's start
-  // Global runs: whether the claim recorded the run's start in the history (else the release
-  // writes the run whole).
+  // Global runs: whether the run's start was sent to the history, by its claim or after
+  // kShortRun (else its release writes the run whole).
   bool start_recorded = false;
+  // Global runs whose claim recorded no start: when to record it if the run is still going, so a
+  // run that takes long (or whose host dies) shows in the history while it runs.
+  MonoTime record_start_at = kMonoInfinity;
   MonoTime timeout_at = kMonoInfinity;
   MonoTime renew_at = kMonoInfinity;
   // Global runs: past fence_at the lease is at risk and the run is asked to stop; at kill_at, a
@@ -303,6 +306,8 @@ class Planner {
   // What the dispatcher does in one step, in this order.
   struct DispatchPlan {
     std::vector<std::pair<TaskPtr, RunPtr>> renewals;  // leases to renew now
+    // Runs of this host whose start is to be recorded in the history now (record_start_at).
+    std::vector<std::pair<TaskPtr, RunPtr>> start_records;
     // The rows to poll (PollChanged) before claiming, with the versions this host knows of them.
     std::vector<std::string> poll_ids;
     std::vector<std::optional<std::int64_t>> known_versions;

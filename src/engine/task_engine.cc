@@ -115,6 +115,12 @@ void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEn
   KickLocked(/*timer=*/false, /*dispatcher=*/true);
 }
 
+void TaskEngine::QueueHistoryStart(RunStart start) {
+  if (history_ == nullptr || history_missing_) return;
+  std::lock_guard lock(history_mu_);
+  pending_starts_.push_back(std::move(start));
+}
+
 void TaskEngine::FlushHistory(bool prune) {
   std::vector<RunStart> starts;
   std::vector<RunEnd> ends;
@@ -483,6 +489,12 @@ MonoTime TaskEngine::DispatcherStep() {
     kicked_dispatcher_ = false;
     const MonoTime now = clock_.MonoNow();
     plan = planner_->PlanDispatch(now);
+    for (const auto& [task, run] : plan.start_records) {
+      if (std::optional<RunStart> start = UnrecordedStart(*task, *run)) {
+        run->start_recorded = true;
+        QueueHistoryStart(*std::move(start));
+      }
+    }
     prune = history_ != nullptr && planner_->PruneDue(now);
     if (registrations_ != nullptr) refresh = planner_->RegistrationRefreshDue(now);
   }
@@ -697,6 +709,9 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     for (const Planner::Started& run : started) {
       run.run->claimed_at = claimed->front().db_now;
       run.run->start_recorded = history_ != nullptr && !run.task->short_runs;
+      if (history_ != nullptr && !run.run->start_recorded) {
+        run.run->record_start_at = sent + kShortRun;
+      }
     }
     runs_in_flight_ += static_cast<int>(started.size());
     runs_outside_fn_ += static_cast<int>(started.size());
@@ -780,9 +795,11 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   const nanoseconds duration = clock_.MonoNow() - began;
   LogFailure(*task, outcome);
   bool ours = false;
+  std::optional<RunStart> unrecorded_start;
   {
     std::lock_guard lock(mu_);
     ours = planner_->GlobalRunReturned(*run);
+    unrecorded_start = UnrecordedStart(*task, *run);
   }
   PendingRelease ended;
   ended.finish = FinishOf(*run, outcome);
@@ -793,7 +810,7 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   ended.error = std::move(outcome.error);
   if (!ours) {
     // No release carries the end: the history gets it on its own.
-    QueueHistory(UnrecordedStart(*ended.task, *ended.run),
+    QueueHistory(std::move(unrecorded_start),
                  RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
     FinishGlobalRuns({&ended, 1});
     return;

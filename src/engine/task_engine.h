@@ -223,11 +223,15 @@ class TaskEngine final : public DrivenEngine {
   // The start of a global run whose claim did not record it, for a history write that no release
   // carries; nullopt when the claim recorded it.
   std::optional<RunStart> UnrecordedStart(const PlannedTask& task, const PlannedRun& run) const;
-  // A run shorter than this makes its task's next run write its history once, at its release.
+  // A run shorter than this makes its task's next run write its history once, at its release;
+  // a run whose claim recorded no start has it recorded once it has run this long.
   static constexpr std::chrono::seconds kShortRun{1};
   // Queues history writes that no claim or release carries (local runs; a global run whose claim
   // was lost before its end), for the dispatcher to write (FlushHistory).
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
+  // Queues a start for the dispatcher's next FlushHistory without waking it: for the dispatcher
+  // itself, which flushes in the same step. May hold mu_.
+  void QueueHistoryStart(RunStart start);
   // Dispatcher: writes the queued history, and prunes expired history when due.
   void FlushHistory(bool prune);
   // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'

@@ -76,6 +76,12 @@ std::optional<std::int64_t> IntElement(std::optional<int> value) {
   return *value;
 }
 
+// Where a run's record lives: its task's ring row (ADR 0011). Plain value type.
+struct RingPlace {
+  std::string task_id;
+  int slot = 0;
+};
+
 // The PostgreSQL TaskStore, its run history and its task registrations, on one pool. Thread-safe.
 class PostgresTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
  public:
@@ -198,14 +204,11 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Status RewriteTicket(const std::string& id, const std::string& stored,
                        const std::string& replacement,
                        std::optional<std::chrono::milliseconds> hold, std::string_view operation);
-  // The tasks whose history is to be trimmed after these releases (a text[], or empty for
-  // none): each task once every max(1, keep / 8) of its runs this store ends, so that the walk of
-  // a trim (keep index entries and their rows) is not paid at every end; the trims of a busy
-  // batch wait until kTrimBatch tasks are due, and go out in one statement. Between two trims a
-  // task holds up to that many more runs, which the trim's window covers (TrimRuns).
-  std::string TasksToTrim(std::span<const ReleaseRequest> releases, int keep);
-  static constexpr std::size_t kBusyReleaseBatch = 8;
-  static constexpr std::size_t kTrimBatch = 64;
+  // Where this store recorded the start of a run it has not yet ended: its task and ring slot, so
+  // that its end is written through the primary key. Forgets the run. Thread-safe.
+  std::optional<RingPlace> TakeRecordedPlace(const std::string& run_id);
+  void RememberRecordedPlace(std::string run_id, RingPlace place);
+  bool IsRecorded(const std::string& run_id);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -229,31 +232,31 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   store_internal::LimitsHolder limits_;
   std::atomic<int> history_tables_{kUnknown};
   std::atomic<int> registrations_table_{kUnknown};
-  std::mutex trim_mu_;
-  // Per task, the runs this store ended since it last trimmed the task's history.
-  std::unordered_map<std::string, int> ends_since_trim_;  // guarded by trim_mu_
-  std::vector<std::string> trims_due_;                    // guarded by trim_mu_
+  std::mutex recorded_mu_;
+  // The runs whose start this store recorded and whose end it has not: where each one is. Bounded
+  // by kMaxRecordedPlaces; a run it forgets is ended through a scan (record_ends_by_id).
+  std::unordered_map<std::string, RingPlace> recorded_;  // guarded by recorded_mu_
+  static constexpr std::size_t kMaxRecordedPlaces = 1 << 16;
 };
 
-std::string PostgresTaskStore::TasksToTrim(std::span<const ReleaseRequest> releases, int keep) {
-  const int every = std::max(1, keep / 8);
-  std::lock_guard lock(trim_mu_);
-  for (const ReleaseRequest& release : releases) {
-    if (!release.history) continue;
-    int& ended = ends_since_trim_[release.id];
-    if (++ended < every) continue;
-    ended = 0;
-    trims_due_.push_back(release.id);
-  }
-  // A small batch is trimmed at once; under load, trims wait to be sent together.
-  if (trims_due_.empty() ||
-      (releases.size() >= kBusyReleaseBatch && trims_due_.size() < kTrimBatch)) {
-    return {};
-  }
-  PgArray due;
-  for (const std::string& id : trims_due_) due.Add(id);
-  trims_due_.clear();
-  return std::move(due).Finish();
+std::optional<RingPlace> PostgresTaskStore::TakeRecordedPlace(const std::string& run_id) {
+  std::lock_guard lock(recorded_mu_);
+  const auto found = recorded_.find(run_id);
+  if (found == recorded_.end()) return std::nullopt;
+  RingPlace place = std::move(found->second);
+  recorded_.erase(found);
+  return place;
+}
+
+bool PostgresTaskStore::IsRecorded(const std::string& run_id) {
+  std::lock_guard lock(recorded_mu_);
+  return recorded_.contains(run_id);
+}
+
+void PostgresTaskStore::RememberRecordedPlace(std::string run_id, RingPlace place) {
+  std::lock_guard lock(recorded_mu_);
+  if (recorded_.size() >= kMaxRecordedPlaces) recorded_.clear();
+  recorded_.insert_or_assign(std::move(run_id), std::move(place));
 }
 
 Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& result) const {
@@ -687,7 +690,8 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
         .Add(std::move(pids).Finish())
         .Add(std::move(triggers).Finish())
         .Add(std::move(slots).Finish())
-        .Add(std::move(attempts).Finish());
+        .Add(std::move(attempts).Finish())
+        .Add(static_cast<long long>(limits_.Get().max_runs_per_task));
   }
   Result<Executed> executed =
       Run("claim", history ? sql::RunStatements().claim_many : sql::TaskStatements().claim_many,
@@ -707,6 +711,11 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
     if (!expires.ok()) return expires.status();
     results[found->second].claimed = true;
     results[found->second].expires_at = *expires;
+    if (history && !result.IsNull(row, 4)) {
+      const ClaimRequest& claim = claims[found->second];
+      RememberRecordedPlace(claim.ticket,
+                            RingPlace{claim.id, static_cast<int>(result.GetInt(row, 4))});
+    }
   }
   return results;
 }
@@ -889,7 +898,8 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (!exists.ok()) return exists.status();
     history = *exists;
   }
-  std::string trims;  // the tasks whose history this release trims (TasksToTrim)
+  // The runs whose start this store recorded, closed where it is once the rows are released.
+  std::vector<RunEnd> closes;
   if (history) {
     const RunHistoryLimits limits = limits_.Get();
     PgArray outcomes;
@@ -905,10 +915,13 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     PgArray started;
     PgArray attempts;
     for (const ReleaseRequest& release : releases) {
-      if (!release.history) {
+      if (!release.history || IsRecorded(release.ticket)) {
         for (PgArray* array : {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses,
                                &outputs, &hosts, &pids, &triggers, &slots, &started, &attempts}) {
           array->AddNull();
+        }
+        if (release.history) {
+          closes.push_back(RunEnd{release.ticket, release.history->finish, std::nullopt});
         }
         continue;
       }
@@ -937,7 +950,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
                            &hosts, &pids, &triggers, &slots, &started, &attempts}) {
       params.Add(std::move(*array).Finish());
     }
-    trims = TasksToTrim(releases, limits.max_runs_per_task);
+    params.Add(static_cast<long long>(limits.max_runs_per_task));
   }
   Result<Executed> executed =
       Run("release",
@@ -962,11 +975,10 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     released.next_run_start_at = *next_start;
     released.version = result.GetInt(row, 4);
   }
-  if (!trims.empty()) {
-    PgParams trim_params;
-    trim_params.Add(trims).Add(static_cast<long long>(limits_.Get().max_runs_per_task));
-    Result<Executed> trimmed = Run("trim run history", sql::RunStatements().trim_runs, trim_params);
-    if (!trimmed.ok()) return trimmed.status();
+  if (!closes.empty()) {
+    for (RunEnd& end : closes) end.ended_at = *now;
+    Result<std::size_t> closed = RecordEnds(closes);
+    if (!closed.ok()) return closed.status();
   }
   // A run whose ticket a pause marked meanwhile (rare) is released into the pause.
   for (std::size_t i = 0; i < releases.size(); ++i) {
@@ -1210,7 +1222,10 @@ Status PostgresTaskStore::RecordStarts(std::span<const RunStart> starts) {
   PgArray slots;
   PgArray started;
   PgArray attempts;
+  bool any = false;
   for (const RunStart& start : starts) {
+    if (IsRecorded(start.run_id)) continue;  // a start recorded before: ignored
+    any = true;
     run_ids.Add(start.run_id);
     task_ids.Add(start.task_id);
     hosts.Add(start.origin.host);
@@ -1236,9 +1251,17 @@ Status PostgresTaskStore::RecordStarts(std::span<const RunStart> starts) {
       .Add(std::move(triggers).Finish())
       .Add(std::move(slots).Finish())
       .Add(std::move(started).Finish())
-      .Add(std::move(attempts).Finish());
+      .Add(std::move(attempts).Finish())
+      .Add(static_cast<long long>(limits_.Get().max_runs_per_task));
+  if (!any) return Status::Ok();
   Result<Executed> executed = Run("record run starts", sql::RunStatements().record_starts, params);
   if (!executed.ok()) return executed.status();
+  const PgResult& result = executed->result;
+  for (int row = 0; row < result.rows(); ++row) {
+    RememberRecordedPlace(
+        std::string(result.Get(row, 2)),
+        RingPlace{std::string(result.Get(row, 0)), static_cast<int>(result.GetInt(row, 1))});
+  }
   return Status::Ok();
 }
 
@@ -1246,42 +1269,67 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
   if (ends.empty()) return std::size_t{0};
   const RunHistoryLimits limits = limits_.Get();
-  PgArray run_ids;
-  PgArray ended;
-  PgArray outcomes;
-  PgArray errors;
-  PgArray exit_codes;
-  PgArray signals;
-  PgArray http_statuses;
-  PgArray outputs;
+  // The runs whose place this store knows are closed through the primary key, the others found
+  // by their id.
+  struct Finishes {
+    PgArray task_ids;
+    PgArray ring_slots;
+    PgArray run_ids;
+    PgArray ended;
+    PgArray outcomes;
+    PgArray errors;
+    PgArray exit_codes;
+    PgArray signals;
+    PgArray http_statuses;
+    PgArray outputs;
+    bool empty = true;
+  };
+  Finishes placed;
+  Finishes unplaced;
   for (const RunEnd& end : ends) {
-    run_ids.Add(end.run_id);
-    if (end.ended_at) {
-      ended.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*end.ended_at)));
-    } else {
-      ended.AddNull();
+    const std::optional<RingPlace> place = TakeRecordedPlace(end.run_id);
+    Finishes& finishes = place ? placed : unplaced;
+    finishes.empty = false;
+    if (place) {
+      finishes.task_ids.Add(place->task_id);
+      finishes.ring_slots.AddInt(place->slot);
     }
-    outcomes.AddUnquoted(RunOutcomeName(end.finish.outcome));
-    errors.AddOrNull(end.finish.error_json);
-    exit_codes.AddInt(IntElement(end.finish.exit_code));
-    signals.AddInt(IntElement(end.finish.signal));
-    http_statuses.AddInt(IntElement(end.finish.http_status));
-    outputs.Add(store_internal::HexOf(
+    finishes.run_ids.Add(end.run_id);
+    if (end.ended_at) {
+      finishes.ended.Add(
+          store_internal::FormatPgTimestamp(store_internal::ToMillis(*end.ended_at)));
+    } else {
+      finishes.ended.AddNull();
+    }
+    finishes.outcomes.AddUnquoted(RunOutcomeName(end.finish.outcome));
+    finishes.errors.AddOrNull(end.finish.error_json);
+    finishes.exit_codes.AddInt(IntElement(end.finish.exit_code));
+    finishes.signals.AddInt(IntElement(end.finish.signal));
+    finishes.http_statuses.AddInt(IntElement(end.finish.http_status));
+    finishes.outputs.Add(store_internal::HexOf(
         store_internal::OutputTail(end.finish.output_tail, limits.max_output_bytes)));
   }
-  PgParams params;
-  params.Add(std::move(run_ids).Finish())
-      .Add(std::move(ended).Finish())
-      .Add(std::move(outcomes).Finish())
-      .Add(std::move(errors).Finish())
-      .Add(std::move(exit_codes).Finish())
-      .Add(std::move(signals).Finish())
-      .Add(std::move(http_statuses).Finish())
-      .Add(std::move(outputs).Finish())
-      .Add(static_cast<long long>(limits.max_runs_per_task));
-  Result<Executed> executed = Run("record run ends", sql::RunStatements().record_ends, params);
-  if (!executed.ok()) return executed.status();
-  return static_cast<std::size_t>(executed->result.GetInt(0, 0));
+  std::size_t closed = 0;
+  for (Finishes* finishes : {&placed, &unplaced}) {
+    if (finishes->empty) continue;
+    PgParams params;
+    if (finishes == &placed) {
+      params.Add(std::move(finishes->task_ids).Finish())
+          .Add(std::move(finishes->ring_slots).Finish());
+    }
+    for (PgArray* array : {&finishes->run_ids, &finishes->ended, &finishes->outcomes,
+                           &finishes->errors, &finishes->exit_codes, &finishes->signals,
+                           &finishes->http_statuses, &finishes->outputs}) {
+      params.Add(std::move(*array).Finish());
+    }
+    const sql::HistoryStatements& statements = sql::RunStatements();
+    Result<Executed> executed =
+        Run("record run ends",
+            finishes == &placed ? statements.record_ends : statements.record_ends_by_id, params);
+    if (!executed.ok()) return executed.status();
+    closed += static_cast<std::size_t>(executed->result.GetInt(0, 0));
+  }
+  return closed;
 }
 
 Result<TaskRun> PostgresTaskStore::ReadRun(const PgResult& result, int row) const {
@@ -1328,7 +1376,7 @@ Result<RunPage> PostgresTaskStore::ListRuns(const std::string& task_id, int limi
     after = store_internal::DecodeRunCursor(*before);
     if (!after) {
       PgParams anchor_params;
-      anchor_params.Add(*before);
+      anchor_params.Add(*before).Add(task_id);
       Result<Executed> anchor = Run("list runs", statements.run_start, anchor_params);
       if (!anchor.ok()) return anchor.status();
       if (anchor->result.rows() == 0) {
@@ -1392,8 +1440,10 @@ Result<std::size_t> PostgresTaskStore::MarkLost(std::span<const std::string> run
 
 Result<std::size_t> PostgresTaskStore::PruneExpired(std::size_t max_rows) {
   PgParams params;
-  params.Add(std::chrono::duration<double>(limits_.Get().max_age).count())
-      .Add(static_cast<long long>(max_rows));
+  const RunHistoryLimits limits = limits_.Get();
+  params.Add(std::chrono::duration<double>(limits.max_age).count())
+      .Add(static_cast<long long>(max_rows))
+      .Add(static_cast<long long>(limits.max_runs_per_task));
   Result<Executed> executed = Run("prune runs", sql::RunStatements().prune_expired, params);
   if (!executed.ok()) return executed.status();
   return static_cast<std::size_t>(executed->result.affected());

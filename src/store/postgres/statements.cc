@@ -122,11 +122,46 @@ std::string RunIdOfTicket(std::string_view column) {
       unmarked);
 }
 
-// The seq written for a run started at `started_at` (an expression): the start in epoch
-// milliseconds. No statement of this version reads seq (it counts runs by their start); hosts of
-// older versions trim by seq, and so still take the newest runs for the newest.
-std::string SeqOf(std::string_view started_at) {
-  return fmt::format("(extract(epoch FROM {}) * 1000)::int8", started_at);
+// The CTEs that record the runs of the CTE `source` in their tasks' rings of $<keep_param> rows
+// (ADR 0011), the last one named `name` and returning task_id, slot and run_id. `source` has one
+// row per run, with the run columns of stagehand_task_runs but seq and slot, output as bytea, and
+// `ord`, the order of its task's runs within the source. Each run takes its task's next number
+// (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task order) and the ring
+// row that number names, replacing the run recorded there $<keep_param> runs before; of a task's
+// runs in one statement, only its newest $<keep_param> are written. The count's and the ring's
+// writes change no indexed column, so both are heap-only updates.
+std::string RecordInRings(std::string_view source, int keep_param, std::string_view name) {
+  return fmt::format(R"sql(, {name}_wanted AS (
+  SELECT task_id, count(*) AS n FROM {source} GROUP BY task_id
+), {name}_counted AS (
+  INSERT INTO stagehand_task_run_counts AS c (task_id, runs)
+  SELECT task_id, n FROM {name}_wanted ORDER BY task_id
+  ON CONFLICT (task_id) DO UPDATE SET runs = c.runs + excluded.runs
+  RETURNING c.task_id, c.runs
+), {name}_numbered AS (
+  SELECT s.*, c.runs AS last_seq,
+         c.runs + 1 - row_number() OVER (PARTITION BY s.task_id ORDER BY s.ord DESC) AS seq
+  FROM {source} AS s JOIN {name}_counted AS c ON c.task_id = s.task_id
+), {name} AS (
+  INSERT INTO stagehand_task_runs AS r (task_id, slot, seq, run_id, host, pid, trigger_kind,
+                                        slot_at, started_at, ended_at, outcome, error_json,
+                                        exit_code, signal, http_status, attempt, output)
+  SELECT n.task_id, ((n.seq - 1) % ${keep}::int4)::int4, n.seq, n.run_id, n.host, n.pid,
+         n.trigger_kind, n.slot_at, n.started_at, n.ended_at, n.outcome, n.error_json,
+         n.exit_code, n.signal, n.http_status, n.attempt, n.output
+  FROM {name}_numbered AS n
+  WHERE n.seq > n.last_seq - ${keep}::int4
+  ORDER BY 1, 2
+  ON CONFLICT (task_id, slot) DO UPDATE
+  SET seq = excluded.seq, run_id = excluded.run_id, host = excluded.host, pid = excluded.pid,
+      trigger_kind = excluded.trigger_kind, slot_at = excluded.slot_at,
+      started_at = excluded.started_at, ended_at = excluded.ended_at, outcome = excluded.outcome,
+      error_json = excluded.error_json, exit_code = excluded.exit_code, signal = excluded.signal,
+      http_status = excluded.http_status, attempt = excluded.attempt, output = excluded.output
+  RETURNING r.task_id, r.slot, r.run_id
+))sql",
+                     fmt::arg("name", name), fmt::arg("source", source),
+                     fmt::arg("keep", keep_param));
 }
 
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
@@ -170,11 +205,12 @@ WITH expired AS (
     // its host is not known here, and the runs of Backstage workers, which no history holds, look
     // the same.
     cte += fmt::format(R"sql(, lost AS (
-  UPDATE stagehand_task_runs
+  UPDATE stagehand_task_runs AS r
   SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
-  WHERE ended_at IS NULL AND run_id IN (SELECT {1} FROM swept WHERE NOT paused)
+  FROM swept AS s
+  WHERE NOT s.paused AND r.task_id = s.id AND r.run_id = {1} AND r.ended_at IS NULL
 ))sql",
-                       error_param, RunIdOfTicket("ticket"));
+                       error_param, RunIdOfTicket("s.ticket"));
   }
   return cte;
 }
@@ -240,27 +276,35 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
 // version. With `history`, the claimed runs that come with an origin ($7..$11) are recorded as
-// running, started at the claim's time.
+// running, started at the claim's time, in rings of $12 runs; each claimed row then also
+// returns the ring slot of its run (NULL when none was recorded).
 std::string ClaimMany(bool history) {
   const std::string returning = history ? "t.id, t.current_run_expires_at, t.current_run_ticket, "
                                           "t.current_run_started_at"
                                         : "t.id, t.current_run_expires_at, t.current_run_ticket";
-  const std::string started = history
-                                  ? fmt::format(R"sql(, origins AS (
+  const std::string started = history ? R"sql(, origins AS (
   SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt
   FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[])
        AS o(id, host, pid, trigger_kind, slot_at, attempt)
   WHERE o.host IS NOT NULL
-), started AS (
-  INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
-                                   started_at, outcome, attempt)
-  SELECT c.current_run_ticket, c.id, {seq}, o.host, o.pid, o.trigger_kind, o.slot_at,
-         c.current_run_started_at, 'running', o.attempt
+), starting AS (
+  SELECT c.id AS task_id, 1 AS ord, c.current_run_ticket AS run_id, o.host, o.pid,
+         o.trigger_kind, o.slot_at, c.current_run_started_at AS started_at,
+         NULL::timestamptz AS ended_at, 'running' AS outcome, NULL::text AS error_json,
+         NULL::int4 AS exit_code, NULL::int4 AS signal, NULL::int4 AS http_status, o.attempt,
+         NULL::bytea AS output
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
-  ON CONFLICT (run_id) DO NOTHING
-))sql",
-                                                fmt::arg("seq", SeqOf("c.current_run_started_at")))
-                                  : "";
+))sql" + RecordInRings("starting", 12, "started")
+                                      : "";
+  const std::string notify = NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"});
+  const std::string rows =
+      history ? "SELECT c.id, c.current_run_expires_at, now(), NULL, s.slot FROM claimed AS c "
+                "LEFT JOIN started AS s ON s.task_id = c.id\nUNION ALL\n"
+                "SELECT NULL, NULL, now(), " +
+                    notify + ", NULL"
+              : "SELECT id, current_run_expires_at, now(), NULL FROM claimed\nUNION ALL\n"
+                "SELECT NULL, NULL, now(), " +
+                    notify;
   return fmt::format(
       R"sql(
 WITH input AS (
@@ -285,78 +329,46 @@ WITH input AS (
     AND (i.expected IS NULL OR {version} = i.expected)
   RETURNING {returning}
 ){started}
-SELECT id, current_run_expires_at, now(), NULL FROM claimed
-UNION ALL
-SELECT NULL, NULL, now(), {notify}
+{rows}
 )sql",
       fmt::arg("version", VersionOf("t")), fmt::arg("returning", returning),
-      fmt::arg("started", started),
-      fmt::arg("notify", NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"})));
+      fmt::arg("started", started), fmt::arg("rows", rows));
 }
 
-// The deletion, for each task of `tasks` (a query returning task_id), of its runs that had ended
-// before the statement among the ones that follow its newest $<keep_param> by start,
-// kRunTrimWindow of them plus an eighth of the number kept (the runs a host may end between two
-// trims of a task, TasksToTrim), read backwards through stagehand_task_runs_by_task (a range that
-// never reaches the index entries of runs removed before, which await vacuum below it), leaving out
-// the runs of `kept` (a query returning run_id). A run overtaken by more than that many newer runs
-// before it ends is left to the age limit. A row another trim deletes meanwhile is waited for, then
-// skipped.
-std::string TrimRuns(std::string_view tasks, int keep_param, std::string_view kept) {
+// The UPDATE that closes the runs that `match` finds among the rows of the CTE `finishes` (run_id,
+// ended_at (NULL: now()), outcome, error_json, exit_code, signal, http_status, output_hex): those
+// running, or closed as lost (their host's own account replaces the sweep's).
+std::string CloseRuns(std::string_view match) {
   return fmt::format(R"sql(
-  DELETE FROM stagehand_task_runs
-  WHERE run_id IN (
-    SELECT o.run_id
-    FROM ({0}) AS k
-    CROSS JOIN LATERAL (
-      SELECT q.run_id, q.ended_at FROM stagehand_task_runs AS q
-      WHERE q.task_id = k.task_id
-      ORDER BY q.started_at DESC, q.run_id DESC
-      OFFSET ${1}::int4 LIMIT {2} + ${1}::int4 / 8
-    ) AS o
-    WHERE o.ended_at IS NOT NULL AND o.run_id NOT IN ({3}))
+  UPDATE stagehand_task_runs AS r
+  SET ended_at = coalesce(f.ended_at, now()), outcome = f.outcome, error_json = f.error_json,
+      exit_code = f.exit_code, signal = f.signal, http_status = f.http_status,
+      output = decode(f.output_hex, 'hex')
+  FROM finishes AS f
+  WHERE {} AND r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
 )sql",
-                     tasks, keep_param, kRunTrimWindow, kept);
-}
-
-// The CTE `trimmed` that follows a CTE `ended` returning the task_id and run_id of each run it
-// closed: trims those tasks (TrimRuns), keeping the runs it closed until a later end (the
-// statement sees the table as it was before `ended`).
-std::string TrimCtes(int keep_param) {
-  return ", trimmed AS (" +
-         TrimRuns("SELECT DISTINCT task_id FROM ended", keep_param, "SELECT run_id FROM ended") +
-         ")";
+                     match);
 }
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
 // the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$21) are
-// recorded as ended at the release's time, as their host tells it, whether or not their ticket
-// still held it: a recorded run is closed, another written whole. An insert with ON CONFLICT has
-// one plan, so the statement stays prepared; the trim is a statement of its own (trim_runs).
+// written whole, ended at the release's time, as their host tells it, whether or not their ticket
+// still held it, into their tasks' rings of $22 runs (the runs whose start was recorded are closed
+// by record_ends instead). Its writes go through the primary key alone, so its prepared plan
+// never scans the history, however it grows.
 std::string ReleaseMany(bool history) {
-  const std::string ended = history ? fmt::format(R"sql(, finishes AS (
-  SELECT f.*
+  const std::string ended = history ? R"sql(, whole AS (
+  SELECT f.id AS task_id, f.ord, f.run_id, f.host, f.pid, f.trigger_kind, f.slot_at,
+         f.started_at, now() AS ended_at, f.outcome, f.error_json, f.exit_code, f.signal,
+         f.http_status, f.attempt, decode(f.output_hex, 'hex') AS output
   FROM unnest($1::text[], $2::text[], $10::text[], $11::text[], $12::int4[], $13::int4[],
               $14::int4[], $15::text[], $16::text[], $17::int8[], $18::text[],
               $19::timestamptz[], $20::timestamptz[], $21::int4[])
-       AS f(id, ticket, outcome, error_json, exit_code, signal, http_status, output_hex, host, pid,
-            trigger_kind, slot_at, started_at, attempt)
+       WITH ORDINALITY
+       AS f(id, run_id, outcome, error_json, exit_code, signal, http_status, output_hex, host, pid,
+            trigger_kind, slot_at, started_at, attempt, ord)
   WHERE f.outcome IS NOT NULL
-), ended AS (
-  INSERT INTO stagehand_task_runs AS r (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
-                                        started_at, ended_at, outcome, error_json, exit_code,
-                                        signal, http_status, attempt, output)
-  SELECT f.ticket, f.id, {seq}, f.host, f.pid, f.trigger_kind, f.slot_at, f.started_at, now(),
-         f.outcome, f.error_json, f.exit_code, f.signal, f.http_status, f.attempt,
-         decode(f.output_hex, 'hex')
-  FROM finishes AS f
-  ON CONFLICT (run_id) DO UPDATE
-  SET ended_at = excluded.ended_at, outcome = excluded.outcome, error_json = excluded.error_json,
-      exit_code = excluded.exit_code, signal = excluded.signal,
-      http_status = excluded.http_status, output = excluded.output
-  WHERE r.ended_at IS NULL OR r.outcome = 'lost'
-))sql",
-                                                  fmt::arg("seq", SeqOf("f.started_at")))
+))sql" + RecordInRings("whole", 22, "written")
                                     : "";
   return fmt::format(
       R"sql(
@@ -665,38 +677,42 @@ struct HistoryTexts {
   std::string poll_and_sweep = PollAndSweep(true);
   std::string poll_changed_and_sweep = PollChanged(true, true);
 
-  std::string record_starts = fmt::format(R"sql(
-INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at,
-                                 started_at, outcome, attempt)
-SELECT u.run_id, u.task_id, {seq}, u.host, u.pid, u.trigger_kind, u.slot_at,
-       coalesce(u.started_at, now()), 'running', u.attempt
-FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
-            $7::timestamptz[], $8::int4[])
-     AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt)
-ON CONFLICT (run_id) DO NOTHING
-)sql",
-                                          fmt::arg("seq", SeqOf("coalesce(u.started_at, now())")));
+  std::string record_starts = R"sql(
+WITH starting AS (
+  SELECT u.task_id, u.ord, u.run_id, u.host, u.pid, u.trigger_kind, u.slot_at,
+         coalesce(u.started_at, now()) AS started_at, NULL::timestamptz AS ended_at,
+         'running' AS outcome, NULL::text AS error_json, NULL::int4 AS exit_code,
+         NULL::int4 AS signal, NULL::int4 AS http_status, u.attempt, NULL::bytea AS output
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
+              $7::timestamptz[], $8::int4[]) WITH ORDINALITY
+       AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, ord)
+))sql" + RecordInRings("starting", 9, "started") +
+                              R"sql(
+SELECT task_id, slot, run_id FROM started
+)sql";
 
   std::string record_ends = R"sql(
 WITH finishes AS (
-  SELECT f.run_id, f.ended_at, f.outcome, f.error_json, f.exit_code, f.signal, f.http_status,
-         f.output_hex
+  SELECT f.*
+  FROM unnest($1::text[], $2::int4[], $3::text[], $4::timestamptz[], $5::text[], $6::text[],
+              $7::int4[], $8::int4[], $9::int4[], $10::text[])
+       AS f(task_id, ring_slot, run_id, ended_at, outcome, error_json, exit_code, signal,
+            http_status, output_hex)
+), ended AS ()sql" + CloseRuns("r.task_id = f.task_id AND r.slot = f.ring_slot") +
+                            R"sql(  RETURNING 1
+)
+SELECT count(*) FROM ended
+)sql";
+
+  std::string record_ends_by_id = R"sql(
+WITH finishes AS (
+  SELECT f.*
   FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::int4[], $6::int4[],
               $7::int4[], $8::text[])
        AS f(run_id, ended_at, outcome, error_json, exit_code, signal, http_status, output_hex)
-), ended AS (
-  UPDATE stagehand_task_runs AS r
-  SET ended_at = coalesce(f.ended_at, now()),
-      outcome = f.outcome,
-      error_json = f.error_json,
-      exit_code = f.exit_code,
-      signal = f.signal,
-      http_status = f.http_status,
-      output = decode(f.output_hex, 'hex')
-  FROM finishes AS f
-  WHERE r.run_id = f.run_id AND (r.ended_at IS NULL OR r.outcome = 'lost')
-  RETURNING r.task_id, r.run_id
-))sql" + TrimCtes(9) + R"sql(
+), ended AS ()sql" + CloseRuns("true") +
+                                  R"sql(  RETURNING 1
+)
 SELECT count(*) FROM ended
 )sql";
 
@@ -721,7 +737,8 @@ SELECT {}, encode(output, 'hex') FROM stagehand_task_runs WHERE run_id = $1::tex
 )sql",
                                     kRunColumns);
 
-  std::string run_start = "SELECT started_at FROM stagehand_task_runs WHERE run_id = $1::text";
+  std::string run_start =
+      "SELECT started_at FROM stagehand_task_runs WHERE task_id = $2::text AND run_id = $1::text";
 
   std::string mark_lost = R"sql(
 UPDATE stagehand_task_runs
@@ -729,14 +746,11 @@ SET ended_at = now(), outcome = 'lost', error_json = $2::text
 WHERE run_id = ANY ($1::text[]) AND ended_at IS NULL
 )sql";
 
-  std::string trim_runs =
-      TrimRuns("SELECT unnest($1::text[]) AS task_id", 2, "SELECT NULL::text WHERE false");
-
   std::string prune_expired = R"sql(
 DELETE FROM stagehand_task_runs
-WHERE run_id IN (
-  SELECT run_id FROM stagehand_task_runs
-  WHERE started_at < now() - $1::float8 * interval '1 second'
+WHERE (task_id, slot) IN (
+  SELECT task_id, slot FROM stagehand_task_runs
+  WHERE started_at < now() - $1::float8 * interval '1 second' OR slot >= $3::int4
   ORDER BY started_at
   LIMIT $2::int8
   FOR UPDATE SKIP LOCKED)
@@ -792,6 +806,8 @@ WITH locked AS (
   RETURNING t.id, pg_notify($4::text, 'delete:' || t.id)
 ), runs AS (
   DELETE FROM stagehand_task_runs WHERE task_id IN (SELECT id FROM removed)
+), run_counts AS (
+  DELETE FROM stagehand_task_run_counts WHERE task_id IN (SELECT id FROM removed)
 ), registrations AS (
   DELETE FROM stagehand_task_registrations WHERE task_id IN (SELECT id FROM removed)
 )
@@ -846,13 +862,14 @@ const HistoryStatements& RunStatements() {
                                  texts->poll_changed_and_sweep.c_str(), true},
       .record_starts = {23, "stagehand_record_starts", texts->record_starts.c_str()},
       .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str(), true},
+      .record_ends_by_id = {40, "stagehand_record_ends_by_id", texts->record_ends_by_id.c_str(),
+                            true},
       .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str(), true},
       .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str(), true},
       .get_run = {27, "stagehand_get_run", texts->get_run.c_str(), true},
       .run_start = {28, "stagehand_run_start", texts->run_start.c_str(), true},
       .mark_lost = {29, "stagehand_mark_lost", texts->mark_lost.c_str(), true},
       .prune_expired = {30, "stagehand_prune_expired", texts->prune_expired.c_str(), true},
-      .trim_runs = {40, "stagehand_trim_runs", texts->trim_runs.c_str(), true},
   };
   return statements;
 }
@@ -985,11 +1002,11 @@ const char* const kHistoryTableExists = "SELECT to_regclass('stagehand_task_runs
 const char* const kRegistrationsTableExists =
     "SELECT to_regclass('stagehand_task_registrations') IS NOT NULL";
 
-// run_id is compared in the "C" collation, so pages are ordered by its bytes on every server. No
-// index covers a column that a run's end writes, and pages keep a fifth free, so that the end of a
-// run is a heap-only update. stagehand_task_runs_by_task serves pages, by_seq the count-based trim,
-// by_start the age-based prune (until 0003).
-const Migration kHistoryMigrations[3] = {
+// run_id is compared in the "C" collation, so pages are ordered by its bytes on every server. Since
+// 0004 the table holds a ring of rows per task (ADR 0011): its only index is the primary key
+// (task_id, slot), so that no write of a run changes an indexed column once its task's ring is
+// full, and pages keep free space, so that every write of a run is a heap-only update.
+const Migration kHistoryMigrations[4] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
@@ -1031,6 +1048,31 @@ COMMENT ON TABLE stagehand_task_registrations IS 'stagehand''s task registration
      R"sql(DROP INDEX stagehand_task_runs_by_seq;
 DROP INDEX stagehand_task_runs_by_start;
 CREATE INDEX stagehand_task_runs_by_start ON stagehand_task_runs USING brin (started_at))sql"},
+    // Each task's runs become a ring of rows, numbered by a count per task: a run takes the row of
+    // the run recorded max_runs_per_task runs before it, so retention deletes nothing and no write
+    // touches an index. The runs already recorded keep their order (slot 0 the oldest); the rows
+    // beyond a host's max_runs_per_task go with the age prune (PruneExpired).
+    {"0004_task_run_rings",
+     R"sql(ALTER TABLE stagehand_task_runs DROP CONSTRAINT stagehand_task_runs_pkey;
+DROP INDEX stagehand_task_runs_by_task;
+DROP INDEX stagehand_task_runs_by_start;
+ALTER TABLE stagehand_task_runs ADD COLUMN slot int4;
+UPDATE stagehand_task_runs AS r SET slot = n.slot, seq = n.slot + 1
+FROM (SELECT run_id,
+             (row_number() OVER (PARTITION BY task_id ORDER BY started_at, run_id) - 1)::int4 AS slot
+      FROM stagehand_task_runs) AS n
+WHERE r.run_id = n.run_id;
+ALTER TABLE stagehand_task_runs ALTER COLUMN slot SET NOT NULL, SET (fillfactor = 70);
+ALTER TABLE stagehand_task_runs ADD CONSTRAINT stagehand_task_runs_pkey PRIMARY KEY (task_id, slot);
+CREATE TABLE stagehand_task_run_counts (
+  task_id varchar(255) NOT NULL,
+  runs int8 NOT NULL,
+  CONSTRAINT stagehand_task_run_counts_pkey PRIMARY KEY (task_id)
+) WITH (fillfactor = 50);
+INSERT INTO stagehand_task_run_counts (task_id, runs)
+SELECT task_id, count(*) FROM stagehand_task_runs GROUP BY task_id;
+COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: a ring of rows per task holding the newest runs that stagehand hosts recorded (Backstage workers write none)';
+COMMENT ON TABLE stagehand_task_run_counts IS 'stagehand''s run history: how many runs of each task stagehand hosts have recorded (the ring slot of the next is that count modulo the runs kept)')sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

@@ -95,19 +95,21 @@ struct Statements {
 // Returns the statements (built once; thread-safe).
 const Statements& TaskStatements();
 
-// The statements that read or write stagehand_task_runs, used only where that table exists. All
-// but the two that record starts are planned at every execution (PgStatement::replan), as the
-// table grows from empty; a start's insert has one plan, and stays prepared for the trigger path.
-// The first five are the task statements of the same names, also writing the history; with their
-// extra parameters NULL they write none.
+// The statements that read or write stagehand_task_runs, used only where that table exists. Those
+// on the hot path (claim_many, release_many, record_starts) write through the primary key's
+// ON CONFLICT alone, with no plan to choose, and stay prepared; the others join or filter the
+// table and are planned at every execution, as the table grows from empty (a cached generic plan
+// made while it was small would keep scanning it whole). The first five are the task statements of
+// the same names, also writing the history; with their extra parameters NULL they write none.
 struct HistoryStatements {
   // As claim_many, plus $7 hosts (text[], NULL: no history for that claim), $8 pids (int8[]),
-  // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[])
+  // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[]), $12 runs kept per
+  // task; each claimed row also returns the ring slot its run was recorded in (column 4)
   PgStatement claim_many;
   // As release_many, plus $10 outcomes (text[], NULL: no history for that run), $11 run error
   // JSONs, $12 exit codes, $13 signals, $14 HTTP statuses (int4[]), $15 outputs (hex text[]),
   // $16 hosts, $17 pids (int8[]), $18 triggers, $19 slots, $20 starts (timestamptz[]),
-  // $21 attempts (int4[])
+  // $21 attempts (int4[]), $22 runs kept per task: the runs written whole
   PgStatement release_many;
   // As sweep, the swept runs closed as lost
   PgStatement sweep;
@@ -116,28 +118,29 @@ struct HistoryStatements {
   // As poll_changed_and_sweep, the swept runs closed as lost
   PgStatement poll_changed_and_sweep;
   // $1 run ids, $2 task ids, $3 hosts, $4 pids, $5 triggers, $6 slots, $7 starts (NULL: now()),
-  // $8 attempts (arrays, one element per run)
+  // $8 attempts (arrays, one element per run), $9 runs kept per task → task_id, slot, run_id of
+  // each run recorded
   PgStatement record_starts;
-  // $1 run ids, $2 ends (NULL: now()), $3 outcomes, $4 error JSONs, $5 exit codes, $6 signals,
-  // $7 HTTP statuses, $8 outputs (hex), $9 runs kept per task → count of runs closed
+  // $1 task ids, $2 ring slots, $3 run ids, $4 ends (NULL: now()), $5 outcomes, $6 error JSONs,
+  // $7 exit codes, $8 signals, $9 HTTP statuses, $10 outputs (hex) → count of runs closed
   PgStatement record_ends;
+  // As record_ends without $1 and $2, each run found by its id: a scan of the table
+  PgStatement record_ends_by_id;
   // $1 task id, $2 limit → the run columns (run_id, task_id, host, pid, trigger_kind, slot_at,
   // started_at, ended_at, outcome, error_json, exit_code, signal, http_status, attempt), newest
   // first
   PgStatement list_runs;
   // As list_runs, after $3 start and $4 run id
   PgStatement list_runs_before;
-  // $1 run id → the run columns, then the output (hex)
+  // $1 run id → the run columns, then the output (hex): a scan of the table
   PgStatement get_run;
-  // $1 run id → started_at
+  // $1 run id, $2 its task id → started_at
   PgStatement run_start;
-  // $1 run ids (text[]), $2 error JSON → (rows changed: runs closed)
+  // $1 run ids (text[]), $2 error JSON → (rows changed: runs closed): a scan of the table
   PgStatement mark_lost;
-  // $1 max age (seconds), $2 most rows → (rows changed: runs removed)
+  // $1 max age (seconds), $2 most rows, $3 runs kept per task → (rows changed: runs removed, by
+  // age or beyond the ring)
   PgStatement prune_expired;
-  // $1 task ids (text[]), $2 runs kept per task → (none): trims those tasks' histories as
-  // release_many's ended runs once did (TrimRuns)
-  PgStatement trim_runs;
 };
 
 // Returns the history statements (built once; thread-safe).
@@ -223,6 +226,6 @@ extern const char* const kHistoryTableExists;
 // → whether stagehand_task_registrations exists in the search path
 extern const char* const kRegistrationsTableExists;
 // In the order they apply.
-extern const Migration kHistoryMigrations[3];
+extern const Migration kHistoryMigrations[4];
 
 }  // namespace stagehand::store_internal::pg_sql

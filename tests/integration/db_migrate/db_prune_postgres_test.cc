@@ -75,12 +75,13 @@ INSERT INTO stagehand_task_registrations (task_id, host, last_seen_at)
 VALUES ('gone', 'web-1', now() - interval '40 days'),
        ('alive', 'web-2', now() - interval '10 minutes'),
        ('running', 'web-1', now() - interval '40 days');
-INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, started_at,
-                                 ended_at, outcome, attempt)
-VALUES ('gone-1', 'gone', 1, 'web-1', 7, 'schedule', now() - interval '40 days',
+INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind,
+                                 started_at, ended_at, outcome, attempt)
+VALUES ('gone-1', 'gone', 0, 1, 'web-1', 7, 'schedule', now() - interval '40 days',
         now() - interval '40 days', 'succeeded', 1),
-       ('alive-1', 'alive', 1, 'web-2', 8, 'schedule', now() - interval '40 days',
+       ('alive-1', 'alive', 0, 1, 'web-2', 8, 'schedule', now() - interval '40 days',
         now() - interval '40 days', 'succeeded', 1);
+INSERT INTO stagehand_task_run_counts (task_id, runs) VALUES ('gone', 1), ('alive', 1);
 )sql");
   }
   CliResult dry = RunCli({"db", "prune", "--config", config_, "--older-than", "7d"});
@@ -102,6 +103,8 @@ VALUES ('gone-1', 'gone', 1, 'web-1', 7, 'schedule', now() - interval '40 days',
             (std::vector<std::string>{"alive", "running"}));
   EXPECT_EQ(Rows("SELECT run_id FROM stagehand_task_runs ORDER BY run_id"),
             std::vector<std::string>{"alive-1"});
+  EXPECT_EQ(Rows("SELECT task_id FROM stagehand_task_run_counts ORDER BY task_id"),
+            std::vector<std::string>{"alive"});
   EXPECT_EQ(Rows("SELECT task_id || '|' || host FROM stagehand_task_registrations ORDER BY 1"),
             (std::vector<std::string>{"alive|web-2", "running|web-1"}));
 }

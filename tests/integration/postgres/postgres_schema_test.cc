@@ -158,7 +158,7 @@ std::string KnexRows(pg_test::RawConnection& db) {
 
 // stagehand's own migrations, as StagehandMigrations lists them.
 constexpr char kStagehandMigrationNames[] =
-    "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes";
+    "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes,0004_task_run_rings";
 
 std::string StagehandMigrations(pg_test::RawConnection& db) {
   return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");
@@ -761,10 +761,10 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
 
   pg_test::RawConnection db(url(), database_);
   db.Exec(
-      "INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, "
+      "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
       "started_at, ended_at, outcome, attempt) "
-      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, 'host', 1, 'schedule', now(), now(), "
-      "'succeeded', 1 FROM generate_series(1, 60000) AS n");
+      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
+      "now(), now(), 'succeeded', 1 FROM generate_series(1, 60000) AS n");
   const int pages = std::stoi(db.Scalar(
       "SELECT pg_relation_size('stagehand_task_runs') / current_setting('block_size')::int"));
   ASSERT_GT(pages, 300);
@@ -782,57 +782,66 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
   for (int row = 0; row < PQntuples(statements.get()); ++row) {
     const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
     const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
-    EXPECT_LT(blocks / calls, pages / 4) << "a history statement read about the whole table: "
-                                         << PQgetvalue(statements.get(), row, 0);
+    EXPECT_LT(blocks / calls, pages / 4)
+        << "a history statement read about the whole table: "
+        << PQgetvalue(statements.get(), row, 0) << " (" << blocks / calls << " blocks a call)";
   }
 }
 
-TEST_F(PostgresSchemaTest, AReleaseTrimsItsTaskOnceInEveryEighthOfTheRunsKept) {
-  // Trimming at every end walks the task's newest runs each time; a host trims a task at one of
-  // its releases in every max(1, keep / 8), here every second, and catches up at that one.
+TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest) {
+  // Retention deletes nothing: a run takes the row of the run recorded max_runs_per_task runs
+  // before it, whether its start was recorded by the claim or the run written whole at its end.
   std::unique_ptr<TaskStore> store = OpenMigrated();
   ASSERT_NE(store, nullptr);
   RunHistoryLimits limits;
-  limits.max_runs_per_task = 16;
+  limits.max_runs_per_task = 4;
   store->history()->SetLimits(limits);
   TaskSchedule schedule;
   schedule.settings.cadence = "manual";
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_TRUE(store->Upsert("a", schedule).ok());
   int ticket = 0;
-  const auto run_once = [&] {
+  const auto run_once = [&](bool record_start) {
     ASSERT_TRUE(store->Trigger("a").ok());
     const std::string run = fmt::format("a-{}", ++ticket);
-    const std::vector<ClaimRequest> claims = {
-        {"a", run, minutes(1), std::nullopt, RunOrigin{"host", 1}}};
+    std::vector<ClaimRequest> claims = {{"a", run, minutes(1), std::nullopt}};
+    if (record_start) claims[0].history = RunOrigin{"host", 1};
     Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
     ASSERT_TRUE(claimed.ok() && (*claimed)[0].claimed) << claimed.status().ToString();
+    RunFinish finish;
+    finish.exit_code = ticket;
     const std::vector<ReleaseRequest> releases = {
-        {"a", run, schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
+        {"a", run, schedule, std::nullopt,
+         ReleasedRun{finish, RunOrigin{"host", 1}, (*claimed)[0].db_now}}};
     Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
     ASSERT_TRUE(released.ok() && (*released)[0].released) << released.status().ToString();
   };
-  const auto runs = [&] {
-    Result<RunPage> page = store->history()->ListRuns("a", 100, std::nullopt);
-    EXPECT_TRUE(page.ok()) << page.status().ToString();
-    return page.ok() ? page->runs.size() : 0;
-  };
-  for (int i = 0; i < 18; ++i) ASSERT_NO_FATAL_FAILURE(run_once());
-  EXPECT_EQ(runs(), 16u);  // the 18th release trimmed
-  ASSERT_NO_FATAL_FAILURE(run_once());
-  EXPECT_EQ(runs(), 17u);  // the 19th did not
-  ASSERT_NO_FATAL_FAILURE(run_once());
-  EXPECT_EQ(runs(), 16u);  // the 20th removed the two oldest
-  Result<RunPage> newest = store->history()->ListRuns("a", 1, std::nullopt);
-  ASSERT_TRUE(newest.ok() && newest->runs.size() == 1);
-  EXPECT_EQ(newest->runs[0].run_id, "a-20");
+  for (int i = 0; i < 10; ++i) ASSERT_NO_FATAL_FAILURE(run_once(/*record_start=*/i % 3 == 0));
 
-  // Hosts of older versions trim by seq: it holds the start in epoch milliseconds, so that their
-  // trims still take the newest runs for the newest.
   pg_test::RawConnection db(url(), database_);
-  EXPECT_EQ(db.Scalar("SELECT count(*) FROM stagehand_task_runs "
-                      "WHERE seq <> (extract(epoch FROM started_at) * 1000)::int8 OR seq < 1e12"),
-            "0");
+  EXPECT_EQ(db.Scalar("SELECT string_agg(format('%s:%s:%s:%s', slot, seq, run_id, exit_code), ' ' "
+                      "ORDER BY slot) FROM stagehand_task_runs WHERE task_id = 'a'"),
+            "0:9:a-9:9 1:10:a-10:10 2:7:a-7:7 3:8:a-8:8");
+  EXPECT_EQ(db.Scalar("SELECT runs FROM stagehand_task_run_counts WHERE task_id = 'a'"), "10");
+  Result<RunPage> page = store->history()->ListRuns("a", 100, std::nullopt);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  std::vector<std::string> ids;
+  for (const TaskRun& run : page->runs) ids.push_back(run.run_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"a-10", "a-9", "a-8", "a-7"}));
+
+  // Fewer runs kept: the next runs take the lower rows, and the prune removes the rows beyond.
+  limits.max_runs_per_task = 2;
+  store->history()->SetLimits(limits);
+  ASSERT_NO_FATAL_FAILURE(run_once(/*record_start=*/true));
+  EXPECT_EQ(db.Scalar("SELECT string_agg(run_id, ' ' ORDER BY slot) FROM stagehand_task_runs "
+                      "WHERE task_id = 'a'"),
+            "a-11 a-10 a-7 a-8");
+  Result<std::size_t> pruned = store->history()->PruneExpired(100);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(*pruned, 2u);
+  EXPECT_EQ(db.Scalar("SELECT string_agg(run_id, ' ' ORDER BY slot) FROM stagehand_task_runs "
+                      "WHERE task_id = 'a'"),
+            "a-11 a-10");
 }
 
 }  // namespace
