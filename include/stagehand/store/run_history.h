@@ -20,11 +20,10 @@ namespace stagehand {
 
 // How much history a plugin keeps. Plain value type.
 struct RunHistoryLimits {
-  // The runs kept per task: its newest, by the order in which their starts were recorded (the
-  // order of their starts, but for starts recorded at the same moment by two hosts; PostgreSQL
-  // counts by start); older ended runs are removed as runs of the task end (on PostgreSQL, at one
-  // release in every max(1, max_runs_per_task / 8) of a host, so a task may hold up to that many
-  // more). At least 1.
+  // The runs kept per task: its newest, by the order in which they were recorded. On SQLite and in
+  // memory, older ended runs are removed as runs of the task end; on PostgreSQL each task has a
+  // ring of this many rows, and a run recorded takes the row of the run recorded this many runs
+  // before it, ended or not (ADR 0011). At least 1.
   int max_runs_per_task = 100;
   // Runs that started longer ago than this are removed by PruneExpired. Positive.
   std::chrono::hours max_age{24 * 30};
@@ -41,7 +40,8 @@ struct RunPage {
   std::optional<std::string> next_cursor;
 };
 
-// How many runs beyond a task's newest max_runs_per_task the count-based trim looks at. Each end
+// How many runs beyond a task's newest max_runs_per_task the count-based trim of SQLite and the
+// memory store looks at (PostgreSQL keeps rings, with nothing to trim). Each end
 // removes the few runs that just fell beyond the newest ones, and the short range stays clear of
 // the index entries of runs removed before, which await vacuum. A run overtaken by more than
 // max_runs_per_task + kRunTrimWindow newer runs of its task before it ends is left to the age
@@ -65,16 +65,19 @@ class RunHistory {
   virtual RunHistoryLimits limits() const = 0;
 
   // Records runs as running. A start whose run id is already recorded is ignored, so a retried
-  // batch writes each run once. Errors: kInvalidArgument (an empty run or task id);
-  // kFailedPrecondition (the history tables are missing: run the migrations); kUnavailable.
+  // batch writes each run once (on PostgreSQL: a start this store recorded and has not ended).
+  // Errors: kInvalidArgument (an empty run or task id); kFailedPrecondition (the history tables are
+  // missing: run the migrations); kUnavailable.
   virtual Status RecordStarts(std::span<const RunStart> starts) = 0;
 
-  // Closes recorded runs with their finish (output cut to its last max_output_bytes), then trims
-  // each of their tasks: removes its runs that had ended before this call and are beyond its
-  // newest max_runs_per_task runs, counted through an index on the task and the order of its
-  // starts (a short range from the newest). So a task keeps at most that many runs, beyond the ones
-  // still running, the ones its latest ends closed, and (left to the age limit) runs overtaken by
-  // too many newer runs before they ended (kRunTrimWindow). A run is closed if it is running or was
+  // Closes recorded runs with their finish (output cut to its last max_output_bytes). SQLite and
+  // the memory store then trim each of their tasks: remove its runs that had ended before this call
+  // and are beyond its newest max_runs_per_task runs, counted through an index on the task and the
+  // order of its starts (a short range from the newest). So a task keeps at most that many runs,
+  // beyond the ones still running, the ones its latest ends closed, and (left to the age limit)
+  // runs overtaken by too many newer runs before they ended (kRunTrimWindow). On PostgreSQL a
+  // task's ring holds its newest max_runs_per_task recorded runs, and the end of a run whose row a
+  // newer run took is ignored. A run is closed if it is running or was
   // closed as lost (its host's own account replaces the sweep's); an end of any other run is
   // ignored. A run id must appear once per call. Returns how many runs were closed. Errors: as
   // RecordStarts.
@@ -87,7 +90,8 @@ class RunHistory {
   virtual Result<RunPage> ListRuns(const std::string& task_id, int limit,
                                    const std::optional<std::string>& before) = 0;
 
-  // Returns one run, with its output tail. Errors: kNotFound "Run {id} does not exist";
+  // Returns one run, with its output tail. On PostgreSQL a scan of the plugin's history (at most
+  // max_runs_per_task rows per task). Errors: kNotFound "Run {id} does not exist";
   // kFailedPrecondition; kUnavailable.
   virtual Result<TaskRun> GetRun(const std::string& run_id) = 0;
 
@@ -103,7 +107,9 @@ class RunHistory {
   virtual Result<bool> TablesExist() = 0;
 
   // Removes up to `max_rows` runs that started before the database's now minus max_age, oldest
-  // first, through an index on the start: no scan per task. Returns how many were removed; fewer
+  // first, with no scan per task: through an index on the start, or on PostgreSQL in one scan of
+  // the plugin's rings, which also removes the rows beyond a ring of max_runs_per_task (after the
+  // limit was lowered). Returns how many were removed; fewer
   // than `max_rows` means none is left to remove. Callers run it now and then (the janitor).
   // Errors: kFailedPrecondition; kUnavailable.
   virtual Result<std::size_t> PruneExpired(std::size_t max_rows) = 0;

@@ -211,10 +211,11 @@ struct ReleaseRequest {
   TaskSchedule schedule;
   std::optional<std::string> error_json;
   // When set, and the store keeps a run history, the release also records the run `ticket` as
-  // ended with this finish, at the release's time, in the same round trip and whether or not the
-  // ticket still held the row: it closes the run's record (as RunHistory::RecordEnds), or writes
-  // the run whole when its start was not recorded (one write for a run whose claim carried no
-  // ClaimRequest::history). The task's history is trimmed as RunHistoryLimits says.
+  // ended with this finish, at the release's time, whether or not the ticket still held the row:
+  // it writes the run whole in the same round trip when its start was not recorded (one write for
+  // a run whose claim carried no ClaimRequest::history), or closes the run's record (as
+  // RunHistory::RecordEnds; on PostgreSQL in a second round trip, through the record's key). The
+  // task keeps its newest runs as RunHistoryLimits says.
   std::optional<ReleasedRun> history = std::nullopt;
   // When set, the next start is the database's now + this rather than the schedule's next slot:
   // a retry's delay (docs/adr/0015-retries.md), or the wait for the next slot of a duration task
@@ -366,9 +367,8 @@ class TaskStore {
   // if so, the row's next start and version after the release (so the caller knows when it is
   // due without polling it). Ids must be distinct. One round trip on PostgreSQL (rows locked in id
   // order); one transaction on SQLite. A request's history finish, when the store keeps a history,
-  // closes its run and trims its task's history in the same round trip (see
-  // ReleaseRequest::history). The default runs Release for each request (without versions or
-  // history). Errors: kUnavailable.
+  // records its run's end (see ReleaseRequest::history). The default runs Release for each request
+  // (without versions or history). Errors: kUnavailable.
   virtual Result<std::vector<ReleaseResult>> ReleaseMany(std::span<const ReleaseRequest> releases);
 
   // Skips the missed slot `slot` of an idle task (a catch-up window, ADR 0014): if the row holds

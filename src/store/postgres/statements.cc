@@ -128,10 +128,24 @@ std::string RunIdOfTicket(std::string_view column) {
 // `ord`, the order of its task's runs within the source. Each run takes its task's next number
 // (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task order) and the ring
 // row that number names, replacing the run recorded there $<keep_param> runs before; of a task's
-// runs in one statement, only its newest $<keep_param> are written. The count's and the ring's
-// writes change no indexed column, so both are heap-only updates.
-std::string RecordInRings(std::string_view source, int keep_param, std::string_view name) {
-  return fmt::format(R"sql(, {name}_wanted AS (
+// runs in one statement, only its newest $<keep_param> are written. With `one_per_task` (a source
+// that holds at most one run per task, as claims and releases do) the count simply goes up by one.
+// The count's and the ring's writes change no indexed column, so both are heap-only updates.
+std::string RecordInRings(std::string_view source, int keep_param, std::string_view name,
+                          bool one_per_task) {
+  const std::string numbered =
+      one_per_task
+          ? fmt::format(R"sql(, {name}_counted AS (
+  INSERT INTO stagehand_task_run_counts AS c (task_id, runs)
+  SELECT task_id, 1 FROM {source} ORDER BY task_id
+  ON CONFLICT (task_id) DO UPDATE SET runs = c.runs + 1
+  RETURNING c.task_id, c.runs
+), {name}_numbered AS (
+  SELECT s.*, c.runs AS last_seq, c.runs AS seq
+  FROM {source} AS s JOIN {name}_counted AS c ON c.task_id = s.task_id
+))sql",
+                        fmt::arg("name", name), fmt::arg("source", source))
+          : fmt::format(R"sql(, {name}_wanted AS (
   SELECT task_id, count(*) AS n FROM {source} GROUP BY task_id
 ), {name}_counted AS (
   INSERT INTO stagehand_task_run_counts AS c (task_id, runs)
@@ -142,7 +156,9 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
   SELECT s.*, c.runs AS last_seq,
          c.runs + 1 - row_number() OVER (PARTITION BY s.task_id ORDER BY s.ord DESC) AS seq
   FROM {source} AS s JOIN {name}_counted AS c ON c.task_id = s.task_id
-), {name} AS (
+))sql",
+                        fmt::arg("name", name), fmt::arg("source", source));
+  return numbered + fmt::format(R"sql(, {name} AS (
   INSERT INTO stagehand_task_runs AS r (task_id, slot, seq, run_id, host, pid, trigger_kind,
                                         slot_at, started_at, ended_at, outcome, error_json,
                                         exit_code, signal, http_status, attempt, output)
@@ -160,8 +176,7 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
       http_status = excluded.http_status, attempt = excluded.attempt, output = excluded.output
   RETURNING r.task_id, r.slot, r.run_id
 ))sql",
-                     fmt::arg("name", name), fmt::arg("source", source),
-                     fmt::arg("keep", keep_param));
+                                fmt::arg("name", name), fmt::arg("keep", keep_param));
 }
 
 // The CTE `swept` of the polls that fold in the janitor: it releases every expired run, recording
@@ -294,7 +309,7 @@ std::string ClaimMany(bool history) {
          NULL::int4 AS exit_code, NULL::int4 AS signal, NULL::int4 AS http_status, o.attempt,
          NULL::bytea AS output
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
-))sql" + RecordInRings("starting", 12, "started")
+))sql" + RecordInRings("starting", 12, "started", /*one_per_task=*/true)
                                       : "";
   const std::string notify = NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"});
   const std::string rows =
@@ -368,7 +383,7 @@ std::string ReleaseMany(bool history) {
        AS f(id, run_id, outcome, error_json, exit_code, signal, http_status, output_hex, host, pid,
             trigger_kind, slot_at, started_at, attempt, ord)
   WHERE f.outcome IS NOT NULL
-))sql" + RecordInRings("whole", 22, "written")
+))sql" + RecordInRings("whole", 22, "written", /*one_per_task=*/true)
                                     : "";
   return fmt::format(
       R"sql(
@@ -686,7 +701,7 @@ WITH starting AS (
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
               $7::timestamptz[], $8::int4[]) WITH ORDINALITY
        AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, ord)
-))sql" + RecordInRings("starting", 9, "started") +
+))sql" + RecordInRings("starting", 9, "started", /*one_per_task=*/false) +
                               R"sql(
 SELECT task_id, slot, run_id FROM started
 )sql";
