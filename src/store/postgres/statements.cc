@@ -134,8 +134,7 @@ std::string RunIdOfTicket(std::string_view column) {
 std::string RecordInRings(std::string_view source, int keep_param, std::string_view name,
                           bool one_per_task) {
   const std::string numbered =
-      one_per_task
-          ? fmt::format(R"sql(, {name}_counted AS (
+      one_per_task ? fmt::format(R"sql(, {name}_counted AS (
   INSERT INTO stagehand_task_run_counts AS c (task_id, runs)
   SELECT task_id, 1 FROM {source} ORDER BY task_id
   ON CONFLICT (task_id) DO UPDATE SET runs = c.runs + 1
@@ -144,8 +143,8 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
   SELECT s.*, c.runs AS last_seq, c.runs AS seq
   FROM {source} AS s JOIN {name}_counted AS c ON c.task_id = s.task_id
 ))sql",
-                        fmt::arg("name", name), fmt::arg("source", source))
-          : fmt::format(R"sql(, {name}_wanted AS (
+                                 fmt::arg("name", name), fmt::arg("source", source))
+                   : fmt::format(R"sql(, {name}_wanted AS (
   SELECT task_id, count(*) AS n FROM {source} GROUP BY task_id
 ), {name}_counted AS (
   INSERT INTO stagehand_task_run_counts AS c (task_id, runs)
@@ -157,7 +156,7 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
          c.runs + 1 - row_number() OVER (PARTITION BY s.task_id ORDER BY s.ord DESC) AS seq
   FROM {source} AS s JOIN {name}_counted AS c ON c.task_id = s.task_id
 ))sql",
-                        fmt::arg("name", name), fmt::arg("source", source));
+                                 fmt::arg("name", name), fmt::arg("source", source));
   return numbered + fmt::format(R"sql(, {name} AS (
   INSERT INTO stagehand_task_runs AS r (task_id, slot, seq, run_id, host, pid, trigger_kind,
                                         slot_at, started_at, ended_at, outcome, error_json,
