@@ -137,6 +137,54 @@ TEST_F(EngineTest, ACancelledRunIsRecordedAsCancelled) {
   EXPECT_EQ(run->origin.trigger, RunTrigger::kManual);
 }
 
+// Issue 16, the history's cost: the run after a short one is written once, whole, at its end; if
+// it is still going a second after its claim, its start is recorded then, so a run that takes
+// long shows as running.
+TEST_F(EngineTest, TheRunAfterAShortOneIsWrittenAtItsEndOrOnceItHasRunASecond) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  // The runs recorded, newest first (both start at the same manual-clock time, so by run id).
+  const auto runs = [&] {
+    Result<RunPage> page = store_->history()->ListRuns("m", 10, std::nullopt);
+    EXPECT_TRUE(page.ok()) << page.status().message();
+    return page.ok() ? page->runs : std::vector<TaskRun>{};
+  };
+  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
+  Settle();
+  ASSERT_EQ(runs().size(), 1u);
+  const std::string first = runs()[0].run_id;
+
+  probe.Hold();
+  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_TRUE(probe.WaitCalls(2));
+  Settle();
+  EXPECT_EQ(runs().size(), 1u) << "the claim recorded no start";
+  AdvanceBy(milliseconds(999));
+  Settle();
+  EXPECT_EQ(runs().size(), 1u) << "not yet a second";
+  AdvanceBy(milliseconds(1));
+  Settle();
+  std::vector<TaskRun> recorded = runs();
+  ASSERT_EQ(recorded.size(), 2u) << "recorded once it has run a second";
+  const TaskRun& second = recorded[0].run_id == first ? recorded[1] : recorded[0];
+  EXPECT_EQ(second.finish.outcome, RunOutcome::kRunning);
+  EXPECT_EQ(second.origin.trigger, RunTrigger::kManual);
+  const std::string second_id = second.run_id;
+
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "m", 2));
+  Settle();
+  recorded = runs();
+  ASSERT_EQ(recorded.size(), 2u) << "one record per run: its end closed the run it recorded";
+  for (const TaskRun& run : recorded) {
+    EXPECT_EQ(run.finish.outcome, RunOutcome::kSucceeded) << run.run_id;
+    EXPECT_TRUE(run.run_id == first || run.run_id == second_id) << run.run_id;
+  }
+}
+
 TEST_F(EngineTest, LocalRunsAreRecordedWhileRunningAndWhenTheyEnd) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
