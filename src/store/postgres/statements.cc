@@ -215,9 +215,9 @@ WITH expired AS (
                   fmt::arg("pending", PendingPauseJson("current_run_ticket")),
                   fmt::arg("error", error_param), fmt::arg("channel", error_param + 1));
   if (history) {
-    // A run whose start was never written (its claim left that to its release) stays unwritten:
-    // its host is not known here, and the runs of Backstage workers, which no history holds, look
-    // the same.
+    // A run whose start is not written yet (a short task's run in its first second, whose claim
+    // left it to its release) stays unwritten: its host is not known here, and the runs of
+    // Backstage workers, which no history holds, look the same.
     cte += fmt::format(R"sql(, lost AS (
   UPDATE stagehand_task_runs AS r
   SET ended_at = now(), outcome = 'lost', error_json = ${0}::text
