@@ -7,6 +7,7 @@
 #include "stagehand/base/check.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
+#include "store/run_history_support.h"
 
 namespace stagehand::store_internal {
 
@@ -111,6 +112,70 @@ void PlanArrays::AddTo(PgParams& params) && {
   params.Add(std::move(kinds_).Finish())
       .Add(std::move(seconds_).Finish())
       .Add(std::move(instants_).Finish());
+}
+
+namespace {
+
+std::optional<std::int64_t> IntOrNull(std::optional<int> value) {
+  if (!value) return std::nullopt;
+  return *value;
+}
+
+}  // namespace
+
+void RunOriginArrays::Add(const RunOrigin& origin, std::optional<WallTime> started) {
+  hosts_.Add(origin.host);
+  pids_.AddInt(origin.pid);
+  triggers_.AddUnquoted(RunTriggerName(origin.trigger));
+  if (origin.slot) {
+    slots_.Add(FormatPgTimestamp(ToMillis(*origin.slot)));
+  } else {
+    slots_.AddNull();
+  }
+  if (started) {
+    starts_.Add(FormatPgTimestamp(ToMillis(*started)));
+  } else {
+    starts_.AddNull();
+  }
+  attempts_.AddInt(origin.attempt);
+}
+
+void RunOriginArrays::AddNull() {
+  for (PgArray* array : {&hosts_, &pids_, &triggers_, &slots_, &starts_, &attempts_}) {
+    array->AddNull();
+  }
+}
+
+void RunOriginArrays::AddTo(PgParams& params) && {
+  params.Add(std::move(hosts_).Finish())
+      .Add(std::move(pids_).Finish())
+      .Add(std::move(triggers_).Finish())
+      .Add(std::move(slots_).Finish());
+  if (with_starts_) params.Add(std::move(starts_).Finish());
+  params.Add(std::move(attempts_).Finish());
+}
+
+void RunFinishArrays::Add(const RunFinish& finish) {
+  outcomes_.AddUnquoted(RunOutcomeName(finish.outcome));
+  errors_.AddOrNull(finish.error_json);
+  exit_codes_.AddInt(IntOrNull(finish.exit_code));
+  signals_.AddInt(IntOrNull(finish.signal));
+  http_statuses_.AddInt(IntOrNull(finish.http_status));
+  outputs_.Add(HexOf(OutputTail(finish.output_tail, max_output_bytes_)));
+}
+
+void RunFinishArrays::AddNull() {
+  for (PgArray* array :
+       {&outcomes_, &errors_, &exit_codes_, &signals_, &http_statuses_, &outputs_}) {
+    array->AddNull();
+  }
+}
+
+void RunFinishArrays::AddTo(PgParams& params) && {
+  for (PgArray* array :
+       {&outcomes_, &errors_, &exit_codes_, &signals_, &http_statuses_, &outputs_}) {
+    params.Add(std::move(*array).Finish());
+  }
 }
 
 }  // namespace stagehand::store_internal

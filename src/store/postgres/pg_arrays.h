@@ -4,12 +4,14 @@
 // PostgresTaskStore builds them on the thread that calls the store, before it borrows a session.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "stagehand/model/task_run.h"
 #include "store/next_run.h"
 #include "store/postgres/pg_connection.h"
 
@@ -64,6 +66,51 @@ class PlanArrays {
   PgArray kinds_;
   PgArray seconds_;
   PgArray instants_;
+};
+
+// The arrays that bind one run origin per run (hosts text[], pids int8[], triggers text[], slots
+// timestamptz[], with `with_starts` starts timestamptz[], attempts int4[]), as the run history's
+// statements read them; times are kept to the millisecond. Thread-compatible.
+class RunOriginArrays {
+ public:
+  explicit RunOriginArrays(bool with_starts) : with_starts_(with_starts) {}
+  // `started`: the run's start (NULL: the database's now()); ignored without starts.
+  void Add(const RunOrigin& origin, std::optional<WallTime> started);
+  void AddNull();
+  // Binds the hosts, pids, triggers, slots, starts (if kept) and attempts to `params`, in that
+  // order. The builder is spent.
+  void AddTo(PgParams& params) &&;
+
+ private:
+  bool with_starts_;
+  PgArray hosts_;
+  PgArray pids_;
+  PgArray triggers_;
+  PgArray slots_;
+  PgArray starts_;
+  PgArray attempts_;
+};
+
+// The arrays that bind one run finish per run (outcomes text[], error JSONs text[], exit codes,
+// signals and HTTP statuses int4[], outputs as hex text[], each cut to its last
+// `max_output_bytes`), as the run history's statements read them. Thread-compatible.
+class RunFinishArrays {
+ public:
+  explicit RunFinishArrays(std::size_t max_output_bytes) : max_output_bytes_(max_output_bytes) {}
+  void Add(const RunFinish& finish);
+  void AddNull();
+  // Binds the outcomes, errors, exit codes, signals, HTTP statuses and outputs to `params`, in
+  // that order. The builder is spent.
+  void AddTo(PgParams& params) &&;
+
+ private:
+  std::size_t max_output_bytes_;
+  PgArray outcomes_;
+  PgArray errors_;
+  PgArray exit_codes_;
+  PgArray signals_;
+  PgArray http_statuses_;
+  PgArray outputs_;
 };
 
 }  // namespace stagehand::store_internal

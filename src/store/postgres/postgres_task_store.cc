@@ -41,6 +41,8 @@ using store_internal::PgStatement;
 using store_internal::PlanArrays;
 using store_internal::PlanKindName;
 using store_internal::RunCursor;
+using store_internal::RunFinishArrays;
+using store_internal::RunOriginArrays;
 using store_internal::TextArray;
 
 namespace sql = store_internal::pg_sql;
@@ -69,12 +71,6 @@ struct Executed {
   WallTime sent;
   WallTime received;
 };
-
-// Returns `value` as an int4[] element, or NULL.
-std::optional<std::int64_t> IntElement(std::optional<int> value) {
-  if (!value) return std::nullopt;
-  return *value;
-}
 
 // Where a run's record lives: its task's ring row (ADR 0011). Plain value type.
 struct RingPlace {
@@ -665,33 +661,16 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
     history = *exists;
   }
   if (history) {
-    PgArray hosts;
-    PgArray pids;
-    PgArray triggers;
-    PgArray slots;
-    PgArray attempts;
+    RunOriginArrays origins(/*with_starts=*/false);
     for (const ClaimRequest& claim : claims) {
-      if (!claim.history) {
-        for (PgArray* array : {&hosts, &pids, &triggers, &slots, &attempts}) array->AddNull();
-        continue;
-      }
-      const RunOrigin& origin = *claim.history;
-      hosts.Add(origin.host);
-      pids.AddInt(origin.pid);
-      triggers.AddUnquoted(RunTriggerName(origin.trigger));
-      if (origin.slot) {
-        slots.Add(store_internal::FormatPgTimestamp(*origin.slot));
+      if (claim.history) {
+        origins.Add(*claim.history, std::nullopt);
       } else {
-        slots.AddNull();
+        origins.AddNull();
       }
-      attempts.AddInt(origin.attempt);
     }
-    params.Add(std::move(hosts).Finish())
-        .Add(std::move(pids).Finish())
-        .Add(std::move(triggers).Finish())
-        .Add(std::move(slots).Finish())
-        .Add(std::move(attempts).Finish())
-        .Add(static_cast<long long>(limits_.Get().max_runs_per_task));
+    std::move(origins).AddTo(params);
+    params.Add(static_cast<long long>(limits_.Get().max_runs_per_task));
   }
   Result<Executed> executed =
       Run("claim", history ? sql::RunStatements().claim_many : sql::TaskStatements().claim_many,
@@ -902,54 +881,22 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   std::vector<RunEnd> closes;
   if (history) {
     const RunHistoryLimits limits = limits_.Get();
-    PgArray outcomes;
-    PgArray run_errors;
-    PgArray exit_codes;
-    PgArray signals;
-    PgArray http_statuses;
-    PgArray outputs;
-    PgArray hosts;
-    PgArray pids;
-    PgArray triggers;
-    PgArray slots;
-    PgArray started;
-    PgArray attempts;
+    RunFinishArrays finishes(limits.max_output_bytes);
+    RunOriginArrays origins(/*with_starts=*/true);
     for (const ReleaseRequest& release : releases) {
       if (!release.history || IsRecorded(release.ticket)) {
-        for (PgArray* array : {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses,
-                               &outputs, &hosts, &pids, &triggers, &slots, &started, &attempts}) {
-          array->AddNull();
-        }
+        finishes.AddNull();
+        origins.AddNull();
         if (release.history) {
           closes.push_back(RunEnd{release.ticket, release.history->finish, std::nullopt});
         }
         continue;
       }
-      const RunFinish& finish = release.history->finish;
-      outcomes.AddUnquoted(RunOutcomeName(finish.outcome));
-      run_errors.AddOrNull(finish.error_json);
-      exit_codes.AddInt(IntElement(finish.exit_code));
-      signals.AddInt(IntElement(finish.signal));
-      http_statuses.AddInt(IntElement(finish.http_status));
-      outputs.Add(store_internal::HexOf(
-          store_internal::OutputTail(finish.output_tail, limits.max_output_bytes)));
-      const RunOrigin& origin = release.history->origin;
-      hosts.Add(origin.host);
-      pids.AddInt(origin.pid);
-      triggers.AddUnquoted(RunTriggerName(origin.trigger));
-      if (origin.slot) {
-        slots.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*origin.slot)));
-      } else {
-        slots.AddNull();
-      }
-      started.Add(
-          store_internal::FormatPgTimestamp(store_internal::ToMillis(release.history->started_at)));
-      attempts.AddInt(origin.attempt);
+      finishes.Add(release.history->finish);
+      origins.Add(release.history->origin, release.history->started_at);
     }
-    for (PgArray* array : {&outcomes, &run_errors, &exit_codes, &signals, &http_statuses, &outputs,
-                           &hosts, &pids, &triggers, &slots, &started, &attempts}) {
-      params.Add(std::move(*array).Finish());
-    }
+    std::move(finishes).AddTo(params);
+    std::move(origins).AddTo(params);
     params.Add(static_cast<long long>(limits.max_runs_per_task));
   }
   Result<Executed> executed =
@@ -1216,44 +1163,20 @@ Status PostgresTaskStore::RecordStarts(std::span<const RunStart> starts) {
   if (starts.empty()) return Status::Ok();
   PgArray run_ids;
   PgArray task_ids;
-  PgArray hosts;
-  PgArray pids;
-  PgArray triggers;
-  PgArray slots;
-  PgArray started;
-  PgArray attempts;
+  RunOriginArrays origins(/*with_starts=*/true);
   bool any = false;
   for (const RunStart& start : starts) {
     if (IsRecorded(start.run_id)) continue;  // a start recorded before: ignored
     any = true;
     run_ids.Add(start.run_id);
     task_ids.Add(start.task_id);
-    hosts.Add(start.origin.host);
-    pids.AddInt(start.origin.pid);
-    triggers.AddUnquoted(RunTriggerName(start.origin.trigger));
-    if (start.origin.slot) {
-      slots.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*start.origin.slot)));
-    } else {
-      slots.AddNull();
-    }
-    if (start.started_at) {
-      started.Add(store_internal::FormatPgTimestamp(store_internal::ToMillis(*start.started_at)));
-    } else {
-      started.AddNull();
-    }
-    attempts.AddInt(start.origin.attempt);
+    origins.Add(start.origin, start.started_at);
   }
-  PgParams params;
-  params.Add(std::move(run_ids).Finish())
-      .Add(std::move(task_ids).Finish())
-      .Add(std::move(hosts).Finish())
-      .Add(std::move(pids).Finish())
-      .Add(std::move(triggers).Finish())
-      .Add(std::move(slots).Finish())
-      .Add(std::move(started).Finish())
-      .Add(std::move(attempts).Finish())
-      .Add(static_cast<long long>(limits_.Get().max_runs_per_task));
   if (!any) return Status::Ok();
+  PgParams params;
+  params.Add(std::move(run_ids).Finish()).Add(std::move(task_ids).Finish());
+  std::move(origins).AddTo(params);
+  params.Add(static_cast<long long>(limits_.Get().max_runs_per_task));
   Result<Executed> executed = Run("record run starts", sql::RunStatements().record_starts, params);
   if (!executed.ok()) return executed.status();
   const PgResult& result = executed->result;
@@ -1272,20 +1195,16 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
   // The runs whose place this store knows are closed through the primary key, the others found
   // by their id.
   struct Finishes {
+    explicit Finishes(std::size_t max_output_bytes) : finish(max_output_bytes) {}
     PgArray task_ids;
     PgArray ring_slots;
     PgArray run_ids;
     PgArray ended;
-    PgArray outcomes;
-    PgArray errors;
-    PgArray exit_codes;
-    PgArray signals;
-    PgArray http_statuses;
-    PgArray outputs;
+    RunFinishArrays finish;
     bool empty = true;
   };
-  Finishes placed;
-  Finishes unplaced;
+  Finishes placed(limits.max_output_bytes);
+  Finishes unplaced(limits.max_output_bytes);
   for (const RunEnd& end : ends) {
     const std::optional<RingPlace> place = TakeRecordedPlace(end.run_id);
     Finishes& finishes = place ? placed : unplaced;
@@ -1301,13 +1220,7 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
     } else {
       finishes.ended.AddNull();
     }
-    finishes.outcomes.AddUnquoted(RunOutcomeName(end.finish.outcome));
-    finishes.errors.AddOrNull(end.finish.error_json);
-    finishes.exit_codes.AddInt(IntElement(end.finish.exit_code));
-    finishes.signals.AddInt(IntElement(end.finish.signal));
-    finishes.http_statuses.AddInt(IntElement(end.finish.http_status));
-    finishes.outputs.Add(store_internal::HexOf(
-        store_internal::OutputTail(end.finish.output_tail, limits.max_output_bytes)));
+    finishes.finish.Add(end.finish);
   }
   std::size_t closed = 0;
   for (Finishes* finishes : {&placed, &unplaced}) {
@@ -1317,11 +1230,8 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
       params.Add(std::move(finishes->task_ids).Finish())
           .Add(std::move(finishes->ring_slots).Finish());
     }
-    for (PgArray* array : {&finishes->run_ids, &finishes->ended, &finishes->outcomes,
-                           &finishes->errors, &finishes->exit_codes, &finishes->signals,
-                           &finishes->http_statuses, &finishes->outputs}) {
-      params.Add(std::move(*array).Finish());
-    }
+    params.Add(std::move(finishes->run_ids).Finish()).Add(std::move(finishes->ended).Finish());
+    std::move(finishes->finish).AddTo(params);
     const sql::HistoryStatements& statements = sql::RunStatements();
     Result<Executed> executed =
         Run("record run ends",
