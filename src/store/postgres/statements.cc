@@ -904,7 +904,8 @@ SELECT set_config('statement_timeout', $1::text, false),
        set_config('TimeZone', 'UTC', false),
        set_config('DateStyle', 'ISO, YMD', false),
        CASE WHEN $2::text <> '' THEN set_config('search_path', $2::text, false) END,
-       now()
+       now(),
+       set_config('enable_seqscan', 'off', false)
 )sql";
 
 const char* const kSetSearchPath =

@@ -788,6 +788,67 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
   }
 }
 
+TEST_F(PostgresSchemaTest, TaskStatementsKeepToTheKeyAfterTheTableHasGrown) {
+  // A plugin's task table is small when a host first claims from it, and grows (more tasks, or
+  // dead row versions until autovacuum comes). A prepared statement's generic plan made while it
+  // was small read it whole and kept doing so as it grew; the hot statements must reach their
+  // rows through the primary key whatever the table's size when they were planned.
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec("ALTER TABLE backstage_backend_tasks__tasks SET (autovacuum_enabled = false)");
+  TaskSchedule schedule;
+  schedule.settings.cadence = "manual";
+  schedule.settings.timeout_after_duration = "PT1M";
+  ASSERT_TRUE(store->Upsert("a", schedule).ok());
+  ASSERT_TRUE(store->Upsert("b", schedule).ok());
+  int ticket = 0;
+  const auto run_both = [&] {
+    std::vector<ClaimRequest> claims;
+    std::vector<ReleaseRequest> releases;
+    for (const char* id : {"a", "b"}) {
+      ASSERT_TRUE(store->Trigger(id).ok());
+      const std::string run = fmt::format("{}-{}", id, ++ticket);
+      claims.push_back({id, run, minutes(1), std::nullopt});
+      releases.push_back({id, run, schedule, std::nullopt});
+    }
+    Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    for (const ClaimResult& claim : *claimed) ASSERT_TRUE(claim.claimed);
+    Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+    ASSERT_TRUE(released.ok()) << released.status().ToString();
+    for (const ReleaseResult& release : *released) ASSERT_TRUE(release.released);
+  };
+  for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+  db.Exec(
+      "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
+      "SELECT 'other-' || n, '{\"version\":2,\"cadence\":\"manual\",'"
+      " || '\"timeoutAfterDuration\":\"PT1M\"}', NULL FROM generate_series(1, 60000) AS n");
+  const int pages =
+      std::stoi(db.Scalar("SELECT pg_relation_size('backstage_backend_tasks__tasks') / "
+                          "current_setting('block_size')::int"));
+  ASSERT_GT(pages, 300);
+  db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  db.Exec(
+      "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+      "current_database()), 0)");
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+  pg_test::RawResult statements = db.Exec(
+      "SELECT left(query, 80), shared_blks_hit + shared_blks_read, calls FROM pg_stat_statements "
+      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND query LIKE '%backstage_backend_tasks__tasks%' AND query NOT LIKE '%pg_stat%'");
+  ASSERT_GE(PQntuples(statements.get()), 3);  // the triggers, the claims and the releases
+  for (int row = 0; row < PQntuples(statements.get()); ++row) {
+    const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
+    const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
+    EXPECT_LT(blocks / calls, pages / 4)
+        << "a task statement read about the whole table: " << PQgetvalue(statements.get(), row, 0)
+        << " (" << blocks / calls << " blocks a call)";
+  }
+}
+
 TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest) {
   // Retention deletes nothing: a run takes the row of the run recorded max_runs_per_task runs
   // before it, whether its start was recorded by the claim or the run written whole at its end.
