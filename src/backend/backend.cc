@@ -127,7 +127,9 @@ struct PluginEntry {
   BackendPlugin plugin;
   std::shared_ptr<Logger> logger;
   std::shared_ptr<TaskStore> store;
+  // The real scheduler, unless BackendOptions::scheduler_for_plugin gave one.
   std::unique_ptr<PluginScheduler> scheduler;
+  SchedulerService* scheduler_service = nullptr;  // the one the plugin uses
   std::unique_ptr<SchedulerRestRouter> rest;
   std::unique_ptr<RunHistoryRouter> runs;
   HandlerList router;
@@ -167,6 +169,10 @@ struct Backend::Impl {
   enum class State { kCreated, kStarting, kStarted, kStopping, kStopped };
 
   Status StartPlugin(PluginEntry& entry);
+  // The real scheduler of a plugin, on the shared scheduler threads.
+  std::unique_ptr<PluginScheduler> MakeScheduler(const std::string& plugin_id,
+                                                 std::shared_ptr<TaskStore> store,
+                                                 std::shared_ptr<Logger> plugin_logger);
   Status DoStart();
   void Teardown();
   HttpHandler Protect(HttpHandler handler) const;
@@ -385,28 +391,20 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
                                                                : "Database migrations skipped",
                       {{"database", database_name}});
 
-  PluginSchedulerOptions scheduler_options;
-  scheduler_options.plugin_id = id;
-  scheduler_options.store = entry.store;
-  scheduler_options.clock = clock;
-  scheduler_options.logger = entry.logger;
-  scheduler_options.observer = observer;
-  scheduler_options.engine = config.engine;
-  scheduler_options.engine.record_history = config.history_enabled;
   if (RunHistory* history = entry.store->history()) history->SetLimits(config.history);
-  if (!scheduler_threads) {
-    scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
+  if (options.scheduler_for_plugin) entry.scheduler_service = options.scheduler_for_plugin(id);
+  if (entry.scheduler_service == nullptr) {
+    entry.scheduler = MakeScheduler(id, entry.store, entry.logger);
+    entry.scheduler_service = entry.scheduler.get();
   }
-  scheduler_options.threads = scheduler_threads;
-  entry.scheduler = std::make_unique<PluginScheduler>(std::move(scheduler_options));
-  entry.rest = std::make_unique<SchedulerRestRouter>(id, *entry.scheduler, entry.logger);
-  entry.runs = std::make_unique<RunHistoryRouter>(id, *entry.scheduler, entry.logger);
+  entry.rest = std::make_unique<SchedulerRestRouter>(id, *entry.scheduler_service, entry.logger);
+  entry.runs = std::make_unique<RunHistoryRouter>(id, *entry.scheduler_service, entry.logger);
 
   entry.services.plugin_id = id;
   entry.services.config = &options.config;
   entry.services.logger = entry.logger;
   entry.services.database = entry.store;
-  entry.services.scheduler = entry.scheduler.get();
+  entry.services.scheduler = entry.scheduler_service;
   entry.services.router = &entry.router;
   entry.services.lifecycle = &entry.lifecycle;
   entry.services.metrics = &metrics;
@@ -417,6 +415,24 @@ Status Backend::Impl::StartPlugin(PluginEntry& entry) {
     return initialized.WithPrefix(fmt::format("plugin '{}' init: ", id));
   }
   return Status::Ok();
+}
+
+std::unique_ptr<PluginScheduler> Backend::Impl::MakeScheduler(
+    const std::string& plugin_id, std::shared_ptr<TaskStore> store,
+    std::shared_ptr<Logger> plugin_logger) {
+  PluginSchedulerOptions scheduler_options;
+  scheduler_options.plugin_id = plugin_id;
+  scheduler_options.store = std::move(store);
+  scheduler_options.clock = clock;
+  scheduler_options.logger = std::move(plugin_logger);
+  scheduler_options.observer = observer;
+  scheduler_options.engine = config.engine;
+  scheduler_options.engine.record_history = config.history_enabled;
+  if (!scheduler_threads) {
+    scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
+  }
+  scheduler_options.threads = scheduler_threads;
+  return std::make_unique<PluginScheduler>(std::move(scheduler_options));
 }
 
 HttpHandler Backend::Impl::Protect(HttpHandler handler) const {
@@ -662,7 +678,7 @@ SchedulerService* Backend::scheduler(const std::string& plugin_id) {
   }
   for (const auto& entry : impl_->plugins) {
     if (entry->plugin.id == plugin_id) {
-      return entry->scheduler.get();
+      return entry->scheduler_service;
     }
   }
   return nullptr;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs a stagehand build tree into a scratch prefix, builds examples/embed against it as a
-# separate project, runs the example's unit test, then starts the example on a free port, checks
-# its REST API with curl and stops it with SIGTERM, which must end it with exit code 0. With --doc,
-# first checks that the doc's code blocks are still copies of the example (check_doc_snippets.py).
+# separate project, runs the example's tests (its tasks on a MockScheduler, the plugin in a test
+# backend), then starts the example on a free port, checks its REST API with curl and stops it with
+# SIGTERM, which must end it with exit code 0. With --doc, first checks that the doc's code blocks
+# are still copies of the example (check_doc_snippets.py).
 #
 #   run.sh --build-tree DIR --example DIR --work DIR [--doc FILE] [--cxx PATH]
 #          [--cxx-flags FLAGS] [--build-type TYPE]
@@ -78,10 +79,16 @@ ninja -C "${example_build}" -j "${STAGEHAND_TEST_JOBS:-2}" >"${work}/build.log" 
   cat "${work}/build.log" >&2
   fail "build failed"
 }
-[[ -x "${example_build}/reservations_test" ]] || fail "the example's unit test was not built"
+for test in reservations_test reservations_backend_test; do
+  [[ -x "${example_build}/${test}" ]] || fail "the example's ${test} was not built"
+done
 
 step "the example's unit test"
 "${example_build}/reservations_test" --gtest_brief=1 || fail "reservations_test failed"
+
+step "the example's test in a test backend (StartTestBackend)"
+"${example_build}/reservations_backend_test" --gtest_brief=1 ||
+  fail "reservations_backend_test failed"
 
 step "run the example"
 token="embed-test-token-0123"

@@ -87,6 +87,11 @@ struct BackendOptions {
   Clock* clock = nullptr;
   // Replaces `backend.listen.port` when set (0 picks a free port; tests use it).
   std::optional<std::uint16_t> port_override;
+  // When set and it returns a scheduler for a plugin, that plugin gets it instead of the real one
+  // (its services, its REST API and Backend::scheduler); the test backend hands out mocks this
+  // way. Called once per plugin during Start, on the starting thread. The scheduler must outlive
+  // the backend, which does not shut it down.
+  std::function<SchedulerService*(std::string_view plugin_id)> scheduler_for_plugin;
 };
 
 // Thread-safe: AddPlugin before Start; Stop and port from any thread. Destroying it runs Stop.
