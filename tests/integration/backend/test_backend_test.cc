@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -100,6 +101,13 @@ TEST(TestBackendTest, NonManualTasksRunOnceAtStartupAndATriggerThroughTheMockRun
   ASSERT_TRUE(counts.ok()) << counts.status().ToString();
   EXPECT_EQ(counts->status, 200);
   EXPECT_EQ(counts->body, R"({"by-hand":0,"every-hour":1,"later":0})");
+
+  // Any HTTP client reaches the same routes at base_url().
+  httplib::Client client((*backend)->base_url());
+  httplib::Result direct = client.Get("/api/counting/counts");
+  ASSERT_TRUE(direct) << httplib::to_string(direct.error());
+  EXPECT_EQ(direct->body, counts->body);
+  EXPECT_EQ((*backend)->base_url(), "http://127.0.0.1:" + std::to_string((*backend)->port()));
 
   MockScheduler* mock = (*backend)->scheduler("counting");
   ASSERT_NE(mock, nullptr);
