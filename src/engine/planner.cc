@@ -259,7 +259,13 @@ std::vector<std::pair<TaskPtr, RunPtr>> Planner::Runs() const {
   return runs;
 }
 
-Planner::LocalRequest Planner::TriggerLocal(const std::string& id, MonoTime now) {
+TraceContext Planner::TriggerCaller(const PlannedTask& task, MonoTime now) {
+  return now - task.trigger_caller_at <= kTriggerCallerLifetime ? task.trigger_caller
+                                                                : TraceContext{};
+}
+
+Planner::LocalRequest Planner::TriggerLocal(const std::string& id, MonoTime now,
+                                            const TraceContext& caller) {
   if (shutting_down_) return LocalRequest::kShuttingDown;
   PlannedTask* task = Find(id);
   if (task == nullptr || task->global() || task->phase == Phase::kFinished) {
@@ -269,7 +275,16 @@ Planner::LocalRequest Planner::TriggerLocal(const std::string& id, MonoTime now)
   task->phase = Phase::kWaiting;
   task->wake_at = now;
   task->manual_pending = true;
+  task->trigger_caller = caller;
+  task->trigger_caller_at = now;
   return LocalRequest::kDone;
+}
+
+void Planner::NoteTriggerCaller(const std::string& id, const TraceContext& caller, MonoTime now) {
+  PlannedTask* task = Find(id);
+  if (task == nullptr) return;
+  task->trigger_caller = caller;
+  task->trigger_caller_at = now;
 }
 
 bool Planner::TriggeredInStore(const std::string& id) {
@@ -723,6 +738,8 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     run->trigger = candidate.trigger;
     if (candidate.trigger == RunTrigger::kManual) {
       task->manual_pending = false;
+      run->caller = TriggerCaller(*task, sent);
+      task->trigger_caller = TraceContext{};
     } else if (candidate.trigger == RunTrigger::kRetry) {
       run->attempt = candidate.attempt;
     } else {
@@ -954,6 +971,10 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
           run->trigger = RunTrigger::kRetry;
           run->attempt = task.retry_attempt;
           run->slot.reset();
+        }
+        if (run->trigger == RunTrigger::kManual) {
+          run->caller = TriggerCaller(task, now);
+          task.trigger_caller = TraceContext{};
         }
         task.manual_pending = false;
         task.retry_attempt = 0;

@@ -89,7 +89,9 @@ struct PlannedRun {
   // When a run still going after its timeout is reported as overdue (once).
   MonoTime overdue_at = kMonoInfinity;
   std::chrono::nanoseconds lag{0};
-  bool ours = true;  // global: this host still holds the ticket as far as it knows
+  TraceContext trace;   // the run's span context; invalid when runs are not traced
+  TraceContext caller;  // the trigger's context, when the run was triggered with one
+  bool ours = true;     // global: this host still holds the ticket as far as it knows
   // Global: a cancel asked the run to stop; the row stays held (its ticket marked) until this host
   // releases it, so the run keeps being renewed while its function stops.
   bool cancel_requested = false;
@@ -119,6 +121,10 @@ struct PlannedTask {
   // A trigger (this host's, or one another stagehand host announced) made the task due: its next
   // run is a manual one.
   bool manual_pending = false;
+  // The trace context of the TriggerTask call on this host that asked for a manual run, and when;
+  // another host may take that run, so it is forgotten after kTriggerCallerLifetime.
+  TraceContext trigger_caller;
+  MonoTime trigger_caller_at{};
   // The attempt number of the task's next run when it is a retry this host scheduled, and the
   // start its release wrote for it (global tasks: a claim of the row at another start is not
   // that retry); 0 when there is none. Another host's retry is counted from the row, but
@@ -205,6 +211,9 @@ int RetriedAttemptOf(const std::optional<std::string>& error_json);
 // "attempt" key that Backstage ignores: the host that runs the retry reads it from the row.
 std::string RecordRetriedAttempt(const std::string& error_json, int attempt);
 
+// How long the trace context of a trigger waits for the manual run it asked for on this host.
+inline constexpr std::chrono::minutes kTriggerCallerLifetime{1};
+
 class Planner {
  public:
   struct Options {
@@ -259,8 +268,12 @@ class Planner {
   // --- Operator requests ----------------------------------------------------------------------
 
   enum class LocalRequest { kNotLocal, kDone, kRunning, kNotRunning, kShuttingDown };
-  // A trigger of a local task: due now (kDone), or kRunning, kShuttingDown, kNotLocal.
-  LocalRequest TriggerLocal(const std::string& id, MonoTime now);
+  // A trigger of a local task: due now (kDone), or kRunning, kShuttingDown, kNotLocal. `caller`
+  // is the trigger's trace context (PlannedRun::caller of the run it starts), or invalid.
+  LocalRequest TriggerLocal(const std::string& id, MonoTime now, const TraceContext& caller = {});
+  // A trigger of a global task by a traced caller is about to be written to the store: the
+  // manual run this host claims for it (within kTriggerCallerLifetime) is the caller's child.
+  void NoteTriggerCaller(const std::string& id, const TraceContext& caller, MonoTime now);
   // A global task was made due in the store: polls it before claiming. Returns whether the
   // dispatcher must step.
   bool TriggeredInStore(const std::string& id);
@@ -455,6 +468,8 @@ class Planner {
   std::vector<RunPtr> BeginShutdown();
 
  private:
+  // The trigger caller of `task`'s manual run starting at `now`, unless it is too old.
+  static TraceContext TriggerCaller(const PlannedTask& task, MonoTime now);
   // Returns when a run of `task` due at `next` (its row's next start) may start: at `next`, or at
   // the cron slot when `next` is Backstage's "slot - 1 s" registration time.
   WallTime RowStart(const PlannedTask& task, WallTime next) const;

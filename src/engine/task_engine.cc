@@ -76,8 +76,26 @@ void TaskEngine::KickLocked(bool timer, bool dispatcher) {
 MonoTime TaskEngine::Step(Lane lane) { return lane == kTimer ? TimerStep() : DispatcherStep(); }
 
 RunInfo TaskEngine::InfoOf(const PlannedTask& task, const PlannedRun& run) const {
-  return RunInfo{context_.plugin_id, task.def.id, task.def.scope, run.ticket,
-                 run.run_id,         run.trigger, run.attempt};
+  return RunInfo{context_.plugin_id,
+                 task.def.id,
+                 task.def.scope,
+                 run.ticket,
+                 run.run_id,
+                 run.trigger,
+                 run.attempt,
+                 run.slot,
+                 run.trace.valid() ? &run.trace : nullptr,
+                 run.caller.valid() ? &run.caller : nullptr};
+}
+
+void TaskEngine::TraceRun(PlannedRun& run) const {
+  const std::optional<SamplerConfig>& sampler = context_.options.trace_runs;
+  if (!sampler) return;
+  const TraceContext* parent = run.caller.valid() ? &run.caller : nullptr;
+  run.trace.trace_id = parent != nullptr ? parent->trace_id : NewTraceId();
+  run.trace.span_id = NewSpanId();
+  run.trace.flags = ShouldSample(*sampler, run.trace.trace_id, parent) ? 0x01 : 0x00;
+  if (parent != nullptr) run.trace.trace_state = parent->trace_state;
 }
 
 RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
@@ -344,10 +362,10 @@ Status TaskEngine::Retire(const std::string& id) {
   return Status::Ok();
 }
 
-Status TaskEngine::Trigger(const std::string& id) {
+Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
   {
     std::lock_guard lock(mu_);
-    switch (planner_->TriggerLocal(id, clock_.MonoNow())) {
+    switch (planner_->TriggerLocal(id, clock_.MonoNow(), caller)) {
       case Planner::LocalRequest::kShuttingDown:
         return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
                                 "' is shutting down");
@@ -362,6 +380,12 @@ Status TaskEngine::Trigger(const std::string& id) {
     }
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
+  {
+    // Before the store's trigger: this host may claim the run before Trigger returns. An
+    // untraced trigger clears an earlier caller whose run another host took.
+    std::lock_guard lock(mu_);
+    planner_->NoteTriggerCaller(id, caller, clock_.MonoNow());
+  }
   STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id));
   {
     std::lock_guard lock(mu_);
@@ -707,6 +731,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     std::lock_guard lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
     for (const Planner::Started& run : started) {
+      TraceRun(*run.run);
       run.run->claimed_at = claimed->front().db_now;
       run.run->start_recorded = history_ != nullptr && !run.task->short_runs;
       if (history_ != nullptr && !run.run->start_recorded) {
@@ -755,7 +780,8 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   std::optional<std::string> message;
   std::string name = "Error";
   try {
-    Status status = task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token(), run.report});
+    Status status =
+        task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace});
     if (!status.ok()) message = status.message();
   } catch (const std::exception& error) {
     message = error.what();
@@ -1015,6 +1041,7 @@ MonoTime TaskEngine::TimerStep() {
     const WallTime wall_now = clock_.Now();
     next = planner_->TimerStep(clock_.MonoNow(), wall_now, &actions, &kick_dispatcher);
     for (Planner::Started& start : actions.to_start) {
+      TraceRun(*start.run);
       start.run->run_id = NewUuidV4();
       if (history_ != nullptr) {
         local_starts.push_back(

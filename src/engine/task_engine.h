@@ -113,8 +113,9 @@ class TaskEngine final : public DrivenEngine {
   // interrupted, and the task finishes when it ends. Errors: kNotFound when no task with that id
   // is scheduled.
   Status Retire(const std::string& id);
-  // Local first, then the store. See SchedulerService::TriggerTask.
-  Status Trigger(const std::string& id);
+  // Local first, then the store. See SchedulerService::TriggerTask. `caller`, when valid, is the
+  // trigger's trace context: the run this host starts for it is its child.
+  Status Trigger(const std::string& id, const TraceContext& caller = {});
   // Local first, then the store. See SchedulerService::CancelTask.
   Status Cancel(const std::string& id);
   // Global tasks, in the store; the dispatcher re-reads the row. See SchedulerService::PauseTask
@@ -242,6 +243,9 @@ class TaskEngine final : public DrivenEngine {
   // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
   void KickLocked(bool timer, bool dispatcher);
   RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
+  // Gives a starting run its span context when runs are traced (EngineOptions::trace_runs): a
+  // child of its caller's, else the root of a new trace. Requires mu_.
+  void TraceRun(PlannedRun& run) const;
   // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
   // tokens' callbacks are the task function's).
   static void SignalStop(PlannedRun& run, bool kill);

@@ -1,5 +1,6 @@
 #include "stagehand/http/scheduler_router.h"
 
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -17,6 +18,16 @@ HttpResponse EmptyOk() {
   HttpResponse response;
   response.status = 200;
   return response;
+}
+
+// The caller's W3C trace context (`traceparent`, `tracestate`); an absent or malformed one is no
+// context, as the Trace Context spec asks of a receiver (the trigger itself goes ahead).
+TraceContext CallerTrace(const HttpRequest& request) {
+  const std::optional<std::string_view> parent = FindHeader(request.headers, "traceparent");
+  if (!parent) return {};
+  Result<TraceContext> context =
+      ParseTraceparent(*parent, FindHeader(request.headers, "tracestate").value_or(""));
+  return context.ok() ? *std::move(context) : TraceContext{};
 }
 
 }  // namespace
@@ -53,7 +64,8 @@ std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& reque
   if (!id.ok()) {
     return ErrorResponse(id.status(), request, *logger_);
   }
-  const Status status = trigger ? scheduler_->TriggerTask(*id) : scheduler_->CancelTask(*id);
+  const Status status =
+      trigger ? scheduler_->TriggerTask(*id, CallerTrace(request)) : scheduler_->CancelTask(*id);
   if (!status.ok()) {
     return ErrorResponse(status, request, *logger_);
   }

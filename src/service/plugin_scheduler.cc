@@ -213,11 +213,13 @@ Status PluginScheduler::UnscheduleTask(std::string_view id) {
   return Status::Ok();
 }
 
-Status PluginScheduler::TriggerTask(std::string_view id) {
+Status PluginScheduler::TriggerTask(std::string_view id) { return TriggerTask(id, TraceContext{}); }
+
+Status PluginScheduler::TriggerTask(std::string_view id, const TraceContext& caller) {
   SchedulerObserver* observer = impl_->options.observer.get();
   const std::string& plugin_id = impl_->options.plugin_id;
   if (observer != nullptr) observer->OnTaskTriggerRequested(plugin_id, id);
-  Status triggered = impl_->engine.Trigger(std::string(id));
+  Status triggered = impl_->engine.Trigger(std::string(id), caller);
   if (observer != nullptr) {
     if (triggered.ok()) {
       observer->OnTaskTriggered(plugin_id, id);

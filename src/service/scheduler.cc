@@ -34,6 +34,10 @@ Result<RunDetail> SchedulerService::GetRun(std::string_view /*run_id*/) const {
   return UnimplementedError("This scheduler keeps no run history");
 }
 
+Status SchedulerService::TriggerTask(std::string_view id, const TraceContext& /*caller*/) {
+  return TriggerTask(id);
+}
+
 Status SchedulerService::RescheduleTask(TaskDefinition /*task*/) {
   return UnimplementedError("This scheduler cannot change a registered task");
 }

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+
+#include "stagehand/trace/sampler.h"
 
 namespace stagehand {
 
@@ -35,6 +38,10 @@ struct EngineOptions {
   std::chrono::milliseconds retry_backoff{1000};
   // Whether runs are recorded in the store's run history (where it keeps one).
   bool record_history = true;
+  // When set, each run gets a W3C trace context of its own (RunControl::trace, RunInfo::trace): a
+  // new span id in the trace of the TriggerTask call that asked for the run, or in a new trace,
+  // sampled by this sampler. nullopt (the default): runs carry no trace context.
+  std::optional<SamplerConfig> trace_runs;
 };
 
 }  // namespace stagehand

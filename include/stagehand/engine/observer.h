@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,6 +12,7 @@
 #include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
 
@@ -25,6 +27,12 @@ struct RunInfo {
   std::string_view run_id;
   RunTrigger trigger = RunTrigger::kSchedule;
   int attempt = 1;
+  std::optional<WallTime> slot;  // the time the run was due for; none when triggered or retried
+  // The run's span context (EngineOptions::trace_runs), or null when runs are not traced.
+  const TraceContext* trace = nullptr;
+  // The context of the TriggerTask call that asked for the run, when it gave one (the run's span
+  // is its child), or null.
+  const TraceContext* caller = nullptr;
 };
 
 // Receives scheduler events. The run, lease and claim hooks are called from engine threads, the

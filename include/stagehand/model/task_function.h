@@ -12,6 +12,7 @@
 
 #include "stagehand/base/status.h"
 #include "stagehand/model/run_report.h"
+#include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
 
@@ -29,6 +30,9 @@ struct RunControl {
   // Where the function may tell how its run went (exit code, HTTP status, output); the run
   // history keeps it. Null when nobody listens (a function called outside the engine).
   std::shared_ptr<RunReport> report = nullptr;
+  // The W3C trace context of the run's span when the scheduler traces runs (invalid otherwise):
+  // a function starts its own child spans under it with whatever tracing library it uses.
+  TraceContext trace{};
 };
 
 // The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a

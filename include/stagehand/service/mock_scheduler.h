@@ -43,6 +43,7 @@ class MockScheduler final : public SchedulerService {
   // A failing task does not make TriggerTask fail (WaitForTask reports it).
   // Errors: kNotFound "Task {id} not found".
   Status TriggerTask(std::string_view id) override;
+  using SchedulerService::TriggerTask;  // a caller's trace context is ignored
   // Signals the running invocation's stop token; the next trigger gets a fresh one.
   // Errors: kNotFound "Task {id} not found"; kConflict "Task {id} is not running".
   Status CancelTask(std::string_view id) override;

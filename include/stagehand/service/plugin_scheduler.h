@@ -68,6 +68,7 @@ class PluginScheduler final : public SchedulerService {
   Status RescheduleTask(TaskDefinition task) override;
   Status UnscheduleTask(std::string_view id) override;
   Status TriggerTask(std::string_view id) override;
+  Status TriggerTask(std::string_view id, const TraceContext& caller) override;
   Status CancelTask(std::string_view id) override;
   Status PauseTask(std::string_view id, const PauseRequest& request) override;
   Status ResumeTask(std::string_view id) override;

@@ -135,6 +135,10 @@ class SchedulerService {
   // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is currently running";
   // kUnavailable.
   virtual Status TriggerTask(std::string_view id) = 0;
+  // TriggerTask on behalf of a traced caller (a REST request with a `traceparent` header): when
+  // the scheduler traces runs, the run it starts on this host for the trigger is a child span of
+  // `caller`. The default ignores `caller`.
+  virtual Status TriggerTask(std::string_view id, const TraceContext& caller);
 
   // Stops the current run of a task: local first, else the database row.
   // Errors: kNotFound "Task {id} does not exist"; kConflict "Task {id} is not running";

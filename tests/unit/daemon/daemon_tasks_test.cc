@@ -659,6 +659,7 @@ class RefusingScheduler final : public SchedulerService {
  public:
   Status ScheduleTask(TaskDefinition) override { return ConflictError("already registered"); }
   Status TriggerTask(std::string_view) override { return Status::Ok(); }
+  using SchedulerService::TriggerTask;
   Status CancelTask(std::string_view) override { return Status::Ok(); }
   std::vector<TaskDescriptor> GetScheduledTasks() const override { return {}; }
   Result<std::vector<TaskListing>> ListTasks() const override { return std::vector<TaskListing>{}; }

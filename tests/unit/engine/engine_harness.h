@@ -26,6 +26,12 @@ namespace stagehand::engine_internal {
 class Recorder final : public SchedulerObserver {
  public:
   void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds lag) override {
+    {
+      std::lock_guard lock(mu_);
+      traces_[std::string(run.task_id)].push_back(
+          {run.trace != nullptr ? *run.trace : TraceContext{},
+           run.caller != nullptr ? *run.caller : TraceContext{}});
+    }
     Add("started", run.task_id, lag);
   }
   void OnRunCompleted(const RunInfo& run, std::chrono::nanoseconds) override {
@@ -63,6 +69,12 @@ class Recorder final : public SchedulerObserver {
     auto it = lags_.find(task);
     return it == lags_.end() ? std::vector<std::chrono::nanoseconds>{} : it->second;
   }
+  // The span context and the caller's of each started run of `task` (invalid when none).
+  std::vector<std::pair<TraceContext, TraceContext>> Traces(const std::string& task) const {
+    std::lock_guard lock(mu_);
+    auto it = traces_.find(task);
+    return it == traces_.end() ? std::vector<std::pair<TraceContext, TraceContext>>{} : it->second;
+  }
   // Waits (real time, bounded) until Count(kind, task) >= n.
   bool WaitFor(const std::string& kind, const std::string& task, int n,
                std::chrono::seconds timeout = std::chrono::seconds(10)) const {
@@ -88,6 +100,7 @@ class Recorder final : public SchedulerObserver {
   mutable std::condition_variable cv_;
   std::map<std::string, int> counts_;
   std::map<std::string, std::vector<std::chrono::nanoseconds>> lags_;
+  std::map<std::string, std::vector<std::pair<TraceContext, TraceContext>>> traces_;
 };
 
 // A task function whose runs the test controls: by default it returns at once; with Hold() each

@@ -26,8 +26,10 @@ using ::testing::Pair;
 class FakeScheduler final : public SchedulerService {
  public:
   Status ScheduleTask(TaskDefinition) override { return InternalError("not used"); }
-  Status TriggerTask(std::string_view id) override {
+  Status TriggerTask(std::string_view id) override { return TriggerTask(id, TraceContext{}); }
+  Status TriggerTask(std::string_view id, const TraceContext& caller) override {
     triggered.emplace_back(id);
+    callers.push_back(caller);
     return ResultFor(trigger_results, id);
   }
   Status CancelTask(std::string_view id) override {
@@ -47,6 +49,7 @@ class FakeScheduler final : public SchedulerService {
   std::map<std::string, Status, std::less<>> trigger_results;
   std::map<std::string, Status, std::less<>> cancel_results;
   std::vector<std::string> triggered;
+  std::vector<TraceContext> callers;  // the trace context each trigger came with
   std::vector<std::string> cancelled;
 
  private:
@@ -273,6 +276,25 @@ TEST_F(SchedulerRestRouterTest, TriggerAndCancelAnswerEmpty200) {
   EXPECT_EQ(cancel.body, "");
   EXPECT_THAT(scheduler_.triggered, ElementsAre("t1"));
   EXPECT_THAT(scheduler_.cancelled, ElementsAre("t1"));
+}
+
+TEST_F(SchedulerRestRouterTest, ATriggerCarriesTheCallersTraceContext) {
+  HttpRequest traced = Request("POST", std::string(kTasks) + "/t1/trigger");
+  traced.headers.emplace_back("TraceParent",
+                              "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  traced.headers.emplace_back("tracestate", "vendor=value");
+  ASSERT_EQ(Handle(traced).value_or(HttpResponse{}).status, 200);
+  HttpRequest malformed = Request("POST", std::string(kTasks) + "/t1/trigger");
+  malformed.headers.emplace_back("traceparent", "00-not-a-trace-01");
+  ASSERT_EQ(Handle(malformed).value_or(HttpResponse{}).status, 200);
+  ASSERT_EQ(Post(std::string(kTasks) + "/t1/trigger").status, 200);
+
+  ASSERT_EQ(scheduler_.callers.size(), 3u);
+  EXPECT_EQ(FormatTraceparent(scheduler_.callers[0]),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(scheduler_.callers[0].trace_state, "vendor=value");
+  EXPECT_FALSE(scheduler_.callers[1].valid());
+  EXPECT_FALSE(scheduler_.callers[2].valid());
 }
 
 TEST_F(SchedulerRestRouterTest, NotFoundHasBackstageErrorBody) {

@@ -1,0 +1,105 @@
+// Issue 18: each run's W3C trace context (EngineOptions::trace_runs): the task function reads it
+// from RunControl::trace and observers from RunInfo::trace; a run triggered by a traced caller on
+// this host is a span of the caller's trace.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <vector>
+
+#include "engine_harness.h"
+
+namespace stagehand::engine_internal {
+namespace {
+
+constexpr char kCaller[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+// A task function that keeps the trace context of each of its runs.
+class TraceProbe {
+ public:
+  TaskFunction Fn() {
+    return [this](const RunControl& run) {
+      std::lock_guard lock(mu_);
+      seen_.push_back(run.trace);
+    };
+  }
+  std::vector<TraceContext> seen() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<TraceContext> seen_;
+};
+
+TEST_F(EngineTest, ATracedRunIsAChildOfItsCallerOrTheRootOfANewTrace) {
+  EngineOptions options = Options();
+  options.trace_runs = SamplerConfig{};
+  TaskEngine& engine = StartEngine(store_, options);
+  TraceProbe global;
+  TraceProbe local;
+  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), global.Fn())).ok());
+  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), local.Fn(), TaskScope::kLocal)).ok());
+  Settle();
+  const TraceContext caller = *ParseTraceparent(kCaller, "vendor=1");
+
+  ASSERT_TRUE(engine.Trigger("g", caller).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
+  Settle();
+  ASSERT_TRUE(engine.Trigger("g").ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 2));
+
+  for (const char* id : {"g", "l"}) {
+    const std::vector<std::pair<TraceContext, TraceContext>> traces = recorder_->Traces(id);
+    ASSERT_GE(traces.size(), 1u) << id;
+    const auto& [span, parent] = traces[0];
+    EXPECT_TRUE(span.valid()) << id;
+    EXPECT_EQ(span.trace_id, caller.trace_id) << id;
+    EXPECT_NE(span.span_id, caller.span_id) << id;
+    EXPECT_TRUE(span.sampled()) << id;
+    EXPECT_EQ(span.trace_state, "vendor=1") << id;
+    EXPECT_EQ(parent, caller) << id;
+  }
+  EXPECT_EQ(global.seen().at(0), recorder_->Traces("g").at(0).first);
+  EXPECT_EQ(local.seen().at(0), recorder_->Traces("l").at(0).first);
+
+  // Untraced trigger: a new trace, sampled by the default sampler, no caller.
+  const auto& [root, no_caller] = recorder_->Traces("g").at(1);
+  EXPECT_TRUE(root.valid());
+  EXPECT_NE(root.trace_id, caller.trace_id);
+  EXPECT_TRUE(root.sampled());
+  EXPECT_FALSE(no_caller.valid());
+}
+
+TEST_F(EngineTest, AnUnsampledCallerMakesAnUnsampledRunUnderTheParentBasedSampler) {
+  EngineOptions options = Options();
+  options.trace_runs = SamplerConfig{};
+  TaskEngine& engine = StartEngine(store_, options);
+  TraceProbe probe;
+  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  TraceContext caller = *ParseTraceparent(kCaller);
+  caller.flags = 0;
+  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
+  ASSERT_EQ(probe.seen().size(), 1u);
+  EXPECT_TRUE(probe.seen()[0].valid());
+  EXPECT_FALSE(probe.seen()[0].sampled());
+}
+
+TEST_F(EngineTest, RunsCarryNoTraceContextUnlessTracingIsOn) {
+  TaskEngine& engine = StartEngine();
+  TraceProbe probe;
+  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  ASSERT_TRUE(engine.Trigger("g", *ParseTraceparent(kCaller)).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  ASSERT_EQ(probe.seen().size(), 1u);
+  EXPECT_FALSE(probe.seen()[0].valid());
+  EXPECT_FALSE(recorder_->Traces("g").at(0).first.valid());
+  EXPECT_TRUE(recorder_->Traces("g").at(0).second.valid()) << "the caller is still reported";
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
