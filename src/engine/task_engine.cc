@@ -801,15 +801,18 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   return outcome;
 }
 
-void TaskEngine::LogFailure(const PlannedTask& task, const Outcome& outcome) const {
+void TaskEngine::LogFailure(const PlannedTask& task, const PlannedRun& run,
+                            const Outcome& outcome) const {
   if (!outcome.error) return;
   const std::string line = "Task " + task.def.id + " failed, " + *outcome.error;
+  LogFields fields = {{"task", task.def.id}};
+  AddTraceFields(run.trace, fields);
   // Operators alert on errors: a run that shutdown or an operator stopped is not one.
   if (outcome.reason == StopReason::kShutdown || outcome.reason == StopReason::kCancel ||
       outcome.reason == StopReason::kUnscheduled) {
-    logger_->Warn(line, {{"task", task.def.id}});
+    logger_->Warn(line, fields);
   } else {
-    logger_->Error(line, {{"task", task.def.id}});
+    logger_->Error(line, fields);
   }
 }
 
@@ -819,7 +822,7 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   const MonoTime began = clock_.MonoNow();
   Outcome outcome = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
-  LogFailure(*task, outcome);
+  LogFailure(*task, *run, outcome);
   bool ours = false;
   std::optional<RunStart> unrecorded_start;
   {
@@ -1091,7 +1094,7 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   const MonoTime began = clock_.MonoNow();
   const Outcome outcome = Invoke(*task, *run);
   const nanoseconds duration = clock_.MonoNow() - began;
-  LogFailure(*task, outcome);
+  LogFailure(*task, *run, outcome);
   const RunFinish finish = FinishOf(*run, outcome);
   QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
   bool finished = false;

@@ -215,7 +215,7 @@ class TaskEngine final : public DrivenEngine {
   // message starts with the reason ("timed out after 2s: ...").
   Outcome Invoke(const PlannedTask& task, PlannedRun& run);
   // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
-  void LogFailure(const PlannedTask& task, const Outcome& outcome) const;
+  void LogFailure(const PlannedTask& task, const PlannedRun& run, const Outcome& outcome) const;
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
                     const RunFinish& finish);
   // The history's account of how `run` ended.

@@ -172,6 +172,7 @@ class OutputSink {
       fields.emplace_back("task", spec_.task_id);
     }
     fields.emplace_back("stream", std::string(stream));
+    AddTraceFields(spec_.trace, fields);
     return fields;
   }
 
@@ -387,6 +388,7 @@ LogFields RunFields(const CommandSpec& spec) {
     fields.emplace_back("task", spec.task_id);
   }
   fields.emplace_back("program", spec.argv.front());
+  AddTraceFields(spec.trace, fields);
   return fields;
 }
 
@@ -638,6 +640,10 @@ std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char*
   for (const auto& [name, value] : spec.env) {
     variables.insert_or_assign(name, value);
   }
+  if (spec.trace.valid()) {
+    variables.emplace("TRACEPARENT", FormatTraceparent(spec.trace));
+    if (!spec.trace.trace_state.empty()) variables.emplace("TRACESTATE", spec.trace.trace_state);
+  }
   variables.emplace("PATH", kDefaultCommandPath);
   std::vector<std::string> entries;
   entries.reserve(variables.size());
@@ -649,6 +655,11 @@ std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char*
 
 Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
                   const RunControl& control) {
+  if (control.trace.valid() && !(spec.trace == control.trace)) {
+    CommandSpec traced = spec;
+    traced.trace = control.trace;
+    return RunCommand(traced, logger, clock, control);
+  }
   if (spec.argv.empty()) {
     return InvalidArgumentError("command: argv is empty");
   }

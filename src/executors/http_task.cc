@@ -96,6 +96,12 @@ class Exchange {
     for (const auto& [name, value] : spec.headers) {
       request_.headers.emplace(name, value);
     }
+    if (spec.trace.valid() && !request_.has_header("traceparent")) {
+      request_.headers.emplace("traceparent", FormatTraceparent(spec.trace));
+      if (!spec.trace.trace_state.empty() && !request_.has_header("tracestate")) {
+        request_.headers.emplace("tracestate", spec.trace.trace_state);
+      }
+    }
     if (!request_.has_header("Accept-Encoding")) {
       request_.headers.emplace("Accept-Encoding", "identity");
     }
@@ -306,6 +312,11 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
 
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const RunControl& control) {
+  if (control.trace.valid() && !(spec.trace == control.trace)) {
+    HttpTaskSpec traced = spec;
+    traced.trace = control.trace;
+    return RunHttpTask(traced, logger, clock, control);
+  }
   // A request has no grace period: either token aborts it at once.
   std::stop_source abort;
   auto request_abort = [&abort] { abort.request_stop(); };
@@ -341,6 +352,7 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   }
   fields.emplace_back("method", method);
   fields.emplace_back("url", redacted_url);
+  AddTraceFields(spec.trace, fields);
 
   Exchange exchange(url, spec, method);
   if (!exchange.valid()) {

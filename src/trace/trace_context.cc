@@ -101,6 +101,12 @@ std::string FormatTraceparent(const TraceContext& context) {
                      EncodeHex(std::span(&context.flags, 1)));
 }
 
+void AddTraceFields(const TraceContext& context, LogFields& fields) {
+  if (!context.valid()) return;
+  fields.emplace_back("trace_id", HexOf(context.trace_id));
+  fields.emplace_back("span_id", HexOf(context.span_id));
+}
+
 std::string HexOf(const TraceId& id) { return EncodeHex(id); }
 std::string HexOf(const SpanId& id) { return EncodeHex(id); }
 

@@ -22,6 +22,7 @@
 #include "stagehand/base/status.h"
 #include "stagehand/model/task_function.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
 
@@ -55,6 +56,10 @@ struct CommandSpec {
   std::size_t output_cap_bytes = std::size_t{64} * 1024;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
+  // The run's trace context (set by RunCommand from RunControl::trace): when valid, the command
+  // gets TRACEPARENT and TRACESTATE (unless `env` sets them) and the run's log records carry
+  // trace_id and span_id.
+  TraceContext trace{};
 };
 
 // Returns whether `name` is a portable environment variable name: a letter or '_', then letters,
@@ -64,7 +69,8 @@ bool IsEnvironmentName(std::string_view name);
 // Returns the environment a run of `spec` gets, as NAME=VALUE entries sorted by name: the
 // variables of kCommandBaseEnvironment (and LC_*) and those `spec.inherit_env` names, taken from
 // `parent` (a null-terminated NAME=VALUE array, such as `environ`; the first entry of a name wins)
-// when set there; then `spec.env`, overriding; and PATH=kDefaultCommandPath when still unset.
+// when set there; then `spec.env`, overriding; then TRACEPARENT and TRACESTATE of `spec.trace`
+// when still unset; and PATH=kDefaultCommandPath when still unset.
 // Nothing else of `parent` is kept. Thread-compatible: `parent` must not change meanwhile.
 std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char* const* parent);
 

@@ -17,6 +17,7 @@
 #include "stagehand/base/status.h"
 #include "stagehand/model/task_function.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
 
@@ -62,6 +63,10 @@ struct HttpTaskSpec {
   bool include_body_in_error = false;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
+  // The run's trace context (set by RunHttpTask from RunControl::trace): when valid, the request
+  // carries `traceparent` and `tracestate` (unless `headers` set them) and the run's log records
+  // carry trace_id and span_id.
+  TraceContext trace{};
 };
 
 // What a run received. Thread-compatible value type.

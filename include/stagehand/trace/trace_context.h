@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
 
 namespace stagehand {
@@ -42,6 +43,10 @@ std::string FormatTraceparent(const TraceContext& context);
 // The ids in lowercase hex (32 and 16 digits), as logs and OTLP/JSON write them.
 std::string HexOf(const TraceId& id);
 std::string HexOf(const SpanId& id);
+
+// Adds `trace_id` and `span_id` (lowercase hex) to a run's log record when `context` is valid, so
+// that logs and traces join.
+void AddTraceFields(const TraceContext& context, LogFields& fields);
 
 // Random non-zero ids. Thread-safe.
 TraceId NewTraceId();

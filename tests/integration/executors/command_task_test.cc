@@ -216,6 +216,37 @@ TEST_F(CommandTaskTest, AppliesEnvironmentAndWorkingDirectory) {
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("bar baz", "${HOME}", dir.string()));
 }
 
+// Issue 18: a traced run's command continues its trace (TRACEPARENT, TRACESTATE), and its log
+// records join the trace.
+TEST_F(CommandTaskTest, ATracedRunGivesTheCommandItsTraceContext) {
+  const TraceContext trace =
+      *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
+  CommandSpec spec = Shell("echo \"$TRACEPARENT\"; echo \"$TRACESTATE\"");
+  Status status = RunCommand(spec, logger_, SystemClock::Instance(),
+                             RunControl{stop_.get_token(), kill_.get_token(), nullptr, trace});
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(logger_.Lines("stdout"),
+              ElementsAre("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1"));
+  for (const LogRecord& record : logger_.Records()) {
+    if (record.Field("stream") != "stdout") continue;
+    EXPECT_EQ(record.Field("trace_id"), "4bf92f3577b34da6a3ce929d0e0e4736");
+    EXPECT_EQ(record.Field("span_id"), "00f067aa0ba902b7");
+  }
+}
+
+TEST(CommandEnvironmentTest, ATraceContextIsAddedUnlessEnvSetsIt) {
+  CommandSpec spec;
+  spec.trace = *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+  EXPECT_THAT(CommandEnvironment(spec, nullptr),
+              ElementsAre(fmt::format("PATH={}", kDefaultCommandPath),
+                          "TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
+  spec.env = {{"TRACEPARENT", "mine"}};
+  EXPECT_THAT(CommandEnvironment(spec, nullptr),
+              ElementsAre(fmt::format("PATH={}", kDefaultCommandPath), "TRACEPARENT=mine"));
+  EXPECT_THAT(CommandEnvironment(CommandSpec{}, nullptr),
+              ElementsAre(fmt::format("PATH={}", kDefaultCommandPath)));
+}
+
 // Sets a variable of this process's environment for the scope. The tests that use it start no
 // thread before it, so nothing reads the environment meanwhile.
 class ScopedEnv {

@@ -89,6 +89,8 @@ class HttpTaskTest : public ::testing::Test {
         std::lock_guard<std::mutex> lock(mu_);
         last_body_ = req.body;
         last_header_ = req.get_header_value("X-Token");
+        last_traceparent_ = req.get_header_value("traceparent");
+        last_tracestate_ = req.get_header_value("tracestate");
         last_method_ = req.method;
       }
       res.set_content("fine", "text/plain");
@@ -184,6 +186,8 @@ class HttpTaskTest : public ::testing::Test {
   std::string last_header_;
   std::string last_method_;
   std::string last_accept_encoding_;
+  std::string last_traceparent_;
+  std::string last_tracestate_;
   std::string bomb_;
 };
 
@@ -197,6 +201,23 @@ TEST_F(HttpTaskTest, SucceedsOn200AndSendsBodyAndHeaders) {
   EXPECT_EQ(last_method_, "POST");
   EXPECT_EQ(last_body_, R"({"a":1})");
   EXPECT_EQ(last_header_, "secret");
+}
+
+// Issue 18: a traced run's request carries its trace context, so the receiver continues the trace.
+TEST_F(HttpTaskTest, ATracedRunSendsTraceparentAndTracestate) {
+  const TraceContext trace =
+      *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
+  Status status = RunHttpTask(Spec("/ok"), logger_, SystemClock::Instance(),
+                              RunControl{std::stop_token(), std::stop_token(), nullptr, trace});
+  ASSERT_TRUE(status.ok()) << status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(last_traceparent_, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    EXPECT_EQ(last_tracestate_, "v=1");
+  }
+  ASSERT_TRUE(Run(Spec("/ok")).ok());
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(last_traceparent_, "") << "an untraced run sends none";
 }
 
 TEST_F(HttpTaskTest, UsesTheConfiguredMethod) {
