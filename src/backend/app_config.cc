@@ -19,9 +19,9 @@ namespace stagehand {
 namespace {
 
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon,
-// `database` by ReadDatabaseConfig.
-constexpr std::array<std::string_view, 6> kStagehandKeys = {"plugins", "server",   "scheduler",
-                                                            "metrics", "database", "history"};
+// `database` by ReadDatabaseConfig, `tracing` by ReadTracingConfig.
+constexpr std::array<std::string_view, 7> kStagehandKeys = {
+    "plugins", "server", "scheduler", "metrics", "database", "history", "tracing"};
 constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
                                                           "maxOutputBytes"};

@@ -19,12 +19,15 @@
 
 #include "backend/observer_fan_out.h"
 #include "stagehand/backend/database_manager.h"
+#include "stagehand/backend/run_spans.h"
 #include "stagehand/backend/scheduler_metrics.h"
+#include "stagehand/base/host_name.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/http/auth.h"
 #include "stagehand/http/error_response.h"
 #include "stagehand/http/event_stream.h"
 #include "stagehand/http/http_server.h"
+#include "stagehand/http/otlp_http_exporter.h"
 #include "stagehand/http/run_history_router.h"
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
@@ -192,6 +195,9 @@ struct Backend::Impl {
   // Drive every plugin's scheduler: the thread count does not grow with the plugins.
   std::shared_ptr<SchedulerThreads> scheduler_threads;
   std::unique_ptr<HttpServer> server;  // created by Create, never replaced
+  TracingConfig tracing;
+  std::unique_ptr<OtlpHttpExporter> span_exporter;  // with tracing on; created by Create
+  std::unique_ptr<BatchSpanProcessor> spans;        // with tracing on; from DoStart to Teardown
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -215,9 +221,32 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
   if (!config.ok()) {
     return config.status();
   }
+  Result<TracingConfig> tracing = ReadTracingConfig(
+      options.config, options.environment ? options.environment : ProcessEnvironment());
+  if (!tracing.ok()) {
+    return tracing.status();
+  }
+  std::unique_ptr<OtlpHttpExporter> span_exporter;
+  if (tracing->enabled) {
+    OtlpHttpOptions exporter_options;
+    exporter_options.endpoint = tracing->endpoint;
+    exporter_options.headers = tracing->headers;
+    exporter_options.timeout = tracing->timeout;
+    exporter_options.resource = tracing->resource;
+    exporter_options.scope_name = std::string(kSchedulerTracerName);
+    Result<std::unique_ptr<OtlpHttpExporter>> exporter =
+        OtlpHttpExporter::Create(std::move(exporter_options));
+    if (!exporter.ok()) {
+      return exporter.status();
+    }
+    span_exporter = *std::move(exporter);
+  }
   std::unique_ptr<Backend> backend(new Backend());
   Impl& impl = *backend->impl_;
   impl.config = std::move(*config);
+  impl.tracing = *std::move(tracing);
+  impl.span_exporter = std::move(span_exporter);
+  if (impl.tracing.enabled) impl.config.engine.trace_runs = impl.tracing.sampler;
   impl.clock = options.clock != nullptr ? options.clock : &SystemClock::Instance();
   impl.logger = options.logger ? options.logger : NullLogger();
   impl.options = std::move(options);
@@ -459,9 +488,29 @@ Status Backend::Impl::DoStart() {
   events_options.clock = clock;
   events = std::make_shared<SchedulerEventStream>(std::move(events_options));
   events->Start();
-  observer = std::make_shared<backend_internal::ObserverFanOut>(
-      std::vector<std::shared_ptr<SchedulerObserver>>{
-          MakeSchedulerMetricsObserver(metrics, *clock, metrics_options), events});
+  std::vector<std::shared_ptr<SchedulerObserver>> observers{
+      MakeSchedulerMetricsObserver(metrics, *clock, metrics_options), events};
+  if (span_exporter) {
+    CounterFamily& counted = metrics.Counter(
+        "stagehand_trace_spans_total",
+        "Run spans by what became of them: exported, dropped (the export queue was full) or "
+        "failed (the collector refused them or could not be reached)",
+        {"result"});
+    BatchSpanOptions batch = tracing.batch;
+    batch.on_counted = [&counted](std::string_view result, std::uint64_t n) {
+      counted.Add({std::string(result)}, static_cast<double>(n));
+    };
+    spans = std::make_unique<BatchSpanProcessor>(
+        *clock,
+        [exporter = span_exporter.get()](const std::vector<SpanData>& batch_of_spans) {
+          return exporter->Export(batch_of_spans);
+        },
+        std::move(batch));
+    observers.push_back(
+        std::make_shared<RunSpanObserver>(*spans, *clock, LocalHostName(), ::getpid()));
+    logger->Info("Tracing runs", {{"endpoint", tracing.endpoint}});
+  }
+  observer = std::make_shared<backend_internal::ObserverFanOut>(std::move(observers));
 
   logger->Info("Plugin initialization started", {{"plugins", JoinIds(plugins)}});
   for (const auto& entry : plugins) {
@@ -558,6 +607,10 @@ void Backend::Impl::Teardown() {
     }
   }
 
+  if (spans) {
+    // The runs are over: their spans go out now, within the exporter's timeout.
+    spans->Shutdown();
+  }
   if (events) {
     events->Stop();
   }

@@ -29,6 +29,9 @@ AppConfigCheck CheckAppConfig(const std::vector<std::string>& config_files,
   if (!plugins.ok()) {
     check.problems.Add(plugins.status());
   }
+  if (Result<TracingConfig> tracing = ReadTracingConfig(*root, environment); !tracing.ok()) {
+    check.problems.Add(tracing.status());
+  }
 
   // Every plugin serve would start, even when its tasks have problems.
   std::vector<std::string> plugin_ids;

@@ -102,6 +102,10 @@ int RunServe(const ServeOptions& options, const Context& context) {
   if (!plugins.ok()) {
     problems.Add(plugins.status());
   }
+  if (Result<TracingConfig> tracing = ReadTracingConfig(*root, ProcessEnvironment());
+      !tracing.ok()) {
+    problems.Add(tracing.status());
+  }
   for (const std::string& warning : BackendConfigWarnings(*root)) logger->Warn(warning);
   if (!problems.empty()) {
     return ReportConfigProblems(context, problems);

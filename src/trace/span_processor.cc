@@ -18,9 +18,11 @@ BatchSpanProcessor::BatchSpanProcessor(Clock& clock, SpanExportFunction export_b
 BatchSpanProcessor::~BatchSpanProcessor() { Shutdown(); }
 
 void BatchSpanProcessor::OnEnd(SpanData span) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (shut_down_ || queue_.size() >= options_.max_queue_size) {
     ++counts_.dropped;
+    lock.unlock();
+    if (options_.on_counted) options_.on_counted("dropped", 1);
     return;
   }
   const bool first = queue_.empty();
@@ -80,6 +82,7 @@ void BatchSpanProcessor::Loop(std::stop_token stop) {
       oldest_queued_at_ = queue_.empty() ? kMonoInfinity : clock_.MonoNow();
       lock.unlock();
       const Status exported = export_batch_(batch);
+      if (options_.on_counted) options_.on_counted(exported.ok() ? "exported" : "failed", n);
       lock.lock();
       (exported.ok() ? counts_.exported : counts_.failed) += n;
       if (!flushing && queue_.size() < options_.max_export_batch_size) break;

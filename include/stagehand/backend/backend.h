@@ -6,6 +6,10 @@
 // the live event stream GET /.stagehand/v1/events (every plugin's scheduler events) and, when a
 // reload handler is set, POST /.stagehand/v1/reload (see reload.h).
 //
+// With tracing on (tracing_config.h), every sampled run becomes a span (run_spans.h) exported over
+// OTLP/HTTP in batches on a thread of its own; GET /metrics counts them in
+// stagehand_trace_spans_total{result="exported"|"dropped"|"failed"}.
+//
 // Start order: read the config → for each plugin in registration order: open and migrate its
 // database, create its scheduler, call its init → mount the plugin routers (scheduler REST API
 // first, then the run history routes, then the plugin's own handlers, behind the auth policy) →
@@ -24,6 +28,7 @@
 
 #include "stagehand/backend/app_config.h"
 #include "stagehand/backend/reload.h"
+#include "stagehand/backend/tracing_config.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
 #include "stagehand/config/config.h"
@@ -92,6 +97,9 @@ struct BackendOptions {
   // way. Called once per plugin during Start, on the starting thread. The scheduler must outlive
   // the backend, which does not shut it down.
   std::function<SchedulerService*(std::string_view plugin_id)> scheduler_for_plugin;
+  // Where the OTEL_* variables of the tracing settings are read (ReadTracingConfig); the
+  // process's environment when null.
+  EnvironmentLookup environment;
 };
 
 // Thread-safe: AddPlugin before Start; Stop and port from any thread. Destroying it runs Stop.

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct BatchSpanOptions {
   std::size_t max_queue_size = 2048;
   std::size_t max_export_batch_size = 512;
   std::chrono::milliseconds schedule_delay{5000};
+  // Told of the spans counted in SpanCounts as it counts them ("exported", "dropped", "failed"),
+  // never under the processor's lock: from OnEnd's caller for drops, from the processor's thread
+  // otherwise. May be empty.
+  std::function<void(std::string_view result, std::uint64_t spans)> on_counted;
 };
 
 // Sends one batch; called on the processor's thread only, one batch at a time. An error counts

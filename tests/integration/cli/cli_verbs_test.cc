@@ -487,7 +487,7 @@ TEST(ConfigCheckTest, ListsEveryProblemWithFileAndKey) {
       "  database: { client: better-sqlite3, connection: ':memory:' }\n"
       "  auth:\n    externalAccess:\n      - type: static\n        options: { token: short, "
       "subject: x }\n"
-      "stagehand:\n  plugins:\n    jobs:\n      tasks:\n"
+      "stagehand:\n  tracing: { sampler: sometimes }\n  plugins:\n    jobs:\n      tasks:\n"
       "        hello:\n          schedule: { frequency: { cron: 'not a cron' }, timeout: 30s }\n"
       "          command: ['/bin/true']\n"
       "        both:\n          schedule: { frequency: { minutes: 1 }, timeout: 10s }\n"
@@ -510,6 +510,7 @@ TEST(ConfigCheckTest, ListsEveryProblemWithFileAndKey) {
   EXPECT_THAT(problems, HasSubstr("stagehand.plugins.jobs.tasks.hello.schedule"));
   EXPECT_THAT(problems, HasSubstr("stagehand.plugins.jobs.tasks.both"));
   EXPECT_THAT(problems, HasSubstr("stagehand.plugins.jobs.tasks.late"));
+  EXPECT_THAT(problems, HasSubstr("stagehand.tracing.sampler: unknown sampler 'sometimes'"));
   EXPECT_THAT(problems, HasSubstr("base.yaml"));
   EXPECT_THAT(problems, HasSubstr("overlay.yaml"));
   std::istringstream lines(problems);

@@ -680,7 +680,7 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
   EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
             "Invalid config value for key 'stagehand.workers' in '" + file +
                 "': unknown key 'workers'; expected plugins, server, scheduler, metrics, database, "
-                "history");
+                "history, tracing");
 }
 
 TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+
+BatchSpanOptions Options(std::size_t queue, std::size_t batch) {
+  BatchSpanOptions options;
+  options.max_queue_size = queue;
+  options.max_export_batch_size = batch;
+  options.schedule_delay = milliseconds(5000);
+  return options;
+}
 
 SpanData Named(std::string name) {
   SpanData span;
@@ -71,7 +80,7 @@ class RecordingExport {
 TEST(BatchSpanProcessorTest, ExportsAFullBatchAtOnce) {
   testing::ManualClock clock;
   RecordingExport exported;
-  BatchSpanProcessor processor(clock, exported.Function(), {100, 2, milliseconds(5000)});
+  BatchSpanProcessor processor(clock, exported.Function(), Options(100, 2));
   processor.OnEnd(Named("a"));
   processor.OnEnd(Named("b"));
   exported.WaitForCalls(1);
@@ -81,7 +90,7 @@ TEST(BatchSpanProcessorTest, ExportsAFullBatchAtOnce) {
 TEST(BatchSpanProcessorTest, ExportsAPartialBatchAfterTheScheduleDelay) {
   testing::ManualClock clock;
   RecordingExport exported;
-  BatchSpanProcessor processor(clock, exported.Function(), {100, 10, milliseconds(5000)});
+  BatchSpanProcessor processor(clock, exported.Function(), Options(100, 10));
   processor.OnEnd(Named("a"));
   clock.BlockUntilWaiters(1);
   clock.Advance(milliseconds(4999));
@@ -94,7 +103,7 @@ TEST(BatchSpanProcessorTest, ExportsAPartialBatchAfterTheScheduleDelay) {
 TEST(BatchSpanProcessorTest, ForceFlushExportsEverythingQueuedInBatches) {
   testing::ManualClock clock;
   RecordingExport exported;
-  BatchSpanProcessor processor(clock, exported.Function(), {100, 2, milliseconds(5000)});
+  BatchSpanProcessor processor(clock, exported.Function(), Options(100, 2));
   exported.Block();
   processor.OnEnd(Named("a"));
   processor.OnEnd(Named("b"));
@@ -112,7 +121,7 @@ TEST(BatchSpanProcessorTest, ForceFlushExportsEverythingQueuedInBatches) {
 TEST(BatchSpanProcessorTest, AStuckCollectorNeverBlocksTheRunsItDropsAndCounts) {
   testing::ManualClock clock;
   RecordingExport exported;
-  BatchSpanProcessor processor(clock, exported.Function(), {3, 1, milliseconds(5000)});
+  BatchSpanProcessor processor(clock, exported.Function(), Options(3, 1));
   exported.Block();
   processor.OnEnd(Named("in export"));
   exported.WaitForCalls(1);
@@ -125,11 +134,33 @@ TEST(BatchSpanProcessorTest, AStuckCollectorNeverBlocksTheRunsItDropsAndCounts) 
   EXPECT_EQ(processor.counts().dropped, 8u);
 }
 
+TEST(BatchSpanProcessorTest, TellsEachCountAsItChanges) {
+  testing::ManualClock clock;
+  RecordingExport exported;
+  std::mutex mu;
+  std::map<std::string, std::uint64_t> told;
+  BatchSpanOptions options = Options(1, 1);
+  options.on_counted = [&](std::string_view result, std::uint64_t spans) {
+    std::lock_guard lock(mu);
+    told[std::string(result)] += spans;
+  };
+  BatchSpanProcessor processor(clock, exported.Function(), options);
+  exported.Block();
+  processor.OnEnd(Named("a"));
+  exported.WaitForCalls(1);
+  processor.OnEnd(Named("b"));
+  processor.OnEnd(Named("c"));
+  exported.Release();
+  processor.Shutdown();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(told, (std::map<std::string, std::uint64_t>{{"dropped", 1}, {"exported", 2}}));
+}
+
 TEST(BatchSpanProcessorTest, AFailedExportIsCountedNotRetried) {
   testing::ManualClock clock;
   RecordingExport exported;
   exported.Fail();
-  BatchSpanProcessor processor(clock, exported.Function(), {100, 1, milliseconds(5000)});
+  BatchSpanProcessor processor(clock, exported.Function(), Options(100, 1));
   processor.OnEnd(Named("a"));
   EXPECT_TRUE(processor.ForceFlush(seconds(30)));
   EXPECT_EQ(processor.counts().failed, 1u);
@@ -141,7 +172,7 @@ TEST(BatchSpanProcessorTest, ShutdownExportsWhatIsQueued) {
   testing::ManualClock clock;
   RecordingExport exported;
   {
-    BatchSpanProcessor processor(clock, exported.Function(), {100, 10, milliseconds(5000)});
+    BatchSpanProcessor processor(clock, exported.Function(), Options(100, 10));
     processor.OnEnd(Named("a"));
   }
   EXPECT_EQ(exported.batches(), (std::vector<std::vector<std::string>>{{"a"}}));

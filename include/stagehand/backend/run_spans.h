@@ -1,0 +1,48 @@
+// Turns the runs the schedulers report into OpenTelemetry spans, as Backstage 0.19's scheduler
+// traces them: instrumentation scope `backstage-service-scheduler`, span `task <taskId>` with the
+// attributes `taskId` and `scope`; plus stagehand's (plugin, run id, host, trigger, attempt,
+// outcome, start lag, slot, exit code, signal, HTTP status) and, when a run failed, timed out or
+// was cancelled, status error with an `exception` event. Only sampled runs make spans (the
+// engine's sampler decides, EngineOptions::trace_runs).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "stagehand/engine/observer.h"
+#include "stagehand/time/clock.h"
+#include "stagehand/trace/span_processor.h"
+
+namespace stagehand {
+
+// The instrumentation scope of the run spans (Backstage's tracer name).
+inline constexpr std::string_view kSchedulerTracerName = "backstage-service-scheduler";
+
+// Thread-safe, as observers must be. `sink` and `clock` must outlive it.
+class RunSpanObserver final : public SchedulerObserver {
+ public:
+  // `host` and `pid` name this process in every span.
+  RunSpanObserver(SpanSink& sink, const Clock& clock, std::string host, long pid);
+
+  void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds lag) override;
+  void OnRunFinished(const RunInfo& run, const RunFinish& finish,
+                     std::chrono::nanoseconds duration) override;
+
+ private:
+  struct Started {
+    WallTime at{};
+    std::chrono::nanoseconds lag{0};
+  };
+
+  SpanSink& sink_;
+  const Clock& clock_;
+  const std::string host_;
+  const long pid_;
+  std::mutex mu_;
+  std::map<std::string, Started, std::less<>> started_;  // by run id; guarded by mu_
+};
+
+}  // namespace stagehand

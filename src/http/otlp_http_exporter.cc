@@ -1,0 +1,69 @@
+#include "stagehand/http/otlp_http_exporter.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <utility>
+
+#include "stagehand/base/url.h"
+#include "stagehand/trace/otlp_json.h"
+
+namespace stagehand {
+
+struct OtlpHttpExporter::Impl {
+  OtlpHttpOptions options;
+  std::string target;  // path and query
+  httplib::Client client;
+
+  Impl(OtlpHttpOptions opts, const Url& url)
+      : options(std::move(opts)),
+        target(url.path.empty() ? "/" : url.path),
+        client(UrlHost(url.host), url.port.value_or(80)) {
+    if (url.query) target += "?" + *url.query;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(options.timeout);
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(options.timeout - seconds);
+    client.set_connection_timeout(seconds.count(), micros.count());
+    client.set_read_timeout(seconds.count(), micros.count());
+    client.set_write_timeout(seconds.count(), micros.count());
+    client.set_keep_alive(true);
+  }
+};
+
+Result<std::unique_ptr<OtlpHttpExporter>> OtlpHttpExporter::Create(OtlpHttpOptions options) {
+  Result<Url> url = ParseUrl(options.endpoint);
+  if (!url.ok()) {
+    return InvalidArgumentError(
+        fmt::format("invalid OTLP endpoint '{}': {}", options.endpoint, url.status().message()));
+  }
+  if (url->scheme != "http") {
+    return InvalidArgumentError(
+        fmt::format("invalid OTLP endpoint '{}': only http is supported, not {}", options.endpoint,
+                    url->scheme));
+  }
+  return std::unique_ptr<OtlpHttpExporter>(
+      new OtlpHttpExporter(std::make_unique<Impl>(std::move(options), *url)));
+}
+
+OtlpHttpExporter::OtlpHttpExporter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OtlpHttpExporter::~OtlpHttpExporter() = default;
+
+Status OtlpHttpExporter::Export(const std::vector<SpanData>& spans) {
+  const OtlpHttpOptions& options = impl_->options;
+  const std::string body =
+      EncodeOtlpTraces(options.resource, options.scope_name, options.scope_version, spans);
+  httplib::Headers headers;
+  for (const auto& [name, value] : options.headers) headers.emplace(name, value);
+  httplib::Result result = impl_->client.Post(impl_->target, headers, body, "application/json");
+  if (!result) {
+    return UnavailableError(fmt::format("OTLP export to {} failed: {}", options.endpoint,
+                                        httplib::to_string(result.error())));
+  }
+  if (result->status < 200 || result->status > 299) {
+    return UnavailableError(
+        fmt::format("OTLP export to {} answered {}", options.endpoint, result->status));
+  }
+  return Status::Ok();
+}
+
+}  // namespace stagehand

@@ -1,0 +1,246 @@
+// Issue 18 over real HTTP: with an OTLP endpoint configured, a REST trigger carrying a
+// `traceparent` makes a span `task <id>` in the caller's trace, exported to a local OTLP/HTTP
+// receiver; with the receiver down, runs go on and the spans are counted as failed in /metrics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stagehand/backend/backend.h"
+
+namespace stagehand {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr auto kDeadline = std::chrono::seconds(10);
+constexpr char kCaller[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+// A minimal OTLP/HTTP receiver on 127.0.0.1: keeps every span it is sent.
+class OtlpReceiver {
+ public:
+  OtlpReceiver() {
+    server_.Post("/v1/traces", [this](const httplib::Request& request, httplib::Response& res) {
+      {
+        std::lock_guard lock(mu_);
+        content_types_.push_back(request.get_header_value("Content-Type"));
+        auth_.push_back(request.get_header_value("x-api-key"));
+        const json body = json::parse(request.body);
+        for (const json& resource : body.at("resourceSpans")) {
+          for (const json& scope : resource.at("scopeSpans")) {
+            for (json span : scope.at("spans")) {
+              span["scope"] = scope.at("scope").at("name");
+              span["resource"] = resource.at("resource");
+              spans_.push_back(std::move(span));
+            }
+          }
+        }
+      }
+      cv_.notify_all();
+      res.set_content("{}", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the accept loop has started would not end it.
+    while (!server_.is_running()) std::this_thread::yield();
+  }
+  ~OtlpReceiver() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+  // Waits (real time, bounded) for a span named `name` and returns it, or null json.
+  json WaitForSpan(const std::string& name) {
+    std::unique_lock lock(mu_);
+    json found;
+    cv_.wait_for(lock, kDeadline, [&] {
+      for (const json& span : spans_) {
+        if (span.at("name") == name) {
+          found = span;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  std::vector<std::string> content_types() {
+    std::lock_guard lock(mu_);
+    return content_types_;
+  }
+  std::vector<std::string> auth() {
+    std::lock_guard lock(mu_);
+    return auth_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<json> spans_;
+  std::vector<std::string> content_types_;
+  std::vector<std::string> auth_;
+};
+
+std::string Attribute(const json& span, const std::string& key) {
+  for (const json& attribute : span.at("attributes")) {
+    if (attribute.at("key") == key) {
+      const json& value = attribute.at("value");
+      return value.contains("stringValue") ? value.at("stringValue").get<std::string>()
+                                           : value.begin().value().dump();
+    }
+  }
+  return "<none>";
+}
+
+class TracingTest : public ::testing::Test {
+ protected:
+  void Start(std::map<std::string, std::string> environment) {
+    Result<Config> config = Config::FromYaml(
+        "backend:\n  listen: { host: 127.0.0.1 }\n"
+        "  database: { client: better-sqlite3, connection: ':memory:' }\n"
+        "  auth: { dangerouslyDisableDefaultAuthPolicy: true }\n",
+        "tracing_test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    BackendOptions options;
+    options.config = *config;
+    options.port_override = 0;
+    options.environment = [environment](const std::string& name) -> std::optional<std::string> {
+      auto found = environment.find(name);
+      if (found == environment.end()) return std::nullopt;
+      return found->second;
+    };
+    Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+    ASSERT_TRUE(backend_
+                    ->AddPlugin({"jobs",
+                                 [this](PluginServices& services) {
+                                   TaskDefinition task;
+                                   task.id = "report";
+                                   task.timeout = std::chrono::minutes(1);
+                                   task.fn = [this](const RunControl& run) {
+                                     std::lock_guard lock(mu_);
+                                     seen_ = run.trace;
+                                     return run.trace.valid() ? Status::Ok()
+                                                              : InternalError("no trace");
+                                   };
+                                   return services.scheduler->ScheduleTask(std::move(task));
+                                 }})
+                    .ok());
+    ASSERT_TRUE(backend_->Start().ok());
+  }
+
+  int Trigger(const std::string& traceparent) {
+    httplib::Client client("127.0.0.1", backend_->port());
+    httplib::Headers headers{{"traceparent", traceparent}};
+    httplib::Result result =
+        client.Post("/api/jobs/.backstage/scheduler/v1/tasks/report/trigger", headers, "", "");
+    return result ? result->status : 0;
+  }
+
+  std::string Metrics() {
+    httplib::Client client("127.0.0.1", backend_->port());
+    httplib::Result result = client.Get("/metrics");
+    return result ? result->body : "";
+  }
+
+  // Reads /metrics until it has `line` (real time, bounded): the count follows the export's
+  // answer, which comes after the receiver has the span.
+  std::string MetricsWith(const std::string& line) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    std::string metrics = Metrics();
+    while (metrics.find(line) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      metrics = Metrics();
+    }
+    return metrics;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::mutex mu_;
+  TraceContext seen_;
+};
+
+TEST_F(TracingTest, ARestTriggerWithTraceparentMakesASpanInTheCallersTrace) {
+  OtlpReceiver receiver;
+  ASSERT_NO_FATAL_FAILURE(
+      Start({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:" + std::to_string(receiver.port())},
+             {"OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k%201"},
+             {"OTEL_SERVICE_NAME", "scheduler-test"},
+             {"OTEL_BSP_SCHEDULE_DELAY", "20"}}));
+  ASSERT_EQ(Trigger(kCaller), 200);
+
+  const json span = receiver.WaitForSpan("task report");
+  ASSERT_FALSE(span.is_null()) << "no span arrived";
+  EXPECT_EQ(span.at("traceId"), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(span.at("parentSpanId"), "00f067aa0ba902b7");
+  EXPECT_EQ(span.at("scope"), "backstage-service-scheduler");
+  EXPECT_EQ(Attribute(span, "taskId"), "report");
+  EXPECT_EQ(Attribute(span, "scope"), "global");
+  EXPECT_EQ(Attribute(span, "stagehand.plugin_id"), "jobs");
+  EXPECT_EQ(Attribute(span, "stagehand.trigger"), "manual");
+  EXPECT_EQ(Attribute(span, "stagehand.outcome"), "succeeded");
+  EXPECT_EQ(span.at("resource").at("attributes").at(0).at("value").at("stringValue"),
+            "scheduler-test");
+  {
+    std::lock_guard lock(mu_);
+    EXPECT_EQ(HexOf(seen_.span_id), span.at("spanId").get<std::string>())
+        << "the function saw its own span's context";
+  }
+  EXPECT_THAT(receiver.content_types().at(0), HasSubstr("application/json"));
+  EXPECT_EQ(receiver.auth().at(0), "k 1");
+  const std::string exported = "stagehand_trace_spans_total{result=\"exported\"} 1";
+  EXPECT_THAT(MetricsWith(exported), HasSubstr(exported));
+  backend_.reset();  // before the receiver, whose stop waits for the exporter's open connection
+}
+
+TEST_F(TracingTest, WithTheCollectorDownRunsGoOnAndTheSpansCountAsFailed) {
+  int closed_port = 0;
+  {
+    OtlpReceiver gone;
+    closed_port = gone.port();
+  }
+  ASSERT_NO_FATAL_FAILURE(Start({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                                  "http://127.0.0.1:" + std::to_string(closed_port) + "/v1/traces"},
+                                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "500"},
+                                 {"OTEL_BSP_SCHEDULE_DELAY", "20"}}));
+  ASSERT_EQ(Trigger(kCaller), 200);
+  const std::string failed = "stagehand_trace_spans_total{result=\"failed\"} 1";
+  EXPECT_THAT(MetricsWith(failed), HasSubstr(failed));
+  std::lock_guard lock(mu_);
+  EXPECT_TRUE(seen_.valid()) << "the run ran, traced";
+}
+
+TEST_F(TracingTest, BadTracingSettingsFailTheStartNamingTheVariable) {
+  Result<Config> config = Config::FromYaml(
+      "backend:\n  listen: { host: 127.0.0.1 }\n"
+      "  database: { client: better-sqlite3, connection: ':memory:' }\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok());
+  BackendOptions options;
+  options.config = *config;
+  options.environment = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "OTEL_EXPORTER_OTLP_ENDPOINT") return "https://collector:4318";
+    return std::nullopt;
+  };
+  Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
+  ASSERT_FALSE(backend.ok());
+  EXPECT_THAT(backend.status().message(), HasSubstr("only http is supported"));
+}
+
+}  // namespace
+}  // namespace stagehand
