@@ -780,7 +780,14 @@ bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
       task.run->renew_at = now;  // verify the ticket now
     }
     if (event.kind == Kind::kResync) task.release_echoes = 0;
-    if (event.kind == Kind::kTrigger) task.manual_pending = true;
+    if (event.kind == Kind::kTrigger) {
+      task.manual_pending = true;
+      // Another host's traced trigger: if this host takes the run, it is the caller's child.
+      if (event.caller.valid()) {
+        task.trigger_caller = event.caller;
+        task.trigger_caller_at = now;
+      }
+    }
     if (event.kind == Kind::kClaim) {
       const std::size_t claim = std::hash<std::string>{}(event.ticket);
       if (std::find(task.own_claims.begin(), task.own_claims.end(), claim) !=

@@ -386,7 +386,7 @@ Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
     std::lock_guard lock(mu_);
     planner_->NoteTriggerCaller(id, caller, clock_.MonoNow());
   }
-  STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id));
+  STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id, caller));
   {
     std::lock_guard lock(mu_);
     if (planner_->TriggeredInStore(id)) KickLocked(/*timer=*/false, /*dispatcher=*/true);

@@ -641,7 +641,9 @@ Result<SkipResult> MemoryTaskStore::SkipSlot(const std::string& id, std::int64_t
   return result;
 }
 
-Status MemoryTaskStore::Trigger(const std::string& id) {
+Status MemoryTaskStore::Trigger(const std::string& id) { return Trigger(id, TraceContext{}); }
+
+Status MemoryTaskStore::Trigger(const std::string& id, const TraceContext& caller) {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();
   Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
@@ -657,7 +659,11 @@ Status MemoryTaskStore::Trigger(const std::string& id) {
     it->second.next_run_start_at = now;
     return Status::Ok();
   });
-  if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kTrigger, id}});
+  if (status.ok()) {
+    StoreEvent event(StoreEvent::Kind::kTrigger, id);
+    event.caller = caller;
+    table_->Publish({std::move(event)});
+  }
   return status;
 }
 

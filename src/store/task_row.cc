@@ -3,6 +3,10 @@
 
 namespace stagehand {
 
+Status TaskStore::Trigger(const std::string& id, const TraceContext& /*caller*/) {
+  return Trigger(id);
+}
+
 std::string CancelRequestedTicket(std::string_view ticket) {
   std::string marked(kCancelRequestedPrefix);
   marked += ticket;

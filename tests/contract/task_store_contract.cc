@@ -1657,6 +1657,32 @@ OtherHostListener ListenOnAnotherHost(StoreFixture& fixture) {
   return listener;
 }
 
+// Issue 18: a traced trigger hands its trace context to the host that will run the task.
+TEST_F(TaskStoreContractTest, ATracedTriggerCarriesItsTraceContextToTheOtherHosts) {
+  if (!fixture_->supports_notifications()) {
+    GTEST_SKIP() << "this store does not deliver notifications";
+  }
+  OtherHostListener other = ListenOnAnotherHost(*fixture_);
+  ASSERT_NE(other.subscription, nullptr);
+  Upsert("traced:\xc3\xa9", Schedule("manual"));
+  Upsert("plain", Schedule("manual"));
+  const TraceContext caller =
+      *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1,w=2");
+  ASSERT_TRUE(store_->Trigger("traced:\xc3\xa9", caller).ok());
+  ASSERT_TRUE(store_->Trigger("plain", TraceContext{}).ok());
+  ASSERT_TRUE(other.inbox->WaitFor(StoreEvent::Kind::kTrigger, "traced:\xc3\xa9"));
+  ASSERT_TRUE(other.inbox->WaitFor(StoreEvent::Kind::kTrigger, "plain"));
+  std::lock_guard lock(other.inbox->mu);
+  for (const StoreEvent& event : other.inbox->events) {
+    if (event.kind != StoreEvent::Kind::kTrigger) continue;
+    if (event.task_id == "plain") {
+      EXPECT_FALSE(event.caller.valid());
+    } else {
+      EXPECT_EQ(event.caller, caller);
+    }
+  }
+}
+
 TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   if (!fixture_->supports_notifications()) {
     GTEST_SKIP() << "this store does not deliver notifications";

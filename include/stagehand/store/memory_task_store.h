@@ -77,6 +77,8 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
                               const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
+  // Other stores on the table get the caller with the kTrigger event.
+  Status Trigger(const std::string& id, const TraceContext& caller) override;
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override;
   Status Pause(const std::string& id, const PauseRequest& request,
                std::chrono::milliseconds hold) override;

@@ -27,6 +27,7 @@
 #include "stagehand/time/clock.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
+#include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
 
@@ -261,6 +262,7 @@ struct StoreEvent {
   Kind kind = Kind::kResync;
   std::string task_id;  // empty for kResync
   std::string ticket;   // kClaim only
+  TraceContext caller;  // kTrigger only: the trigger's trace context, when it had one
 };
 
 // A live subscription to a store's events. Destroying it stops delivery; after the destructor
@@ -386,6 +388,10 @@ class TaskStore {
   // Makes a task due now (§4.8). Errors: kNotFound "Task {id} does not exist"; kConflict
   // "Task {id} is paused" or "Task {id} is currently running"; kUnavailable.
   virtual Status Trigger(const std::string& id) = 0;
+  // Trigger on behalf of a traced caller: a store that announces its writes hands `caller` to
+  // the other hosts with the kTrigger event (StoreEvent::caller), so that whichever host runs the
+  // task makes its run a span of the caller's trace. The default drops `caller`.
+  virtual Status Trigger(const std::string& id, const TraceContext& caller);
 
   // Pauses a task that has no run, or changes the pause of a paused one (ADR 0013): its ticket
   // becomes PausedTicket(request), started = now, expires = request.until. A task whose run is in

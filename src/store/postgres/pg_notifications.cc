@@ -89,6 +89,22 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
   if (kind == "claims") {
     return ParseBatch(payload.substr(colon + 1), StoreEvent::Kind::kClaim, events);
   }
+  if (kind == "traced-trigger") {
+    std::string_view list = payload.substr(colon + 1);
+    StoreEvent event(StoreEvent::Kind::kTrigger, {});
+    std::string traceparent;
+    std::string tracestate;
+    if (!TakeItem(list, event.task_id) || !TakeItem(list, traceparent) ||
+        !TakeItem(list, tracestate) || !list.empty()) {
+      return false;
+    }
+    // A context that does not parse leaves the trigger untraced; the trigger still counts.
+    if (Result<TraceContext> caller = ParseTraceparent(traceparent, tracestate); caller.ok()) {
+      event.caller = *std::move(caller);
+    }
+    events.push_back(std::move(event));
+    return true;
+  }
   for (const auto& [name, value] : kKinds) {
     if (kind == name) {
       events.push_back(StoreEvent{value, std::string(payload.substr(colon + 1))});

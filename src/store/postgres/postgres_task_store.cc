@@ -121,6 +121,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
                               const TaskSchedule& schedule) override;
   Status Trigger(const std::string& id) override;
+  Status Trigger(const std::string& id, const TraceContext& caller) override;
   Status Pause(const std::string& id, const PauseRequest& request,
                std::chrono::milliseconds hold) override;
   Status Resume(const std::string& id) override;
@@ -970,9 +971,12 @@ Result<SkipResult> PostgresTaskStore::SkipSlot(const std::string& id, std::int64
   return result;
 }
 
-Status PostgresTaskStore::Trigger(const std::string& id) {
+Status PostgresTaskStore::Trigger(const std::string& id) { return Trigger(id, TraceContext{}); }
+
+Status PostgresTaskStore::Trigger(const std::string& id, const TraceContext& caller) {
   PgParams params;
   params.Add(id).Add(channel_);
+  params.Add(caller.valid() ? FormatTraceparent(caller) : std::string()).Add(caller.trace_state);
   Result<Executed> executed = Run("trigger", sql::TaskStatements().trigger, params);
   if (!executed.ok()) return executed.status();
   if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();

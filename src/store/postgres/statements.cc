@@ -587,7 +587,9 @@ WITH target AS (
   UPDATE backstage_backend_tasks__tasks
   SET next_run_start_at = now()
   WHERE id = $1::text AND current_run_ticket IS NULL
-  RETURNING pg_notify($2::text, 'trigger:' || id)
+  RETURNING pg_notify($2::text, CASE WHEN $3::text = '' THEN 'trigger:' || id
+    ELSE 'traced-trigger:' || octet_length(id) || ':' || id || octet_length($3::text) || ':' ||
+         $3::text || octet_length($4::text) || ':' || $4::text END)
 )
 SELECT (SELECT count(*) FROM target) > 0, (SELECT count(*) FROM triggered) > 0, now(),
        coalesce((SELECT starts_with(current_run_ticket, 'paused:') FROM target), false)

@@ -325,6 +325,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     return result;
   }
 
+  using TaskStore::Trigger;  // no notifications: a caller's trace context stays on this host
   Status Trigger(const std::string& id) override {
     std::lock_guard lock(mu_);
     {

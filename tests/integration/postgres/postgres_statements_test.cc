@@ -94,6 +94,30 @@ TEST(PgNotificationsTest, ParsesKindAndIdUpToTheFirstColon) {
   EXPECT_TRUE(events.empty());
 }
 
+TEST(PgNotificationsTest, ATracedTriggerCarriesItsContextByLength) {
+  std::vector<StoreEvent> events;
+  ASSERT_TRUE(ParseNotification(
+      "traced-trigger:3:a:b55:00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-013:v=1",
+      events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, StoreEvent::Kind::kTrigger);
+  EXPECT_EQ(events[0].task_id, "a:b");
+  EXPECT_EQ(FormatTraceparent(events[0].caller),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(events[0].caller.trace_state, "v=1");
+  events.clear();
+  ASSERT_TRUE(ParseNotification("traced-trigger:1:a7:garbage0:", events));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].task_id, "a");
+  EXPECT_FALSE(events[0].caller.valid()) << "a context that does not parse leaves it untraced";
+  for (const std::string bad :
+       {"traced-trigger:1:a", "traced-trigger:1:a2:xy", "traced-trigger:"}) {
+    events.clear();
+    EXPECT_FALSE(ParseNotification(bad, events)) << bad;
+    EXPECT_TRUE(events.empty()) << bad;
+  }
+}
+
 TEST(PgNotificationsTest, ParsesTheReleasesAndClaimsOfABatchByLength) {
   std::vector<StoreEvent> events;
   ASSERT_TRUE(ParseNotification("releases:1:a3:b:c3:x\ny6:\xc3\xa9t\xc3\xa9:", events));

@@ -126,6 +126,9 @@ class CountingStore final : public TaskStore {
     return inner_->ReleaseMany(releases);
   }
   Status Trigger(const std::string& id) override { return inner_->Trigger(id); }
+  Status Trigger(const std::string& id, const TraceContext& caller) override {
+    return inner_->Trigger(id, caller);
+  }
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
     return inner_->Cancel(id, hold);
   }

@@ -73,6 +73,22 @@ TEST_F(EngineTest, ATracedRunIsAChildOfItsCallerOrTheRootOfANewTrace) {
   EXPECT_FALSE(no_caller.valid());
 }
 
+TEST_F(EngineTest, AnotherHostsTracedTriggerMakesThisHostsRunItsChild) {
+  EngineOptions options = Options();
+  options.trace_runs = SamplerConfig{};
+  TaskEngine& triggering = StartEngine(store_, options);
+  TaskEngine& running = StartEngine(OtherHostStore(), options);
+  TraceProbe probe;
+  ASSERT_TRUE(running.Register(Task("g", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  const TraceContext caller = *ParseTraceparent(kCaller, "vendor=1");
+  ASSERT_TRUE(triggering.Trigger("g", caller).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  ASSERT_EQ(probe.seen().size(), 1u);
+  EXPECT_EQ(probe.seen()[0].trace_id, caller.trace_id);
+  EXPECT_EQ(recorder_->Traces("g").at(0).second, caller);
+}
+
 TEST_F(EngineTest, AnUnsampledCallerMakesAnUnsampledRunUnderTheParentBasedSampler) {
   EngineOptions options = Options();
   options.trace_runs = SamplerConfig{};

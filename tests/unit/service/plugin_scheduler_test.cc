@@ -247,6 +247,9 @@ class SlowPollStore final : public TaskStore {
     return inner_->Release(id, ticket, schedule, error_json);
   }
   Status Trigger(const std::string& id) override { return inner_->Trigger(id); }
+  Status Trigger(const std::string& id, const TraceContext& caller) override {
+    return inner_->Trigger(id, caller);
+  }
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
     return inner_->Cancel(id, hold);
   }
