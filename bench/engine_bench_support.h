@@ -21,7 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include "stagehand/backend/run_spans.h"
 #include "stagehand/base/logger.h"
+#include "stagehand/http/otlp_http_exporter.h"
+#include "stagehand/trace/span_processor.h"
 #include "stagehand/base/uuid.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/postgres_task_store.h"
@@ -221,8 +224,36 @@ class Backend {
     // recording it, issue 16); workers inherit it.
     const char* history = std::getenv("STAGEHAND_BENCH_HISTORY");
     options.engine.record_history = history == nullptr || std::string_view(history) != "off";
+    // STAGEHAND_BENCH_TRACE=down traces every run and exports the spans to a collector that is
+    // not there (issue 18: what tracing costs a run when the collector is down).
+    if (const char* trace = std::getenv("STAGEHAND_BENCH_TRACE");
+        trace != nullptr && std::string_view(trace) == "down") {
+      options.engine.trace_runs = SamplerConfig{SamplerKind::kAlwaysOn};
+      options.observer = DownCollectorSpans();
+    }
     options.default_zone = TimeZone::Utc();
     return std::make_unique<PluginScheduler>(std::move(options));
+  }
+
+  // A span observer whose exports go to 127.0.0.1:9 (discard; nothing listens), shared by every
+  // scheduler of the process and kept until it exits.
+  static std::shared_ptr<SchedulerObserver> DownCollectorSpans() {
+    static std::unique_ptr<OtlpHttpExporter> exporter = [] {
+      OtlpHttpOptions options;
+      options.endpoint = "http://127.0.0.1:9/v1/traces";
+      options.timeout = std::chrono::milliseconds(500);
+      options.scope_name = std::string(kSchedulerTracerName);
+      Result<std::unique_ptr<OtlpHttpExporter>> created = OtlpHttpExporter::Create(options);
+      if (!created.ok()) Die(created.status().ToString());
+      return std::move(*created);
+    }();
+    // Made after the exporter, so destroyed (and its thread joined) before it.
+    static auto processor = std::make_unique<BatchSpanProcessor>(
+        SystemClock::Instance(),
+        [](const std::vector<SpanData>& spans) { return exporter->Export(spans); });
+    static std::shared_ptr<SchedulerObserver> observer =
+        std::make_shared<RunSpanObserver>(*processor, SystemClock::Instance(), "bench", 1);
+    return observer;
   }
 
   [[noreturn]] static void Die(const std::string& message) {
