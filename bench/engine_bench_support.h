@@ -23,13 +23,13 @@
 
 #include "stagehand/backend/run_spans.h"
 #include "stagehand/base/logger.h"
-#include "stagehand/http/otlp_http_exporter.h"
-#include "stagehand/trace/span_processor.h"
 #include "stagehand/base/uuid.h"
+#include "stagehand/http/otlp_http_exporter.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/sqlite_task_store.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/trace/span_processor.h"
 
 namespace stagehand::bench {
 

@@ -520,16 +520,22 @@ Status Backend::Impl::DoStart() {
 
   for (const auto& entry : plugins) {
     PluginEntry* plugin = entry.get();
-    server->Mount("/api/" + plugin->plugin.id,
-                  Protect([plugin](const HttpRequest& request) -> std::optional<HttpResponse> {
-                    if (std::optional<HttpResponse> response = plugin->rest->Handle(request)) {
-                      return response;
-                    }
-                    if (std::optional<HttpResponse> response = plugin->runs->Handle(request)) {
-                      return response;
-                    }
-                    return plugin->router.Handle(request);
-                  }));
+    const std::string mount = "/api/" + plugin->plugin.id;
+    HttpHandler handler =
+        Protect([plugin](const HttpRequest& request) -> std::optional<HttpResponse> {
+          if (std::optional<HttpResponse> response = plugin->rest->Handle(request)) {
+            return response;
+          }
+          if (std::optional<HttpResponse> response = plugin->runs->Handle(request)) {
+            return response;
+          }
+          return plugin->router.Handle(request);
+        });
+    if (spans) {
+      handler = TraceRequests(std::move(handler), mount, plugin->plugin.id, *spans, *clock,
+                              tracing.sampler);
+    }
+    server->Mount(mount, std::move(handler));
   }
   server->Mount(
       std::string(kMetricsPath), [this](const HttpRequest& request) -> std::optional<HttpResponse> {

@@ -1,8 +1,12 @@
 #include "stagehand/backend/run_spans.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "stagehand/base/text.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/time/time_zone.h"
@@ -22,7 +26,73 @@ std::pair<std::string, std::string> ErrorParts(const std::string& error_json) {
   return {std::move(name), std::move(message)};
 }
 
+// The route of a plugin path, ids replaced by their parameter names (low cardinality, as span
+// names must be): "/.backstage/scheduler/v1/tasks/{taskId}/trigger", "/.stagehand/v1/runs/{runId}".
+std::string RouteOf(std::string_view path) {
+  std::vector<std::string_view> segments;
+  while (!path.empty()) {
+    const std::size_t slash = path.find('/', 1);
+    segments.push_back(path.substr(0, slash));
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
+  }
+  const auto at = [&](std::size_t i) { return i < segments.size() ? segments[i] : ""; };
+  std::string route;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const bool task_id = i >= 1 && at(i - 1) == "/tasks" && i + 1 < segments.size();
+    const bool run_id = i >= 1 && at(i - 1) == "/runs" && at(0) == "/.stagehand";
+    route += task_id ? "/{taskId}" : run_id ? "/{runId}" : std::string(segments[i]);
+  }
+  return route;
+}
+
 }  // namespace
+
+HttpHandler TraceRequests(HttpHandler inner, std::string mount, std::string plugin_id,
+                          SpanSink& sink, const Clock& clock, SamplerConfig sampler) {
+  return [inner = std::move(inner), mount = std::move(mount), plugin_id = std::move(plugin_id),
+          &sink, &clock, sampler](const HttpRequest& request) -> std::optional<HttpResponse> {
+    TraceContext parent;
+    if (std::optional<std::string_view> header = FindHeader(request.headers, "traceparent")) {
+      Result<TraceContext> parsed =
+          ParseTraceparent(*header, FindHeader(request.headers, "tracestate").value_or(""));
+      if (parsed.ok()) parent = *std::move(parsed);
+    }
+    TraceContext context;
+    context.trace_id = parent.valid() ? parent.trace_id : NewTraceId();
+    context.span_id = NewSpanId();
+    context.flags =
+        ShouldSample(sampler, context.trace_id, parent.valid() ? &parent : nullptr) ? 0x01 : 0x00;
+    context.trace_state = parent.trace_state;
+
+    HttpRequest traced = request;
+    std::erase_if(traced.headers, [](const auto& header) {
+      return EqualsIgnoreCase(header.first, "traceparent") ||
+             EqualsIgnoreCase(header.first, "tracestate");
+    });
+    traced.headers.emplace_back("traceparent", FormatTraceparent(context));
+    if (!context.trace_state.empty())
+      traced.headers.emplace_back("tracestate", context.trace_state);
+
+    const WallTime start = clock.Now();
+    std::optional<HttpResponse> response = inner(traced);
+    if (!response || !context.sampled()) return response;
+    SpanData span;
+    span.context = context;
+    if (parent.valid()) span.parent_span_id = parent.span_id;
+    span.name = request.method + " " + mount + RouteOf(request.path);
+    span.kind = SpanKind::kServer;
+    span.start = start;
+    span.end = std::max(start, clock.Now());
+    span.attributes = {{"http.request.method", request.method},
+                       {"url.path", mount + request.path},
+                       {"http.route", mount + RouteOf(request.path)},
+                       {"http.response.status_code", static_cast<std::int64_t>(response->status)},
+                       {"stagehand.plugin_id", plugin_id}};
+    if (response->status >= 500) span.status = SpanStatusCode::kError;
+    sink.OnEnd(std::move(span));
+    return response;
+  };
+}
 
 RunSpanObserver::RunSpanObserver(SpanSink& sink, const Clock& clock, std::string host, long pid)
     : sink_(sink), clock_(clock), host_(std::move(host)), pid_(pid) {}

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <utility>
 
+#include "stagehand/base/text.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
@@ -20,8 +21,6 @@ bool IsAsciiSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
 // Returns the token of an `Authorization` value matching Backstage's /^Bearer[ ]+(\S+)$/i, after
 // trimming the spaces and tabs HTTP allows around a header value (Node drops them too).
 std::optional<std::string_view> BearerToken(std::string_view value) {
@@ -32,13 +31,9 @@ std::optional<std::string_view> BearerToken(std::string_view value) {
     value.remove_suffix(1);
   }
   constexpr std::string_view kScheme = "bearer";
-  if (value.size() <= kScheme.size()) {
+  if (value.size() <= kScheme.size() ||
+      !EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {
     return std::nullopt;
-  }
-  for (std::size_t i = 0; i < kScheme.size(); ++i) {
-    if (AsciiLower(value[i]) != kScheme[i]) {
-      return std::nullopt;
-    }
   }
   std::size_t start = kScheme.size();
   if (value[start] != ' ') {

@@ -48,7 +48,7 @@ Result<std::string> DecodeQueryPart(std::string_view text) {
 
 std::optional<std::string_view> FindHeader(const HttpHeaders& headers, std::string_view name) {
   for (const auto& [key, value] : headers) {
-    if (http_internal::EqualsIgnoreCase(key, name)) {
+    if (EqualsIgnoreCase(key, name)) {
       return std::string_view(value);
     }
   }

@@ -93,10 +93,8 @@ std::string ResponseHead(const HttpResponse& response, Framing framing, bool kee
   std::string head = fmt::format("HTTP/1.1 {} {}\r\n", response.status,
                                  std::string_view(reason.data(), reason.size()));
   for (const auto& [name, value] : response.headers) {
-    if (http_internal::EqualsIgnoreCase(name, "Content-Length") ||
-        http_internal::EqualsIgnoreCase(name, "Transfer-Encoding") ||
-        http_internal::EqualsIgnoreCase(name, "Connection") ||
-        http_internal::EqualsIgnoreCase(name, "Keep-Alive")) {
+    if (EqualsIgnoreCase(name, "Content-Length") || EqualsIgnoreCase(name, "Transfer-Encoding") ||
+        EqualsIgnoreCase(name, "Connection") || EqualsIgnoreCase(name, "Keep-Alive")) {
       continue;
     }
     head += fmt::format("{}: {}\r\n", name, value);
@@ -655,7 +653,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
     server_.buffered_body_bytes += body_reserved_;
     ArmReadDeadline(server_.options.body_timeout);
     const std::optional<std::string_view> expect = FindHeader(reader_.request().headers, "Expect");
-    if (expect && http_internal::EqualsIgnoreCase(*expect, "100-continue")) {
+    if (expect && EqualsIgnoreCase(*expect, "100-continue")) {
       Send("HTTP/1.1 100 Continue\r\n\r\n", 0);
     }
   }
@@ -983,7 +981,7 @@ void HttpServer::Mount(std::string prefix, HttpHandler handler) {
   }
   std::lock_guard lock(impl_->mu);
   for (auto& [existing, mounted] : impl_->mounts) {
-    if (http_internal::EqualsIgnoreCase(existing, prefix)) {
+    if (EqualsIgnoreCase(existing, prefix)) {
       mounted = std::move(handler);
       return;
     }

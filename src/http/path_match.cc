@@ -6,23 +6,6 @@
 #include "stagehand/http/http_message.h"
 
 namespace stagehand::http_internal {
-namespace {
-
-char AsciiLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-}  // namespace
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (AsciiLower(a[i]) != AsciiLower(b[i])) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::optional<std::vector<std::string_view>> SplitRoutePath(std::string_view path) {
   if (path.empty() || path.front() != '/') {

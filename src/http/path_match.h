@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/base/text.h"
 
 namespace stagehand::http_internal {
-
-// Returns whether `a` and `b` are equal ignoring ASCII case.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 // Returns the segments of an absolute path after its leading '/', one trailing '/' ignored
 // ("/a/b/" → {"a","b"}, "/a//b" → {"a","","b"}, "/" → {}), or nullopt when `path` does not

@@ -123,23 +123,23 @@ std::optional<HttpResponse> RunHistoryRouter::Handle(const HttpRequest& request)
   }
   const std::vector<std::string_view> rest(segments->begin() + std::size(kPrefix), segments->end());
   if (request.method == "POST") {
-    if (rest.size() == 3 && http_internal::EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty()) {
-      if (http_internal::EqualsIgnoreCase(rest[2], "pause")) return Pause(request, rest[1]);
-      if (http_internal::EqualsIgnoreCase(rest[2], "resume")) return Resume(request, rest[1]);
+    if (rest.size() == 3 && EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty()) {
+      if (EqualsIgnoreCase(rest[2], "pause")) return Pause(request, rest[1]);
+      if (EqualsIgnoreCase(rest[2], "resume")) return Resume(request, rest[1]);
     }
     return std::nullopt;
   }
   if (request.method != "GET" && request.method != "HEAD") {
     return std::nullopt;
   }
-  if (rest.size() == 1 && http_internal::EqualsIgnoreCase(rest[0], "tasks")) {
+  if (rest.size() == 1 && EqualsIgnoreCase(rest[0], "tasks")) {
     return ListTasks(request);
   }
-  if (rest.size() == 3 && http_internal::EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty() &&
-      http_internal::EqualsIgnoreCase(rest[2], "runs")) {
+  if (rest.size() == 3 && EqualsIgnoreCase(rest[0], "tasks") && !rest[1].empty() &&
+      EqualsIgnoreCase(rest[2], "runs")) {
     return ListRuns(request, rest[1]);
   }
-  if (rest.size() == 2 && http_internal::EqualsIgnoreCase(rest[0], "runs") && !rest[1].empty()) {
+  if (rest.size() == 2 && EqualsIgnoreCase(rest[0], "runs") && !rest[1].empty()) {
     return GetRun(request, rest[1]);
   }
   return std::nullopt;

@@ -56,8 +56,8 @@ std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& reque
   }
   const std::string_view raw_id = (*segments)[prefix_size];
   const std::string_view action = (*segments)[prefix_size + 1];
-  const bool trigger = http_internal::EqualsIgnoreCase(action, "trigger");
-  if (raw_id.empty() || (!trigger && !http_internal::EqualsIgnoreCase(action, "cancel"))) {
+  const bool trigger = EqualsIgnoreCase(action, "trigger");
+  if (raw_id.empty() || (!trigger && !EqualsIgnoreCase(action, "cancel"))) {
     return std::nullopt;
   }
   Result<std::string> id = http_internal::DecodeIdParam(raw_id, "task id");

@@ -1,3 +1,5 @@
+// Spans of runs and of the REST requests that ask for them.
+//
 // Turns the runs the schedulers report into OpenTelemetry spans, as Backstage 0.19's scheduler
 // traces them: instrumentation scope `backstage-service-scheduler`, span `task <taskId>` with the
 // attributes `taskId` and `scope`; plus stagehand's (plugin, run id, host, trigger, attempt,
@@ -13,7 +15,9 @@
 #include <string_view>
 
 #include "stagehand/engine/observer.h"
+#include "stagehand/http/http_message.h"
 #include "stagehand/time/clock.h"
+#include "stagehand/trace/sampler.h"
 #include "stagehand/trace/span_processor.h"
 
 namespace stagehand {
@@ -44,5 +48,15 @@ class RunSpanObserver final : public SchedulerObserver {
   std::mutex mu_;
   std::map<std::string, Started, std::less<>> started_;  // by run id; guarded by mu_
 };
+
+// Returns `inner` wrapped so that each request it answers is a server span (kind server, named
+// "<method> <route>", e.g. "POST /api/jobs/.backstage/scheduler/v1/tasks/{taskId}/trigger", with
+// the method, the path, the status and the plugin), a child of the request's `traceparent` when
+// it has one and `sampler` samples it. `inner` sees the request with its `traceparent` (and
+// `tracestate`) replaced by the server span's context, so that a run the request triggers is the
+// server span's child. `mount` is where `inner` is mounted ("/api/jobs"); requests `inner` does
+// not answer make no span. `sink` and `clock` must outlive the handler.
+HttpHandler TraceRequests(HttpHandler inner, std::string mount, std::string plugin_id,
+                          SpanSink& sink, const Clock& clock, SamplerConfig sampler);
 
 }  // namespace stagehand

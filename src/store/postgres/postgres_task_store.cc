@@ -557,8 +557,8 @@ Status PostgresTaskStore::WarmUp() {
   release.Add(no_such_id).Add("warm-up");
   AddPlan(release, NextRunPlan{NextRunPlan::Kind::kNull});
   release.AddNull().Add(channel_).Add("release").Add(CancelRequestedTicket("warm-up")).AddNull();
-  PgParams trigger;
-  trigger.Add(no_such_id).Add(channel_);
+  PgParams trigger;  // id, channel, traceparent, tracestate
+  trigger.Add(no_such_id).Add(channel_).Add("").Add("");
   const std::string ids = TextArray(std::span<const std::string>(&no_such_id, 1));
   PgParams claim_many;  // ids, tickets, timeouts ms, lease ms, expected versions, channel
   claim_many.Add(ids).Add("{warm-up}").Add("{1}").Add(1LL).Add("{NULL}").Add(channel_);

@@ -184,10 +184,21 @@ TEST_F(TracingTest, ARestTriggerWithTraceparentMakesASpanInTheCallersTrace) {
              {"OTEL_BSP_SCHEDULE_DELAY", "20"}}));
   ASSERT_EQ(Trigger(kCaller), 200);
 
+  // The request is a server span, child of the caller; the run is the server span's child.
+  const json request =
+      receiver.WaitForSpan("POST /api/jobs/.backstage/scheduler/v1/tasks/{taskId}/trigger");
+  ASSERT_FALSE(request.is_null()) << "no server span arrived";
+  EXPECT_EQ(request.at("traceId"), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(request.at("parentSpanId"), "00f067aa0ba902b7");
+  EXPECT_EQ(request.at("kind"), 2);
+  EXPECT_EQ(Attribute(request, "http.response.status_code"), "\"200\"");
+  EXPECT_EQ(Attribute(request, "url.path"),
+            "/api/jobs/.backstage/scheduler/v1/tasks/report/trigger");
+
   const json span = receiver.WaitForSpan("task report");
   ASSERT_FALSE(span.is_null()) << "no span arrived";
   EXPECT_EQ(span.at("traceId"), "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_EQ(span.at("parentSpanId"), "00f067aa0ba902b7");
+  EXPECT_EQ(span.at("parentSpanId"), request.at("spanId"));
   EXPECT_EQ(span.at("scope"), "backstage-service-scheduler");
   EXPECT_EQ(Attribute(span, "taskId"), "report");
   EXPECT_EQ(Attribute(span, "scope"), "global");
@@ -203,7 +214,7 @@ TEST_F(TracingTest, ARestTriggerWithTraceparentMakesASpanInTheCallersTrace) {
   }
   EXPECT_THAT(receiver.content_types().at(0), HasSubstr("application/json"));
   EXPECT_EQ(receiver.auth().at(0), "k 1");
-  const std::string exported = "stagehand_trace_spans_total{result=\"exported\"} 1";
+  const std::string exported = "stagehand_trace_spans_total{result=\"exported\"} 2";
   EXPECT_THAT(MetricsWith(exported), HasSubstr(exported));
   backend_.reset();  // before the receiver, whose stop waits for the exporter's open connection
 }
@@ -219,7 +230,8 @@ TEST_F(TracingTest, WithTheCollectorDownRunsGoOnAndTheSpansCountAsFailed) {
                                  {"OTEL_EXPORTER_OTLP_TIMEOUT", "500"},
                                  {"OTEL_BSP_SCHEDULE_DELAY", "20"}}));
   ASSERT_EQ(Trigger(kCaller), 200);
-  const std::string failed = "stagehand_trace_spans_total{result=\"failed\"} 1";
+  // The request's server span and the run's.
+  const std::string failed = "stagehand_trace_spans_total{result=\"failed\"} 2";
   EXPECT_THAT(MetricsWith(failed), HasSubstr(failed));
   std::lock_guard lock(mu_);
   EXPECT_TRUE(seen_.valid()) << "the run ran, traced";

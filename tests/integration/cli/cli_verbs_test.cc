@@ -14,6 +14,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stop_token>
 #include <string>
@@ -330,9 +331,12 @@ TEST_F(CliVerbsTest, PauseOfARunningTaskWaitsForItsRunAndCancelStopsIt) {
   EXPECT_TRUE(report_stopped_.WaitOpen());
   const auto deadline = std::chrono::steady_clock::now() + kDeadline;
   std::string line;
+  // The state column reads "pausing" (whose note says "paused when its run ends") until the
+  // cancelled run has been released, then "paused".
+  const std::regex paused_row("^jobs +report +global +manual +paused +until resumed");
   while (std::chrono::steady_clock::now() < deadline) {
     line = LineOf(Cli({"tasks", "--token", kToken}).out, "report");
-    if (line.find(" paused ") != std::string::npos) break;
+    if (std::regex_search(line, paused_row)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_THAT(line, ContainsRegex("^jobs +report +global +manual +paused +until resumed"));
