@@ -232,6 +232,7 @@ Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
     exporter_options.endpoint = tracing->endpoint;
     exporter_options.headers = tracing->headers;
     exporter_options.timeout = tracing->timeout;
+    exporter_options.clock = options.clock;
     exporter_options.resource = tracing->resource;
     exporter_options.scope_name = std::string(kSchedulerTracerName);
     Result<std::unique_ptr<OtlpHttpExporter>> exporter =

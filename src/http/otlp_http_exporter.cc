@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "stagehand/base/url.h"
@@ -10,15 +11,26 @@
 
 namespace stagehand {
 
+namespace {
+
+constexpr std::chrono::milliseconds kFirstBackoff{1000};
+constexpr std::chrono::milliseconds kMaxBackoff{30000};
+
+}  // namespace
+
 struct OtlpHttpExporter::Impl {
   OtlpHttpOptions options;
   std::string target;  // path and query
   httplib::Client client;
+  const Clock& clock;
+  std::chrono::milliseconds backoff{0};  // after the last unanswered request; zero when answered
+  MonoTime refuse_until{};
 
   Impl(OtlpHttpOptions opts, const Url& url)
       : options(std::move(opts)),
         target(url.path.empty() ? "/" : url.path),
-        client(UrlHost(url.host), url.port.value_or(80)) {
+        client(UrlHost(url.host), url.port.value_or(80)),
+        clock(options.clock != nullptr ? *options.clock : SystemClock::Instance()) {
     if (url.query) target += "?" + *url.query;
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(options.timeout);
     const auto micros =
@@ -50,15 +62,24 @@ OtlpHttpExporter::~OtlpHttpExporter() = default;
 
 Status OtlpHttpExporter::Export(const std::vector<SpanData>& spans) {
   const OtlpHttpOptions& options = impl_->options;
+  if (impl_->backoff.count() > 0 && impl_->clock.MonoNow() < impl_->refuse_until) {
+    return UnavailableError(fmt::format("OTLP export to {} skipped: the collector did not answer "
+                                        "the last request; next try within {} ms",
+                                        options.endpoint, impl_->backoff.count()));
+  }
   const std::string body =
       EncodeOtlpTraces(options.resource, options.scope_name, options.scope_version, spans);
   httplib::Headers headers;
   for (const auto& [name, value] : options.headers) headers.emplace(name, value);
   httplib::Result result = impl_->client.Post(impl_->target, headers, body, "application/json");
   if (!result) {
+    impl_->backoff = impl_->backoff.count() == 0 ? kFirstBackoff
+                                                 : std::min(impl_->backoff * 2, kMaxBackoff);
+    impl_->refuse_until = impl_->clock.MonoNow() + impl_->backoff;
     return UnavailableError(fmt::format("OTLP export to {} failed: {}", options.endpoint,
                                         httplib::to_string(result.error())));
   }
+  impl_->backoff = std::chrono::milliseconds(0);
   if (result->status < 200 || result->status > 299) {
     return UnavailableError(
         fmt::format("OTLP export to {} answered {}", options.endpoint, result->status));

@@ -12,11 +12,14 @@
 
 #include "stagehand/base/status.h"
 #include "stagehand/http/http_message.h"
+#include "stagehand/time/clock.h"
 #include "stagehand/trace/span.h"
 
 namespace stagehand {
 
 struct OtlpHttpOptions {
+  // Reads the time of the backoff after a collector did not answer. The system clock when null.
+  const Clock* clock = nullptr;
   // The traces URL, e.g. "http://127.0.0.1:4318/v1/traces".
   std::string endpoint;
   // Sent with every request (OTEL_EXPORTER_OTLP_HEADERS: an API key, say).
@@ -38,7 +41,10 @@ class OtlpHttpExporter {
   OtlpHttpExporter& operator=(const OtlpHttpExporter&) = delete;
 
   // Posts `spans`. Errors: kUnavailable when no answer came in time or the answer was not 2xx
-  // (naming the endpoint and the status or the transport error).
+  // (naming the endpoint and the status or the transport error). After a request that got no
+  // answer, the batches of the next second are refused at once, unencoded (then 2 s, 4 s, ... up
+  // to 30 s, until an answer comes): a collector that is down costs neither the encoding nor a
+  // connection attempt per batch.
   Status Export(const std::vector<SpanData>& spans);
 
  private:

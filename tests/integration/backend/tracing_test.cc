@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "stagehand/backend/backend.h"
+#include "stagehand/http/otlp_http_exporter.h"
+#include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
@@ -235,6 +237,37 @@ TEST_F(TracingTest, WithTheCollectorDownRunsGoOnAndTheSpansCountAsFailed) {
   EXPECT_THAT(MetricsWith(failed), HasSubstr(failed));
   std::lock_guard lock(mu_);
   EXPECT_TRUE(seen_.valid()) << "the run ran, traced";
+}
+
+TEST(OtlpHttpExporterTest, AfterAnUnansweredRequestItBacksOffWithoutEncodingOrConnecting) {
+  int closed_port = 0;
+  {
+    OtlpReceiver gone;
+    closed_port = gone.port();
+  }
+  testing::ManualClock clock;
+  OtlpHttpOptions options;
+  options.endpoint = "http://127.0.0.1:" + std::to_string(closed_port) + "/v1/traces";
+  options.clock = &clock;
+  Result<std::unique_ptr<OtlpHttpExporter>> exporter = OtlpHttpExporter::Create(options);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const std::vector<SpanData> batch(1);
+  EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("failed"));
+  EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("skipped"));
+  clock.Advance(std::chrono::milliseconds(999));
+  EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("skipped"));
+  clock.Advance(std::chrono::milliseconds(1));
+  EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("failed"));
+  clock.Advance(std::chrono::milliseconds(1000));
+  EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("skipped")) << "now 2 s";
+
+  OtlpReceiver back;
+  OtlpHttpOptions answered = options;
+  answered.endpoint = "http://127.0.0.1:" + std::to_string(back.port()) + "/v1/traces";
+  Result<std::unique_ptr<OtlpHttpExporter>> working = OtlpHttpExporter::Create(answered);
+  ASSERT_TRUE(working.ok());
+  EXPECT_TRUE((*working)->Export(batch).ok());
+  EXPECT_TRUE((*working)->Export(batch).ok());
 }
 
 TEST_F(TracingTest, BadTracingSettingsFailTheStartNamingTheVariable) {
