@@ -97,23 +97,10 @@ HttpHandler TraceRequests(HttpHandler inner, std::string mount, std::string plug
 RunSpanObserver::RunSpanObserver(SpanSink& sink, const Clock& clock, std::string host, long pid)
     : sink_(sink), clock_(clock), host_(std::move(host)), pid_(pid) {}
 
-void RunSpanObserver::OnRunStarted(const RunInfo& run, nanoseconds lag) {
-  if (run.trace == nullptr || !run.trace->sampled()) return;
-  std::lock_guard lock(mu_);
-  started_.insert_or_assign(std::string(run.run_id), Started{clock_.Now(), lag});
-}
-
 void RunSpanObserver::OnRunFinished(const RunInfo& run, const RunFinish& finish,
                                     nanoseconds duration) {
   if (run.trace == nullptr || !run.trace->sampled()) return;
-  Started started;
-  {
-    std::lock_guard lock(mu_);
-    auto found = started_.find(run.run_id);
-    if (found == started_.end()) return;
-    started = found->second;
-    started_.erase(found);
-  }
+  const WallTime end = clock_.Now();
   SpanData span;
   span.context = *run.trace;
   if (run.caller != nullptr && run.caller->trace_id == run.trace->trace_id) {
@@ -121,9 +108,8 @@ void RunSpanObserver::OnRunFinished(const RunInfo& run, const RunFinish& finish,
   }
   span.name = "task " + std::string(run.task_id);
   span.kind = SpanKind::kInternal;
-  span.start = started.at;
-  span.end =
-      std::max(started.at, started.at + std::chrono::duration_cast<WallTime::duration>(duration));
+  span.end = end;
+  span.start = end - std::chrono::duration_cast<WallTime::duration>(duration);
   span.attributes = {
       {"taskId", std::string(run.task_id)},
       {"scope", std::string(TaskScopeName(run.scope))},
@@ -134,7 +120,7 @@ void RunSpanObserver::OnRunFinished(const RunInfo& run, const RunFinish& finish,
       {"stagehand.trigger", std::string(RunTriggerName(run.trigger))},
       {"stagehand.attempt", static_cast<std::int64_t>(run.attempt)},
       {"stagehand.outcome", std::string(RunOutcomeName(finish.outcome))},
-      {"stagehand.start_lag_ms", std::chrono::duration<double, std::milli>(started.lag).count()},
+      {"stagehand.start_lag_ms", std::chrono::duration<double, std::milli>(run.lag).count()},
   };
   if (run.slot) span.attributes.emplace_back("stagehand.slot", FormatIsoInstantUtc(*run.slot));
   if (finish.exit_code) {

@@ -84,6 +84,7 @@ RunInfo TaskEngine::InfoOf(const PlannedTask& task, const PlannedRun& run) const
                  run.trigger,
                  run.attempt,
                  run.slot,
+                 run.lag,
                  run.trace.valid() ? &run.trace : nullptr,
                  run.caller.valid() ? &run.caller : nullptr};
 }

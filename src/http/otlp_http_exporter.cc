@@ -63,9 +63,10 @@ OtlpHttpExporter::~OtlpHttpExporter() = default;
 Status OtlpHttpExporter::Export(const std::vector<SpanData>& spans) {
   const OtlpHttpOptions& options = impl_->options;
   if (impl_->backoff.count() > 0 && impl_->clock.MonoNow() < impl_->refuse_until) {
-    return UnavailableError(fmt::format("OTLP export to {} skipped: the collector did not answer "
-                                        "the last request; next try within {} ms",
-                                        options.endpoint, impl_->backoff.count()));
+    return UnavailableError(
+        fmt::format("OTLP export to {} skipped: the collector did not answer "
+                    "the last request; next try within {} ms",
+                    options.endpoint, impl_->backoff.count()));
   }
   const std::string body =
       EncodeOtlpTraces(options.resource, options.scope_name, options.scope_version, spans);
@@ -73,8 +74,8 @@ Status OtlpHttpExporter::Export(const std::vector<SpanData>& spans) {
   for (const auto& [name, value] : options.headers) headers.emplace(name, value);
   httplib::Result result = impl_->client.Post(impl_->target, headers, body, "application/json");
   if (!result) {
-    impl_->backoff = impl_->backoff.count() == 0 ? kFirstBackoff
-                                                 : std::min(impl_->backoff * 2, kMaxBackoff);
+    impl_->backoff =
+        impl_->backoff.count() == 0 ? kFirstBackoff : std::min(impl_->backoff * 2, kMaxBackoff);
     impl_->refuse_until = impl_->clock.MonoNow() + impl_->backoff;
     return UnavailableError(fmt::format("OTLP export to {} failed: {}", options.endpoint,
                                         httplib::to_string(result.error())));

@@ -9,8 +9,6 @@
 #pragma once
 
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -31,22 +29,15 @@ class RunSpanObserver final : public SchedulerObserver {
   // `host` and `pid` name this process in every span.
   RunSpanObserver(SpanSink& sink, const Clock& clock, std::string host, long pid);
 
-  void OnRunStarted(const RunInfo& run, std::chrono::nanoseconds lag) override;
+  // The span starts `duration` before the finish is reported.
   void OnRunFinished(const RunInfo& run, const RunFinish& finish,
                      std::chrono::nanoseconds duration) override;
 
  private:
-  struct Started {
-    WallTime at{};
-    std::chrono::nanoseconds lag{0};
-  };
-
   SpanSink& sink_;
   const Clock& clock_;
   const std::string host_;
   const long pid_;
-  std::mutex mu_;
-  std::map<std::string, Started, std::less<>> started_;  // by run id; guarded by mu_
 };
 
 // Returns `inner` wrapped so that each request it answers is a server span (kind server, named

@@ -27,7 +27,8 @@ struct RunInfo {
   std::string_view run_id;
   RunTrigger trigger = RunTrigger::kSchedule;
   int attempt = 1;
-  std::optional<WallTime> slot;  // the time the run was due for; none when triggered or retried
+  std::optional<WallTime> slot;     // the time the run was due for; none when triggered or retried
+  std::chrono::nanoseconds lag{0};  // how late it started after its due time (as OnRunStarted's)
   // The run's span context (EngineOptions::trace_runs), or null when runs are not traced.
   const TraceContext* trace = nullptr;
   // The context of the TriggerTask call that asked for the run, when it gave one (the run's span

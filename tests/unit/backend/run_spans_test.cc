@@ -63,9 +63,9 @@ class RunSpansTest : public ::testing::Test {
 };
 
 TEST_F(RunSpansTest, ASucceededRunIsOneSpanWithBackstagesNameAndAttributes) {
-  const RunInfo run = Run(&trace_, &caller_);
+  RunInfo run = Run(&trace_, &caller_);
+  run.lag = milliseconds(12);
   const WallTime started = clock_.Now();
-  observer_.OnRunStarted(run, milliseconds(12));
   clock_.Advance(milliseconds(1500));
   RunFinish finish;
   finish.exit_code = 0;
@@ -99,7 +99,6 @@ TEST_F(RunSpansTest, ASucceededRunIsOneSpanWithBackstagesNameAndAttributes) {
 TEST_F(RunSpansTest, AFailedRunIsAnErrorWithAnExceptionEvent) {
   RunInfo run = Run(&trace_);
   run.slot = WallTime(std::chrono::hours(24 * 20000));
-  observer_.OnRunStarted(run, milliseconds(0));
   RunFinish finish;
   finish.outcome = RunOutcome::kTimedOut;
   finish.error_json = R"({"name":"Error","message":"timed out after 30s"})";
@@ -125,7 +124,6 @@ TEST_F(RunSpansTest, UnsampledAndUntracedRunsMakeNoSpan) {
   for (const TraceContext* trace :
        {static_cast<const TraceContext*>(nullptr), static_cast<const TraceContext*>(&unsampled)}) {
     const RunInfo run = Run(trace);
-    observer_.OnRunStarted(run, milliseconds(0));
     observer_.OnRunFinished(run, RunFinish{}, milliseconds(5));
   }
   EXPECT_TRUE(sink_.spans().empty());
