@@ -583,6 +583,31 @@ TEST_F(PlannerTest, LocalTasksStartWhenDueWithinTheirSlotsAndFollowTheirCadence)
   EXPECT_EQ(actions.to_start[0].run->lag, seconds(5)) << "it waited for the slot";
 }
 
+// Issue 18: a trigger's trace context goes to the manual run it asks for, within
+// kTriggerCallerLifetime, and to no later run.
+TEST_F(PlannerTest, ATriggersTraceContextGoesToItsRunOnlyWhileFresh) {
+  Start();
+  TaskPtr m = Register(Def("m", "manual", TaskScope::kLocal));
+  const TraceContext caller =
+      *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  const auto run_once = [&](MonoTime trigger_at, MonoTime start_at) -> TraceContext {
+    EXPECT_EQ(planner_->TriggerLocal("m", trigger_at, caller), Planner::LocalRequest::kDone);
+    Planner::TimerActions actions;
+    bool kick = false;
+    planner_->TimerStep(start_at, WallAt(start_at), &actions, &kick);
+    EXPECT_EQ(actions.to_start.size(), 1u);
+    if (actions.to_start.empty()) return {};
+    const TraceContext seen = actions.to_start[0].run->caller;
+    planner_->FinishLocalRun(*m, actions.to_start[0].run, std::nullopt, start_at, WallAt(start_at));
+    slots_->JobReturned();
+    return seen;
+  };
+  EXPECT_EQ(run_once(kT0, kT0 + seconds(1)), caller);
+  EXPECT_FALSE(m->trigger_caller.valid()) << "used once";
+  EXPECT_FALSE(run_once(kT0 + minutes(2), kT0 + minutes(3) + seconds(1)).valid())
+      << "the run started more than a minute after its trigger";
+}
+
 TEST_F(PlannerTest, ALocalTriggerMakesTheTaskDueUnlessItRuns) {
   Start();
   TaskPtr m = Register(Def("m", "manual", TaskScope::kLocal));
