@@ -66,7 +66,7 @@ TEST_F(EngineTest, ATracedRunIsAChildOfItsCallerOrTheRootOfANewTrace) {
   EXPECT_EQ(local.seen().at(0), recorder_->Traces("l").at(0).first);
 
   // Untraced trigger: a new trace, sampled by the default sampler, no caller.
-  const auto& [root, no_caller] = recorder_->Traces("g").at(1);
+  const auto [root, no_caller] = recorder_->Traces("g").at(1);
   EXPECT_TRUE(root.valid());
   EXPECT_NE(root.trace_id, caller.trace_id);
   EXPECT_TRUE(root.sampled());
