@@ -224,6 +224,70 @@ class PostgresSchemaTest : public pg_test::ServerTest {
     return store.ok() ? std::move(*store) : nullptr;
   }
 
+  // Caches the store's plans while `table` is small (twelve rounds of triggering, claiming and
+  // releasing two manual tasks, their runs recorded when `history`), grows it with `grow` (SQL
+  // that adds rows; autovacuum is off for the table, so nothing replans meanwhile), runs three
+  // more rounds and checks that each statement naming `table` read less than a quarter of its
+  // pages a call. At least `at_least` such statements must have run.
+  void ExpectStatementsKeepToTheKeyAfterGrowing(const std::string& table, const std::string& grow,
+                                                bool history, int at_least) {
+    std::unique_ptr<TaskStore> store = OpenMigrated();
+    ASSERT_NE(store, nullptr);
+    pg_test::RawConnection db(url(), database_);
+    db.Exec(fmt::format("ALTER TABLE {} SET (autovacuum_enabled = false)", table));
+    TaskSchedule schedule;
+    schedule.settings.cadence = "manual";
+    schedule.settings.timeout_after_duration = "PT1M";
+    ASSERT_TRUE(store->Upsert("a", schedule).ok());
+    ASSERT_TRUE(store->Upsert("b", schedule).ok());
+    int ticket = 0;
+    const auto run_both = [&] {
+      std::vector<ClaimRequest> claims;
+      std::vector<ReleaseRequest> releases;
+      for (const char* id : {"a", "b"}) {
+        ASSERT_TRUE(store->Trigger(id).ok());
+        const std::string run = fmt::format("{}-{}", id, ++ticket);
+        claims.push_back({id, run, minutes(1), std::nullopt});
+        releases.push_back({id, run, schedule, std::nullopt});
+        if (history) {
+          claims.back().history = RunOrigin{"host", 1};
+          releases.back().history = ReleasedRun{{}, RunOrigin{"host", 1}};
+        }
+      }
+      Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
+      ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+      for (const ClaimResult& claim : *claimed) ASSERT_TRUE(claim.claimed);
+      Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
+      ASSERT_TRUE(released.ok()) << released.status().ToString();
+      for (const ReleaseResult& release : *released) ASSERT_TRUE(release.released);
+    };
+    for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+    db.Exec(grow);
+    const int pages = std::stoi(db.Scalar(
+        fmt::format("SELECT pg_relation_size('{}') / current_setting('block_size')::int", table)));
+    ASSERT_GT(pages, 300);
+    db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    db.Exec(
+        "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+        "current_database()), 0)");
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
+
+    pg_test::RawResult statements = db.Exec(
+        fmt::format("SELECT left(query, 80), shared_blks_hit + shared_blks_read, calls FROM "
+                    "pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = "
+                    "current_database()) AND query LIKE '%{}%' AND query NOT LIKE '%pg_stat%'",
+                    table));
+    ASSERT_GE(PQntuples(statements.get()), at_least);
+    for (int row = 0; row < PQntuples(statements.get()); ++row) {
+      const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
+      const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
+      EXPECT_LT(blocks / calls, pages / 4)
+          << "a statement read about the whole table " << table << ": "
+          << PQgetvalue(statements.get(), row, 0) << " (" << blocks / calls << " blocks a call)";
+    }
+  }
+
   std::unique_ptr<TaskStore> OpenMigrated(const std::string& schema = "") {
     std::unique_ptr<TaskStore> store = Open(schema);
     if (store == nullptr) return nullptr;
@@ -735,57 +799,13 @@ TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGr
   // A run history starts empty and grows by orders of magnitude. A plan made while it was small
   // (a prepared statement's cached generic plan) scans it whole; every statement that ends runs
   // must find them by index however small the table was when the store first used it.
-  std::unique_ptr<TaskStore> store = OpenMigrated();
-  ASSERT_NE(store, nullptr);
-  TaskSchedule schedule;
-  schedule.settings.cadence = "manual";
-  schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("a", schedule).ok());
-  ASSERT_TRUE(store->Upsert("b", schedule).ok());
-  int ticket = 0;
-  const auto run_both = [&] {
-    std::vector<ClaimRequest> claims;
-    std::vector<ReleaseRequest> releases;
-    for (const char* id : {"a", "b"}) {
-      ASSERT_TRUE(store->Trigger(id).ok());
-      const std::string run = fmt::format("{}-{}", id, ++ticket);
-      claims.push_back({id, run, minutes(1), std::nullopt, RunOrigin{"host", 1}});
-      releases.push_back({id, run, schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}});
-    }
-    Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
-    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
-    Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
-    ASSERT_TRUE(released.ok()) << released.status().ToString();
-  };
-  for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
-
-  pg_test::RawConnection db(url(), database_);
-  db.Exec(
+  ExpectStatementsKeepToTheKeyAfterGrowing(
+      "stagehand_task_runs",
       "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
       "started_at, ended_at, outcome, attempt) "
       "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
-      "now(), now(), 'succeeded', 1 FROM generate_series(1, 60000) AS n");
-  const int pages = std::stoi(db.Scalar(
-      "SELECT pg_relation_size('stagehand_task_runs') / current_setting('block_size')::int"));
-  ASSERT_GT(pages, 300);
-  db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-  db.Exec(
-      "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
-      "current_database()), 0)");
-  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
-
-  pg_test::RawResult statements = db.Exec(
-      "SELECT left(query, 80), shared_blks_hit + shared_blks_read, calls FROM pg_stat_statements "
-      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-      "AND query LIKE '%stagehand_task_runs%'");
-  ASSERT_GE(PQntuples(statements.get()), 2);  // the claims and the releases
-  for (int row = 0; row < PQntuples(statements.get()); ++row) {
-    const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
-    const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
-    EXPECT_LT(blocks / calls, pages / 4)
-        << "a history statement read about the whole table: "
-        << PQgetvalue(statements.get(), row, 0) << " (" << blocks / calls << " blocks a call)";
-  }
+      "now(), now(), 'succeeded', 1 FROM generate_series(1, 60000) AS n",
+      /*history=*/true, /*at_least=*/2);  // the claims and the releases
 }
 
 TEST_F(PostgresSchemaTest, TaskStatementsKeepToTheKeyAfterTheTableHasGrown) {
@@ -793,60 +813,12 @@ TEST_F(PostgresSchemaTest, TaskStatementsKeepToTheKeyAfterTheTableHasGrown) {
   // dead row versions until autovacuum comes). A prepared statement's generic plan made while it
   // was small read it whole and kept doing so as it grew; the hot statements must reach their
   // rows through the primary key whatever the table's size when they were planned.
-  std::unique_ptr<TaskStore> store = OpenMigrated();
-  ASSERT_NE(store, nullptr);
-  pg_test::RawConnection db(url(), database_);
-  db.Exec("ALTER TABLE backstage_backend_tasks__tasks SET (autovacuum_enabled = false)");
-  TaskSchedule schedule;
-  schedule.settings.cadence = "manual";
-  schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("a", schedule).ok());
-  ASSERT_TRUE(store->Upsert("b", schedule).ok());
-  int ticket = 0;
-  const auto run_both = [&] {
-    std::vector<ClaimRequest> claims;
-    std::vector<ReleaseRequest> releases;
-    for (const char* id : {"a", "b"}) {
-      ASSERT_TRUE(store->Trigger(id).ok());
-      const std::string run = fmt::format("{}-{}", id, ++ticket);
-      claims.push_back({id, run, minutes(1), std::nullopt});
-      releases.push_back({id, run, schedule, std::nullopt});
-    }
-    Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
-    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
-    for (const ClaimResult& claim : *claimed) ASSERT_TRUE(claim.claimed);
-    Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
-    ASSERT_TRUE(released.ok()) << released.status().ToString();
-    for (const ReleaseResult& release : *released) ASSERT_TRUE(release.released);
-  };
-  for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
-
-  db.Exec(
+  ExpectStatementsKeepToTheKeyAfterGrowing(
+      "backstage_backend_tasks__tasks",
       "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
       "SELECT 'other-' || n, '{\"version\":2,\"cadence\":\"manual\",'"
-      " || '\"timeoutAfterDuration\":\"PT1M\"}', NULL FROM generate_series(1, 60000) AS n");
-  const int pages =
-      std::stoi(db.Scalar("SELECT pg_relation_size('backstage_backend_tasks__tasks') / "
-                          "current_setting('block_size')::int"));
-  ASSERT_GT(pages, 300);
-  db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
-  db.Exec(
-      "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
-      "current_database()), 0)");
-  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
-
-  pg_test::RawResult statements = db.Exec(
-      "SELECT left(query, 80), shared_blks_hit + shared_blks_read, calls FROM pg_stat_statements "
-      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-      "AND query LIKE '%backstage_backend_tasks__tasks%' AND query NOT LIKE '%pg_stat%'");
-  ASSERT_GE(PQntuples(statements.get()), 3);  // the triggers, the claims and the releases
-  for (int row = 0; row < PQntuples(statements.get()); ++row) {
-    const long long blocks = std::stoll(PQgetvalue(statements.get(), row, 1));
-    const long long calls = std::stoll(PQgetvalue(statements.get(), row, 2));
-    EXPECT_LT(blocks / calls, pages / 4)
-        << "a task statement read about the whole table: " << PQgetvalue(statements.get(), row, 0)
-        << " (" << blocks / calls << " blocks a call)";
-  }
+      " || '\"timeoutAfterDuration\":\"PT1M\"}', NULL FROM generate_series(1, 60000) AS n",
+      /*history=*/false, /*at_least=*/3);  // the triggers, the claims and the releases
 }
 
 TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest) {
