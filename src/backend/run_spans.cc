@@ -26,9 +26,12 @@ std::pair<std::string, std::string> ErrorParts(const std::string& error_json) {
   return {std::move(name), std::move(message)};
 }
 
-// The route of a plugin path, ids replaced by their parameter names (low cardinality, as span
-// names must be): "/.backstage/scheduler/v1/tasks/{taskId}/trigger", "/.stagehand/v1/runs/{runId}".
+// The route of a path under a plugin's mount, ids replaced by their parameter names (low
+// cardinality, as span names must be): "/.backstage/scheduler/v1/tasks/{taskId}/trigger",
+// "/.stagehand/v1/runs/{runId}". Empty for the plugin's own routes, whose shape is not known here
+// (their spans are named by the mount).
 std::string RouteOf(std::string_view path) {
+  if (!path.starts_with("/.backstage/") && !path.starts_with("/.stagehand/")) return {};
   std::vector<std::string_view> segments;
   while (!path.empty()) {
     const std::size_t slash = path.find('/', 1);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "stagehand/backend/schedule_config.h"
+#include "stagehand/base/text.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/time/duration.h"
 
@@ -26,12 +27,6 @@ struct Setting {
   std::optional<std::string> value;
   std::string source;  // the variable or the full config key, for messages
 };
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
 
 // Decodes %XX escapes (W3C Baggage's encoding of OTEL_*_HEADERS and OTEL_RESOURCE_ATTRIBUTES);
 // nullopt when one is malformed.
@@ -62,7 +57,8 @@ class Reader {
 
   std::optional<std::string> Env(std::string_view name) const {
     std::optional<std::string> value = environment_(std::string(name));
-    if (value && Trim(*value).empty()) return std::nullopt;  // empty means unset (OTel spec)
+    if (value && TrimSpacesAndTabs(*value).empty())
+      return std::nullopt;  // empty means unset (OTel spec)
     return value;
   }
 
@@ -70,7 +66,7 @@ class Reader {
   Setting Read(std::initializer_list<std::string_view> names, std::string_view key) {
     for (std::string_view name : names) {
       if (std::optional<std::string> value = Env(name)) {
-        return {std::string(Trim(*value)), std::string(name)};
+        return {std::string(TrimSpacesAndTabs(*value)), std::string(name)};
       }
     }
     const std::string full = fmt::format("{}.{}", kBlock, key);
@@ -132,16 +128,18 @@ class Reader {
     std::vector<std::pair<std::string, std::string>> pairs;
     while (!text.empty()) {
       const std::size_t comma = text.find(',');
-      const std::string_view item = Trim(text.substr(0, comma));
+      const std::string_view item = TrimSpacesAndTabs(text.substr(0, comma));
       text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
       if (item.empty()) continue;
       const std::size_t equals = item.find('=');
-      std::optional<std::string> key = equals == std::string_view::npos
-                                           ? std::nullopt
-                                           : PercentDecoded(Trim(item.substr(0, equals)));
-      std::optional<std::string> value = equals == std::string_view::npos
-                                             ? std::nullopt
-                                             : PercentDecoded(Trim(item.substr(equals + 1)));
+      std::optional<std::string> key =
+          equals == std::string_view::npos
+              ? std::nullopt
+              : PercentDecoded(TrimSpacesAndTabs(item.substr(0, equals)));
+      std::optional<std::string> value =
+          equals == std::string_view::npos
+              ? std::nullopt
+              : PercentDecoded(TrimSpacesAndTabs(item.substr(equals + 1)));
       if (!key || key->empty() || !value) {
         problems_.Add(InvalidArgumentError(
             fmt::format("{}: '{}' is not key=value (values percent-encoded)", name, item)));
@@ -194,7 +192,7 @@ Result<TracingConfig> ReadTracingConfig(const Config& root, const EnvironmentLoo
   }
   config.enabled = wanted || traces.value.has_value() || base.value.has_value();
   if (std::optional<std::string> disabled = reader.Env("OTEL_SDK_DISABLED")) {
-    std::string lower(Trim(*disabled));
+    std::string lower(TrimSpacesAndTabs(*disabled));
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (lower == "true") config.enabled = false;
   }

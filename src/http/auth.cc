@@ -24,12 +24,7 @@ bool IsAsciiSpace(char c) {
 // Returns the token of an `Authorization` value matching Backstage's /^Bearer[ ]+(\S+)$/i, after
 // trimming the spaces and tabs HTTP allows around a header value (Node drops them too).
 std::optional<std::string_view> BearerToken(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-    value.remove_prefix(1);
-  }
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-    value.remove_suffix(1);
-  }
+  value = TrimSpacesAndTabs(value);
   constexpr std::string_view kScheme = "bearer";
   if (value.size() <= kScheme.size() ||
       !EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {

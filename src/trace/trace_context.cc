@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 
+#include "stagehand/base/text.h"
 #include "stagehand/base/uuid.h"
 
 namespace stagehand {
@@ -47,10 +48,14 @@ bool AllZero(std::span<const std::uint8_t> bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0; });
 }
 
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
+// Random bytes, drawn again in the (2^-64 or rarer) case they are all zero: an invalid id.
+template <typename Id>
+Id NonZeroRandom() {
+  Id id{};
+  do {
+    FillRandomBytes(id);
+  } while (AllZero(id));
+  return id;
 }
 
 Status Invalid(std::string_view traceparent, std::string_view why) {
@@ -62,7 +67,7 @@ Status Invalid(std::string_view traceparent, std::string_view why) {
 bool TraceContext::valid() const { return !AllZero(trace_id) && !AllZero(span_id); }
 
 Result<TraceContext> ParseTraceparent(std::string_view traceparent, std::string_view tracestate) {
-  const std::string_view text = Trim(traceparent);
+  const std::string_view text = TrimSpacesAndTabs(traceparent);
   if (text.size() < kTraceparentLength) {
     return Invalid(text, fmt::format("it has {} characters, not 55", text.size()));
   }
@@ -91,7 +96,7 @@ Result<TraceContext> ParseTraceparent(std::string_view traceparent, std::string_
   }
   if (AllZero(context.trace_id)) return Invalid(text, "the trace id is all zeros");
   if (AllZero(context.span_id)) return Invalid(text, "the parent id is all zeros");
-  const std::string_view state = Trim(tracestate);
+  const std::string_view state = TrimSpacesAndTabs(tracestate);
   if (state.size() <= kMaxTraceStateLength) context.trace_state = std::string(state);
   return context;
 }
@@ -110,20 +115,8 @@ void AddTraceFields(const TraceContext& context, LogFields& fields) {
 std::string HexOf(const TraceId& id) { return EncodeHex(id); }
 std::string HexOf(const SpanId& id) { return EncodeHex(id); }
 
-TraceId NewTraceId() {
-  TraceId id{};
-  do {
-    FillRandomBytes(id);
-  } while (AllZero(id));
-  return id;
-}
+TraceId NewTraceId() { return NonZeroRandom<TraceId>(); }
 
-SpanId NewSpanId() {
-  SpanId id{};
-  do {
-    FillRandomBytes(id);
-  } while (AllZero(id));
-  return id;
-}
+SpanId NewSpanId() { return NonZeroRandom<SpanId>(); }
 
 }  // namespace stagehand

@@ -42,7 +42,8 @@ class RunSpanObserver final : public SchedulerObserver {
 
 // Returns `inner` wrapped so that each request it answers is a server span (kind server, named
 // "<method> <route>", e.g. "POST /api/jobs/.backstage/scheduler/v1/tasks/{taskId}/trigger", with
-// the method, the path, the status and the plugin), a child of the request's `traceparent` when
+// the method, the path, the status and the plugin; a plugin's own routes are named by the mount,
+// "GET /api/jobs", their paths being unknown here), a child of the request's `traceparent` when
 // it has one and `sampler` samples it. `inner` sees the request with its `traceparent` (and
 // `tracestate`) replaced by the server span's context, so that a run the request triggers is the
 // server span's child. `mount` is where `inner` is mounted ("/api/jobs"); requests `inner` does

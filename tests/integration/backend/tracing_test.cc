@@ -54,7 +54,11 @@ class OtlpReceiver {
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     // stop() before the accept loop has started would not end it.
-    while (!server_.is_running()) std::this_thread::yield();
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (!server_.is_running() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_TRUE(server_.is_running()) << "the OTLP receiver did not start";
   }
   ~OtlpReceiver() {
     server_.stop();

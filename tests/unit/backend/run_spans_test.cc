@@ -129,5 +129,54 @@ TEST_F(RunSpansTest, UnsampledAndUntracedRunsMakeNoSpan) {
   EXPECT_TRUE(sink_.spans().empty());
 }
 
+TEST_F(RunSpansTest, EachAnsweredRequestIsAServerSpanNamedByItsRoute) {
+  std::vector<std::string> seen_traceparents;
+  HttpHandler handler = TraceRequests(
+      [&](const HttpRequest& request) -> std::optional<HttpResponse> {
+        seen_traceparents.emplace_back(FindHeader(request.headers, "traceparent").value_or(""));
+        if (request.path == "/unanswered") return std::nullopt;
+        HttpResponse response;
+        response.status = request.path == "/broken" ? 500 : 200;
+        return response;
+      },
+      "/api/jobs", "jobs", sink_, clock_, SamplerConfig{});
+  const auto call = [&](std::string method, std::string path, std::string traceparent = "") {
+    HttpRequest request;
+    request.method = std::move(method);
+    request.path = std::move(path);
+    if (!traceparent.empty()) request.headers.emplace_back("TraceParent", traceparent);
+    return handler(request);
+  };
+  ASSERT_TRUE(
+      call("POST", "/.backstage/scheduler/v1/tasks/nightly/trigger", FormatTraceparent(caller_)));
+  ASSERT_TRUE(call("GET", "/.stagehand/v1/runs/run-1"));
+  ASSERT_TRUE(call("GET", "/.stagehand/v1/tasks/nightly/runs"));
+  ASSERT_TRUE(call("GET", "/seats/A1"));
+  ASSERT_TRUE(call("GET", "/broken"));
+  EXPECT_FALSE(call("GET", "/unanswered"));
+  TraceContext unsampled = caller_;
+  unsampled.flags = 0;
+  ASSERT_TRUE(call("GET", "/.backstage/scheduler/v1/tasks", FormatTraceparent(unsampled)));
+
+  const std::vector<SpanData> spans = sink_.spans();
+  ASSERT_EQ(spans.size(), 5u) << "none for the unanswered request nor the unsampled caller";
+  EXPECT_EQ(spans[0].name, "POST /api/jobs/.backstage/scheduler/v1/tasks/{taskId}/trigger");
+  EXPECT_EQ(spans[0].kind, SpanKind::kServer);
+  EXPECT_EQ(spans[0].context.trace_id, caller_.trace_id);
+  ASSERT_TRUE(spans[0].parent_span_id.has_value());
+  EXPECT_EQ(*spans[0].parent_span_id, caller_.span_id);
+  EXPECT_EQ(seen_traceparents[0], FormatTraceparent(spans[0].context))
+      << "the handler sees the server span as the caller";
+  EXPECT_EQ(std::get<std::string>(*Find(spans[0], "url.path")),
+            "/api/jobs/.backstage/scheduler/v1/tasks/nightly/trigger");
+  EXPECT_EQ(spans[1].name, "GET /api/jobs/.stagehand/v1/runs/{runId}");
+  EXPECT_FALSE(spans[1].parent_span_id.has_value());
+  EXPECT_EQ(spans[2].name, "GET /api/jobs/.stagehand/v1/tasks/{taskId}/runs");
+  EXPECT_EQ(spans[3].name, "GET /api/jobs") << "a plugin's own route: its path is not a name";
+  EXPECT_EQ(spans[4].status, SpanStatusCode::kError);
+  EXPECT_EQ(std::get<std::int64_t>(*Find(spans[4], "http.response.status_code")), 500);
+  EXPECT_EQ(seen_traceparents.back().substr(53), "00") << "an unsampled caller stays unsampled";
+}
+
 }  // namespace
 }  // namespace stagehand
