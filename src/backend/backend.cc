@@ -197,7 +197,7 @@ struct Backend::Impl {
   std::unique_ptr<HttpServer> server;  // created by Create, never replaced
   TracingConfig tracing;
   std::unique_ptr<OtlpHttpExporter> span_exporter;  // with tracing on; created by Create
-  std::unique_ptr<BatchSpanProcessor> spans;        // with tracing on; from DoStart to Teardown
+  std::shared_ptr<BatchSpanProcessor> spans;        // with tracing on; from DoStart to Teardown
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -458,6 +458,7 @@ std::unique_ptr<PluginScheduler> Backend::Impl::MakeScheduler(
   scheduler_options.observer = observer;
   scheduler_options.engine = config.engine;
   scheduler_options.engine.record_history = config.history_enabled;
+  scheduler_options.engine.span_sink = spans;
   if (!scheduler_threads) {
     scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
   }
@@ -501,7 +502,7 @@ Status Backend::Impl::DoStart() {
     batch.on_counted = [&counted](std::string_view result, std::uint64_t n) {
       counted.Add({std::string(result)}, static_cast<double>(n));
     };
-    spans = std::make_unique<BatchSpanProcessor>(
+    spans = std::make_shared<BatchSpanProcessor>(
         *clock,
         [exporter = span_exporter.get()](const std::vector<SpanData>& batch_of_spans) {
           return exporter->Export(batch_of_spans);

@@ -781,8 +781,9 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   std::optional<std::string> message;
   std::string name = "Error";
   try {
-    Status status =
-        task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace});
+    SpanSink* spans = run.trace.sampled() ? context_.options.span_sink.get() : nullptr;
+    Status status = task.def.fn(
+        RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace, spans});
     if (!status.ok()) message = status.message();
   } catch (const std::exception& error) {
     message = error.what();

@@ -16,6 +16,7 @@
 
 #include "stagehand/base/url.h"
 #include "stagehand/model/task_run.h"
+#include "stagehand/trace/span.h"
 
 namespace stagehand {
 namespace {
@@ -227,6 +228,39 @@ std::string SafeReason(std::string_view reason) {
   return out;
 }
 
+// The span of a request sent for a run, as OpenTelemetry's HTTP client conventions name it: kind
+// client, named by the method, a child of the run's span (`parent`), with status error when the
+// run fails.
+SpanData ClientSpan(const HttpTaskSpec& spec, const SpanId& parent, WallTime start, WallTime end,
+                    const HttpTaskResponse& response, const Status& status) {
+  SpanData span;
+  span.context = spec.trace;
+  span.parent_span_id = parent;
+  span.kind = SpanKind::kClient;
+  span.start = start;
+  span.end = std::max(start, end);
+  Result<std::string> method = NormalizedMethod(spec.method);
+  span.name = method.ok() ? *method : "HTTP";
+  span.attributes.emplace_back("http.request.method", span.name);
+  span.attributes.emplace_back("url.full", RedactUrl(spec.url));
+  if (Result<HttpTaskUrl> url = ParseHttpTaskUrl(spec.url); url.ok()) {
+    span.attributes.emplace_back("server.address", url->host);
+    span.attributes.emplace_back("server.port", static_cast<std::int64_t>(url->port));
+  }
+  if (response.status != 0) {
+    span.attributes.emplace_back("http.response.status_code",
+                                 static_cast<std::int64_t>(response.status));
+  }
+  if (!status.ok()) {
+    span.status = SpanStatusCode::kError;
+    span.status_message = status.message();
+    span.attributes.emplace_back("error.type", response.status != 0
+                                                   ? std::to_string(response.status)
+                                                   : std::string(StatusCodeName(status.code())));
+  }
+  return span;
+}
+
 }  // namespace
 
 std::string RedactUrl(std::string_view url) {
@@ -312,9 +346,11 @@ Result<HttpTaskUrl> ParseHttpTaskUrl(std::string_view url) {
 
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const RunControl& control) {
-  if (control.trace.valid() && !(spec.trace == control.trace)) {
+  const bool client_span = control.spans != nullptr && control.trace.sampled();
+  if (control.trace.valid() && spec.trace.trace_id != control.trace.trace_id) {
     HttpTaskSpec traced = spec;
     traced.trace = control.trace;
+    if (client_span) traced.trace.span_id = NewSpanId();
     return RunHttpTask(traced, logger, clock, control);
   }
   // A request has no grace period: either token aborts it at once.
@@ -322,12 +358,14 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
   auto request_abort = [&abort] { abort.request_stop(); };
   std::stop_callback on_stop(control.stop, request_abort);
   std::stop_callback on_kill(control.kill, request_abort);
-  if (control.report == nullptr) {
-    return RunHttpTask(spec, logger, clock, abort.get_token());
-  }
   HttpTaskResponse response;
+  const WallTime start = clock.Now();
   Status status = RunHttpTask(spec, logger, clock, abort.get_token(), &response);
-  if (response.status != 0) {
+  if (client_span) {
+    control.spans->OnEnd(
+        ClientSpan(spec, control.trace.span_id, start, clock.Now(), response, status));
+  }
+  if (control.report != nullptr && response.status != 0) {
     control.report->SetHttpStatus(response.status);
     control.report->AppendOutput(
         std::string_view(response.body).substr(0, kDefaultRunOutputTailBytes));

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "stagehand/trace/sampler.h"
+#include "stagehand/trace/span.h"
 
 namespace stagehand {
 
@@ -42,6 +44,9 @@ struct EngineOptions {
   // new span id in the trace of the TriggerTask call that asked for the run, or in a new trace,
   // sampled by this sampler. nullopt (the default): runs carry no trace context.
   std::optional<SamplerConfig> trace_runs;
+  // Where the task functions of sampled runs put their own spans (RunControl::spans); null: they
+  // have none to put them.
+  std::shared_ptr<SpanSink> span_sink;
 };
 
 }  // namespace stagehand

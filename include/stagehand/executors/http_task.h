@@ -63,9 +63,10 @@ struct HttpTaskSpec {
   bool include_body_in_error = false;
   // The `task` field of every log record; empty leaves it out.
   std::string task_id;
-  // The run's trace context (set by RunHttpTask from RunControl::trace): when valid, the request
-  // carries `traceparent` and `tracestate` (unless `headers` set them) and the run's log records
-  // carry trace_id and span_id.
+  // The request's trace context (set by RunHttpTask from RunControl::trace: the run's span, or
+  // the request's own client span when the run puts spans in RunControl::spans): when valid, the
+  // request carries `traceparent` and `tracestate` (unless `headers` set them) and the run's log
+  // records carry trace_id and span_id.
   TraceContext trace{};
 };
 
@@ -93,7 +94,11 @@ Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
 // Runs RunHttpTask with a stop token that is requested as soon as `control.stop` or
 // `control.kill` is: a request has no grace period, so both abort it at once. When a response came
 // and `control.report` is set, sets the HTTP status on the report and appends the first
-// kDefaultRunOutputTailBytes of the body (as received) as the run's output.
+// kDefaultRunOutputTailBytes of the body (as received) as the run's output. When `control.spans`
+// is set (a sampled run), the request is a client span of its own, child of the run's span, named
+// by the method ("POST") with OpenTelemetry's HTTP client attributes (http.request.method,
+// url.full redacted, server.address, server.port, http.response.status_code, error.type) and
+// status error when the run fails; its `traceparent` names that span.
 Status RunHttpTask(const HttpTaskSpec& spec, Logger& logger, Clock& clock,
                    const RunControl& control);
 

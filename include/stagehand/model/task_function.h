@@ -12,6 +12,7 @@
 
 #include "stagehand/base/status.h"
 #include "stagehand/model/run_report.h"
+#include "stagehand/trace/span.h"
 #include "stagehand/trace/trace_context.h"
 
 namespace stagehand {
@@ -33,6 +34,10 @@ struct RunControl {
   // The W3C trace context of the run's span when the scheduler traces runs (invalid otherwise):
   // a function starts its own child spans under it with whatever tracing library it uses.
   TraceContext trace{};
+  // Where the function's own finished spans go, exported with the run's own span: set when the
+  // run's span is sampled and the host exports spans (null otherwise). Valid while the function
+  // runs. The HTTP tasks of `stagehand serve` put their client span here.
+  SpanSink* spans = nullptr;
 };
 
 // The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a

@@ -48,6 +48,13 @@ struct SpanData {
   std::string status_message;
 };
 
+// Receives finished spans. Thread-safe; OnEnd is quick and never blocks on I/O.
+class SpanSink {
+ public:
+  virtual ~SpanSink() = default;
+  virtual void OnEnd(SpanData span) = 0;
+};
+
 // The resource and instrumentation scope the spans of one process are exported under.
 struct TraceResource {
   Attributes attributes;  // service.name first, then OTEL_RESOURCE_ATTRIBUTES and the SDK's own

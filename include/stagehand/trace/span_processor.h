@@ -20,13 +20,6 @@
 
 namespace stagehand {
 
-// Receives finished spans. Thread-safe; OnEnd is quick and never blocks on I/O.
-class SpanSink {
- public:
-  virtual ~SpanSink() = default;
-  virtual void OnEnd(SpanData span) = 0;
-};
-
 // OpenTelemetry's batch span processor settings (OTEL_BSP_*), with its defaults.
 struct BatchSpanOptions {
   std::size_t max_queue_size = 2048;

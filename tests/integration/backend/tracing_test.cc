@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "integration/otlp_receiver.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/http/otlp_http_exporter.h"
 #include "stagehand/time/manual_clock.h"
@@ -25,92 +26,11 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-constexpr auto kDeadline = std::chrono::seconds(10);
+using test_otlp::Attribute;
+using test_otlp::OtlpReceiver;
+
+constexpr auto kDeadline = test_otlp::kReceiveDeadline;
 constexpr char kCaller[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
-// A minimal OTLP/HTTP receiver on 127.0.0.1: keeps every span it is sent.
-class OtlpReceiver {
- public:
-  OtlpReceiver() {
-    server_.Post("/v1/traces", [this](const httplib::Request& request, httplib::Response& res) {
-      {
-        std::lock_guard lock(mu_);
-        content_types_.push_back(request.get_header_value("Content-Type"));
-        auth_.push_back(request.get_header_value("x-api-key"));
-        const json body = json::parse(request.body);
-        for (const json& resource : body.at("resourceSpans")) {
-          for (const json& scope : resource.at("scopeSpans")) {
-            for (json span : scope.at("spans")) {
-              span["scope"] = scope.at("scope").at("name");
-              span["resource"] = resource.at("resource");
-              spans_.push_back(std::move(span));
-            }
-          }
-        }
-      }
-      cv_.notify_all();
-      res.set_content("{}", "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // stop() before the accept loop has started would not end it.
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (!server_.is_running() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    EXPECT_TRUE(server_.is_running()) << "the OTLP receiver did not start";
-  }
-  ~OtlpReceiver() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
-
-  // Waits (real time, bounded) for a span named `name` and returns it, or null json.
-  json WaitForSpan(const std::string& name) {
-    std::unique_lock lock(mu_);
-    json found;
-    cv_.wait_for(lock, kDeadline, [&] {
-      for (const json& span : spans_) {
-        if (span.at("name") == name) {
-          found = span;
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-  std::vector<std::string> content_types() {
-    std::lock_guard lock(mu_);
-    return content_types_;
-  }
-  std::vector<std::string> auth() {
-    std::lock_guard lock(mu_);
-    return auth_;
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<json> spans_;
-  std::vector<std::string> content_types_;
-  std::vector<std::string> auth_;
-};
-
-std::string Attribute(const json& span, const std::string& key) {
-  for (const json& attribute : span.at("attributes")) {
-    if (attribute.at("key") == key) {
-      const json& value = attribute.at("value");
-      return value.contains("stringValue") ? value.at("stringValue").get<std::string>()
-                                           : value.begin().value().dump();
-    }
-  }
-  return "<none>";
-}
 
 class TracingTest : public ::testing::Test {
  protected:

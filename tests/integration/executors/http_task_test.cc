@@ -220,6 +220,79 @@ TEST_F(HttpTaskTest, ATracedRunSendsTraceparentAndTracestate) {
   EXPECT_EQ(last_traceparent_, "") << "an untraced run sends none";
 }
 
+// Keeps the spans it is given. Thread-safe.
+class RecordingSpanSink final : public SpanSink {
+ public:
+  void OnEnd(SpanData span) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    spans_.push_back(std::move(span));
+  }
+  std::vector<SpanData> spans() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return spans_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<SpanData> spans_;
+};
+
+std::optional<AttributeValue> FindAttribute(const SpanData& span, const std::string& key) {
+  for (const auto& [name, value] : span.attributes) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+// Issue 18: with a sink for its spans, a sampled run's request is a client span of its own, child
+// of the run's span, and the request's traceparent names it.
+TEST_F(HttpTaskTest, ASampledRunsRequestIsAClientSpanNamedInItsTraceparent) {
+  const TraceContext run =
+      *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
+  RecordingSpanSink sink;
+  HttpTaskSpec spec = Spec("/ok?token=hush");
+  spec.method = "post";
+  spec.expect_status = 201;
+  Status status =
+      RunHttpTask(spec, logger_, SystemClock::Instance(),
+                  RunControl{std::stop_token(), std::stop_token(), nullptr, run, &sink});
+  ASSERT_EQ(status.code(), StatusCode::kUnavailable) << status;
+
+  const std::vector<SpanData> spans = sink.spans();
+  ASSERT_EQ(spans.size(), 1u);
+  const SpanData& span = spans[0];
+  EXPECT_EQ(span.name, "POST");
+  EXPECT_EQ(span.kind, SpanKind::kClient);
+  EXPECT_EQ(span.context.trace_id, run.trace_id);
+  EXPECT_NE(span.context.span_id, run.span_id);
+  EXPECT_EQ(span.parent_span_id, std::optional<SpanId>(run.span_id));
+  EXPECT_LE(span.start, span.end);
+  EXPECT_EQ(span.status, SpanStatusCode::kError);
+  EXPECT_THAT(span.status_message, HasSubstr("status 200"));
+  EXPECT_EQ(FindAttribute(span, "http.request.method"), AttributeValue(std::string("POST")));
+  EXPECT_EQ(FindAttribute(span, "http.response.status_code"), AttributeValue(std::int64_t{200}));
+  EXPECT_EQ(FindAttribute(span, "error.type"), AttributeValue(std::string("200")));
+  EXPECT_EQ(FindAttribute(span, "server.address"), AttributeValue(std::string("127.0.0.1")));
+  EXPECT_EQ(FindAttribute(span, "server.port"), AttributeValue(std::int64_t{port_}));
+  EXPECT_EQ(FindAttribute(span, "url.full"),
+            AttributeValue("http://127.0.0.1:" + std::to_string(port_) + "/ok?token=***"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(last_traceparent_, FormatTraceparent(span.context));
+    EXPECT_EQ(last_tracestate_, "v=1");
+  }
+
+  TraceContext unsampled = run;
+  unsampled.flags = 0;
+  ASSERT_TRUE(
+      RunHttpTask(Spec("/ok"), logger_, SystemClock::Instance(),
+                  RunControl{std::stop_token(), std::stop_token(), nullptr, unsampled, &sink})
+          .ok());
+  EXPECT_EQ(sink.spans().size(), 1u) << "an unsampled run's request makes no span";
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(last_traceparent_, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+}
+
 TEST_F(HttpTaskTest, UsesTheConfiguredMethod) {
   HttpTaskSpec spec = Spec("/ok");
   spec.method = "put";
