@@ -10,6 +10,7 @@
 #include "stagehand/backend/schedule_config.h"
 #include "stagehand/base/text.h"
 #include "stagehand/config/config_problems.h"
+#include "stagehand/http/http_message.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {
@@ -29,23 +30,11 @@ struct Setting {
 };
 
 // Decodes %XX escapes (W3C Baggage's encoding of OTEL_*_HEADERS and OTEL_RESOURCE_ATTRIBUTES);
-// nullopt when one is malformed.
+// nullopt when one is malformed or the result is not UTF-8.
 std::optional<std::string> PercentDecoded(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    unsigned value = 0;
-    if (i + 2 >= text.size()) return std::nullopt;
-    const auto [end, error] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-    if (error != std::errc() || end != text.data() + i + 3) return std::nullopt;
-    out.push_back(static_cast<char>(value));
-    i += 2;
-  }
-  return out;
+  Result<std::string> decoded = DecodeUriComponent(text);
+  if (!decoded.ok()) return std::nullopt;
+  return *std::move(decoded);
 }
 
 class Reader {

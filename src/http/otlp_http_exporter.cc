@@ -70,9 +70,18 @@ Status OtlpHttpExporter::Export(const std::vector<SpanData>& spans) {
   }
   const std::string body =
       EncodeOtlpTraces(options.resource, options.scope_name, options.scope_version, spans);
-  httplib::Headers headers;
-  for (const auto& [name, value] : options.headers) headers.emplace(name, value);
-  httplib::Result result = impl_->client.Post(impl_->target, headers, body, "application/json");
+  httplib::Request request;
+  request.method = "POST";
+  request.path = impl_->target;
+  for (const auto& [name, value] : options.headers) request.headers.emplace(name, value);
+  request.headers.emplace("Content-Type", "application/json");
+  request.body = body;
+  // Only the status matters: the collector's answer is read and dropped, so that a collector
+  // that sends without end costs no memory.
+  request.content_receiver = [](const char*, std::size_t, std::uint64_t, std::uint64_t) {
+    return true;
+  };
+  httplib::Result result = impl_->client.send(request);
   if (!result) {
     impl_->backoff =
         impl_->backoff.count() == 0 ? kFirstBackoff : std::min(impl_->backoff * 2, kMaxBackoff);
