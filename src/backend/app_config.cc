@@ -13,6 +13,7 @@
 
 #include "stagehand/backend/schedule_config.h"
 #include "stagehand/config/config_problems.h"
+#include "stagehand/dashboard/dashboard.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {
@@ -20,8 +21,9 @@ namespace {
 
 // The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon,
 // `database` by ReadDatabaseConfig, `tracing` by ReadTracingConfig.
-constexpr std::array<std::string_view, 7> kStagehandKeys = {
-    "plugins", "server", "scheduler", "metrics", "database", "history", "tracing"};
+constexpr std::array<std::string_view, 8> kStagehandKeys = {
+    "plugins", "server", "scheduler", "metrics", "database", "history", "tracing", "dashboard"};
+constexpr std::array<std::string_view, 2> kDashboardKeys = {"enabled", "path"};
 constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
                                                           "maxOutputBytes"};
@@ -415,6 +417,36 @@ void ReadHistory(const Config& root, BackendConfig& out, ConfigProblems& problem
   ReadByteSize(block, "maxOutputBytes", out.history.max_output_bytes, problems);
 }
 
+void ReadDashboard(const Config& root, BackendConfig& out, ConfigProblems& problems) {
+  Result<std::optional<Config>> dashboard = root.GetOptionalConfig("stagehand.dashboard");
+  if (!dashboard.ok()) {
+    problems.Add(dashboard.status());
+    return;
+  }
+  if (!*dashboard) {
+    return;
+  }
+  const Config& block = **dashboard;
+  AddUnknownKeys(block, kDashboardKeys, problems);
+  Result<std::optional<bool>> enabled = block.GetOptionalBoolean("enabled");
+  if (!enabled.ok()) {
+    problems.Add(enabled.status());
+  } else if (*enabled) {
+    out.dashboard_enabled = **enabled;
+  }
+  Result<std::optional<std::string>> path = block.GetOptionalString("path");
+  if (!path.ok()) {
+    problems.Add(path.status());
+  } else if (*path) {
+    Result<std::string> normalized = NormalizeDashboardPath(**path);
+    if (normalized.ok()) {
+      out.dashboard_path = *std::move(normalized);
+    } else {
+      problems.Add(InvalidValue(block, "path", normalized.status().message()));
+    }
+  }
+}
+
 void ReadStaticAccess(const Config& entry, std::set<std::string>& tokens, AuthConfig& out,
                       ConfigProblems& problems) {
   Result<std::string> token = entry.GetString("options.token");
@@ -675,6 +707,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   ReadServer(root, config, problems);
   ReadMetrics(root, config, problems);
   ReadHistory(root, config, problems);
+  ReadDashboard(root, config, problems);
   if (Result<std::optional<Config>> database = root.GetOptionalConfig("stagehand.database");
       database.ok() && *database) {
     AddUnknownKeys(**database, kStagehandDatabaseKeys, problems);  // values: ReadDatabaseConfig

@@ -23,6 +23,7 @@
 #include "stagehand/backend/scheduler_metrics.h"
 #include "stagehand/base/host_name.h"
 #include "stagehand/config/config_problems.h"
+#include "stagehand/dashboard/dashboard.h"
 #include "stagehand/http/auth.h"
 #include "stagehand/http/error_response.h"
 #include "stagehand/http/event_stream.h"
@@ -574,11 +575,21 @@ Status Backend::Impl::DoStart() {
                   }));
     RecordReload(true);
   }
+  if (config.dashboard_enabled) {
+    DashboardOptions dashboard;
+    dashboard.path = config.dashboard_path;
+    dashboard.token_auth = !config.auth.default_policy_disabled;
+    // Last, at the root: it answers only what no other mount claims.
+    server->Mount("", MakeDashboardHandler(dashboard));
+  }
 
   if (Status listening = server->Start(); !listening.ok()) {
     return listening;
   }
   logger->Info(fmt::format("Listening on {}:{}", config.listen_host, server->port()));
+  if (config.dashboard_enabled) {
+    logger->Info("Dashboard", {{"path", config.dashboard_path}});
+  }
 
   if (Status started = root_lifecycle.RunStartup(); !started.ok()) {
     return started.WithPrefix("root lifecycle ");

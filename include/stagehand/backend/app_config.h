@@ -76,6 +76,10 @@ struct BackendConfig {
   // `stagehand.history.{maxRunsPerTask (1..100000), maxAge (a duration, at least 1 hour),
   // maxOutputBytes (bytes, or a size such as "64kb")}`: see RunHistoryLimits.
   RunHistoryLimits history;
+  // `stagehand.dashboard.enabled` (boolean) and `stagehand.dashboard.path` (the page's path,
+  // normalised to end in "/"; see dashboard.h): the web dashboard, served unless disabled.
+  bool dashboard_enabled = true;
+  std::string dashboard_path = "/";
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any

@@ -4,7 +4,9 @@
 // and the metrics registry). The host owns the root services: config, logger, root lifecycle,
 // metrics and the HTTP server with the health endpoints, GET /metrics, GET /.stagehand/v1/plugins,
 // the live event stream GET /.stagehand/v1/events (every plugin's scheduler events) and, when a
-// reload handler is set, POST /.stagehand/v1/reload (see reload.h).
+// reload handler is set, POST /.stagehand/v1/reload (see reload.h); and, unless
+// `stagehand.dashboard.enabled` is false, the web dashboard at `stagehand.dashboard.path` ("/" by
+// default; dashboard.h).
 //
 // With tracing on (tracing_config.h), every sampled run becomes a span (run_spans.h) exported over
 // OTLP/HTTP in batches on a thread of its own; GET /metrics counts them in

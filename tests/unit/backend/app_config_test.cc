@@ -680,7 +680,31 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
   EXPECT_EQ(ReadBackendError("stagehand:\n  workers: 4\n"),
             "Invalid config value for key 'stagehand.workers' in '" + file +
                 "': unknown key 'workers'; expected plugins, server, scheduler, metrics, database, "
-                "history, tracing");
+                "history, tracing, dashboard");
+}
+
+TEST_F(AppConfigTest, TheDashboardIsOnAtTheRootUnlessConfiguredOtherwise) {
+  Result<BackendConfig> plain = ReadBackend("");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->dashboard_enabled);
+  EXPECT_EQ(plain->dashboard_path, "/");
+
+  Result<BackendConfig> moved =
+      ReadBackend("stagehand:\n  dashboard: { enabled: false, path: /ops/scheduler }\n");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_FALSE(moved->dashboard_enabled);
+  EXPECT_EQ(moved->dashboard_path, "/ops/scheduler/");
+}
+
+TEST_F(AppConfigTest, ABadDashboardPathNamesTheKey) {
+  const std::string file = File("app-config.yaml");
+  EXPECT_EQ(ReadBackendError("stagehand:\n  dashboard: { path: /api/ui }\n"),
+            "Invalid config value for key 'stagehand.dashboard.path' in '" + file +
+                "' at line 2: dashboard path '/api/ui' is under the daemon's own route /api: "
+                "choose another");
+  EXPECT_EQ(ReadBackendError("stagehand:\n  dashboard: { pth: /ui }\n"),
+            "Invalid config value for key 'stagehand.dashboard.pth' in '" + file +
+                "': unknown key 'pth'; did you mean 'path'?");
 }
 
 TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
