@@ -427,6 +427,37 @@ TEST_F(BackendHttpTest, PluginListIsInRegistrationOrder) {
   EXPECT_EQ(Send("POST", "/.stagehand/v1/plugins").status, 404);
 }
 
+// Issue 19: the dashboard is served without a token (it holds no data; its API calls need one),
+// after every other route, at its configured path, and not at all when disabled.
+TEST_F(BackendHttpTest, TheDashboardIsServedAtItsPathAfterEveryOtherRoute) {
+  Create(Yaml() + "  dashboard: { path: /ops/scheduler }\n");
+  AddPlugin("jobs", [](PluginServices&) { return Status::Ok(); });
+  ASSERT_TRUE(backend_->Start().ok());
+  Reply page = Send("GET", "/ops/scheduler/", std::nullopt);
+  EXPECT_EQ(page.status, 200);
+  EXPECT_THAT(page.content_type, HasSubstr("text/html"));
+  EXPECT_THAT(page.body, HasSubstr("content=\"../../\""));
+  EXPECT_THAT(page.body, HasSubstr("content=\"token\""));
+  EXPECT_EQ(Send("GET", "/ops/scheduler/app.js", std::nullopt).status, 200);
+  EXPECT_EQ(Send("GET", "/", std::nullopt).status, 404) << "only at its path";
+  EXPECT_EQ(Send("GET", "/.stagehand/v1/plugins", std::nullopt).status, 401)
+      << "the daemon's routes keep their auth";
+  EXPECT_EQ(Tasks().status, 200);
+
+  httplib::Client client("127.0.0.1", backend_->port());
+  httplib::Result bare = client.Get("/ops/scheduler");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->status, 308);
+  EXPECT_EQ(bare->get_header_value("Location"), "scheduler/");
+}
+
+TEST_F(BackendHttpTest, ADisabledDashboardIsNotServed) {
+  Create(Yaml(/*auth_disabled=*/true) + "  dashboard: { enabled: false }\n");
+  ASSERT_TRUE(backend_->Start().ok());
+  EXPECT_EQ(Send("GET", "/", std::nullopt).status, 404);
+  EXPECT_EQ(Send("GET", "/app.js", std::nullopt).status, 404);
+}
+
 TEST_F(BackendHttpTest, PortInUseIsUnavailableAndStopsWhatStarted) {
   Create();
   ASSERT_TRUE(backend_->Start().ok());
