@@ -15,6 +15,7 @@
   const ROOT = new URL(metaContent('stagehand-root', './'), location.href);
   const AUTH_MODE = metaContent('stagehand-auth', 'unknown'); // token | development | unknown
   const TOKEN_KEY = 'stagehand.token';
+  const PLUGINS_KEY = 'stagehand.plugins'; // the plugin ids of the last visit (not a secret)
   const SECOND = 1000;
   const MINUTE = 60 * SECOND;
   const HOUR = 60 * MINUTE;
@@ -295,7 +296,7 @@
       return { text: `every ${p.step} minutes${secSuffix} ${span}`, zoneMatters: true };
     }
     if (c.min.length <= 4 && hours[0] !== hours[1]) {
-      return { text: `hourly at ${minuteMarks(c.min)} from ${pad2(hours[0])}:00 to ${pad2(hours[1])}:59`, zoneMatters: true };
+      return { text: `hourly at ${minuteMarks(c.min)} ${span}`, zoneMatters: true };
     }
     return null;
   }
@@ -306,10 +307,14 @@
     let weekdays = null;
     if (c.dowRestricted) {
       const range = contiguous(c.dow);
+      const mondayFirst = c.dow.slice().sort((a, b) => ((a + 6) % 7) - ((b + 6) % 7));
       if (c.dow.length === 1) weekdays = WEEKDAY_NAMES[c.dow[0]];
       else if (range && c.dow.length >= 3) weekdays = `${WEEKDAY_NAMES[range[0]]} to ${WEEKDAY_NAMES[range[1]]}`;
-      else if (c.dow.length <= 4) weekdays = listWords(c.dow.map((d) => WEEKDAY_NAMES[d]));
+      else if (c.dow.length <= 4) weekdays = listWords(mondayFirst.map((d) => WEEKDAY_NAMES[d]));
       else return null;
+    }
+    if (c.domRestricted && !c.dowRestricted && c.dom.length === 1 && c.month.length === 1) {
+      return `on ${c.dom[0]} ${MONTH_NAMES[c.month[0]]}`;
     }
     let monthDays = null;
     if (c.domRestricted) {
@@ -371,30 +376,56 @@
     return local - Math.floor(ms / SECOND) * SECOND;
   }
 
+  function cronDayMatches(c, local) {
+    const dom = local.getUTCDate();
+    return c.monthSet.has(local.getUTCMonth() + 1) && (
+      c.domRestricted && c.dowRestricted ? c.domSet.has(dom) || c.dowSet.has(local.getUTCDay())
+        : c.domRestricted ? c.domSet.has(dom)
+          : c.dowRestricted ? c.dowSet.has(local.getUTCDay()) : true);
+  }
+  // Returns whether a local minute in [localStart, localEnd) (wall clock as UTC ms) matches.
+  function cronGapMatches(c, localStart, localEnd) {
+    for (let at = localStart; at < localEnd; at += MINUTE) {
+      const local = new Date(at);
+      if (cronDayMatches(c, local) && c.hourSet.has(local.getUTCHours()) && c.minSet.has(local.getUTCMinutes())) return true;
+    }
+    return false;
+  }
+
   // Returns the fire times of a parsed cron in [from, to], at most `max`, evaluated minute by
-  // minute in `zone` (skipping whole hours and days that cannot match).
+  // minute in `zone` (skipping whole hours and days that cannot match). As the daemon does, a
+  // time that a spring-forward change skips fires at the change.
   function cronSlots(c, zone, from, to, max) {
     const out = [];
     const tz = zone || VIEWER_ZONE;
     let t = Math.floor(from / MINUTE) * MINUTE;
     let offset = null;
+    let offsetAt = -Infinity;
     let offsetUntil = -Infinity;
     let guard = 0;
     while (t <= to && out.length < max && guard++ < 200000) {
       if (t >= offsetUntil) {
-        offset = zoneOffset(tz, t);
-        if (offset === null) return out;
+        const next = zoneOffset(tz, t);
+        if (next === null) return out;
+        if (offset !== null && next > offset) {
+          // Spring forward somewhere in (offsetAt, t]: find the minute it happened.
+          let lo = Math.floor(offsetAt / MINUTE) * MINUTE;
+          let hi = t;
+          while (hi - lo > MINUTE) {
+            const mid = lo + Math.floor((hi - lo) / 2 / MINUTE) * MINUTE;
+            if (zoneOffset(tz, mid) === offset) lo = mid;
+            else hi = mid;
+          }
+          if (hi >= from && hi <= to && cronGapMatches(c, hi + offset, hi + next)) out.push(hi);
+        }
+        offset = next;
+        offsetAt = t;
         offsetUntil = Math.floor(t / (15 * MINUTE)) * 15 * MINUTE + 15 * MINUTE;
       }
       const local = new Date(t + offset);
       const minute = local.getUTCMinutes();
       const hour = local.getUTCHours();
-      const dom = local.getUTCDate();
-      const dayOk = c.monthSet.has(local.getUTCMonth() + 1) && (
-        c.domRestricted && c.dowRestricted ? c.domSet.has(dom) || c.dowSet.has(local.getUTCDay())
-          : c.domRestricted ? c.domSet.has(dom)
-            : c.dowRestricted ? c.dowSet.has(local.getUTCDay()) : true);
-      if (!dayOk) {
+      if (!cronDayMatches(c, local)) {
         t += ((23 - hour) * 60 + (60 - minute)) * MINUTE;
         continue;
       }
@@ -411,7 +442,7 @@
       }
       t += MINUTE;
     }
-    return out;
+    return out.sort((a, b) => a - b).slice(0, max);
   }
 
   // Returns what a cadence means: {kind, words, expr, periodMs, cron}.
@@ -502,8 +533,9 @@
     return tokenPrompt;
   }
 
-  function explainUnauthorized(err) {
-    if (!token) return 'This daemon needs a token.';
+  // Says why a request with `sent` (the token it carried, or none) was refused.
+  function explainUnauthorized(err, sent) {
+    if (!sent) return 'This daemon needs a token.';
     return `The daemon refused the token (${err.message}). Enter it again.`;
   }
 
@@ -529,7 +561,8 @@
     for (let attempt = 0; ; attempt++) {
       if (AUTH_MODE === 'token' && !token) await askForToken();
       const headers = { Accept: 'application/json' };
-      if (token) headers.Authorization = `Bearer ${token}`;
+      const sent = token;
+      if (sent) headers.Authorization = `Bearer ${sent}`;
       if (body !== undefined) headers['Content-Type'] = 'application/json';
       let response;
       try {
@@ -542,12 +575,16 @@
         throw new ApiError(0, 'NetworkError', 'the daemon cannot be reached');
       }
       if (response.status === 401 && attempt < 5) {
-        const err = await errorFrom(response);
-        forgetToken();
-        await askForToken(explainUnauthorized(err));
+        const reason = explainUnauthorized(await errorFrom(response), sent);
+        if (token === sent) {
+          // Otherwise a new token came while this request was out: try that one.
+          forgetToken();
+          await askForToken(reason);
+        }
         continue;
       }
       if (!response.ok) throw await errorFrom(response);
+      if (method === 'GET') return response.json();
       const text = await response.text();
       return text ? JSON.parse(text) : null;
     }
@@ -698,6 +735,9 @@
         plugins.delete(id);
       }
     }
+    try {
+      localStorage.setItem(PLUGINS_KEY, JSON.stringify(ids));
+    } catch (e) { /* only a head start is lost */ }
     const select = $('f-plugin');
     const current = select.value || filters.plugin;
     while (select.options.length > 1) select.remove(1);
@@ -706,21 +746,22 @@
     return ids;
   }
 
-  // Reads one plugin's listing and merges it into the state.
-  async function loadPlugin(pluginId) {
+  function fetchListing(pluginId) {
+    return api(taskPaths.listing(pluginId)).catch((e) => {
+      if (e.status === 404) return { tasks: [] };
+      throw e;
+    });
+  }
+
+  // Reads one plugin's listing (or takes the one already asked for) and merges it.
+  async function loadPlugin(pluginId, prefetched) {
     const plugin = plugins.get(pluginId);
     if (!plugin) return;
     if (plugin.inFlight) return plugin.inFlight;
     const started = performance.now();
     const requestedAt = Date.now();
     plugin.inFlight = (async () => {
-      let body;
-      try {
-        body = await api(taskPaths.listing(pluginId));
-      } catch (e) {
-        if (e.status === 404) body = { tasks: [] };
-        else throw e;
-      }
+      const body = await (prefetched || fetchListing(pluginId));
       const keys = [];
       const list = (body && body.tasks) || [];
       for (let i = 0; i < list.length; i++) {
@@ -765,9 +806,24 @@
   }
 
   async function loadAll() {
+    // On the first load, the listings of the last visit's plugins are asked for at once, beside
+    // the plugin list, rather than one round trip later.
+    const prefetched = new Map();
+    if (!loadedOnce && (AUTH_MODE !== 'token' || token)) {
+      let remembered = [];
+      try {
+        remembered = JSON.parse(localStorage.getItem(PLUGINS_KEY) || '[]');
+      } catch (e) { /* none */ }
+      for (const id of Array.isArray(remembered) ? remembered.slice(0, 20) : []) {
+        if (typeof id !== 'string') continue;
+        const listing = fetchListing(id);
+        listing.catch(() => { /* a plugin gone since is read no more */ });
+        prefetched.set(id, listing);
+      }
+    }
     try {
       const ids = await loadPlugins();
-      await Promise.all(ids.map((id) => loadPlugin(id)));
+      await Promise.all(ids.map((id) => loadPlugin(id, prefetched.get(id))));
       loadedOnce = true;
       $('load-error').hidden = true;
       refilter();
@@ -1239,7 +1295,8 @@
     const style = getComputedStyle(document.documentElement);
     const get = (name) => style.getPropertyValue(name).trim() || '#888';
     colors = {
-      track: get('--timeline-track'), grid: get('--timeline-grid'), now: get('--timeline-now'),
+      track: get('--timeline-track'), future: get('--timeline-future'), grid: get('--timeline-grid'),
+      now: get('--timeline-now'),
       upcoming: get('--timeline-upcoming'), running: get('--o-running'),
       succeeded: get('--o-succeeded'), failed: get('--o-failed'), timed_out: get('--o-timed_out'),
       cancelled: get('--o-cancelled'), lost: get('--o-lost'), fenced: get('--o-lost'),
@@ -1280,8 +1337,18 @@
     ctx.clearRect(0, 0, width, height);
     const { start, end, span } = timelineWindow(now);
     const x = (ms) => ((ms - start) / span) * width;
+    const nowX = Math.round(x(now));
     ctx.fillStyle = colors.track;
-    ctx.fillRect(0, 4, width, height - 8);
+    ctx.fillRect(0, 4, nowX, height - 8);
+    ctx.fillStyle = colors.future;
+    ctx.fillRect(nowX, 4, width - nowX, height - 8);
+    // Grid lines on round local times: every minute, 10 minutes, hour or 3 hours.
+    const step = span <= 10 * MINUTE ? MINUTE : span <= HOUR ? 10 * MINUTE : span <= 6 * HOUR ? HOUR : 3 * HOUR;
+    const zoneShift = new Date(start).getTimezoneOffset() * MINUTE;
+    ctx.fillStyle = colors.grid;
+    for (let at = Math.ceil((start - zoneShift) / step) * step + zoneShift; at < end; at += step) {
+      ctx.fillRect(Math.round(x(at)), 4, 1, height - 8);
+    }
 
     const h = histories.get(t.key);
     const runs = h ? h.runs.slice() : [];
@@ -1302,18 +1369,17 @@
       ctx.fillStyle = colors[run.outcome] || colors.failed;
       ctx.fillRect(x0, 2, Math.max(2, x1 - x0), height - 4);
     }
-    // Upcoming slots: a tick each, at least 3 px apart.
+    // Upcoming starts: a short tick each, at least 4 px apart.
     ctx.fillStyle = colors.upcoming;
     let lastX = -10;
     let upcoming = 0;
     for (const at of slotsOf(t, now, end, 600)) {
       const px = Math.round(x(at));
       upcoming++;
-      if (px - lastX < 3) continue;
+      if (px - lastX < 4) continue;
       lastX = px;
-      ctx.fillRect(px - 1, 0, 2, height);
+      ctx.fillRect(px - 1, Math.round(height * 0.45), 2, height - Math.round(height * 0.45));
     }
-    const nowX = Math.round(x(now));
     ctx.fillStyle = colors.now;
     ctx.fillRect(nowX - 1, 0, 2, height);
 
@@ -1330,10 +1396,10 @@
     return humanSpan(filters.window * PAST_FRACTION).replace(/ 0 min$/, '');
   }
   function drawAxis() {
-    const axis = $('axis');
     const now = Date.now();
     const { start, end } = timelineWindow(now);
-    setText(axis, `${absTime(start, now)} · now · ${absTime(end, now)}`);
+    setText($('axis-start'), absTime(start, now));
+    setText($('axis-end'), absTime(end, now));
   }
 
   // ---------------------------------------------------------------- actions
@@ -1959,20 +2025,26 @@
         watchdog = setTimeout(() => controller.abort(), 40 * SECOND); // keepalives come every 15 s
       };
       try {
-        if (AUTH_MODE === 'token' && !token) await askForToken();
+        if (AUTH_MODE === 'token' && !token) {
+          setConnection('connecting', 'Waiting for a token…');
+          await askForToken();
+        }
         setConnection(failures ? 'reconnecting' : 'connecting', failures ? 'Reconnecting…' : 'Connecting…');
         const headers = { Accept: 'text/event-stream' };
-        if (token) headers.Authorization = `Bearer ${token}`;
+        const sent = token;
+        if (sent) headers.Authorization = `Bearer ${sent}`;
         if (lastEventId) headers['Last-Event-ID'] = lastEventId;
         kick();
         const response = await fetch(apiUrl('.stagehand/v1/events'), {
           headers, cache: 'no-store', credentials: 'same-origin', signal: controller.signal,
         });
         if (response.status === 401) {
-          const err = await errorFrom(response);
+          const reason = explainUnauthorized(await errorFrom(response), sent);
           clearTimeout(watchdog);
-          forgetToken();
-          await askForToken(explainUnauthorized(err));
+          if (token === sent) {
+            forgetToken();
+            await askForToken(reason);
+          }
           continue;
         }
         if (!response.ok || !response.body) throw new ApiError(response.status, 'HTTP', response.statusText);
@@ -2198,7 +2270,7 @@
   });
 
   $('token-dialog').addEventListener('close', () => {
-    if (tokenPrompt) $('signin-banner').hidden = false;
+    if (tokenPrompt && !token) $('signin-banner').hidden = false;
   });
 
   // Shows the sign-in banner when a token prompt was dismissed.
@@ -2220,19 +2292,25 @@
   }
 
   // ---------------------------------------------------------------- start
+  // For tests and the curious: the cadence in words as this page writes it.
+  Object.defineProperty(window, 'stagehandDashboard', {
+    value: Object.freeze({ cadenceWords: (cadence, zone) => cadenceInfo(cadence, zone || null).words }),
+  });
+
   function start() {
     addSigninBanner();
+    const openTask = readHash();
+    // The requests first: the layout reads below wait for styles, the network need not.
+    loadAll().then(() => {
+      if (openTask && tasks.has(openTask)) openDetail(openTask);
+    });
+    followEvents();
     if (AUTH_MODE === 'development') $('dev-banner').hidden = false;
     setText($('zone-note'), `Times are in your zone, ${VIEWER_ZONE}.`);
     readColors();
     readRowHeight();
     syncHeaderGutter();
-    const openTask = readHash();
     drawAxis();
-    loadAll().then(() => {
-      if (openTask && tasks.has(openTask)) openDetail(openTask);
-    });
-    followEvents();
   }
   start();
 })();
