@@ -40,21 +40,22 @@ Result<std::optional<std::string>> OneQueryValue(std::string_view query, std::st
   return std::optional<std::string>(std::move(values->front()));
 }
 
-// Returns the page size `text` asks for. Errors: kInvalidArgument naming `limit`.
-Result<int> ParseLimit(const std::string& text) {
-  int limit = 0;
+// Returns the count `text` gives for query parameter `name`, 1 to `max`. Errors:
+// kInvalidArgument naming `name`.
+Result<int> ParseCount(const std::string& text, std::string_view name, int max) {
+  int count = 0;
   bool digits = !text.empty() && text.size() <= 4;
   for (char c : text) {
     digits = digits && c >= '0' && c <= '9';
     if (digits) {
-      limit = limit * 10 + (c - '0');
+      count = count * 10 + (c - '0');
     }
   }
-  if (!digits || limit < 1 || limit > kMaxRunPageSize) {
+  if (!digits || count < 1 || count > max) {
     return InvalidArgumentError(
-        fmt::format("limit must be an integer between 1 and {}, got '{}'", kMaxRunPageSize, text));
+        fmt::format("{} must be an integer between 1 and {}, got '{}'", name, max, text));
   }
-  return limit;
+  return count;
 }
 
 HttpResponse EmptyOk() {
@@ -180,8 +181,20 @@ HttpResponse RunHistoryRouter::Resume(const HttpRequest& request,
 }
 
 HttpResponse RunHistoryRouter::ListTasks(const HttpRequest& request) const {
+  Result<std::optional<std::string>> upcoming_text = OneQueryValue(request.query, "upcoming");
+  if (!upcoming_text.ok()) {
+    return ErrorResponse(upcoming_text.status(), request, *logger_);
+  }
+  int upcoming = 0;
+  if (*upcoming_text) {
+    Result<int> parsed = ParseCount(**upcoming_text, "upcoming", http_internal::kMaxUpcomingStarts);
+    if (!parsed.ok()) {
+      return ErrorResponse(parsed.status(), request, *logger_);
+    }
+    upcoming = *parsed;
+  }
   return http_internal::TaskListingResponse(request, *scheduler_, plugin_id_, *logger_,
-                                            /*time_zones=*/true);
+                                            /*time_zones=*/true, upcoming);
 }
 
 HttpResponse RunHistoryRouter::ListRuns(const HttpRequest& request,
@@ -197,7 +210,7 @@ HttpResponse RunHistoryRouter::ListRuns(const HttpRequest& request,
   }
   int limit = kDefaultRunPageSize;
   if (*limit_text) {
-    Result<int> parsed = ParseLimit(**limit_text);
+    Result<int> parsed = ParseCount(**limit_text, "limit", kMaxRunPageSize);
     if (!parsed.ok()) {
       return fail(parsed.status());
     }

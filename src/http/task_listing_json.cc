@@ -2,9 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "stagehand/http/error_response.h"
+#include "stagehand/time/cron.h"
+#include "stagehand/time/duration.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::http_internal {
@@ -22,11 +27,72 @@ std::string PauseJson(const TaskPause& pause) {
       pause.until ? JsonString(FormatIsoInstantUtc(*pause.until)) : "null", pause.pending);
 }
 
+// How far ahead of a task's next start "upcoming" looks.
+constexpr std::chrono::hours kUpcomingWindow{24};
+
+// The task's starts from its next one on (see TaskListingJson), as a JSON array. `zones` caches
+// the zones located so far by name.
+std::string UpcomingJson(const TaskListing& listing, int count,
+                         std::map<std::string, TimeZone, std::less<>>& zones) {
+  std::vector<WallTime> starts;
+  const std::string& cadence = listing.descriptor.settings.cadence;
+  std::optional<WallTime> next;
+  if (listing.task_state && listing.task_state->starts_at && !listing.pause) {
+    if (Result<WallTime> parsed = ParseIsoInstant(*listing.task_state->starts_at); parsed.ok()) {
+      next = *parsed;
+    }
+  }
+  if (next) {
+    const WallTime until = *next + kUpcomingWindow;
+    switch (ClassifyCadence(cadence)) {
+      case CadenceKind::kManual:
+        break;
+      case CadenceKind::kDuration: {
+        const Result<HumanDuration> period = ParseIsoDuration(cadence);
+        const auto step =
+            period.ok() ? ToChronoMilliseconds(*period) : std::chrono::milliseconds(0);
+        for (WallTime at = *next; static_cast<int>(starts.size()) < count && at <= until;
+             at += step) {
+          starts.push_back(at);
+          if (step.count() <= 0) break;
+        }
+        break;
+      }
+      case CadenceKind::kCron: {
+        const Result<CronExpression> cron = CronExpression::Parse(cadence);
+        const std::string& zone_name = listing.descriptor.time_zone;
+        auto zone = zones.find(zone_name);
+        if (zone == zones.end()) {
+          Result<TimeZone> located =
+              zone_name.empty() ? Result<TimeZone>(TimeZone::Utc()) : TimeZone::Locate(zone_name);
+          if (located.ok()) zone = zones.emplace(zone_name, *located).first;
+        }
+        if (!cron.ok() || zone == zones.end()) break;
+        // A Backstage worker stores a cron task's next start one second before its fire time.
+        Result<WallTime> at = cron->NextAfter(*next - std::chrono::seconds(1), zone->second);
+        while (at.ok() && static_cast<int>(starts.size()) < count && *at <= until) {
+          starts.push_back(*at);
+          at = cron->NextAfter(*at, zone->second);
+        }
+        break;
+      }
+    }
+  }
+  std::string json = "[";
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    if (i > 0) json += ',';
+    json += JsonString(FormatIsoInstantUtc(starts[i]));
+  }
+  json += ']';
+  return json;
+}
+
 }  // namespace
 
 std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskListing>& listings,
-                            bool time_zones) {
+                            bool time_zones, int upcoming) {
   const std::string plugin = JsonString(plugin_id);
+  std::map<std::string, TimeZone, std::less<>> zones;
   std::string body = R"({"tasks":[)";
   bool first = true;
   for (const TaskListing& listing : listings) {
@@ -48,6 +114,10 @@ std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskLi
           listing.descriptor.time_zone.empty() ? "null" : JsonString(listing.descriptor.time_zone);
       body += R"(,"pause":)";
       body += listing.pause ? PauseJson(*listing.pause) : "null";
+      if (upcoming > 0) {
+        body += R"(,"upcoming":)";
+        body += UpcomingJson(listing, upcoming, zones);
+      }
     }
     body += R"(,"taskState":)";
     body += listing.task_state ? listing.task_state->ToJson() : "null";
@@ -62,7 +132,8 @@ std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskLi
 }
 
 HttpResponse TaskListingResponse(const HttpRequest& request, SchedulerService& scheduler,
-                                 std::string_view plugin_id, Logger& logger, bool time_zones) {
+                                 std::string_view plugin_id, Logger& logger, bool time_zones,
+                                 int upcoming) {
   Result<std::vector<TaskListing>> listings = scheduler.ListTasks();
   if (!listings.ok()) {
     return ErrorResponse(listings.status(), request, logger);
@@ -70,7 +141,7 @@ HttpResponse TaskListingResponse(const HttpRequest& request, SchedulerService& s
   HttpResponse response;
   response.status = 200;
   response.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  response.body = TaskListingJson(plugin_id, *listings, time_zones);
+  response.body = TaskListingJson(plugin_id, *listings, time_zones, upcoming);
   return response;
 }
 

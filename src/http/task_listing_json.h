@@ -17,12 +17,19 @@ namespace stagehand::http_internal {
 // With `time_zones` (stagehand's listing), each task also has, after "settings", "timeZone": the
 // zone of its cron cadence, null for other cadences; and "pause": {"by","reason","since","until"}
 // while it is paused (taskState then shows it running, as Backstage's listing does), else null.
+// With `upcoming` > 0 (stagehand's listing only), each task also has, after "pause", "upcoming":
+// its next starts from taskState.startsAt on, within 24 hours of it, at most `upcoming` of them
+// (ISO-8601 UTC; empty for a manual task, a running one or one whose next start is unknown).
 std::string TaskListingJson(std::string_view plugin_id, const std::vector<TaskListing>& listings,
-                            bool time_zones);
+                            bool time_zones, int upcoming = 0);
+
+// The most starts "upcoming" lists per task.
+inline constexpr int kMaxUpcomingStarts = 50;
 
 // Answers `request` for the listing of `scheduler`'s tasks (TaskListingJson), or with the error
 // that listing them gave. Called on a handler thread.
 HttpResponse TaskListingResponse(const HttpRequest& request, SchedulerService& scheduler,
-                                 std::string_view plugin_id, Logger& logger, bool time_zones);
+                                 std::string_view plugin_id, Logger& logger, bool time_zones,
+                                 int upcoming = 0);
 
 }  // namespace stagehand::http_internal

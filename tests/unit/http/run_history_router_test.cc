@@ -19,6 +19,7 @@
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/time/duration.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
 #include "unit/http/loopback_client.h"
@@ -277,6 +278,54 @@ TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachC
     without.erase(at, std::string_view(R"(,"pause":null)").size());
   }
   EXPECT_EQ(without, expected->body);
+}
+
+// Issue 19: the dashboard's timeline marks each task's next starts, which the listing gives on
+// request, computed as the scheduler computes them (the cron in its zone, the interval from the
+// next start).
+TEST_F(RunHistoryRouterTest, TheListingGivesEachTasksNextStartsWhenAsked) {
+  auto probe = std::make_shared<TaskProbe>();
+  for (const char* id : {"berlin", "every-6h", "manual"}) {
+    TaskDefinition task;
+    task.id = id;
+    const std::string_view name = id;
+    task.frequency = name == "manual"   ? Frequency(ManualFrequency{})
+                     : name == "berlin" ? Frequency(CronFrequency{"0 3 * * *", "Europe/Berlin"})
+                                        : Frequency(*ParseIsoDuration("PT6H"));
+    task.timeout = std::chrono::minutes(1);
+    task.fn = probe->Returning();
+    ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  }
+  EXPECT_THAT(Fetch("/api/jobs/.stagehand/v1/tasks").body, Not(HasSubstr("upcoming")));
+
+  const RawResponse listed = Fetch("/api/jobs/.stagehand/v1/tasks?upcoming=3");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const nlohmann::json tasks = Parse(listed.body)["tasks"];
+  ASSERT_EQ(tasks.size(), 3U);
+  const auto starts = [&](std::size_t i) {
+    std::vector<WallTime> out;
+    for (const auto& at : tasks[i]["upcoming"]) out.push_back(At(at.get<std::string>()));
+    return out;
+  };
+  // Daily at 03:00 in Berlin (02:00Z in winter, 01:00Z in summer): two within a day of the next.
+  const std::vector<WallTime> berlin = starts(0U);
+  ASSERT_EQ(berlin.size(), 2U) << tasks[0];
+  EXPECT_EQ(berlin[1] - berlin[0], std::chrono::hours(24));
+  EXPECT_THAT(FormatIsoInstantUtc(berlin[0]), ::testing::ContainsRegex("T0[12]:00:00"));
+  EXPECT_LE(berlin[0] - At(tasks[0]["taskState"]["startsAt"].get<std::string>()),
+            std::chrono::seconds(1));
+  // Every 6 hours from the next start: five within the day, the first three asked for.
+  const std::vector<WallTime> interval = starts(1U);
+  ASSERT_EQ(interval.size(), 3U) << tasks[1];
+  EXPECT_EQ(interval[0], At(tasks[1]["taskState"]["startsAt"].get<std::string>()));
+  EXPECT_EQ(interval[2] - interval[1], std::chrono::hours(6));
+  EXPECT_EQ(tasks[2]["upcoming"], nlohmann::json::array()) << "a manual task has none";
+
+  for (const char* bad : {"0", "51", "x", "3&upcoming=4"}) {
+    const RawResponse refused = Fetch(std::string("/api/jobs/.stagehand/v1/tasks?upcoming=") + bad);
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_THAT(refused.body, HasSubstr("upcoming")) << bad;
+  }
 }
 
 // Issue 17: pause and resume over REST, and the listing that shows the pause.
