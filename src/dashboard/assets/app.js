@@ -24,6 +24,7 @@
   const SAFETY_REFRESH_MS = 45 * SECOND;
   const PAST_FRACTION = 0.7; // share of the timeline before "now"
   const MAX_CACHED_HISTORIES = 3000;
+  const UPCOMING_ASKED = 20; // next starts asked of the daemon per task
   const PROBLEM_OUTCOMES = new Set(['failed', 'timed_out', 'lost', 'fenced']);
 
   // ---------------------------------------------------------------- small helpers
@@ -63,6 +64,7 @@
   const fmtClock = new Intl.DateTimeFormat(undefined, {
     hour: '2-digit', minute: '2-digit', second: '2-digit',
   });
+  const fmtHourMinute = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
   const fmtDayClock = new Intl.DateTimeFormat(undefined, {
     weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit',
   });
@@ -592,7 +594,7 @@
 
   const pluginBase = (pluginId) => `api/${enc(pluginId)}/`;
   const taskPaths = {
-    listing: (p) => `${pluginBase(p)}.stagehand/v1/tasks`,
+    listing: (p) => `${pluginBase(p)}.stagehand/v1/tasks?upcoming=${UPCOMING_ASKED}`,
     runs: (p, t, limit, before) => `${pluginBase(p)}.stagehand/v1/tasks/${enc(t)}/runs?limit=${limit}${before ? `&before=${enc(before)}` : ''}`,
     run: (p, r) => `${pluginBase(p)}.stagehand/v1/runs/${enc(r)}`,
     trigger: (p, t) => `${pluginBase(p)}.backstage/scheduler/v1/tasks/${enc(t)}/trigger`,
@@ -672,20 +674,34 @@
     return cadenceInfo(t.settings && t.settings.cadence, t.timeZone);
   }
 
-  // Returns the start times in [from, to]: the daemon's `upcoming` when it sends them, else
-  // the row's next start, extended by the cadence.
+  // Returns the start times in [from, to], at most `max`: the daemon's `upcoming` where it lists
+  // them (computed by its own cron), and past the last one listed the cadence carried on from the
+  // row's next start (or, while a duration task runs, from its run's start).
   const slotCache = new Map();
   function slotsOf(t, from, to, max = 400) {
     if (t.pause && !t.pause.pending) return [];
-    if (Array.isArray(t.upcoming)) {
-      return t.upcoming.map(parseTime).filter((ms) => ms !== null && ms >= from && ms <= to).slice(0, max);
-    }
+    const own = cadenceSlots(t, from, to, max);
+    const listed = Array.isArray(t.upcoming) ? t.upcoming.map(parseTime).filter((ms) => ms !== null) : [];
+    if (!listed.length) return own;
+    const last = listed[listed.length - 1];
+    const slots = listed.filter((ms) => ms >= from && ms <= to);
+    // Fewer than asked for means none more within the daemon's 24 hours.
+    if (listed.length >= UPCOMING_ASKED) for (const ms of own) if (ms > last) slots.push(ms);
+    return slots.slice(0, max);
+  }
+  function cadenceSlots(t, from, to, max) {
     const cadence = cadenceOf(t);
-    const startsAt = t.taskState && t.taskState.status !== 'running' ? parseTime(t.taskState.startsAt) : null;
+    const ts = t.taskState;
+    const running = ts && ts.status === 'running';
+    const startsAt = ts && !running ? parseTime(ts.startsAt) : null;
     if (cadence.kind === 'duration') {
       const out = [];
-      if (startsAt === null) return out;
       let at = startsAt;
+      if (at === null && running && cadence.periodMs) {
+        const started = startedAtOf(t);
+        if (started !== null) at = started + cadence.periodMs;
+      }
+      if (at === null) return out;
       if (cadence.periodMs && at < from) at += Math.ceil((from - at) / cadence.periodMs) * cadence.periodMs;
       while (at <= to && out.length < max) {
         if (at >= from) out.push(at);
@@ -709,9 +725,7 @@
   function nextStartOf(t, now) {
     if (t.pause && !t.pause.pending) return null;
     const ts = t.taskState;
-    if (ts && ts.status !== 'running' && ts.startsAt && !Array.isArray(t.upcoming)) {
-      return parseTime(ts.startsAt);
-    }
+    if (ts && ts.status !== 'running' && ts.startsAt) return parseTime(ts.startsAt);
     const slots = slotsOf(t, now, now + 400 * DAY, 1);
     return slots.length ? slots[0] : null;
   }
@@ -1272,7 +1286,8 @@
     r.trigger.setAttribute('aria-label', `Trigger ${t.taskId}`);
     const running = isRunning(t);
     const paused = t.pause && !t.pause.pending;
-    r.trigger.disabled = running || Boolean(paused);
+    // aria-disabled rather than disabled: the button keeps the focus, and a click says why.
+    setBlocked(r.trigger, running ? 'running' : paused ? 'paused' : null);
     let second = null;
     if (running) second = ['cancel', 'Cancel'];
     else if (t.pause) second = ['resume', 'Resume'];
@@ -1398,8 +1413,9 @@
   function drawAxis() {
     const now = Date.now();
     const { start, end } = timelineWindow(now);
-    setText($('axis-start'), absTime(start, now));
-    setText($('axis-end'), absTime(end, now));
+    const label = (ms) => (sameDay(ms, now) ? fmtHourMinute.format(ms) : fmtDayClock.format(ms));
+    setText($('axis-start'), label(start));
+    setText($('axis-end'), label(end));
   }
 
   // ---------------------------------------------------------------- actions
@@ -1523,6 +1539,28 @@
       dialog.showModal();
       (isPause ? $('pause-reason') : $('confirm-no')).focus();
     });
+  }
+
+  // Marks a button as not usable now (`why`: 'running' or 'paused'), or usable (null).
+  function setBlocked(button, why) {
+    if (why) {
+      button.setAttribute('aria-disabled', 'true');
+      button.dataset.blocked = why;
+    } else if (button.hasAttribute('aria-disabled')) {
+      button.removeAttribute('aria-disabled');
+      delete button.dataset.blocked;
+    }
+  }
+  // Says why a blocked button does nothing; returns whether it was blocked.
+  function explainBlocked(button, key) {
+    const why = button.dataset.blocked;
+    if (!why) return false;
+    const t = tasks.get(key);
+    const name = t ? t.taskId : key;
+    toast(why === 'running'
+      ? `${name} is running: a task runs once at a time. Wait for the run to end, or cancel it.`
+      : `${name} is paused: resume it first.`, 'info');
+    return true;
   }
 
   const busy = new Set();
@@ -1682,6 +1720,7 @@
     else if (t.scope === 'global') wanted.push('pause');
     const signature = `${wanted.join(',')}|${running}|${Boolean(t.pause && !t.pause.pending)}`;
     if (s.actions.dataset.signature !== signature) {
+      const focusedAction = s.actions.contains(document.activeElement) ? document.activeElement.dataset.action : null;
       s.actions.dataset.signature = signature;
       s.actions.textContent = '';
       for (const action of wanted) {
@@ -1689,8 +1728,12 @@
         button.type = 'button';
         button.dataset.action = action;
         button.dataset.key = t.key;
-        if (action === 'trigger') button.disabled = running || Boolean(t.pause && !t.pause.pending);
+        if (action === 'trigger') setBlocked(button, running ? 'running' : t.pause && !t.pause.pending ? 'paused' : null);
         s.actions.append(button);
+      }
+      if (focusedAction) {
+        const again = s.actions.querySelector(`[data-action="${focusedAction}"]`) || s.actions.querySelector('button');
+        if (again) again.focus();
       }
       if (t.scope === 'local') {
         s.actions.append(el('p', 'note', 'A local task runs on every host by itself: it cannot be paused.'));
@@ -2170,7 +2213,7 @@
     const button = event.target.closest('button[data-action]');
     if (button) {
       if (button.dataset.action === 'open') openDetail(key);
-      else act(button.dataset.action, key, button);
+      else if (!explainBlocked(button, key)) act(button.dataset.action, key, button);
       return;
     }
     if (event.target.closest('canvas')) {
@@ -2196,7 +2239,7 @@
   });
   detailBody.addEventListener('click', (event) => {
     const button = event.target.closest('button[data-action]');
-    if (button && detail.key) act(button.dataset.action, detail.key, button);
+    if (button && detail.key && !explainBlocked(button, detail.key)) act(button.dataset.action, detail.key, button);
   });
 
   // Arrow keys move between rows (the list only holds the rows in view).
