@@ -393,11 +393,17 @@ async function devModeChecks() {
     await page.click(`${rowSelector('disk-usage')} button[data-action="pause"]`);
     await page.waitForSelector('#confirm[open] #pause-reason', { timeout: 1000 });
     await page.fill('#pause-reason', 'browser test');
+    // Until two hours from now, typed in the viewer's zone as the field shows it.
+    const until = new Date(Date.now() + 2 * 3600 * 1000);
+    until.setSeconds(0, 0);
+    const pad = (n) => String(n).padStart(2, '0');
+    await page.fill('#pause-until', `${until.getFullYear()}-${pad(until.getMonth() + 1)}-${pad(until.getDate())}T${pad(until.getHours())}:${pad(until.getMinutes())}`);
     await page.click('#confirm-yes');
     const paused = await waitFor('disk-usage paused in the listing', async () => {
       const t = (await listing(daemon)).get('disk-usage');
       return t.pause && t.pause.reason === 'browser test' ? t.pause : null;
     }, 5000, 100);
+    assert(Date.parse(paused.until) === until.getTime(), `paused until ${paused.until}, not ${until.toISOString()}`);
     await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('paused'),
       `${rowSelector('disk-usage')} .c-state`, { timeout: 2000 });
     const resume = `${rowSelector('disk-usage')} button[data-action="resume"]`;

@@ -771,7 +771,10 @@
   async function loadPlugin(pluginId, prefetched) {
     const plugin = plugins.get(pluginId);
     if (!plugin) return;
-    if (plugin.inFlight) return plugin.inFlight;
+    if (plugin.inFlight) {
+      plugin.again = true; // what it answers may predate the change that asked for this
+      return plugin.inFlight;
+    }
     const started = performance.now();
     const requestedAt = Date.now();
     plugin.inFlight = (async () => {
@@ -788,11 +791,16 @@
         t.scope = item.scope;
         t.settings = item.settings || {};
         t.timeZone = item.timeZone || null;
-        t.pause = item.pause || null;
-        t.taskState = item.taskState || null;
-        t.workerState = item.workerState || null;
-        t.upcoming = Array.isArray(item.upcoming) ? item.upcoming : null;
         t.index = i;
+        if (t.eventAt && t.eventAt >= requestedAt) {
+          // An event came after this listing was asked for: keep what it said, read again.
+          plugin.again = true;
+        } else {
+          t.pause = item.pause || null;
+          t.taskState = item.taskState || null;
+          t.workerState = item.workerState || null;
+          t.upcoming = Array.isArray(item.upcoming) ? item.upcoming : null;
+        }
         if (t.live && !(t.taskState && t.taskState.status === 'running') &&
             (parseTime(t.live.startedAt) || 0) < requestedAt - 5 * SECOND) {
           t.live = null; // its end was missed; the listing knows better
@@ -815,6 +823,10 @@
       await plugin.inFlight;
     } finally {
       plugin.inFlight = null;
+    }
+    if (plugin.again) {
+      plugin.again = false;
+      scheduleListingRefresh(pluginId, 0);
     }
     refilter();
   }
@@ -840,6 +852,7 @@
       await Promise.all(ids.map((id) => loadPlugin(id, prefetched.get(id))));
       loadedOnce = true;
       $('load-error').hidden = true;
+      for (const [type, data] of earlyEvents.splice(0)) applyEvent(type, data);
       refilter();
     } catch (e) {
       showLoadError(e);
@@ -1017,6 +1030,15 @@
       refilterTimer = null;
       refilter();
     }, 100);
+  }
+
+  let summaryTimer = null;
+  function scheduleSummary() {
+    if (summaryTimer) return;
+    summaryTimer = setTimeout(() => {
+      summaryTimer = null;
+      updateSummary();
+    }, 250);
   }
 
   function updateSummary() {
@@ -1968,7 +1990,13 @@
     setText($('connection-text'), text);
   }
 
+  const earlyEvents = [];
   function applyEvent(type, data) {
+    if (!loadedOnce) {
+      // The first listing is still on its way: these are applied once it is in.
+      if (type !== 'reset' && earlyEvents.length < 1000) earlyEvents.push([type, data]);
+      return;
+    }
     if (type === 'reset') {
       resetAll();
       return;
@@ -1977,7 +2005,7 @@
     const key = keyOf(data.pluginId, data.taskId);
     const t = tasks.get(key);
     if (!plugins.has(data.pluginId)) {
-      loadAll();
+      scheduleLoadAll();
       return;
     }
     if (!t) {
@@ -1985,6 +2013,7 @@
       return;
     }
     const now = Date.now();
+    t.eventAt = now;
     switch (type) {
       case 'run.started': {
         const run = Object.assign({ outcome: 'running', endedAt: null, durationMs: null }, data);
@@ -2037,9 +2066,18 @@
         return;
     }
     updateRow(key, true);
-    updateSummary();
     if (filters.state || filters.outcome || filters.sort) scheduleRefilter();
+    else scheduleSummary();
     refreshDetailSoon(key);
+  }
+
+  let loadAllTimer = null;
+  function scheduleLoadAll() {
+    if (loadAllTimer) return;
+    loadAllTimer = setTimeout(() => {
+      loadAllTimer = null;
+      loadAll();
+    }, 300);
   }
 
   function resetAll() {
