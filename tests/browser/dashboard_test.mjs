@@ -2,14 +2,16 @@
 // with the example config, opens its page in Debian's headless Chromium through playwright-core,
 // and checks what an operator sees and does: the example tasks listed within 2 s, a trigger from
 // the page seen through the REST API, outcomes appearing live, cancel and pause with their
-// confirmation, errors in words, the run detail, a daemon restart, a reverse proxy at a
-// sub-path, token mode, no serious axe-core violation, and the first paint of 10,000 tasks.
-// Screenshots at desktop and phone widths go to STAGEHAND_SCREENSHOT_DIR (default: the test's
-// temporary folder). Run it with tests/browser/run.sh, which installs the pinned packages.
+// confirmation, errors in words, the run detail, a daemon restart, a reverse proxy at a sub-path
+// and a configured dashboard path, token mode, no serious axe-core violation, and the first paint
+// of 10,000 tasks. Screenshots at desktop and phone widths go to STAGEHAND_SCREENSHOT_DIR
+// (default: the test's temporary folder). Run it with tests/browser/run.sh, which installs the
+// pinned packages. It prints one line per check and ends with "N passed, N failed".
 //
-// STAGEHAND_DASHBOARD_ASSETS=<dir> serves the page from <dir> (placeholders filled as the daemon
-// does) in front of the daemon instead of the copy compiled into the binary: for editing the
-// page without a rebuild.
+// STAGEHAND_DASHBOARD_ASSETS=<dir> makes the browser take the page's own files from <dir>
+// (placeholders filled in as the daemon does, under its Content-Security-Policy) instead of the
+// copy compiled into the binary, the API still answered by the daemon: for editing the page
+// without a rebuild.
 
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -28,7 +30,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const root = process.env.STAGEHAND_ROOT || path.resolve(here, '../..');
 const binary = process.env.STAGEHAND_BINARY ? path.resolve(process.env.STAGEHAND_BINARY) : '';
 const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const assetsDir = process.env.STAGEHAND_DASHBOARD_ASSETS || '';
+const assetsDir = process.env.STAGEHAND_DASHBOARD_ASSETS ? path.resolve(process.env.STAGEHAND_DASHBOARD_ASSETS) : '';
 const EXAMPLE_TASKS = ['hello', 'disk-usage', 'report', 'self-check'];
 const BULK_TASKS = 10000;
 const TEST_DEADLINE_MS = 150000;
@@ -717,6 +719,14 @@ async function main() {
   log(`# took ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
+// Whatever happens, no daemon outlives the test (Playwright closes its browser by itself).
+process.on('exit', () => {
+  for (const daemon of daemons) daemon.child.kill('SIGKILL');
+});
+process.on('unhandledRejection', (e) => {
+  log(`not ok - unhandled: ${e && e.stack ? e.stack : e}`);
+  cleanup().finally(() => process.exit(1));
+});
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
     cleanup().finally(() => process.exit(1));

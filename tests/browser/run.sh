@@ -4,9 +4,11 @@
 # committed package-lock.json) are installed with `npm ci` into a cache folder named after the
 # lock file's hash, once; later runs reuse it. A missing Chromium or Node.js is an error.
 #   tests/browser/run.sh [path/to/stagehand]
-# Environment: STAGEHAND_BINARY (default: the argument, else build/ci/apps/stagehand/stagehand),
-# STAGEHAND_SCREENSHOT_DIR (where the screenshots go; default: the test's temporary folder),
-# STAGEHAND_BROWSER_CACHE (default ~/.cache/stagehand-browser-test), CHROMIUM (/usr/bin/chromium).
+# The binary: the argument, else STAGEHAND_BINARY, else build/ci/apps/stagehand/stagehand.
+# Environment: STAGEHAND_SCREENSHOT_DIR (where the screenshots go; default: the test's temporary folder),
+# STAGEHAND_BROWSER_CACHE (default ~/.cache/stagehand-browser-test), CHROMIUM (/usr/bin/chromium),
+# STAGEHAND_DASHBOARD_ASSETS (take the page from that folder, e.g. src/dashboard/assets, instead of
+# the binary's copy: for editing the page without a rebuild).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

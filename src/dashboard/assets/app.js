@@ -2256,25 +2256,39 @@
     }
     if (event.target.closest('canvas')) {
       // A click on the timeline opens the run under the pointer.
-      const t = tasks.get(key);
-      const rect = event.target.getBoundingClientRect();
-      const { start, span } = timelineWindow(Date.now());
-      const at = start + ((event.clientX - rect.left) / rect.width) * span;
-      const h = histories.get(key);
-      let best = null;
-      let bestGap = (span / rect.width) * 6;
-      for (const run of (h ? h.runs : [])) {
-        const s = parseTime(run.startedAt);
-        const e = parseTime(run.endedAt) || Date.now();
-        const gap = at < s ? s - at : at > e ? at - e : 0;
-        if (gap <= bestGap) {
-          best = run;
-          bestGap = gap;
-        }
-      }
-      if (t) openDetail(key, best ? best.runId : undefined);
+      const run = runUnder(key, event.target, event.clientX);
+      if (tasks.has(key)) openDetail(key, run ? run.runId : undefined);
     }
   });
+  // Returns the run of `key` drawn under `clientX` on `canvas` (within 6 px), or null.
+  function runUnder(key, canvas, clientX) {
+    const rect = canvas.getBoundingClientRect();
+    const now = Date.now();
+    const { start, span } = timelineWindow(now);
+    const at = start + ((clientX - rect.left) / rect.width) * span;
+    const h = histories.get(key);
+    let best = null;
+    let bestGap = (span / rect.width) * 6;
+    for (const run of (h ? h.runs : [])) {
+      const s = parseTime(run.startedAt);
+      const e = parseTime(run.endedAt) || now;
+      const gap = at < s ? s - at : at > e ? at - e : 0;
+      if (gap <= bestGap) {
+        best = run;
+        bestGap = gap;
+      }
+    }
+    return best;
+  }
+  list.addEventListener('mousemove', (event) => {
+    if (event.target.tagName !== 'CANVAS') return;
+    const row = event.target.closest('.row');
+    const run = row && runUnder(row.dataset.key, event.target, event.clientX);
+    const now = Date.now();
+    event.target.title = run
+      ? `${outcomeLabel(run.outcome)} · ${absTime(parseTime(run.startedAt), now)}${run.durationMs !== null && run.durationMs !== undefined ? ` · ${humanSpan(run.durationMs)}` : ''}${run.host ? ` · ${run.host}` : ''} (click for its output)`
+      : 'Click for the runs and their output';
+  }, { passive: true });
   detailBody.addEventListener('click', (event) => {
     const button = event.target.closest('button[data-action]');
     if (button && detail.key && !explainBlocked(button, detail.key)) act(button.dataset.action, detail.key, button);
