@@ -345,6 +345,33 @@ async function devModeChecks() {
     }
   });
 
+  await check('cron, ISO and manual cadences are put in words, or left as the expression', async () => {
+    const cases = [
+      ['*/10 * * * * *', null, 'every 10 seconds'],
+      ['0 3 * * *', 'Europe/Berlin', 'at 03:00 in Europe/Berlin'],
+      ['*/5 * * * *', null, 'every 5 minutes'],
+      ['0,30 * * * *', null, 'every 30 minutes'],
+      ['15 * * * * *', null, 'every minute, at second 15'],
+      ['30 2 * * 1-5', 'America/New_York', 'at 02:30 on Monday to Friday in America/New_York'],
+      ['0 9-17 * * mon-fri', 'Etc/UTC', 'hourly at :00 from 09:00 to 17:00 on Monday to Friday in UTC'],
+      ['0 0 1,15 * *', 'Etc/UTC', 'at 00:00 on the 1st and 15th of the month in UTC'],
+      ['0 0 0 1 1 *', 'Etc/UTC', 'at 00:00 on 1 January in UTC'],
+      ['@weekends', 'Etc/UTC', 'at 00:00 on Saturday and Sunday in UTC'],
+      ['0 0 13 * 5', 'Etc/UTC', 'at 00:00 on the 13th of the month or on Friday in UTC'],
+      ['*/7 * * * *', null, null], // 0, 7, ..., 56, then 0: not "every 7 minutes"
+      ['PT10S', null, 'every 10 seconds'],
+      ['PT1H30M', null, 'every 1 hour and 30 minutes'],
+      ['manual', null, 'only when triggered'],
+    ];
+    const wrong = [];
+    for (const [cadence, zone, expected] of cases) {
+      const words = await page.evaluate(([c, z]) => window.stagehandDashboard.cadenceWords(c, z), [cadence, zone]);
+      if (words !== expected) wrong.push(`'${cadence}' → '${words}', not '${expected}'`);
+    }
+    assert(wrong.length === 0, wrong.join('; '));
+    return `${cases.length} cadences`;
+  });
+
   await page.evaluate(() => { window.__stagehandNotReloaded = true; });
 
   await check('Trigger on report starts a run (seen through the REST API)', async () => {
