@@ -8,17 +8,5 @@
 set -euo pipefail
 
 peer_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cache="${STAGEHAND_BENCH_CACHE:-${HOME}/.cache/stagehand-bench}"
-lock_hash="$(sha256sum "${peer_src}/package-lock.json" | cut -c1-16)"
-peer_dir="${cache}/peer-${lock_hash}"
-if [[ ! -f "${peer_dir}/.installed" ]]; then
-  echo "install.sh: installing the Backstage peer's packages into ${peer_dir}" >&2
-  rm -rf "${peer_dir}"
-  mkdir -p "${peer_dir}"
-  cp "${peer_src}/package.json" "${peer_src}/package-lock.json" "${peer_dir}/"
-  # --ignore-scripts: the peer uses only pure-JavaScript packages (knex, pg); install scripts
-  # would compile better-sqlite3's SQLite (minutes) for nothing.
-  (cd "${peer_dir}" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
-  touch "${peer_dir}/.installed"
-fi
-echo "${peer_dir}/node_modules"
+source "${peer_src}/../../scripts/lib/npm_cache.sh"
+stagehand_npm_install "${peer_src}" "${STAGEHAND_BENCH_CACHE:-${HOME}/.cache/stagehand-bench}"

@@ -26,22 +26,11 @@ binary="$(realpath "${binary}")"
 command -v node >/dev/null || fail "no node: install Debian's nodejs (scripts/bootstrap does)"
 command -v npm >/dev/null || fail "no npm: install Debian's nodejs with npm (scripts/bootstrap does)"
 
-cache="${STAGEHAND_BROWSER_CACHE:-${HOME}/.cache/stagehand-browser-test}"
-lock_hash="$(sha256sum "${here}/package-lock.json" | cut -c1-16)"
-modules_dir="${cache}/npm-${lock_hash}"
-if [[ ! -f "${modules_dir}/.installed" ]]; then
-  echo "run.sh: installing playwright-core and axe-core from the lock file into ${modules_dir}" >&2
-  rm -rf "${modules_dir}"
-  mkdir -p "${modules_dir}"
-  cp "${here}/package.json" "${here}/package-lock.json" "${modules_dir}/"
-  # --ignore-scripts: playwright-core would otherwise try to fetch browsers of its own; the test
-  # drives the system's Chromium only.
-  (cd "${modules_dir}" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
-  touch "${modules_dir}/.installed"
-fi
+source "${root}/scripts/lib/npm_cache.sh"
+modules="$(stagehand_npm_install "${here}" "${STAGEHAND_BROWSER_CACHE:-${HOME}/.cache/stagehand-browser-test}")"
 
 export STAGEHAND_BINARY="${binary}"
 export STAGEHAND_ROOT="${root}"
 export CHROMIUM="${chromium}"
-export NODE_PATH="${modules_dir}/node_modules"
+export NODE_PATH="${modules}"
 exec node "${here}/dashboard_test.mjs"
