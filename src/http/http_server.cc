@@ -36,6 +36,7 @@
 
 #include "http/path_match.h"
 #include "http/request_reader.h"
+#include "http/response_compression.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
@@ -683,6 +684,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
         return;
       }
       HttpResponse response = self->server_.Handle(request);
+      http_internal::CompressIfAccepted(request, response);
       asio::post(self->server_.io,
                  [self, request = std::move(request), response = std::move(response)]() mutable {
                    if (self->phase_ == Phase::kHandling) {
