@@ -736,6 +736,7 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     run->ticket = tickets[i];
     run->run_id = tickets[i];
     run->trigger = candidate.trigger;
+    run->trace = candidate.trace;
     if (candidate.trigger == RunTrigger::kManual) {
       task->manual_pending = false;
       run->caller = TriggerCaller(*task, sent);

@@ -315,6 +315,9 @@ class Planner {
     // The row's next_run_start_at as stored, and how late the task was when found due.
     std::optional<WallTime> row_next = std::nullopt;
     std::chrono::nanoseconds late{0};
+    // The run's span context, chosen by the shell before the claim (which records its trace id);
+    // invalid when runs are not traced.
+    TraceContext trace{};
   };
   // What the dispatcher does in one step, in this order.
   struct DispatchPlan {
@@ -467,9 +470,11 @@ class Planner {
   // Stops claiming and starting; returns the runs to signal.
   std::vector<RunPtr> BeginShutdown();
 
- private:
-  // The trigger caller of `task`'s manual run starting at `now`, unless it is too old.
+  // Returns the trigger caller of `task`'s manual run starting at `now`, unless it is too old.
+  // Requires the shell's lock.
   static TraceContext TriggerCaller(const PlannedTask& task, MonoTime now);
+
+ private:
   // Returns when a run of `task` due at `next` (its row's next start) may start: at `next`, or at
   // the cron slot when `next` is Backstage's "slot - 1 s" registration time.
   WallTime RowStart(const PlannedTask& task, WallTime next) const;

@@ -89,18 +89,30 @@ RunInfo TaskEngine::InfoOf(const PlannedTask& task, const PlannedRun& run) const
                  run.caller.valid() ? &run.caller : nullptr};
 }
 
-void TaskEngine::TraceRun(PlannedRun& run) const {
+TraceContext TaskEngine::TraceOf(const TraceContext& caller) const {
   const std::optional<SamplerConfig>& sampler = context_.options.trace_runs;
-  if (!sampler) return;
-  const TraceContext* parent = run.caller.valid() ? &run.caller : nullptr;
-  run.trace.trace_id = parent != nullptr ? parent->trace_id : NewTraceId();
-  run.trace.span_id = NewSpanId();
-  run.trace.flags = ShouldSample(*sampler, run.trace.trace_id, parent) ? 0x01 : 0x00;
-  if (parent != nullptr) run.trace.trace_state = parent->trace_state;
+  if (!sampler) return {};
+  const TraceContext* parent = caller.valid() ? &caller : nullptr;
+  TraceContext trace;
+  trace.trace_id = parent != nullptr ? parent->trace_id : NewTraceId();
+  trace.span_id = NewSpanId();
+  trace.flags = ShouldSample(*sampler, trace.trace_id, parent) ? 0x01 : 0x00;
+  if (parent != nullptr) trace.trace_state = parent->trace_state;
+  return trace;
 }
 
+namespace {
+
+// The trace id the run history keeps: only a sampled trace's, whose spans a collector has.
+std::optional<std::string> HistoryTraceId(const TraceContext& trace) {
+  if (!trace.valid() || !trace.sampled()) return std::nullopt;
+  return HexOf(trace.trace_id);
+}
+
+}  // namespace
+
 RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
-  return RunOrigin{host_, pid_, run.trigger, run.slot, run.attempt};
+  return RunOrigin{host_, pid_, run.trigger, run.slot, run.attempt, HistoryTraceId(run.trace)};
 }
 
 std::optional<RunStart> TaskEngine::UnrecordedStart(const PlannedTask& task,
@@ -683,6 +695,13 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     std::lock_guard lock(mu_);
     reserved = planner_->ReserveClaims(std::move(candidates), NewUuidV4, &tickets);
     if (reserved.empty()) return;
+    // Chosen before the claim, which records the run's start with its trace id.
+    const MonoTime now = clock_.MonoNow();
+    for (Planner::Candidate& candidate : reserved) {
+      candidate.trace = TraceOf(candidate.trigger == RunTrigger::kManual
+                                    ? Planner::TriggerCaller(*candidate.task, now)
+                                    : TraceContext{});
+    }
     claiming_ = true;  // Shutdown waits for this claim, so it signals the runs it starts
   }
   struct ClaimDone {
@@ -702,8 +721,12 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
         reserved[i].task->def.id, tickets[i], reserved[i].task->def.timeout, reserved[i].version});
     if (history_ != nullptr && !reserved[i].task->short_runs) {
       const bool slotted = reserved[i].trigger == RunTrigger::kSchedule;
-      claim.history = RunOrigin{host_, pid_, reserved[i].trigger,
-                                slotted ? reserved[i].due : std::nullopt, reserved[i].attempt};
+      claim.history = RunOrigin{host_,
+                                pid_,
+                                reserved[i].trigger,
+                                slotted ? reserved[i].due : std::nullopt,
+                                reserved[i].attempt,
+                                HistoryTraceId(reserved[i].trace)};
     }
   }
   const MonoTime sent = clock_.MonoNow();
@@ -732,7 +755,6 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     std::lock_guard lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
     for (const Planner::Started& run : started) {
-      TraceRun(*run.run);
       run.run->claimed_at = claimed->front().db_now;
       run.run->start_recorded = history_ != nullptr && !run.task->short_runs;
       if (history_ != nullptr && !run.run->start_recorded) {
@@ -1046,7 +1068,7 @@ MonoTime TaskEngine::TimerStep() {
     const WallTime wall_now = clock_.Now();
     next = planner_->TimerStep(clock_.MonoNow(), wall_now, &actions, &kick_dispatcher);
     for (Planner::Started& start : actions.to_start) {
-      TraceRun(*start.run);
+      start.run->trace = TraceOf(start.run->caller);
       start.run->run_id = NewUuidV4();
       if (history_ != nullptr) {
         local_starts.push_back(

@@ -243,9 +243,10 @@ class TaskEngine final : public DrivenEngine {
   // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
   void KickLocked(bool timer, bool dispatcher);
   RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
-  // Gives a starting run its span context when runs are traced (EngineOptions::trace_runs): a
-  // child of its caller's, else the root of a new trace. Requires mu_.
-  void TraceRun(PlannedRun& run) const;
+  // Returns a starting run's span context when runs are traced (EngineOptions::trace_runs): a
+  // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
+  // context.
+  TraceContext TraceOf(const TraceContext& caller) const;
   // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
   // tokens' callbacks are the task function's).
   static void SignalStop(PlannedRun& run, bool kill);

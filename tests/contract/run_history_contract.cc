@@ -576,6 +576,64 @@ TEST_F(RunHistoryContractTest, AReleaseWritesARunWholeWhenItsClaimRecordedNoStar
   EXPECT_TRUE(Same(run.ended_at, *Row("short").last_run_ended_at)) << "ended at the release";
 }
 
+// Issue 19: a run's trace id, when its host traced it, is kept by every write of a run (starts,
+// claims, releases) and read back by pages and single runs; a run without one has none.
+TEST_F(RunHistoryContractTest, TheTraceIdRoundTripsThroughStartsClaimsAndReleases) {
+  const std::string kTraced = "4bf92f3577b34da6a3ce929d0e0e4736";
+  RunOrigin traced = Origin(RunTrigger::kManual);
+  traced.trace_id = kTraced;
+  const RunOrigin untraced = Origin(RunTrigger::kManual);
+  const WallTime base = Millis(Now()) - minutes(10);
+  const std::vector<RunStart> starts = {RunStart{"s-traced", "local", traced, base},
+                                        RunStart{"s-plain", "local", untraced, base + seconds(1)}};
+  ASSERT_TRUE(history_->RecordStarts(starts).ok());
+
+  const TaskSchedule manual = Schedule("manual");
+  Upsert("claimed", manual);
+  Upsert("plain", manual);
+  Upsert("short", manual);
+  for (const char* id : {"claimed", "plain", "short"}) ASSERT_TRUE(store_->Trigger(id).ok());
+  const std::vector<ClaimResult> claimed = ClaimMany({
+      ClaimRequest{"claimed", "c-traced", minutes(1), std::nullopt, traced},
+      ClaimRequest{"plain", "c-plain", minutes(1), std::nullopt, untraced},
+      ClaimRequest{"short", "c-short", minutes(1), std::nullopt},
+  });
+  ASSERT_EQ(claimed.size(), 3u);
+  for (const ClaimResult& claim : claimed) EXPECT_TRUE(claim.claimed);
+
+  for (const char* run_id : {"s-traced", "c-traced"}) {
+    EXPECT_EQ(Get(run_id).origin.trace_id, kTraced) << run_id;
+  }
+  for (const char* run_id : {"s-plain", "c-plain"}) {
+    EXPECT_FALSE(Get(run_id).origin.trace_id.has_value()) << run_id;
+  }
+  const std::vector<TaskRun> local = Page("local", 10).runs;
+  ASSERT_EQ(local.size(), 2u);
+  EXPECT_FALSE(local[0].origin.trace_id.has_value()) << local[0].run_id;
+  EXPECT_EQ(local[1].origin.trace_id, kTraced) << local[1].run_id;
+
+  // A release closes the claimed runs and writes the short run whole, trace id included.
+  const std::vector<ReleaseResult> released = ReleaseMany({
+      ReleaseRequest{"claimed", "c-traced", manual, std::nullopt,
+                     Released(Finish(RunOutcome::kSucceeded), traced)},
+      ReleaseRequest{"plain", "c-plain", manual, std::nullopt,
+                     Released(Finish(RunOutcome::kSucceeded), untraced)},
+      ReleaseRequest{"short", "c-short", manual, std::nullopt,
+                     Released(Finish(RunOutcome::kSucceeded), traced)},
+  });
+  ASSERT_EQ(released.size(), 3u);
+  for (const char* task_id : {"claimed", "short"}) {
+    const std::vector<TaskRun> runs = Page(task_id, 10).runs;
+    ASSERT_EQ(runs.size(), 1u) << task_id;
+    EXPECT_EQ(runs[0].finish.outcome, RunOutcome::kSucceeded) << task_id;
+    EXPECT_EQ(runs[0].origin.trace_id, kTraced) << task_id;
+  }
+  EXPECT_EQ(Get("c-short").origin, traced);
+  const TaskRun plain = Get("c-plain");
+  EXPECT_EQ(plain.finish.outcome, RunOutcome::kSucceeded);
+  EXPECT_FALSE(plain.origin.trace_id.has_value());
+}
+
 // Issue 16: the history replaced a cancelled run's error with the row's "Task was cancelled", so
 // the history and the host's own account (event stream, log) named the run differently. The
 // history keeps the host's account; the task row keeps Backstage's text.

@@ -107,6 +107,8 @@ struct RunOrigin {
   RunTrigger trigger = RunTrigger::kSchedule;
   std::optional<WallTime> slot = std::nullopt;  // the time the run was due for; none if manual
   int attempt = 1;  // 1 for the first attempt at a slot, 2 for its first retry, ...
+  // The run's trace id (32 lowercase hex digits) when its trace was sampled; none otherwise.
+  std::optional<std::string> trace_id = std::nullopt;
 
   friend bool operator==(const RunOrigin&, const RunOrigin&) = default;
 };

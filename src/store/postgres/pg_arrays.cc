@@ -138,10 +138,11 @@ void RunOriginArrays::Add(const RunOrigin& origin, std::optional<WallTime> start
     starts_.AddNull();
   }
   attempts_.AddInt(origin.attempt);
+  trace_ids_.AddOrNull(origin.trace_id);
 }
 
 void RunOriginArrays::AddNull() {
-  for (PgArray* array : {&hosts_, &pids_, &triggers_, &slots_, &starts_, &attempts_}) {
+  for (PgArray* array : {&hosts_, &pids_, &triggers_, &slots_, &starts_, &attempts_, &trace_ids_}) {
     array->AddNull();
   }
 }
@@ -152,7 +153,7 @@ void RunOriginArrays::AddTo(PgParams& params) && {
       .Add(std::move(triggers_).Finish())
       .Add(std::move(slots_).Finish());
   if (with_starts_) params.Add(std::move(starts_).Finish());
-  params.Add(std::move(attempts_).Finish());
+  params.Add(std::move(attempts_).Finish()).Add(std::move(trace_ids_).Finish());
 }
 
 void RunFinishArrays::Add(const RunFinish& finish) {

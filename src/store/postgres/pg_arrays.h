@@ -69,16 +69,16 @@ class PlanArrays {
 };
 
 // The arrays that bind one run origin per run (hosts text[], pids int8[], triggers text[], slots
-// timestamptz[], with `with_starts` starts timestamptz[], attempts int4[]), as the run history's
-// statements read them; times are kept to the millisecond. Thread-compatible.
+// timestamptz[], with `with_starts` starts timestamptz[], attempts int4[], trace ids text[]), as
+// the run history's statements read them; times are kept to the millisecond. Thread-compatible.
 class RunOriginArrays {
  public:
   explicit RunOriginArrays(bool with_starts) : with_starts_(with_starts) {}
   // `started`: the run's start (NULL: the database's now()); ignored without starts.
   void Add(const RunOrigin& origin, std::optional<WallTime> started);
   void AddNull();
-  // Binds the hosts, pids, triggers, slots, starts (if kept) and attempts to `params`, in that
-  // order. The builder is spent.
+  // Binds the hosts, pids, triggers, slots, starts (if kept), attempts and trace ids to
+  // `params`, in that order. The builder is spent.
   void AddTo(PgParams& params) &&;
 
  private:
@@ -89,6 +89,7 @@ class RunOriginArrays {
   PgArray slots_;
   PgArray starts_;
   PgArray attempts_;
+  PgArray trace_ids_;
 };
 
 // The arrays that bind one run finish per run (outcomes text[], error JSONs text[], exit codes,

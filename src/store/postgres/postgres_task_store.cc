@@ -1278,6 +1278,7 @@ Result<TaskRun> PostgresTaskStore::ReadRun(const PgResult& result, int row) cons
   run.finish.signal = optional_int(11);
   run.finish.http_status = optional_int(12);
   run.origin.attempt = static_cast<int>(result.GetInt(row, 13));
+  run.origin.trace_id = result.GetOptional(row, 14);
   return run;
 }
 
@@ -1334,8 +1335,8 @@ Result<TaskRun> PostgresTaskStore::GetRun(const std::string& run_id) {
   }
   Result<TaskRun> run = ReadRun(executed->result, 0);
   if (!run.ok()) return run.status();
-  if (!executed->result.IsNull(0, 14)) {
-    std::optional<std::string> output = store_internal::BytesOfHex(executed->result.Get(0, 14));
+  if (!executed->result.IsNull(0, 15)) {
+    std::optional<std::string> output = store_internal::BytesOfHex(executed->result.Get(0, 15));
     if (!output) return InternalError(fmt::format("{}: run {}: unreadable output", where_, run_id));
     run->finish.output_tail = std::move(*output);
   }

@@ -124,7 +124,8 @@ std::string RunIdOfTicket(std::string_view column) {
 
 // The CTEs that record the runs of the CTE `source` in their tasks' rings of $<keep_param> rows
 // (ADR 0011), the last one named `name` and returning task_id, slot and run_id. `source` has one
-// row per run, with the run columns of stagehand_task_runs but seq and slot, output as bytea, and
+// row per run, with the run columns of stagehand_task_runs but seq and slot (trace_id last), output
+// as bytea, and
 // `ord`, the order of its task's runs within the source. Each run takes its task's next number
 // (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task order) and the ring
 // row that number names, replacing the run recorded there $<keep_param> runs before; of a task's
@@ -160,10 +161,10 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
   return numbered + fmt::format(R"sql(, {name} AS (
   INSERT INTO stagehand_task_runs AS r (task_id, slot, seq, run_id, host, pid, trigger_kind,
                                         slot_at, started_at, ended_at, outcome, error_json,
-                                        exit_code, signal, http_status, attempt, output)
+                                        exit_code, signal, http_status, attempt, output, trace_id)
   SELECT n.task_id, ((n.seq - 1) % ${keep}::int4)::int4, n.seq, n.run_id, n.host, n.pid,
          n.trigger_kind, n.slot_at, n.started_at, n.ended_at, n.outcome, n.error_json,
-         n.exit_code, n.signal, n.http_status, n.attempt, n.output
+         n.exit_code, n.signal, n.http_status, n.attempt, n.output, n.trace_id
   FROM {name}_numbered AS n
   WHERE n.seq > n.last_seq - ${keep}::int4
   ORDER BY 1, 2
@@ -172,7 +173,8 @@ std::string RecordInRings(std::string_view source, int keep_param, std::string_v
       trigger_kind = excluded.trigger_kind, slot_at = excluded.slot_at,
       started_at = excluded.started_at, ended_at = excluded.ended_at, outcome = excluded.outcome,
       error_json = excluded.error_json, exit_code = excluded.exit_code, signal = excluded.signal,
-      http_status = excluded.http_status, attempt = excluded.attempt, output = excluded.output
+      http_status = excluded.http_status, attempt = excluded.attempt, output = excluded.output,
+      trace_id = excluded.trace_id
   RETURNING r.task_id, r.slot, r.run_id
 ))sql",
                                 fmt::arg("name", name), fmt::arg("keep", keep_param));
@@ -289,26 +291,27 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL, NULL, now(), NULL
 // The batched claim (claim_many). Rows are locked in id order and rows another session holds are
 // skipped, so concurrent batches never wait on each other (nor deadlock); the claim conditions,
 // and the expected version where one is given, are checked again on the locked row's latest
-// version. With `history`, the claimed runs that come with an origin ($7..$11) are recorded as
-// running, started at the claim's time, in rings of $12 runs; each claimed row then also
+// version. With `history`, the claimed runs that come with an origin ($7..$12) are recorded as
+// running, started at the claim's time, in rings of $13 runs; each claimed row then also
 // returns the ring slot of its run (NULL when none was recorded).
 std::string ClaimMany(bool history) {
   const std::string returning = history ? "t.id, t.current_run_expires_at, t.current_run_ticket, "
                                           "t.current_run_started_at"
                                         : "t.id, t.current_run_expires_at, t.current_run_ticket";
   const std::string started = history ? R"sql(, origins AS (
-  SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt
-  FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[])
-       AS o(id, host, pid, trigger_kind, slot_at, attempt)
+  SELECT o.id, o.host, o.pid, o.trigger_kind, o.slot_at, o.attempt, o.trace_id
+  FROM unnest($1::text[], $7::text[], $8::int8[], $9::text[], $10::timestamptz[], $11::int4[],
+              $12::text[])
+       AS o(id, host, pid, trigger_kind, slot_at, attempt, trace_id)
   WHERE o.host IS NOT NULL
 ), starting AS (
   SELECT c.id AS task_id, 1 AS ord, c.current_run_ticket AS run_id, o.host, o.pid,
          o.trigger_kind, o.slot_at, c.current_run_started_at AS started_at,
          NULL::timestamptz AS ended_at, 'running' AS outcome, NULL::text AS error_json,
          NULL::int4 AS exit_code, NULL::int4 AS signal, NULL::int4 AS http_status, o.attempt,
-         NULL::bytea AS output
+         NULL::bytea AS output, o.trace_id
   FROM claimed AS c JOIN origins AS o ON o.id = c.id
-))sql" + RecordInRings("starting", 12, "started", /*one_per_task=*/true)
+))sql" + RecordInRings("starting", 13, "started", /*one_per_task=*/true)
                                       : "";
   const std::string notify = NotifyInChunks(6, "claims", "claimed", {"id", "current_run_ticket"});
   const std::string rows =
@@ -365,24 +368,24 @@ std::string CloseRuns(std::string_view match) {
 }
 
 // The batched release (release_many). Rows are locked in id order first, so two batches touching
-// the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$21) are
+// the same rows cannot deadlock. With `history`, the runs that come with a finish ($10..$22) are
 // written whole, ended at the release's time, as their host tells it, whether or not their ticket
-// still held it, into their tasks' rings of $22 runs (the runs whose start was recorded are closed
+// still held it, into their tasks' rings of $23 runs (the runs whose start was recorded are closed
 // by record_ends instead). Its writes go through the primary key alone, so its prepared plan
 // never scans the history, however it grows.
 std::string ReleaseMany(bool history) {
   const std::string ended = history ? R"sql(, whole AS (
   SELECT f.id AS task_id, f.ord, f.run_id, f.host, f.pid, f.trigger_kind, f.slot_at,
          f.started_at, now() AS ended_at, f.outcome, f.error_json, f.exit_code, f.signal,
-         f.http_status, f.attempt, decode(f.output_hex, 'hex') AS output
+         f.http_status, f.attempt, decode(f.output_hex, 'hex') AS output, f.trace_id
   FROM unnest($1::text[], $2::text[], $10::text[], $11::text[], $12::int4[], $13::int4[],
               $14::int4[], $15::text[], $16::text[], $17::int8[], $18::text[],
-              $19::timestamptz[], $20::timestamptz[], $21::int4[])
+              $19::timestamptz[], $20::timestamptz[], $21::int4[], $22::text[])
        WITH ORDINALITY
        AS f(id, run_id, outcome, error_json, exit_code, signal, http_status, output_hex, host, pid,
-            trigger_kind, slot_at, started_at, attempt, ord)
+            trigger_kind, slot_at, started_at, attempt, trace_id, ord)
   WHERE f.outcome IS NOT NULL
-))sql" + RecordInRings("whole", 22, "written", /*one_per_task=*/true)
+))sql" + RecordInRings("whole", 23, "written", /*one_per_task=*/true)
                                     : "";
   return fmt::format(
       R"sql(
@@ -684,7 +687,7 @@ RETURNING now(), pg_notify($2::text, 'delete:' || id)
 // The columns of a run, in the order PostgresTaskStore reads them.
 constexpr std::string_view kRunColumns =
     "run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, error_json, "
-    "exit_code, signal, http_status, attempt";
+    "exit_code, signal, http_status, attempt, trace_id";
 
 struct HistoryTexts {
   std::string claim_many = ClaimMany(true);
@@ -698,11 +701,12 @@ WITH starting AS (
   SELECT u.task_id, u.ord, u.run_id, u.host, u.pid, u.trigger_kind, u.slot_at,
          coalesce(u.started_at, now()) AS started_at, NULL::timestamptz AS ended_at,
          'running' AS outcome, NULL::text AS error_json, NULL::int4 AS exit_code,
-         NULL::int4 AS signal, NULL::int4 AS http_status, u.attempt, NULL::bytea AS output
+         NULL::int4 AS signal, NULL::int4 AS http_status, u.attempt, NULL::bytea AS output,
+         u.trace_id
   FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[],
-              $7::timestamptz[], $8::int4[]) WITH ORDINALITY
-       AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, ord)
-))sql" + RecordInRings("starting", 9, "started", /*one_per_task=*/false) +
+              $7::timestamptz[], $8::int4[], $9::text[]) WITH ORDINALITY
+       AS u(run_id, task_id, host, pid, trigger_kind, slot_at, started_at, attempt, trace_id, ord)
+))sql" + RecordInRings("starting", 10, "started", /*one_per_task=*/false) +
                               R"sql(
 SELECT task_id, slot, run_id FROM started
 )sql";
@@ -1023,7 +1027,7 @@ const char* const kRegistrationsTableExists =
 // 0004 the table holds a ring of rows per task (ADR 0011): its only index is the primary key
 // (task_id, slot), so that no write of a run changes an indexed column once its task's ring is
 // full, and pages keep free space, so that every write of a run is a heap-only update.
-const Migration kHistoryMigrations[4] = {
+const Migration kHistoryMigrations[5] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
@@ -1090,6 +1094,9 @@ INSERT INTO stagehand_task_run_counts (task_id, runs)
 SELECT task_id, count(*) FROM stagehand_task_runs GROUP BY task_id;
 COMMENT ON TABLE stagehand_task_runs IS 'stagehand''s run history: a ring of rows per task holding the newest runs that stagehand hosts recorded (Backstage workers write none)';
 COMMENT ON TABLE stagehand_task_run_counts IS 'stagehand''s run history: how many runs of each task stagehand hosts have recorded (the ring slot of the next is that count modulo the runs kept)')sql"},
+    // A run's trace id (32 lowercase hex digits), NULL when its trace was not sampled. A nullable
+    // column without a default: the table is not rewritten.
+    {"0005_run_trace_id", "ALTER TABLE stagehand_task_runs ADD COLUMN trace_id text NULL"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

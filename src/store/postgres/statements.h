@@ -103,13 +103,14 @@ const Statements& TaskStatements();
 // the same names, also writing the history; with their extra parameters NULL they write none.
 struct HistoryStatements {
   // As claim_many, plus $7 hosts (text[], NULL: no history for that claim), $8 pids (int8[]),
-  // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[]), $12 runs kept per
-  // task; each claimed row also returns the ring slot its run was recorded in (column 4)
+  // $9 triggers (text[]), $10 slots (timestamptz[]), $11 attempts (int4[]), $12 trace ids
+  // (text[]), $13 runs kept per task; each claimed row also returns the ring slot its run was
+  // recorded in (column 4)
   PgStatement claim_many;
   // As release_many, plus $10 outcomes (text[], NULL: no history for that run), $11 run error
   // JSONs, $12 exit codes, $13 signals, $14 HTTP statuses (int4[]), $15 outputs (hex text[]),
   // $16 hosts, $17 pids (int8[]), $18 triggers, $19 slots, $20 starts (timestamptz[]),
-  // $21 attempts (int4[]), $22 runs kept per task: the runs written whole
+  // $21 attempts (int4[]), $22 trace ids (text[]), $23 runs kept per task: the runs written whole
   PgStatement release_many;
   // As sweep, the swept runs closed as lost
   PgStatement sweep;
@@ -118,8 +119,8 @@ struct HistoryStatements {
   // As poll_changed_and_sweep, the swept runs closed as lost
   PgStatement poll_changed_and_sweep;
   // $1 run ids, $2 task ids, $3 hosts, $4 pids, $5 triggers, $6 slots, $7 starts (NULL: now()),
-  // $8 attempts (arrays, one element per run), $9 runs kept per task → task_id, slot, run_id of
-  // each run recorded
+  // $8 attempts, $9 trace ids (arrays, one element per run), $10 runs kept per task → task_id,
+  // slot, run_id of each run recorded
   PgStatement record_starts;
   // $1 task ids, $2 ring slots, $3 run ids, $4 ends (NULL: now()), $5 outcomes, $6 error JSONs,
   // $7 exit codes, $8 signals, $9 HTTP statuses, $10 outputs (hex) → count of runs closed
@@ -127,8 +128,8 @@ struct HistoryStatements {
   // As record_ends without $1 and $2, each run found by its id: a scan of the table
   PgStatement record_ends_by_id;
   // $1 task id, $2 limit → the run columns (run_id, task_id, host, pid, trigger_kind, slot_at,
-  // started_at, ended_at, outcome, error_json, exit_code, signal, http_status, attempt), newest
-  // first
+  // started_at, ended_at, outcome, error_json, exit_code, signal, http_status, attempt,
+  // trace_id), newest first
   PgStatement list_runs;
   // As list_runs, after $3 start and $4 run id
   PgStatement list_runs_before;
@@ -226,6 +227,6 @@ extern const char* const kHistoryTableExists;
 // → whether stagehand_task_registrations exists in the search path
 extern const char* const kRegistrationsTableExists;
 // In the order they apply.
-extern const Migration kHistoryMigrations[4];
+extern const Migration kHistoryMigrations[5];
 
 }  // namespace stagehand::store_internal::pg_sql

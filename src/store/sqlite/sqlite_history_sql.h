@@ -55,10 +55,16 @@ inline constexpr std::array<std::string_view, 1> kTaskRegistrationsStatements = 
     "host text NOT NULL, last_seen_at datetime NOT NULL)",
 };
 
+// A run's trace id (32 lowercase hex digits), NULL when its trace was not sampled.
+inline constexpr std::array<std::string_view, 1> kRunTraceIdStatements = {
+    "ALTER TABLE stagehand_task_runs ADD COLUMN trace_id text NULL",
+};
+
 // In the order they apply.
-inline constexpr std::array<Migration, 2> kMigrations = {{
+inline constexpr std::array<Migration, 3> kMigrations = {{
     {"0001_task_runs", kTaskRunsStatements},
     {"0002_task_registrations", kTaskRegistrationsStatements},
+    {"0003_run_trace_id", kRunTraceIdStatements},
 }};
 
 inline constexpr std::string_view kTableExists =
@@ -114,13 +120,13 @@ inline constexpr std::string_view kDeleteRegistration =
 // ---- runs ----
 
 // ?1 run id, ?2 task id, ?3 host, ?4 pid, ?5 trigger, ?6 slot or NULL, ?7 start or NULL (now),
-// ?8 attempt. A recorded run id is left as it is. The run's seq is one more than its task's
-// latest (through stagehand_task_runs_by_seq).
+// ?8 attempt, ?9 trace id or NULL. A recorded run id is left as it is. The run's seq is one more
+// than its task's latest (through stagehand_task_runs_by_seq).
 inline constexpr std::string_view kRecordStart =
     "INSERT OR IGNORE INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, "
-    "slot_at, started_at, outcome, attempt) VALUES (?1, ?2, "
+    "slot_at, started_at, outcome, attempt, trace_id) VALUES (?1, ?2, "
     "coalesce((SELECT max(seq) FROM stagehand_task_runs WHERE task_id = ?2), 0) + 1, ?3, ?4, ?5, "
-    "?6, coalesce(?7, strftime('%Y-%m-%d %H:%M:%f','now')), 'running', ?8)";
+    "?6, coalesce(?7, strftime('%Y-%m-%d %H:%M:%f','now')), 'running', ?8, ?9)";
 
 // ?1 run id, ?2 end or NULL (now), ?3 outcome, ?4 error JSON, ?5 exit code, ?6 signal, ?7 HTTP
 // status, ?8 output. Closes a running or lost run; returns its task id.
@@ -163,22 +169,22 @@ inline constexpr std::string_view kSweepExpiredAt =
 // ?1 task id, ?2 limit. Every run select reads these columns, in this order.
 inline constexpr std::string_view kListRuns =
     "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
-    "error_json, exit_code, signal, http_status, attempt FROM stagehand_task_runs WHERE task_id = "
-    "?1 "
+    "error_json, exit_code, signal, http_status, attempt, trace_id FROM stagehand_task_runs WHERE "
+    "task_id = ?1 "
     "ORDER BY started_at DESC, run_id DESC LIMIT ?2";
 
 // ?1 task id, ?2 limit, ?3 and ?4 the start and run id the page comes after.
 inline constexpr std::string_view kListRunsBefore =
     "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
-    "error_json, exit_code, signal, http_status, attempt FROM stagehand_task_runs WHERE task_id = "
-    "?1 "
+    "error_json, exit_code, signal, http_status, attempt, trace_id FROM stagehand_task_runs WHERE "
+    "task_id = ?1 "
     "AND (started_at, run_id) < (?3, ?4) "
     "ORDER BY started_at DESC, run_id DESC LIMIT ?2";
 
 // ?1 run id → the run's columns and its output.
 inline constexpr std::string_view kGetRun =
     "SELECT run_id, task_id, host, pid, trigger_kind, slot_at, started_at, ended_at, outcome, "
-    "error_json, exit_code, signal, http_status, attempt, output "
+    "error_json, exit_code, signal, http_status, attempt, trace_id, output "
     "FROM stagehand_task_runs WHERE run_id = ?1";
 
 // ?1 run id → its start (the position of a page that comes after it).

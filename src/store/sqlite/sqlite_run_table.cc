@@ -33,7 +33,8 @@ Status SqliteRunTable::RecordStart(std::string_view run_id, std::string_view tas
       .BindOptional(6, origin.slot ? std::optional<std::string>(FormatSqliteTime(*origin.slot))
                                    : std::nullopt)
       .BindOptional(7, started_at)
-      .Bind(8, static_cast<std::int64_t>(origin.attempt));
+      .Bind(8, static_cast<std::int64_t>(origin.attempt))
+      .BindOptional(9, origin.trace_id);
   return stmt->Run("recording a run's start");
 }
 
@@ -132,7 +133,7 @@ Result<TaskRun> SqliteRunTable::Get(const std::string& run_id) {
   if (!*row) return NotFoundError(fmt::format("Run {} does not exist", run_id));
   Result<TaskRun> run = ReadRun(*stmt);
   if (!run.ok()) return run.status();
-  run->finish.output_tail = stmt->Blob(14);
+  run->finish.output_tail = stmt->Blob(15);
   return run;
 }
 
@@ -194,6 +195,7 @@ Result<TaskRun> SqliteRunTable::ReadRun(const SqliteStatement& stmt) const {
   run.finish.signal = optional_int(11);
   run.finish.http_status = optional_int(12);
   run.origin.attempt = static_cast<int>(stmt.Int(13));
+  run.origin.trace_id = stmt.OptionalText(14);
   return run;
 }
 

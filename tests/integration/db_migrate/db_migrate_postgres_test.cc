@@ -78,7 +78,7 @@ const std::vector<std::string> kAllMigrations = {"20210928160613_init.js|1",
                                                  "20250411000000_last_run.js|1"};
 const std::vector<std::string> kStagehandMigrations = {"0001_task_runs", "0002_task_registrations",
                                                        "0003_task_runs_two_indexes",
-                                                       "0004_task_run_rings"};
+                                                       "0004_task_run_rings", "0005_run_trace_id"};
 
 TEST_F(DbMigratePostgresTest, CreatesAndMigratesOneDatabasePerPlugin) {
   ::setenv("TEST_PG_URL", url().c_str(), 1);

@@ -88,7 +88,8 @@ TEST_F(DbMigrateSqliteTest, CreatesOneMigratedFilePerPlugin) {
         std::vector<std::string>{"0"});
     // The run history's tables, recorded in stagehand's own bookkeeping, never in knex's.
     EXPECT_EQ(Query(File(plugin), "SELECT name FROM stagehand_migrations ORDER BY name"),
-              (std::vector<std::string>{"0001_task_runs", "0002_task_registrations"}));
+              (std::vector<std::string>{"0001_task_runs", "0002_task_registrations",
+                                        "0003_run_trace_id"}));
     EXPECT_EQ(Query(File(plugin),
                     "SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
               std::vector<std::string>{"1"});

@@ -158,7 +158,8 @@ std::string KnexRows(pg_test::RawConnection& db) {
 
 // stagehand's own migrations, as StagehandMigrations lists them.
 constexpr char kStagehandMigrationNames[] =
-    "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes,0004_task_run_rings";
+    "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes,0004_task_run_rings,"
+    "0005_run_trace_id";
 
 std::string StagehandMigrations(pg_test::RawConnection& db) {
   return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");
@@ -500,6 +501,41 @@ TEST_F(PostgresSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnex
   EXPECT_NE(status.message().find("stagehand_migrations"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find(database_), std::string::npos) << status.message();
   EXPECT_EQ(KnexRows(db), knex_rows);
+}
+
+// Issue 19: a database an older stagehand migrated (its run table without trace_id) gets the
+// column from the next migration; the runs already recorded have no trace id.
+TEST_F(PostgresSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
+  const std::vector<RunStart> old = {RunStart{"old", "task", RunOrigin{"host", 1}}};
+  {
+    std::unique_ptr<TaskStore> store = OpenMigrated();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->history()->RecordStarts(old).ok());
+  }
+  pg_test::RawConnection db(url(), database_);
+  db.Exec(
+      "ALTER TABLE stagehand_task_runs DROP COLUMN trace_id; "
+      "DELETE FROM stagehand_migrations WHERE name = '0005_run_trace_id'");
+  const std::string kColumn =
+      "SELECT coalesce(string_agg(data_type || ' ' || is_nullable, ','), '-') FROM "
+      "information_schema.columns WHERE table_name = 'stagehand_task_runs' AND column_name = "
+      "'trace_id' AND table_schema = current_schema()";
+  ASSERT_EQ(db.Scalar(kColumn), "-");
+
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
+  EXPECT_EQ(db.Scalar(kColumn), "text YES");
+  Result<TaskRun> before = store->history()->GetRun("old");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_FALSE(before->origin.trace_id.has_value());
+  RunOrigin traced{"host", 1, RunTrigger::kManual};
+  traced.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::vector<RunStart> starts = {RunStart{"new", "task", traced}};
+  ASSERT_TRUE(store->history()->RecordStarts(starts).ok());
+  Result<TaskRun> recorded = store->history()->GetRun("new");
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_EQ(recorded->origin.trace_id, traced.trace_id);
 }
 
 // A host that does not migrate (backend.database.skipMigrations) on a database whose history

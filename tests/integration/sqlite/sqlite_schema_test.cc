@@ -91,7 +91,8 @@ Rows StagehandMigrationNames(RawDb& db) {
 }
 
 // stagehand's own migrations, as stagehand_migrations lists them.
-const Rows kStagehandMigrations = {{"0001_task_runs"}, {"0002_task_registrations"}};
+const Rows kStagehandMigrations = {
+    {"0001_task_runs"}, {"0002_task_registrations"}, {"0003_run_trace_id"}};
 
 TaskSchedule TenMinutes() {
   TaskSchedule schedule;
@@ -368,6 +369,46 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheRegistrationsTableRegistersWith
   EXPECT_EQ(*refreshed, 1u);
   EXPECT_EQ(db.Query("SELECT task_id, host FROM stagehand_task_registrations"),
             (Rows{{"task", "host-a"}}));
+}
+
+// Issue 19: a database an older stagehand migrated (its run table without trace_id) gets the
+// column from the next migration; the runs already recorded have no trace id.
+TEST(SqliteSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
+  TempDir dir;
+  const std::string path = dir.File("sched.sqlite");
+  {
+    std::unique_ptr<TaskStore> store = Open(path);
+    ASSERT_TRUE(store->Migrate().ok());
+  }
+  {
+    RawDb db(path);
+    db.Exec(
+        "ALTER TABLE stagehand_task_runs DROP COLUMN trace_id; "
+        "DELETE FROM stagehand_migrations WHERE name = '0003_run_trace_id'; "
+        "INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, "
+        "started_at, outcome, attempt) VALUES ('old', 'task', 1, 'host', 1, 'manual', "
+        "'2026-12-01 10:00:00.000', 'running', 1)");
+    ASSERT_EQ(db.Query("SELECT count(*) FROM pragma_table_info('stagehand_task_runs') "
+                       "WHERE name = 'trace_id'"),
+              (Rows{{"0"}}));
+  }
+  std::unique_ptr<TaskStore> store = Open(path);
+  ASSERT_TRUE(store->Migrate().ok());
+  RawDb db(path);
+  EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
+  EXPECT_EQ(db.Query("SELECT type, \"notnull\" FROM pragma_table_info('stagehand_task_runs') "
+                     "WHERE name = 'trace_id'"),
+            (Rows{{"TEXT", "0"}}));
+  Result<TaskRun> old = store->history()->GetRun("old");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(old->origin.trace_id.has_value());
+  RunOrigin traced{"host", 1, RunTrigger::kManual};
+  traced.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const std::vector<RunStart> starts = {RunStart{"new", "task", traced}};
+  ASSERT_TRUE(store->history()->RecordStarts(starts).ok());
+  Result<TaskRun> recorded = store->history()->GetRun("new");
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+  EXPECT_EQ(recorded->origin.trace_id, traced.trace_id);
 }
 
 TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {

@@ -3,7 +3,10 @@
 // this host is a span of the caller's trace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine_harness.h"
@@ -115,6 +118,69 @@ TEST_F(EngineTest, RunsCarryNoTraceContextUnlessTracingIsOn) {
   EXPECT_FALSE(probe.seen()[0].valid());
   EXPECT_FALSE(recorder_->Traces("g").at(0).first.valid());
   EXPECT_TRUE(recorder_->Traces("g").at(0).second.valid()) << "the caller is still reported";
+}
+
+// Issue 19: the run history keeps a run's trace id when its trace is sampled (a global run's from
+// its claim on), so that the dashboard can link it; an unsampled or untraced run has none.
+TEST_F(EngineTest, TheHistoryKeepsTheTraceIdOfASampledRunOnly) {
+  EngineOptions options = Options();
+  options.trace_runs = SamplerConfig{};
+  TaskEngine& engine = StartEngine(store_, options);
+  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})).ok());
+  ASSERT_TRUE(engine
+                  .Register(Task(
+                      "l", Schedule("manual"), [](const RunControl&) {}, TaskScope::kLocal))
+                  .ok());
+  Settle();
+  const TraceContext caller = *ParseTraceparent(kCaller);
+  TraceContext unsampled = caller;
+  unsampled.flags = 0;
+  ASSERT_TRUE(engine.Trigger("g", caller).ok());
+  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
+  Settle();
+  ASSERT_TRUE(engine.Trigger("l", unsampled).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "l", 2));
+  Settle();
+
+  const auto runs_of = [this](const std::string& task) {
+    Result<RunPage> page = store_->history()->ListRuns(task, 10, std::nullopt);
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? page->runs : std::vector<TaskRun>{};
+  };
+  const std::vector<TaskRun> global = runs_of("g");
+  ASSERT_EQ(global.size(), 1u);
+  EXPECT_EQ(global[0].origin.trace_id, HexOf(caller.trace_id));
+  EXPECT_EQ(global[0].finish.outcome, RunOutcome::kSucceeded);
+  const std::vector<TaskRun> local = runs_of("l");
+  ASSERT_EQ(local.size(), 2u);
+  for (const TaskRun& run : local) {
+    EXPECT_EQ(run.finish.outcome, RunOutcome::kSucceeded) << run.run_id;
+  }
+  const std::vector<std::pair<TraceContext, TraceContext>> traces = recorder_->Traces("l");
+  ASSERT_EQ(traces.size(), 2u);
+  EXPECT_TRUE(traces[0].first.sampled());
+  EXPECT_TRUE(traces[1].first.valid());
+  EXPECT_FALSE(traces[1].first.sampled());
+  std::vector<std::optional<std::string>> ids;
+  for (const TaskRun& run : local) ids.push_back(run.origin.trace_id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::optional<std::string>>{std::nullopt, HexOf(caller.trace_id)}))
+      << "the unsampled run has none";
+}
+
+TEST_F(EngineTest, AnUntracedRunHasNoTraceIdInTheHistory) {
+  TaskEngine& engine = StartEngine();
+  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})).ok());
+  Settle();
+  ASSERT_TRUE(engine.Trigger("g", *ParseTraceparent(kCaller)).ok());
+  ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
+  Settle();
+  Result<RunPage> page = store_->history()->ListRuns("g", 10, std::nullopt);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->runs.size(), 1u);
+  EXPECT_FALSE(page->runs[0].origin.trace_id.has_value());
 }
 
 }  // namespace
