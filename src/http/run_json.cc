@@ -41,6 +41,8 @@ nlohmann::ordered_json RunJson(const TaskRun& run, std::string_view plugin_id) {
   json["pid"] = run.origin.pid;
   json["trigger"] = RunTriggerName(run.origin.trigger);
   json["attempt"] = run.origin.attempt;
+  json["traceId"] = run.origin.trace_id ? nlohmann::ordered_json(*run.origin.trace_id)
+                                        : nlohmann::ordered_json(nullptr);
   json["slot"] = time_or_null(run.origin.slot);
   json["startedAt"] = RunTimeText(run.started_at);
   json["endedAt"] = time_or_null(run.ended_at);

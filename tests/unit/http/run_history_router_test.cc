@@ -159,7 +159,8 @@ class RunHistoryRouterTest : public ::testing::Test {
 
 TEST_F(RunHistoryRouterTest, ListsRunsNewestFirstInTheDocumentedShape) {
   Start("run-a", "nightly",
-        RunOrigin{"web-1", 42, RunTrigger::kSchedule, At("2026-12-01T03:00:00Z"), 1},
+        RunOrigin{"web-1", 42, RunTrigger::kSchedule, At("2026-12-01T03:00:00Z"), 1,
+                  "4bf92f3577b34da6a3ce929d0e0e4736"},
         At("2026-12-01T03:00:00.250Z"));
   RunFinish failed;
   failed.outcome = RunOutcome::kFailed;
@@ -174,18 +175,20 @@ TEST_F(RunHistoryRouterTest, ListsRunsNewestFirstInTheDocumentedShape) {
   const RawResponse response = Fetch(kRuns);
   EXPECT_EQ(response.status, 200);
   EXPECT_THAT(response.head, HasSubstr("Content-Type: application/json; charset=utf-8"));
-  EXPECT_EQ(response.body,
-            R"({"runs":[)"
-            R"({"runId":"run-b","taskId":"nightly","pluginId":"jobs","host":"web-2","pid":7,)"
-            R"("trigger":"manual","attempt":1,"slot":null,"startedAt":"2026-12-01T04:00:00.000Z",)"
-            R"("endedAt":null,"durationMs":null,"startLagMs":null,"outcome":"running",)"
-            R"("error":null,"exitCode":null,"signal":null,"httpStatus":null},)"
-            R"({"runId":"run-a","taskId":"nightly","pluginId":"jobs","host":"web-1","pid":42,)"
-            R"("trigger":"schedule","attempt":1,"slot":"2026-12-01T03:00:00.000Z",)"
-            R"("startedAt":"2026-12-01T03:00:00.250Z","endedAt":"2026-12-01T03:00:02.750Z",)"
-            R"("durationMs":2500,"startLagMs":250,"outcome":"failed",)"
-            R"("error":{"name":"Error","message":"exit status 3"},"exitCode":3,"signal":null,)"
-            R"("httpStatus":null}],"nextCursor":null})");
+  EXPECT_EQ(
+      response.body,
+      R"({"runs":[)"
+      R"({"runId":"run-b","taskId":"nightly","pluginId":"jobs","host":"web-2","pid":7,)"
+      R"("trigger":"manual","attempt":1,"traceId":null,"slot":null,)"
+      R"("startedAt":"2026-12-01T04:00:00.000Z","endedAt":null,"durationMs":null,"startLagMs":null,"outcome":"running",)"
+      R"("error":null,"exitCode":null,"signal":null,"httpStatus":null},)"
+      R"({"runId":"run-a","taskId":"nightly","pluginId":"jobs","host":"web-1","pid":42,)"
+      R"("trigger":"schedule","attempt":1,"traceId":"4bf92f3577b34da6a3ce929d0e0e4736",)"
+      R"("slot":"2026-12-01T03:00:00.000Z",)"
+      R"("startedAt":"2026-12-01T03:00:00.250Z","endedAt":"2026-12-01T03:00:02.750Z",)"
+      R"("durationMs":2500,"startLagMs":250,"outcome":"failed",)"
+      R"("error":{"name":"Error","message":"exit status 3"},"exitCode":3,"signal":null,)"
+      R"("httpStatus":null}],"nextCursor":null})");
 }
 
 TEST_F(RunHistoryRouterTest, PagesWithLimitAndTheCursorOfTheLastPage) {
@@ -433,7 +436,8 @@ TEST_F(RunHistoryRouterTest, ARunHasItsOutputTailWithInvalidUtf8Replaced) {
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body,
             R"({"runId":"run-a","taskId":"nightly","pluginId":"jobs","host":"web-1","pid":42,)"
-            R"("trigger":"retry","attempt":2,"slot":null,"startedAt":"2026-12-01T03:00:00.000Z",)"
+            R"("trigger":"retry","attempt":2,"traceId":null,"slot":null,)"
+            R"("startedAt":"2026-12-01T03:00:00.000Z",)"
             R"("endedAt":"2026-12-01T03:00:01.000Z","durationMs":1000,"startLagMs":null,)"
             R"("outcome":"timed_out","error":{"name":"Error","message":"not json"},)"
             R"("exitCode":null,"signal":15,"httpStatus":null,)"
