@@ -23,7 +23,7 @@ namespace {
 // `database` by ReadDatabaseConfig, `tracing` by ReadTracingConfig.
 constexpr std::array<std::string_view, 8> kStagehandKeys = {
     "plugins", "server", "scheduler", "metrics", "database", "history", "tracing", "dashboard"};
-constexpr std::array<std::string_view, 2> kDashboardKeys = {"enabled", "path"};
+constexpr std::array<std::string_view, 3> kDashboardKeys = {"enabled", "path", "traceUrl"};
 constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
                                                           "maxOutputBytes"};
@@ -443,6 +443,16 @@ void ReadDashboard(const Config& root, BackendConfig& out, ConfigProblems& probl
       out.dashboard_path = *std::move(normalized);
     } else {
       problems.Add(InvalidValue(block, "path", normalized.status().message()));
+    }
+  }
+  Result<std::optional<std::string>> trace_url = block.GetOptionalString("traceUrl");
+  if (!trace_url.ok()) {
+    problems.Add(trace_url.status());
+  } else if (*trace_url) {
+    if (Status checked = CheckDashboardTraceUrl(**trace_url); checked.ok()) {
+      out.dashboard_trace_url = **trace_url;
+    } else {
+      problems.Add(InvalidValue(block, "traceUrl", checked.message()));
     }
   }
 }

@@ -579,6 +579,7 @@ Status Backend::Impl::DoStart() {
     DashboardOptions dashboard;
     dashboard.path = config.dashboard_path;
     dashboard.token_auth = !config.auth.default_policy_disabled;
+    dashboard.trace_url = config.dashboard_trace_url;
     // Last, at the root: it answers only what no other mount claims.
     server->Mount("", MakeDashboardHandler(dashboard));
   }

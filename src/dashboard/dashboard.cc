@@ -13,6 +13,7 @@
 #include "dashboard/embedded_files.h"
 #include "stagehand/base/hash.h"
 #include "stagehand/base/text.h"
+#include "stagehand/base/url.h"
 
 namespace stagehand {
 namespace {
@@ -23,6 +24,8 @@ using dashboard_internal::EmbeddedFiles;
 constexpr std::string_view kIndex = "index.html";
 constexpr std::string_view kRootPlaceholder = "%STAGEHAND_ROOT%";
 constexpr std::string_view kAuthPlaceholder = "%STAGEHAND_AUTH%";
+constexpr std::string_view kTraceUrlPlaceholder = "%STAGEHAND_TRACE_URL%";
+constexpr std::string_view kTraceIdField = "{traceId}";
 // The page loads only its own files and talks only to its own origin.
 constexpr std::string_view kContentSecurityPolicy =
     "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
@@ -55,6 +58,34 @@ void ReplaceAll(std::string& text, std::string_view placeholder, std::string_vie
        at = text.find(placeholder, at + value.size())) {
     text.replace(at, placeholder.size(), value);
   }
+}
+
+// Returns `text` as it may stand in an HTML attribute value.
+std::string EscapeHtml(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&#39;";
+        break;
+      default:
+        escaped += c;
+    }
+  }
+  return escaped;
 }
 
 // One file as served: its bytes (index.html with its placeholders filled in), type and ETag.
@@ -124,6 +155,21 @@ Result<std::string> NormalizeDashboardPath(std::string_view path) {
   return normalized;
 }
 
+Status CheckDashboardTraceUrl(std::string_view url) {
+  if (url.find(kTraceIdField) == std::string_view::npos) {
+    return InvalidArgumentError("it must hold {traceId}, where the page puts a run's trace id");
+  }
+  std::string sample(url);
+  ReplaceAll(sample, kTraceIdField, "4bf92f3577b34da6a3ce929d0e0e4736");
+  Result<Url> parsed = ParseUrl(sample);
+  if (!parsed.ok()) return InvalidArgumentError(parsed.status().message());
+  if (parsed->scheme != "http" && parsed->scheme != "https") {
+    return InvalidArgumentError(
+        fmt::format("it must be an http or https URL, not {}", parsed->scheme));
+  }
+  return Status::Ok();
+}
+
 HttpHandler MakeDashboardHandler(const DashboardOptions& options) {
   auto files = std::make_shared<std::map<std::string, ServedFile, std::less<>>>();
   for (const EmbeddedFile& file : EmbeddedFiles()) {
@@ -132,6 +178,7 @@ HttpHandler MakeDashboardHandler(const DashboardOptions& options) {
     if (file.name == kIndex) {
       ReplaceAll(served.body, kRootPlaceholder, RelativeRoot(options.path));
       ReplaceAll(served.body, kAuthPlaceholder, options.token_auth ? "token" : "development");
+      ReplaceAll(served.body, kTraceUrlPlaceholder, EscapeHtml(options.trace_url));
     }
     served.content_type = std::string(ContentTypeOf(file.name));
     served.etag = fmt::format("\"{:016x}\"", Fnv1a64(served.body));

@@ -212,7 +212,8 @@ function assetFile(dir, name, root, auth) {
   if (!name || name.includes('/') || !fs.existsSync(path.join(dir, name))) return null;
   let body = fs.readFileSync(path.join(dir, name));
   if (name === 'index.html') {
-    body = body.toString().replaceAll('%STAGEHAND_ROOT%', root).replaceAll('%STAGEHAND_AUTH%', auth);
+    body = body.toString().replaceAll('%STAGEHAND_ROOT%', root).replaceAll('%STAGEHAND_AUTH%', auth)
+      .replaceAll('%STAGEHAND_TRACE_URL%', '');
   }
   return { body, contentType: CONTENT_TYPES[path.extname(name)] || 'application/octet-stream' };
 }

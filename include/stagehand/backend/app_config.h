@@ -80,6 +80,9 @@ struct BackendConfig {
   // normalised to end in "/"; see dashboard.h): the web dashboard, served unless disabled.
   bool dashboard_enabled = true;
   std::string dashboard_path = "/";
+  // `stagehand.dashboard.traceUrl`: a URL template with "{traceId}" that the page links a run's
+  // trace id to (DashboardOptions::trace_url); empty without one.
+  std::string dashboard_trace_url;
   AuthConfig auth;
   DatabaseConfig database;
   // `stagehand.scheduler.{lease, pollInterval, maxConcurrency, shutdownGrace}`; durations in any

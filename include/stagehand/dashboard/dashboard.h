@@ -20,7 +20,14 @@ struct DashboardOptions {
   // Whether plugin routes need a bearer token: the page asks for one; without, it says in a
   // banner that the API is open.
   bool token_auth = true;
+  // A URL template with "{traceId}" (CheckDashboardTraceUrl): the page links a run's trace id to
+  // it, the id in place of "{traceId}". Empty: the id is shown without a link.
+  std::string trace_url;
 };
+
+// Checks `url` for DashboardOptions::trace_url: an absolute http or https URL that holds
+// "{traceId}". Errors: kInvalidArgument saying why.
+Status CheckDashboardTraceUrl(std::string_view url);
 
 // Checks and normalises `path` for DashboardOptions::path: it must start with "/", hold only
 // URL path characters, and not fall under the daemon's own routes (/api, /.backstage,
@@ -28,10 +35,11 @@ struct DashboardOptions {
 Result<std::string> NormalizeDashboardPath(std::string_view path);
 
 // Returns the handler to mount at the server's root, after every other mount. It answers GET
-// requests for the page's path (index.html, with the relative URL of the daemon's root and the
-// auth mode filled in) and for each asset beside it, with a strict Content-Security-Policy and an
-// ETag (a matching If-None-Match gets 304); the page's path without its final "/" is redirected
-// to it. Anything else: not answered (404). `options.path` must be normalised. Thread-safe.
+// requests for the page's path (index.html, with the relative URL of the daemon's root, the
+// auth mode and the trace URL template filled in) and for each asset beside it, with a strict
+// Content-Security-Policy and an ETag (a matching If-None-Match gets 304); the page's path without
+// its final "/" is redirected to it. Anything else: not answered (404). `options.path` must be
+// normalised. Thread-safe.
 HttpHandler MakeDashboardHandler(const DashboardOptions& options);
 
 }  // namespace stagehand

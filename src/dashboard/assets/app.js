@@ -14,6 +14,8 @@
   };
   const ROOT = new URL(metaContent('stagehand-root', './'), location.href);
   const AUTH_MODE = metaContent('stagehand-auth', 'unknown'); // token | development | unknown
+  // stagehand.dashboard.traceUrl: where a run's trace id links to, '{traceId}' standing for it.
+  const TRACE_URL = metaContent('stagehand-trace-url', '');
   const TOKEN_KEY = 'stagehand.token';
   const PLUGINS_KEY = 'stagehand.plugins'; // the plugin ids of the last visit (not a secret)
   const SECOND = 1000;
@@ -1827,6 +1829,17 @@
     return run.traceId || (run.trace && run.trace.traceId) || null;
   }
 
+  function traceNode(traceId) {
+    const code = el('code', null, traceId);
+    if (!TRACE_URL.includes('{traceId}') || !/^https?:\/\//i.test(TRACE_URL)) return code;
+    const link = el('a');
+    link.href = TRACE_URL.split('{traceId}').join(encodeURIComponent(traceId));
+    link.target = '_blank';
+    link.rel = 'noopener';
+    link.append(code);
+    return link;
+  }
+
   function renderDetailRuns() {
     if (!detail.sections) return;
     const s = detail.sections;
@@ -1932,7 +1945,7 @@
     if (ends.length) dlRow(dl, 'Ended with', ends.join(', '));
     if (run.error) dlRow(dl, 'Error', errorNode(run.error), 'error-text');
     const traceId = traceIdOf(run);
-    if (traceId) dlRow(dl, 'Trace id', el('code', null, traceId));
+    if (traceId) dlRow(dl, 'Trace id', traceNode(traceId));
 
     const output = detail.outputs.get(run.runId);
     if (!item.details.open) return;

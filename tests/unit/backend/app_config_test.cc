@@ -696,6 +696,25 @@ TEST_F(AppConfigTest, TheDashboardIsOnAtTheRootUnlessConfiguredOtherwise) {
   EXPECT_EQ(moved->dashboard_path, "/ops/scheduler/");
 }
 
+TEST_F(AppConfigTest, TheDashboardTraceUrlIsReadAndCheckedNamingTheKey) {
+  Result<BackendConfig> plain = ReadBackend("");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->dashboard_trace_url, "");
+
+  Result<BackendConfig> linked =
+      ReadBackend("stagehand:\n  dashboard:\n    traceUrl: http://jaeger:16686/trace/{traceId}\n");
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_EQ(linked->dashboard_trace_url, "http://jaeger:16686/trace/{traceId}");
+
+  const std::string file = File("app-config.yaml");
+  EXPECT_EQ(ReadBackendError("stagehand:\n  dashboard:\n    traceUrl: http://jaeger/trace/\n"),
+            "Invalid config value for key 'stagehand.dashboard.traceUrl' in '" + file +
+                "' at line 3: it must hold {traceId}, where the page puts a run's trace id");
+  EXPECT_EQ(ReadBackendError("stagehand:\n  dashboard:\n    traceUrl: ftp://jaeger/{traceId}\n"),
+            "Invalid config value for key 'stagehand.dashboard.traceUrl' in '" + file +
+                "' at line 3: it must be an http or https URL, not ftp");
+}
+
 TEST_F(AppConfigTest, ABadDashboardPathNamesTheKey) {
   const std::string file = File("app-config.yaml");
   EXPECT_EQ(ReadBackendError("stagehand:\n  dashboard: { path: /api/ui }\n"),

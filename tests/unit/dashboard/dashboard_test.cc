@@ -53,7 +53,7 @@ TEST(DashboardPathTest, BadPathsAreRefusedSayingWhy) {
 }
 
 TEST(DashboardTest, ThePageAtTheRootIsToldTheRootAndTheAuthMode) {
-  const HttpHandler handler = MakeDashboardHandler({"/", true});
+  const HttpHandler handler = MakeDashboardHandler({"/", true, ""});
   std::optional<HttpResponse> page = Get(handler, "/");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 200);
@@ -64,8 +64,33 @@ TEST(DashboardTest, ThePageAtTheRootIsToldTheRootAndTheAuthMode) {
   EXPECT_THAT(Get(handler, "/index.html"),
               Optional(testing::Field(&HttpResponse::body, page->body)));
 
-  const HttpHandler open = MakeDashboardHandler({"/", false});
+  const HttpHandler open = MakeDashboardHandler({"/", false, ""});
   EXPECT_THAT(Get(open, "/")->body, ContainsRegex("stagehand-auth\"[^>]*content=\"development\""));
+}
+
+TEST(DashboardTest, ThePageIsToldTheTraceUrlEscapedOrNoneWithoutOne) {
+  const HttpHandler plain = MakeDashboardHandler({"/", true, ""});
+  EXPECT_THAT(Get(plain, "/")->body, ContainsRegex("stagehand-trace-url\"[^>]*content=\"\""));
+
+  DashboardOptions options;
+  options.trace_url = "https://tempo.example/explore?a=1&trace=\"{traceId}\"<x>'";
+  const HttpHandler linked = MakeDashboardHandler(options);
+  const std::string body = Get(linked, "/")->body;
+  EXPECT_THAT(body, HasSubstr("<meta name=\"stagehand-trace-url\" content=\"https://tempo.example/"
+                              "explore?a=1&amp;trace=&quot;{traceId}&quot;&lt;x&gt;&#39;\">"));
+  EXPECT_THAT(body, Not(HasSubstr("%STAGEHAND_")));
+}
+
+TEST(DashboardTraceUrlTest, NeedsAnHttpUrlWithTheTraceId) {
+  EXPECT_TRUE(CheckDashboardTraceUrl("http://jaeger:16686/trace/{traceId}").ok());
+  EXPECT_TRUE(CheckDashboardTraceUrl("https://grafana/explore?trace={traceId}&x=1").ok());
+  EXPECT_THAT(CheckDashboardTraceUrl("http://jaeger:16686/trace/").message(),
+              HasSubstr("{traceId}"));
+  EXPECT_THAT(CheckDashboardTraceUrl("ftp://jaeger/{traceId}").message(),
+              HasSubstr("http or https"));
+  EXPECT_THAT(CheckDashboardTraceUrl("javascript:alert(1)//{traceId}").code(),
+              StatusCode::kInvalidArgument);
+  EXPECT_THAT(CheckDashboardTraceUrl("/trace/{traceId}").code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DashboardTest, ThePageIsServedWithAStrictContentSecurityPolicy) {
@@ -101,7 +126,7 @@ TEST(DashboardTest, AnUnchangedFileIsNotSentAgain) {
 }
 
 TEST(DashboardTest, AtASubPathTheRootIsRelativeAndTheBarePathRedirects) {
-  const HttpHandler handler = MakeDashboardHandler({"/ops/scheduler/", true});
+  const HttpHandler handler = MakeDashboardHandler({"/ops/scheduler/", true, ""});
   std::optional<HttpResponse> page = Get(handler, "/ops/scheduler/");
   ASSERT_TRUE(page);
   EXPECT_THAT(page->body, ContainsRegex("stagehand-root\"[^>]*content=\"\\.\\./\\.\\./\""));
