@@ -124,9 +124,9 @@ std::string RunIdOfTicket(std::string_view column) {
 
 // The CTEs that record the runs of the CTE `source` in their tasks' rings of $<keep_param> rows
 // (ADR 0011), the last one named `name` and returning task_id, slot and run_id. `source` has one
-// row per run, with the run columns of stagehand_task_runs but seq and slot (trace_id last), output
-// as bytea, and
-// `ord`, the order of its task's runs within the source. Each run takes its task's next number
+// row per run, with the run columns of stagehand_task_runs but seq and slot (trace_id last),
+// output as bytea, and `ord`, the order of its task's runs within the source. Each run takes its
+// task's next number
 // (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task order) and the ring
 // row that number names, replacing the run recorded there $<keep_param> runs before; of a task's
 // runs in one statement, only its newest $<keep_param> are written. With `one_per_task` (a source

@@ -167,6 +167,14 @@ TEST_F(DaemonPostgresTest, ATracedTriggerOnOneHostTracesTheRunOnTheOther) {
   EXPECT_NE(test_otlp::Attribute(run, "stagehand.start_lag_ms"), "<none>");
   EXPECT_NE(test_otlp::Attribute(run, "host.name"), "<none>");
 
+  // The run history, read through A, names the trace (the dashboard links it).
+  const httplib::Result runs = client.Get("/api/jobs/.stagehand/v1/tasks/report/runs");
+  ASSERT_TRUE(runs);
+  const nlohmann::json history = nlohmann::json::parse(runs->body, nullptr, false);
+  ASSERT_TRUE(history.contains("runs") && !history["runs"].empty()) << runs->body;
+  EXPECT_EQ(history["runs"][0]["traceId"], "0af7651916cd43dd8448eb211c80319c");
+  EXPECT_EQ(history["runs"][0]["runId"], test_otlp::Attribute(run, "stagehand.run_id"));
+
   // B's request is the run's client span; the request carried that span's traceparent.
   const nlohmann::json request_sent = collector.WaitForSpan(in_trace("POST"), 5s);
   ASSERT_FALSE(request_sent.is_null()) << "no client span of the HTTP task";
