@@ -126,11 +126,11 @@ std::string RunIdOfTicket(std::string_view column) {
 // (ADR 0011), the last one named `name` and returning task_id, slot and run_id. `source` has one
 // row per run, with the run columns of stagehand_task_runs but seq and slot (trace_id last),
 // output as bytea, and `ord`, the order of its task's runs within the source. Each run takes its
-// task's next number
-// (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task order) and the ring
-// row that number names, replacing the run recorded there $<keep_param> runs before; of a task's
-// runs in one statement, only its newest $<keep_param> are written. With `one_per_task` (a source
-// that holds at most one run per task, as claims and releases do) the count simply goes up by one.
+// task's next number (`seq`, counted in stagehand_task_run_counts, whose rows are locked in task
+// order) and the ring row that number names, replacing the run recorded there $<keep_param> runs
+// before; of a task's runs in one statement, only its newest $<keep_param> are written. With
+// `one_per_task` (a source that holds at most one run per task, as claims and releases do) the
+// count simply goes up by one.
 // The count's and the ring's writes change no indexed column, so both are heap-only updates.
 std::string RecordInRings(std::string_view source, int keep_param, std::string_view name,
                           bool one_per_task) {
