@@ -19,8 +19,9 @@
 namespace stagehand {
 namespace {
 
-// The blocks under `stagehand`: `server` and `scheduler` are read here, `plugins` by the daemon,
-// `database` by ReadDatabaseConfig, `tracing` by ReadTracingConfig.
+// The blocks under `stagehand`: `server`, `scheduler`, `metrics`, `history` and `dashboard` are
+// read here, `plugins` by the daemon, `database` by ReadDatabaseConfig, `tracing` by
+// ReadTracingConfig.
 constexpr std::array<std::string_view, 8> kStagehandKeys = {
     "plugins", "server", "scheduler", "metrics", "database", "history", "tracing", "dashboard"};
 constexpr std::array<std::string_view, 3> kDashboardKeys = {"enabled", "path", "traceUrl"};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "integration/postgres/test_server.h"
+#include "integration/trace_id_migration.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/store/postgres_task_store.h"
@@ -526,16 +527,7 @@ TEST_F(PostgresSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(StagehandMigrations(db), kStagehandMigrationNames);
   EXPECT_EQ(db.Scalar(kColumn), "text YES");
-  Result<TaskRun> before = store->history()->GetRun("old");
-  ASSERT_TRUE(before.ok()) << before.status().ToString();
-  EXPECT_FALSE(before->origin.trace_id.has_value());
-  RunOrigin traced{"host", 1, RunTrigger::kManual};
-  traced.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-  const std::vector<RunStart> starts = {RunStart{"new", "task", traced}};
-  ASSERT_TRUE(store->history()->RecordStarts(starts).ok());
-  Result<TaskRun> recorded = store->history()->GetRun("new");
-  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
-  EXPECT_EQ(recorded->origin.trace_id, traced.trace_id);
+  schema_test::ExpectOldRunsWithoutTraceIdsAndNewRunsWithThem(*store);
 }
 
 // A host that does not migrate (backend.database.skipMigrations) on a database whose history

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "integration/trace_id_migration.h"
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
 
@@ -399,16 +400,7 @@ TEST(SqliteSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
   EXPECT_EQ(db.Query("SELECT type, \"notnull\" FROM pragma_table_info('stagehand_task_runs') "
                      "WHERE name = 'trace_id'"),
             (Rows{{"TEXT", "0"}}));
-  Result<TaskRun> old = store->history()->GetRun("old");
-  ASSERT_TRUE(old.ok()) << old.status().ToString();
-  EXPECT_FALSE(old->origin.trace_id.has_value());
-  RunOrigin traced{"host", 1, RunTrigger::kManual};
-  traced.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-  const std::vector<RunStart> starts = {RunStart{"new", "task", traced}};
-  ASSERT_TRUE(store->history()->RecordStarts(starts).ok());
-  Result<TaskRun> recorded = store->history()->GetRun("new");
-  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
-  EXPECT_EQ(recorded->origin.trace_id, traced.trace_id);
+  schema_test::ExpectOldRunsWithoutTraceIdsAndNewRunsWithThem(*store);
 }
 
 TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {
