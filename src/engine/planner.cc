@@ -696,8 +696,12 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
         std::hash<std::string>{}(ticket);
     const bool retry =
         task.retry_attempt > 1 && task.retry_due && candidates[i].due == task.retry_due;
+    // A manual task's row is due only when a trigger made it so, whether or not this host has
+    // heard of that trigger yet (another host's, or its notification still on its way).
+    const bool manual_cadence = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
     candidates[i].trigger = task.manual_pending ? RunTrigger::kManual
                             : retry             ? RunTrigger::kRetry
+                            : manual_cadence    ? RunTrigger::kManual
                                                 : RunTrigger::kSchedule;
     candidates[i].attempt = candidates[i].trigger == RunTrigger::kRetry ? task.retry_attempt : 1;
     tickets->push_back(std::move(ticket));

@@ -788,9 +788,16 @@ void TaskEngine::SubmitRun(std::function<void()> body) {
 }
 
 TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run) {
+  bool claim_at_risk = false;
   {
     std::lock_guard lock(mu_);
     --runs_outside_fn_;
+    // A global run whose claim is already at risk (the host was paused or starved between the
+    // claim and this start) does not start at all: its row may lapse to another host while it runs.
+    if (!run.ticket.empty() && clock_.MonoNow() >= run.fence_at) {
+      claim_at_risk = true;
+      if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
+    }
   }
   cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {
@@ -802,16 +809,20 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   } back_outside{this};
   std::optional<std::string> message;
   std::string name = "Error";
-  try {
-    SpanSink* spans = run.trace.sampled() ? context_.options.span_sink.get() : nullptr;
-    Status status = task.def.fn(
-        RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace, spans});
-    if (!status.ok()) message = status.message();
-  } catch (const std::exception& error) {
-    message = error.what();
-  } catch (...) {
-    message = "<no reason given>";
-    name = "Unknown";
+  if (claim_at_risk) {
+    message = "not started: its claim was about to lapse before the run could start";
+  } else {
+    try {
+      SpanSink* spans = run.trace.sampled() ? context_.options.span_sink.get() : nullptr;
+      Status status = task.def.fn(
+          RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace, spans});
+      if (!status.ok()) message = status.message();
+    } catch (const std::exception& error) {
+      message = error.what();
+    } catch (...) {
+      message = "<no reason given>";
+      name = "Unknown";
+    }
   }
   Outcome outcome;
   {
