@@ -382,6 +382,20 @@ class TreeWatcher:
         return [run_id for _, run_id, _ in survivors.values()]
 
 
+def http_request(port, method, path, body=None, headers=None, timeout=5):
+    """One HTTP request to 127.0.0.1:`port` on a fresh connection; (status, body) or (None, error
+    text)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException) as error:
+        return None, str(error)
+    finally:
+        connection.close()
+
+
 class Host:
     """One `stagehand serve` process: its port (known once it is ready), its proxy, its config, its
     log and its ready file."""
@@ -464,15 +478,7 @@ class Host:
         """One HTTP request on a fresh connection; (status, body) or (None, error text)."""
         if self.port is None:
             return None, f"{self.name} has no port (not started, or not ready yet)"
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            connection.request(method, path, body=body, headers=headers or {})
-            response = connection.getresponse()
-            return response.status, response.read()
-        except (OSError, http.client.HTTPException) as error:
-            return None, str(error)
-        finally:
-            connection.close()
+        return http_request(self.port, method, path, body, headers, timeout)
 
     def signal_tree(self, sig):
         """Sends `sig` to the daemon, then to every descendant (its running commands)."""
