@@ -792,9 +792,9 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   {
     std::lock_guard lock(mu_);
     --runs_outside_fn_;
-    // A global run whose claim is already at risk (the host was paused or starved between the
-    // claim and this start) does not start at all: its row may lapse to another host while it runs.
-    if (!run.ticket.empty() && clock_.MonoNow() >= run.fence_at) {
+    // A global run whose claim is lost or at risk by now (the host was paused or starved between
+    // the claim and this start) does not start at all: the row may be another host's.
+    if (!run.ticket.empty() && (!run.ours || clock_.MonoNow() >= run.fence_at)) {
       claim_at_risk = true;
       if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
     }

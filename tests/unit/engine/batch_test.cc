@@ -3,6 +3,7 @@
 // and a claim in flight at shutdown.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <numeric>
@@ -106,8 +107,11 @@ class CountingStore final : public TaskStore {
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override {
+    if (fail_renewals_) return Status(StatusCode::kUnavailable, "renewals fail in this test");
     return inner_->RenewLease(id, ticket, timeout, lease);
   }
+  // Makes every later lease renewal fail, as an unreachable database does.
+  void FailRenewals() { fail_renewals_ = true; }
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override {
@@ -148,6 +152,7 @@ class CountingStore final : public TaskStore {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool hold_claims_ = false;
+  std::atomic<bool> fail_renewals_ = false;
   int claims_held_ = 0;
   std::vector<std::size_t> claim_batches_;
   std::vector<std::size_t> release_batches_;
@@ -299,6 +304,61 @@ TEST_F(EngineTest, ARunWhoseClaimWasInFlightWhenShutdownBeganIsSignalled) {
   EXPECT_EQ(probe.calls(), 1);
   EXPECT_EQ(probe.stopped_by_token(), 1);
   EXPECT_EQ(Row("t")->current_run_ticket, std::nullopt) << "the stopped run released its ticket";
+}
+
+// A host paused (or starved) between a claim's answer and the run's start wakes with the claim
+// at risk: its lease is lapsing and cannot be renewed, or another host holds the row by now. The
+// run never starts (a function started then would outlive the claim); the task runs later.
+class ClaimAtRiskBeforeStartTest : public EngineTest {
+ protected:
+  // Registers "t" with its first claim held until `meanwhile` has run, the whole lease later.
+  void ClaimThenWakeAfterTheLease(const std::function<void()>& meanwhile) {
+    gated_->HoldClaims();
+    ASSERT_TRUE(engine_.Register(Task("t", Schedule("PT1M"), probe_.Fn())).ok());
+    ASSERT_TRUE(gated_->WaitClaimHeld());
+    clock_.Advance(seconds(11));  // lease 10 s
+    meanwhile();
+    gated_->ReleaseClaims();
+    ASSERT_TRUE(recorder_->WaitFor("failed", "t", 1));
+    Settle();
+  }
+
+  std::shared_ptr<CountingStore> gated_ = std::make_shared<CountingStore>(store_);
+  TaskEngine& engine_ = StartEngine(gated_, Options());
+  Probe& probe_ = MakeProbe();
+};
+
+TEST_F(ClaimAtRiskBeforeStartTest, ALeaseThatCannotBeRenewedInTimeStartsNothing) {
+  ClaimThenWakeAfterTheLease([&] { gated_->FailRenewals(); });
+  // The lapsed row is swept and claimed afresh (its slot never ran): that claim runs.
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  const std::size_t claims = gated_->claim_batches().size();
+  EXPECT_EQ(probe_.calls(), static_cast<int>(claims) - 1)
+      << "the function ran on the claim that was answered after its lease";
+}
+
+TEST_F(ClaimAtRiskBeforeStartTest, ARowAnotherHostTookMeanwhileStartsNothingHere) {
+  ClaimThenWakeAfterTheLease([&] {
+    std::optional<TaskRow> row = Row("t");
+    ASSERT_TRUE(row && row->current_run_ticket);
+    row->current_run_ticket = "another-hosts-ticket";
+    row->current_run_started_at = clock_.Now();
+    row->current_run_expires_at = clock_.Now() + seconds(10);
+    OtherHostStore()->PutRow(*row);
+  });
+  EXPECT_EQ(probe_.calls(), 0) << "the function ran on another host's claim";
+  EXPECT_EQ(Row("t")->current_run_ticket, "another-hosts-ticket")
+      << "this host released over the other's ticket";
+
+  std::optional<TaskRow> row = Row("t");
+  row->current_run_ticket.reset();
+  row->current_run_expires_at.reset();
+  row->current_run_started_at.reset();
+  row->next_run_start_at = clock_.Now() + minutes(1);
+  OtherHostStore()->PutRow(*row);  // the other host's run ended
+  AdvanceBy(minutes(2));
+  EXPECT_TRUE(probe_.WaitCalls(1)) << "the task never ran here again";
 }
 
 TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
