@@ -9,7 +9,8 @@
 #   bench/side_by_side.sh --build-dir=DIR --out-dir=DIR [--smoke] [--scenarios=a,b,...]
 #
 # Outputs in --out-dir: stagehand.json, backstage.json, pgbench.json, comparison.md,
-# start_lag.png. The npm cache folder is STAGEHAND_BENCH_CACHE (default
+# start_lag.png, and for the saturated rate (three rounds, unless --smoke)
+# saturation_{stagehand,pgbench}_<round>.json. The npm cache folder is STAGEHAND_BENCH_CACHE (default
 # ~/.cache/stagehand-bench); the first install fetches about 650 packages from the npm registry.
 # A missing tool (node, npm, gnuplot, pgbench) is an error, never a skip.
 set -euo pipefail
@@ -67,14 +68,30 @@ if ((smoke)); then
   # saturation scenario repeats throughput's figure at its limit and is left to the full run.
   scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput}"
 fi
+# The saturated rate is measured apart, three times, each beside its references (below).
+saturation_rounds=0
+if ((!smoke)) && [[ -z "${scenarios}" || ",${scenarios}," == *,saturation,* ]]; then
+  saturation_rounds=3
+fi
 if [[ -n "${scenarios}" ]]; then
-  engine_args+=(--scenarios="${scenarios}")
   peer_args+=(--scenarios="${scenarios}")
 fi
+engine_scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput,saturation,kill}"
+if ((saturation_rounds > 0)); then
+  engine_scenarios="$(tr ',' '\n' <<<"${engine_scenarios}" | grep -vx saturation | paste -sd, -)"
+fi
+if [[ -n "${engine_scenarios}" ]]; then
+  engine_args+=(--scenarios="${engine_scenarios}")
+fi
 
-echo "==> stagehand (engine_bench ${engine_args[*]})" >&2
-"${build_dir}/bench/engine_bench" "${engine_args[@]}" --benchmark_out="${out_dir}/stagehand.json" \
-  >/dev/null
+rm -f "${out_dir}"/saturation_*.json
+if [[ -n "${engine_scenarios}" ]]; then
+  echo "==> stagehand (engine_bench ${engine_args[*]})" >&2
+  "${build_dir}/bench/engine_bench" "${engine_args[@]}" --benchmark_out="${out_dir}/stagehand.json" \
+    >/dev/null
+else
+  echo '{}' >"${out_dir}/stagehand.json"
+fi
 echo "==> Backstage $(node -e "process.stdout.write(require('${peer_modules}/@backstage/backend-defaults/package.json').version)") (peer.js ${peer_args[*]})" >&2
 node "${root}/bench/backstage-peer/peer.js" "${peer_args[@]}" --out="${out_dir}/backstage.json" >/dev/null
 echo "==> pgbench claim+release reference (store_claim_bench --seconds=${claim_seconds})" >&2
@@ -85,5 +102,18 @@ if [[ -z "${STAGEHAND_TEST_PG_BIN:-}" ]]; then
 fi
 "${build_dir}/bench/store_claim_bench" --seconds="${claim_seconds}" \
   --benchmark_out="${out_dir}/pgbench.json" >/dev/null
+
+# Issue 22: the saturated rate, then pgbench running the store's single-row claim+release and its
+# batched claim_many+release_many at the batch size the engines sent in that run (from
+# pg_stat_statements), three times over; report.py gives the median and the spread of each ratio.
+for ((round = 1; round <= saturation_rounds; ++round)); do
+  echo "==> saturation, round ${round} of ${saturation_rounds}: stagehand" >&2
+  "${build_dir}/bench/engine_bench" --side_by_side --scenarios=saturation \
+    --benchmark_out="${out_dir}/saturation_stagehand_${round}.json" >/dev/null
+  batch="$(python3 "${root}/bench/report.py" --batch-of="${out_dir}/saturation_stagehand_${round}.json")"
+  echo "==> saturation, round ${round} of ${saturation_rounds}: pgbench single-row and ${batch}-row batches" >&2
+  "${build_dir}/bench/store_claim_bench" --seconds=10 --batch="${batch}" \
+    --benchmark_out="${out_dir}/saturation_pgbench_${round}.json" >/dev/null
+done
 
 python3 "${root}/bench/report.py" --dir="${out_dir}"

@@ -8,14 +8,19 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stop_token>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -134,6 +139,7 @@ class WorkerProcess {
     ::kill(pid_, SIGKILL);
     killed_ = true;
   }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -348,12 +354,127 @@ Json IdleProcess(const std::string& url, int tasks, seconds idle) {
   return out;
 }
 
+// CPU seconds (user + system) used so far by the process `pid`, from /proc; 0 when it is gone.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return 0;
+  std::istringstream fields(text.substr(after_name + 2));
+  std::string field;
+  double ticks = 0;
+  // Fields 3.. after the name: state is the first; utime and stime are the 12th and 13th.
+  for (int index = 0; index < 13 && fields >> field; ++index) {
+    if (index >= 11) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The pids of every running process named `name` (its /proc/<pid>/comm).
+std::vector<pid_t> ProcessesNamed(const std::string& name) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string file = entry.path().filename().string();
+    if (file.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm(entry.path() / "comm");
+    std::string comm_name;
+    if (std::getline(comm, comm_name) && comm_name == name) pids.push_back(std::stoi(file));
+  }
+  return pids;
+}
+
+// Busy and total CPU ticks of the whole machine so far (/proc/stat's first line).
+std::pair<double, double> MachineTicks() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  stat >> cpu;
+  double busy = 0;
+  double total = 0;
+  for (int index = 0; index < 8; ++index) {
+    double value = 0;
+    stat >> value;
+    total += value;
+    if (index != 3 && index != 4) busy += value;  // idle and iowait are not busy
+  }
+  return {busy, total};
+}
+
+// Where the CPU goes during a window: the engine processes', PostgreSQL's (all its processes) and
+// the whole machine's share, each in % of one core.
+class CpuShares {
+ public:
+  explicit CpuShares(std::vector<pid_t> engines)
+      : engines_(std::move(engines)), postgres_(ProcessesNamed("postgres")) {
+    engines_before_ = Sum(engines_);
+    postgres_before_ = Sum(postgres_);
+    machine_before_ = MachineTicks();
+    begin_ = Steady::now();
+  }
+  Json End() const {
+    const double seconds = std::chrono::duration<double>(Steady::now() - begin_).count();
+    const auto machine = MachineTicks();
+    const double cores = static_cast<double>(std::thread::hardware_concurrency());
+    const double total = machine.second - machine_before_.second;
+    Json out;
+    out["engines_pct"] = 100 * (Sum(engines_) - engines_before_) / seconds;
+    out["postgres_pct"] = 100 * (Sum(postgres_) - postgres_before_) / seconds;
+    out["machine_busy_pct"] =
+        total > 0 ? 100 * cores * (machine.first - machine_before_.first) / total : 0.0;
+    out["cores"] = static_cast<int>(cores);
+    return out;
+  }
+
+ private:
+  static double Sum(const std::vector<pid_t>& pids) {
+    double sum = 0;
+    for (const pid_t pid : pids) sum += ProcessCpuSeconds(pid);
+    return sum;
+  }
+  std::vector<pid_t> engines_;
+  std::vector<pid_t> postgres_;
+  double engines_before_ = 0;
+  double postgres_before_ = 0;
+  std::pair<double, double> machine_before_;
+  Steady::time_point begin_;
+};
+
+// Calls of the store's batched claims (claim_many) or releases (release_many) in `database`
+// and the rows they returned, from pg_stat_statements. Each call returns one row per claimed or
+// released task plus one that carries the clock.
+struct BatchCount {
+  double calls = 0;
+  double rows = 0;
+};
+BatchCount CountBatches(Admin& admin, const std::string& database, std::string_view marker) {
+  const std::string where =
+      " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+      "WHERE d.datname = '" +
+      database + "' AND s.query LIKE '%" + std::string(marker) + "%'";
+  const std::string calls = admin.Scalar("SELECT coalesce(sum(calls), 0)" + where);
+  const std::string rows = admin.Scalar("SELECT coalesce(sum(rows), 0)" + where);
+  return BatchCount{calls.empty() ? 0 : std::stod(calls), rows.empty() ? 0 : std::stod(rows)};
+}
+
+// The batch statements' calls between two counts and the tasks per call.
+Json BatchFigures(const BatchCount& before, const BatchCount& after) {
+  const double calls = after.calls - before.calls;
+  Json out;
+  out["calls"] = calls;
+  out["tasks_per_call"] = calls > 0 ? (after.rows - before.rows) / calls - 1 : 0.0;
+  return out;
+}
+
 // `processes` workers, each registering the same `tasks` global tasks every `cadence`: completed
-// runs per second over `duration` once all are registered, and overlapping runs of one task.
+// runs per second over `duration` once all are registered, overlapping runs of one task, and the
+// sizes of the batched claims and releases the engines sent meanwhile.
 Json Throughput(const std::string& url, int processes, int tasks, milliseconds cadence,
                 seconds duration) {
   auto backend = Backend::Postgres(url);
   backend->Open();
+  Admin admin(url);
+  // Texts only the batched statements have (src/store/postgres/statements.cc).
+  constexpr std::string_view kClaimMany = "FOR UPDATE OF t SKIP LOCKED";
+  constexpr std::string_view kReleaseMany = "released AS (";
   EventBoard board;
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   for (int i = 0; i < processes; ++i) {
@@ -365,9 +486,17 @@ Json Throughput(const std::string& url, int processes, int tasks, milliseconds c
     workers.push_back(std::make_unique<WorkerProcess>(args, board));
   }
   board.MustWait("ready", static_cast<size_t>(processes), seconds(120));
+  const BatchCount claims_before = CountBatches(admin, backend->database(), kClaimMany);
+  const BatchCount releases_before = CountBatches(admin, backend->database(), kReleaseMany);
+  std::vector<pid_t> engine_pids;
+  for (const auto& worker : workers) engine_pids.push_back(worker->pid());
+  const CpuShares cpu(engine_pids);
   const int64_t begin = NowNs();
   std::this_thread::sleep_for(duration);
   const int64_t end = NowNs();
+  const Json cpu_shares = cpu.End();
+  const BatchCount claims_after = CountBatches(admin, backend->database(), kClaimMany);
+  const BatchCount releases_after = CountBatches(admin, backend->database(), kReleaseMany);
   for (auto& worker : workers) worker->Send("report");
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_task;
   int64_t completed = 0;
@@ -401,6 +530,9 @@ Json Throughput(const std::string& url, int processes, int tasks, milliseconds c
   out["runs_per_s"] = static_cast<double>(completed) / seconds_measured;
   out["runs_per_process"] = per_process;
   out["overlaps"] = overlaps;
+  out["claim_many"] = BatchFigures(claims_before, claims_after);
+  out["release_many"] = BatchFigures(releases_before, releases_after);
+  out["cpu"] = cpu_shares;
   return out;
 }
 

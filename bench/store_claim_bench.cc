@@ -1,11 +1,13 @@
 // Claim+release pairs per second through PostgresTaskStore, against pgbench running the store's
-// same two statements (bench/pgbench/claim_release.sql) on the same server in the same run.
+// same two statements (bench/pgbench/claim_release.sql) on the same server in the same run, and,
+// with --batch=N, pgbench running the store's batched claim and release of N rows per statement
+// (bench/pgbench/claim_release_many.sql): the limit of a batching engine.
 // Eight threads (eight pooled connections) each claim and release their own due rows; a release
 // with a zero duration cadence makes the row due again at once.
 //
 // Needs STAGEHAND_TEST_POSTGRES_URL (run it through scripts/test-postgres, or
 // bench/store_claim.sh); without it, it prints a note and exits 0 so that scripts/bench can run
-// every benchmark. Options: --seconds=N (default 10, or STAGEHAND_BENCH_SECONDS),
+// every benchmark. Options: --seconds=N (default 10, or STAGEHAND_BENCH_SECONDS), --batch=N,
 // --benchmark_out=<file> (also writes the JSON there); other --benchmark_* flags are ignored.
 
 #include <sys/resource.h>
@@ -149,21 +151,16 @@ StoreRun RunStore(TaskStore& store, steady_clock::duration duration) {
   return StoreRun{pairs.load(), failures.load(), elapsed};
 }
 
-// Runs pgbench with the claim+release script on `threads` client threads; returns its tps (0 on
-// failure).
-double RunPgbench(const std::string& url, int threads, int duration_seconds) {
-  std::string script =
-      (std::filesystem::path(STAGEHAND_BENCH_DIR) / "pgbench" / "claim_release.sql").string();
-  if (const char* override_path = std::getenv("STAGEHAND_BENCH_PGBENCH_SCRIPT")) {
-    script = override_path;
-  }
-  const std::string command =
-      ShellQuote(Tool("pgbench")) + " -n -M prepared -c " + std::to_string(kConnections) + " -j " +
-      std::to_string(threads) + " -T " + std::to_string(duration_seconds) +
-      " -D rows_per_client=" + std::to_string(kRowsPerConnection) +
-      " -D timeout_ms=60000 -D lease_ms=60000 -D plan_kind=scheduled_plus -D seconds=0"
-      " -D channel=stagehand_tasks -D event=release -D marked=none -D cancelled=none -f " +
-      ShellQuote(script) + " " + ShellQuote(url) + " 2>&1";
+// Runs pgbench with bench/pgbench/<script_name> and the `defines` (-D name=value ...) on
+// `threads` client threads; returns its tps (0 on failure).
+double RunPgbench(const std::string& url, int threads, int duration_seconds,
+                  const std::string& script_name, const std::string& defines) {
+  const std::string script =
+      (std::filesystem::path(STAGEHAND_BENCH_DIR) / "pgbench" / script_name).string();
+  const std::string command = ShellQuote(Tool("pgbench")) + " -n -M prepared -c " +
+                              std::to_string(kConnections) + " -j " + std::to_string(threads) +
+                              " -T " + std::to_string(duration_seconds) + " " + defines + " -f " +
+                              ShellQuote(script) + " " + ShellQuote(url) + " 2>&1";
   const std::string output = Capture(command);
   const size_t at = output.find("tps = ");
   if (at == std::string::npos) {
@@ -173,16 +170,36 @@ double RunPgbench(const std::string& url, int threads, int duration_seconds) {
   return std::strtod(output.c_str() + at + 6, nullptr);
 }
 
+// One claim+release pair per transaction (bench/pgbench/claim_release.sql).
+double RunPgbenchPairs(const std::string& url, int threads, int duration_seconds) {
+  return RunPgbench(url, threads, duration_seconds, "claim_release.sql",
+                    "-D rows_per_client=" + std::to_string(kRowsPerConnection) +
+                        " -D timeout_ms=60000 -D lease_ms=60000 -D plan_kind=scheduled_plus"
+                        " -D seconds=0 -D channel=stagehand_tasks -D event=release -D marked=none"
+                        " -D cancelled=none");
+}
+
+// A batched claim and release of `batch` rows per transaction (bench/pgbench/
+// claim_release_many.sql); returns runs (claimed and released rows) per second.
+double RunPgbenchBatched(const std::string& url, int threads, int duration_seconds, int batch) {
+  return batch * RunPgbench(url, threads, duration_seconds, "claim_release_many.sql",
+                            "-D batch=" + std::to_string(batch) +
+                                " -D ready=0 -D timeout_ms=60000 -D lease_ms=60000"
+                                " -D channel=stagehand_tasks -D cancelled=none");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int duration_seconds = 10;
   if (const char* env = std::getenv("STAGEHAND_BENCH_SECONDS")) duration_seconds = std::atoi(env);
   std::string out_path;
+  int batch = 0;  // --batch=N: also pgbench's batched claim+release of N rows per statement
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--seconds=", 0) == 0) duration_seconds = std::atoi(arg.c_str() + 10);
     if (arg.rfind("--benchmark_out=", 0) == 0) out_path = arg.substr(16);
+    if (arg.rfind("--batch=", 0) == 0) batch = std::max(0, std::atoi(arg.c_str() + 8));
   }
   if (duration_seconds < 1) duration_seconds = 1;
 
@@ -213,15 +230,15 @@ int main(int argc, char** argv) {
   TaskSchedule schedule;
   schedule.settings.cadence = "PT0S";
   schedule.settings.timeout_after_duration = "PT1M";
-  for (int row = 0; row < kConnections * kRowsPerConnection; ++row) {
+  for (int row = 0; row < kConnections * std::max(kRowsPerConnection, batch); ++row) {
     if (Result<UpsertResult> r = store.Upsert(std::to_string(row), schedule); !r.ok()) {
       std::cerr << "store_claim_bench: " << r.status().ToString() << "\n";
       return 1;
     }
   }
 
-  // The three measurements run interleaved in rounds, in a rotating order, so that a change in
-  // the machine's load during the run affects all of them alike.
+  // The measurements run interleaved in rounds, in a rotating order, so that a change in the
+  // machine's load during the run affects all of them alike.
   RunStore(store, kWarmUp);
   const std::string bench_url = WithDatabase(url, database);
   const int rounds = std::max(1, std::min(kRounds, duration_seconds / 2));
@@ -235,9 +252,11 @@ int main(int argc, char** argv) {
   double our_cpu = 0;      // client CPU seconds of our runs
   double pgbench_cpu = 0;  // pgbench's CPU seconds (-j 2 runs)
   double pgbench_pairs = 0;
+  double batched_sum = 0;
+  const int steps = batch > 0 ? 4 : 3;
   for (int round = 0; round < rounds; ++round) {
-    for (int step = 0; step < 3; ++step) {
-      switch ((round + step) % 3) {
+    for (int step = 0; step < steps; ++step) {
+      switch ((round + step) % steps) {
         case 0: {
           const double cpu_before = CpuSeconds(RUSAGE_SELF);
           const StoreRun run = RunStore(store, seconds(round_seconds));
@@ -249,7 +268,7 @@ int main(int argc, char** argv) {
         }
         case 1: {
           const double cpu_before = CpuSeconds(RUSAGE_CHILDREN);
-          const double tps = RunPgbench(bench_url, kPgbenchThreads[0], round_seconds);
+          const double tps = RunPgbenchPairs(bench_url, kPgbenchThreads[0], round_seconds);
           pgbench_failed = pgbench_failed || tps <= 0;
           pgbench_sum += tps;
           pgbench_cpu += CpuSeconds(RUSAGE_CHILDREN) - cpu_before;
@@ -257,9 +276,16 @@ int main(int argc, char** argv) {
           break;
         }
         case 2: {
-          const double tps = RunPgbench(bench_url, kPgbenchThreads[1], round_seconds);
+          const double tps = RunPgbenchPairs(bench_url, kPgbenchThreads[1], round_seconds);
           pgbench_failed = pgbench_failed || tps <= 0;
           pgbench_per_connection_sum += tps;
+          break;
+        }
+        case 3: {
+          const double runs =
+              RunPgbenchBatched(bench_url, kPgbenchThreads[0], round_seconds, batch);
+          pgbench_failed = pgbench_failed || runs <= 0;
+          batched_sum += runs;
           break;
         }
       }
@@ -276,21 +302,27 @@ int main(int argc, char** argv) {
     std::cerr << "store_claim_bench: could not drop " << database << "\n";
   }
 
-  char json[768];
-  std::snprintf(
+  char json[1024];
+  int length = std::snprintf(
       json, sizeof json,
       "{\"benchmark\":\"store_claim_release\",\"connections\":%d,\"rows\":%d,\"seconds\":%d,"
       "\"rounds\":%d,\"store_pairs_per_second\":%.1f,\"store_pairs\":%lld,\"store_failures\":%lld,"
       "\"pgbench_mode\":\"prepared\",\"pgbench_pairs_per_second\":%.1f,\"pgbench_threads\":%d,"
       "\"ratio\":%.3f,\"pgbench_per_connection_pairs_per_second\":%.1f,"
       "\"pgbench_per_connection_threads\":%d,\"ratio_per_connection\":%.3f,"
-      "\"store_client_cpu_us_per_pair\":%.1f,\"pgbench_client_cpu_us_per_pair\":%.1f}",
+      "\"store_client_cpu_us_per_pair\":%.1f,\"pgbench_client_cpu_us_per_pair\":%.1f",
       kConnections, kConnections * kRowsPerConnection, rounds * round_seconds, rounds, ours,
       our_pairs, our_failures, pgbench, kPgbenchThreads[0], pgbench > 0 ? ours / pgbench : 0.0,
       pgbench_per_connection, kPgbenchThreads[1],
       pgbench_per_connection > 0 ? ours / pgbench_per_connection : 0.0,
       our_pairs > 0 ? our_cpu * 1e6 / static_cast<double>(our_pairs) : 0.0,
       pgbench_pairs > 0 ? pgbench_cpu * 1e6 / pgbench_pairs : 0.0);
+  if (batch > 0) {
+    length += std::snprintf(json + length, sizeof json - static_cast<size_t>(length),
+                            ",\"batch\":%d,\"pgbench_batched_runs_per_second\":%.1f", batch,
+                            batched_sum / rounds);
+  }
+  std::snprintf(json + length, sizeof json - static_cast<size_t>(length), "}");
   std::cout << json << "\n";
   if (!out_path.empty()) std::ofstream(out_path) << json << "\n";
   return !pgbench_failed && our_failures == 0 ? 0 : 1;

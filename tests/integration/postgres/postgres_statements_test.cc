@@ -148,12 +148,14 @@ std::string Squeeze(const std::string& sql) {
                             "");
 }
 
-// The SQL commands of a pgbench script: everything but comments and meta-commands, split at ';'.
+// The SQL commands of a pgbench script: everything but comments and meta-commands, split at ';'
+// and at `\gset` (which ends a command in its place).
 std::vector<std::string> PgbenchCommands(const std::string& path) {
   std::ifstream file(path);
   std::string line;
   std::string text;
   while (std::getline(file, line)) {
+    if (line.rfind("\\gset", 0) == 0) text += ";\n";
     if (line.rfind("--", 0) == 0 || line.rfind("\\", 0) == 0) continue;
     text += line + "\n";
   }
@@ -199,6 +201,30 @@ TEST(PgbenchScriptTest, RunsTheStoresOwnClaimAndReleaseStatements) {
                                        {":marked::", "$9::"},
                                        {":cancelled::", "$10::"}}),
             Squeeze(statements.release.sql));
+}
+
+TEST(PgbenchScriptTest, RunsTheStoresOwnBatchedClaimAndReleaseStatements) {
+  const std::vector<std::string> commands =
+      PgbenchCommands(STAGEHAND_SOURCE_DIR "/bench/pgbench/claim_release_many.sql");
+  ASSERT_EQ(commands.size(), 3u) << "the arrays' set-up, the claim and the release";
+  const pg_sql::Statements& statements = pg_sql::TaskStatements();
+  EXPECT_EQ(AsParameters(commands[1], {{":ids::", "$1::"},
+                                       {":tickets::", "$2::"},
+                                       {":timeouts::", "$3::"},
+                                       {":lease_ms::", "$4::"},
+                                       {":expected::", "$5::"},
+                                       {":channel::", "$6::"}}),
+            Squeeze(statements.claim_many.sql));
+  EXPECT_EQ(AsParameters(commands[2], {{":ids::", "$1::"},
+                                       {":tickets::", "$2::"},
+                                       {":next_kinds::", "$3::"},
+                                       {":next_seconds::", "$4::"},
+                                       {":next_instants::", "$5::"},
+                                       {":errors::", "$6::"},
+                                       {":marked_tickets::", "$7::"},
+                                       {":cancelled::", "$8::"},
+                                       {":channel::", "$9::"}}),
+            Squeeze(statements.release_many.sql));
 }
 
 }  // namespace
