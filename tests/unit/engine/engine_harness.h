@@ -37,7 +37,11 @@ class Recorder final : public SchedulerObserver {
   void OnRunCompleted(const RunInfo& run, std::chrono::nanoseconds) override {
     Add("completed", run.task_id);
   }
-  void OnRunFailed(const RunInfo& run, std::chrono::nanoseconds, std::string_view) override {
+  void OnRunFailed(const RunInfo& run, std::chrono::nanoseconds, std::string_view error) override {
+    {
+      std::lock_guard lock(mu_);
+      errors_[std::string(run.task_id)].emplace_back(error);
+    }
     Add("failed", run.task_id);
   }
   void OnClaimLost(std::string_view, std::string_view task_id) override {
@@ -68,6 +72,12 @@ class Recorder final : public SchedulerObserver {
     std::lock_guard lock(mu_);
     auto it = lags_.find(task);
     return it == lags_.end() ? std::vector<std::chrono::nanoseconds>{} : it->second;
+  }
+  // The error of each failed run of `task`, in order.
+  std::vector<std::string> Errors(const std::string& task) const {
+    std::lock_guard lock(mu_);
+    auto it = errors_.find(task);
+    return it == errors_.end() ? std::vector<std::string>{} : it->second;
   }
   // The span context and the caller's of each started run of `task` (invalid when none).
   std::vector<std::pair<TraceContext, TraceContext>> Traces(const std::string& task) const {
@@ -100,6 +110,7 @@ class Recorder final : public SchedulerObserver {
   mutable std::condition_variable cv_;
   std::map<std::string, int> counts_;
   std::map<std::string, std::vector<std::chrono::nanoseconds>> lags_;
+  std::map<std::string, std::vector<std::string>> errors_;
   std::map<std::string, std::vector<std::pair<TraceContext, TraceContext>>> traces_;
 };
 
