@@ -78,7 +78,7 @@ if [[ -n "${scenarios}" ]]; then
 fi
 engine_scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput,saturation,kill}"
 if ((saturation_rounds > 0)); then
-  engine_scenarios="$(tr ',' '\n' <<<"${engine_scenarios}" | grep -vx saturation | paste -sd, -)"
+  engine_scenarios="$(tr ',' '\n' <<<"${engine_scenarios}" | { grep -vx saturation || true; } | paste -sd, -)"
 fi
 if [[ -n "${engine_scenarios}" ]]; then
   engine_args+=(--scenarios="${engine_scenarios}")
