@@ -50,6 +50,8 @@ for system in ("stagehand", "backstage"):
 pg = json.load(open(os.path.join(out, "pgbench.json")))
 if not pg.get("pgbench_pairs_per_second", 0) > 0:
     problems.append("pgbench.json has no claim+release rate")
+if not pg.get("pgbench_batched_runs_per_second", 0) > 0:
+    problems.append("pgbench.json has no batched claim+release rate")
 for name in ("comparison.md", "start_lag.png"):
     path = os.path.join(out, name)
     if not os.path.exists(path) or os.path.getsize(path) == 0:
