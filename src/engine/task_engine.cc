@@ -794,10 +794,14 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
     --runs_outside_fn_;
     // A global run whose claim is lost or at risk by now (the host was paused or starved between
     // the claim and this start) does not start at all: the row may be another host's.
-    if (!run.ticket.empty() && (!run.ours || clock_.MonoNow() >= run.fence_at)) {
+    const MonoTime now = clock_.MonoNow();
+    if (!run.ticket.empty() && (!run.ours || now >= run.fence_at)) {
       claim_at_risk = true;
       if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
     }
+    // As in Backstage, the timeout counts from the function's start, not from the claim: a
+    // run whose start a busy host delayed still gets all of it. Its lease is renewed meanwhile.
+    if (!run.timeout_signalled) run.timeout_at = now + task.def.timeout;
   }
   cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {

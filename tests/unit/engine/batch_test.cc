@@ -362,6 +362,27 @@ TEST_F(ClaimAtRiskBeforeStartTest, ARowAnotherHostTookMeanwhileStartsNothingHere
   EXPECT_TRUE(probe_.WaitCalls(1)) << "the task never ran here again";
 }
 
+// A run whose start comes late after its claim (a busy host) still gets its whole timeout: as in
+// Backstage, the timeout counts from the function's start.
+TEST_F(EngineTest, ATimeoutCountsFromTheRunsStartNotFromItsClaim) {
+  auto gated = std::make_shared<CountingStore>(store_);
+  TaskEngine& engine = StartEngine(gated, Options());
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  gated->HoldClaims();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())).ok());
+  ASSERT_TRUE(gated->WaitClaimHeld());
+  clock_.Advance(seconds(5));  // the claim is answered 5 s late, well within its 10 s lease
+  gated->ReleaseClaims();
+  ASSERT_TRUE(probe.WaitCalls(1));
+  AdvanceBy(seconds(29));
+  EXPECT_EQ(probe.active(), 1) << "the run was stopped 30 s after its claim, 25 s into its run";
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1);
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+}
+
 TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
   // Without notifications the safety-net poll stays at poll_interval (5 s).
   auto counting = std::make_shared<CountingStore>(store_, /*notifies=*/false);
