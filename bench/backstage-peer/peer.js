@@ -15,7 +15,8 @@
 // across processes, and wall-clock milliseconds for cron slots.
 //
 // --migrate-check runs Backstage's own migrator instead, as a Backstage backend does when it starts
-// a plugin's scheduler, on an existing plugin DATABASE (in SCHEMA for pluginDivisionMode schema),
+// a plugin's scheduler, on an existing plugin DATABASE (in SCHEMA for pluginDivisionMode schema;
+// on MySQL or MariaDB, through mysql2, when --url is a mysql:// URL),
 // and prints what knex saw before and after as JSON: {"before": {...}, "after": {...}, "error":
 // null or the migrator's error}, each side with knex's completed and pending migrations and the
 // rows of its two bookkeeping tables. Exits 1 when the migrator fails. The database is not dropped.
@@ -103,13 +104,22 @@ async function statementCalls(database) {
 // The minimal services DefaultSchedulerService.create needs: a quiet logger, a root lifecycle
 // whose shutdown hooks we run ourselves, a router sink, the plugin's metadata, the database (knex
 // on pg, as Backstage's DatabaseManager makes it) and no-op metrics.
-function makeScheduler(database, schema, pluginId = kPluginId) {
-  const knex = knexFactory({
+// knex's settings for `database` on the server of --url: MySQL or MariaDB (mysql2, as Backstage's
+// `backend.database.client: mysql2`) for a mysql:// URL, else PostgreSQL.
+function knexConfig(database, schema) {
+  if (new URL(args.url).protocol === 'mysql:') {
+    return { client: 'mysql2', connection: databaseUrl(args.url, database), useNullAsDefault: true };
+  }
+  return {
     client: 'pg',
     connection: databaseUrl(args.url, database),
     searchPath: schema ? [schema] : undefined,
     useNullAsDefault: true,
-  });
+  };
+}
+
+function makeScheduler(database, schema, pluginId = kPluginId) {
+  const knex = knexFactory(knexConfig(database, schema));
   const logger = {
     debug() {},
     info() {},
@@ -618,11 +628,7 @@ async function worker() {
 
 // The --migrate-check mode (see the top of this file).
 async function migrateCheck(database, schema) {
-  const knex = knexFactory({
-    client: 'pg',
-    connection: databaseUrl(args.url, database),
-    searchPath: schema ? [schema] : undefined,
-  });
+  const knex = knexFactory(knexConfig(database, schema));
   const tableName = 'backstage_backend_tasks__knex_migrations';
   const directory = path.join(
     path.dirname(load.resolve('@backstage/backend-defaults/package.json')),

@@ -7,11 +7,8 @@
 // PostgreSQL, node and npm: without them the tests skip, and fail under CI.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "integration/backstage_peer.h"
 #include "integration/postgres/test_server.h"
 #include "stagehand/store/postgres_task_store.h"
 
@@ -31,47 +29,17 @@ constexpr char kPluginId[] = "history";
 const std::vector<std::string> kKnexMigrations = {
     "20210928160613_init.js", "20240712211735_nullable_next_run.js", "20250411000000_last_run.js"};
 
-struct Command {
-  int exit_code = -1;
-  std::string out;
-};
-
-// Runs `command` with /bin/sh and returns its exit code and standard output (its standard error
-// goes to the test's).
-Command RunShell(const std::string& command) {
-  Command result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
-    result.out.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string Quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
+using peer_test::Command;
+using peer_test::Modules;
 
 class BackstageMigratorTest : public pg_test::ServerTest {
  protected:
   void SetUp() override {
     pg_test::ServerTest::SetUp();
     if (IsSkipped() || HasFailure()) return;
-    for (const char* tool : {"node", "npm"}) {
-      if (RunShell(std::string("command -v ") + tool + " >/dev/null").exit_code == 0) continue;
-      if (std::getenv("CI") != nullptr) GTEST_FAIL() << tool << " is not installed";
-      GTEST_SKIP() << tool << " is not installed (scripts/bootstrap)";
+    if (std::optional<std::string> tool = peer_test::MissingTool()) {
+      if (std::getenv("CI") != nullptr) GTEST_FAIL() << *tool << " is not installed";
+      GTEST_SKIP() << *tool << " is not installed (scripts/bootstrap)";
     }
     ASSERT_TRUE(Modules().has_value()) << "bench/backstage-peer/install.sh failed";
     database_ = pg_test::UniqueDatabaseName("stagehand_backstage_migrator");
@@ -79,17 +47,6 @@ class BackstageMigratorTest : public pg_test::ServerTest {
 
   void TearDown() override {
     if (!database_.empty()) pg_test::DropDatabase(url(), database_);
-  }
-
-  // The peer's node_modules folder, installed once per process.
-  static const std::optional<std::string>& Modules() {
-    static const std::optional<std::string> modules = []() -> std::optional<std::string> {
-      Command installed = RunShell(Quote(STAGEHAND_SOURCE_DIR "/bench/backstage-peer/install.sh"));
-      while (!installed.out.empty() && installed.out.back() == '\n') installed.out.pop_back();
-      if (installed.exit_code != 0 || installed.out.empty()) return std::nullopt;
-      return installed.out;
-    }();
-    return modules;
   }
 
   // Opens the plugin's store (in `schema`, for pluginDivisionMode schema), migrated, with a task
@@ -124,11 +81,7 @@ class BackstageMigratorTest : public pg_test::ServerTest {
 
   // Runs Backstage's migrator on the database (in `schema`) and returns its report.
   Command RunBackstageMigrator(const std::string& schema = "") {
-    std::string command = "node " + Quote(STAGEHAND_SOURCE_DIR "/bench/backstage-peer/peer.js") +
-                          " --url=" + Quote(url()) + " --modules=" + Quote(*Modules()) +
-                          " --migrate-check=" + Quote(database_);
-    if (!schema.empty()) command += " --schema=" + Quote(schema);
-    return RunShell(command);
+    return peer_test::RunBackstageMigrator(url(), database_, schema);
   }
 
   // Returns knex's bookkeeping rows, migration times included, as text.
