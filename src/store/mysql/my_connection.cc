@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <mutex>
 
 #include "stagehand/base/text.h"
 
@@ -109,6 +110,9 @@ long long MyResult::GetInt(int row, int column) const {
 }
 
 Result<std::unique_ptr<MyConnection>> MyConnection::Open(const MyConnectParams& params) {
+  // mysql_init() initialises the library on first use, which is not thread-safe.
+  static std::once_flag library_initialised;
+  std::call_once(library_initialised, [] { mysql_library_init(0, nullptr, nullptr); });
   MYSQL* mysql = mysql_init(nullptr);
   if (mysql == nullptr) return UnavailableError("cannot allocate a MySQL session");
   const unsigned connect_timeout = WholeSeconds(params.connect_timeout);
@@ -136,8 +140,7 @@ Result<std::unique_ptr<MyConnection>> MyConnection::Open(const MyConnectParams& 
         "cannot connect to MySQL at {}: {}",
         unix_socket ? params.socket_path : fmt::format("{}:{}", params.host, params.port), reason));
   }
-  // The library opens its socket without close-on-exec; the daemon's children must not inherit
-  // it.
+  // Close-on-exec whatever the library did: the daemon's children must not inherit the session.
   if (const int fd = static_cast<int>(mysql_get_socket(mysql)); fd >= 0) {
     fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
   }

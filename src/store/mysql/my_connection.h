@@ -16,11 +16,11 @@
 #include "stagehand/base/status.h"
 
 struct st_mysql;
-struct st_mysql_res;
 
 namespace stagehand::store_internal {
 
-// Values for the `?` placeholders of one statement, in order; nullopt binds NULL. Plain value type.
+// Values for the `?` placeholders of one statement, in order; nullopt (and a double that is not
+// finite) binds NULL. Plain value type.
 class MyParams {
  public:
   MyParams& Add(std::string value);

@@ -58,17 +58,18 @@ class MySqlMigrationsTest : public mysql_test::ServerTest {
         "ORDER BY id");
     EXPECT_TRUE(listed.ok()) << listed.error();
     for (int row = 0; row < listed.rows(); ++row) {
-      rows += fmt(listed, row, 3) + ",";
+      rows += Line(listed, row, 3) + ",";
     }
     MyResult lock =
         db.Execute("SELECT `index`, is_locked FROM backstage_backend_tasks__knex_migrations_lock");
     EXPECT_TRUE(lock.ok()) << lock.error();
     rows += ";";
-    for (int row = 0; row < lock.rows(); ++row) rows += fmt(lock, row, 2) + ",";
+    for (int row = 0; row < lock.rows(); ++row) rows += Line(lock, row, 2) + ",";
     return rows;
   }
 
-  static std::string fmt(const MyResult& result, int row, int columns) {
+  // The first `columns` values of row `row`, joined by '|'.
+  static std::string Line(const MyResult& result, int row, int columns) {
     std::string line;
     for (int column = 0; column < columns; ++column) {
       line += (column > 0 ? "|" : "") + std::string(result.Get(row, column));
@@ -90,7 +91,7 @@ TEST_F(MySqlMigrationsTest, AFreshDatabaseGetsBackstagesTableAndBookkeepingInOne
       "'backstage_backend_tasks__tasks' ORDER BY ordinal_position");
   ASSERT_TRUE(columns.ok()) << columns.error();
   std::vector<std::string> described;
-  for (int row = 0; row < columns.rows(); ++row) described.push_back(fmt(columns, row, 4));
+  for (int row = 0; row < columns.rows(); ++row) described.push_back(Line(columns, row, 4));
   EXPECT_THAT(described,
               ::testing::ElementsAre(
                   "id|varchar(255)|NO|The unique ID of this particular task",
