@@ -79,11 +79,6 @@ MyParams& MyParams::Add(double value) {
   return *this;
 }
 
-MyParams& MyParams::Add(long long value) {
-  values_.emplace_back(value);
-  return *this;
-}
-
 MyParams& MyParams::Add(const std::optional<std::string>& value) {
   return value ? Add(*value) : AddNull();
 }
@@ -102,9 +97,9 @@ const std::optional<std::string>& MyResult::GetOptional(int row, int column) con
   return Cell(row, column);
 }
 
-long long MyResult::GetInt(int row, int column) const {
+std::int64_t MyResult::GetInt(int row, int column) const {
   const std::string_view text = Get(row, column);
-  long long value = 0;
+  std::int64_t value = 0;
   std::from_chars(text.data(), text.data() + text.size(), value);
   return value;
 }
@@ -165,7 +160,9 @@ Result<std::string> MyConnection::QuoteIdentifier(std::string_view identifier) {
 
 std::string MyConnection::Literal(const MyParams::Value& value) {
   if (std::holds_alternative<std::monostate>(value)) return "NULL";
-  if (const long long* number = std::get_if<long long>(&value)) return std::to_string(*number);
+  if (const std::int64_t* number = std::get_if<std::int64_t>(&value)) {
+    return std::to_string(*number);
+  }
   if (const double* number = std::get_if<double>(&value)) {
     if (!std::isfinite(*number)) return "NULL";
     return fmt::format("{}", *number);

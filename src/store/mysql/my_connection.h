@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +29,11 @@ class MyParams {
   MyParams& Add(std::string_view value) { return Add(std::string(value)); }
   MyParams& Add(const char* value) { return Add(std::string(value)); }
   MyParams& Add(double value);
-  MyParams& Add(long long value);
+  template <typename Integer>
+  requires std::integral<Integer> MyParams& Add(Integer value) {
+    values_.emplace_back(static_cast<std::int64_t>(value));
+    return *this;
+  }
   MyParams& Add(const std::optional<std::string>& value);
   MyParams& AddNull();
 
@@ -35,7 +41,7 @@ class MyParams {
 
  private:
   friend class MyConnection;
-  using Value = std::variant<std::monostate, std::string, double, long long>;
+  using Value = std::variant<std::monostate, std::string, double, std::int64_t>;
   std::vector<Value> values_;
 };
 
@@ -58,7 +64,7 @@ class MyResult {
   bool IsNull(int row, int column) const { return !Cell(row, column).has_value(); }
   std::string_view Get(int row, int column) const;
   const std::optional<std::string>& GetOptional(int row, int column) const;
-  long long GetInt(int row, int column) const;
+  std::int64_t GetInt(int row, int column) const;
   // Rows matched by an UPDATE (the session reports found rows, as mysql2 does), inserted or
   // deleted.
   long long affected() const { return affected_; }

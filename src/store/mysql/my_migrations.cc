@@ -57,9 +57,12 @@ constexpr char kLatestBatch[] =
 constexpr char kRecordMigration[] =
     "insert into `backstage_backend_tasks__knex_migrations` (`batch`, `migration_time`, `name`) "
     "values (?, current_timestamp, ?)";
-// Stagehand migrators of one database wait for each other on a named lock of that database.
-constexpr char kTakeNamedLock[] = "select get_lock(concat('stagehand.migrate.', database()), ?)";
-constexpr char kFreeNamedLock[] = "select release_lock(concat('stagehand.migrate.', database()))";
+// Stagehand migrators of one database wait for each other on a named lock of that database (named
+// by a digest: lock names are at most 64 characters, database names up to 64 too).
+constexpr char kTakeNamedLock[] =
+    "select get_lock(concat('stagehand.', ?, '.', sha1(database())), ?)";
+constexpr char kFreeNamedLock[] =
+    "select release_lock(concat('stagehand.', ?, '.', sha1(database())))";
 constexpr char kPause[] = "select sleep(?)";
 
 // How long a stagehand migrator waits for another one, and how often (and how long apart) it
@@ -135,33 +138,38 @@ Status MigrateOnce(MyConnection& connection, std::string_view where, const MyErr
 
 }  // namespace
 
-Status MigrateMySql(MyConnection& connection, std::string_view where, const MyErrorOf& error_of) {
-  MyResult named = connection.Execute(kTakeNamedLock, MyParams().Add(kNamedLockSeconds));
+Status WithMigrationLock(MyConnection& connection, std::string_view name, std::string_view where,
+                         const MyErrorOf& error_of, const std::function<Status()>& body) {
+  MyResult named = connection.Execute(kTakeNamedLock, MyParams().Add(name).Add(kNamedLockSeconds));
   if (!named.ok()) return error_of("migration (named lock)", named);
   if (named.rows() != 1 || named.GetInt(0, 0) != 1) {
     return UnavailableError(fmt::format(
         "{}: migration failed: another stagehand host kept migrating this database for over {} s",
         where, kNamedLockSeconds));
   }
-  Status status;
-  for (int attempt = 1;; ++attempt) {
-    bool lock_busy = false;
-    status = MigrateOnce(connection, where, error_of, lock_busy);
-    if (!lock_busy) break;
-    if (attempt == kLockRowAttempts) {
-      status = UnavailableError(fmt::format(
-          "{}: migration failed: backstage_backend_tasks__knex_migrations_lock stays locked by "
-          "another migrator (is_locked = 1; if no migrator runs, one was interrupted: set it to 0)",
-          where));
-      break;
-    }
-    if (MyResult r = connection.Execute(kPause, MyParams().Add(kLockRowPauseSeconds)); !r.ok()) {
-      status = error_of("migration (wait for lock)", r);
-      break;
-    }
-  }
-  connection.Execute(kFreeNamedLock);
+  Status status = body();
+  connection.Execute(kFreeNamedLock, MyParams().Add(name));
   return status;
+}
+
+Status MigrateMySql(MyConnection& connection, std::string_view where, const MyErrorOf& error_of) {
+  return WithMigrationLock(connection, "knex", where, error_of, [&]() -> Status {
+    for (int attempt = 1;; ++attempt) {
+      bool lock_busy = false;
+      Status status = MigrateOnce(connection, where, error_of, lock_busy);
+      if (!lock_busy) return status;
+      if (attempt == kLockRowAttempts) {
+        return UnavailableError(fmt::format(
+            "{}: migration failed: backstage_backend_tasks__knex_migrations_lock stays locked by "
+            "another migrator (is_locked = 1; if no migrator runs, one was interrupted: set it to "
+            "0)",
+            where));
+      }
+      if (MyResult r = connection.Execute(kPause, MyParams().Add(kLockRowPauseSeconds)); !r.ok()) {
+        return error_of("migration (wait for lock)", r);
+      }
+    }
+  });
 }
 
 }  // namespace stagehand::store_internal

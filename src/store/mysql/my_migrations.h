@@ -36,4 +36,10 @@ using MyErrorOf = std::function<Status(std::string_view operation, const MyResul
 // stays taken; otherwise what `error_of` maps the failed statement to.
 Status MigrateMySql(MyConnection& connection, std::string_view where, const MyErrorOf& error_of);
 
+// Runs `body` while holding the named lock `name` of `connection`'s database, for which stagehand
+// migrators of that database wait for each other (a minute at most). Errors: kUnavailable when
+// the lock stays taken; what `error_of` maps a failed lock statement to; else `body`'s.
+Status WithMigrationLock(MyConnection& connection, std::string_view name, std::string_view where,
+                         const MyErrorOf& error_of, const std::function<Status()>& body);
+
 }  // namespace stagehand::store_internal

@@ -1,0 +1,185 @@
+#include "store/mysql/my_wakeups.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iterator>
+#include <vector>
+
+namespace stagehand::store_internal {
+
+namespace {
+
+// stagehand's own migrations on MySQL: a name and its statements (MySQL runs one per call).
+struct OwnMigration {
+  const char* name;
+  std::vector<const char*> statements;
+};
+
+const OwnMigration kOwnMigrations[] = {
+    {"0001_changes_and_waiters",
+     {"CREATE TABLE stagehand_changes (seq bigint NOT NULL AUTO_INCREMENT, kind varchar(16) NOT "
+      "NULL, task_id varchar(255) NULL, ticket text NULL, caller text NULL, created_at datetime "
+      "NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (seq)) COMMENT = 'stagehand''s change log: "
+      "what stagehand hosts changed, in order, for the other hosts to read (Backstage workers "
+      "write none)'",
+      "CREATE TABLE stagehand_waiters (host varchar(255) NOT NULL, connection_id bigint NOT NULL, "
+      "seen_seq bigint NOT NULL, wait_seconds int NOT NULL, updated_at datetime NOT NULL, PRIMARY "
+      "KEY (host)) COMMENT = "
+      "'stagehand''s waiting hosts: the session each waits on for changes, and the last change it "
+      "has seen'"}},
+};
+
+constexpr char kCreateMigrationsTable[] =
+    "CREATE TABLE IF NOT EXISTS stagehand_migrations (name varchar(255) NOT NULL, migrated_at "
+    "datetime NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (name))";
+constexpr char kListMigrations[] = "SELECT name FROM stagehand_migrations ORDER BY name";
+constexpr char kRecordMigration[] = "INSERT INTO stagehand_migrations (name) VALUES (?)";
+
+constexpr char kLatestChange[] = "SELECT coalesce(max(seq), 0) FROM stagehand_changes";
+
+// A waiter's record; records untouched for ten minutes are of waiters that died.
+constexpr char kRegister[] =
+    "REPLACE INTO stagehand_waiters (host, connection_id, seen_seq, wait_seconds, updated_at) "
+    "VALUES (?, CONNECTION_ID(), ?, ?, NOW())";
+constexpr char kForgetDead[] =
+    "DELETE FROM stagehand_waiters WHERE updated_at < NOW() - INTERVAL 10 MINUTE";
+constexpr char kLeave[] =
+    "DELETE FROM stagehand_waiters WHERE host = ? AND connection_id = CONNECTION_ID()";
+
+// The wait names its waiter, so that a writer can tell this very statement in the process list
+// from any other statement of that session, or of a session that reused its id after a restart.
+constexpr char kSleep[] = "SELECT SLEEP(?), ?";
+// The waiters that have not seen change ?1, other than ?2, that are in their wait right now. The
+// process list shows the sessions of this account only: the ones it may wake.
+constexpr char kSleepingWaiters[] =
+    "SELECT w.host, w.connection_id, w.seen_seq FROM stagehand_waiters AS w "
+    "JOIN information_schema.PROCESSLIST AS p ON p.ID = w.connection_id "
+    "WHERE w.seen_seq < ? AND w.host <> ? "
+    "AND p.INFO = CONCAT('SELECT SLEEP(', w.wait_seconds, '), ', QUOTE(w.host))";
+constexpr char kKillQuery[] = "KILL QUERY ?";
+
+// Server errors of a wait that a writer ended: the statement was killed (MariaDB answers
+// 1317 ER_QUERY_INTERRUPTED; MySQL's SLEEP returns 1 instead).
+constexpr unsigned kQueryInterrupted = 1317;
+constexpr unsigned kNoSuchThread = 1094;
+constexpr unsigned kNotOwner = 1095;
+
+}  // namespace
+
+Status MigrateMySqlStagehand(MyConnection& connection, std::string_view where,
+                             const MyErrorOf& error_of) {
+  const auto fail = [&](std::string_view step, const MyResult& result) {
+    return error_of(fmt::format("stagehand migration ({})", step), result);
+  };
+  return WithMigrationLock(connection, "own", where, error_of, [&]() -> Status {
+    if (MyResult r = connection.Execute(kCreateMigrationsTable); !r.ok()) {
+      return fail("create migrations table", r);
+    }
+    MyResult listed = connection.Execute(kListMigrations);
+    if (!listed.ok()) return fail("list migrations", listed);
+    std::vector<std::string> applied;
+    std::vector<std::string> unknown;
+    for (int row = 0; row < listed.rows(); ++row) {
+      std::string name(listed.Get(row, 0));
+      const bool known = std::any_of(std::begin(kOwnMigrations), std::end(kOwnMigrations),
+                                     [&](const OwnMigration& m) { return name == m.name; });
+      (known ? applied : unknown).push_back(std::move(name));
+    }
+    if (!unknown.empty()) {
+      return FailedPreconditionError(
+          fmt::format("{}: stagehand_migrations lists migrations this version does not know: {} "
+                      "(the database was migrated by a newer stagehand)",
+                      where, fmt::join(unknown, ", ")));
+    }
+    for (const OwnMigration& migration : kOwnMigrations) {
+      if (std::find(applied.begin(), applied.end(), migration.name) != applied.end()) continue;
+      for (const char* statement : migration.statements) {
+        if (MyResult r = connection.Execute(statement); !r.ok()) return fail(migration.name, r);
+      }
+      if (MyResult r = connection.Execute(kRecordMigration, MyParams().Add(migration.name));
+          !r.ok()) {
+        return fail(migration.name, r);
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::int64_t> LatestChange(MyConnection& connection) {
+  MyResult latest = connection.Execute(kLatestChange);
+  if (!latest.ok()) return UnavailableError("cannot read the change log: " + latest.error());
+  return latest.GetInt(0, 0);
+}
+
+ChangeWaiter::ChangeWaiter(std::unique_ptr<MyConnection> session, std::string host)
+    : session_(std::move(session)), host_(std::move(host)) {}
+
+ChangeWaiter::~ChangeWaiter() { (void)Leave(); }
+
+bool IsWaiterName(std::string_view host) {
+  return !host.empty() && host.size() <= 255 && std::all_of(host.begin(), host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '@' || c == '-';
+  });
+}
+
+Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds longest) {
+  if (!IsWaiterName(host_)) {
+    return InvalidArgumentError("invalid waiter name '" + host_ +
+                                "': letters, digits and . _ : @ - only, at most 255");
+  }
+  // A writer's KILL QUERY may end any statement of this session: each such end is a wake.
+  const auto woken = [&](const MyResult& result) -> std::optional<Result<std::int64_t>> {
+    if (result.ok()) return std::nullopt;
+    if (result.error_code() == kQueryInterrupted) return LatestChange(*session_);
+    return UnavailableError("waiting for changes failed: " + result.error());
+  };
+  const long long seconds = std::max<long long>(longest.count(), 1);
+  MyResult registered = session_->Execute(kRegister, MyParams().Add(host_).Add(seen).Add(seconds));
+  if (auto end = woken(registered)) return *std::move(end);
+  MyResult forgotten = session_->Execute(kForgetDead);
+  if (auto end = woken(forgotten)) return *std::move(end);
+  // A change made before this waiter was recorded was not followed by a wake for it.
+  Result<std::int64_t> latest = LatestChange(*session_);
+  if (!latest.ok() || *latest > seen) return latest;
+  MyResult slept = session_->Execute(kSleep, MyParams().Add(seconds).Add(host_));
+  if (auto end = woken(slept)) return *std::move(end);
+  return LatestChange(*session_);
+}
+
+Status ChangeWaiter::Leave() {
+  MyResult left = session_->Execute(kLeave, MyParams().Add(host_));
+  if (!left.ok() && left.error_code() == kQueryInterrupted) {
+    left = session_->Execute(kLeave, MyParams().Add(host_));
+  }
+  if (!left.ok()) return UnavailableError("cannot remove the waiter's record: " + left.error());
+  return Status::Ok();
+}
+
+Result<int> WaiterWaker::Wake(MyConnection& connection, std::int64_t change,
+                              const std::function<void(const std::string& host)>& refused) {
+  MyResult sleeping = connection.Execute(kSleepingWaiters, MyParams().Add(change).Add(self_));
+  if (!sleeping.ok()) return UnavailableError("cannot read the waiters: " + sleeping.error());
+  int woken = 0;
+  for (int row = 0; row < sleeping.rows(); ++row) {
+    const std::string host(sleeping.Get(row, 0));
+    const std::int64_t seen = sleeping.GetInt(row, 2);
+    auto last = woken_at_.find(host);
+    if (last != woken_at_.end() && last->second == seen) continue;  // woken, not waiting again
+    MyResult killed = connection.Execute(kKillQuery, MyParams().Add(sleeping.GetInt(row, 1)));
+    if (killed.ok()) {
+      woken_at_[host] = seen;
+      ++woken;
+    } else if (killed.error_code() == kNotOwner) {
+      if (!refused_[host]) refused(host);
+      refused_[host] = true;
+    } else if (killed.error_code() != kNoSuchThread) {
+      return UnavailableError("cannot wake a waiter: " + killed.error());
+    }
+  }
+  return woken;
+}
+
+}  // namespace stagehand::store_internal

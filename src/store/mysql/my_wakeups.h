@@ -1,0 +1,86 @@
+// How stagehand hosts on MySQL and MariaDB learn of each other's changes without notifications
+// (ADR 0019): each change is a row of the plugin database's change log, and a host that waits for
+// changes sits in `SELECT SLEEP(n)` on a session of its own, recorded in the waiters table, until
+// a writer ends that statement with `KILL QUERY`. Also stagehand's own migrations on MySQL, which
+// create both tables (bookkeeping in `stagehand_migrations`, never in knex's tables).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "stagehand/base/status.h"
+#include "store/mysql/my_connection.h"
+#include "store/mysql/my_migrations.h"
+
+namespace stagehand::store_internal {
+
+// Brings stagehand's own tables in `connection`'s database to the latest version: creates
+// `stagehand_migrations` if missing and applies the migrations it does not list, waiting for
+// other stagehand migrators on a named lock. Never reads or writes knex's tables. Errors:
+// kFailedPrecondition when `stagehand_migrations` lists migrations this version does not know;
+// otherwise what `error_of` maps the failed statement to.
+Status MigrateMySqlStagehand(MyConnection& connection, std::string_view where,
+                             const MyErrorOf& error_of);
+
+// Returns whether `host` may name a waiter: 1 to 255 letters, digits and . _ : @ -.
+bool IsWaiterName(std::string_view host);
+
+// Returns the newest change's sequence number (0 when the log is empty).
+Result<std::int64_t> LatestChange(MyConnection& connection);
+
+// One host's waits on one plugin database, on a session of its own. Thread-compatible: one thread
+// at a time (the host's waiting thread).
+class ChangeWaiter {
+ public:
+  // `session` is dedicated to waiting: a writer's KILL QUERY may land on any of its statements.
+  // `host` names this waiter uniquely among the database's waiters (host name, pid, a nonce;
+  // IsWaiterName).
+  ChangeWaiter(std::unique_ptr<MyConnection> session, std::string host);
+  ~ChangeWaiter();
+  ChangeWaiter(const ChangeWaiter&) = delete;
+  ChangeWaiter& operator=(const ChangeWaiter&) = delete;
+
+  // Records this waiter as having seen every change up to `seen`, then waits until a writer wakes
+  // it or `longest` (at least a second, counted in whole seconds) passes, unless a change newer
+  // than `seen` is already in the log. Returns the newest change's sequence number once it wakes
+  // (which may still be `seen` after a timeout or a spurious wake). Errors: kInvalidArgument for a
+  // bad waiter name; kUnavailable when the session fails other than by being woken (the caller
+  // opens a new waiter).
+  Result<std::int64_t> Wait(std::int64_t seen, std::chrono::seconds longest);
+
+  // Removes this waiter's record (also done by the destructor, as far as the session allows).
+  Status Leave();
+
+ private:
+  std::unique_ptr<MyConnection> session_;
+  const std::string host_;
+};
+
+// Ends the waits of the database's waiters that have not seen change `change` yet, except
+// `self`'s, with KILL QUERY on their sessions; a waiter whose session is gone has its record
+// deleted, and one that this account may not wake (another database account, without
+// CONNECTION ADMIN) is reported through `refused` once per waiter and left to its timeout.
+// Remembers whom it woke for which sequence, so that a waiter is not woken twice before it waits
+// again. Thread-compatible: one thread at a time (a host's writer).
+class WaiterWaker {
+ public:
+  explicit WaiterWaker(std::string self) : self_(std::move(self)) {}
+
+  // Wakes, through `connection`, the waiters that have not seen `change`. Returns how many it
+  // woke. Errors: what reading the waiters fails with (kUnavailable).
+  Result<int> Wake(MyConnection& connection, std::int64_t change,
+                   const std::function<void(const std::string& host)>& refused);
+
+ private:
+  const std::string self_;
+  // Per waiter (host): the sequence it had seen when last woken by this waker.
+  std::map<std::string, std::int64_t> woken_at_;
+  std::map<std::string, bool> refused_;
+};
+
+}  // namespace stagehand::store_internal

@@ -1,0 +1,216 @@
+// How hosts on MySQL learn of changes (ADR 0019), against the test MariaDB: stagehand's own tables,
+// a waiter in SLEEP woken by a writer's KILL QUERY, and the sessions a writer must never end.
+
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/mysql/test_server.h"
+#include "store/mysql/my_wakeups.h"
+
+namespace stagehand {
+namespace {
+
+using std::chrono::seconds;
+using store_internal::ChangeWaiter;
+using store_internal::MyConnection;
+using store_internal::MyParams;
+using store_internal::MyResult;
+using store_internal::WaiterWaker;
+
+Status ErrorOf(std::string_view operation, const MyResult& result) {
+  return InternalError(std::string(operation) + ": " + result.error());
+}
+
+// Polls `condition` every 10 ms for up to 10 s (real time: the server's state is only seen by
+// asking it).
+bool Eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+class MySqlWakeupsTest : public mysql_test::ServerTest {
+ protected:
+  void SetUp() override {
+    mysql_test::ServerTest::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    writer_ = Connect();
+    ASSERT_NE(writer_, nullptr);
+    const Status migrated = store_internal::MigrateMySqlStagehand(*writer_, "plugin 'p'", ErrorOf);
+    ASSERT_TRUE(migrated.ok()) << migrated.ToString();
+  }
+
+  std::int64_t Change() {
+    MyResult added =
+        writer_->Execute("INSERT INTO stagehand_changes (kind, task_id) VALUES ('trigger', 't')");
+    EXPECT_TRUE(added.ok()) << added.error();
+    MyResult seq = writer_->Execute("SELECT LAST_INSERT_ID()");
+    return seq.GetInt(0, 0);
+  }
+
+  // Whether `host`'s wait statement is running on the server.
+  bool Sleeping(const std::string& host) {
+    MyResult found =
+        writer_->Execute("SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
+                         MyParams().Add("SELECT SLEEP(%), '" + host + "'"));
+    return found.ok() && found.GetInt(0, 0) == 1;
+  }
+
+  // Starts `waiter` waiting (30 s at most) with `seen` seen; the future holds what Wait returned.
+  std::future<Result<std::int64_t>> StartWaiting(ChangeWaiter& waiter, std::int64_t seen) {
+    return std::async(std::launch::async,
+                      [&waiter, seen] { return waiter.Wait(seen, seconds(30)); });
+  }
+
+  std::unique_ptr<MyConnection> writer_;
+};
+
+TEST_F(MySqlWakeupsTest, OwnMigrationsCreateTheirTablesOnceAndNeverTouchKnexs) {
+  ASSERT_TRUE(store_internal::MigrateMySqlStagehand(*writer_, "plugin 'p'", ErrorOf).ok());
+  MyResult listed = writer_->Execute("SELECT name FROM stagehand_migrations");
+  ASSERT_TRUE(listed.ok()) << listed.error();
+  ASSERT_EQ(listed.rows(), 1);
+  EXPECT_EQ(listed.Get(0, 0), "0001_changes_and_waiters");
+  MyResult knex = writer_->Execute(
+      "SELECT count(*) FROM information_schema.TABLES WHERE table_schema = database() AND "
+      "table_name LIKE 'backstage%'");
+  EXPECT_EQ(knex.GetInt(0, 0), 0);
+
+  ASSERT_TRUE(
+      writer_->Execute("INSERT INTO stagehand_migrations (name) VALUES ('0099_future')").ok());
+  const Status refused = store_internal::MigrateMySqlStagehand(*writer_, "plugin 'p'", ErrorOf);
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("0099_future"));
+}
+
+TEST_F(MySqlWakeupsTest, AWriterWakesAWaiterThatHasNotSeenItsChange) {
+  ChangeWaiter waiter(Connect(), "host-a");
+  const std::int64_t seen = Change();
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_TRUE(Eventually([&] { return Sleeping("host-a"); }));
+  const std::int64_t change = Change();
+  WaiterWaker waker("host-b");
+  Result<int> woken = waker.Wake(*writer_, change, [](const std::string&) {});
+  ASSERT_TRUE(woken.ok()) << woken.status().ToString();
+  EXPECT_EQ(*woken, 1);
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready)
+      << "the waiter slept on after the wake";
+  ASSERT_TRUE(waited.get().ok());
+}
+
+TEST_F(MySqlWakeupsTest, AChangeMadeBeforeTheWaitEndsItAtOnce) {
+  ChangeWaiter waiter(Connect(), "host-a");
+  const std::int64_t seen = Change();
+  const std::int64_t change = Change();
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  Result<std::int64_t> latest = waited.get();
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(*latest, change);
+}
+
+TEST_F(MySqlWakeupsTest, AWaiterIsWokenOncePerWaitAndNotForWhatItHasSeen) {
+  ChangeWaiter waiter(Connect(), "host-a");
+  const std::int64_t seen = Change();
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_TRUE(Eventually([&] { return Sleeping("host-a"); }));
+  WaiterWaker waker("host-b");
+  const auto ignore = [](const std::string&) {};
+  EXPECT_EQ(*waker.Wake(*writer_, seen, ignore), 0) << "woken for a change it had seen";
+  EXPECT_EQ(*waker.Wake(*writer_, Change(), ignore), 1);
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  // Recorded again as having seen only `seen`, it is not woken twice by this writer.
+  ASSERT_TRUE(
+      writer_->Execute("UPDATE stagehand_waiters SET seen_seq = ?", MyParams().Add(seen)).ok());
+  EXPECT_EQ(*waker.Wake(*writer_, Change(), ignore), 0);
+}
+
+TEST_F(MySqlWakeupsTest, ASessionThatIsNotInTheWaitIsNeverEnded) {
+  // A waiter record names a session that runs something else (as a session that reused a dead
+  // waiter's id after a server restart would).
+  std::unique_ptr<MyConnection> stranger = Connect();
+  ASSERT_NE(stranger, nullptr);
+  const std::int64_t id = stranger->Execute("SELECT CONNECTION_ID()").GetInt(0, 0);
+  ASSERT_TRUE(writer_
+                  ->Execute("INSERT INTO stagehand_waiters (host, connection_id, seen_seq, "
+                            "wait_seconds, updated_at) VALUES ('gone', ?, 0, 2, NOW())",
+                            MyParams().Add(id))
+                  .ok());
+  std::future<MyResult> busy = std::async(std::launch::async, [&] {
+    return stranger->Execute("SELECT SLEEP(2), 'other'");  // alike, but not the wait's text
+  });
+  ASSERT_TRUE(Eventually([&] {
+    MyResult running = writer_->Execute(
+        "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT "
+        "SLEEP(2)%'",
+        MyParams().Add(id));
+    return running.ok() && running.GetInt(0, 0) == 1;
+  }));
+  WaiterWaker waker("host-b");
+  EXPECT_EQ(*waker.Wake(*writer_, Change(), [](const std::string&) {}), 0);
+  const MyResult slept = busy.get();
+  ASSERT_TRUE(slept.ok()) << "the stranger's statement was killed: " << slept.error();
+  EXPECT_EQ(slept.Get(0, 0), "0") << "the stranger's SLEEP was interrupted";
+}
+
+TEST_F(MySqlWakeupsTest, AnAccountThatMayNotWakeAWaiterSaysSoOnce) {
+  std::unique_ptr<MyConnection> admin = Connect("");
+  ASSERT_NE(admin, nullptr);
+  const std::string user = "limited_" + std::to_string(::getpid());
+  admin->Execute("DROP USER IF EXISTS '" + user + "'@'127.0.0.1'");
+  ASSERT_TRUE(
+      admin->Execute("CREATE USER '" + user + "'@'127.0.0.1' IDENTIFIED BY 'limited'").ok());
+  // PROCESS shows it the waiter; without CONNECTION ADMIN it may not end another account's query.
+  ASSERT_TRUE(admin->Execute("GRANT PROCESS ON *.* TO '" + user + "'@'127.0.0.1'").ok());
+  ASSERT_TRUE(
+      admin->Execute("GRANT ALL ON `" + database_ + "`.* TO '" + user + "'@'127.0.0.1'").ok());
+  store_internal::MyConnectParams params = params_;
+  params.user = user;
+  params.password = "limited";
+  params.database = database_;
+  Result<std::unique_ptr<MyConnection>> limited = MyConnection::Open(params);
+  ASSERT_TRUE(limited.ok()) << limited.status().ToString();
+
+  ChangeWaiter waiter(Connect(), "host-a");
+  const std::int64_t seen = Change();
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_TRUE(Eventually([&] { return Sleeping("host-a"); }));
+  WaiterWaker waker("host-b");
+  std::vector<std::string> refused;
+  const auto record = [&](const std::string& host) { refused.push_back(host); };
+  EXPECT_EQ(*waker.Wake(**limited, Change(), record), 0);
+  EXPECT_EQ(*waker.Wake(**limited, Change(), record), 0);
+  EXPECT_EQ(refused, std::vector<std::string>{"host-a"});
+  // The waiter is still asleep; the writer's own account wakes it.
+  EXPECT_TRUE(Sleeping("host-a"));
+  EXPECT_EQ(*WaiterWaker("host-c").Wake(*writer_, Change(), [](const std::string&) {}), 1);
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  limited->reset();
+  admin->Execute("DROP USER '" + user + "'@'127.0.0.1'");
+}
+
+TEST_F(MySqlWakeupsTest, ALeavingWaiterRemovesItsRecordAndBadNamesAreRefused) {
+  {
+    ChangeWaiter waiter(Connect(), "host-a");
+    const std::int64_t seen = Change();
+    Change();
+    ASSERT_TRUE(waiter.Wait(seen, seconds(1)).ok());
+    EXPECT_EQ(writer_->Execute("SELECT count(*) FROM stagehand_waiters").GetInt(0, 0), 1);
+  }
+  EXPECT_EQ(writer_->Execute("SELECT count(*) FROM stagehand_waiters").GetInt(0, 0), 0);
+  ChangeWaiter bad(Connect(), "host a'; --");
+  Result<std::int64_t> refused = bad.Wait(0, seconds(1));
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace stagehand
