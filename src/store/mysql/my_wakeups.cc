@@ -130,10 +130,20 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
     return InvalidArgumentError("invalid waiter name '" + host_ +
                                 "': letters, digits and . _ : @ - only, at most 255");
   }
-  // A writer's KILL QUERY may end any statement of this session: each such end is a wake.
+  // A writer's KILL QUERY may end any statement of this session: each such end is a wake, and the
+  // log is read again (another writer's kill may end that read too).
+  const auto latest_change = [&]() -> Result<std::int64_t> {
+    for (int attempt = 1;; ++attempt) {
+      MyResult latest = session_->Execute(kLatestChange);
+      if (latest.ok()) return latest.GetInt(0, 0);
+      if (latest.error_code() != kQueryInterrupted || attempt == 3) {
+        return UnavailableError("cannot read the change log: " + latest.error());
+      }
+    }
+  };
   const auto woken = [&](const MyResult& result) -> std::optional<Result<std::int64_t>> {
     if (result.ok()) return std::nullopt;
-    if (result.error_code() == kQueryInterrupted) return LatestChange(*session_);
+    if (result.error_code() == kQueryInterrupted) return latest_change();
     return UnavailableError("waiting for changes failed: " + result.error());
   };
   const long long seconds = std::max<long long>(longest.count(), 1);
@@ -142,11 +152,11 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
   MyResult forgotten = session_->Execute(kForgetDead);
   if (auto end = woken(forgotten)) return *std::move(end);
   // A change made before this waiter was recorded was not followed by a wake for it.
-  Result<std::int64_t> latest = LatestChange(*session_);
+  Result<std::int64_t> latest = latest_change();
   if (!latest.ok() || *latest > seen) return latest;
   MyResult slept = session_->Execute(kSleep, MyParams().Add(seconds).Add(host_));
   if (auto end = woken(slept)) return *std::move(end);
-  return LatestChange(*session_);
+  return latest_change();
 }
 
 Status ChangeWaiter::Leave() {
@@ -173,8 +183,7 @@ Result<int> WaiterWaker::Wake(MyConnection& connection, std::int64_t change,
       woken_at_[host] = seen;
       ++woken;
     } else if (killed.error_code() == kNotOwner) {
-      if (!refused_[host]) refused(host);
-      refused_[host] = true;
+      if (refused_.insert(host).second) refused(host);
     } else if (killed.error_code() != kNoSuchThread) {
       return UnavailableError("cannot wake a waiter: " + killed.error());
     }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -80,7 +81,7 @@ class WaiterWaker {
   const std::string self_;
   // Per waiter (host): the sequence it had seen when last woken by this waker.
   std::map<std::string, std::int64_t> woken_at_;
-  std::map<std::string, bool> refused_;
+  std::set<std::string> refused_;  // the waiters this account may not wake, reported once
 };
 
 }  // namespace stagehand::store_internal
