@@ -13,6 +13,7 @@
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
 #include "store/prune_rule.h"
+#include "store/row_rules.h"
 #include "store/run_history_support.h"
 #include "store/task_pause.h"
 
@@ -21,69 +22,6 @@ namespace stagehand::testing {
 namespace {
 
 using store_internal::NextRunPlan;
-
-// The memory store keeps times as std::chrono::system_clock nanoseconds, which cover about ±292
-// years; longer offsets (absurd cadences such as P1000Y) are clamped rather than overflowing.
-constexpr double kMaxOffsetSeconds = 200.0 * 365 * 24 * 3600;
-
-std::chrono::milliseconds OffsetOf(double seconds) {
-  const double clamped = std::clamp(seconds, -kMaxOffsetSeconds, kMaxOffsetSeconds);
-  return std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(clamped));
-}
-
-// Evaluates `plan` as the SQL stores' statements do, with `now` as the database's now() and
-// `scheduled` as the row's current next_run_start_at. greatest() ignores a NULL scheduled time,
-// as PostgreSQL's does.
-std::optional<WallTime> Evaluate(const NextRunPlan& plan, WallTime now,
-                                 const std::optional<WallTime>& scheduled) {
-  switch (plan.kind) {
-    case NextRunPlan::Kind::kNull:
-      return std::nullopt;
-    case NextRunPlan::Kind::kNow:
-      return now;
-    case NextRunPlan::Kind::kNowPlus:
-      return now + OffsetOf(plan.seconds);
-    case NextRunPlan::Kind::kInstant:
-      return WallTime(std::chrono::floor<std::chrono::milliseconds>(plan.instant));
-    case NextRunPlan::Kind::kScheduledPlusCadence:
-      if (!scheduled) return now;
-      return std::max(*scheduled + OffsetOf(plan.seconds), now);
-  }
-  return std::nullopt;
-}
-
-bool HoldsTicket(const TaskRow& row, const std::string& ticket) {
-  return row.current_run_ticket && *row.current_run_ticket == ticket;
-}
-
-// What the row's ticket says of the run `ticket`, when it holds the row for that run in any form.
-std::optional<store_internal::HeldTicket> HeldFor(const TaskRow& row, const std::string& ticket) {
-  if (!row.current_run_ticket) return std::nullopt;
-  std::optional<store_internal::HeldTicket> held =
-      store_internal::ParseHeldTicket(*row.current_run_ticket);
-  if (!held || held->run_ticket != ticket) return std::nullopt;
-  return held;
-}
-
-// Ends the run holding the row with `held`: the row is free, or paused when a pause waited for
-// the run.
-void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json,
-            const std::optional<store_internal::HeldTicket>& held = std::nullopt) {
-  std::optional<store_internal::PauseAfterRun> pause;
-  if (held) pause = store_internal::PauseLeftBy(*held, now);
-  if (pause) {
-    row.current_run_ticket = std::move(pause->ticket);
-    row.current_run_started_at = now;
-    row.current_run_expires_at =
-        pause->until ? std::optional(store_internal::ToMillis(*pause->until)) : std::nullopt;
-  } else {
-    row.current_run_ticket.reset();
-    row.current_run_started_at.reset();
-    row.current_run_expires_at.reset();
-  }
-  row.last_run_ended_at = now;
-  row.last_run_error_json = std::move(error_json);
-}
 
 // A run as the table holds it: with its seq, the order in which its task's starts were recorded
 // (1, 2, ...), by which the count-based trim goes, as the SQL stores' does.
@@ -264,13 +202,6 @@ class MemoryNotifications final : public Notifications {
   std::shared_ptr<MemoryTaskTable::Listener> listener_;
 };
 
-// Clears a row's ticket and run times, recording nothing (a resumed pause).
-void ClearTicket(TaskRow& row) {
-  row.current_run_ticket.reset();
-  row.current_run_started_at.reset();
-  row.current_run_expires_at.reset();
-}
-
 // Resets every run whose expiry has passed, closing its history as lost, and returns the reset
 // ids (the janitor, §7). Expired pauses are cleared without a record, their ids appended to
 // `resumed`.
@@ -279,67 +210,22 @@ std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap&
   std::vector<std::string> swept;
   const std::string timed_out = ErrorJson("Task timed out");
   for (auto& [id, row] : rows) {
-    if (row.current_run_expires_at && *row.current_run_expires_at < now) {
-      if (row.current_run_ticket && store_internal::IsPausedTicket(*row.current_run_ticket)) {
-        ClearTicket(row);
+    const std::string ticket = row.current_run_ticket.value_or("");
+    switch (store_internal::SweepRow(row, now)) {
+      case store_internal::SweepOutcome::kUntouched:
+        break;
+      case store_internal::SweepOutcome::kResumed:
         resumed.push_back(id);
-        continue;
-      }
-      std::optional<store_internal::HeldTicket> held;
-      if (row.current_run_ticket) {
-        LoseRun(runs, store_internal::RunIdOfTicket(*row.current_run_ticket), now, timed_out);
-        held = store_internal::ParseHeldTicket(*row.current_run_ticket);
-      }
-      EndRun(row, now, timed_out, held);
-      swept.push_back(id);
+        break;
+      case store_internal::SweepOutcome::kSwept:
+        if (!ticket.empty()) {
+          LoseRun(runs, store_internal::RunIdOfTicket(ticket), now, timed_out);
+        }
+        swept.push_back(id);
+        break;
     }
   }
   return swept;
-}
-
-// The PollEntry::version of a row: FNV-1a of its settings, seeded with its next start in
-// microseconds since the epoch (a NULL next start has a seed of its own).
-std::int64_t VersionOf(const TaskRow& row) {
-  std::uint64_t hash = 14695981039346656037ULL;
-  const std::uint64_t seed =
-      row.next_run_start_at
-          ? static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                           row.next_run_start_at->time_since_epoch())
-                                           .count())
-          : 0x8000000000000000ULL;
-  for (int byte = 0; byte < 8; ++byte) {
-    hash ^= (seed >> (8 * byte)) & 0xffU;
-    hash *= 1099511628211ULL;
-  }
-  for (const char c : row.settings_json) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ULL;
-  }
-  return static_cast<std::int64_t>(hash >> 1);
-}
-
-// Claim's rules on one row (and the expected version, when given). Returns whether it claimed.
-bool ClaimRow(TaskRow& row, const std::string& ticket, std::chrono::milliseconds timeout,
-              std::chrono::milliseconds lease, std::optional<std::int64_t> expected_version,
-              WallTime now) {
-  if (row.current_run_ticket || !row.next_run_start_at || *row.next_run_start_at > now) {
-    return false;
-  }
-  if (expected_version && VersionOf(row) != *expected_version) return false;
-  row.current_run_ticket = ticket;
-  row.current_run_started_at = now;
-  row.current_run_expires_at = now + std::min(timeout, lease);
-  return true;
-}
-
-// Release's rules on one row. Returns whether the ticket held it.
-bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
-                const std::optional<std::string>& error_json, WallTime now) {
-  const std::optional<store_internal::HeldTicket> held = HeldFor(row, ticket);
-  if (!held) return false;
-  row.next_run_start_at = Evaluate(plan, now, row.next_run_start_at);
-  EndRun(row, now, held->cancel_requested ? ErrorJson("Task was cancelled") : error_json, held);
-  return true;
 }
 
 std::vector<StoreEvent> EventsFor(StoreEvent::Kind kind, const std::vector<std::string>& ids) {
@@ -396,24 +282,16 @@ Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSc
   if (!reregister_plan.ok()) return reregister_plan.status();
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
 
-  const std::string settings_json = schedule.settings.ToJson();
+  const store_internal::PlannedUpsert plan{*insert_plan, *reregister_plan,
+                                           schedule.settings.ToJson()};
   UpsertResult result{std::nullopt, now};
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto [it, inserted] = rows.try_emplace(id);
     TaskRow& row = it->second;
-    if (inserted) {
-      row.id = id;
-      row.next_run_start_at = Evaluate(*insert_plan, now, std::nullopt);
-    } else {
-      const std::optional<WallTime> candidate = Evaluate(*reregister_plan, now, std::nullopt);
-      // SQL: CASE WHEN existing IS NULL OR candidate < existing THEN candidate ELSE existing END.
-      if (!row.next_run_start_at || (candidate && *candidate < *row.next_run_start_at)) {
-        row.next_run_start_at = candidate;
-      }
-    }
-    row.settings_json = settings_json;
+    row.id = id;
+    store_internal::RegisterRow(row, inserted, plan, now);
     result.next_run_start_at = row.next_run_start_at;
-    result.version = VersionOf(row);
+    result.version = store_internal::RowVersion(row);
   });
   table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
   return result;
@@ -427,28 +305,20 @@ Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const Ta
   const std::vector<store_internal::PlannedUpsert>& plans = *planned;
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
-  table_->WithEverything([&](std::map<std::string, TaskRow>& rows, RunMap&,
-                             RegistrationMap& registrations) {
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      if (tasks[i].registered_by) {
-        registrations[tasks[i].id] = Registration{*tasks[i].registered_by, now};
-      }
-      auto [it, inserted] = rows.try_emplace(tasks[i].id);
-      TaskRow& row = it->second;
-      if (inserted) {
-        row.id = tasks[i].id;
-        row.next_run_start_at = Evaluate(plans[i].insert, now, std::nullopt);
-      } else {
-        const std::optional<WallTime> candidate = Evaluate(plans[i].reregister, now, std::nullopt);
-        if (!row.next_run_start_at || (candidate && *candidate < *row.next_run_start_at)) {
-          row.next_run_start_at = candidate;
+  table_->WithEverything(
+      [&](std::map<std::string, TaskRow>& rows, RunMap&, RegistrationMap& registrations) {
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+          if (tasks[i].registered_by) {
+            registrations[tasks[i].id] = Registration{*tasks[i].registered_by, now};
+          }
+          auto [it, inserted] = rows.try_emplace(tasks[i].id);
+          TaskRow& row = it->second;
+          row.id = tasks[i].id;
+          store_internal::RegisterRow(row, inserted, plans[i], now);
+          results[i].next_run_start_at = row.next_run_start_at;
+          results[i].version = store_internal::RowVersion(row);
         }
-      }
-      row.settings_json = plans[i].settings_json;
-      results[i].next_run_start_at = row.next_run_start_at;
-      results[i].version = VersionOf(row);
-    }
-  });
+      });
   std::vector<StoreEvent> events;
   events.reserve(tasks.size());
   for (const TaskUpsert& task : tasks) events.push_back({StoreEvent::Kind::kUpsert, task.id});
@@ -482,7 +352,7 @@ Result<PollResult> MemoryTaskStore::Poll(std::span<const std::string> ids, bool 
     }
     const TaskRow& row = *found[i];
     entry.next_run_start_at = row.next_run_start_at;
-    entry.version = VersionOf(row);
+    entry.version = store_internal::RowVersion(row);
     entry.running = row.current_run_ticket.has_value();
     entry.current_run_expires_at = row.current_run_expires_at;
     if (!entry.running && row.next_run_start_at &&
@@ -511,7 +381,8 @@ Result<ClaimResult> MemoryTaskStore::Claim(const std::string& id, const std::str
   result.db_now = now;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !ClaimRow(it->second, ticket, timeout, lease, std::nullopt, now)) {
+    if (it == rows.end() ||
+        !store_internal::ClaimRow(it->second, ticket, timeout, lease, std::nullopt, now)) {
       return;
     }
     result.claimed = true;
@@ -530,8 +401,8 @@ Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const Clai
     for (std::size_t i = 0; i < claims.size(); ++i) {
       const ClaimRequest& claim = claims[i];
       auto it = rows.find(claim.id);
-      if (it == rows.end() ||
-          !ClaimRow(it->second, claim.ticket, claim.timeout, lease, claim.expected_version, now)) {
+      if (it == rows.end() || !store_internal::ClaimRow(it->second, claim.ticket, claim.timeout,
+                                                        lease, claim.expected_version, now)) {
         continue;
       }
       results[i].claimed = true;
@@ -552,12 +423,7 @@ Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std
   return table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end()) return LeaseStatus::kLost;
-    TaskRow& row = it->second;
-    const std::optional<store_internal::HeldTicket> held = HeldFor(row, ticket);
-    if (!held) return LeaseStatus::kLost;
-    const WallTime started = row.current_run_started_at.value_or(now);
-    row.current_run_expires_at = std::min(started + timeout, now + lease);
-    return held->cancel_requested ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
+    return store_internal::RenewRow(it->second, ticket, timeout, lease, now);
   });
 }
 
@@ -570,7 +436,8 @@ Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& 
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    return it != rows.end() && ReleaseRow(it->second, ticket, *plan, error_json, now);
+    return it != rows.end() &&
+           store_internal::ReleaseRow(it->second, ticket, *plan, error_json, now);
   });
   if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return released;
@@ -604,13 +471,13 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
           TrimTask(runs, *task, limits.max_runs_per_task, {release.ticket});
         }
       }
-      if (it == rows.end() ||
-          !ReleaseRow(it->second, release.ticket, plans[i], release.error_json, now)) {
+      if (it == rows.end() || !store_internal::ReleaseRow(it->second, release.ticket, plans[i],
+                                                          release.error_json, now)) {
         continue;
       }
       result.released = true;
       result.next_run_start_at = it->second.next_run_start_at;
-      result.version = VersionOf(it->second);
+      result.version = store_internal::RowVersion(it->second);
       released_ids.push_back(release.id);
     }
   });
@@ -628,14 +495,12 @@ Result<SkipResult> MemoryTaskStore::SkipSlot(const std::string& id, std::int64_t
   result.db_now = now;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || it->second.current_run_ticket ||
-        VersionOf(it->second) != expected_version) {
+    if (it == rows.end() || !store_internal::SkipRow(it->second, expected_version, *plan, now)) {
       return;
     }
-    it->second.next_run_start_at = Evaluate(*plan, now, it->second.next_run_start_at);
     result.skipped = true;
     result.next_run_start_at = it->second.next_run_start_at;
-    result.version = VersionOf(it->second);
+    result.version = store_internal::RowVersion(it->second);
   });
   if (result.skipped) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return result;
@@ -649,15 +514,7 @@ Status MemoryTaskStore::Trigger(const std::string& id, const TraceContext& calle
   Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
-    if (it->second.current_run_ticket &&
-        store_internal::IsPausedTicket(*it->second.current_run_ticket)) {
-      return store_internal::PausedError(id);
-    }
-    if (it->second.current_run_ticket) {
-      return ConflictError(fmt::format("Task {} is currently running", id));
-    }
-    it->second.next_run_start_at = now;
-    return Status::Ok();
+    return store_internal::TriggerRow(it->second, now);
   });
   if (status.ok()) {
     StoreEvent event(StoreEvent::Kind::kTrigger, id);
@@ -692,12 +549,8 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
   const WallTime now = DatabaseTime();
   const bool marked = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !HoldsTicket(it->second, ticket)) return false;
-    TaskRow& row = it->second;
-    row.current_run_ticket = CancelRequestedTicket(ticket);
-    row.current_run_expires_at =
-        row.current_run_expires_at ? std::min(*row.current_run_expires_at, now + hold) : now + hold;
-    return true;
+    if (it == rows.end() || it->second.current_run_ticket != ticket) return false;
+    return store_internal::CancelRow(it->second, hold, now).ok();
   });
   if (!marked) return ConflictError(fmt::format("Task {} is not running", id));
   table_->Publish({StoreEvent{StoreEvent::Kind::kCancel, id}});
@@ -712,21 +565,7 @@ Status MemoryTaskStore::Pause(const std::string& id, const PauseRequest& request
   Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
-    TaskRow& row = it->second;
-    if (row.current_run_ticket && !store_internal::IsPausedTicket(*row.current_run_ticket)) {
-      std::optional<store_internal::HeldTicket> held =
-          store_internal::ParseHeldTicket(*row.current_run_ticket);
-      STAGEHAND_CHECK(held.has_value());
-      row.current_run_ticket = store_internal::PausePendingTicket(*held, request);
-      row.current_run_expires_at = row.current_run_expires_at
-                                       ? std::min(*row.current_run_expires_at, now + hold)
-                                       : now + hold;
-      return Status::Ok();
-    }
-    row.current_run_ticket = PausedTicket(request);
-    row.current_run_started_at = now;
-    row.current_run_expires_at =
-        request.until ? std::optional(store_internal::ToMillis(*request.until)) : std::nullopt;
+    store_internal::PauseRow(it->second, request, hold, now);
     return Status::Ok();
   });
   if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kUpsert, id}});
@@ -738,17 +577,7 @@ Status MemoryTaskStore::Resume(const std::string& id) {
   Status status = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     if (it == rows.end()) return NotFoundError(fmt::format("Task {} does not exist", id));
-    TaskRow& row = it->second;
-    if (!row.current_run_ticket) return store_internal::NotPausedError(id);
-    if (store_internal::IsPausedTicket(*row.current_run_ticket)) {
-      ClearTicket(row);
-      return Status::Ok();
-    }
-    std::optional<store_internal::HeldTicket> held =
-        store_internal::ParseHeldTicket(*row.current_run_ticket);
-    if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-    row.current_run_ticket = store_internal::WithoutPendingPause(*held);
-    return Status::Ok();
+    return store_internal::ResumeRow(it->second);
   });
   if (status.ok()) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return status;

@@ -51,6 +51,12 @@ class ContractTest : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
   }
 
+  // Lets `duration` pass, and the store's time resolution on top: for waits that a time the store
+  // computed as now + duration must have passed, since a store may round it up to its resolution.
+  void LetStoredTimePass(std::chrono::milliseconds duration) {
+    fixture_->LetTimePass(duration + fixture_->time_resolution());
+  }
+
   WallTime Now() {
     Result<WallTime> now = store_->DatabaseNow();
     EXPECT_TRUE(now.ok()) << now.status().ToString();

@@ -184,7 +184,7 @@ TEST_F(BackstageMySqlMigratorTest, BothMigratorsCreateTheSameSchemaAndBookkeepin
   const std::string backstage_schema = Schema(*db);
   const std::string backstage_rows = KnexRows(*db);
 
-  const std::string ours = UniqueDatabaseName();
+  const std::string ours = mysql_test::UniqueDatabaseName();
   ASSERT_TRUE(db->Execute("CREATE DATABASE `" + ours + "`").ok());
   std::unique_ptr<MyConnection> our_db = Connect(ours);
   ASSERT_NE(our_db, nullptr);
@@ -210,7 +210,7 @@ TEST_F(BackstageMySqlMigratorTest, EachSideFindsNothingToDoOnTheOthersDatabase) 
 
   // And on a database Backstage migrated first, stagehand applies nothing.
   const std::string ours = database_;
-  database_ = UniqueDatabaseName();  // dropped by TearDown
+  database_ = mysql_test::UniqueDatabaseName();  // dropped by TearDown
   ASSERT_TRUE(db->Execute("CREATE DATABASE `" + database_ + "`").ok());
   db->Execute("DROP DATABASE `" + ours + "`");
   RunBackstage();

@@ -23,6 +23,14 @@ inline std::optional<int> ServerPort() {
   return std::atoi(port);
 }
 
+// A database name no other test of any process uses.
+inline std::string UniqueDatabaseName() {
+  static std::atomic<int> counter{0};
+  std::random_device random;
+  return "stagehand_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
+         std::to_string(random() % 1'000'000);
+}
+
 inline constexpr char kNoServerMessage[] =
     "STAGEHAND_TEST_MARIADB_PORT is not set; run the tests through scripts/test to include the "
     "MySQL tests";
@@ -69,13 +77,6 @@ class ServerTest : public ::testing::Test {
   // The test server's URL with `database`.
   std::string Url(const std::string& database) const {
     return "mysql://stagehand:stagehand@127.0.0.1:" + std::to_string(params_.port) + "/" + database;
-  }
-
-  static std::string UniqueDatabaseName() {
-    static std::atomic<int> counter{0};
-    std::random_device random;
-    return "stagehand_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-           std::to_string(random() % 1'000'000);
   }
 
   store_internal::MyConnectParams params_;

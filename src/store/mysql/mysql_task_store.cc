@@ -1,0 +1,742 @@
+#include "stagehand/store/mysql_task_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "stagehand/model/task_state.h"
+#include "store/mysql/my_connection.h"
+#include "store/mysql/my_migrations.h"
+#include "store/mysql/my_pool.h"
+#include "store/mysql/my_wakeups.h"
+#include "store/next_run.h"
+#include "store/row_rules.h"
+#include "store/settings_cache.h"
+#include "store/task_pause.h"
+
+namespace stagehand {
+
+namespace {
+
+using store_internal::DatabaseClock;
+using store_internal::MyConnection;
+using store_internal::MyParams;
+using store_internal::MyPool;
+using store_internal::MyResult;
+using store_internal::NextRunPlan;
+
+// ---- SQL ----
+// Times cross the wire as UTC epoch seconds. The columns hold the session's local time, as
+// Backstage writes them; CONVERT_TZ between the session's zone and UTC is exact over the whole
+// datetime range (unlike UNIX_TIMESTAMP and FROM_UNIXTIME, which stop in 2038 on older servers).
+
+// The epoch seconds of the datetime column or expression `column`.
+std::string SecondsOf(std::string_view column) {
+  return fmt::format(
+      "TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', CONVERT_TZ({}, @@session.time_zone, "
+      "'+00:00'))",
+      column);
+}
+
+// The datetime of a `?` holding epoch seconds (NULL stays NULL).
+constexpr std::string_view kDatetimeOf =
+    "CONVERT_TZ(TIMESTAMPADD(SECOND, ?, '1970-01-01 00:00:00'), '+00:00', @@session.time_zone)";
+
+// The database's now in microseconds since the epoch.
+constexpr std::string_view kNowMicros =
+    "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+
+// The columns of a TaskRow, in its order, with times as epoch seconds.
+std::string RowColumns() {
+  return fmt::format(
+      "t.id, t.settings_json, {}, t.current_run_ticket, {}, {}, t.last_run_error_json, {}",
+      SecondsOf("t.next_run_start_at"), SecondsOf("t.current_run_started_at"),
+      SecondsOf("t.current_run_expires_at"), SecondsOf("t.last_run_ended_at"));
+}
+constexpr int kRowColumnCount = 8;
+
+// How a read locks the rows it returns.
+enum class Lock {
+  kNone,        // a consistent read
+  kWait,        // FOR UPDATE: waits for rows other sessions are writing
+  kSkipLocked,  // FOR UPDATE SKIP LOCKED: leaves them out
+};
+
+// Reads the database's now (column 0) and the rows matching `condition` (columns 1 to 8; a single
+// row of NULLs when none matches), in id order, locked as `lock` says.
+std::string ReadRowsSql(std::string_view condition, Lock lock) {
+  return fmt::format(
+      "SELECT clock.now, {} FROM (SELECT {} AS now) AS clock "
+      "LEFT JOIN backstage_backend_tasks__tasks AS t ON {} ORDER BY t.id{}",
+      RowColumns(), kNowMicros, condition,
+      lock == Lock::kNone   ? ""
+      : lock == Lock::kWait ? " FOR UPDATE"
+                            : " FOR UPDATE SKIP LOCKED");
+}
+
+// `t.id IN (?, ...)` for `count` ids; FALSE for none.
+std::string IdsCondition(std::size_t count) {
+  if (count == 0) return "FALSE";
+  std::string condition = "t.id IN (?";
+  for (std::size_t i = 1; i < count; ++i) condition += ", ?";
+  return condition + ")";
+}
+
+// Writes whole rows back (rows that exist: each was read FOR UPDATE in the same transaction).
+std::string WriteRowsSql(std::size_t count) {
+  const std::string values = fmt::format("(?, ?, {0}, ?, {0}, {0}, ?, {0})", kDatetimeOf);
+  std::string sql =
+      "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at, "
+      "current_run_ticket, current_run_started_at, current_run_expires_at, last_run_error_json, "
+      "last_run_ended_at) VALUES ";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) sql += ", ";
+    sql += values;
+  }
+  return sql +
+         " ON DUPLICATE KEY UPDATE settings_json = VALUES(settings_json), "
+         "next_run_start_at = VALUES(next_run_start_at), "
+         "current_run_ticket = VALUES(current_run_ticket), "
+         "current_run_started_at = VALUES(current_run_started_at), "
+         "current_run_expires_at = VALUES(current_run_expires_at), "
+         "last_run_error_json = VALUES(last_run_error_json), "
+         "last_run_ended_at = VALUES(last_run_ended_at)";
+}
+
+// Registration (Backstage §4.3): id, settings, the new row's start; the re-registration's start
+// twice (epoch seconds or NULL). An existing row keeps its start unless it has none or the
+// re-registration's is earlier.
+std::string RegisterSql() {
+  return fmt::format(
+      "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
+      "VALUES (?, ?, {0}) ON DUPLICATE KEY UPDATE next_run_start_at = CASE WHEN "
+      "next_run_start_at IS NULL OR {0} < next_run_start_at THEN {0} ELSE next_run_start_at END, "
+      "settings_json = VALUES(settings_json)",
+      kDatetimeOf);
+}
+
+constexpr std::string_view kBegin = "START TRANSACTION";
+constexpr std::string_view kCommit = "COMMIT";
+constexpr std::string_view kRollback = "ROLLBACK";
+constexpr std::string_view kDelete = "DELETE FROM backstage_backend_tasks__tasks WHERE id = ?";
+
+// InnoDB's "Deadlock found when trying to get lock": the transaction was rolled back; run again.
+constexpr unsigned kDeadlock = 1213;
+// How often an operation is tried when InnoDB picks it as a deadlock's victim.
+constexpr int kDeadlockAttempts = 3;
+
+// ---- times ----
+
+WallTime FromMicros(std::int64_t micros) { return WallTime(std::chrono::microseconds(micros)); }
+
+std::int64_t ParseInt(std::string_view text) {
+  std::int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// A time as the columns keep it, whole seconds: one not after `now` is rounded down (it stays due
+// or past), a later one up (a run never starts before its slot; an expiry is never earlier than
+// the one the engine fences against).
+std::optional<WallTime> StoredTime(const std::optional<WallTime>& time, WallTime now) {
+  if (!time) return std::nullopt;
+  return *time <= now ? std::chrono::floor<std::chrono::seconds>(*time)
+                      : std::chrono::ceil<std::chrono::seconds>(*time);
+}
+
+void RoundForStorage(TaskRow& row, WallTime now) {
+  for (std::optional<WallTime>* time : {&row.next_run_start_at, &row.current_run_started_at,
+                                        &row.current_run_expires_at, &row.last_run_ended_at}) {
+    *time = StoredTime(*time, now);
+  }
+}
+
+MyParams& AddTime(MyParams& params, const std::optional<WallTime>& time) {
+  if (!time) return params.AddNull();
+  return params.Add(std::chrono::floor<std::chrono::seconds>(time->time_since_epoch()).count());
+}
+
+// The rows read by a ReadRowsSql statement, by id, and the database's now.
+struct ReadRows {
+  WallTime now;
+  std::map<std::string, TaskRow> rows;
+};
+
+// The MySQL TaskStore. Thread-safe: each operation borrows a session from the pool.
+class MySqlTaskStore final : public TaskStore {
+ public:
+  MySqlTaskStore(std::string plugin_id, const MySqlStoreOptions& options,
+                 store_internal::MyConnectParams params, const Clock& clock)
+      : plugin_id_(std::move(plugin_id)),
+        where_(fmt::format("plugin {} (MySQL database {})", plugin_id_, options.database)),
+        clock_(clock),
+        db_clock_(clock),
+        pool_(std::move(params), options.pool_size,
+              {"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+               fmt::format("SET SESSION innodb_lock_wait_timeout = {}",
+                           std::max<long long>(options.lock_wait_timeout.count(), 1))}) {}
+
+  const std::string& plugin_id() const override { return plugin_id_; }
+
+  Status Migrate() override {
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    const auto error_of = [this](std::string_view what, const MyResult& result) {
+      return Failure(what, result);
+    };
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySql(**session, where_, error_of));
+    return store_internal::MigrateMySqlStagehand(**session, where_, error_of);
+  }
+
+  Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
+    const TaskUpsert task{id, schedule, std::nullopt};
+    Result<std::vector<UpsertResult>> results = UpsertMany(std::span(&task, 1));
+    if (!results.ok()) return results.status();
+    return results->front();
+  }
+
+  Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override {
+    if (tasks.empty()) return std::vector<UpsertResult>();
+    Result<std::vector<store_internal::PlannedUpsert>> planned =
+        store_internal::PlanUpserts(tasks, db_clock_.Now());
+    if (!planned.ok()) return planned.status();
+    std::vector<std::string> ids;
+    for (const TaskUpsert& task : tasks) ids.push_back(task.id);
+    return InTransaction<std::vector<UpsertResult>>(
+        "registering tasks", [&](MyConnection& session) -> Result<std::vector<UpsertResult>> {
+          Result<WallTime> now = NowOn(session);
+          if (!now.ok()) return now.status();
+          const std::string sql = RegisterSql();
+          for (std::size_t i = 0; i < tasks.size(); ++i) {
+            const store_internal::PlannedUpsert& plan = (*planned)[i];
+            const std::optional<WallTime> start =
+                StoredTime(store_internal::EvaluatePlan(plan.insert, *now, std::nullopt), *now);
+            const std::optional<WallTime> again =
+                StoredTime(store_internal::EvaluatePlan(plan.reregister, *now, std::nullopt), *now);
+            MyParams params;
+            params.Add(tasks[i].id).Add(plan.settings_json);
+            AddTime(params, start);
+            for (int copy = 0; copy < 2; ++copy) AddTime(params, again);
+            STAGEHAND_RETURN_IF_ERROR(Run(session, sql, params, "registering a task").status());
+          }
+          Result<ReadRows> read = Read(session, ids, Lock::kNone);
+          if (!read.ok()) return read.status();
+          std::vector<UpsertResult> results;
+          for (const TaskUpsert& task : tasks) {
+            const TaskRow& row = read->rows.at(task.id);
+            results.push_back(
+                UpsertResult{row.next_run_start_at, *now, store_internal::RowVersion(row)});
+          }
+          return results;
+        });
+  }
+
+  Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
+    const std::vector<std::string> wanted(ids.begin(), ids.end());
+    const auto poll = [&](MyConnection& session) -> Result<PollResult> {
+      PollResult result;
+      if (sweep_expired) {
+        Result<std::vector<std::string>> swept = SweepOn(session);
+        if (!swept.ok()) return swept.status();
+        result.swept_ids = std::move(*swept);
+      }
+      Result<ReadRows> read = Read(session, wanted, Lock::kNone);
+      if (!read.ok()) return read.status();
+      result.db_now = read->now;
+      for (const std::string& id : wanted) {
+        result.entries.push_back(Entry(id, read->rows, read->now));
+        const PollEntry& entry = result.entries.back();
+        const bool scheduled =
+            entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
+        if (!scheduled || entry.running || !entry.next_run_start_at) continue;
+        if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
+          result.earliest_next = entry.next_run_start_at;
+        }
+      }
+      return result;
+    };
+    if (sweep_expired) return InTransaction<PollResult>("polling tasks", poll);
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    Result<PollResult> result = poll(**session);
+    if (!result.ok()) DiscardIfLost(*session);
+    return result;
+  }
+
+  Result<ClaimResult> Claim(const std::string& id, const std::string& ticket,
+                            std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds lease) override {
+    ClaimRequest claim;
+    claim.id = id;
+    claim.ticket = ticket;
+    claim.timeout = timeout;
+    Result<std::vector<ClaimResult>> results = ClaimRows(std::span(&claim, 1), lease, Lock::kWait);
+    if (!results.ok()) return results.status();
+    return results->front();
+  }
+
+  Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease) override {
+    return ClaimRows(claims, lease, Lock::kSkipLocked);
+  }
+
+  Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
+                                 std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds lease) override {
+    return ChangeRow<LeaseStatus>("renewing a lease", id, [&](TaskRow* row, WallTime now) {
+      if (row == nullptr) return Result<LeaseStatus>(LeaseStatus::kLost);
+      return Result<LeaseStatus>(store_internal::RenewRow(*row, ticket, timeout, lease, now));
+    });
+  }
+
+  Result<bool> Release(const std::string& id, const std::string& ticket,
+                       const TaskSchedule& schedule,
+                       const std::optional<std::string>& error_json) override {
+    ReleaseRequest release;
+    release.id = id;
+    release.ticket = ticket;
+    release.schedule = schedule;
+    release.error_json = error_json;
+    Result<std::vector<ReleaseResult>> results = ReleaseMany(std::span(&release, 1));
+    if (!results.ok()) return results.status();
+    return results->front().released;
+  }
+
+  Result<std::vector<ReleaseResult>> ReleaseMany(
+      std::span<const ReleaseRequest> releases) override {
+    if (releases.empty()) return std::vector<ReleaseResult>();
+    std::vector<NextRunPlan> plans;
+    const WallTime estimate = db_clock_.Now();
+    for (const ReleaseRequest& release : releases) {
+      Result<NextRunPlan> plan = store_internal::PlanRelease(release, estimate);
+      if (!plan.ok()) return plan.status();
+      plans.push_back(*plan);
+    }
+    std::vector<std::string> ids;
+    for (const ReleaseRequest& release : releases) ids.push_back(release.id);
+    return InTransaction<std::vector<ReleaseResult>>(
+        "releasing tasks", [&](MyConnection& session) -> Result<std::vector<ReleaseResult>> {
+          Result<ReadRows> read = Read(session, ids, Lock::kWait);
+          if (!read.ok()) return read.status();
+          std::vector<ReleaseResult> results(releases.size());
+          std::vector<TaskRow> changed;
+          for (std::size_t i = 0; i < releases.size(); ++i) {
+            ReleaseResult& result = results[i];
+            result.db_now = read->now;
+            auto it = read->rows.find(releases[i].id);
+            if (it == read->rows.end()) continue;
+            TaskRow& row = it->second;
+            if (!store_internal::ReleaseRow(row, releases[i].ticket, plans[i],
+                                            releases[i].error_json, read->now)) {
+              continue;
+            }
+            RoundForStorage(row, read->now);
+            result.released = true;
+            result.next_run_start_at = row.next_run_start_at;
+            result.version = store_internal::RowVersion(row);
+            changed.push_back(row);
+          }
+          STAGEHAND_RETURN_IF_ERROR(Write(session, changed));
+          return results;
+        });
+  }
+
+  Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
+                              const TaskSchedule& schedule) override {
+    Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
+    if (!plan.ok()) return plan.status();
+    return ChangeRow<SkipResult>("skipping a missed slot", id, [&](TaskRow* row, WallTime now) {
+      SkipResult result;
+      result.db_now = now;
+      if (row == nullptr || !store_internal::SkipRow(*row, expected_version, *plan, now)) {
+        return Result<SkipResult>(result);
+      }
+      RoundForStorage(*row, now);
+      result.skipped = true;
+      result.next_run_start_at = row->next_run_start_at;
+      result.version = store_internal::RowVersion(*row);
+      return Result<SkipResult>(result);
+    });
+  }
+
+  using TaskStore::Trigger;
+  Status Trigger(const std::string& id) override {
+    return ChangeRow<bool>("triggering a task", id,
+                           [&](TaskRow* row, WallTime now) -> Result<bool> {
+                             if (row == nullptr) return Missing(id);
+                             STAGEHAND_RETURN_IF_ERROR(store_internal::TriggerRow(*row, now));
+                             return true;
+                           })
+        .status();
+  }
+
+  Status Pause(const std::string& id, const PauseRequest& request,
+               std::chrono::milliseconds hold) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePauseTexts(request));
+    return ChangeRow<bool>("pausing a task", id,
+                           [&](TaskRow* row, WallTime now) -> Result<bool> {
+                             if (row == nullptr) return Missing(id);
+                             STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, now));
+                             store_internal::PauseRow(*row, request, hold, now);
+                             return true;
+                           })
+        .status();
+  }
+
+  Status Resume(const std::string& id) override {
+    return ChangeRow<bool>("resuming a task", id,
+                           [&](TaskRow* row, WallTime) -> Result<bool> {
+                             if (row == nullptr) return Missing(id);
+                             STAGEHAND_RETURN_IF_ERROR(store_internal::ResumeRow(*row));
+                             return true;
+                           })
+        .status();
+  }
+
+  Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
+    return ChangeRow<bool>("cancelling a task", id,
+                           [&](TaskRow* row, WallTime now) -> Result<bool> {
+                             if (row == nullptr) return Missing(id);
+                             if (!row->current_run_ticket || row->current_run_ticket->empty() ||
+                                 store_internal::IsPausedTicket(*row->current_run_ticket)) {
+                               return ConflictError(fmt::format("Task {} is not running", id));
+                             }
+                             Result<TaskSettingsV2> settings =
+                                 TaskSettingsV2::FromJson(row->settings_json);
+                             if (!settings.ok()) {
+                               return InvalidArgumentError(
+                                   fmt::format("{}: task '{}' has unparsable settings: {}", where_,
+                                               id, settings.status().message()));
+                             }
+                             STAGEHAND_RETURN_IF_ERROR(store_internal::CancelRow(*row, hold, now));
+                             return true;
+                           })
+        .status();
+  }
+
+  Result<std::vector<std::string>> SweepExpired() override {
+    return InTransaction<std::vector<std::string>>(
+        "resetting expired runs", [&](MyConnection& session) { return SweepOn(session); });
+  }
+
+  Result<std::vector<TaskRow>> States() override {
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    Result<MyResult> result =
+        Run(**session,
+            fmt::format("SELECT {} FROM backstage_backend_tasks__tasks AS t ORDER BY t.id",
+                        RowColumns()),
+            {}, "listing tasks");
+    if (!result.ok()) {
+      DiscardIfLost(*session);
+      return result.status();
+    }
+    std::vector<TaskRow> rows;
+    for (int i = 0; i < result->rows(); ++i) rows.push_back(RowAt(*result, i, 0));
+    return rows;
+  }
+
+  Status Delete(const std::string& id) override {
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    Result<MyResult> deleted = Run(**session, kDelete, MyParams().Add(id), "deleting a task");
+    if (!deleted.ok()) DiscardIfLost(*session);
+    return deleted.status();
+  }
+
+  Result<WallTime> DatabaseNow() override {
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    Result<WallTime> now = NowOn(**session);
+    if (!now.ok()) DiscardIfLost(*session);
+    return now;
+  }
+
+  Status WarmUp() override { return Borrow().status(); }
+
+  void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_.SetCallTimeout(timeout); }
+
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)>) override {
+    return nullptr;
+  }
+
+ private:
+  Result<MyPool::Lease> Borrow() {
+    Result<MyPool::Lease> session = pool_.Borrow();
+    if (!session.ok()) {
+      return UnavailableError(fmt::format("{}: {}", where_, session.status().message()));
+    }
+    return session;
+  }
+
+  // The Status of a failed statement of `what`: kUnavailable, naming the plugin and database.
+  Status Failure(std::string_view what, const MyResult& result) const {
+    return UnavailableError(fmt::format("{}: {} failed: {}", where_, what, result.error()));
+  }
+
+  // Runs one statement; remembers whether it failed by a deadlock (see InTransaction).
+  Result<MyResult> Run(MyConnection& session, std::string_view sql, const MyParams& params,
+                       std::string_view what) {
+    MyResult result = session.Execute(sql, params);
+    if (result.ok()) return result;
+    last_error_ = result.error_code();
+    lost_ = result.connection_lost();
+    return Failure(what, result);
+  }
+
+  // Closes a session whose statement failed in a way that leaves it unusable or in an unknown
+  // transaction state.
+  void DiscardIfLost(MyPool::Lease& session) {
+    if (lost_) session.Discard();
+  }
+
+  // Runs `body` in a transaction on a borrowed session and commits; rolls back when it fails.
+  // Runs it again when InnoDB ended it as a deadlock's victim.
+  template <typename T, typename Body>
+  Result<T> InTransaction(std::string_view what, Body&& body) {
+    for (int attempt = 1;; ++attempt) {
+      Result<MyPool::Lease> session = Borrow();
+      if (!session.ok()) return session.status();
+      last_error_ = 0;
+      lost_ = false;
+      Result<T> result = [&]() -> Result<T> {
+        STAGEHAND_RETURN_IF_ERROR(Run(**session, kBegin, {}, what).status());
+        Result<T> done = body(**session);
+        if (!done.ok()) return done;
+        STAGEHAND_RETURN_IF_ERROR(Run(**session, kCommit, {}, what).status());
+        return done;
+      }();
+      if (result.ok()) return result;
+      const bool deadlocked = last_error_ == kDeadlock;
+      if (lost_ || !(*session)->Execute(kRollback).ok()) session->Discard();
+      if (!deadlocked || attempt == kDeadlockAttempts) return result;
+    }
+  }
+
+  // Runs `change(row or nullptr when missing, now)` on the row of `id`, locked, and writes the
+  // row back if it changed, in one transaction (rolled back when `change` fails).
+  template <typename T, typename Change>
+  Result<T> ChangeRow(std::string_view what, const std::string& id, Change&& change) {
+    return InTransaction<T>(what, [&](MyConnection& session) -> Result<T> {
+      const std::string ids[] = {id};
+      Result<ReadRows> read = Read(session, ids, Lock::kWait);
+      if (!read.ok()) return read.status();
+      auto it = read->rows.find(id);
+      if (it == read->rows.end()) return change(nullptr, read->now);
+      const TaskRow before = it->second;
+      Result<T> result = change(&it->second, read->now);
+      if (!result.ok()) return result;
+      RoundForStorage(it->second, read->now);
+      if (it->second != before) {
+        STAGEHAND_RETURN_IF_ERROR(Write(session, std::span(&it->second, 1)));
+      }
+      return result;
+    });
+  }
+
+  Result<std::vector<ClaimResult>> ClaimRows(std::span<const ClaimRequest> claims,
+                                             std::chrono::milliseconds lease, Lock lock) {
+    if (claims.empty()) return std::vector<ClaimResult>();
+    std::vector<std::string> ids;
+    for (const ClaimRequest& claim : claims) ids.push_back(claim.id);
+    return InTransaction<std::vector<ClaimResult>>(
+        "claiming tasks", [&](MyConnection& session) -> Result<std::vector<ClaimResult>> {
+          Result<ReadRows> read = Read(session, ids, lock);
+          if (!read.ok()) return read.status();
+          std::vector<ClaimResult> results(claims.size(),
+                                           ClaimResult{false, read->now, std::nullopt});
+          std::vector<TaskRow> claimed;
+          for (std::size_t i = 0; i < claims.size(); ++i) {
+            const ClaimRequest& claim = claims[i];
+            auto it = read->rows.find(claim.id);
+            if (it == read->rows.end() ||
+                !store_internal::ClaimRow(it->second, claim.ticket, claim.timeout, lease,
+                                          claim.expected_version, read->now)) {
+              continue;
+            }
+            RoundForStorage(it->second, read->now);
+            results[i].claimed = true;
+            results[i].expires_at = it->second.current_run_expires_at;
+            claimed.push_back(it->second);
+          }
+          STAGEHAND_RETURN_IF_ERROR(Write(session, claimed));
+          return results;
+        });
+  }
+
+  // Resets the expired runs and pauses (inside the caller's transaction). Returns the ids of the
+  // reset runs.
+  Result<std::vector<std::string>> SweepOn(MyConnection& session) {
+    Result<MyResult> result =
+        Run(session, ReadRowsSql("t.current_run_expires_at < NOW(6)", Lock::kWait), {},
+            "reading expired runs");
+    if (!result.ok()) return result.status();
+    Result<ReadRows> read = RowsOf(*result);
+    if (!read.ok()) return read.status();
+    std::vector<std::string> swept;
+    std::vector<TaskRow> changed;
+    for (auto& [id, row] : read->rows) {
+      const store_internal::SweepOutcome outcome = store_internal::SweepRow(row, read->now);
+      if (outcome == store_internal::SweepOutcome::kUntouched) continue;
+      if (outcome == store_internal::SweepOutcome::kSwept) swept.push_back(id);
+      RoundForStorage(row, read->now);
+      changed.push_back(row);
+    }
+    STAGEHAND_RETURN_IF_ERROR(Write(session, changed));
+    return swept;
+  }
+
+  // Reads the rows of `ids` and the database's now.
+  Result<ReadRows> Read(MyConnection& session, std::span<const std::string> ids, Lock lock) {
+    MyParams params;
+    for (const std::string& id : ids) params.Add(id);
+    const WallTime sent = clock_.Now();
+    Result<MyResult> result =
+        Run(session, ReadRowsSql(IdsCondition(ids.size()), lock), params, "reading tasks");
+    if (!result.ok()) return result.status();
+    db_clock_.Observe(sent, clock_.Now(), FromMicros(result->GetInt(0, 0)));
+    return RowsOf(*result);
+  }
+
+  // The rows of a ReadRowsSql result.
+  static Result<ReadRows> RowsOf(const MyResult& result) {
+    ReadRows read;
+    read.now = FromMicros(result.GetInt(0, 0));
+    for (int i = 0; i < result.rows(); ++i) {
+      if (result.IsNull(i, 1)) continue;
+      TaskRow row = RowAt(result, i, 1);
+      std::string id = row.id;
+      read.rows.emplace(std::move(id), std::move(row));
+    }
+    return read;
+  }
+
+  // The TaskRow in columns first..first+7 of row `i` of `result`.
+  static TaskRow RowAt(const MyResult& result, int i, int first) {
+    const auto time = [&](int column) -> std::optional<WallTime> {
+      if (result.IsNull(i, first + column)) return std::nullopt;
+      return WallTime(std::chrono::seconds(ParseInt(result.Get(i, first + column))));
+    };
+    TaskRow row;
+    row.id = std::string(result.Get(i, first));
+    row.settings_json = std::string(result.Get(i, first + 1));
+    row.next_run_start_at = time(2);
+    row.current_run_ticket = result.GetOptional(i, first + 3);
+    row.current_run_started_at = time(4);
+    row.current_run_expires_at = time(5);
+    row.last_run_error_json = result.GetOptional(i, first + 6);
+    row.last_run_ended_at = time(7);
+    static_assert(kRowColumnCount == 8);
+    return row;
+  }
+
+  // Writes `rows` (locked by the caller's transaction) back whole.
+  Status Write(MyConnection& session, std::span<const TaskRow> rows) {
+    if (rows.empty()) return Status::Ok();
+    MyParams params;
+    for (const TaskRow& row : rows) {
+      params.Add(row.id).Add(row.settings_json);
+      AddTime(params, row.next_run_start_at);
+      params.Add(row.current_run_ticket);
+      AddTime(params, row.current_run_started_at);
+      AddTime(params, row.current_run_expires_at);
+      params.Add(row.last_run_error_json);
+      AddTime(params, row.last_run_ended_at);
+    }
+    return Run(session, WriteRowsSql(rows.size()), params, "writing tasks").status();
+  }
+
+  Result<WallTime> NowOn(MyConnection& session) {
+    const WallTime sent = clock_.Now();
+    Result<MyResult> result =
+        Run(session, fmt::format("SELECT {}", kNowMicros), {}, "reading the database clock");
+    if (!result.ok()) return result.status();
+    const WallTime now = FromMicros(result->GetInt(0, 0));
+    db_clock_.Observe(sent, clock_.Now(), now);
+    return now;
+  }
+
+  PollEntry Entry(const std::string& id, const std::map<std::string, TaskRow>& rows, WallTime now) {
+    PollEntry entry;
+    entry.id = id;
+    auto it = rows.find(id);
+    if (it == rows.end()) {
+      entry.readiness = Readiness::kMissing;
+      return entry;
+    }
+    const TaskRow& row = it->second;
+    entry.next_run_start_at = row.next_run_start_at;
+    entry.current_run_expires_at = row.current_run_expires_at;
+    entry.running = row.current_run_ticket.has_value();
+    entry.version = store_internal::RowVersion(row);
+    Result<TaskSettingsV2> settings = settings_cache_.Parse(row.settings_json);
+    if (!settings.ok()) {
+      entry.readiness = Readiness::kInvalidSettings;
+      entry.settings_error = settings.status().message();
+      return entry;
+    }
+    entry.settings = std::move(*settings);
+    const bool due = row.next_run_start_at && *row.next_run_start_at <= now;
+    entry.readiness = due && !entry.running ? Readiness::kReady : Readiness::kNotReady;
+    return entry;
+  }
+
+  static Status Missing(const std::string& id) {
+    return NotFoundError(fmt::format("Task {} does not exist", id));
+  }
+
+  const std::string plugin_id_;
+  const std::string where_;  // "plugin X (MySQL database D)", for messages
+  const Clock& clock_;
+  DatabaseClock db_clock_;
+  store_internal::SettingsCache settings_cache_;
+  MyPool pool_;
+  // The last failed statement's error number and whether it lost its session, per thread.
+  static thread_local unsigned last_error_;
+  static thread_local bool lost_;
+};
+
+thread_local unsigned MySqlTaskStore::last_error_ = 0;
+thread_local bool MySqlTaskStore::lost_ = false;
+
+}  // namespace
+
+Result<std::unique_ptr<TaskStore>> OpenMySqlTaskStore(const std::string& plugin_id,
+                                                      const MySqlStoreOptions& options,
+                                                      const Clock& clock) {
+  if (options.database.empty()) {
+    return InvalidArgumentError(
+        fmt::format("plugin {}: no MySQL database given for its tasks", plugin_id));
+  }
+  store_internal::MyConnectParams params;
+  params.host = options.host;
+  params.port = options.port;
+  params.socket_path = options.socket_path;
+  params.user = options.user;
+  params.password = options.password;
+  params.connect_timeout = options.connect_timeout;
+  params.call_timeout = options.call_timeout;
+  params.tls_required = options.tls_required;
+  {
+    Result<std::unique_ptr<MyConnection>> admin = MyConnection::Open(params);
+    if (!admin.ok()) {
+      return UnavailableError(fmt::format("plugin {}: {}", plugin_id, admin.status().message()));
+    }
+    Result<std::string> quoted = MyConnection::QuoteIdentifier(options.database);
+    if (!quoted.ok()) return quoted.status();
+    MyResult created = (*admin)->Execute("CREATE DATABASE IF NOT EXISTS " + *quoted);
+    if (!created.ok()) {
+      return UnavailableError(fmt::format("plugin {}: cannot create the MySQL database {}: {}",
+                                          plugin_id, options.database, created.error()));
+    }
+  }
+  params.database = options.database;
+  return std::unique_ptr<TaskStore>(
+      new MySqlTaskStore(plugin_id, options, std::move(params), clock));
+}
+
+}  // namespace stagehand
