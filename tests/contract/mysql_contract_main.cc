@@ -147,7 +147,7 @@ class MySqlStoreFixture final : public StoreFixture {
 
   const Clock& clock() override { return SystemClock::Instance(); }
 
-  bool supports_notifications() const override { return false; }
+  bool supports_notifications() const override { return true; }
 
   std::chrono::milliseconds time_resolution() const override { return std::chrono::seconds(1); }
 

@@ -38,6 +38,17 @@ constexpr char kListMigrations[] = "SELECT name FROM stagehand_migrations ORDER 
 constexpr char kRecordMigration[] = "INSERT INTO stagehand_migrations (name) VALUES (?)";
 
 constexpr char kLatestChange[] = "SELECT coalesce(max(seq), 0) FROM stagehand_changes";
+constexpr char kChangesAfter[] =
+    "SELECT seq, kind, coalesce(task_id, ''), coalesce(ticket, ''), coalesce(caller, ''), "
+    "(SELECT coalesce(min(seq), 0) FROM stagehand_changes) FROM stagehand_changes WHERE seq > ? "
+    "ORDER BY seq LIMIT ?";
+constexpr char kAppendChange[] = "(?, ?, ?, ?)";
+constexpr char kPruneChanges[] =
+    "DELETE FROM stagehand_changes WHERE created_at < NOW() - INTERVAL 1 MINUTE";
+constexpr char kChangeLogExists[] =
+    "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+    "AND TABLE_NAME = 'stagehand_changes'";
+constexpr char kSessionId[] = "SELECT CONNECTION_ID()";
 
 // A waiter's record; records untouched for ten minutes are of waiters that died.
 constexpr char kRegister[] =
@@ -107,6 +118,42 @@ Status MigrateMySqlStagehand(MyConnection& connection, std::string_view where,
   });
 }
 
+Result<std::int64_t> AppendChanges(MyConnection& connection, std::span<const ChangeRecord> records,
+                                   const MyErrorOf& error_of) {
+  std::string sql = "INSERT INTO stagehand_changes (kind, task_id, ticket, caller) VALUES ";
+  MyParams params;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    sql += i == 0 ? kAppendChange : std::string(", ") + kAppendChange;
+    const ChangeRecord& record = records[i];
+    params.Add(record.kind).Add(record.task_id);
+    params.Add(record.ticket.empty() ? std::nullopt : std::optional(record.ticket));
+    params.Add(record.caller.empty() ? std::nullopt : std::optional(record.caller));
+  }
+  if (records.empty()) return std::int64_t{0};
+  MyResult appended = connection.Execute(sql, params);
+  if (!appended.ok()) return error_of("announcing a change", appended);
+  MyResult first = connection.Execute("SELECT LAST_INSERT_ID()");
+  if (!first.ok()) return error_of("announcing a change", first);
+  return first.GetInt(0, 0);
+}
+
+Status PruneChanges(MyConnection& connection, const MyErrorOf& error_of) {
+  MyResult pruned = connection.Execute(kPruneChanges);
+  return pruned.ok() ? Status::Ok() : error_of("pruning the change log", pruned);
+}
+
+Result<bool> ChangeLogExists(MyConnection& connection, const MyErrorOf& error_of) {
+  MyResult exists = connection.Execute(kChangeLogExists);
+  if (!exists.ok()) return error_of("looking for the change log", exists);
+  return exists.GetInt(0, 0) > 0;
+}
+
+Status Interrupt(MyConnection& connection, std::int64_t session_id) {
+  MyResult killed = connection.Execute(kKillQuery, MyParams().Add(session_id));
+  if (killed.ok() || killed.error_code() == kNoSuchThread) return Status::Ok();
+  return UnavailableError("cannot interrupt a waiter: " + killed.error());
+}
+
 Result<std::int64_t> LatestChange(MyConnection& connection) {
   MyResult latest = connection.Execute(kLatestChange);
   if (!latest.ok()) return UnavailableError("cannot read the change log: " + latest.error());
@@ -133,13 +180,9 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
   // A writer's KILL QUERY may end any statement of this session: each such end is a wake, and the
   // log is read again (another writer's kill may end that read too).
   const auto latest_change = [&]() -> Result<std::int64_t> {
-    for (int attempt = 1;; ++attempt) {
-      MyResult latest = session_->Execute(kLatestChange);
-      if (latest.ok()) return latest.GetInt(0, 0);
-      if (latest.error_code() != kQueryInterrupted || attempt == 3) {
-        return UnavailableError("cannot read the change log: " + latest.error());
-      }
-    }
+    MyResult latest = ExecuteThroughWakes(kLatestChange);
+    if (!latest.ok()) return UnavailableError("cannot read the change log: " + latest.error());
+    return latest.GetInt(0, 0);
   };
   const auto woken = [&](const MyResult& result) -> std::optional<Result<std::int64_t>> {
     if (result.ok()) return std::nullopt;
@@ -157,6 +200,38 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
   MyResult slept = session_->Execute(kSleep, MyParams().Add(seconds).Add(host_));
   if (auto end = woken(slept)) return *std::move(end);
   return latest_change();
+}
+
+MyResult ChangeWaiter::ExecuteThroughWakes(std::string_view sql, const MyParams& params) {
+  for (int attempt = 1;; ++attempt) {
+    MyResult result = session_->Execute(sql, params);
+    if (result.ok() || result.error_code() != kQueryInterrupted || attempt == 3) return result;
+  }
+}
+
+Result<ChangeWaiter::Changes> ChangeWaiter::ChangesAfter(std::int64_t seen, int limit) {
+  MyResult read = ExecuteThroughWakes(kChangesAfter, MyParams().Add(seen).Add(limit));
+  if (!read.ok()) return UnavailableError("cannot read the change log: " + read.error());
+  Changes changes;
+  for (int row = 0; row < read.rows(); ++row) {
+    ChangeRecord& record = changes.records.emplace_back();
+    record.seq = read.GetInt(row, 0);
+    record.kind = std::string(read.Get(row, 1));
+    record.task_id = std::string(read.Get(row, 2));
+    record.ticket = std::string(read.Get(row, 3));
+    record.caller = std::string(read.Get(row, 4));
+    if (row == 0) changes.gap = read.GetInt(row, 5) > seen + 1;
+  }
+  return changes;
+}
+
+Result<std::int64_t> ChangeWaiter::SessionId() {
+  if (session_id_ == 0) {
+    MyResult id = ExecuteThroughWakes(kSessionId);
+    if (!id.ok()) return UnavailableError("cannot read the session's id: " + id.error());
+    session_id_ = id.GetInt(0, 0);
+  }
+  return session_id_;
 }
 
 Status ChangeWaiter::Leave() {

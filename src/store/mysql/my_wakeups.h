@@ -11,8 +11,10 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stagehand/base/status.h"
 #include "store/mysql/my_connection.h"
@@ -27,6 +29,32 @@ namespace stagehand::store_internal {
 // otherwise what `error_of` maps the failed statement to.
 Status MigrateMySqlStagehand(MyConnection& connection, std::string_view where,
                              const MyErrorOf& error_of);
+
+// One row of the change log: what a stagehand host changed (kind: upsert, trigger, cancel,
+// release, claim, sweep, delete), the task, the run's ticket where one applies, and the caller's
+// trace context of a trigger (traceparent, a newline, tracestate; empty when none).
+struct ChangeRecord {
+  std::int64_t seq = 0;  // assigned by the log
+  std::string kind;
+  std::string task_id;
+  std::string ticket;
+  std::string caller;
+
+  friend bool operator==(const ChangeRecord&, const ChangeRecord&) = default;
+};
+
+// Appends `records` to the log, inside the caller's transaction. Returns the first new sequence
+// number (a waiter that has seen it has seen them all: they commit together). Errors: what
+// `error_of` maps the failed statement to.
+Result<std::int64_t> AppendChanges(MyConnection& connection, std::span<const ChangeRecord> records,
+                                   const MyErrorOf& error_of);
+
+// Deletes the changes older than a minute (a host that was away longer resynchronises instead).
+// Errors: what `error_of` maps the failed statement to.
+Status PruneChanges(MyConnection& connection, const MyErrorOf& error_of);
+
+// Whether the change log exists in `connection`'s database (it does once stagehand migrated it).
+Result<bool> ChangeLogExists(MyConnection& connection, const MyErrorOf& error_of);
 
 // Returns whether `host` may name a waiter: 1 to 255 letters, digits and . _ : @ -.
 bool IsWaiterName(std::string_view host);
@@ -54,13 +82,33 @@ class ChangeWaiter {
   // opens a new waiter).
   Result<std::int64_t> Wait(std::int64_t seen, std::chrono::seconds longest);
 
+  // The changes after `seen`, oldest first, at most `limit` of them. `gap` is set when the log no
+  // longer holds every change after `seen` (pruned while this host was away), so that the caller
+  // resynchronises. Errors: kUnavailable.
+  struct Changes {
+    std::vector<ChangeRecord> records;
+    bool gap = false;
+  };
+  Result<Changes> ChangesAfter(std::int64_t seen, int limit);
+
+  // The server's id of this waiter's session, for Interrupt (read on the first call).
+  Result<std::int64_t> SessionId();
+
   // Removes this waiter's record (also done by the destructor, as far as the session allows).
   Status Leave();
 
  private:
+  // Runs `sql` again when a writer's KILL QUERY ended it (up to three times in all).
+  MyResult ExecuteThroughWakes(std::string_view sql, const MyParams& params = {});
+
   std::unique_ptr<MyConnection> session_;
   const std::string host_;
+  std::int64_t session_id_ = 0;  // 0: not read yet
 };
+
+// Ends whatever statement the session `session_id` runs (a waiter's wait, when its owner stops
+// it), through `connection`. Errors: kUnavailable (a session that is gone is not an error).
+Status Interrupt(MyConnection& connection, std::int64_t session_id);
 
 // Ends the waits of the database's waiters that have not seen change `change` yet, except
 // `self`'s, with KILL QUERY on their sessions; a waiter whose session is gone has its record

@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "stagehand/model/task_state.h"
+#include "stagehand/trace/trace_context.h"
+#include "store/mysql/my_change_listener.h"
 #include "store/mysql/my_connection.h"
 #include "store/mysql/my_migrations.h"
 #include "store/mysql/my_pool.h"
@@ -160,6 +164,56 @@ MyParams& AddTime(MyParams& params, const std::optional<WallTime>& time) {
   return params.Add(std::chrono::floor<std::chrono::seconds>(time->time_since_epoch()).count());
 }
 
+// The change log's name of each kind of event.
+constexpr std::pair<StoreEvent::Kind, std::string_view> kChangeKinds[] = {
+    {StoreEvent::Kind::kUpsert, "upsert"}, {StoreEvent::Kind::kTrigger, "trigger"},
+    {StoreEvent::Kind::kCancel, "cancel"}, {StoreEvent::Kind::kRelease, "release"},
+    {StoreEvent::Kind::kClaim, "claim"},   {StoreEvent::Kind::kSweep, "sweep"},
+    {StoreEvent::Kind::kDelete, "delete"},
+};
+
+store_internal::ChangeRecord RecordOf(const StoreEvent& event) {
+  store_internal::ChangeRecord record;
+  for (const auto& [kind, name] : kChangeKinds) {
+    if (kind == event.kind) record.kind = name;
+  }
+  record.task_id = event.task_id;
+  record.ticket = event.ticket;
+  if (event.caller.valid()) {
+    record.caller = FormatTraceparent(event.caller) + "\n" + event.caller.trace_state;
+  }
+  return record;
+}
+
+// The event a change record announces; nullopt for a kind this version does not know (a newer
+// stagehand's), which the caller answers with a resynchronisation.
+std::optional<StoreEvent> EventOf(const store_internal::ChangeRecord& record) {
+  for (const auto& [kind, name] : kChangeKinds) {
+    if (name != record.kind) continue;
+    StoreEvent event(kind, record.task_id, record.ticket);
+    if (!record.caller.empty()) {
+      const std::size_t newline = record.caller.find('\n');
+      Result<TraceContext> caller = ParseTraceparent(
+          std::string_view(record.caller).substr(0, newline),
+          newline == std::string::npos ? std::string_view()
+                                       : std::string_view(record.caller).substr(newline + 1));
+      if (caller.ok()) event.caller = *std::move(caller);
+    }
+    return event;
+  }
+  return std::nullopt;
+}
+
+// One transaction of an operation: its session, and the events it announces when it commits.
+struct Transaction {
+  MyConnection& session;
+  std::vector<StoreEvent> events;
+
+  void Announce(StoreEvent::Kind kind, const std::string& task_id, std::string ticket = {}) {
+    events.emplace_back(kind, task_id, std::move(ticket));
+  }
+};
+
 // The rows read by a ReadRowsSql statement, by id, and the database's now.
 struct ReadRows {
   WallTime now;
@@ -172,6 +226,7 @@ class MySqlTaskStore final : public TaskStore {
   MySqlTaskStore(std::string plugin_id, const MySqlStoreOptions& options,
                  store_internal::MyConnectParams params, const Clock& clock)
       : plugin_id_(std::move(plugin_id)),
+        params_(params),
         where_(fmt::format("plugin {} (MySQL database {})", plugin_id_, options.database)),
         clock_(clock),
         db_clock_(clock),
@@ -185,11 +240,11 @@ class MySqlTaskStore final : public TaskStore {
   Status Migrate() override {
     Result<MyPool::Lease> session = Borrow();
     if (!session.ok()) return session.status();
-    const auto error_of = [this](std::string_view what, const MyResult& result) {
-      return Failure(what, result);
-    };
+    const store_internal::MyErrorOf error_of = ErrorOf();
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySql(**session, where_, error_of));
-    return store_internal::MigrateMySqlStagehand(**session, where_, error_of);
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySqlStagehand(**session, where_, error_of));
+    change_log_ = ChangeLog::kPresent;
+    return Status::Ok();
   }
 
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
@@ -207,7 +262,8 @@ class MySqlTaskStore final : public TaskStore {
     std::vector<std::string> ids;
     for (const TaskUpsert& task : tasks) ids.push_back(task.id);
     return InTransaction<std::vector<UpsertResult>>(
-        "registering tasks", [&](MyConnection& session) -> Result<std::vector<UpsertResult>> {
+        "registering tasks", [&](Transaction& tx) -> Result<std::vector<UpsertResult>> {
+          MyConnection& session = tx.session;
           Result<WallTime> now = NowOn(session);
           if (!now.ok()) return now.status();
           const std::string sql = RegisterSql();
@@ -227,6 +283,7 @@ class MySqlTaskStore final : public TaskStore {
           if (!read.ok()) return read.status();
           std::vector<UpsertResult> results;
           for (const TaskUpsert& task : tasks) {
+            tx.Announce(StoreEvent::Kind::kUpsert, task.id);
             const TaskRow& row = read->rows.at(task.id);
             results.push_back(
                 UpsertResult{row.next_run_start_at, *now, store_internal::RowVersion(row)});
@@ -237,10 +294,11 @@ class MySqlTaskStore final : public TaskStore {
 
   Result<PollResult> Poll(std::span<const std::string> ids, bool sweep_expired) override {
     const std::vector<std::string> wanted(ids.begin(), ids.end());
-    const auto poll = [&](MyConnection& session) -> Result<PollResult> {
+    const auto poll = [&](Transaction& tx) -> Result<PollResult> {
+      MyConnection& session = tx.session;
       PollResult result;
       if (sweep_expired) {
-        Result<std::vector<std::string>> swept = SweepOn(session);
+        Result<std::vector<std::string>> swept = SweepOn(tx);
         if (!swept.ok()) return swept.status();
         result.swept_ids = std::move(*swept);
       }
@@ -262,7 +320,8 @@ class MySqlTaskStore final : public TaskStore {
     if (sweep_expired) return InTransaction<PollResult>("polling tasks", poll);
     Result<MyPool::Lease> session = Borrow();
     if (!session.ok()) return session.status();
-    Result<PollResult> result = poll(**session);
+    Transaction read_only{**session, {}};
+    Result<PollResult> result = poll(read_only);
     if (!result.ok()) DiscardIfLost(*session);
     return result;
   }
@@ -287,10 +346,11 @@ class MySqlTaskStore final : public TaskStore {
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override {
-    return ChangeRow<LeaseStatus>("renewing a lease", id, [&](TaskRow* row, WallTime now) {
-      if (row == nullptr) return Result<LeaseStatus>(LeaseStatus::kLost);
-      return Result<LeaseStatus>(store_internal::RenewRow(*row, ticket, timeout, lease, now));
-    });
+    return ChangeRow<LeaseStatus>(
+        "renewing a lease", id, std::nullopt, [&](TaskRow* row, WallTime now) {
+          if (row == nullptr) return Result<LeaseStatus>(LeaseStatus::kLost);
+          return Result<LeaseStatus>(store_internal::RenewRow(*row, ticket, timeout, lease, now));
+        });
   }
 
   Result<bool> Release(const std::string& id, const std::string& ticket,
@@ -319,7 +379,8 @@ class MySqlTaskStore final : public TaskStore {
     std::vector<std::string> ids;
     for (const ReleaseRequest& release : releases) ids.push_back(release.id);
     return InTransaction<std::vector<ReleaseResult>>(
-        "releasing tasks", [&](MyConnection& session) -> Result<std::vector<ReleaseResult>> {
+        "releasing tasks", [&](Transaction& tx) -> Result<std::vector<ReleaseResult>> {
+          MyConnection& session = tx.session;
           Result<ReadRows> read = Read(session, ids, Lock::kWait);
           if (!read.ok()) return read.status();
           std::vector<ReleaseResult> results(releases.size());
@@ -335,6 +396,7 @@ class MySqlTaskStore final : public TaskStore {
               continue;
             }
             RoundForStorage(row, read->now);
+            tx.Announce(StoreEvent::Kind::kRelease, row.id);
             result.released = true;
             result.next_run_start_at = row.next_run_start_at;
             result.version = store_internal::RowVersion(row);
@@ -349,23 +411,28 @@ class MySqlTaskStore final : public TaskStore {
                               const TaskSchedule& schedule) override {
     Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
     if (!plan.ok()) return plan.status();
-    return ChangeRow<SkipResult>("skipping a missed slot", id, [&](TaskRow* row, WallTime now) {
-      SkipResult result;
-      result.db_now = now;
-      if (row == nullptr || !store_internal::SkipRow(*row, expected_version, *plan, now)) {
-        return Result<SkipResult>(result);
-      }
-      RoundForStorage(*row, now);
-      result.skipped = true;
-      result.next_run_start_at = row->next_run_start_at;
-      result.version = store_internal::RowVersion(*row);
-      return Result<SkipResult>(result);
-    });
+    return ChangeRow<SkipResult>(
+        "skipping a missed slot", id, StoreEvent(StoreEvent::Kind::kRelease, id),
+        [&](TaskRow* row, WallTime now) {
+          SkipResult result;
+          result.db_now = now;
+          if (row == nullptr || !store_internal::SkipRow(*row, expected_version, *plan, now)) {
+            return Result<SkipResult>(result);
+          }
+          RoundForStorage(*row, now);
+          result.skipped = true;
+          result.next_run_start_at = row->next_run_start_at;
+          result.version = store_internal::RowVersion(*row);
+          return Result<SkipResult>(result);
+        });
   }
 
-  using TaskStore::Trigger;
-  Status Trigger(const std::string& id) override {
-    return ChangeRow<bool>("triggering a task", id,
+  Status Trigger(const std::string& id) override { return Trigger(id, TraceContext{}); }
+
+  Status Trigger(const std::string& id, const TraceContext& caller) override {
+    StoreEvent triggered(StoreEvent::Kind::kTrigger, id);
+    triggered.caller = caller;
+    return ChangeRow<bool>("triggering a task", id, triggered,
                            [&](TaskRow* row, WallTime now) -> Result<bool> {
                              if (row == nullptr) return Missing(id);
                              STAGEHAND_RETURN_IF_ERROR(store_internal::TriggerRow(*row, now));
@@ -377,7 +444,7 @@ class MySqlTaskStore final : public TaskStore {
   Status Pause(const std::string& id, const PauseRequest& request,
                std::chrono::milliseconds hold) override {
     STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePauseTexts(request));
-    return ChangeRow<bool>("pausing a task", id,
+    return ChangeRow<bool>("pausing a task", id, StoreEvent(StoreEvent::Kind::kUpsert, id),
                            [&](TaskRow* row, WallTime now) -> Result<bool> {
                              if (row == nullptr) return Missing(id);
                              STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, now));
@@ -388,7 +455,7 @@ class MySqlTaskStore final : public TaskStore {
   }
 
   Status Resume(const std::string& id) override {
-    return ChangeRow<bool>("resuming a task", id,
+    return ChangeRow<bool>("resuming a task", id, StoreEvent(StoreEvent::Kind::kRelease, id),
                            [&](TaskRow* row, WallTime) -> Result<bool> {
                              if (row == nullptr) return Missing(id);
                              STAGEHAND_RETURN_IF_ERROR(store_internal::ResumeRow(*row));
@@ -398,7 +465,7 @@ class MySqlTaskStore final : public TaskStore {
   }
 
   Status Cancel(const std::string& id, std::chrono::milliseconds hold) override {
-    return ChangeRow<bool>("cancelling a task", id,
+    return ChangeRow<bool>("cancelling a task", id, StoreEvent(StoreEvent::Kind::kCancel, id),
                            [&](TaskRow* row, WallTime now) -> Result<bool> {
                              if (row == nullptr) return Missing(id);
                              if (!row->current_run_ticket || row->current_run_ticket->empty() ||
@@ -420,7 +487,12 @@ class MySqlTaskStore final : public TaskStore {
 
   Result<std::vector<std::string>> SweepExpired() override {
     return InTransaction<std::vector<std::string>>(
-        "resetting expired runs", [&](MyConnection& session) { return SweepOn(session); });
+        "resetting expired runs", [&](Transaction& tx) -> Result<std::vector<std::string>> {
+          if (change_log_ == ChangeLog::kPresent) {
+            STAGEHAND_RETURN_IF_ERROR(store_internal::PruneChanges(tx.session, ErrorOf()));
+          }
+          return SweepOn(tx);
+        });
   }
 
   Result<std::vector<TaskRow>> States() override {
@@ -441,11 +513,16 @@ class MySqlTaskStore final : public TaskStore {
   }
 
   Status Delete(const std::string& id) override {
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
-    Result<MyResult> deleted = Run(**session, kDelete, MyParams().Add(id), "deleting a task");
-    if (!deleted.ok()) DiscardIfLost(*session);
-    return deleted.status();
+    return InTransaction<bool>("deleting a task",
+                               [&](Transaction& tx) -> Result<bool> {
+                                 Result<MyResult> deleted = Run(
+                                     tx.session, kDelete, MyParams().Add(id), "deleting a task");
+                                 if (!deleted.ok()) return deleted.status();
+                                 if (deleted->affected() > 0)
+                                   tx.Announce(StoreEvent::Kind::kDelete, id);
+                                 return true;
+                               })
+        .status();
   }
 
   Result<WallTime> DatabaseNow() override {
@@ -460,8 +537,27 @@ class MySqlTaskStore final : public TaskStore {
 
   void SetCallTimeout(std::chrono::milliseconds timeout) override { pool_.SetCallTimeout(timeout); }
 
-  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)>) override {
-    return nullptr;
+  std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override {
+    // Every change committed after this point is delivered.
+    std::optional<std::int64_t> seen;
+    if (Result<MyPool::Lease> session = Borrow(); session.ok()) {
+      (void)ChangeLogPresent(**session);
+      if (change_log_ == ChangeLog::kPresent) {
+        if (Result<std::int64_t> latest = store_internal::LatestChange(**session); latest.ok()) {
+          seen = *latest;
+        }
+      }
+    }
+    // A database an older stagehand migrated (with migrations skipped since) has no change log:
+    // the hosts then rely on their polls alone, as on SQLite.
+    if (change_log_ == ChangeLog::kAbsent) return nullptr;
+    return std::make_unique<store_internal::MyChangeListener>(
+        params_, store_internal::ProcessWaiterName(), seen,
+        [handler](const store_internal::ChangeRecord& change) {
+          std::optional<StoreEvent> event = EventOf(change);
+          handler(event ? *event : StoreEvent());
+        },
+        [handler] { handler(StoreEvent()); });
   }
 
  private:
@@ -505,9 +601,13 @@ class MySqlTaskStore final : public TaskStore {
       lost_ = false;
       Result<T> result = [&]() -> Result<T> {
         STAGEHAND_RETURN_IF_ERROR(Run(**session, kBegin, {}, what).status());
-        Result<T> done = body(**session);
+        Transaction tx{**session, {}};
+        Result<T> done = body(tx);
         if (!done.ok()) return done;
+        Result<std::int64_t> first_change = Announce(tx);
+        if (!first_change.ok()) return first_change.status();
         STAGEHAND_RETURN_IF_ERROR(Run(**session, kCommit, {}, what).status());
+        if (*first_change > 0) WakeWaiters(**session, *first_change);
         return done;
       }();
       if (result.ok()) return result;
@@ -517,11 +617,50 @@ class MySqlTaskStore final : public TaskStore {
     }
   }
 
+  // The error mapping of the migrations and the change log's helpers.
+  store_internal::MyErrorOf ErrorOf() const {
+    return [this](std::string_view what, const MyResult& result) { return Failure(what, result); };
+  }
+
+  // Whether the change log exists: known after Migrate, else looked up (once it is found).
+  Result<bool> ChangeLogPresent(MyConnection& session) {
+    if (change_log_ == ChangeLog::kUnknown) {
+      Result<bool> exists = store_internal::ChangeLogExists(session, ErrorOf());
+      if (!exists.ok()) return exists.status();
+      change_log_ = *exists ? ChangeLog::kPresent : ChangeLog::kAbsent;
+    }
+    return change_log_ == ChangeLog::kPresent;
+  }
+
+  // Appends the transaction's events to the change log, when it has one. Returns the first new
+  // sequence number, or 0 when nothing was appended.
+  Result<std::int64_t> Announce(Transaction& tx) {
+    if (tx.events.empty()) return std::int64_t{0};
+    Result<bool> present = ChangeLogPresent(tx.session);
+    if (!present.ok()) return present.status();
+    if (!*present) return std::int64_t{0};
+    std::vector<store_internal::ChangeRecord> records;
+    records.reserve(tx.events.size());
+    for (const StoreEvent& event : tx.events) records.push_back(RecordOf(event));
+    return store_internal::AppendChanges(tx.session, records, ErrorOf());
+  }
+
+  // Wakes the hosts waiting for changes that have not seen `change` (this host's too, so that its
+  // engine hears of its own writes at once). A failure is left to the waiters' timeouts: the
+  // change itself is committed.
+  void WakeWaiters(MyConnection& session, std::int64_t change) {
+    std::lock_guard lock(waker_mu_);
+    (void)waker_.Wake(session, change, [](const std::string&) {});
+  }
+
   // Runs `change(row or nullptr when missing, now)` on the row of `id`, locked, and writes the
-  // row back if it changed, in one transaction (rolled back when `change` fails).
+  // row back if it changed, announcing `announce` then, in one transaction (rolled back when
+  // `change` fails).
   template <typename T, typename Change>
-  Result<T> ChangeRow(std::string_view what, const std::string& id, Change&& change) {
-    return InTransaction<T>(what, [&](MyConnection& session) -> Result<T> {
+  Result<T> ChangeRow(std::string_view what, const std::string& id,
+                      std::optional<StoreEvent> announce, Change&& change) {
+    return InTransaction<T>(what, [&](Transaction& tx) -> Result<T> {
+      MyConnection& session = tx.session;
       const std::string ids[] = {id};
       Result<ReadRows> read = Read(session, ids, Lock::kWait);
       if (!read.ok()) return read.status();
@@ -533,6 +672,7 @@ class MySqlTaskStore final : public TaskStore {
       RoundForStorage(it->second, read->now);
       if (it->second != before) {
         STAGEHAND_RETURN_IF_ERROR(Write(session, std::span(&it->second, 1)));
+        if (announce) tx.events.push_back(*announce);
       }
       return result;
     });
@@ -543,34 +683,38 @@ class MySqlTaskStore final : public TaskStore {
     if (claims.empty()) return std::vector<ClaimResult>();
     std::vector<std::string> ids;
     for (const ClaimRequest& claim : claims) ids.push_back(claim.id);
-    return InTransaction<std::vector<ClaimResult>>(
-        "claiming tasks", [&](MyConnection& session) -> Result<std::vector<ClaimResult>> {
-          Result<ReadRows> read = Read(session, ids, lock);
-          if (!read.ok()) return read.status();
-          std::vector<ClaimResult> results(claims.size(),
-                                           ClaimResult{false, read->now, std::nullopt});
-          std::vector<TaskRow> claimed;
-          for (std::size_t i = 0; i < claims.size(); ++i) {
-            const ClaimRequest& claim = claims[i];
-            auto it = read->rows.find(claim.id);
-            if (it == read->rows.end() ||
-                !store_internal::ClaimRow(it->second, claim.ticket, claim.timeout, lease,
-                                          claim.expected_version, read->now)) {
-              continue;
-            }
-            RoundForStorage(it->second, read->now);
-            results[i].claimed = true;
-            results[i].expires_at = it->second.current_run_expires_at;
-            claimed.push_back(it->second);
-          }
-          STAGEHAND_RETURN_IF_ERROR(Write(session, claimed));
-          return results;
-        });
+    return InTransaction<std::vector<
+        ClaimResult>>("claiming tasks", [&](Transaction& tx) -> Result<std::vector<ClaimResult>> {
+      MyConnection& session = tx.session;
+      Result<ReadRows> read = Read(session, ids, lock);
+      if (!read.ok()) return read.status();
+      std::vector<ClaimResult> results(claims.size(), ClaimResult{false, read->now, std::nullopt});
+      std::vector<TaskRow> claimed;
+      for (std::size_t i = 0; i < claims.size(); ++i) {
+        const ClaimRequest& claim = claims[i];
+        auto it = read->rows.find(claim.id);
+        if (it == read->rows.end() ||
+            !store_internal::ClaimRow(it->second, claim.ticket, claim.timeout, lease,
+                                      claim.expected_version, read->now)) {
+          continue;
+        }
+        RoundForStorage(it->second, read->now);
+        results[i].claimed = true;
+        results[i].expires_at = it->second.current_run_expires_at;
+        if (lock == Lock::kSkipLocked) {
+          tx.Announce(StoreEvent::Kind::kClaim, claim.id, claim.ticket);
+        }
+        claimed.push_back(it->second);
+      }
+      STAGEHAND_RETURN_IF_ERROR(Write(session, claimed));
+      return results;
+    });
   }
 
   // Resets the expired runs and pauses (inside the caller's transaction). Returns the ids of the
   // reset runs.
-  Result<std::vector<std::string>> SweepOn(MyConnection& session) {
+  Result<std::vector<std::string>> SweepOn(Transaction& tx) {
+    MyConnection& session = tx.session;
     Result<MyResult> result =
         Run(session, ReadRowsSql("t.current_run_expires_at < NOW(6)", Lock::kWait), {},
             "reading expired runs");
@@ -583,6 +727,9 @@ class MySqlTaskStore final : public TaskStore {
       const store_internal::SweepOutcome outcome = store_internal::SweepRow(row, read->now);
       if (outcome == store_internal::SweepOutcome::kUntouched) continue;
       if (outcome == store_internal::SweepOutcome::kSwept) swept.push_back(id);
+      tx.Announce(outcome == store_internal::SweepOutcome::kSwept ? StoreEvent::Kind::kSweep
+                                                                  : StoreEvent::Kind::kRelease,
+                  id);
       RoundForStorage(row, read->now);
       changed.push_back(row);
     }
@@ -689,12 +836,18 @@ class MySqlTaskStore final : public TaskStore {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
 
+  enum class ChangeLog { kUnknown, kPresent, kAbsent };
+
   const std::string plugin_id_;
-  const std::string where_;  // "plugin X (MySQL database D)", for messages
+  const store_internal::MyConnectParams params_;  // for the listeners' sessions
+  const std::string where_;                       // "plugin X (MySQL database D)", for messages
   const Clock& clock_;
   DatabaseClock db_clock_;
   store_internal::SettingsCache settings_cache_;
   MyPool pool_;
+  std::atomic<ChangeLog> change_log_{ChangeLog::kUnknown};
+  std::mutex waker_mu_;
+  store_internal::WaiterWaker waker_{""};  // wakes every waiter, this host's too; by waker_mu_
   // The last failed statement's error number and whether it lost its session, per thread.
   static thread_local unsigned last_error_;
   static thread_local bool lost_;
