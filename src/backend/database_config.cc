@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -20,6 +21,7 @@ namespace {
 constexpr std::string_view kRootKey = "backend.database";
 constexpr char kMemory[] = ":memory:";
 constexpr std::size_t kMaxPostgresIdentifierBytes = 63;
+constexpr std::size_t kMaxMySqlDatabaseNameChars = 64;
 
 std::optional<std::string> ReadString(const Config& config, std::string_view key,
                                       ConfigProblems& problems) {
@@ -48,6 +50,9 @@ std::optional<DatabaseClient> ParseClient(const std::string& name) {
   if (name == "pg") {
     return DatabaseClient::kPostgres;
   }
+  if (name == "mysql2" || name == "mysql") {
+    return DatabaseClient::kMySql;
+  }
   return std::nullopt;
 }
 
@@ -66,7 +71,7 @@ std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view 
     problems.Add(
         InvalidConfigValue(config, key,
                            fmt::format("unsupported client '{}', wanted one of better-sqlite3, "
-                                       "sqlite3, pg",
+                                       "sqlite3, pg, mysql2, mysql",
                                        *value)));
     return std::nullopt;
   }
@@ -96,6 +101,87 @@ bool ParsePostgresString(const std::string& text, DatabaseConnection& connection
   return true;
 }
 
+// Whether `text` is a TCP port number, 1 to 65535.
+bool IsPort(std::string_view text) {
+  if (text.empty() || text.size() > 5 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const int port = std::stoi(std::string(text));
+  return port >= 1 && port <= 65535;
+}
+
+// Decodes %XX escapes. Returns false for a malformed escape.
+bool PercentDecode(std::string_view text, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      return false;
+    }
+    out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+    i += 2;
+  }
+  return true;
+}
+
+// Parses a mysql2 connection URL, mysql://[user[:password]@]host[:port][/database][?ssl=...],
+// into MySQL connection fields. Query parameters other than `ssl` are ignored, as knex passes
+// them to mysql2 options stagehand has no use for.
+bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection) {
+  constexpr std::string_view kScheme = "mysql://";
+  if (!text.starts_with(kScheme)) return false;
+  std::string_view rest = text.substr(kScheme.size());
+  std::string_view query;
+  if (const std::size_t mark = rest.find('?'); mark != std::string_view::npos) {
+    query = rest.substr(mark + 1);
+    rest = rest.substr(0, mark);
+  }
+  std::string_view path;
+  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  std::string decoded;
+  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view credentials = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const std::size_t colon = credentials.find(':');
+    if (!PercentDecode(credentials.substr(0, colon), decoded)) return false;
+    connection["user"] = decoded;
+    if (colon != std::string_view::npos) {
+      if (!PercentDecode(credentials.substr(colon + 1), decoded)) return false;
+      connection["password"] = decoded;
+    }
+  }
+  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view port = rest.substr(colon + 1);
+    if (!IsPort(port)) return false;
+    connection["port"] = std::string(port);
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty() || !PercentDecode(rest, decoded)) return false;
+  connection["host"] = decoded;
+  if (!path.empty()) {
+    if (!PercentDecode(path, decoded)) return false;
+    connection["dbname"] = decoded;
+  }
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.starts_with("ssl=")) {
+      const std::string_view value = pair.substr(4);
+      connection["ssl"] = value == "false" || value == "0" ? "false" : "true";
+    }
+  }
+  return true;
+}
+
 // Returns the scalar at `key` of an object connection as text: strings substituted, numbers
 // written without a fraction when they have none.
 std::optional<std::string> ReadScalar(const Config& config, const std::string& key,
@@ -109,6 +195,40 @@ std::optional<std::string> ReadScalar(const Config& config, const std::string& k
     return fmt::format("{}", number);
   }
   return ReadString(config, key, problems);
+}
+
+// Reads the field `key` of a MySQL connection object into `connection` (fields mysql2 has that
+// stagehand does not use are ignored).
+void ReadMySqlField(const Config& object, const std::string& key, DatabaseConnection& connection,
+                    ConfigProblems& problems) {
+  if (key == "ssl") {
+    const ConfigNode* ssl = object.Node(key);
+    if (ssl != nullptr && (std::holds_alternative<ConfigNode::Object>(ssl->value) ||
+                           std::holds_alternative<std::string>(ssl->value))) {
+      connection["ssl"] = "true";  // an ssl profile or options object: TLS is wanted
+    } else if (std::optional<bool> enabled = ReadBoolean(object, key, problems)) {
+      connection["ssl"] = *enabled ? "true" : "false";
+    }
+    return;
+  }
+  std::string field;
+  if (key == "host" || key == "port" || key == "user" || key == "password") {
+    field = key;
+  } else if (key == "database") {
+    field = "dbname";
+  } else if (key == "socketPath") {
+    field = "socket";
+  } else {
+    return;
+  }
+  std::optional<std::string> value = ReadScalar(object, key, problems);
+  if (!value) return;
+  if (field == "port" && !IsPort(*value)) {
+    problems.Add(InvalidConfigValue(
+        object, key, fmt::format("wanted a port from 1 to 65535, got '{}'", *value)));
+    return;
+  }
+  connection[field] = *value;
 }
 
 // Reads `connection` under `config` for `client`, normalised to named fields.
@@ -127,6 +247,14 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
     }
     if (client == DatabaseClient::kSqlite) {
       connection["filename"] = *text;
+      return connection;
+    }
+    if (client == DatabaseClient::kMySql) {
+      // The URL may hold a password: never repeat it.
+      if (!ParseMySqlUrl(*text, connection)) {
+        problems.Add(InvalidConfigValue(
+            config, kKey, "not a MySQL URL (mysql://user:password@host:port/database)"));
+      }
       return connection;
     }
     std::string error;
@@ -150,6 +278,10 @@ DatabaseConnection ReadConnection(const Config& config, DatabaseClient client,
       if (std::optional<std::string> value = ReadString(*object, key, problems)) {
         connection[key] = *value;
       }
+      continue;
+    }
+    if (client == DatabaseClient::kMySql) {
+      ReadMySqlField(*object, key, connection, problems);
       continue;
     }
     if (key == "ssl") {
@@ -393,6 +525,30 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
   result.pool_min = std::min(result.pool_min, result.pool_max);
   result.idle_timeout =
       own.idle_timeout.value_or(config.pool.idle_timeout.value_or(result.idle_timeout));
+
+  if (result.client == DatabaseClient::kMySql) {
+    if (config.division_mode == PluginDivisionMode::kSchema) {
+      return InvalidArgumentError(fmt::format(
+          "plugin '{}': backend.database.pluginDivisionMode 'schema' is supported on PostgreSQL "
+          "only (MySQL has no schemas within a database); use 'database'",
+          plugin_id));
+    }
+    auto dbname = connection.find("dbname");
+    result.database = dbname != connection.end() ? dbname->second : config.prefix + plugin_id;
+    // Counted in characters: MySQL's limit is 64 of them.
+    const auto characters =
+        std::count_if(result.database.begin(), result.database.end(),
+                      [](char c) { return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U; });
+    if (static_cast<std::size_t>(characters) > kMaxMySqlDatabaseNameChars) {
+      return InvalidArgumentError(fmt::format(
+          "plugin '{}': database name '{}' is {} characters long; MySQL's limit is {} (shorten "
+          "backend.database.prefix or the plugin id)",
+          plugin_id, result.database, characters, kMaxMySqlDatabaseNameChars));
+    }
+    connection.erase("dbname");
+    result.mysql_server = std::move(connection);
+    return result;
+  }
 
   if (config.division_mode == PluginDivisionMode::kSchema) {
     auto dbname = connection.find("dbname");

@@ -5,6 +5,7 @@
 #include <system_error>
 #include <utility>
 
+#include "stagehand/store/mysql_task_store.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/sqlite_task_store.h"
 
@@ -19,6 +20,24 @@ Status Describe(const Status& status, const std::string& plugin_id, const std::s
   }
   return Status(status.code(), fmt::format("plugin '{}', database '{}': {}", plugin_id, database,
                                            status.message()));
+}
+
+// The MySQL store's options for `database` (mysql2's defaults where the config is silent).
+MySqlStoreOptions MySqlOptions(const PluginDatabase& database) {
+  const auto field = [&](const char* key) -> std::string {
+    auto found = database.mysql_server.find(key);
+    return found != database.mysql_server.end() ? found->second : "";
+  };
+  MySqlStoreOptions options;
+  if (const std::string host = field("host"); !host.empty()) options.host = host;
+  if (const std::string port = field("port"); !port.empty()) options.port = std::stoi(port);
+  options.socket_path = field("socket");
+  options.user = field("user");
+  options.password = field("password");
+  options.tls_required = field("ssl") == "true";
+  options.database = database.database;
+  options.pool_size = database.pool_max;
+  return options;
 }
 
 }  // namespace
@@ -66,6 +85,8 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
     SqliteStoreOptions options;
     options.path = database->database;
     opened = OpenSqliteTaskStore(plugin_id, options, clock_);
+  } else if (database->client == DatabaseClient::kMySql) {
+    opened = OpenMySqlTaskStore(plugin_id, MySqlOptions(*database), clock_);
   } else {
     PostgresStoreOptions options;
     options.connection = database->server_connection;

@@ -33,7 +33,7 @@ std::string ConnectionValue(const DatabaseConnection& connection, const std::str
 }
 
 // Returns the base database in a few words: "sqlite ./data", "sqlite :memory:",
-// "postgres db.internal:5432". Never the password.
+// "postgres db.internal:5432", "mysql db.internal:3306". Never the password.
 std::string DescribeDatabase(const DatabaseConfig& database) {
   if (database.client == DatabaseClient::kSqlite) {
     const std::string filename = ConnectionValue(database.connection, "filename", "");
@@ -41,6 +41,13 @@ std::string DescribeDatabase(const DatabaseConfig& database) {
       return "sqlite :memory:";
     }
     return "sqlite " + ConnectionValue(database.connection, "directory", ".");
+  }
+  if (database.client == DatabaseClient::kMySql) {
+    const std::string socket = ConnectionValue(database.connection, "socket", "");
+    return "mysql " + (socket.empty()
+                           ? ConnectionValue(database.connection, "host", "localhost") + ":" +
+                                 ConnectionValue(database.connection, "port", "3306")
+                           : socket);
   }
   std::string text = "postgres " + ConnectionValue(database.connection, "host", "localhost") + ":" +
                      ConnectionValue(database.connection, "port", "5432");
@@ -51,10 +58,14 @@ std::string DescribeDatabase(const DatabaseConfig& database) {
 }
 
 // Returns where one plugin's tables live: "sqlite ./data/jobs.sqlite", "postgres database
-// backstage_plugin_jobs", "postgres schema jobs in backstage".
+// backstage_plugin_jobs", "postgres schema jobs in backstage", "mysql database
+// backstage_plugin_jobs".
 std::string DescribePluginDatabase(const PluginDatabase& database) {
   if (database.client == DatabaseClient::kSqlite) {
     return "sqlite " + database.database;
+  }
+  if (database.client == DatabaseClient::kMySql) {
+    return "mysql database " + database.database;
   }
   if (!database.schema.empty()) {
     return "postgres schema " + database.schema + " in " + database.database;

@@ -301,7 +301,12 @@ Result<RunHistory*> PluginScheduler::Impl::History() const {
                               "' keeps no run history: it has no database to keep it in");
   }
   RunHistory* history = options.store->history();
-  Result<bool> tables = history != nullptr ? history->TablesExist() : Result<bool>(false);
+  if (history == nullptr) {
+    return UnimplementedError("Plugin '" + id +
+                              "' keeps no run history: its kind of database does not keep one "
+                              "yet");
+  }
+  Result<bool> tables = history->TablesExist();
   if (!tables.ok()) return tables.status();
   if (!*tables) {
     return UnimplementedError(

@@ -17,6 +17,7 @@ namespace stagehand {
 enum class DatabaseClient {
   kSqlite,    // `better-sqlite3` or `sqlite3`
   kPostgres,  // `pg`
+  kMySql,     // `mysql2` or `mysql` (MySQL and MariaDB)
 };
 
 enum class PluginDivisionMode {
@@ -27,7 +28,10 @@ enum class PluginDivisionMode {
 // A connection normalised to named fields, so that a plugin's connection can be merged over the
 // base one. SQLite uses `filename` and `directory`; PostgreSQL uses libpq's keywords (`host`,
 // `port`, `user`, `password`, `dbname`, `sslmode`, ...), whether the config gave a connection
-// string, a URL or an object ({host, port, user, password, database, ssl}).
+// string, a URL or an object ({host, port, user, password, database, ssl}); MySQL uses `host`,
+// `port`, `user`, `password`, `dbname`, `socket` and `ssl` ("true" or "false"), from a
+// `mysql://user:password@host:port/database` URL or an object ({host, port, user, password,
+// database, socketPath, ssl}).
 using DatabaseConnection = std::map<std::string, std::string>;
 
 // Backstage's `knexConfig.pool` (knex/tarn pool settings) for the PostgreSQL statement
@@ -69,7 +73,7 @@ struct DatabaseConfig {
 struct PluginDatabase {
   DatabaseClient client = DatabaseClient::kSqlite;
   // SQLite: the database file ("<directory>/<pluginId>.sqlite", or the plugin's own filename) or
-  // ":memory:". PostgreSQL: the plugin's database name.
+  // ":memory:". PostgreSQL and MySQL: the plugin's database name.
   std::string database;
   // PostgreSQL, schema mode: the plugin's schema. Empty otherwise.
   std::string schema;
@@ -77,9 +81,12 @@ struct PluginDatabase {
   // maintenance database `postgres`, from which the plugin database is created). May hold a
   // password: never print it.
   std::string server_connection;
+  // MySQL: the server's fields (`host`, `port`, `user`, `password`, `socket`, `ssl`; see
+  // DatabaseConnection). May hold a password: never print it.
+  DatabaseConnection mysql_server;
   bool skip_migrations = false;
-  // PostgreSQL: the statement pool (knex's pool.min, pool.max, pool.idleTimeoutMillis; plugin
-  // settings over base ones over these defaults).
+  // PostgreSQL and MySQL: the statement pool (knex's pool.min, pool.max, pool.idleTimeoutMillis;
+  // plugin settings over base ones over these defaults; MySQL uses pool.max only).
   int pool_min = 0;
   int pool_max = 4;
   std::chrono::milliseconds idle_timeout{10000};

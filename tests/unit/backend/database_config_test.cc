@@ -234,11 +234,11 @@ TEST(DatabaseConfigTest, MissingClientAndConnectionAreBothReported) {
 
 TEST(DatabaseConfigTest, UnknownClientNamesTheAcceptedValues) {
   std::string error =
-      ReadError("backend:\n  database:\n    client: mysql2\n    connection: ':memory:'\n");
+      ReadError("backend:\n  database:\n    client: oracledb\n    connection: ':memory:'\n");
   EXPECT_THAT(error, HasSubstr("'backend.database.client'"));
   EXPECT_THAT(error, HasSubstr(kFile));
-  EXPECT_THAT(error, HasSubstr("'mysql2'"));
-  EXPECT_THAT(error, HasSubstr("better-sqlite3, sqlite3, pg"));
+  EXPECT_THAT(error, HasSubstr("'oracledb'"));
+  EXPECT_THAT(error, HasSubstr("better-sqlite3, sqlite3, pg, mysql2, mysql"));
 }
 
 TEST(DatabaseConfigTest, UnknownPluginClientNamesThePluginKey) {
@@ -320,6 +320,81 @@ TEST(DatabaseConfigTest, KnexPoolSettingsOutOfRangeAreProblems) {
   EXPECT_THAT(message, HasSubstr("'backend.database.knexConfig.pool.idleTimeoutMillis'"));
   EXPECT_THAT(message, HasSubstr("min (5) is greater than max (2)"));
   EXPECT_THAT(message, HasSubstr("'stagehand.database.maxConnections'"));
+}
+
+}  // namespace
+}  // namespace stagehand
+
+namespace stagehand {
+namespace {
+
+TEST(DatabaseConfigTest, MySqlUrlGivesOneDatabasePerPlugin) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: mysql2\n    connection: "
+      "'mysql://back%40stage:p%3Ass@db.internal:3307/ignored?ssl=true&charset=utf8mb4'\n");
+  EXPECT_EQ(config.client, DatabaseClient::kMySql);
+  const PluginDatabase database = Resolve(config, "catalog");
+  EXPECT_EQ(database.client, DatabaseClient::kMySql);
+  EXPECT_EQ(database.database, "backstage_plugin_catalog") << "the base database is not used";
+  EXPECT_EQ(database.mysql_server, (DatabaseConnection{{"host", "db.internal"},
+                                                       {"password", "p:ss"},
+                                                       {"port", "3307"},
+                                                       {"ssl", "true"},
+                                                       {"user", "back@stage"}}));
+}
+
+TEST(DatabaseConfigTest, MySqlObjectConnectionAndPluginOverrides) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: mysql\n    prefix: bs_\n    connection:\n"
+      "      socketPath: /run/mysqld/mysqld.sock\n      user: backstage\n      password: s\n"
+      "      port: 3306\n    knexConfig: { pool: { max: 7 } }\n    plugin:\n      jobs:\n"
+      "        connection: { database: jobs_db, ssl: { rejectUnauthorized: true } }\n");
+  const PluginDatabase catalog = Resolve(config, "catalog");
+  EXPECT_EQ(catalog.database, "bs_catalog");
+  EXPECT_EQ(catalog.pool_max, 7);
+  EXPECT_EQ(catalog.mysql_server, (DatabaseConnection{{"password", "s"},
+                                                      {"port", "3306"},
+                                                      {"socket", "/run/mysqld/mysqld.sock"},
+                                                      {"user", "backstage"}}));
+  const PluginDatabase jobs = Resolve(config, "jobs");
+  EXPECT_EQ(jobs.database, "jobs_db");
+  EXPECT_EQ(jobs.mysql_server.at("ssl"), "true");
+  EXPECT_EQ(jobs.mysql_server.at("user"), "backstage") << "merged over the base connection";
+}
+
+TEST(DatabaseConfigTest, MySqlBadUrlNamesTheKeyWithoutEchoingIt) {
+  const std::string error = ReadError(
+      "backend:\n  database:\n    client: mysql2\n    connection: 'postgres://u:secret@h/db'\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection'"));
+  EXPECT_THAT(error, HasSubstr("mysql://"));
+  EXPECT_THAT(error, ::testing::Not(HasSubstr("secret")));
+}
+
+TEST(DatabaseConfigTest, MySqlPortMustBeAPortNumber) {
+  const std::string error = ReadError(
+      "backend:\n  database:\n    client: mysql2\n    connection: { host: h, port: 'x1' }\n");
+  EXPECT_THAT(error, HasSubstr("'backend.database.connection.port'"));
+  EXPECT_THAT(error, HasSubstr("1 to 65535"));
+}
+
+TEST(DatabaseConfigTest, MySqlHasNoSchemaMode) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: mysql2\n    pluginDivisionMode: schema\n"
+      "    connection: { host: h }\n");
+  Result<PluginDatabase> database = ResolvePluginDatabase(config, "catalog");
+  ASSERT_FALSE(database.ok());
+  EXPECT_THAT(database.status().message(), HasSubstr("pluginDivisionMode"));
+  EXPECT_THAT(database.status().message(), HasSubstr("PostgreSQL only"));
+}
+
+TEST(DatabaseConfigTest, MySqlDatabaseNamesAreAtMost64Characters) {
+  DatabaseConfig config =
+      ReadOk("backend:\n  database:\n    client: mysql2\n    prefix: " + std::string(60, 'p') +
+             "_\n    connection: { host: h }\n");
+  EXPECT_EQ(Resolve(config, "abc").database.size(), 64u);
+  Result<PluginDatabase> database = ResolvePluginDatabase(config, "abcd");
+  ASSERT_FALSE(database.ok());
+  EXPECT_THAT(database.status().message(), HasSubstr("MySQL's limit is 64"));
 }
 
 }  // namespace

@@ -261,6 +261,10 @@ class SlowPollStore final : public TaskStore {
     return inner_->Listen(std::move(handler));
   }
 
+  // The run history it reports (none by default, as a store of a kind that keeps none).
+  void SetHistory(RunHistory* history) { history_ = history; }
+  RunHistory* history() override { return history_; }
+
  private:
   struct Arm {
     std::string id;
@@ -277,6 +281,38 @@ class SlowPollStore final : public TaskStore {
  private:
   std::mutex mu_;
   std::optional<Arm> armed_;
+  RunHistory* history_ = nullptr;
+};
+
+// A run history whose tables were never created (a database migrated by an older stagehand):
+// TablesExist() is false; everything else is the memory store's.
+class MissingTablesHistory final : public RunHistory {
+ public:
+  explicit MissingTablesHistory(RunHistory& inner) : inner_(inner) {}
+  void SetLimits(const RunHistoryLimits& limits) override { inner_.SetLimits(limits); }
+  RunHistoryLimits limits() const override { return inner_.limits(); }
+  Status RecordStarts(std::span<const RunStart> starts) override {
+    return inner_.RecordStarts(starts);
+  }
+  Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) override {
+    return inner_.RecordEnds(ends);
+  }
+  Result<RunPage> ListRuns(const std::string& task_id, int limit,
+                           const std::optional<std::string>& before) override {
+    return inner_.ListRuns(task_id, limit, before);
+  }
+  Result<TaskRun> GetRun(const std::string& run_id) override { return inner_.GetRun(run_id); }
+  Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
+                               const std::string& error_json) override {
+    return inner_.MarkLost(run_ids, error_json);
+  }
+  Result<bool> TablesExist() override { return false; }
+  Result<std::size_t> PruneExpired(std::size_t max_rows) override {
+    return inner_.PruneExpired(max_rows);
+  }
+
+ private:
+  RunHistory& inner_;
 };
 
 class PluginSchedulerTest : public ::testing::Test {
@@ -1278,7 +1314,16 @@ TEST_F(PluginSchedulerTest, RunHistoryOffOrMissingIsUnimplementedSayingHowToTurn
               HasSubstr("Plugin 'myplugin' keeps no run history: it has no database"));
   EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kUnimplemented);
 
-  Start(std::make_shared<SlowPollStore>(store_, clock_));
+  auto history_less = std::make_shared<SlowPollStore>(store_, clock_);
+  Start(history_less);
+  status = scheduler_->GetRun("r").status();
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(),
+              HasSubstr("Plugin 'myplugin' keeps no run history: its kind of database does not "
+                        "keep one yet"));
+
+  MissingTablesHistory missing(*store_);
+  history_less->SetHistory(&missing);
   status = scheduler_->GetRun("r").status();
   EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
   EXPECT_THAT(status.message(),
