@@ -196,6 +196,17 @@ Status ResumeRow(TaskRow& row) {
   return Status::Ok();
 }
 
+std::optional<WallTime> EarliestIdleNext(std::span<const PollEntry> entries) {
+  std::optional<WallTime> earliest;
+  for (const PollEntry& entry : entries) {
+    const bool scheduled =
+        entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
+    if (!scheduled || entry.running || !entry.next_run_start_at) continue;
+    if (!earliest || *entry.next_run_start_at < *earliest) earliest = entry.next_run_start_at;
+  }
+  return earliest;
+}
+
 SweepOutcome SweepRow(TaskRow& row, WallTime now) {
   if (!row.current_run_expires_at || *row.current_run_expires_at >= now) {
     return SweepOutcome::kUntouched;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "stagehand/base/status.h"
@@ -72,6 +73,10 @@ void PauseRow(TaskRow& row, const PauseRequest& request, std::chrono::millisecon
 
 // Resume's rules. Errors: kConflict "Task {id} is not paused".
 Status ResumeRow(TaskRow& row);
+
+// PollResult::earliest_next of `entries`: the earliest next start among the rows that are idle
+// and whose settings parse.
+std::optional<WallTime> EarliestIdleNext(std::span<const PollEntry> entries);
 
 // What the janitor's sweep did to one row.
 enum class SweepOutcome {

@@ -307,14 +307,8 @@ class MySqlTaskStore final : public TaskStore {
       result.db_now = read->now;
       for (const std::string& id : wanted) {
         result.entries.push_back(Entry(id, read->rows, read->now));
-        const PollEntry& entry = result.entries.back();
-        const bool scheduled =
-            entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
-        if (!scheduled || entry.running || !entry.next_run_start_at) continue;
-        if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
-          result.earliest_next = entry.next_run_start_at;
-        }
       }
+      result.earliest_next = store_internal::EarliestIdleNext(result.entries);
       return result;
     };
     if (sweep_expired) return InTransaction<PollResult>("polling tasks", poll);

@@ -11,6 +11,7 @@
 #include "stagehand/model/task_state.h"
 #include "store/next_run.h"
 #include "store/prune_rule.h"
+#include "store/row_rules.h"
 #include "store/run_history_support.h"
 #include "store/settings_cache.h"
 #include "store/sqlite/sqlite_database.h"
@@ -742,14 +743,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
     }
     result.db_now = *now;
     if (sweep_expired) STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
-    for (const PollEntry& entry : result.entries) {
-      const bool scheduled =
-          entry.readiness == Readiness::kReady || entry.readiness == Readiness::kNotReady;
-      if (!scheduled || entry.running || !entry.next_run_start_at) continue;
-      if (!result.earliest_next || *entry.next_run_start_at < *result.earliest_next) {
-        result.earliest_next = entry.next_run_start_at;
-      }
-    }
+    result.earliest_next = store_internal::EarliestIdleNext(result.entries);
     return result;
   }
 

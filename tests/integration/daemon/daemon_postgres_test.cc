@@ -17,9 +17,6 @@
 namespace stagehand::daemon_test {
 namespace {
 
-using ::testing::AnyOf;
-using ::testing::Eq;
-
 class DaemonPostgresTest : public pg_test::ServerTest {
  protected:
   void TearDown() override {
@@ -48,43 +45,14 @@ class DaemonPostgresTest : public pg_test::ServerTest {
            tasks;
   }
 
-  std::string Config() {
-    return Config(
-        "        once:\n"
-        "          schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
-        "          inheritEnv: [DAEMON_NAME]\n"
-        "          command: ['/bin/sh', '-c', 'echo \"$DAEMON_NAME\" >> \"" +
-        (dir_ / "runs").string() + "\"; sleep 1']\n");
-  }
-
   TempDir dir_;
   std::string prefix_;
   std::vector<std::unique_ptr<DaemonProcess>> daemons_;
 };
 
 TEST_F(DaemonPostgresTest, TaskTriggeredOnOneDaemonRunsExactlyOnceOnEither) {
-  WriteFile(dir_ / "app.yaml", Config());
-  for (const char* name : {"a", "b"}) {
-    daemons_.push_back(std::make_unique<DaemonProcess>(
-        std::vector<std::string>{(dir_ / "app.yaml").string()}, dir_ / (std::string(name) + ".log"),
-        std::vector<std::pair<std::string, std::string>>{{"DAEMON_NAME", name}}));
-  }
-  const int port_a = daemons_[0]->WaitUntilReady();
-  const int port_b = daemons_[1]->WaitUntilReady();
-  ASSERT_NE(port_a, 0);
-  ASSERT_NE(port_b, 0);
-  SchedulerApi a(port_a, "jobs");
-  SchedulerApi b(port_b, "jobs");
-
-  ASSERT_EQ(a.Post("once", "trigger"), 200);
-  // A second trigger from the other host while the first is pending or running adds no run.
-  EXPECT_THAT(b.Post("once", "trigger"), AnyOf(Eq(200), Eq(409)));
-  nlohmann::json seen_by_b = b.WaitForRunEnd("once", 15s);
-  nlohmann::json seen_by_a = a.WaitForRunEnd("once", 5s);
-  EXPECT_EQ(seen_by_a["taskState"], seen_by_b["taskState"]);
-
-  const std::string runs = ReadFile(dir_ / "runs");
-  EXPECT_TRUE(runs == "a\n" || runs == "b\n") << "runs: '" << runs << "'";
+  WriteFile(dir_ / "app.yaml", Config(OnceTaskYaml(dir_ / "runs")));
+  ExpectATriggerRunsOnceOnEither(dir_.path(), dir_ / "app.yaml", daemons_);
 }
 
 // Issue 18's end to end: host A only knows another task, so the run of `report` is host B's; the

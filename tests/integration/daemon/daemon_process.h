@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -285,5 +286,46 @@ class SchedulerApi {
   httplib::Client client_;
   std::string base_;
 };
+
+// A two-host fleet's check, for every database a fleet can share. The tasks block (indented for a
+// plugin's `tasks:`) of one manual task `once`, whose command appends the daemon's name
+// (DAEMON_NAME) to `runs_file` and then takes a second.
+inline std::string OnceTaskYaml(const std::filesystem::path& runs_file) {
+  return "        once:\n"
+         "          schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+         "          inheritEnv: [DAEMON_NAME]\n"
+         "          command: ['/bin/sh', '-c', 'echo \"$DAEMON_NAME\" >> \"" +
+         runs_file.string() + "\"; sleep 1']\n";
+}
+
+// Starts daemons "a" and "b" on `config` (plugin `jobs` with OnceTaskYaml(dir / "runs")), appended
+// to `daemons`, triggers `once` on a and again on b while it is pending or running, and checks that
+// it ran exactly once, on either, and that both report the same state.
+inline void ExpectATriggerRunsOnceOnEither(const std::filesystem::path& dir,
+                                           const std::filesystem::path& config,
+                                           std::vector<std::unique_ptr<DaemonProcess>>& daemons) {
+  for (const char* name : {"a", "b"}) {
+    daemons.push_back(std::make_unique<DaemonProcess>(
+        std::vector<std::string>{config.string()}, dir / (std::string(name) + ".log"),
+        std::vector<std::pair<std::string, std::string>>{{"DAEMON_NAME", name}}));
+  }
+  const int port_a = daemons[daemons.size() - 2]->WaitUntilReady();
+  const int port_b = daemons.back()->WaitUntilReady();
+  ASSERT_NE(port_a, 0);
+  ASSERT_NE(port_b, 0);
+  SchedulerApi a(port_a, "jobs");
+  SchedulerApi b(port_b, "jobs");
+
+  ASSERT_EQ(a.Post("once", "trigger"), 200);
+  // A second trigger from the other host while the first is pending or running adds no run.
+  const int again = b.Post("once", "trigger");
+  EXPECT_TRUE(again == 200 || again == 409) << again;
+  nlohmann::json seen_by_b = b.WaitForRunEnd("once", 15s);
+  nlohmann::json seen_by_a = a.WaitForRunEnd("once", 5s);
+  EXPECT_EQ(seen_by_a["taskState"], seen_by_b["taskState"]);
+
+  const std::string runs = ReadFile(dir / "runs");
+  EXPECT_TRUE(runs == "a\n" || runs == "b\n") << "runs: '" << runs << "'";
+}
 
 }  // namespace stagehand::daemon_test

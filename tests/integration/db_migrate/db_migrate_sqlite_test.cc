@@ -172,7 +172,7 @@ TEST_F(DbMigrateSqliteTest, UnreachablePostgresFailsNamingPluginAndDatabaseButNo
 TEST_F(DbMigrateSqliteTest, ConfigErrorsExit78ListingEveryProblem) {
   const std::string config =
       dir_.Write("bad.yaml",
-                 "backend:\n  database:\n    client: mysql\n    connection: ':memory:'\n"
+                 "backend:\n  database:\n    client: oracledb\n    connection: ':memory:'\n"
                  "    pluginDivisionMode: tables\nstagehand:\n  plugins:\n    catalog: {}\n");
   CliResult result = RunCli({"db", "migrate", "--config", config});
   EXPECT_EQ(result.code, cli::kExitConfig);

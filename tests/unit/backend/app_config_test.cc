@@ -627,7 +627,7 @@ TEST_F(AppConfigTest, BadSchedulerOptionsAreAllReported) {
 
 TEST_F(AppConfigTest, EveryBackendProblemIsReportedWithItsFile) {
   const std::string first = Write("first.yaml",
-                                  "backend:\n  listen: 'x:y'\n  database:\n    client: mysql\n"
+                                  "backend:\n  listen: 'x:y'\n  database:\n    client: oracledb\n"
                                   "    connection: ':memory:'\n");
   const std::string second = Write("second.yaml",
                                    "backend:\n  auth:\n    externalAccess:\n      - type: legacy\n"
