@@ -59,16 +59,21 @@ constexpr char kForgetDead[] =
 constexpr char kLeave[] =
     "DELETE FROM stagehand_waiters WHERE host = ? AND connection_id = CONNECTION_ID()";
 
-// The wait names its waiter, so that a writer can tell this very statement in the process list
-// from any other statement of that session, or of a session that reused its id after a restart.
-constexpr char kSleep[] = "SELECT SLEEP(?), ?";
+// The wait looks at the log and sleeps in one statement, unless a change newer than ?1 is there:
+// a writer that committed before the statement started is seen by its look, and one that commits
+// later finds the statement in the process list (from its start, look included) and ends it. The
+// wait names its waiter and what it has seen, so that a writer can tell this very statement from
+// any other statement of that session, or of a session that reused its id after a restart.
+constexpr char kSleep[] =
+    "SELECT IF((SELECT coalesce(max(seq), 0) FROM stagehand_changes) > ?, 0, SLEEP(?)), ?";
 // The waiters that have not seen change ?1, other than ?2, that are in their wait right now. The
 // process list shows the sessions of this account only: the ones it may wake.
 constexpr char kSleepingWaiters[] =
     "SELECT w.host, w.connection_id, w.seen_seq FROM stagehand_waiters AS w "
     "JOIN information_schema.PROCESSLIST AS p ON p.ID = w.connection_id "
     "WHERE w.seen_seq < ? AND w.host <> ? "
-    "AND p.INFO = CONCAT('SELECT SLEEP(', w.wait_seconds, '), ', QUOTE(w.host))";
+    "AND p.INFO = CONCAT('SELECT IF((SELECT coalesce(max(seq), 0) FROM stagehand_changes) > ', "
+    "w.seen_seq, ', 0, SLEEP(', w.wait_seconds, ')), ', QUOTE(w.host))";
 constexpr char kKillQuery[] = "KILL QUERY ?";
 
 // Server errors of a wait that a writer ended: the statement was killed (MariaDB answers
@@ -194,10 +199,7 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
   if (auto end = woken(registered)) return *std::move(end);
   MyResult forgotten = session_->Execute(kForgetDead);
   if (auto end = woken(forgotten)) return *std::move(end);
-  // A change made before this waiter was recorded was not followed by a wake for it.
-  Result<std::int64_t> latest = latest_change();
-  if (!latest.ok() || *latest > seen) return latest;
-  MyResult slept = session_->Execute(kSleep, MyParams().Add(seconds).Add(host_));
+  MyResult slept = session_->Execute(kSleep, MyParams().Add(seen).Add(seconds).Add(host_));
   if (auto end = woken(slept)) return *std::move(end);
   return latest_change();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "integration/mysql/test_server.h"
+#include "integration/tcp_proxy.h"
 #include "store/mysql/my_wakeups.h"
 
 namespace stagehand {
@@ -61,7 +62,7 @@ class MySqlWakeupsTest : public mysql_test::ServerTest {
   bool Sleeping(const std::string& host) {
     MyResult found =
         writer_->Execute("SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
-                         MyParams().Add("SELECT SLEEP(%), '" + host + "'"));
+                         MyParams().Add("SELECT IF(%SLEEP(%)), '" + host + "'"));
     return found.ok() && found.GetInt(0, 0) == 1;
   }
 
@@ -113,6 +114,33 @@ TEST_F(MySqlWakeupsTest, AChangeMadeBeforeTheWaitEndsItAtOnce) {
   const std::int64_t change = Change();
   std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
   ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready);
+  Result<std::int64_t> latest = waited.get();
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(*latest, change);
+}
+
+TEST_F(MySqlWakeupsTest, AChangeCommittedWhileTheWaitIsOnItsWayIsNeverMissed) {
+  // The waiter's session stalls right before its wait statement reaches the server (as a
+  // descheduled thread would): a writer commits and wakes meanwhile, finding nobody asleep. The
+  // wait, once it arrives, must still see the change.
+  proxy_test::TcpProxy proxy(params_.port);
+  store_internal::MyConnectParams through_proxy = params_;
+  through_proxy.database = database_;
+  through_proxy.port = proxy.port();
+  Result<std::unique_ptr<MyConnection>> session = MyConnection::Open(through_proxy);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ChangeWaiter waiter(std::move(*session), "host-a");
+  const std::int64_t seen = Change();
+  proxy.HoldNext("SLEEP(");
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_TRUE(proxy.WaitUntilHeld(seconds(10)));
+  const std::int64_t change = Change();
+  Result<int> woken = WaiterWaker("host-b").Wake(*writer_, change, [](const std::string&) {});
+  ASSERT_TRUE(woken.ok()) << woken.status().ToString();
+  EXPECT_EQ(*woken, 0) << "the waiter was not in its wait yet";
+  proxy.ReleaseHeld();
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready)
+      << "the waiter slept through a change committed before its wait began";
   Result<std::int64_t> latest = waited.get();
   ASSERT_TRUE(latest.ok()) << latest.status().ToString();
   EXPECT_EQ(*latest, change);

@@ -6,8 +6,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "integration/postgres/test_server.h"
+#include "integration/tcp_proxy.h"
 #include "stagehand/store/postgres_task_store.h"
 
 namespace stagehand {
@@ -51,97 +50,6 @@ std::string Env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
 }
-
-// A TCP proxy on 127.0.0.1 in front of the test server that can stop moving bytes in both
-// directions without closing anything (packets "dropped" by a partition, as far as either end
-// can tell). Thread-safe.
-class BlackholeProxy {
- public:
-  explicit BlackholeProxy(int target_port) : target_port_(target_port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    ::listen(listener_, 16);
-    socklen_t length = sizeof address;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    wake_ = ::eventfd(0, EFD_NONBLOCK);
-    thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
-  }
-  ~BlackholeProxy() {
-    thread_.request_stop();
-    Wake();
-    thread_.join();
-    for (const auto& [a, b] : pairs_) {
-      ::close(a);
-      ::close(b);
-    }
-    ::close(listener_);
-    ::close(wake_);
-  }
-  BlackholeProxy(const BlackholeProxy&) = delete;
-  BlackholeProxy& operator=(const BlackholeProxy&) = delete;
-
-  int port() const { return port_; }
-  // Stops forwarding on every connection, present and future; sockets stay open.
-  void Blackhole() {
-    blackholed_ = true;
-    Wake();
-  }
-
- private:
-  void Wake() {
-    const std::uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof one);
-  }
-  void Loop(const std::stop_token& stop) {
-    while (!stop.stop_requested()) {
-      std::vector<pollfd> fds = {{wake_, POLLIN, 0}, {listener_, POLLIN, 0}};
-      if (!blackholed_) {
-        for (const auto& [a, b] : pairs_) {
-          fds.push_back({a, POLLIN, 0});
-          fds.push_back({b, POLLIN, 0});
-        }
-      }
-      if (::poll(fds.data(), fds.size(), -1) <= 0) continue;
-      if (fds[0].revents != 0) {
-        std::uint64_t count = 0;
-        (void)!::read(wake_, &count, sizeof count);
-      }
-      if (fds[1].revents != 0) Accept();
-      for (std::size_t i = 2; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
-        const auto& pair = pairs_[(i - 2) / 2];
-        const int from = fds[i].fd;
-        const int to = from == pair.first ? pair.second : pair.first;
-        char buffer[16384];
-        const ssize_t got = ::read(from, buffer, sizeof buffer);
-        if (got > 0) (void)!::write(to, buffer, static_cast<std::size_t>(got));
-      }
-    }
-  }
-  void Accept() {
-    const int client = ::accept(listener_, nullptr, nullptr);
-    if (client < 0) return;
-    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<std::uint16_t>(target_port_));
-    ::connect(server, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    pairs_.emplace_back(client, server);
-  }
-
-  const int target_port_;
-  int port_ = 0;
-  int listener_ = -1;
-  int wake_ = -1;
-  std::atomic<bool> blackholed_{false};
-  std::vector<std::pair<int, int>> pairs_;  // used by the proxy thread only (and the destructor)
-  std::jthread thread_;
-};
 
 // Returns `url` with its port replaced by `port`.
 std::string WithPort(const std::string& url, int port) {
@@ -351,7 +259,7 @@ TEST_F(PostgresFaultTest, BlackholedConnectionFailsWithinTheCallTimeout) {
     std::unique_ptr<TaskStore> direct = OpenFresh();
     ASSERT_NE(direct, nullptr);
   }
-  BlackholeProxy proxy(PortOf(url()));
+  proxy_test::TcpProxy proxy(PortOf(url()));
   PostgresStoreOptions options;
   options.connection = WithPort(url(), proxy.port());
   options.database = database_;
