@@ -96,6 +96,52 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual((result["met"], result["double_starts"]), (1, 1))
         self.assertEqual([x["run"] for x in result["doubles"][0]["starts"]], ["a", "b"])
 
+    def test_a_slot_whose_run_a_stop_interrupted_unseen_is_not_missed(self):
+        runs, _ = checker.parse_events(lines(
+            (3 * MS, "start", "h1", "a", "c", "-"), (4 * MS, "end", "h1", "a", "c", "done"),
+            (2 * S + 3 * MS, "start", "h2", "c", "c", "-"),
+            (2 * S + 4 * MS, "end", "h2", "c", "c", "done")))
+        self.assertEqual(checker.cron_slots(runs, 0, 2 * S, S, 500 * MS)["missed"], 1)
+        result = checker.cron_slots(runs, 0, 2 * S, S, 500 * MS, interrupted={S + MS // 2})
+        self.assertEqual((result["met"], result["missed"], result["interrupted_by_stop"]),
+                         (2, 0, 1))
+        # Only the slot the harness established; any other missed slot stays missed.
+        other = checker.cron_slots(runs, 0, 2 * S, S, 500 * MS, interrupted={3 * S})
+        self.assertEqual((other["missed"], other["interrupted_by_stop"]), (1, 0))
+
+    def test_interrupted_slots_need_the_stopped_pid_its_stop_and_an_on_time_start(self):
+        import scenarios
+
+        offset = scenarios.wall_to_mono_offset()
+        slot_wall_ms = (time.time_ns() // S + 1) * 1000
+        slot = slot_wall_ms * MS - offset
+        sent, exited = slot + 5 * MS, slot + 40 * MS  # SIGTERM to pid 42, which exits
+
+        class Fleet:
+            def __init__(self, rows):
+                self.pg = self
+                self.rows = rows
+
+            def database(self):
+                return "db"
+
+            def query(self, database, sql):
+                self.sql = sql
+                return self.rows
+
+        def found(pid=42, slot_ms=slot_wall_ms, started_ms=slot_wall_ms + 3, ended_ms=None):
+            ended_ms = slot_wall_ms + 20 if ended_ms is None else ended_ms
+            fleet = Fleet([[str(pid), str(slot_ms), str(started_ms), str(ended_ms)]])
+            slots = scenarios.interrupted_slots(fleet, "cron", S, [(42, sent, exited)])
+            self.assertIn("interrupted by shutdown", fleet.sql)
+            return [round((x - slot) / MS) for x in slots]
+
+        self.assertEqual(found(), [0])
+        self.assertEqual(found(pid=43), [], "another daemon's run")
+        self.assertEqual(found(ended_ms=slot_wall_ms + 200), [], "ended after the daemon exited")
+        self.assertEqual(found(started_ms=slot_wall_ms + 600), [], "started off its slot")
+        self.assertEqual(found(slot_ms=slot_wall_ms + 500), [], "not a slot of the grid")
+
     def test_a_start_before_its_slot_is_off_slot(self):
         runs, _ = checker.parse_events(lines(
             (S - 5 * MS, "start", "h1", "a", "c", "-"), (S - 4 * MS, "end", "h1", "a", "c", "done"),

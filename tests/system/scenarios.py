@@ -103,14 +103,15 @@ def cron_window(begin_ns, end_ns, period_ns, lead_ns=2 * S):
 
 
 def cron_checks(runs_by_task, checks, cron_tasks, begin_ns, end_ns, faults=(), idle=(),
-                lead_ns=2 * S):
+                lead_ns=2 * S, interrupted=()):
     """The cron guarantees for each (task, period_ns) of `cron_tasks`: every slot met, no slot with
     two starts, no start away from its slot (checker.cron_slots). Returns the figures by task."""
     figures, missed, doubles, off_slot = {}, 0, 0, 0
     for task, period_ns in cron_tasks:
         first, last = cron_window(begin_ns, end_ns, period_ns, lead_ns)
         cron = checker.cron_slots(runs_by_task.get(task, []), first, last, period_ns,
-                                  CRON_TOLERANCE_NS, faults=faults, idle=idle)
+                                  CRON_TOLERANCE_NS, faults=faults, idle=idle,
+                                  interrupted=interrupted.get(task, ()) if interrupted else ())
         cron.pop("missed_at_ns")
         figures[task] = cron
         missed += cron["missed"]
@@ -132,10 +133,11 @@ def cron_checks(runs_by_task, checks, cron_tasks, begin_ns, end_ns, faults=(), i
 
 
 def common_checks(fleet, runs, checks, freezes=(), faults=(), dead=(), cron_tasks=(("cron", S),),
-                  cadence_tasks=(), begin_ns=0, end_ns=0, skip_schedule=False):
+                  cadence_tasks=(), begin_ns=0, end_ns=0, skip_schedule=False, interrupted=None):
     """Checks every scenario makes: no overlap (a run lasting until its last process is dead, when
     the fleet watches its trees), no daemon exiting by itself, no run lost, no process outliving
-    its daemon, cron slots and duration cadences kept (`faults`: the takeover windows)."""
+    its daemon, cron slots and duration cadences kept (`faults`: the takeover windows;
+    `interrupted`: by task, the slots whose run a graceful stop interrupted, interrupted_slots)."""
     found = checker.overlaps(runs, freezes)
     check(checks, "no two runs of one global task at once, a run lasting until its last process "
           "is dead (overlaps = 0)", len(found) if not found else found[:3], not found)
@@ -156,7 +158,8 @@ def common_checks(fleet, runs, checks, freezes=(), faults=(), dead=(), cron_task
     by_task = checker.by_task(runs)
     present = [(task, period) for task, period in cron_tasks if task in by_task]
     if present:
-        cron = cron_checks(by_task, checks, present, begin_ns, end_ns, faults=faults)
+        cron = cron_checks(by_task, checks, present, begin_ns, end_ns, faults=faults,
+                           interrupted=interrupted)
         figures["cron"] = cron if len(present) > 1 else cron[present[0][0]]
     late_total, cadence = 0, {}
     for task, period_ms in cadence_tasks:
@@ -403,7 +406,7 @@ def scenario_skew(ctx):
         fleet.stop()
     runs, _ = checker.read_runs(fleet.sink)
     figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
-                            cadence_tasks=tick_tasks())
+                            cadence_tasks=tick_tasks(), interrupted=interrupted)
     skewed_runs = [r for r in runs if r.host == skewed.name]
     check(checks, "the skewed host takes part (runs tasks)", len(skewed_runs), skewed_runs)
     figures["skewed_host"] = skewed.name
@@ -416,7 +419,7 @@ def scenario_skew(ctx):
 def scenario_rolling(ctx):
     """Fault 6: every host in turn gets SIGTERM and is replaced by a new process."""
     fleet = make_fleet(ctx, "sys-rolling", base_tasks)
-    checks, faults, handovers, codes = [], [], [], []
+    checks, faults, handovers, codes, stops = [], [], [], [], []
     began = mono_ns()
     fleet.start()
     try:
@@ -426,8 +429,10 @@ def scenario_rolling(ctx):
             owner = running_run(fleet, "long")
             host = next((h for h in pending if owner and h.name == owner.host), pending[0])
             pending.remove(host)
+            stopped_pid = host.pid
             sent, code = host.terminate()
             codes.append((host.name, code))
+            stops.append((stopped_pid, sent, mono_ns()))
             if owner and owner.host == host.name:
                 old = find_run(fleet, owner.run_id)
                 new = wait_for(lambda: running_run(fleet, "long", sent, host.name), 10)
@@ -448,6 +453,7 @@ def scenario_rolling(ctx):
         ended = mono_ns()
         fleet.stop()
     runs, _ = checker.read_runs(fleet.sink)
+    interrupted = {"cron": interrupted_slots(fleet, "cron", S, stops)}
     check(checks, "each SIGTERM ends the daemon with exit code 0", codes,
           all(code == 0 for _, code in codes))
     worst = max((h["handover_ms"] for h in handovers if h["handover_ms"] is not None), default=None)
@@ -458,9 +464,38 @@ def scenario_rolling(ctx):
                             for h in handovers))
     # The registrations of the new processes excuse nothing: a slot runs once whoever registers.
     figures = common_checks(fleet, runs, checks, begin_ns=began, end_ns=ended,
-                            cadence_tasks=tick_tasks())
+                            cadence_tasks=tick_tasks(), interrupted=interrupted)
     figures.update({"handovers": handovers, "worst_handover_ms": worst})
     return {"name": "rolling", "faults": faults, "figures": figures, "checks": checks}
+
+
+def interrupted_slots(fleet, task, period_ns, stops):
+    """The slots of cron task `task` (monotonic ns) whose run a graceful stop interrupted, from the
+    stopped daemons' run history: a run recorded by the pid the harness sent SIGTERM, cancelled as
+    "interrupted by shutdown", ended between that SIGTERM and the daemon's exit, started on its
+    slot (within the cron tolerance), the slot on the task's grid. `stops`: (pid, sent_ns,
+    exited_ns) of each SIGTERM."""
+    rows = fleet.pg.query(fleet.database(), (
+        "select pid, round(extract(epoch from slot_at) * 1000), "
+        "round(extract(epoch from started_at) * 1000), round(extract(epoch from ended_at) * 1000) "
+        "from stagehand_task_runs where task_id = '" + task +
+        "' and outcome = 'cancelled' and error_json like '%interrupted by shutdown%' "
+        "and slot_at is not null and ended_at is not null"))
+    offset = wall_to_mono_offset()
+    slots = set()
+    for pid, slot_at, started_at, ended_at in rows:
+        slot_wall = int(slot_at) * MS  # milliseconds since the epoch
+        if slot_wall % period_ns != 0:
+            continue
+        slot, started, ended = (slot_wall - offset, int(started_at) * MS - offset,
+                                int(ended_at) * MS - offset)
+        on_time = slot - MS <= started <= slot + CRON_TOLERANCE_NS
+        # Times are read in whole milliseconds: a millisecond of slack around the stop window.
+        stopped = any(int(pid) == stopped_pid and sent - MS <= ended <= exited + MS
+                      for stopped_pid, sent, exited in stops)
+        if on_time and stopped:
+            slots.add(slot)
+    return slots
 
 
 def _metric_sum(text, name):
