@@ -80,9 +80,9 @@ class TaskRegistrationsContractTest : public ContractTest {
   // Returns the database's now between two short pauses: writes before it are older, writes
   // after it newer.
   WallTime CutoffBetweenWrites() {
-    fixture_->LetTimePass(kStep);
+    LetStoredTimePass(kStep);
     const WallTime cutoff = Now();
-    fixture_->LetTimePass(kStep);
+    LetStoredTimePass(kStep);
     return cutoff;
   }
 

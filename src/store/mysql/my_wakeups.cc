@@ -29,6 +29,31 @@ const OwnMigration kOwnMigrations[] = {
       "KEY (host)) COMMENT = "
       "'stagehand''s waiting hosts: the session each waits on for changes, and the last change it "
       "has seen'"}},
+    // The run history (ADR 0011): times in UTC, ids compared byte for byte.
+    {"0002_task_runs",
+     {"CREATE TABLE stagehand_task_runs (run_id varchar(255) COLLATE utf8mb4_bin NOT NULL, "
+      "task_id varchar(255) COLLATE utf8mb4_bin NOT NULL, seq bigint NOT NULL, host text NOT "
+      "NULL, pid bigint NOT NULL, trigger_kind varchar(32) NOT NULL, slot_at datetime(3) NULL, "
+      "started_at datetime(3) NOT NULL, ended_at datetime(3) NULL, outcome varchar(32) NOT NULL, "
+      "error_json longtext NULL, exit_code int NULL, `signal` int NULL, http_status int NULL, "
+      "attempt int NOT NULL, output longblob NULL, trace_id varchar(32) NULL, "
+      "PRIMARY KEY (run_id), "
+      "KEY stagehand_task_runs_by_task (task_id, started_at, run_id), "
+      "KEY stagehand_task_runs_by_seq (task_id, seq), "
+      "KEY stagehand_task_runs_by_start (started_at)) COMMENT = "
+      "'stagehand''s run history: one row per run of a task by a stagehand host (Backstage "
+      "workers write none); times in UTC'",
+      // A task's runs recorded so far: its row, locked while a run is recorded, numbers the runs.
+      "CREATE TABLE stagehand_task_run_counts (task_id varchar(255) COLLATE utf8mb4_bin NOT "
+      "NULL, runs bigint NOT NULL, PRIMARY KEY (task_id)) COMMENT = 'stagehand''s count of each "
+      "task''s recorded runs, which numbers them (seq)'"}},
+    // Which host registered each task and when it was last seen (ADR 0012). The task id compares
+    // as the tasks table's does (the database's default collation), for the join.
+    {"0003_task_registrations",
+     {"CREATE TABLE stagehand_task_registrations (task_id varchar(255) NOT NULL, host text NOT "
+      "NULL, last_seen_at datetime(3) NOT NULL, PRIMARY KEY (task_id)) COMMENT = "
+      "'stagehand''s task registrations: the host that registered or refreshed each task last; "
+      "times in UTC'"}},
 };
 
 constexpr char kCreateMigrationsTable[] =

@@ -16,9 +16,12 @@
 #include "store/mysql/my_connection.h"
 #include "store/mysql/my_migrations.h"
 #include "store/mysql/my_pool.h"
+#include "store/mysql/my_run_table.h"
 #include "store/mysql/my_wakeups.h"
 #include "store/next_run.h"
+#include "store/prune_rule.h"
 #include "store/row_rules.h"
+#include "store/run_history_support.h"
 #include "store/settings_cache.h"
 #include "store/task_pause.h"
 
@@ -31,6 +34,7 @@ using store_internal::MyConnection;
 using store_internal::MyParams;
 using store_internal::MyPool;
 using store_internal::MyResult;
+using store_internal::MyRunTable;
 using store_internal::NextRunPlan;
 
 // ---- SQL ----
@@ -127,6 +131,23 @@ constexpr std::string_view kBegin = "START TRANSACTION";
 constexpr std::string_view kCommit = "COMMIT";
 constexpr std::string_view kRollback = "ROLLBACK";
 constexpr std::string_view kDelete = "DELETE FROM backstage_backend_tasks__tasks WHERE id = ?";
+constexpr std::string_view kDeleteRegistration =
+    "DELETE FROM stagehand_task_registrations WHERE task_id = ?";
+
+constexpr std::string_view kTableExists =
+    "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+    "AND TABLE_NAME = ?";
+
+// The database's now (column 0), every task row matching `condition` (columns 1 to 8) and its
+// registration's host and last sighting (UTC epoch microseconds), for the prune rule.
+std::string PruneRowsSql(std::string_view condition, Lock lock) {
+  return fmt::format(
+      "SELECT clock.now, {}, r.host, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', "
+      "r.last_seen_at) FROM (SELECT {} AS now) AS clock "
+      "JOIN backstage_backend_tasks__tasks AS t ON {} "
+      "LEFT JOIN stagehand_task_registrations AS r ON r.task_id = t.id{}",
+      RowColumns(), kNowMicros, condition, lock == Lock::kWait ? " FOR UPDATE" : "");
+}
 
 // InnoDB's "Deadlock found when trying to get lock": the transaction was rolled back; run again.
 constexpr unsigned kDeadlock = 1213;
@@ -220,8 +241,9 @@ struct ReadRows {
   std::map<std::string, TaskRow> rows;
 };
 
-// The MySQL TaskStore. Thread-safe: each operation borrows a session from the pool.
-class MySqlTaskStore final : public TaskStore {
+// The MySQL TaskStore, its run history and its task registrations. Thread-safe: each operation
+// borrows a session from the pool.
+class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
  public:
   MySqlTaskStore(std::string plugin_id, const MySqlStoreOptions& options,
                  store_internal::MyConnectParams params, const Clock& clock)
@@ -244,6 +266,8 @@ class MySqlTaskStore final : public TaskStore {
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySql(**session, where_, error_of));
     STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySqlStagehand(**session, where_, error_of));
     change_log_ = ChangeLog::kPresent;
+    history_table_ = Table::kPresent;
+    registrations_table_ = Table::kPresent;
     return Status::Ok();
   }
 
@@ -279,6 +303,7 @@ class MySqlTaskStore final : public TaskStore {
             for (int copy = 0; copy < 2; ++copy) AddTime(params, again);
             STAGEHAND_RETURN_IF_ERROR(Run(session, sql, params, "registering a task").status());
           }
+          STAGEHAND_RETURN_IF_ERROR(RecordRegistrations(session, tasks));
           Result<ReadRows> read = Read(session, ids, Lock::kNone);
           if (!read.ok()) return read.status();
           std::vector<UpsertResult> results;
@@ -379,9 +404,16 @@ class MySqlTaskStore final : public TaskStore {
           if (!read.ok()) return read.status();
           std::vector<ReleaseResult> results(releases.size());
           std::vector<TaskRow> changed;
+          std::vector<store_internal::MyRunStart> starts;
+          std::vector<store_internal::MyRunEnd> ends;
           for (std::size_t i = 0; i < releases.size(); ++i) {
             ReleaseResult& result = results[i];
             result.db_now = read->now;
+            if (const std::optional<ReleasedRun>& run = releases[i].history) {
+              starts.push_back({&releases[i].ticket, &releases[i].id, &run->origin,
+                                std::optional(run->started_at)});
+              ends.push_back({&releases[i].ticket, &run->finish, read->now});
+            }
             auto it = read->rows.find(releases[i].id);
             if (it == read->rows.end()) continue;
             TaskRow& row = it->second;
@@ -397,6 +429,7 @@ class MySqlTaskStore final : public TaskStore {
             changed.push_back(row);
           }
           STAGEHAND_RETURN_IF_ERROR(Write(session, changed));
+          STAGEHAND_RETURN_IF_ERROR(RecordReleasedRuns(session, starts, ends));
           return results;
         });
   }
@@ -554,6 +587,154 @@ class MySqlTaskStore final : public TaskStore {
         [handler] { handler(StoreEvent()); });
   }
 
+  RunHistory* history() override { return this; }
+
+  TaskRegistrations* registrations() override { return this; }
+
+  void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
+
+  RunHistoryLimits limits() const override { return limits_.Get(); }
+
+  Status RecordStarts(std::span<const RunStart> starts) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
+    if (starts.empty()) return Status::Ok();
+    std::vector<store_internal::MyRunStart> rows;
+    rows.reserve(starts.size());
+    for (const RunStart& start : starts) {
+      rows.push_back({&start.run_id, &start.task_id, &start.origin, start.started_at});
+    }
+    return InTransaction<bool>("recording runs' starts",
+                               [&](Transaction& tx) -> Result<bool> {
+                                 STAGEHAND_RETURN_IF_ERROR(RequireHistory(tx.session));
+                                 STAGEHAND_RETURN_IF_ERROR(Runs(tx.session).RecordStarts(rows));
+                                 return true;
+                               })
+        .status();
+  }
+
+  Result<std::size_t> RecordEnds(std::span<const RunEnd> ends) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
+    if (ends.empty()) return std::size_t{0};
+    std::vector<store_internal::MyRunEnd> rows;
+    rows.reserve(ends.size());
+    for (const RunEnd& end : ends) rows.push_back({&end.run_id, &end.finish, end.ended_at});
+    return InTransaction<std::size_t>("recording runs' ends",
+                                      [&](Transaction& tx) -> Result<std::size_t> {
+                                        STAGEHAND_RETURN_IF_ERROR(RequireHistory(tx.session));
+                                        return CloseAndTrim(tx.session, rows);
+                                      });
+  }
+
+  Result<RunPage> ListRuns(const std::string& task_id, int limit,
+                           const std::optional<std::string>& before) override {
+    STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
+    return OnSession<RunPage>([&](MyConnection& session) -> Result<RunPage> {
+      STAGEHAND_RETURN_IF_ERROR(RequireHistory(session));
+      return Runs(session).List(task_id, limit, before);
+    });
+  }
+
+  Result<TaskRun> GetRun(const std::string& run_id) override {
+    return OnSession<TaskRun>([&](MyConnection& session) -> Result<TaskRun> {
+      STAGEHAND_RETURN_IF_ERROR(RequireHistory(session));
+      return Runs(session).Get(run_id);
+    });
+  }
+
+  Result<std::size_t> MarkLost(std::span<const std::string> run_ids,
+                               const std::string& error_json) override {
+    if (run_ids.empty()) return std::size_t{0};
+    return InTransaction<std::size_t>(
+        "marking runs lost", [&](Transaction& tx) -> Result<std::size_t> {
+          STAGEHAND_RETURN_IF_ERROR(RequireHistory(tx.session));
+          return Runs(tx.session).MarkLost(run_ids, error_json, std::nullopt);
+        });
+  }
+
+  Result<bool> TablesExist() override {
+    return OnSession<bool>([&](MyConnection& session) { return HistoryPresent(session); });
+  }
+
+  Result<std::size_t> PruneExpired(std::size_t max_rows) override {
+    const std::chrono::hours max_age = limits_.Get().max_age;
+    return OnSession<std::size_t>([&](MyConnection& session) -> Result<std::size_t> {
+      STAGEHAND_RETURN_IF_ERROR(RequireHistory(session));
+      return Runs(session).Prune(max_age, max_rows);
+    });
+  }
+
+  Result<std::size_t> RefreshRegistrations(std::span<const std::string> task_ids,
+                                           const std::string& host) override {
+    if (task_ids.empty()) return std::size_t{0};
+    return InTransaction<std::size_t>(
+        "refreshing task registrations", [&](Transaction& tx) -> Result<std::size_t> {
+          Result<bool> present = RegistrationsPresent(tx.session, /*again_if_absent=*/true);
+          if (!present.ok()) return present.status();
+          if (!*present) return std::size_t{0};
+          MyParams params;
+          for (const std::string& id : task_ids) params.Add(id);
+          Result<MyResult> existing =
+              Run(tx.session,
+                  fmt::format("SELECT t.id FROM backstage_backend_tasks__tasks AS t WHERE {}",
+                              IdsCondition(task_ids.size())),
+                  params, "refreshing task registrations");
+          if (!existing.ok()) return existing.status();
+          std::vector<std::pair<std::string, std::string>> registrations;
+          for (int row = 0; row < existing->rows(); ++row) {
+            registrations.emplace_back(std::string(existing->Get(row, 0)), host);
+          }
+          STAGEHAND_RETURN_IF_ERROR(WriteRegistrations(tx.session, registrations));
+          return registrations.size();
+        });
+  }
+
+  Result<std::vector<PruneCandidate>> ListPruneCandidates(WallTime cutoff) override {
+    return OnSession<std::vector<PruneCandidate>>(
+        [&](MyConnection& session) -> Result<std::vector<PruneCandidate>> {
+          STAGEHAND_RETURN_IF_ERROR(RequireRegistrations(session));
+          Result<std::vector<PruneRow>> rows = PruneRows(session, std::nullopt);
+          if (!rows.ok()) return rows.status();
+          std::vector<PruneCandidate> candidates;
+          for (PruneRow& row : *rows) {
+            if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, row.now)) {
+              continue;
+            }
+            candidates.push_back(PruneCandidate{std::move(row.task.id), std::move(row.host),
+                                                row.last_seen_at, row.task.last_run_ended_at,
+                                                row.task.next_run_start_at});
+          }
+          return candidates;
+        });
+  }
+
+  Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
+                                              WallTime cutoff, PruneScope scope) override {
+    return InTransaction<std::vector<std::string>>(
+        "pruning tasks", [&](Transaction& tx) -> Result<std::vector<std::string>> {
+          STAGEHAND_RETURN_IF_ERROR(RequireRegistrations(tx.session));
+          if (task_ids.empty()) return std::vector<std::string>();
+          Result<std::vector<PruneRow>> rows = PruneRows(tx.session, task_ids);
+          if (!rows.ok()) return rows.status();
+          Result<bool> history = HistoryPresent(tx.session);
+          if (!history.ok()) return history.status();
+          std::vector<std::string> deleted;
+          for (const PruneRow& row : *rows) {
+            if (!row.host && scope != PruneScope::kIncludeUnregistered) continue;
+            if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, row.now)) {
+              continue;
+            }
+            const MyParams id = MyParams().Add(row.task.id);
+            STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kDelete, id, "pruning a task").status());
+            STAGEHAND_RETURN_IF_ERROR(
+                Run(tx.session, kDeleteRegistration, id, "pruning a task").status());
+            if (*history) STAGEHAND_RETURN_IF_ERROR(Runs(tx.session).DeleteTask(row.task.id));
+            tx.Announce(StoreEvent::Kind::kDelete, row.task.id);
+            deleted.push_back(row.task.id);
+          }
+          return deleted;
+        });
+  }
+
  private:
   Result<MyPool::Lease> Borrow() {
     Result<MyPool::Lease> session = pool_.Borrow();
@@ -611,9 +792,166 @@ class MySqlTaskStore final : public TaskStore {
     }
   }
 
-  // The error mapping of the migrations and the change log's helpers.
+  // The error mapping of the migrations', the change log's and the run table's statements; like
+  // Run, it remembers a deadlock or a lost session for InTransaction.
   store_internal::MyErrorOf ErrorOf() const {
-    return [this](std::string_view what, const MyResult& result) { return Failure(what, result); };
+    return [this](std::string_view what, const MyResult& result) {
+      last_error_ = result.error_code();
+      lost_ = result.connection_lost();
+      return Failure(what, result);
+    };
+  }
+
+  // Runs `body` on a borrowed session (outside a transaction); closes the session when it was
+  // lost.
+  template <typename T, typename Body>
+  Result<T> OnSession(Body&& body) {
+    Result<MyPool::Lease> session = Borrow();
+    if (!session.ok()) return session.status();
+    lost_ = false;
+    Result<T> result = body(**session);
+    if (!result.ok()) DiscardIfLost(*session);
+    return result;
+  }
+
+  MyRunTable Runs(MyConnection& session) { return MyRunTable(session, ErrorOf()); }
+
+  enum class Table { kUnknown, kPresent, kAbsent };
+
+  // Whether the table `name` exists per `known`: known after Migrate, else looked up, and looked
+  // up again while absent when `again_if_absent`.
+  Result<bool> TablePresent(MyConnection& session, std::atomic<Table>& known, std::string_view name,
+                            bool again_if_absent) {
+    if (known == Table::kUnknown || (known == Table::kAbsent && again_if_absent)) {
+      Result<MyResult> found =
+          Run(session, kTableExists, MyParams().Add(name), "looking for stagehand's tables");
+      if (!found.ok()) return found.status();
+      known = found->GetInt(0, 0) > 0 ? Table::kPresent : Table::kAbsent;
+    }
+    return known == Table::kPresent;
+  }
+
+  Result<bool> HistoryPresent(MyConnection& session) {
+    return TablePresent(session, history_table_, "stagehand_task_runs", /*again_if_absent=*/false);
+  }
+
+  Result<bool> RegistrationsPresent(MyConnection& session, bool again_if_absent) {
+    return TablePresent(session, registrations_table_, "stagehand_task_registrations",
+                        again_if_absent);
+  }
+
+  // Errors: kFailedPrecondition when `present` says the table `name` is missing.
+  Status RequireTable(const Result<bool>& present, std::string_view name) const {
+    if (!present.ok()) return present.status();
+    if (*present) return Status::Ok();
+    return FailedPreconditionError(
+        fmt::format("{}: the database has no {} table (it was migrated by an older stagehand); "
+                    "run the migrations (stagehand db migrate)",
+                    where_, name));
+  }
+
+  Status RequireHistory(MyConnection& session) {
+    return RequireTable(HistoryPresent(session), "stagehand_task_runs");
+  }
+
+  Status RequireRegistrations(MyConnection& session) {
+    return RequireTable(RegistrationsPresent(session, /*again_if_absent=*/true),
+                        "stagehand_task_registrations");
+  }
+
+  // Records (task id, host) registrations as seen now, inside the caller's transaction.
+  Status WriteRegistrations(MyConnection& session,
+                            std::span<const std::pair<std::string, std::string>> registrations) {
+    if (registrations.empty()) return Status::Ok();
+    std::string sql =
+        "INSERT INTO stagehand_task_registrations (task_id, host, last_seen_at) VALUES ";
+    MyParams params;
+    for (std::size_t i = 0; i < registrations.size(); ++i) {
+      sql += i == 0 ? "(?, ?, UTC_TIMESTAMP(3))" : ", (?, ?, UTC_TIMESTAMP(3))";
+      params.Add(registrations[i].first).Add(registrations[i].second);
+    }
+    sql += " ON DUPLICATE KEY UPDATE host = VALUES(host), last_seen_at = VALUES(last_seen_at)";
+    return Run(session, sql, params, "recording task registrations").status();
+  }
+
+  // Records the registrations `tasks` carry, inside the caller's transaction; nothing when none
+  // carries one or the table is missing.
+  Status RecordRegistrations(MyConnection& session, std::span<const TaskUpsert> tasks) {
+    std::vector<std::pair<std::string, std::string>> registrations;
+    for (const TaskUpsert& task : tasks) {
+      if (task.registered_by) registrations.emplace_back(task.id, *task.registered_by);
+    }
+    if (registrations.empty()) return Status::Ok();
+    Result<bool> present = RegistrationsPresent(session, /*again_if_absent=*/false);
+    if (!present.ok()) return present.status();
+    if (!*present) return Status::Ok();
+    return WriteRegistrations(session, registrations);
+  }
+
+  // Writes what releases record of their runs (starts of runs their claims did not record, then
+  // the ends), inside the caller's transaction, where the history exists.
+  Status RecordReleasedRuns(MyConnection& session,
+                            std::span<const store_internal::MyRunStart> starts,
+                            std::span<const store_internal::MyRunEnd> ends) {
+    if (starts.empty()) return Status::Ok();
+    Result<bool> history = HistoryPresent(session);
+    if (!history.ok()) return history.status();
+    if (!*history) return Status::Ok();
+    STAGEHAND_RETURN_IF_ERROR(Runs(session).RecordStarts(starts));
+    return CloseAndTrim(session, ends).status();
+  }
+
+  // Closes the runs of `ends` and trims their tasks to the limits. Returns how many it closed.
+  Result<std::size_t> CloseAndTrim(MyConnection& session,
+                                   std::span<const store_internal::MyRunEnd> ends) {
+    const RunHistoryLimits limits = limits_.Get();
+    MyRunTable runs = Runs(session);
+    Result<std::vector<std::pair<std::string, std::string>>> closed =
+        runs.CloseRuns(ends, limits.max_output_bytes);
+    if (!closed.ok()) return closed.status();
+    std::vector<std::string> run_ids;
+    std::vector<std::string> tasks;
+    for (auto& [run_id, task_id] : *closed) {
+      run_ids.push_back(run_id);
+      tasks.push_back(task_id);
+    }
+    STAGEHAND_RETURN_IF_ERROR(runs.Trim(std::move(tasks), limits.max_runs_per_task, run_ids));
+    return run_ids.size();
+  }
+
+  // A task row with its registration, as the prune rule reads them, and the database's now.
+  struct PruneRow {
+    TaskRow task;
+    std::optional<std::string> host;
+    std::optional<WallTime> last_seen_at;
+    WallTime now;
+  };
+
+  // Every task row with its registration, or those of `ids` (locked), ordered by id bytewise.
+  Result<std::vector<PruneRow>> PruneRows(MyConnection& session,
+                                          std::optional<std::span<const std::string>> ids) {
+    MyParams params;
+    if (ids) {
+      for (const std::string& id : *ids) params.Add(id);
+    }
+    Result<MyResult> result =
+        Run(session,
+            PruneRowsSql(ids ? IdsCondition(ids->size()) : "TRUE", ids ? Lock::kWait : Lock::kNone),
+            params, "reading tasks to prune");
+    if (!result.ok()) return result.status();
+    std::vector<PruneRow> rows;
+    for (int i = 0; i < result->rows(); ++i) {
+      PruneRow& row = rows.emplace_back();
+      row.now = FromMicros(result->GetInt(i, 0));
+      row.task = RowAt(*result, i, 1);
+      row.host = result->GetOptional(i, 1 + kRowColumnCount);
+      if (!result->IsNull(i, 2 + kRowColumnCount)) {
+        row.last_seen_at = FromMicros(result->GetInt(i, 2 + kRowColumnCount));
+      }
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const PruneRow& a, const PruneRow& b) { return a.task.id < b.task.id; });
+    return rows;
   }
 
   // Whether the change log exists: known after Migrate, else looked up (once it is found).
@@ -684,6 +1022,7 @@ class MySqlTaskStore final : public TaskStore {
       if (!read.ok()) return read.status();
       std::vector<ClaimResult> results(claims.size(), ClaimResult{false, read->now, std::nullopt});
       std::vector<TaskRow> claimed;
+      std::vector<store_internal::MyRunStart> starts;
       for (std::size_t i = 0; i < claims.size(); ++i) {
         const ClaimRequest& claim = claims[i];
         auto it = read->rows.find(claim.id);
@@ -698,9 +1037,17 @@ class MySqlTaskStore final : public TaskStore {
         if (lock == Lock::kSkipLocked) {
           tx.Announce(StoreEvent::Kind::kClaim, claim.id, claim.ticket);
         }
+        if (claim.history) {
+          starts.push_back({&claim.ticket, &claim.id, &*claim.history, read->now});
+        }
         claimed.push_back(it->second);
       }
       STAGEHAND_RETURN_IF_ERROR(Write(session, claimed));
+      if (!starts.empty()) {
+        Result<bool> history = HistoryPresent(session);
+        if (!history.ok()) return history.status();
+        if (*history) STAGEHAND_RETURN_IF_ERROR(Runs(session).RecordStarts(starts));
+      }
       return results;
     });
   }
@@ -716,11 +1063,16 @@ class MySqlTaskStore final : public TaskStore {
     Result<ReadRows> read = RowsOf(*result);
     if (!read.ok()) return read.status();
     std::vector<std::string> swept;
+    std::vector<std::string> lost_runs;
     std::vector<TaskRow> changed;
     for (auto& [id, row] : read->rows) {
+      const std::optional<std::string> ticket = row.current_run_ticket;
       const store_internal::SweepOutcome outcome = store_internal::SweepRow(row, read->now);
       if (outcome == store_internal::SweepOutcome::kUntouched) continue;
-      if (outcome == store_internal::SweepOutcome::kSwept) swept.push_back(id);
+      if (outcome == store_internal::SweepOutcome::kSwept) {
+        swept.push_back(id);
+        if (ticket) lost_runs.emplace_back(store_internal::RunIdOfTicket(*ticket));
+      }
       tx.Announce(outcome == store_internal::SweepOutcome::kSwept ? StoreEvent::Kind::kSweep
                                                                   : StoreEvent::Kind::kRelease,
                   id);
@@ -728,6 +1080,15 @@ class MySqlTaskStore final : public TaskStore {
       changed.push_back(row);
     }
     STAGEHAND_RETURN_IF_ERROR(Write(session, changed));
+    if (!lost_runs.empty()) {
+      Result<bool> history = HistoryPresent(session);
+      if (!history.ok()) return history.status();
+      if (*history) {
+        Result<std::size_t> lost =
+            Runs(session).MarkLost(lost_runs, ErrorJson("Task timed out"), read->now);
+        if (!lost.ok()) return lost.status();
+      }
+    }
     return swept;
   }
 
@@ -840,6 +1201,9 @@ class MySqlTaskStore final : public TaskStore {
   store_internal::SettingsCache settings_cache_;
   MyPool pool_;
   std::atomic<ChangeLog> change_log_{ChangeLog::kUnknown};
+  std::atomic<Table> history_table_{Table::kUnknown};
+  std::atomic<Table> registrations_table_{Table::kUnknown};
+  store_internal::LimitsHolder limits_;
   std::mutex waker_mu_;
   store_internal::WaiterWaker waker_{""};  // wakes every waiter, this host's too; by waker_mu_
   // The last failed statement's error number and whether it lost its session, per thread.

@@ -1,0 +1,358 @@
+#include "store/mysql/my_run_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "store/run_history_support.h"
+
+namespace stagehand::store_internal {
+
+namespace {
+
+// The datetime of a `?` holding UTC epoch microseconds (NULL stays NULL).
+constexpr std::string_view kDatetimeOf = "TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')";
+
+// The UTC epoch microseconds of the datetime column `column`.
+std::string MicrosOf(std::string_view column) {
+  return fmt::format("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {})", column);
+}
+
+// Every run select reads these columns, in this order (the output, when read, comes after).
+std::string RunColumns() {
+  return fmt::format(
+      "run_id, task_id, host, pid, trigger_kind, {}, {}, {}, outcome, error_json, exit_code, "
+      "`signal`, http_status, attempt, trace_id",
+      MicrosOf("slot_at"), MicrosOf("started_at"), MicrosOf("ended_at"));
+}
+constexpr int kOutputColumn = 15;
+
+constexpr std::string_view kExists =
+    "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
+    "AND TABLE_NAME = 'stagehand_task_runs'";
+
+// `(?, ?, ...)` for `count` values; `(NULL)` for none.
+std::string Placeholders(std::size_t count) {
+  if (count == 0) return "(NULL)";
+  std::string list = "(?";
+  for (std::size_t i = 1; i < count; ++i) list += ", ?";
+  return list + ")";
+}
+
+std::int64_t MicrosSinceEpoch(WallTime time) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(ToMillis(time).time_since_epoch())
+      .count();
+}
+
+MyParams& AddTime(MyParams& params, const std::optional<WallTime>& time) {
+  if (!time) return params.AddNull();
+  return params.Add(MicrosSinceEpoch(*time));
+}
+
+MyParams& AddInt(MyParams& params, const std::optional<int>& value) {
+  if (!value) return params.AddNull();
+  return params.Add(*value);
+}
+
+std::int64_t ParseInt(std::string_view text) {
+  std::int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+std::optional<std::int64_t> OptionalInt(const MyResult& result, int row, int column) {
+  const std::optional<std::string>& text = result.GetOptional(row, column);
+  if (!text) return std::nullopt;
+  return ParseInt(*text);
+}
+
+WallTime FromMicros(std::int64_t micros) { return WallTime(std::chrono::microseconds(micros)); }
+
+// The latest sequence number of each of `task_ids` that has runs.
+constexpr std::string_view kLatestSeqSql =
+    "SELECT task_id, max(seq) FROM stagehand_task_runs WHERE task_id IN {} GROUP BY task_id";
+
+}  // namespace
+
+Result<MyResult> MyRunTable::Run(std::string_view sql, const MyParams& params,
+                                 std::string_view what) {
+  MyResult result = session_.Execute(sql, params);
+  if (!result.ok()) return error_of_(what, result);
+  return result;
+}
+
+Result<bool> MyRunTable::Exists() {
+  Result<MyResult> found = Run(kExists, {}, "looking for the run history");
+  if (!found.ok()) return found.status();
+  return found->GetInt(0, 0) > 0;
+}
+
+Status MyRunTable::RecordStarts(std::span<const MyRunStart> starts) {
+  if (starts.empty()) return Status::Ok();
+  // A recorded run id is left as it is (a retried batch), and neither counts nor is written again.
+  MyParams ids;
+  for (const MyRunStart& start : starts) ids.Add(*start.run_id);
+  Result<MyResult> recorded =
+      Run(fmt::format("SELECT run_id FROM stagehand_task_runs WHERE run_id IN {}",
+                      Placeholders(starts.size())),
+          ids, "recording a run's start");
+  if (!recorded.ok()) return recorded.status();
+  std::set<std::string, std::less<>> seen;
+  for (int row = 0; row < recorded->rows(); ++row) seen.emplace(recorded->Get(row, 0));
+  std::vector<const MyRunStart*> fresh;
+  std::map<std::string, std::int64_t, std::less<>> per_task;  // task → its new runs
+  for (const MyRunStart& start : starts) {
+    if (!seen.insert(*start.run_id).second) continue;
+    fresh.push_back(&start);
+    ++per_task[*start.task_id];
+  }
+  if (fresh.empty()) return Status::Ok();
+  // Counting takes each task's count row, in task order, until the commit: recordings of one
+  // task's runs follow one another, and their numbers are unique.
+  std::string count_sql = "INSERT INTO stagehand_task_run_counts (task_id, runs) VALUES ";
+  MyParams counts;
+  for (const auto& [task_id, added] : per_task) {
+    count_sql += counts.size() == 0 ? "(?, ?)" : ", (?, ?)";
+    counts.Add(task_id).Add(added);
+  }
+  count_sql += " ON DUPLICATE KEY UPDATE runs = runs + VALUES(runs)";
+  STAGEHAND_RETURN_IF_ERROR(Run(count_sql, counts, "recording a run's start").status());
+  MyParams tasks;
+  for (const auto& [task_id, added] : per_task) tasks.Add(task_id);
+  Result<MyResult> totals =
+      Run(fmt::format("SELECT task_id, runs FROM stagehand_task_run_counts WHERE task_id IN {}",
+                      Placeholders(per_task.size())),
+          tasks, "recording a run's start");
+  if (!totals.ok()) return totals.status();
+  std::map<std::string, std::int64_t, std::less<>> next_seq;
+  for (int row = 0; row < totals->rows(); ++row) {
+    const std::string task_id(totals->Get(row, 0));
+    next_seq[task_id] = totals->GetInt(row, 1) - per_task[task_id] + 1;
+  }
+  const std::string values = fmt::format(
+      "(?, ?, ?, ?, ?, ?, {0}, coalesce({0}, UTC_TIMESTAMP(3)), 'running', ?, ?)", kDatetimeOf);
+  std::string sql =
+      "INSERT INTO stagehand_task_runs (run_id, task_id, seq, host, pid, trigger_kind, slot_at, "
+      "started_at, outcome, attempt, trace_id) VALUES ";
+  MyParams params;
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    const MyRunStart& start = *fresh[i];
+    sql += i == 0 ? values : ", " + values;
+    params.Add(*start.run_id).Add(*start.task_id).Add(next_seq[*start.task_id]++);
+    params.Add(start.origin->host).Add(start.origin->pid);
+    params.Add(RunTriggerName(start.origin->trigger));
+    AddTime(params, start.origin->slot);
+    AddTime(params, start.started_at);
+    params.Add(start.origin->attempt).Add(start.origin->trace_id);
+  }
+  // Another host recording the same run id meanwhile: its row stays.
+  sql += " ON DUPLICATE KEY UPDATE run_id = run_id";
+  return Run(sql, params, "recording a run's start").status();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> MyRunTable::CloseRuns(
+    std::span<const MyRunEnd> ends, std::size_t max_output_bytes) {
+  std::vector<std::pair<std::string, std::string>> closed;
+  if (ends.empty()) return closed;
+  MyParams ids;
+  for (const MyRunEnd& end : ends) ids.Add(*end.run_id);
+  Result<MyResult> open =
+      Run(fmt::format("SELECT run_id, task_id FROM stagehand_task_runs WHERE run_id IN {} AND "
+                      "(ended_at IS NULL OR outcome = 'lost') FOR UPDATE",
+                      Placeholders(ends.size())),
+          ids, "recording a run's end");
+  if (!open.ok()) return open.status();
+  std::map<std::string, std::string, std::less<>> closable;
+  for (int row = 0; row < open->rows(); ++row) {
+    closable.emplace(std::string(open->Get(row, 0)), std::string(open->Get(row, 1)));
+  }
+  const std::string sql = fmt::format(
+      "UPDATE stagehand_task_runs SET ended_at = coalesce({}, UTC_TIMESTAMP(3)), outcome = ?, "
+      "error_json = ?, exit_code = ?, `signal` = ?, http_status = ?, output = _binary ? "
+      "WHERE run_id = ?",
+      kDatetimeOf);
+  for (const MyRunEnd& end : ends) {
+    auto it = closable.find(*end.run_id);
+    if (it == closable.end()) continue;
+    const RunFinish& finish = *end.finish;
+    MyParams params;
+    AddTime(params, end.ended_at);
+    params.Add(RunOutcomeName(finish.outcome)).Add(finish.error_json);
+    AddInt(params, finish.exit_code);
+    AddInt(params, finish.signal);
+    AddInt(params, finish.http_status);
+    params.Add(OutputTail(finish.output_tail, max_output_bytes)).Add(*end.run_id);
+    STAGEHAND_RETURN_IF_ERROR(Run(sql, params, "recording a run's end").status());
+    closed.emplace_back(it->first, it->second);
+    closable.erase(it);
+  }
+  return closed;
+}
+
+Status MyRunTable::Trim(std::vector<std::string> tasks, int keep,
+                        std::span<const std::string> closed) {
+  std::sort(tasks.begin(), tasks.end());
+  tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+  if (tasks.empty()) return Status::Ok();
+  MyParams ids;
+  for (const std::string& task : tasks) ids.Add(task);
+  Result<MyResult> latest = Run(fmt::format(kLatestSeqSql, Placeholders(tasks.size())), ids,
+                                "trimming a task's run history");
+  if (!latest.ok()) return latest.status();
+  std::string keep_closed;
+  if (!closed.empty()) keep_closed = " AND run_id NOT IN " + Placeholders(closed.size());
+  // Runs another transaction holds are left to a later trim (or the age limit): hosts ending runs
+  // of one task at once never wait for each other here, so they cannot deadlock.
+  const std::string sql = fmt::format(
+      "SELECT run_id FROM stagehand_task_runs WHERE task_id = ? AND ended_at IS NOT NULL "
+      "AND seq <= ? AND seq > ?{} FOR UPDATE SKIP LOCKED",
+      keep_closed);
+  MyParams doomed;
+  std::size_t count = 0;
+  for (int row = 0; row < latest->rows(); ++row) {
+    const std::int64_t bound = latest->GetInt(row, 1) - keep;
+    if (bound <= 0) continue;
+    MyParams params;
+    params.Add(latest->Get(row, 0)).Add(bound).Add(bound - kRunTrimWindow);
+    for (const std::string& run_id : closed) params.Add(run_id);
+    Result<MyResult> found = Run(sql, params, "trimming a task's run history");
+    if (!found.ok()) return found.status();
+    for (int i = 0; i < found->rows(); ++i, ++count) doomed.Add(found->Get(i, 0));
+  }
+  if (count == 0) return Status::Ok();
+  return Run("DELETE FROM stagehand_task_runs WHERE run_id IN " + Placeholders(count), doomed,
+             "trimming a task's run history")
+      .status();
+}
+
+Result<std::size_t> MyRunTable::MarkLost(std::span<const std::string> run_ids,
+                                         const std::string& error_json,
+                                         const std::optional<WallTime>& at) {
+  if (run_ids.empty()) return std::size_t{0};
+  MyParams params;
+  AddTime(params, at);
+  params.Add(error_json);
+  for (const std::string& run_id : run_ids) params.Add(run_id);
+  Result<MyResult> lost =
+      Run(fmt::format("UPDATE stagehand_task_runs SET ended_at = coalesce({}, UTC_TIMESTAMP(3)), "
+                      "outcome = 'lost', error_json = ? WHERE ended_at IS NULL AND run_id IN {}",
+                      kDatetimeOf, Placeholders(run_ids.size())),
+          params, "marking runs lost");
+  if (!lost.ok()) return lost.status();
+  return static_cast<std::size_t>(lost->affected());
+}
+
+Result<RunPage> MyRunTable::List(const std::string& task_id, int limit,
+                                 const std::optional<std::string>& before) {
+  std::optional<std::pair<std::int64_t, std::string>> after;  // start (epoch µs), run id
+  if (before) {
+    if (std::optional<RunCursor> cursor = DecodeRunCursor(*before)) {
+      after.emplace(MicrosSinceEpoch(cursor->started_at), cursor->run_id);
+    } else {
+      Result<MyResult> anchor =
+          Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE run_id = ?",
+                          MicrosOf("started_at")),
+              MyParams().Add(*before), "listing runs");
+      if (!anchor.ok()) return anchor.status();
+      if (anchor->rows() == 0) {
+        return InvalidArgumentError(
+            fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
+      }
+      after.emplace(anchor->GetInt(0, 0), *before);
+    }
+  }
+  MyParams params;
+  params.Add(task_id);
+  std::string condition = "task_id = ?";
+  if (after) {
+    condition += fmt::format(" AND (started_at, run_id) < ({}, ?)", kDatetimeOf);
+    params.Add(after->first).Add(after->second);
+  }
+  params.Add(limit + 1);
+  Result<MyResult> rows = Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE {} "
+                                          "ORDER BY started_at DESC, run_id DESC LIMIT ?",
+                                          RunColumns(), condition),
+                              params, "listing runs");
+  if (!rows.ok()) return rows.status();
+  RunPage page;
+  for (int row = 0; row < rows->rows(); ++row) {
+    if (page.runs.size() == static_cast<std::size_t>(limit)) {
+      page.next_cursor = EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
+      break;
+    }
+    Result<TaskRun> run = ReadRun(*rows, row);
+    if (!run.ok()) return run.status();
+    page.runs.push_back(std::move(*run));
+  }
+  return page;
+}
+
+Result<TaskRun> MyRunTable::Get(const std::string& run_id) {
+  Result<MyResult> found =
+      Run(fmt::format("SELECT {}, output FROM stagehand_task_runs WHERE run_id = ?", RunColumns()),
+          MyParams().Add(run_id), "reading a run");
+  if (!found.ok()) return found.status();
+  if (found->rows() == 0) return NotFoundError(fmt::format("Run {} does not exist", run_id));
+  Result<TaskRun> run = ReadRun(*found, 0);
+  if (!run.ok()) return run.status();
+  run->finish.output_tail = found->GetOptional(0, kOutputColumn).value_or("");
+  return run;
+}
+
+Result<std::size_t> MyRunTable::Prune(std::chrono::hours max_age, std::size_t max_rows) {
+  Result<MyResult> pruned =
+      Run("DELETE FROM stagehand_task_runs WHERE started_at < UTC_TIMESTAMP(3) - INTERVAL ? HOUR "
+          "ORDER BY started_at LIMIT ?",
+          MyParams().Add(max_age.count()).Add(max_rows), "pruning the run history");
+  if (!pruned.ok()) return pruned.status();
+  return static_cast<std::size_t>(pruned->affected());
+}
+
+Status MyRunTable::DeleteTask(const std::string& task_id) {
+  STAGEHAND_RETURN_IF_ERROR(Run("DELETE FROM stagehand_task_runs WHERE task_id = ?",
+                                MyParams().Add(task_id), "deleting a task's runs")
+                                .status());
+  return Run("DELETE FROM stagehand_task_run_counts WHERE task_id = ?", MyParams().Add(task_id),
+             "deleting a task's runs")
+      .status();
+}
+
+Result<TaskRun> MyRunTable::ReadRun(const MyResult& result, int row) {
+  TaskRun run;
+  run.run_id = std::string(result.Get(row, 0));
+  run.task_id = std::string(result.Get(row, 1));
+  run.origin.host = std::string(result.Get(row, 2));
+  run.origin.pid = result.GetInt(row, 3);
+  const std::string_view trigger = result.Get(row, 4);
+  const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
+  if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
+  run.origin.trigger = *parsed_trigger;
+  if (std::optional<std::int64_t> slot = OptionalInt(result, row, 5)) {
+    run.origin.slot = FromMicros(*slot);
+  }
+  run.started_at = FromMicros(result.GetInt(row, 6));
+  if (std::optional<std::int64_t> ended = OptionalInt(result, row, 7)) {
+    run.ended_at = FromMicros(*ended);
+  }
+  const std::string_view outcome = result.Get(row, 8);
+  const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
+  if (!parsed_outcome) return UnknownNameError(run.run_id, "outcome", outcome);
+  run.finish.outcome = *parsed_outcome;
+  run.finish.error_json = result.GetOptional(row, 9);
+  const auto optional_int = [&](int column) -> std::optional<int> {
+    std::optional<std::int64_t> value = OptionalInt(result, row, column);
+    if (!value) return std::nullopt;
+    return static_cast<int>(*value);
+  };
+  run.finish.exit_code = optional_int(10);
+  run.finish.signal = optional_int(11);
+  run.finish.http_status = optional_int(12);
+  run.origin.attempt = static_cast<int>(result.GetInt(row, 13));
+  run.origin.trace_id = result.GetOptional(row, 14);
+  return run;
+}
+
+}  // namespace stagehand::store_internal
