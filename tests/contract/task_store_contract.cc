@@ -190,6 +190,10 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   running_state.status = TaskState::Status::kRunning;
   running_state.started_at = FormatIsoInstant(*running.current_run_started_at, utc);
   running_state.times_out_at = FormatIsoInstant(*running.current_run_expires_at, utc);
+  if (running.last_run_ended_at) {  // the early claim succeeded on a slow machine, and ended
+    running_state.last_run_ended_at = FormatIsoInstant(*running.last_run_ended_at, utc);
+  }
+  running_state.last_run_error = running.last_run_error_json;
   EXPECT_EQ(ToTaskState((*states)[0], utc), running_state);
 
   before = Now();

@@ -254,20 +254,24 @@ PgResult PgConnection::AwaitResult() {
   SystemClock& clock = SystemClock::Instance();
   const bool bounded = call_timeout_.count() > 0;
   const MonoTime deadline = clock.MonoNow() + call_timeout_;
-  // Waits until the socket is ready for `events` or the deadline passes; false on timeout.
+  // Waits until the socket is ready for `events` or the deadline passes; false on timeout. Past
+  // the deadline the socket is still looked at once: an answer that arrived while this thread
+  // was not running (a busy host) is an answer, not a silent database.
   const auto wait_for = [&](short events) {
     while (true) {
       int timeout_ms = -1;
+      bool last_look = false;
       if (bounded) {
         const auto left =
             std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.MonoNow()).count();
-        if (left <= 0) return false;
-        timeout_ms = static_cast<int>(std::min<long long>(left, 60'000));
+        last_look = left <= 0;
+        timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
       }
       pollfd fd{PQsocket(conn_), events, 0};
       const int ready = ::poll(&fd, 1, timeout_ms);
       if (ready > 0) return true;
       if (ready < 0 && errno != EINTR) return true;  // let libpq report the socket's error
+      if (last_look && ready == 0) return false;
     }
   };
   const auto abandon = [&] {
