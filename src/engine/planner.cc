@@ -737,6 +737,8 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
       continue;
     }
     auto run = std::make_shared<PlannedRun>();
+    // A claim that answered after shutdown began: its run is stopping before it starts.
+    if (shutting_down_) MarkStopping(*run, StopReason::kShutdown);
     run->ticket = tickets[i];
     run->run_id = tickets[i];
     run->trigger = candidate.trigger;

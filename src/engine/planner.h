@@ -467,6 +467,10 @@ class Planner {
 
   // --- Shutdown -------------------------------------------------------------------------------
 
+  // Starts no claim from now on; the runs of claims still in flight are marked as stopped for
+  // shutdown when they answer (they never start). Shutdown calls it, then BeginShutdown.
+  void StopClaiming() { shutting_down_ = true; }
+
   // Stops claiming and starting; returns the runs to signal.
   std::vector<RunPtr> BeginShutdown();
 

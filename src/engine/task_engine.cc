@@ -787,11 +787,12 @@ void TaskEngine::SubmitRun(std::function<void()> body) {
   });
 }
 
-TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run) {
+TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
+                                       const RunInfo& info) {
   bool claim_at_risk = false;
+  bool shutting_down = false;
   {
     std::lock_guard lock(mu_);
-    --runs_outside_fn_;
     // A global run whose claim is lost or at risk by now (the host was paused or starved between
     // the claim and this start) does not start at all: the row may be another host's.
     const MonoTime now = clock_.MonoNow();
@@ -799,9 +800,17 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
       claim_at_risk = true;
       if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
     }
+    // A run whose claim answered after this host began to shut down does not start either.
+    shutting_down = run.reason == StopReason::kShutdown;
     // As in Backstage, the timeout counts from the function's start, not from the claim: a
     // run whose start a busy host delayed still gets all of it. Its lease is renewed meanwhile.
     if (!run.timeout_signalled) run.timeout_at = now + task.def.timeout;
+  }
+  // Only a run whose function is called is reported as started, and before it is inside it.
+  if (!claim_at_risk && !shutting_down) observer_->OnRunStarted(info, run.lag);
+  {
+    std::lock_guard lock(mu_);
+    --runs_outside_fn_;
   }
   cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {
@@ -813,8 +822,13 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
   } back_outside{this};
   std::optional<std::string> message;
   std::string name = "Error";
+  Outcome outcome;
   if (claim_at_risk) {
     message = "not started: its claim was about to lapse before the run could start";
+    outcome.started = false;
+  } else if (shutting_down) {
+    message = "not started: its host was shutting down";
+    outcome.started = false;
   } else {
     try {
       SpanSink* spans = run.trace.sampled() ? context_.options.span_sink.get() : nullptr;
@@ -828,7 +842,6 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run)
       name = "Unknown";
     }
   }
-  Outcome outcome;
   {
     std::lock_guard lock(mu_);
     outcome.reason = run.reason;
@@ -857,9 +870,8 @@ void TaskEngine::LogFailure(const PlannedTask& task, const PlannedRun& run,
 
 void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   const RunInfo info = InfoOf(*task, *run);
-  observer_->OnRunStarted(info, run->lag);
   const MonoTime began = clock_.MonoNow();
-  Outcome outcome = Invoke(*task, *run);
+  Outcome outcome = Invoke(*task, *run, info);
   const nanoseconds duration = clock_.MonoNow() - began;
   LogFailure(*task, *run, outcome);
   bool ours = false;
@@ -883,8 +895,13 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
     FinishGlobalRuns({&ended, 1});
     return;
   }
-  PlanGlobalRetry(ended);
-  if (!ended.next_in) SkipSlotsMissedByARun(ended);
+  if (!outcome.started && outcome.reason == StopReason::kShutdown) {
+    // The slot it was claimed for is still to run: due at once, for another host to take.
+    ended.next_in = milliseconds::zero();
+  } else {
+    PlanGlobalRetry(ended);
+    if (!ended.next_in) SkipSlotsMissedByARun(ended);
+  }
   EnqueueRelease(std::move(ended));
 }
 
@@ -1129,9 +1146,8 @@ MonoTime TaskEngine::TimerStep() {
 
 void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   const RunInfo info = InfoOf(*task, *run);
-  observer_->OnRunStarted(info, run->lag);
   const MonoTime began = clock_.MonoNow();
-  const Outcome outcome = Invoke(*task, *run);
+  const Outcome outcome = Invoke(*task, *run, info);
   const nanoseconds duration = clock_.MonoNow() - began;
   LogFailure(*task, *run, outcome);
   const RunFinish finish = FinishOf(*run, outcome);
@@ -1201,8 +1217,9 @@ void TaskEngine::Shutdown() {
   {
     std::unique_lock lock(mu_);
     if (stopped_) return;
-    // A claim in flight may start runs: they are signalled with the others. It ends within the
-    // store's call timeout.
+    // A claim in flight ends within the store's call timeout; the runs it claims never start
+    // (released for another host at once).
+    planner_->StopClaiming();
     cv_.wait(lock, [&] { return !claiming_; });
     to_signal = planner_->BeginShutdown();
     KickLocked(/*timer=*/true, /*dispatcher=*/true);

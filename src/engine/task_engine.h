@@ -210,10 +210,13 @@ class TaskEngine final : public DrivenEngine {
   struct Outcome {
     std::optional<std::string> error;
     StopReason reason{};
+    bool started = true;  // false: the function was never called
   };
-  // Calls the task function with the run's tokens, catching exceptions. A stopped run's error
-  // message starts with the reason ("timed out after 2s: ...").
-  Outcome Invoke(const PlannedTask& task, PlannedRun& run);
+  // Calls the task function with the run's tokens, catching exceptions, and reports the start
+  // (`info`) just before; a run whose claim is at risk, or whose host began to shut down, is not
+  // started (nor reported as started). A stopped run's error message starts with the reason
+  // ("timed out after 2s: ...").
+  Outcome Invoke(const PlannedTask& task, PlannedRun& run, const RunInfo& info);
   // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
   void LogFailure(const PlannedTask& task, const PlannedRun& run, const Outcome& outcome) const;
   void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
