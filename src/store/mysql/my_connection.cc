@@ -211,6 +211,7 @@ MyResult MyConnection::Failure() {
   result.error_ = OneLine(mysql_error(mysql_));
   if (result.error_.empty()) result.error_ = "unknown MySQL error";
   result.connection_lost_ = IsConnectionError(result.error_code_);
+  lost_ = lost_ || result.connection_lost_;
   return result;
 }
 

@@ -120,6 +120,10 @@ class MyConnection {
   // Whether the session still answers (mysql_ping, one round trip).
   bool Healthy();
 
+  // Whether a statement of this session failed by losing the connection: the session is of no
+  // more use (MyPool closes it when it comes back).
+  bool lost() const { return lost_; }
+
   // Returns `identifier` quoted with backticks for SQL. Errors: kInvalidArgument for an empty
   // identifier or one holding NUL.
   static Result<std::string> QuoteIdentifier(std::string_view identifier);
@@ -133,6 +137,7 @@ class MyConnection {
   std::string Literal(const MyParams::Value& value);
 
   st_mysql* mysql_;
+  bool lost_ = false;
 };
 
 }  // namespace stagehand::store_internal

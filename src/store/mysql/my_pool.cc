@@ -69,7 +69,7 @@ void MyPool::Return(std::unique_ptr<MyConnection> connection, int generation) {
   std::unique_ptr<MyConnection> closing;
   {
     std::lock_guard lock(mu_);
-    if (connection != nullptr && generation == generation_) {
+    if (connection != nullptr && generation == generation_ && !connection->lost()) {
       idle_.push_back(std::move(connection));
     } else {
       closing = std::move(connection);

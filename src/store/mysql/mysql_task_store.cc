@@ -1056,11 +1056,18 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
   // reset runs.
   Result<std::vector<std::string>> SweepOn(Transaction& tx) {
     MyConnection& session = tx.session;
-    Result<MyResult> result =
-        Run(session, ReadRowsSql("t.current_run_expires_at < NOW(6)", Lock::kWait), {},
-            "reading expired runs");
-    if (!result.ok()) return result.status();
-    Result<ReadRows> read = RowsOf(*result);
+    // The expired rows are found by a plain read, then locked by id: a locking read of the whole
+    // table would wait for, and hold up, every claim and release in flight on any row.
+    Result<MyResult> expired =
+        Run(session,
+            "SELECT id FROM backstage_backend_tasks__tasks WHERE current_run_expires_at < NOW(6)",
+            {}, "reading expired runs");
+    if (!expired.ok()) return expired.status();
+    if (expired->rows() == 0) return std::vector<std::string>();
+    std::vector<std::string> ids;
+    for (int row = 0; row < expired->rows(); ++row) ids.emplace_back(expired->Get(row, 0));
+    std::sort(ids.begin(), ids.end());
+    Result<ReadRows> read = Read(session, ids, Lock::kWait);
     if (!read.ok()) return read.status();
     std::vector<std::string> swept;
     std::vector<std::string> lost_runs;
