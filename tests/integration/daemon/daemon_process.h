@@ -307,7 +307,8 @@ inline void ExpectATriggerRunsOnceOnEither(const std::filesystem::path& dir,
   for (const char* name : {"a", "b"}) {
     daemons.push_back(std::make_unique<DaemonProcess>(
         std::vector<std::string>{config.string()}, dir / (std::string(name) + ".log"),
-        std::vector<std::pair<std::string, std::string>>{{"DAEMON_NAME", name}}));
+        std::vector<std::pair<std::string, std::string>>{{"DAEMON_NAME", name}},
+        std::vector<std::string>{"--port", "0", "--log-level", "debug"}));
   }
   const int port_a = daemons[daemons.size() - 2]->WaitUntilReady();
   const int port_b = daemons.back()->WaitUntilReady();
@@ -325,7 +326,10 @@ inline void ExpectATriggerRunsOnceOnEither(const std::filesystem::path& dir,
   EXPECT_EQ(seen_by_a["taskState"], seen_by_b["taskState"]);
 
   const std::string runs = ReadFile(dir / "runs");
-  EXPECT_TRUE(runs == "a\n" || runs == "b\n") << "runs: '" << runs << "'";
+  EXPECT_TRUE(runs == "a\n" || runs == "b\n")
+      << "runs: '" << runs << "', second trigger: " << again << "\na's log:\n"
+      << ReadFile(dir / "a.log") << "\nb's log:\n"
+      << ReadFile(dir / "b.log");
 }
 
 }  // namespace stagehand::daemon_test
