@@ -7,6 +7,7 @@
 #   STAGEHAND_TEST_MARIADB_PORT    the port
 #   STAGEHAND_TEST_MARIADB_SOCKET  the server's Unix socket (root connects through it)
 #   STAGEHAND_TEST_MARIADB_LOG     the server's error log
+#   STAGEHAND_TEST_MARIADB_PIDFILE the server's pid file (tests/system restarts the server by it)
 # The user `stagehand`@`127.0.0.1` (password `stagehand`) has every privilege, as Backstage's
 # database user needs to create one database per plugin. The server's character set is utf8mb4
 # and its time zone UTC, as Debian's own configuration and Backstage's documentation set them.
@@ -88,6 +89,7 @@ stagehand_mariadb_start() {
   export STAGEHAND_TEST_MARIADB_PORT="${port}"
   export STAGEHAND_TEST_MARIADB_SOCKET="${sock}"
   export STAGEHAND_TEST_MARIADB_LOG="${log}"
+  export STAGEHAND_TEST_MARIADB_PIDFILE="${STAGEHAND_MARIADB_TMP}/server.pid"
   echo "mariadb.sh: MariaDB $(mariadb --no-defaults -S "${sock}" -u root -N -e 'SELECT VERSION()') on 127.0.0.1:${port}"
 }
 

@@ -43,6 +43,10 @@ def wait_for(predicate, timeout_s, interval_s=0.02):
 class Postgres:
     """The test server exported by scripts/lib/postgres.sh (STAGEHAND_TEST_POSTGRES_*)."""
 
+    name = "PostgreSQL"
+    client = "pg"  # backend.database.client
+    min_cadence_ms = 1  # times are kept to the microsecond
+
     def __init__(self):
         env = os.environ
         self.url = env["STAGEHAND_TEST_POSTGRES_URL"]
@@ -71,6 +75,101 @@ class Postgres:
                               url, "-c", sql], check=True, capture_output=True, text=True,
                              env=env, timeout=30).stdout
         return [line.split("\t") for line in out.splitlines() if line]
+
+    def drop_database(self, database):
+        self.query("postgres", f'drop database if exists "{database}" with (force)')
+
+    @staticmethod
+    def epoch_ms(column):
+        """SQL for the epoch milliseconds of a timestamptz column of stagehand's tables."""
+        return f"round(extract(epoch from {column}) * 1000)"
+
+
+class Mariadb:
+    """The test server exported by scripts/lib/mariadb.sh (STAGEHAND_TEST_MARIADB_*), in the role
+    Postgres plays: the database a fleet's hosts share."""
+
+    name = "MariaDB"
+    client = "mysql2"
+    # Backstage's datetime columns keep whole seconds on MySQL: a task runs at most once a second.
+    min_cadence_ms = 1000
+
+    def __init__(self):
+        env = os.environ
+        self.url = env["STAGEHAND_TEST_MARIADB_URL"]
+        self.port = int(env["STAGEHAND_TEST_MARIADB_PORT"])
+        self.pid_file = env.get("STAGEHAND_TEST_MARIADB_PIDFILE", "")
+
+    def can_restart(self):
+        return bool(self.pid_file)
+
+    def restart(self):
+        """Stops the server (SIGTERM, a clean shutdown) and starts it again with the same command
+        line, as its owner; returns the seconds until it accepts connections again."""
+        began = time.monotonic()
+        with open(self.pid_file) as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = [arg.decode() for arg in f.read().split(b"\0") if arg]
+        os.kill(pid, signal.SIGTERM)
+        while os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.02)
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "mysql", "--"] + command
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+        if not wait_for(lambda: self._answers(), 60, 0.05):
+            raise RuntimeError("MariaDB did not come back after its restart")
+        return time.monotonic() - began
+
+    def _answers(self):
+        try:
+            self.query("mysql", "SELECT 1")
+            return True
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            return False
+
+    def query(self, database, sql):
+        """Runs `sql` in `database` with the mariadb client; returns the rows as lists of
+        strings."""
+        out = subprocess.run(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(self.port),
+                              "-u", "stagehand", "-pstagehand", "-D", database, "-N", "-B",
+                              "--connect-timeout=5", "-e", sql], check=True, capture_output=True,
+                             text=True, timeout=30).stdout
+        return [line.split("\t") for line in out.splitlines() if line]
+
+    def drop_database(self, database):
+        self.query("mysql", f"DROP DATABASE IF EXISTS `{database}`")
+
+    @staticmethod
+    def epoch_ms(column):
+        """SQL for the epoch milliseconds of a UTC datetime column of stagehand's tables."""
+        return f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {column}) DIV 1000"
+
+
+# Per kind of test server: the URL variable scripts/lib exports, its library, and its start and
+# stop functions.
+DATABASES = {
+    "postgres": ("STAGEHAND_TEST_POSTGRES_URL", "postgres.sh", "stagehand_pg_start",
+                 "stagehand_pg_stop"),
+    "mysql": ("STAGEHAND_TEST_MARIADB_URL", "mariadb.sh", "stagehand_mariadb_start",
+              "stagehand_mariadb_stop"),
+}
+
+
+def database_from_environment(kind):
+    """The test server of `kind` ("postgres" or "mysql") that scripts/lib set up."""
+    return Mariadb() if kind == "mysql" else Postgres()
+
+
+def with_database(kind, script, argv):
+    """Runs the Python `script` with `argv` under a throwaway server of `kind` from scripts/lib
+    (for a script started without one); returns its exit code."""
+    _, library, start, stop = DATABASES[kind]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    shell = (f'source "$1/scripts/lib/{library}"; trap {stop} EXIT; '
+             f'{start} >&2 || exit 1; shift; python3 "$@"')
+    return subprocess.call(["bash", "-c", shell, "bash", root, os.path.abspath(script)] + argv)
 
 
 class _ProxyConnection:
@@ -405,7 +504,7 @@ class Host:
         self.index = index
         self.name = f"h{index + 1}"
         self.port = None
-        self.proxy = Proxy(fleet.pg.port)
+        self.proxy = Proxy(fleet.db.port)
         self.wrapper = []
         self.extra_env = {}
         self.process = None
@@ -416,7 +515,7 @@ class Host:
         with open(self.config_path, "w") as f:
             json.dump({"backend": {
                 "listen": {"host": "127.0.0.1", "port": 0},
-                "database": {"client": "pg", "connection": {
+                "database": {"client": fleet.db.client, "connection": {
                     "host": "127.0.0.1", "port": self.proxy.port, "user": "stagehand",
                     "password": "stagehand"}}}}, f, indent=1)
 
@@ -561,7 +660,7 @@ class Fleet:
 
     def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None, track_trees=True):
         self.ctx = ctx
-        self.pg = ctx.pg
+        self.db = ctx.db
         self.stagehand = ctx.stagehand
         self.plugin = plugin
         self.workdir = os.path.join(ctx.out, plugin)
@@ -622,6 +721,6 @@ class Fleet:
         return "backstage_plugin_" + self.plugin
 
     def row(self, task_id):
-        rows = self.pg.query(self.database(), "select current_run_ticket from "
+        rows = self.db.query(self.database(), "select current_run_ticket from "
                              "backstage_backend_tasks__tasks where id = '" + task_id + "'")
         return rows[0][0] if rows else None

@@ -119,7 +119,7 @@ class CheckerTest(unittest.TestCase):
 
         class Fleet:
             def __init__(self, rows):
-                self.pg = self
+                self.db = self
                 self.rows = rows
 
             def database(self):
@@ -128,6 +128,10 @@ class CheckerTest(unittest.TestCase):
             def query(self, database, sql):
                 self.sql = sql
                 return self.rows
+
+            @staticmethod
+            def epoch_ms(column):
+                return column
 
         def found(pid=42, slot_ms=slot_wall_ms, started_ms=slot_wall_ms + 3, ended_ms=None):
             ended_ms = slot_wall_ms + 20 if ended_ms is None else ended_ms

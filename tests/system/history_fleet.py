@@ -67,7 +67,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     ctx = Context()
-    ctx.pg = Postgres()
+    ctx.db = Postgres()
     ctx.stagehand = os.path.abspath(args.stagehand)
     ctx.probe = os.path.abspath(args.probe)
     ctx.out = os.path.abspath(args.out)

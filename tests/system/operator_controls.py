@@ -39,7 +39,6 @@ is missing."""
 import argparse
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -50,10 +49,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from harness import Fleet, Postgres, wait_for  # noqa: E402
+from backstage_worker import (Peer, Verdicts, event_command, now_ms, peer_modules,  # noqa: E402
+                              per_host, read_events, starts)
+from harness import Fleet, Postgres, wait_for, with_database  # noqa: E402
 
 PLUGIN = "opcontrols"
-PEER = os.path.join(ROOT, "bench", "backstage-peer")
 SKIP = 77
 
 CATCHUP_PERIOD_S = 10
@@ -64,124 +64,6 @@ SHARED_WORK_S = 0.6
 
 class Context:
     pass
-
-
-class Verdicts:
-    """The expectations checked so far, and the figures measured."""
-
-    def __init__(self):
-        self.failures = []
-        self.figures = {}
-
-    def check(self, ok, expectation, seen):
-        if ok:
-            print(f"ok: {expectation}", flush=True)
-        else:
-            print(f"FAIL: {expectation}\n  saw: {seen}", flush=True)
-            self.failures.append(expectation)
-        return ok
-
-    def figure(self, name, value):
-        self.figures[name] = value
-        print(f"  {name}: {value}", flush=True)
-
-
-def now_ms():
-    return time.time() * 1000
-
-
-def event_command(events, task, work_s, exit_code=0):
-    """A command task that appends a start and an end line to `events` (one O_APPEND write each),
-    naming its host from STAGEHAND_SYSTEM_HOST."""
-    def line(event):
-        return ("printf '{\"host\":\"%s\",\"task\":\"" + task + "\",\"event\":\"" + event +
-                "\",\"t\":%s}\\n' \"$STAGEHAND_SYSTEM_HOST\" \"$(date +%s%3N)\" >> " +
-                shlex.quote(events))
-    script = f"{line('start')}; sleep {work_s}; {line('end')}; exit {exit_code}"
-    return ["sh", "-c", script]
-
-
-def read_events(path):
-    out = []
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    out.append(json.loads(line))
-    except FileNotFoundError:
-        pass
-    return out
-
-
-def starts(events, task, after=None, before=None, host=None):
-    return [e for e in events if e["task"] == task and e["event"] == "start" and
-            (after is None or e["t"] > after) and (before is None or e["t"] <= before) and
-            (host is None or e["host"] == host)]
-
-
-def per_host(events):
-    counts = {}
-    for e in events:
-        counts[e["host"]] = counts.get(e["host"], 0) + 1
-    return counts
-
-
-class Peer:
-    """The Backstage worker: peer.js --serve-tasks, stopped with SIGTERM."""
-
-    def __init__(self, ctx, fleet, tasks):
-        self.ctx = ctx
-        self.spec_path = os.path.join(fleet.workdir, "backstage.json")
-        self.ready_path = os.path.join(fleet.workdir, "backstage.ready")
-        self.log_path = os.path.join(fleet.workdir, "backstage.log")
-        with open(self.spec_path, "w") as f:
-            json.dump({"plugin": PLUGIN, "database": fleet.database(), "events": ctx.events,
-                       "host": "backstage", "ready": self.ready_path, "tasks": tasks}, f, indent=1)
-        self.process = None
-
-    def start(self, timeout_s=60):
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(
-                ["node", os.path.join(PEER, "peer.js"), f"--modules={self.ctx.modules}",
-                 f"--serve-tasks={self.spec_path}"], stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
-
-        def ready():
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the Backstage peer exited with {self.process.returncode}: "
-                                   f"{self.log_tail()}")
-            return os.path.exists(self.ready_path)
-        if not wait_for(ready, timeout_s, 0.05):
-            raise RuntimeError(f"the Backstage peer not ready after {timeout_s} s: "
-                               f"{self.log_tail()}")
-
-    def log_tail(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-2000:]
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            return "no exit 15 s after SIGTERM"
-
-
-def peer_modules(args):
-    if args.modules:
-        return args.modules
-    done = subprocess.run([os.path.join(PEER, "install.sh")], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"bench/backstage-peer/install.sh failed: {done.stderr[-2000:]}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 def retry_supported(ctx, tasks):
@@ -346,7 +228,7 @@ def pause_backstage_phase(ctx, fleet, v):
     resumed_ms = now_ms()
     v.check(status == 200, "resume of backstage-only through h1 answers 200", (status, body))
     again = wait_for_start(ctx, "backstage-only", resumed_ms, 5)
-    rows = ctx.pg.query(fleet.database(), "select current_run_ticket, current_run_expires_at "
+    rows = ctx.db.query(fleet.database(), "select current_run_ticket, current_run_expires_at "
                         "from backstage_backend_tasks__tasks where id = 'backstage-only'")
     v.check(again is not None,
             "a task paused during a Backstage run starts again within 5 s of the resume",
@@ -418,13 +300,6 @@ def reload_phase(ctx, fleet, v):
             (h1.alive(), pid, h1.pid))
 
 
-def with_postgres(argv):
-    """Re-runs this script under a throwaway PostgreSQL from scripts/lib/postgres.sh."""
-    script = ('source "$1/scripts/lib/postgres.sh"; trap stagehand_pg_stop EXIT; '
-              'stagehand_pg_start >&2 || exit 1; shift; python3 "$@"')
-    return subprocess.call(["bash", "-c", script, "bash", ROOT, os.path.abspath(__file__)] + argv)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stagehand", default=os.path.join(ROOT, "build", "ci", "apps",
@@ -437,10 +312,10 @@ def main():
             print(f"operator_controls.py: SKIPPED: {tool} is not installed (scripts/bootstrap)")
             return SKIP
     if "STAGEHAND_TEST_POSTGRES_URL" not in os.environ:
-        return with_postgres(sys.argv[1:])
+        return with_database("postgres", __file__, sys.argv[1:])
     began = time.monotonic()
     ctx = Context()
-    ctx.pg = Postgres()
+    ctx.db = Postgres()
     ctx.stagehand = os.path.abspath(args.stagehand)
     ctx.probe = None
     ctx.out = os.path.abspath(args.out)
@@ -467,7 +342,7 @@ def main():
         del tasks["retried"]
 
     database = "backstage_plugin_" + PLUGIN
-    ctx.pg.query("postgres", f'drop database if exists "{database}" with (force)')
+    ctx.db.drop_database(database)
     fleet = Fleet(ctx, PLUGIN, tasks, hosts=2, track_trees=False)
     peer = Peer(ctx, fleet, [{"id": task, "frequency": {"seconds": 1}, "timeout": timeout,
                               "workMs": int(SHARED_WORK_S * 1000)}

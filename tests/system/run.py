@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """stagehand's distributed reliability suite.
 
-A fleet of `stagehand serve` processes (3 by default) shares one PostgreSQL, each through its own
+A fleet of `stagehand serve` processes (3 by default) shares one PostgreSQL (or, with `--db mysql`,
+one MariaDB), each through its own
 TCP proxy on 127.0.0.1 that the suite can partition; each daemon listens on port 0 and names its
 port in its ready file. Every task is the probe program (tests/system/probe.cc), which appends
 `start`, `tick` (every 50 ms) and `end` events with CLOCK_MONOTONIC timestamps to one O_APPEND file,
@@ -15,7 +16,8 @@ and checks the guarantees:
   partition        the owner's proxy stops moving bytes: it fences itself before its lease lapses,
                    another host takes over, and after the heal it rejoins
   partition-reset  the same with connections reset and refused
-  pg-restart       `pg_ctl restart -m fast` during runs: every host survives and goes on
+  pg-restart       the database server restarts during runs (`pg_ctl restart -m fast`; MariaDB: a
+                   clean shutdown and a new server): every host survives and goes on
   skew             one host's wall clock 3 h 0.4 s ahead (faketime): no overlap, cron on its slots
   rolling          SIGTERM and restart of every host in turn: exit 0, running task handed over at once
   load             many global tasks with cadences 100 ms … 2 s: runs/s, start lag, claims lost, CPU
@@ -33,11 +35,12 @@ once each with no start away from its slot (no excuse for a registration's "slot
 duration cadences kept (outside the fault's takeover window).
 
 Usage:
-  python3 tests/system/run.py [--scenarios kill,freeze,...] [--soak MINUTES]
-      [--stagehand PATH] [--probe PATH] [--out DIR]
+  python3 tests/system/run.py [--db postgres|mysql] [--scenarios kill,freeze,...]
+      [--soak MINUTES] [--stagehand PATH] [--probe PATH] [--out DIR]
 
 It uses the PostgreSQL of scripts/lib/postgres.sh when STAGEHAND_TEST_POSTGRES_URL is set (as under
-scripts/test); otherwise it starts a throwaway one itself. CI runs the default: the load with
+scripts/test), or with `--db mysql` the MariaDB of scripts/lib/mariadb.sh when
+STAGEHAND_TEST_MARIADB_URL is set; otherwise it starts a throwaway one itself. CI runs the default: the load with
 100 tasks for 15 s and the REST phase for 5 s, about 3.5 minutes in all. `--soak MINUTES` runs the
 load at full size (500 tasks) for MINUTES minutes (at least 1) and the REST phase for 10 s.
 
@@ -46,7 +49,6 @@ Writes <out>/results.json and <out>/summary.txt; exits 1 when any guarantee is v
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -56,7 +58,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import scenarios  # noqa: E402
-from harness import Postgres  # noqa: E402
+from harness import DATABASES, database_from_environment, with_database  # noqa: E402
 
 
 class Context:
@@ -70,13 +72,6 @@ def default_binary(name):
             if os.path.exists(path):
                 return path
     return None
-
-
-def with_postgres(argv):
-    """Re-runs this script under a throwaway PostgreSQL from scripts/lib/postgres.sh."""
-    script = ('source "$1/scripts/lib/postgres.sh"; trap stagehand_pg_stop EXIT; '
-              'stagehand_pg_start >&2 || exit 1; shift; python3 "$@"')
-    return subprocess.call(["bash", "-c", script, "bash", ROOT, os.path.abspath(__file__)] + argv)
 
 
 def summarize(results):
@@ -103,6 +98,8 @@ def summarize(results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", default="postgres", choices=sorted(DATABASES),
+                        help="the database the fleet shares (mysql: MariaDB)")
     parser.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS))
     parser.add_argument("--soak", type=float, default=0, metavar="MINUTES")
     parser.add_argument("--stagehand", default=default_binary("stagehand"))
@@ -111,8 +108,8 @@ def main():
                         help="the daemons' log level (logs are in <out>/<plugin>/h<N>.<k>.log)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "system-results"))
     args = parser.parse_args()
-    if "STAGEHAND_TEST_POSTGRES_URL" not in os.environ:
-        return with_postgres(sys.argv[1:])
+    if DATABASES[args.db][0] not in os.environ:
+        return with_database(args.db, __file__, sys.argv[1:])
     for name in ("stagehand", "probe"):
         path = getattr(args, name)
         if not path or not os.access(path, os.X_OK):
@@ -126,7 +123,7 @@ def main():
         return 2
 
     ctx = Context()
-    ctx.pg = Postgres()
+    ctx.db = database_from_environment(args.db)
     ctx.stagehand = os.path.abspath(args.stagehand)
     ctx.probe = os.path.abspath(args.probe)
     ctx.out = os.path.abspath(args.out)
@@ -151,7 +148,8 @@ def main():
 
     summary = summarize(results)
     with open(os.path.join(ctx.out, "results.json"), "w") as f:
-        json.dump({"mode": "soak" if args.soak else "ci", "load_tasks": ctx.load_tasks,
+        json.dump({"mode": "soak" if args.soak else "ci", "database": ctx.db.name,
+                   "load_tasks": ctx.load_tasks,
                    "load_seconds": ctx.load_seconds, "rest_seconds": ctx.rest_seconds,
                    "scenarios": results}, f, indent=1, default=str)
     with open(os.path.join(ctx.out, "summary.txt"), "w") as f:
