@@ -35,6 +35,19 @@ class Verdicts:
         self.figures[name] = value
         print(f"  {name}: {value}", flush=True)
 
+    def finish(self, out, what, seconds):
+        """Prints the summary of `what`, writes <out>/summary.json; returns the exit code."""
+        print(f"\nsummary ({seconds:.0f} s): " + json.dumps(self.figures, default=str))
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump({"failures": self.failures, "figures": self.figures, "seconds": seconds}, f,
+                      indent=1, default=str)
+        if self.failures:
+            print(f"{what}: {len(self.failures)} expectation(s) broken:\n  - " +
+                  "\n  - ".join(self.failures))
+            return 1
+        print(f"{what}: every expectation met")
+        return 0
+
 
 def now_ms():
     return time.time() * 1000

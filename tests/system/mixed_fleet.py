@@ -23,7 +23,6 @@ environment (as under scripts/test), otherwise starts a throwaway one. Exits 1 n
 expectation, 77 (skipped) when node or npm is missing."""
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -68,6 +67,18 @@ def runs_of(events, stops):
 def stopped_after(stops, host, started):
     later = [t for t in stops.get(host, []) if t >= started]
     return min(later) if later else now_ms()
+
+
+def expect_takeover(ctx, v, host, taker, stopped, stopped_ms):
+    """Checks that `host` (named `taker`) starts the task within TAKEOVER_S of `stopped`'s stop,
+    completed at `stopped_ms`, and records how long it took."""
+    taken = wait_for(lambda: starts(read_events(ctx.events), "shared", after=stopped_ms,
+                                    host=host), TAKEOVER_S, 0.01)
+    v.check(bool(taken), f"{taker} takes the task over within {TAKEOVER_S} s of {stopped}'s stop",
+            None)
+    if taken:
+        v.figure(f"{taker}'s first start after {stopped} stopped (ms)",
+                 round(taken[0]["t"] - stopped_ms))
 
 
 def overlaps(runs):
@@ -128,13 +139,7 @@ def main():
         _, code = h1.terminate()
         stops["h1"].append(now_ms())
         v.check(code == 0, "h1 exits 0 on SIGTERM", code)
-        taken = wait_for(lambda: starts(read_events(ctx.events), "shared", after=stops["h1"][-1],
-                                        host="backstage"), TAKEOVER_S, 0.01)
-        v.check(bool(taken), f"the Backstage worker takes the task over within {TAKEOVER_S} s of "
-                "h1's stop", None)
-        if taken:
-            v.figure("Backstage's first start after h1 stopped (ms)",
-                     round(taken[0]["t"] - stops["h1"][-1]))
+        expect_takeover(ctx, v, "backstage", "the Backstage worker", "h1", stops["h1"][-1])
         time.sleep(3)
         h1.start().wait_ready()
         h1_back_ms = now_ms()
@@ -142,14 +147,7 @@ def main():
         time.sleep(2)
         peer_code = peer.stop()
         stops["backstage"].append(now_ms())
-        taken = wait_for(lambda: starts(read_events(ctx.events), "shared",
-                                        after=stops["backstage"][-1], host="h1"),
-                         TAKEOVER_S, 0.01)
-        v.check(bool(taken), f"h1 takes the task over within {TAKEOVER_S} s of the Backstage "
-                "worker's stop", None)
-        if taken:
-            v.figure("h1's first start after the Backstage worker stopped (ms)",
-                     round(taken[0]["t"] - stops["backstage"][-1]))
+        expect_takeover(ctx, v, "h1", "h1", "the Backstage worker", stops["backstage"][-1])
         time.sleep(3)
         ended_ms = now_ms()
     finally:
@@ -177,17 +175,7 @@ def main():
     v.check(not found, "no two runs of the shared task overlap, across stagehand and Backstage",
             found[:3])
 
-    seconds = time.monotonic() - began
-    print(f"\nsummary ({seconds:.0f} s): " + json.dumps(v.figures, default=str))
-    with open(os.path.join(ctx.out, "summary.json"), "w") as f:
-        json.dump({"failures": v.failures, "figures": v.figures, "seconds": seconds}, f,
-                  indent=1, default=str)
-    if v.failures:
-        print(f"mixed fleet: {len(v.failures)} expectation(s) broken:\n  - " +
-              "\n  - ".join(v.failures))
-        return 1
-    print("mixed fleet: every expectation met")
-    return 0
+    return v.finish(ctx.out, "mixed fleet", time.monotonic() - began)
 
 
 if __name__ == "__main__":

@@ -372,17 +372,7 @@ def main():
     for host in fleet.hosts:
         v.check(not host.unexpected_exits(), f"{host.name} never exited unexpectedly",
                 host.unexpected_exits())
-    seconds = time.monotonic() - began
-    print(f"\nsummary ({seconds:.0f} s): " + json.dumps(v.figures, default=str))
-    with open(os.path.join(ctx.out, "summary.json"), "w") as f:
-        json.dump({"failures": v.failures, "figures": v.figures, "seconds": seconds}, f,
-                  indent=1, default=str)
-    if v.failures:
-        print(f"operator controls: {len(v.failures)} expectation(s) broken:\n  - " +
-              "\n  - ".join(v.failures))
-        return 1
-    print("operator controls: every expectation met")
-    return 0
+    return v.finish(ctx.out, "operator controls", time.monotonic() - began)
 
 
 if __name__ == "__main__":
