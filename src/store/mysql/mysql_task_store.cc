@@ -17,6 +17,7 @@
 #include "store/mysql/my_migrations.h"
 #include "store/mysql/my_pool.h"
 #include "store/mysql/my_run_table.h"
+#include "store/mysql/my_wake_sender.h"
 #include "store/mysql/my_wakeups.h"
 #include "store/next_run.h"
 #include "store/prune_rule.h"
@@ -782,7 +783,7 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
         Result<std::int64_t> first_change = Announce(tx);
         if (!first_change.ok()) return first_change.status();
         STAGEHAND_RETURN_IF_ERROR(Run(**session, kCommit, {}, what).status());
-        if (*first_change > 0) WakeWaiters(**session, *first_change);
+        if (*first_change > 0) WakeWaiters(*first_change);
         return done;
       }();
       if (result.ok()) return result;
@@ -977,13 +978,9 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
     return store_internal::AppendChanges(tx.session, records, ErrorOf());
   }
 
-  // Wakes the hosts waiting for changes that have not seen `change` (this host's too, so that its
-  // engine hears of its own writes at once). A failure is left to the waiters' timeouts: the
-  // change itself is committed.
-  void WakeWaiters(MyConnection& session, std::int64_t change) {
-    std::lock_guard lock(waker_mu_);
-    (void)waker_.Wake(session, change, [](const std::string&) {});
-  }
+  // Has the hosts waiting for changes that have not seen `change` woken (this host's too, so that
+  // its engine hears of its own writes at once), without waiting for it.
+  void WakeWaiters(std::int64_t change) { wake_sender_.Send(change); }
 
   // Runs `change(row or nullptr when missing, now)` on the row of `id`, locked, and writes the
   // row back if it changed, announcing `announce` then, in one transaction (rolled back when
@@ -1211,8 +1208,7 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
   std::atomic<Table> history_table_{Table::kUnknown};
   std::atomic<Table> registrations_table_{Table::kUnknown};
   store_internal::LimitsHolder limits_;
-  std::mutex waker_mu_;
-  store_internal::WaiterWaker waker_{""};  // wakes every waiter, this host's too; by waker_mu_
+  store_internal::WakeSender wake_sender_{params_};
   // The last failed statement's error number and whether it lost its session, per thread.
   static thread_local unsigned last_error_;
   static thread_local bool lost_;

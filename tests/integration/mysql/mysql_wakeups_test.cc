@@ -12,6 +12,7 @@
 
 #include "integration/mysql/test_server.h"
 #include "integration/tcp_proxy.h"
+#include "store/mysql/my_wake_sender.h"
 #include "store/mysql/my_wakeups.h"
 
 namespace stagehand {
@@ -23,6 +24,7 @@ using store_internal::MyConnection;
 using store_internal::MyParams;
 using store_internal::MyResult;
 using store_internal::WaiterWaker;
+using store_internal::WakeSender;
 
 Status ErrorOf(std::string_view operation, const MyResult& result) {
   return InternalError(std::string(operation) + ": " + result.error());
@@ -146,6 +148,32 @@ TEST_F(MySqlWakeupsTest, AChangeCommittedWhileTheWaitIsOnItsWayIsNeverMissed) {
   Result<std::int64_t> latest = waited.get();
   ASSERT_TRUE(latest.ok()) << latest.status().ToString();
   EXPECT_EQ(*latest, change);
+}
+
+TEST_F(MySqlWakeupsTest, ASenderWakesTheWaitersWithoutItsCallerWaitingForTheServer) {
+  ChangeWaiter waiter(Connect(), "host-a");
+  const std::int64_t seen = Change();
+  std::future<Result<std::int64_t>> waited = StartWaiting(waiter, seen);
+  ASSERT_TRUE(Eventually([&] { return Sleeping("host-a"); }));
+  // The sender's KILL stalls on its way to the server (as one the server holds for its two
+  // seconds of retries would): the writer that asked for the wake has its answer meanwhile.
+  proxy_test::TcpProxy proxy(params_.port);
+  store_internal::MyConnectParams through_proxy = params_;
+  through_proxy.database = database_;
+  through_proxy.port = proxy.port();
+  WakeSender sender(through_proxy);
+  proxy.HoldNext("KILL QUERY");
+  std::future<void> sent = std::async(std::launch::async, [&] { sender.Send(Change()); });
+  ASSERT_EQ(sent.wait_for(seconds(10)), std::future_status::ready) << "Send waited for the wake";
+  ASSERT_TRUE(proxy.WaitUntilHeld(seconds(10)));
+  EXPECT_EQ(waited.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  // Asked again meanwhile, it sends one more wake after the one under way.
+  sender.Send(Change());
+  proxy.ReleaseHeld();
+  ASSERT_EQ(waited.wait_for(seconds(10)), std::future_status::ready)
+      << "the waiter slept on after the wake";
+  ASSERT_TRUE(waited.get().ok());
+  sender.Flush();
 }
 
 TEST_F(MySqlWakeupsTest, AWaiterIsWokenOncePerWaitAndNotForWhatItHasSeen) {

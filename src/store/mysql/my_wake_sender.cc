@@ -1,0 +1,67 @@
+#include "store/mysql/my_wake_sender.h"
+
+#include <utility>
+
+namespace stagehand::store_internal {
+
+namespace {
+
+// A wake's statements answer at once, or after the server's two seconds of kill retries; a bound
+// keeps a server that went silent from holding the thread (and the wakes after it) for longer.
+MyConnectParams WithWakeTimeout(MyConnectParams params) {
+  params.call_timeout = std::chrono::seconds(10);
+  return params;
+}
+
+}  // namespace
+
+WakeSender::WakeSender(MyConnectParams params) : params_(WithWakeTimeout(std::move(params))) {}
+
+WakeSender::~WakeSender() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WakeSender::Send(std::int64_t change) {
+  {
+    std::lock_guard lock(mu_);
+    if (change <= asked_) return;
+    asked_ = change;
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  }
+  cv_.notify_all();
+}
+
+void WakeSender::Flush() {
+  std::unique_lock lock(mu_);
+  const std::int64_t wanted = asked_;
+  cv_.wait(lock, [&] { return sent_ >= wanted || stopping_; });
+}
+
+void WakeSender::Run() {
+  WaiterWaker waker("");
+  std::unique_ptr<MyConnection> session;
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || asked_ > sent_; });
+    if (stopping_) break;
+    const std::int64_t change = asked_;
+    lock.unlock();
+    if (session == nullptr) {
+      Result<std::unique_ptr<MyConnection>> opened = MyConnection::Open(params_);
+      if (opened.ok()) session = std::move(*opened);
+    }
+    if (session != nullptr && !waker.Wake(*session, change, [](const std::string&) {}).ok()) {
+      session.reset();
+    }
+    lock.lock();
+    sent_ = change;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace stagehand::store_internal

@@ -1,0 +1,48 @@
+// The MySQL store's writers hand their wakes (ADR 0019) to a thread of their own, so that no
+// writer waits for one: MariaDB's KILL QUERY can hold its caller for two seconds when it races
+// with its target entering or leaving its SLEEP (the server retries the target's wake-up for that
+// long), and a trigger, claim or release must not take that long to answer.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "store/mysql/my_connection.h"
+#include "store/mysql/my_wakeups.h"
+
+namespace stagehand::store_internal {
+
+// Wakes, on its own session and thread, the waiters of one database that have not seen the newest
+// change it was told of (WaiterWaker, this host's waiters included). Wakes asked for while one is
+// under way merge into the next one. A wake that fails is dropped (the waiters' timeouts and the
+// hosts' polls cover it) and the session opened again for the next. Thread-safe.
+class WakeSender {
+ public:
+  explicit WakeSender(MyConnectParams params);
+  // Waits for the wake under way, if any, and stops the thread.
+  ~WakeSender();
+  WakeSender(const WakeSender&) = delete;
+  WakeSender& operator=(const WakeSender&) = delete;
+
+  // Asks for the waiters that have not seen `change` to be woken. Never blocks on the database.
+  void Send(std::int64_t change);
+
+  // Returns once every change asked for before this call has been sent (or dropped). For tests.
+  void Flush();
+
+ private:
+  void Run();
+
+  const MyConnectParams params_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::int64_t asked_ = 0;  // the newest change asked for; guarded by mu_
+  std::int64_t sent_ = 0;   // the newest change whose wake has ended; guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::thread thread_;      // started by the first Send
+};
+
+}  // namespace stagehand::store_internal
