@@ -289,13 +289,14 @@ class SchedulerApi {
 
 // A two-host fleet's check, for every database a fleet can share. The tasks block (indented for a
 // plugin's `tasks:`) of one manual task `once`, whose command appends the daemon's name
-// (DAEMON_NAME) to `runs_file` and then takes a second.
+// (DAEMON_NAME) to `runs_file` and then takes three seconds (the second trigger must find the run
+// pending or running even when the first one answers late on a loaded machine).
 inline std::string OnceTaskYaml(const std::filesystem::path& runs_file) {
   return "        once:\n"
          "          schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
          "          inheritEnv: [DAEMON_NAME]\n"
          "          command: ['/bin/sh', '-c', 'echo \"$DAEMON_NAME\" >> \"" +
-         runs_file.string() + "\"; sleep 1']\n";
+         runs_file.string() + "\"; sleep 3']\n";
 }
 
 // Starts daemons "a" and "b" on `config` (plugin `jobs` with OnceTaskYaml(dir / "runs")), appended
