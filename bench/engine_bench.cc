@@ -13,9 +13,10 @@
 //                             throughput,saturation,kill]
 //                [--cron_seconds=10]
 //                [--idle_tasks=10000] [--idle_seconds=10] [--trace]
-//                [--side_by_side] [--smoke]
+//                [--side_by_side] [--smoke] [--db=postgres|mysql]
 // --side_by_side selects the scenarios that scripts/bench compares with Backstage, at the issue's
-// sizes (cron for 30 s); --smoke shrinks every count and duration to seconds.
+// sizes (cron for 30 s); --smoke shrinks every count and duration to seconds; --db=mysql runs them
+// (and the workers) on the MySQL or MariaDB server of STAGEHAND_TEST_MARIADB_URL instead.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -90,15 +91,8 @@ Json Registration(const std::function<std::unique_ptr<Backend>()>& make_backend,
 Json IdleTasks(Backend& backend, const std::optional<std::string>& url, int tasks, seconds idle) {
   auto scheduler = backend.Scheduler(EngineOptions{});
   std::optional<Admin> admin;
-  std::string calls_sql;
-  if (url) {
-    admin.emplace(*url);
-    calls_sql =
-        "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
-        "s.dbid WHERE d.datname = '" +
-        backend.database() + "'";
-  }
-  auto calls = [&] { return admin ? std::stod(admin->Scalar(calls_sql)) : 0.0; };
+  if (url) admin.emplace(*url);
+  auto calls = [&] { return admin ? admin->Statements(backend.database()) : 0.0; };
   const double calls_at_start = calls();
   const double registration_ms = Register(*scheduler, YearlyTasks(tasks), /*batch=*/true);
   const double registration_statements = calls() - calls_at_start;
@@ -157,6 +151,8 @@ int Main(int argc, char** argv) {
       side_by_side = true;
     } else if (arg == "--smoke") {
       smoke = true;
+    } else if (auto db = value("--db")) {
+      worker.db = *db;
     } else if (auto w = value("--worker")) {
       worker.kind = *w;
     } else if (auto d = value("--database")) {
@@ -178,23 +174,33 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  const char* url_env = std::getenv("STAGEHAND_TEST_POSTGRES_URL");
+  if (worker.db != "postgres" && worker.db != "mysql") {
+    std::cerr << "engine_bench: --db must be postgres or mysql, not " << worker.db << "\n";
+    return 2;
+  }
+  const char* url_variable =
+      worker.db == "mysql" ? "STAGEHAND_TEST_MARIADB_URL" : "STAGEHAND_TEST_POSTGRES_URL";
+  const char* url_env = std::getenv(url_variable);
   const std::optional<std::string> url =
       url_env != nullptr && *url_env != '\0' ? std::optional<std::string>(url_env) : std::nullopt;
 
   if (!worker.kind.empty()) {
-    if (!url) Backend::Die("a worker needs STAGEHAND_TEST_POSTGRES_URL");
+    if (!url) Backend::Die(std::string("a worker needs ") + url_variable);
     return RunWorker(*url, worker);
   }
   if (side_by_side) {
-    if (!url) Backend::Die("--side_by_side needs STAGEHAND_TEST_POSTGRES_URL");
+    if (!url) Backend::Die(std::string("--side_by_side needs ") + url_variable);
     return RunSideBySide(*url, scenarios_given ? scenarios : std::set<std::string>{}, smoke,
                          out_file);
+  }
+  if (worker.db != "postgres") {
+    std::cerr << "engine_bench: --db=mysql applies to --side_by_side only\n";
+    return 2;
   }
 
   Json results;
   auto postgres = [&]() -> std::unique_ptr<Backend> {
-    return url ? Backend::Postgres(*url) : nullptr;
+    return url ? Backend::Server(*url) : nullptr;
   };
   auto note_skip = [&](const std::string& name) {
     results[name] = "skipped: STAGEHAND_TEST_POSTGRES_URL is not set";
@@ -249,7 +255,7 @@ int Main(int argc, char** argv) {
       results["registration_sqlite" + suffix] = Registration(&Backend::Sqlite, count);
       if (url) {
         results["registration_postgres" + suffix] =
-            Registration([&] { return Backend::Postgres(*url); }, count);
+            Registration([&] { return Backend::Server(*url); }, count);
       } else {
         note_skip("registration_postgres" + suffix);
       }

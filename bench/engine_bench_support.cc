@@ -9,7 +9,122 @@
 #include <thread>
 #include <utility>
 
+#include "store/mysql/my_connection.h"
+
 namespace stagehand::bench {
+
+ServerKind KindOfUrl(const std::string& url) {
+  return url.rfind("mysql://", 0) == 0 ? ServerKind::kMySql : ServerKind::kPostgres;
+}
+
+namespace {
+
+std::string PercentDecoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+store_internal::MyConnectParams MyParamsOf(const MySqlStoreOptions& options) {
+  store_internal::MyConnectParams params;
+  params.host = options.host;
+  params.port = options.port;
+  params.user = options.user;
+  params.password = options.password;
+  return params;
+}
+
+}  // namespace
+
+MySqlStoreOptions MySqlOptionsOfUrl(const std::string& url, const std::string& database) {
+  MySqlStoreOptions options;
+  std::string_view rest = std::string_view(url).substr(std::string_view("mysql://").size());
+  rest = rest.substr(0, rest.find_first_of("/?"));
+  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view credentials = rest.substr(0, at);
+    const std::size_t colon = credentials.find(':');
+    options.user = PercentDecoded(credentials.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      options.password = PercentDecoded(credentials.substr(colon + 1));
+    }
+    rest = rest.substr(at + 1);
+  }
+  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    options.port = std::stoi(std::string(rest.substr(colon + 1)));
+    rest = rest.substr(0, colon);
+  }
+  if (!rest.empty()) options.host = std::string(rest);
+  options.database = database;
+  return options;
+}
+
+Admin::Admin(const std::string& url) : kind_(KindOfUrl(url)) {
+  if (kind_ == ServerKind::kPostgres) {
+    pg_ = PQconnectdb(url.c_str());
+    if (PQstatus(pg_) != CONNECTION_OK) Backend::Die(PQerrorMessage(pg_));
+    return;
+  }
+  Result<std::unique_ptr<store_internal::MyConnection>> opened =
+      store_internal::MyConnection::Open(MyParamsOf(MySqlOptionsOfUrl(url, "")));
+  if (!opened.ok()) Backend::Die(opened.status().ToString());
+  my_ = std::move(*opened);
+}
+
+Admin::~Admin() {
+  if (pg_ != nullptr) PQfinish(pg_);
+}
+
+std::string Admin::Scalar(const std::string& sql) {
+  if (my_ != nullptr) {
+    store_internal::MyResult result = my_->Execute(sql);
+    if (!result.ok()) {
+      std::cerr << "engine_bench: SQL failed: " << result.error() << "\n";
+      return "";
+    }
+    if (result.rows() == 0 || result.IsNull(0, 0)) return "";
+    return std::string(result.Get(0, 0));
+  }
+  PGresult* result = PQexec(pg_, sql.c_str());
+  std::string value;
+  const ExecStatusType status = PQresultStatus(result);
+  if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0)) {
+    value = PQgetvalue(result, 0, 0);
+  } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+    std::cerr << "engine_bench: SQL failed: " << PQresultErrorMessage(result);
+  }
+  PQclear(result);
+  return value;
+}
+
+double Admin::Statements(const std::string& database) {
+  if (my_ != nullptr) {
+    const std::string questions =
+        Scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+               "WHERE VARIABLE_NAME = 'QUESTIONS'");
+    own_reads_ += 1;
+    return questions.empty() ? 0.0 : std::stod(questions) - own_reads_;
+  }
+  const std::string calls = Scalar(
+      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
+      "s.dbid WHERE d.datname = '" +
+      database + "'");
+  return calls.empty() ? 0.0 : std::stod(calls);
+}
+
+void Admin::DropDatabase(const std::string& database) {
+  if (my_ != nullptr) {
+    Scalar("DROP DATABASE IF EXISTS `" + database + "`");
+    return;
+  }
+  Scalar("DROP DATABASE IF EXISTS \"" + database + "\" WITH (FORCE)");
+}
 
 void Trace(std::string_view message) {
   static const auto logger = std::make_shared<TraceLogger>();

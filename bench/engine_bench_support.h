@@ -1,6 +1,7 @@
 // Helpers shared by engine_bench's own scenarios (engine_bench.cc) and the side-by-side harness
 // (side_by_side_harness.cc), two translation units of the engine_bench program: where a plugin's
-// store lives (a temp SQLite file or a fresh PostgreSQL database), task probes, latency
+// store lives (a temp SQLite file, or a fresh database on a PostgreSQL or MySQL/MariaDB server),
+// task probes, latency
 // percentiles, process CPU and memory, and the single-process scenarios both of them run. The
 // driver calls them from its main thread.
 #pragma once
@@ -26,10 +27,15 @@
 #include "stagehand/base/uuid.h"
 #include "stagehand/http/otlp_http_exporter.h"
 #include "stagehand/service/plugin_scheduler.h"
+#include "stagehand/store/mysql_task_store.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/sqlite_task_store.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/trace/span_processor.h"
+
+namespace stagehand::store_internal {
+class MyConnection;
+}  // namespace stagehand::store_internal
 
 namespace stagehand::bench {
 
@@ -129,34 +135,39 @@ class Probe {
   std::vector<std::chrono::system_clock::time_point> wall_starts_;
 };
 
-// A raw libpq session for administration (databases, pg_stat_statements).
+// The servers the multi-host scenarios run on, told apart by their URL's scheme: mysql:// is
+// MySQL or MariaDB, anything else PostgreSQL.
+enum class ServerKind { kPostgres, kMySql };
+ServerKind KindOfUrl(const std::string& url);
+
+// The MySQL store's options for `database` on the server of a mysql://user:password@host:port URL.
+MySqlStoreOptions MySqlOptionsOfUrl(const std::string& url, const std::string& database);
+
+// A raw session for administration: databases and statement counts. Driver thread only.
 class Admin {
  public:
-  explicit Admin(const std::string& url) : conn_(PQconnectdb(url.c_str())) {}
-  ~Admin() { PQfinish(conn_); }
+  explicit Admin(const std::string& url);
+  ~Admin();
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;
 
-  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
-  std::string Scalar(const std::string& sql) {
-    PGresult* result = PQexec(conn_, sql.c_str());
-    std::string value;
-    const ExecStatusType status = PQresultStatus(result);
-    if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0)) {
-      value = PQgetvalue(result, 0, 0);
-    } else if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-      std::cerr << "engine_bench: SQL failed: " << PQresultErrorMessage(result);
-    }
-    PQclear(result);
-    return value;
-  }
+  // The first value `sql` returns ("" when none, or when it fails, which is printed).
+  std::string Scalar(const std::string& sql);
+  // Statements run so far: PostgreSQL, in `database` (pg_stat_statements); MySQL, by the whole
+  // server (its Questions counter, less this session's own reads of it): the bench's throwaway
+  // server runs nothing but the scenario.
+  double Statements(const std::string& database);
+  void DropDatabase(const std::string& database);
 
  private:
-  PGconn* conn_;
+  ServerKind kind_;
+  PGconn* pg_ = nullptr;
+  std::unique_ptr<store_internal::MyConnection> my_;
+  double own_reads_ = 0;
 };
 
-// Where the plugin's stores live: a temp SQLite file or a fresh PostgreSQL database, removed at
-// the end.
+// Where the plugin's stores live: a temp SQLite file or a fresh database on the server of a
+// PostgreSQL or MySQL URL, removed at the end.
 class Backend {
  public:
   static std::unique_ptr<Backend> Sqlite() {
@@ -166,7 +177,7 @@ class Backend {
     std::filesystem::create_directories(backend->dir_);
     return backend;
   }
-  static std::unique_ptr<Backend> Postgres(const std::string& url) {
+  static std::unique_ptr<Backend> Server(const std::string& url) {
     auto backend = std::unique_ptr<Backend>(new Backend());
     backend->url_ = url;
     backend->database_ =
@@ -174,8 +185,8 @@ class Backend {
     return backend;
   }
   // The worker's view of the driver's database: not dropped at the end.
-  static std::unique_ptr<Backend> ExistingPostgres(const std::string& url,
-                                                   const std::string& database) {
+  static std::unique_ptr<Backend> ExistingServer(const std::string& url,
+                                                 const std::string& database) {
     auto backend = std::unique_ptr<Backend>(new Backend());
     backend->url_ = url;
     backend->database_ = database;
@@ -187,22 +198,24 @@ class Backend {
       std::error_code ignored;
       std::filesystem::remove_all(dir_, ignored);
     }
-    if (!database_.empty() && owned_) {
-      Admin admin(url_);
-      admin.Scalar("DROP DATABASE IF EXISTS \"" + database_ + "\" WITH (FORCE)");
-    }
+    if (!database_.empty() && owned_) Admin(url_).DropDatabase(database_);
   }
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
   const std::string& database() const { return database_; }
+  const std::string& url() const { return url_; }
 
   std::shared_ptr<TaskStore> Open() {
-    Result<std::unique_ptr<TaskStore>> store = [&] {
+    Result<std::unique_ptr<TaskStore>> store = [&]() -> Result<std::unique_ptr<TaskStore>> {
       if (!dir_.empty()) {
         SqliteStoreOptions options;
         options.path = SqlitePluginDatabasePath(dir_.string(), kPluginId);
         return OpenSqliteTaskStore(kPluginId, options, SystemClock::Instance());
+      }
+      if (KindOfUrl(url_) == ServerKind::kMySql) {
+        return OpenMySqlTaskStore(kPluginId, MySqlOptionsOfUrl(url_, database_),
+                                  SystemClock::Instance());
       }
       PostgresStoreOptions options;
       options.connection = url_;

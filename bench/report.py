@@ -216,7 +216,8 @@ def median(values):
 def cpu(shares):
     if not shares:
         return "—"
-    return (f"{fmt(shares.get('engines_pct'))}, {fmt(shares.get('postgres_pct'))}, "
+    server = shares.get('postgres_pct', shares.get('mariadbd_pct'))
+    return (f"{fmt(shares.get('engines_pct'))}, {fmt(server)}, "
             f"{fmt(shares.get('machine_busy_pct'))} of {fmt(shares.get('cores'))} cores")
 
 

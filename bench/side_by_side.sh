@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # stagehand and Backstage's own scheduler side by side on the PostgreSQL server in
-# STAGEHAND_TEST_POSTGRES_URL (it starts none itself): installs the Backstage peer's npm packages
+# STAGEHAND_TEST_POSTGRES_URL, or with --db=mysql on the MySQL or MariaDB server in
+# STAGEHAND_TEST_MARIADB_URL (it starts none itself): installs the Backstage peer's npm packages
 # into a cache folder when they are missing or stale, runs engine_bench --side_by_side, the peer
 # (bench/backstage-peer/peer.js) and the claim+release reference of pgbench
 # (bench/store_claim_bench), then renders the comparison table and the start-lag plot
 # (bench/report.py).
 #
 #   bench/side_by_side.sh --build-dir=DIR --out-dir=DIR [--smoke] [--scenarios=a,b,...]
+#                         [--db=postgres|mysql]
 #
+# On MySQL there is no pgbench reference and no saturated rate (both are PostgreSQL's), and the
+# SIGKILL takeover is left out by default (Backstage's janitor alone takes minutes).
 # Outputs in --out-dir: stagehand.json, backstage.json, pgbench.json, comparison.md,
 # start_lag.png, and for the saturated rate (three rounds, unless --smoke)
 # saturation_{stagehand,pgbench}_<round>.json. The npm cache folder is STAGEHAND_BENCH_CACHE (default
@@ -20,8 +24,10 @@ build_dir=""
 out_dir=""
 smoke=0
 scenarios=""
+db=postgres
 for arg in "$@"; do
   case "${arg}" in
+    --db=postgres | --db=mysql) db="${arg#*=}" ;;
     --build-dir=*) build_dir="${arg#*=}" ;;
     --out-dir=*) out_dir="${arg#*=}" ;;
     --smoke) smoke=1 ;;
@@ -36,8 +42,12 @@ if [[ -z "${build_dir}" || -z "${out_dir}" ]]; then
   echo "side_by_side.sh: --build-dir and --out-dir are required" >&2
   exit 2
 fi
-if [[ -z "${STAGEHAND_TEST_POSTGRES_URL:-}" ]]; then
-  echo "side_by_side.sh: STAGEHAND_TEST_POSTGRES_URL is not set" >&2
+url_variable=STAGEHAND_TEST_POSTGRES_URL
+if [[ "${db}" == mysql ]]; then
+  url_variable=STAGEHAND_TEST_MARIADB_URL
+fi
+if [[ -z "${!url_variable:-}" ]]; then
+  echo "side_by_side.sh: ${url_variable} is not set" >&2
   exit 2
 fi
 for tool in node npm gnuplot python3; do
@@ -57,8 +67,11 @@ mkdir -p "${out_dir}"
 # The peer's packages, installed into a cache folder keyed by the lock file's hash.
 peer_modules="$("${root}/bench/backstage-peer/install.sh")"
 
-engine_args=(--side_by_side)
-peer_args=(--modules="${peer_modules}")
+engine_args=(--side_by_side --db="${db}")
+peer_args=(--modules="${peer_modules}" --url="${!url_variable}")
+if [[ "${db}" == mysql ]]; then
+  scenarios="${scenarios:-trigger,across,cancel,cron,interval,idle,throughput}"
+fi
 claim_seconds=10
 claim_args=()
 if ((smoke)); then
@@ -72,7 +85,8 @@ if ((smoke)); then
 fi
 # The saturated rate is measured apart, three times, each beside its references (below).
 saturation_rounds=0
-if ((!smoke)) && [[ -z "${scenarios}" || ",${scenarios}," == *,saturation,* ]]; then
+if ((!smoke)) && [[ "${db}" == postgres ]] &&
+  [[ -z "${scenarios}" || ",${scenarios}," == *,saturation,* ]]; then
   saturation_rounds=3
 fi
 if [[ -n "${scenarios}" ]]; then
@@ -96,14 +110,17 @@ else
 fi
 echo "==> Backstage $(node -e "process.stdout.write(require('${peer_modules}/@backstage/backend-defaults/package.json').version)") (peer.js ${peer_args[*]})" >&2
 node "${root}/bench/backstage-peer/peer.js" "${peer_args[@]}" --out="${out_dir}/backstage.json" >/dev/null
-echo "==> pgbench claim+release reference (store_claim_bench --seconds=${claim_seconds})" >&2
-if [[ -z "${STAGEHAND_TEST_PG_BIN:-}" ]]; then
-  source "${root}/scripts/lib/postgres.sh"
-  STAGEHAND_TEST_PG_BIN="$(stagehand_pg_bin_dir)"
-  export STAGEHAND_TEST_PG_BIN
+rm -f "${out_dir}/pgbench.json"
+if [[ "${db}" == postgres ]]; then
+  echo "==> pgbench claim+release reference (store_claim_bench --seconds=${claim_seconds})" >&2
+  if [[ -z "${STAGEHAND_TEST_PG_BIN:-}" ]]; then
+    source "${root}/scripts/lib/postgres.sh"
+    STAGEHAND_TEST_PG_BIN="$(stagehand_pg_bin_dir)"
+    export STAGEHAND_TEST_PG_BIN
+  fi
+  "${build_dir}/bench/store_claim_bench" --seconds="${claim_seconds}" "${claim_args[@]}" \
+    --benchmark_out="${out_dir}/pgbench.json" >/dev/null
 fi
-"${build_dir}/bench/store_claim_bench" --seconds="${claim_seconds}" "${claim_args[@]}" \
-  --benchmark_out="${out_dir}/pgbench.json" >/dev/null
 
 # Issue 22: the saturated rate, then pgbench running the store's single-row claim+release and its
 # batched claim_many+release_many at the batch size the engines sent in that run (from

@@ -81,6 +81,7 @@ class WorkerProcess {
   WorkerProcess(const WorkerArgs& worker, EventBoard& board) {
     std::vector<std::string> args = {"engine_bench",
                                      "--worker=" + worker.kind,
+                                     "--db=" + worker.db,
                                      "--database=" + worker.database,
                                      "--tasks=" + std::to_string(worker.tasks),
                                      "--width=" + std::to_string(worker.width),
@@ -174,7 +175,7 @@ void WaitForStop(std::stop_token stop) {
 
 int RunWorker(const std::string& url, const WorkerArgs& args) {
   Emitter out;
-  auto backend = Backend::ExistingPostgres(url, args.database);
+  auto backend = Backend::ExistingServer(url, args.database);
   auto scheduler = backend->Scheduler(EngineOptions{});
   std::mutex runs_mu;
   std::vector<int64_t> runs;  // task index, start, end; flattened
@@ -259,17 +260,24 @@ struct SideBySide {
 
 int64_t NsOf(const Json& event) { return event["ns"].get<int64_t>(); }
 
+// A worker of `kind` on `backend`'s database.
+WorkerArgs WorkerOn(const Backend& backend, std::string kind) {
+  WorkerArgs args;
+  args.kind = std::move(kind);
+  args.database = backend.database();
+  args.db = KindOfUrl(backend.url()) == ServerKind::kMySql ? "mysql" : "postgres";
+  return args;
+}
+
 // Trigger (or trigger then cancel) on this process's scheduler of tasks registered only in a
 // worker process.
 Json AcrossProcesses(const std::string& url, const SideBySide& sizes, bool cancel) {
-  auto backend = Backend::Postgres(url);
+  auto backend = Backend::Server(url);
   auto a = backend->Scheduler(EngineOptions{});
   EventBoard board;
   std::vector<double> latencies;
   {
-    WorkerArgs args;
-    args.kind = cancel ? "blocking" : "manual";
-    args.database = backend->database();
+    WorkerArgs args = WorkerOn(*backend, cancel ? "blocking" : "manual");
     args.width = 1;
     WorkerProcess b(args, board);
     board.MustWait("ready", 1, seconds(60));
@@ -296,7 +304,7 @@ Json AcrossProcesses(const std::string& url, const SideBySide& sizes, bool cance
 
 // A global task every second for `duration`: runs and the spacing of their starts.
 Json IntervalOneSecond(const std::string& url, seconds duration) {
-  auto backend = Backend::Postgres(url);
+  auto backend = Backend::Server(url);
   std::mutex mu;
   std::vector<int64_t> starts;
   auto scheduler = backend->Scheduler(EngineOptions{});
@@ -320,22 +328,16 @@ Json IntervalOneSecond(const std::string& url, seconds duration) {
 // `tasks` idle tasks registered in a fresh worker process; statements, CPU and RSS of that
 // process over `idle` seconds.
 Json IdleProcess(const std::string& url, int tasks, seconds idle) {
-  auto backend = Backend::Postgres(url);
+  auto backend = Backend::Server(url);
   backend->Open();
   Admin admin(url);
-  const std::string calls_sql =
-      "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = "
-      "s.dbid WHERE d.datname = '" +
-      backend->database() + "'";
   EventBoard board;
-  WorkerArgs args;
-  args.kind = "idle";
-  args.database = backend->database();
+  WorkerArgs args = WorkerOn(*backend, "idle");
   args.tasks = tasks;
   WorkerProcess worker(args, board);
   const Json ready = board.MustWait("ready", 1, seconds(120));
   std::this_thread::sleep_for(seconds(2));
-  const double calls_before = std::stod(admin.Scalar(calls_sql));
+  const double calls_before = admin.Statements(backend->database());
   worker.Send("measure_begin");
   board.MustWait("measuring", 1, seconds(60));
   const auto begin = Steady::now();
@@ -343,7 +345,7 @@ Json IdleProcess(const std::string& url, int tasks, seconds idle) {
   worker.Send("measure_end");
   const Json measured = board.MustWait("measured", 1, seconds(60));
   const double idle_s = std::chrono::duration<double>(Steady::now() - begin).count();
-  const double calls_after = std::stod(admin.Scalar(calls_sql));
+  const double calls_after = admin.Statements(backend->database());
   Json out;
   out["tasks"] = tasks;
   out["registration_ms"] = ready["registration_ms"];
@@ -399,14 +401,17 @@ std::pair<double, double> MachineTicks() {
   return {busy, total};
 }
 
-// Where the CPU goes during a window: the engine processes', PostgreSQL's (all its processes) and
-// the whole machine's share, each in % of one core.
+// Where the CPU goes during a window: the engine processes', the database server's (all its
+// processes: `server` names them, postgres or mariadbd) and the whole machine's share, each in %
+// of one core. The server's share is reported as postgres_pct or mariadbd_pct.
 class CpuShares {
  public:
-  explicit CpuShares(std::vector<pid_t> engines)
-      : engines_(std::move(engines)), postgres_(ProcessesNamed("postgres")) {
+  CpuShares(std::vector<pid_t> engines, std::string server)
+      : engines_(std::move(engines)),
+        server_(std::move(server)),
+        server_pids_(ProcessesNamed(server_)) {
     engines_before_ = Sum(engines_);
-    postgres_before_ = Sum(postgres_);
+    server_before_ = Sum(server_pids_);
     machine_before_ = MachineTicks();
     begin_ = Steady::now();
   }
@@ -417,7 +422,7 @@ class CpuShares {
     const double total = machine.second - machine_before_.second;
     Json out;
     out["engines_pct"] = 100 * (Sum(engines_) - engines_before_) / seconds;
-    out["postgres_pct"] = 100 * (Sum(postgres_) - postgres_before_) / seconds;
+    out[server_ + "_pct"] = 100 * (Sum(server_pids_) - server_before_) / seconds;
     out["machine_busy_pct"] =
         total > 0 ? 100 * cores * (machine.first - machine_before_.first) / total : 0.0;
     out["cores"] = static_cast<int>(cores);
@@ -431,9 +436,10 @@ class CpuShares {
     return sum;
   }
   std::vector<pid_t> engines_;
-  std::vector<pid_t> postgres_;
+  std::string server_;
+  std::vector<pid_t> server_pids_;
   double engines_before_ = 0;
-  double postgres_before_ = 0;
+  double server_before_ = 0;
   std::pair<double, double> machine_before_;
   Steady::time_point begin_;
 };
@@ -469,7 +475,7 @@ Json BatchFigures(const BatchCount& before, const BatchCount& after) {
 // sizes of the batched claims and releases the engines sent meanwhile.
 Json Throughput(const std::string& url, int processes, int tasks, milliseconds cadence,
                 seconds duration) {
-  auto backend = Backend::Postgres(url);
+  auto backend = Backend::Server(url);
   backend->Open();
   Admin admin(url);
   // Texts only the batched statements have (src/store/postgres/statements.cc).
@@ -478,25 +484,28 @@ Json Throughput(const std::string& url, int processes, int tasks, milliseconds c
   EventBoard board;
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   for (int i = 0; i < processes; ++i) {
-    WorkerArgs args;
-    args.kind = "throughput";
-    args.database = backend->database();
+    WorkerArgs args = WorkerOn(*backend, "throughput");
     args.tasks = tasks;
     args.cadence_ms = static_cast<int>(cadence.count());
     workers.push_back(std::make_unique<WorkerProcess>(args, board));
   }
   board.MustWait("ready", static_cast<size_t>(processes), seconds(120));
-  const BatchCount claims_before = CountBatches(admin, backend->database(), kClaimMany);
-  const BatchCount releases_before = CountBatches(admin, backend->database(), kReleaseMany);
+  // The batch sizes come from pg_stat_statements: PostgreSQL only.
+  const bool postgres = KindOfUrl(url) == ServerKind::kPostgres;
+  const auto batches = [&](std::string_view marker) {
+    return postgres ? CountBatches(admin, backend->database(), marker) : BatchCount{};
+  };
+  const BatchCount claims_before = batches(kClaimMany);
+  const BatchCount releases_before = batches(kReleaseMany);
   std::vector<pid_t> engine_pids;
   for (const auto& worker : workers) engine_pids.push_back(worker->pid());
-  const CpuShares cpu(engine_pids);
+  const CpuShares cpu(engine_pids, postgres ? "postgres" : "mariadbd");
   const int64_t begin = NowNs();
   std::this_thread::sleep_for(duration);
   const int64_t end = NowNs();
   const Json cpu_shares = cpu.End();
-  const BatchCount claims_after = CountBatches(admin, backend->database(), kClaimMany);
-  const BatchCount releases_after = CountBatches(admin, backend->database(), kReleaseMany);
+  const BatchCount claims_after = batches(kClaimMany);
+  const BatchCount releases_after = batches(kReleaseMany);
   for (auto& worker : workers) worker->Send("report");
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_task;
   int64_t completed = 0;
@@ -530,8 +539,10 @@ Json Throughput(const std::string& url, int processes, int tasks, milliseconds c
   out["runs_per_s"] = static_cast<double>(completed) / seconds_measured;
   out["runs_per_process"] = per_process;
   out["overlaps"] = overlaps;
-  out["claim_many"] = BatchFigures(claims_before, claims_after);
-  out["release_many"] = BatchFigures(releases_before, releases_after);
+  if (postgres) {
+    out["claim_many"] = BatchFigures(claims_before, claims_after);
+    out["release_many"] = BatchFigures(releases_before, releases_after);
+  }
   out["cpu"] = cpu_shares;
   return out;
 }
@@ -539,14 +550,12 @@ Json Throughput(const std::string& url, int processes, int tasks, milliseconds c
 // Two workers register one global task (every second, `timeout_s` timeout, runs until stopped);
 // the one running it is SIGKILLed; seconds until the other starts it.
 Json SigkillTakeover(const std::string& url, int timeout_s, int limit_s) {
-  auto backend = Backend::Postgres(url);
+  auto backend = Backend::Server(url);
   backend->Open();
   EventBoard board;
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   for (int i = 0; i < 2; ++i) {
-    WorkerArgs args;
-    args.kind = "kill";
-    args.database = backend->database();
+    WorkerArgs args = WorkerOn(*backend, "kill");
     args.timeout_s = timeout_s;
     args.index = i;
     workers.push_back(std::make_unique<WorkerProcess>(args, board));
@@ -604,21 +613,23 @@ int RunSideBySide(const std::string& url, const std::set<std::string>& only, boo
               << std::chrono::duration<double>(Steady::now() - begin).count() << " s\n";
   };
   run("trigger", "in_process_trigger",
-      [&] { return InProcessTrigger(*Backend::Postgres(url), sizes.triggers); });
+      [&] { return InProcessTrigger(*Backend::Server(url), sizes.triggers); });
   run("across", "trigger_across_processes",
       [&] { return AcrossProcesses(url, sizes, /*cancel=*/false); });
   run("cancel", "cancel_across_processes",
       [&] { return AcrossProcesses(url, sizes, /*cancel=*/true); });
   run("cron", "cron_every_second",
-      [&] { return CronEverySecond(*Backend::Postgres(url), seconds(sizes.cron_seconds)); });
+      [&] { return CronEverySecond(*Backend::Server(url), seconds(sizes.cron_seconds)); });
   run("interval", "interval_one_second",
       [&] { return IntervalOneSecond(url, seconds(sizes.interval_seconds)); });
   for (const int tasks : sizes.idle_tasks) {
     run("idle", "idle_tasks_" + std::to_string(tasks),
         [&] { return IdleProcess(url, tasks, seconds(sizes.idle_seconds)); });
   }
+  // MySQL keeps whole seconds, so the finest cadence a task there can keep is a second.
+  const milliseconds cadence(KindOfUrl(url) == ServerKind::kMySql ? 1000 : 100);
   run("throughput", "throughput", [&] {
-    return Throughput(url, sizes.processes, sizes.tasks, milliseconds(100),
+    return Throughput(url, sizes.processes, sizes.tasks, cadence,
                       seconds(sizes.throughput_seconds));
   });
   run("saturation", "throughput_saturated", [&] {

@@ -2,10 +2,11 @@
 // (bench/side_by_side.sh runs `engine_bench --side_by_side`; bench/backstage-peer/peer.js runs the
 // same scenarios on Backstage with the same JSON keys). The multi-process scenarios use worker
 // processes of the same program (`engine_bench --worker=KIND`), each with its own PluginScheduler
-// on the driver's PostgreSQL database and the engine's default options: trigger and cancel from
-// the driver to a worker, a 1 s interval, idle tasks in a fresh process, 4 processes x 500 tasks
-// every 100 ms, the same 2,000 tasks due continuously (1 ms cadence: the engine's own limit,
-// beside pgbench's), and a SIGKILLed owner. Both entry points run on the program's main thread.
+// on the driver's database (PostgreSQL, or MySQL/MariaDB with --db=mysql) and the engine's
+// default options: trigger and cancel from the driver to a worker, a 1 s interval, idle tasks in
+// a fresh process, 4 processes x 500 tasks every 100 ms (every second on MySQL, which keeps whole
+// seconds), the same 2,000 tasks due continuously (1 ms cadence: the engine's own limit, beside
+// pgbench's), and a SIGKILLed owner. Both entry points run on the program's main thread.
 #pragma once
 
 #include <set>
@@ -16,6 +17,7 @@ namespace stagehand::bench {
 // What a worker is asked to do (its command-line flags).
 struct WorkerArgs {
   std::string kind;  // manual, blocking, idle, throughput, kill
+  std::string db = "postgres";  // the server: postgres or mysql (see engine_bench --db)
   std::string database;
   int tasks = 0;
   int width = 0;

@@ -1,7 +1,8 @@
 'use strict';
 // Backstage's own scheduler (DefaultSchedulerService of @backstage/backend-defaults) driven through
 // the scenarios of bench/engine_bench, on the PostgreSQL server in --url (default:
-// STAGEHAND_TEST_POSTGRES_URL). Prints one JSON document
+// STAGEHAND_TEST_POSTGRES_URL), or on a MySQL or MariaDB server (through mysql2, as Backstage's
+// `client: mysql2`) when --url is a mysql:// URL. Prints one JSON document
 // with the same keys as engine_bench's multi-process report, so bench/report.py can set them side
 // by side. Each scenario uses a fresh database, dropped at the end.
 //
@@ -71,7 +72,18 @@ function databaseUrl(url, database) {
   return parsed.toString();
 }
 
+const onMySql = args.url.startsWith('mysql://');
+
 async function adminQuery(sql, params) {
+  if (onMySql) {
+    const connection = await load('mysql2/promise').createConnection(args.url);
+    try {
+      const [rows] = await connection.query(sql, params);
+      return { rows };
+    } finally {
+      await connection.end();
+    }
+  }
   const client = new pg.Client({ connectionString: args.url });
   await client.connect();
   try {
@@ -81,18 +93,32 @@ async function adminQuery(sql, params) {
   }
 }
 
+const quoteName = (name) => (onMySql ? `\`${name}\`` : `"${name}"`);
+
 let databaseCounter = 0;
 async function createDatabase() {
   const name = `backstage_plugin_${kPluginId}_${process.pid}_${databaseCounter++}`;
-  await adminQuery(`CREATE DATABASE "${name}"`);
+  await adminQuery(`CREATE DATABASE ${quoteName(name)}`);
   return name;
 }
 
 async function dropDatabase(name) {
-  await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await adminQuery(`DROP DATABASE IF EXISTS ${quoteName(name)}${onMySql ? '' : ' WITH (FORCE)'}`);
 }
 
+// Statements run so far: on PostgreSQL, in `database` (pg_stat_statements); on MySQL, by the whole
+// server (its Questions counter; the bench's throwaway server runs nothing but the scenario), less
+// the reads of the counter itself (one connection and one statement each).
+let counterReads = 0;
 async function statementCalls(database) {
+  if (onMySql) {
+    const result = await adminQuery(
+      "SELECT VARIABLE_VALUE AS calls FROM information_schema.GLOBAL_STATUS " +
+        "WHERE VARIABLE_NAME = 'QUESTIONS'",
+    );
+    counterReads += 1;
+    return Number(result.rows[0].calls) - counterReads;
+  }
   const result = await adminQuery(
     'SELECT coalesce(sum(calls), 0)::float8 AS calls FROM pg_stat_statements s ' +
       'JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1',
@@ -703,8 +729,10 @@ async function main() {
   for (const tasks of counts.idle) {
     await run('idle', `idle_tasks_${tasks}`, () => scenarioIdle(tasks, counts.idleSeconds));
   }
+  // MySQL keeps whole seconds, so the finest cadence a task there can keep is a second.
   await run('throughput', 'throughput', () =>
-    scenarioThroughput(counts.processes, counts.tasks, 100, counts.throughputSeconds));
+    scenarioThroughput(counts.processes, counts.tasks, onMySql ? 1000 : 100,
+      counts.throughputSeconds));
   // The same tasks always due: the scheduler's own claim+run+release limit.
   await run('saturation', 'throughput_saturated', () =>
     scenarioThroughput(counts.processes, counts.tasks, 1, counts.throughputSeconds));

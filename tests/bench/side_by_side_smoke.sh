@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark harness (bench/side_by_side.sh) in its reduced form: every scenario of
 # both systems but the SIGKILL one, with tiny counts and durations; then checks that both reports,
-# the pgbench reference, the table and the plot were produced. Timings are not asserted.
-#   tests/bench/side_by_side_smoke.sh BUILD_DIR
-# Needs STAGEHAND_TEST_POSTGRES_URL, node, npm and gnuplot. When something is missing it skips
-# (exit 77) on a developer's machine and fails under CI=true.
+# the pgbench reference (PostgreSQL only), the table and the plot were produced. Timings are not
+# asserted.
+#   tests/bench/side_by_side_smoke.sh BUILD_DIR [--db=mysql]
+# Needs STAGEHAND_TEST_POSTGRES_URL (with --db=mysql, STAGEHAND_TEST_MARIADB_URL), node, npm and
+# gnuplot. When something is missing it skips (exit 77) on a developer's machine and fails under
+# CI=true.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build_dir="${1:?usage: side_by_side_smoke.sh BUILD_DIR}"
+build_dir="${1:?usage: side_by_side_smoke.sh BUILD_DIR [--db=mysql]}"
+db=postgres
+url_variable=STAGEHAND_TEST_POSTGRES_URL
+if [[ "${2:-}" == --db=mysql ]]; then
+  db=mysql
+  url_variable=STAGEHAND_TEST_MARIADB_URL
+fi
 
 missing() {
   if [[ "${CI:-}" == "true" ]]; then
@@ -18,20 +26,20 @@ missing() {
   echo "side_by_side_smoke: skipped: $*" >&2
   exit 77
 }
-[[ -n "${STAGEHAND_TEST_POSTGRES_URL:-}" ]] || missing "STAGEHAND_TEST_POSTGRES_URL is not set"
+[[ -n "${!url_variable:-}" ]] || missing "${url_variable} is not set"
 for tool in node npm gnuplot; do
   command -v "${tool}" >/dev/null || missing "${tool} is not installed (scripts/bootstrap)"
 done
 
-out="${build_dir}/bench-smoke"
+out="${build_dir}/bench-smoke-${db}"
 rm -rf "${out}"
 begin=${SECONDS}
-"${root}/bench/side_by_side.sh" --build-dir="${build_dir}" --out-dir="${out}" --smoke
+"${root}/bench/side_by_side.sh" --build-dir="${build_dir}" --out-dir="${out}" --smoke --db="${db}"
 echo "side_by_side_smoke: harness took $((SECONDS - begin)) s"
 
-python3 - "${out}" <<'PY'
+python3 - "${out}" "${db}" <<'PY'
 import json, os, sys
-out = sys.argv[1]
+out, db = sys.argv[1], sys.argv[2]
 keys = ["in_process_trigger", "trigger_across_processes", "cancel_across_processes",
         "cron_every_second", "interval_one_second", "idle_tasks_50", "throughput"]
 problems = []
@@ -47,11 +55,12 @@ for system in ("stagehand", "backstage"):
         problems.append(f"{system}.json: throughput completed no run")
     if doc.get("throughput", {}).get("overlaps") != 0:
         problems.append(f"{system}.json: overlapping runs of one global task")
-pg = json.load(open(os.path.join(out, "pgbench.json")))
-if not pg.get("pgbench_pairs_per_second", 0) > 0:
-    problems.append("pgbench.json has no claim+release rate")
-if not pg.get("pgbench_batched_runs_per_second", 0) > 0:
-    problems.append("pgbench.json has no batched claim+release rate")
+if db == "postgres":
+    pg = json.load(open(os.path.join(out, "pgbench.json")))
+    if not pg.get("pgbench_pairs_per_second", 0) > 0:
+        problems.append("pgbench.json has no claim+release rate")
+    if not pg.get("pgbench_batched_runs_per_second", 0) > 0:
+        problems.append("pgbench.json has no batched claim+release rate")
 for name in ("comparison.md", "start_lag.png"):
     path = os.path.join(out, name)
     if not os.path.exists(path) or os.path.getsize(path) == 0:
