@@ -588,9 +588,9 @@ int RunSideBySide(const std::string& url, const std::set<std::string>& only, boo
                   const std::string& out_file) {
   SideBySide sizes;
   if (smoke) {
-    sizes.triggers = 3;
-    sizes.across = 2;
-    sizes.cancels = 2;
+    sizes.triggers = 1;
+    sizes.across = 1;
+    sizes.cancels = 1;
     sizes.cron_seconds = 2;
     sizes.interval_seconds = 2;
     sizes.idle_tasks = {50};

@@ -697,7 +697,7 @@ async function migrateCheck(database, schema) {
 async function main() {
   const smoke = Boolean(args.smoke);
   const counts = smoke
-    ? { triggers: 2, across: 2, cancels: 2, width: 2, cron: 2, interval: 2, idle: [50],
+    ? { triggers: 1, across: 1, cancels: 1, width: 2, cron: 2, interval: 2, idle: [50],
       idleSeconds: 1, processes: 2, tasks: 20, throughputSeconds: 2 }
     : { triggers: 50, across: 50, cancels: 20, width: 10, cron: 30, interval: 30,
       idle: [1000, 10000], idleSeconds: 60, processes: 4, tasks: 500, throughputSeconds: 30 };
