@@ -105,9 +105,9 @@ std::string Admin::Scalar(const std::string& sql) {
 
 double Admin::Statements(const std::string& database) {
   if (my_ != nullptr) {
-    const std::string questions =
-        Scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-               "WHERE VARIABLE_NAME = 'QUESTIONS'");
+    const std::string questions = Scalar(
+        "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+        "WHERE VARIABLE_NAME = 'QUESTIONS'");
     own_reads_ += 1;
     return questions.empty() ? 0.0 : std::stod(questions) - own_reads_;
   }

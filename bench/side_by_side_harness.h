@@ -16,7 +16,7 @@ namespace stagehand::bench {
 
 // What a worker is asked to do (its command-line flags).
 struct WorkerArgs {
-  std::string kind;  // manual, blocking, idle, throughput, kill
+  std::string kind;             // manual, blocking, idle, throughput, kill
   std::string db = "postgres";  // the server: postgres or mysql (see engine_bench --db)
   std::string database;
   int tasks = 0;
