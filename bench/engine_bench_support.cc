@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "stagehand/backend/database_config.h"
 #include "store/mysql/my_connection.h"
 
 namespace stagehand::bench {
@@ -18,19 +19,6 @@ ServerKind KindOfUrl(const std::string& url) {
 }
 
 namespace {
-
-std::string PercentDecoded(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 store_internal::MyConnectParams MyParamsOf(const MySqlStoreOptions& options) {
   store_internal::MyConnectParams params;
@@ -44,23 +32,14 @@ store_internal::MyConnectParams MyParamsOf(const MySqlStoreOptions& options) {
 }  // namespace
 
 MySqlStoreOptions MySqlOptionsOfUrl(const std::string& url, const std::string& database) {
+  DatabaseConnection connection;
+  if (!ParseMySqlUrl(url, connection))
+    Backend::Die("not a MySQL URL (mysql://user:password@host:port)");
   MySqlStoreOptions options;
-  std::string_view rest = std::string_view(url).substr(std::string_view("mysql://").size());
-  rest = rest.substr(0, rest.find_first_of("/?"));
-  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view credentials = rest.substr(0, at);
-    const std::size_t colon = credentials.find(':');
-    options.user = PercentDecoded(credentials.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      options.password = PercentDecoded(credentials.substr(colon + 1));
-    }
-    rest = rest.substr(at + 1);
-  }
-  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    options.port = std::stoi(std::string(rest.substr(colon + 1)));
-    rest = rest.substr(0, colon);
-  }
-  if (!rest.empty()) options.host = std::string(rest);
+  options.host = connection["host"];
+  if (connection.count("port") != 0) options.port = std::stoi(connection["port"]);
+  options.user = connection["user"];
+  options.password = connection["password"];
   options.database = database;
   return options;
 }

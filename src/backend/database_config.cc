@@ -129,59 +129,6 @@ bool PercentDecode(std::string_view text, std::string& out) {
   return true;
 }
 
-// Parses a mysql2 connection URL, mysql://[user[:password]@]host[:port][/database][?ssl=...],
-// into MySQL connection fields. Query parameters other than `ssl` are ignored, as knex passes
-// them to mysql2 options stagehand has no use for.
-bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection) {
-  constexpr std::string_view kScheme = "mysql://";
-  if (!text.starts_with(kScheme)) return false;
-  std::string_view rest = text.substr(kScheme.size());
-  std::string_view query;
-  if (const std::size_t mark = rest.find('?'); mark != std::string_view::npos) {
-    query = rest.substr(mark + 1);
-    rest = rest.substr(0, mark);
-  }
-  std::string_view path;
-  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
-    path = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
-  }
-  std::string decoded;
-  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view credentials = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    const std::size_t colon = credentials.find(':');
-    if (!PercentDecode(credentials.substr(0, colon), decoded)) return false;
-    connection["user"] = decoded;
-    if (colon != std::string_view::npos) {
-      if (!PercentDecode(credentials.substr(colon + 1), decoded)) return false;
-      connection["password"] = decoded;
-    }
-  }
-  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    const std::string_view port = rest.substr(colon + 1);
-    if (!IsPort(port)) return false;
-    connection["port"] = std::string(port);
-    rest = rest.substr(0, colon);
-  }
-  if (rest.empty() || !PercentDecode(rest, decoded)) return false;
-  connection["host"] = decoded;
-  if (!path.empty()) {
-    if (!PercentDecode(path, decoded)) return false;
-    connection["dbname"] = decoded;
-  }
-  while (!query.empty()) {
-    const std::size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.starts_with("ssl=")) {
-      const std::string_view value = pair.substr(4);
-      connection["ssl"] = value == "false" || value == "0" ? "false" : "true";
-    }
-  }
-  return true;
-}
-
 // Returns the scalar at `key` of an object connection as text: strings substituted, numbers
 // written without a fraction when they have none.
 std::optional<std::string> ReadScalar(const Config& config, const std::string& key,
@@ -377,6 +324,56 @@ std::string QuoteConnectionValue(const std::string& value) {
 }
 
 }  // namespace
+
+bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection) {
+  constexpr std::string_view kScheme = "mysql://";
+  if (!text.starts_with(kScheme)) return false;
+  std::string_view rest = text.substr(kScheme.size());
+  std::string_view query;
+  if (const std::size_t mark = rest.find('?'); mark != std::string_view::npos) {
+    query = rest.substr(mark + 1);
+    rest = rest.substr(0, mark);
+  }
+  std::string_view path;
+  if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  std::string decoded;
+  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view credentials = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const std::size_t colon = credentials.find(':');
+    if (!PercentDecode(credentials.substr(0, colon), decoded)) return false;
+    connection["user"] = decoded;
+    if (colon != std::string_view::npos) {
+      if (!PercentDecode(credentials.substr(colon + 1), decoded)) return false;
+      connection["password"] = decoded;
+    }
+  }
+  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view port = rest.substr(colon + 1);
+    if (!IsPort(port)) return false;
+    connection["port"] = std::string(port);
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty() || !PercentDecode(rest, decoded)) return false;
+  connection["host"] = decoded;
+  if (!path.empty()) {
+    if (!PercentDecode(path, decoded)) return false;
+    connection["dbname"] = decoded;
+  }
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.starts_with("ssl=")) {
+      const std::string_view value = pair.substr(4);
+      connection["ssl"] = value == "false" || value == "0" ? "false" : "true";
+    }
+  }
+  return true;
+}
 
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
   Result<Config> database = root.GetConfig(kRootKey);

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "stagehand/base/status.h"
 #include "stagehand/config/config.h"
@@ -102,6 +103,12 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root);
 // Errors: kInvalidArgument naming the plugin and the key at fault.
 Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
                                              const std::string& plugin_id);
+
+// Parses a mysql2 connection URL, mysql://[user[:password]@]host[:port][/database][?ssl=...]
+// (percent escapes decoded), into `connection`'s MySQL fields. Query parameters other than `ssl`
+// are ignored, as knex passes them to mysql2 options stagehand has no use for. Returns false,
+// leaving `connection` partly filled, when `text` is not such a URL.
+bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection);
 
 // Returns the libpq connection string for the PostgreSQL `connection` fields (values quoted).
 std::string PostgresConnectionString(const DatabaseConnection& connection);
