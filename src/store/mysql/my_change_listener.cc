@@ -54,7 +54,7 @@ MyChangeListener::~MyChangeListener() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
-  // The waiter may be about to start its SLEEP when the first interrupt lands: interrupt until
+  // The waiter may be about to start its wait when the first interrupt lands: interrupt until
   // the thread has seen the flag.
   std::unique_ptr<MyConnection> stopper;
   while (true) {
@@ -87,7 +87,9 @@ std::unique_ptr<ChangeWaiter> MyChangeListener::Connect(std::int64_t& latest) {
   Result<std::int64_t> newest = LatestChange(**session);
   if (!newest.ok()) return nullptr;
   latest = *newest;
-  auto waiter = std::make_unique<ChangeWaiter>(std::move(*session), name_);
+  Result<std::unique_ptr<MyConnection>> holder = MyConnection::Open(params_);
+  if (!holder.ok()) return nullptr;
+  auto waiter = std::make_unique<ChangeWaiter>(std::move(*session), std::move(*holder), name_);
   Result<std::int64_t> id = waiter->SessionId();
   if (!id.ok()) return nullptr;
   std::lock_guard lock(mu_);

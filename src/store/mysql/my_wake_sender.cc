@@ -6,7 +6,7 @@ namespace stagehand::store_internal {
 
 namespace {
 
-// A wake's statements answer at once, or after the server's two seconds of kill retries; a bound
+// A wake's statements answer at once, unless the server holds a kill; a bound
 // keeps a server that went silent from holding the thread (and the wakes after it) for longer.
 MyConnectParams WithWakeTimeout(MyConnectParams params) {
   params.call_timeout = std::chrono::seconds(10);

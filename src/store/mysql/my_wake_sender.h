@@ -1,7 +1,7 @@
 // The MySQL store's writers hand their wakes (ADR 0019) to a thread of their own, so that no
-// writer waits for one: MariaDB's KILL QUERY can hold its caller for two seconds when it races
-// with its target entering or leaving its SLEEP (the server retries the target's wake-up for that
-// long), and a trigger, claim or release must not take that long to answer.
+// writer waits for one: a KILL QUERY can hold its caller for as long as the server takes to end
+// its target's statement (two seconds for a SLEEP, which waits no longer; ADR 0019), and a
+// trigger, claim or release must not wait on another host's session.
 #pragma once
 
 #include <condition_variable>

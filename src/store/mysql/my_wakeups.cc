@@ -84,13 +84,21 @@ constexpr char kForgetDead[] =
 constexpr char kLeave[] =
     "DELETE FROM stagehand_waiters WHERE host = ? AND connection_id = CONNECTION_ID()";
 
-// The wait looks at the log and sleeps in one statement, unless a change newer than ?1 is there:
+// The wait looks at the log and blocks in one statement, unless a change newer than ?1 is there:
 // a writer that committed before the statement started is seen by its look, and one that commits
-// later finds the statement in the process list (from its start, look included) and ends it. The
-// wait names its waiter and what it has seen, so that a writer can tell this very statement from
-// any other statement of that session, or of a session that reused its id after a restart.
-constexpr char kSleep[] =
-    "SELECT IF((SELECT coalesce(max(seq), 0) FROM stagehand_changes) > ?, 0, SLEEP(?)), ?";
+// later finds the statement in the process list (from its start, look included) and ends it. It
+// blocks on a named lock that the waiter's own holder session keeps (GET_LOCK returns 1 only when
+// that session is gone), not in SLEEP: every SLEEP of the server waits under one mutex, and a KILL
+// racing with another sleeper's start or end waits two seconds for it (ADR 0019). The wait names
+// its waiter and what it has seen, so that a writer can tell this very statement from any other
+// statement of that session, or of a session that reused its id after a restart.
+#define STAGEHAND_WAIT_LOCK "CONCAT('stagehand_wait_', SHA1(CONCAT(DATABASE(), '/', ?)))"
+constexpr char kHold[] = "SELECT GET_LOCK(" STAGEHAND_WAIT_LOCK ", 0)";
+constexpr char kRelease[] = "DO RELEASE_LOCK(" STAGEHAND_WAIT_LOCK ")";
+constexpr char kWait[] =
+    "SELECT IF((SELECT coalesce(max(seq), 0) FROM stagehand_changes) > ?, 0, "
+    "GET_LOCK(" STAGEHAND_WAIT_LOCK ", ?)), ?";
+#undef STAGEHAND_WAIT_LOCK
 // The waiters that have not seen change ?1, other than ?2, that are in their wait right now. The
 // process list shows the sessions of this account only: the ones it may wake.
 constexpr char kSleepingWaiters[] =
@@ -98,11 +106,12 @@ constexpr char kSleepingWaiters[] =
     "JOIN information_schema.PROCESSLIST AS p ON p.ID = w.connection_id "
     "WHERE w.seen_seq < ? AND w.host <> ? "
     "AND p.INFO = CONCAT('SELECT IF((SELECT coalesce(max(seq), 0) FROM stagehand_changes) > ', "
-    "w.seen_seq, ', 0, SLEEP(', w.wait_seconds, ')), ', QUOTE(w.host))";
+    "w.seen_seq, ', 0, GET_LOCK(CONCAT(''stagehand_wait_'', SHA1(CONCAT(DATABASE(), ''/'', ', "
+    "QUOTE(w.host), '))), ', w.wait_seconds, ')), ', QUOTE(w.host))";
 constexpr char kKillQuery[] = "KILL QUERY ?";
 
-// Server errors of a wait that a writer ended: the statement was killed (MariaDB answers
-// 1317 ER_QUERY_INTERRUPTED; MySQL's SLEEP returns 1 instead).
+// Server errors of a wait that a writer ended: the statement was killed (1317
+// ER_QUERY_INTERRUPTED).
 constexpr unsigned kQueryInterrupted = 1317;
 constexpr unsigned kNoSuchThread = 1094;
 constexpr unsigned kNotOwner = 1095;
@@ -190,8 +199,9 @@ Result<std::int64_t> LatestChange(MyConnection& connection) {
   return latest.GetInt(0, 0);
 }
 
-ChangeWaiter::ChangeWaiter(std::unique_ptr<MyConnection> session, std::string host)
-    : session_(std::move(session)), host_(std::move(host)) {}
+ChangeWaiter::ChangeWaiter(std::unique_ptr<MyConnection> session,
+                           std::unique_ptr<MyConnection> holder, std::string host)
+    : session_(std::move(session)), holder_(std::move(holder)), host_(std::move(host)) {}
 
 ChangeWaiter::~ChangeWaiter() { (void)Leave(); }
 
@@ -224,8 +234,22 @@ Result<std::int64_t> ChangeWaiter::Wait(std::int64_t seen, std::chrono::seconds 
   if (auto end = woken(registered)) return *std::move(end);
   MyResult forgotten = session_->Execute(kForgetDead);
   if (auto end = woken(forgotten)) return *std::move(end);
-  MyResult slept = session_->Execute(kSleep, MyParams().Add(seen).Add(seconds).Add(host_));
-  if (auto end = woken(slept)) return *std::move(end);
+  if (!holding_) {
+    MyResult held = holder_->Execute(kHold, MyParams().Add(host_));
+    if (!held.ok()) return UnavailableError("cannot take the waiter's lock: " + held.error());
+    if (held.GetInt(0, 0) != 1) {
+      return UnavailableError("the lock of waiter '" + host_ + "' is held by another session");
+    }
+    holding_ = true;
+  }
+  MyResult waited =
+      session_->Execute(kWait, MyParams().Add(seen).Add(host_).Add(seconds).Add(host_));
+  if (auto end = woken(waited)) return *std::move(end);
+  if (waited.rows() == 1 && !waited.IsNull(0, 0) && waited.GetInt(0, 0) == 1) {
+    // The lock was free: the holder's session is gone, and this one holds it now.
+    (void)session_->Execute(kRelease, MyParams().Add(host_));
+    return UnavailableError("the session holding the lock of waiter '" + host_ + "' is gone");
+  }
   return latest_change();
 }
 

@@ -1,7 +1,8 @@
 // How stagehand hosts on MySQL and MariaDB learn of each other's changes without notifications
 // (ADR 0019): each change is a row of the plugin database's change log, and a host that waits for
-// changes sits in `SELECT SLEEP(n)` on a session of its own, recorded in the waiters table, until
-// a writer ends that statement with `KILL QUERY`. Also stagehand's own migrations on MySQL, which
+// changes blocks on a named lock that another session of its own holds (`GET_LOCK(name, n)`), on a
+// session of its own recorded in the waiters table, until a writer ends that statement with
+// `KILL QUERY`. Also stagehand's own migrations on MySQL, which
 // create both tables (bookkeeping in `stagehand_migrations`, never in knex's tables).
 #pragma once
 
@@ -67,9 +68,11 @@ Result<std::int64_t> LatestChange(MyConnection& connection);
 class ChangeWaiter {
  public:
   // `session` is dedicated to waiting: a writer's KILL QUERY may land on any of its statements.
-  // `host` names this waiter uniquely among the database's waiters (host name, pid, a nonce;
+  // `holder` (on the same database) holds the named lock the waits block on, from the first wait
+  // on. `host` names this waiter uniquely among the database's waiters (host name, pid, a nonce;
   // IsWaiterName).
-  ChangeWaiter(std::unique_ptr<MyConnection> session, std::string host);
+  ChangeWaiter(std::unique_ptr<MyConnection> session, std::unique_ptr<MyConnection> holder,
+               std::string host);
   ~ChangeWaiter();
   ChangeWaiter(const ChangeWaiter&) = delete;
   ChangeWaiter& operator=(const ChangeWaiter&) = delete;
@@ -78,8 +81,8 @@ class ChangeWaiter {
   // it or `longest` (at least a second, counted in whole seconds) passes, unless a change newer
   // than `seen` is already in the log. Returns the newest change's sequence number once it wakes
   // (which may still be `seen` after a timeout or a spurious wake). Errors: kInvalidArgument for a
-  // bad waiter name; kUnavailable when the session fails other than by being woken (the caller
-  // opens a new waiter).
+  // bad waiter name; kUnavailable when the session fails other than by being woken, or the
+  // holder's session is gone or cannot take the lock (the caller opens a new waiter).
   Result<std::int64_t> Wait(std::int64_t seen, std::chrono::seconds longest);
 
   // The changes after `seen`, oldest first, at most `limit` of them. `gap` is set when the log no
@@ -102,6 +105,8 @@ class ChangeWaiter {
   MyResult ExecuteThroughWakes(std::string_view sql, const MyParams& params = {});
 
   std::unique_ptr<MyConnection> session_;
+  std::unique_ptr<MyConnection> holder_;
+  bool holding_ = false;  // whether holder_ took the lock
   const std::string host_;
   std::int64_t session_id_ = 0;  // 0: not read yet
 };
