@@ -161,12 +161,12 @@ Result<TracingConfig> ReadTracingConfig(const Config& root, const EnvironmentLoo
     AddUnknownKeys(**block, kTracingKeys, reader.problems());
   }
 
-  bool wanted = false;
+  std::optional<bool> wanted;
   if (Result<std::optional<bool>> enabled = root.GetOptionalBoolean("stagehand.tracing.enabled");
       !enabled.ok()) {
     reader.problems().Add(enabled.status());
   } else {
-    wanted = enabled->value_or(false);
+    wanted = *enabled;
   }
   const Setting traces = reader.Read({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}, "tracesEndpoint");
   const Setting base = reader.Read({"OTEL_EXPORTER_OTLP_ENDPOINT"}, "endpoint");
@@ -179,7 +179,8 @@ Result<TracingConfig> ReadTracingConfig(const Config& root, const EnvironmentLoo
   } else if (base.value) {
     config.endpoint = TracesUrl(*base.value);
   }
-  config.enabled = wanted || traces.value.has_value() || base.value.has_value();
+  // An explicit `enabled: false` is the config's OTEL_SDK_DISABLED: off whatever else is set.
+  config.enabled = wanted.value_or(false) || (wanted != false && (traces.value || base.value));
   if (std::optional<std::string> disabled = reader.Env("OTEL_SDK_DISABLED")) {
     std::string lower(TrimSpacesAndTabs(*disabled));
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -109,6 +109,13 @@ std::optional<std::string> HistoryTraceId(const TraceContext& trace) {
   return HexOf(trace.trace_id);
 }
 
+// The fields of a log line about one run: its task, and its trace and span ids when it is traced.
+LogFields RunFields(const std::string& task_id, const TraceContext& trace) {
+  LogFields fields = {{"task", task_id}};
+  AddTraceFields(trace, fields);
+  return fields;
+}
+
 }  // namespace
 
 RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
@@ -573,18 +580,19 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
       case Planner::RenewalOutcome::kRetry:
         logger_->Warn(
             "Failed to renew the lease of task \"" + id + "\", " + renewed.status().message(),
-            {{"task", id}});
+            RunFields(id, run->trace));
         observer_->OnLeaseRenewalFailed(info);
         break;
       case Planner::RenewalOutcome::kLost:
         logger_->Warn("Task ticket for \"" + id + "\" is no longer valid; killing the run",
-                      {{"task", id}});
+                      RunFields(id, run->trace));
         // Another host may run the task now: this run ends at once, without grace.
         SignalStop(*run, /*kill=*/true);
         observer_->OnLeaseLost(info);
         break;
       case Planner::RenewalOutcome::kCancelNoticed:
-        logger_->Info("Task \"" + id + "\" was cancelled; stopping the run", {{"task", id}});
+        logger_->Info("Task \"" + id + "\" was cancelled; stopping the run",
+                      RunFields(id, run->trace));
         SignalStop(*run, /*kill=*/run->stop.stop_requested());
         observer_->OnLeaseRenewed(info);
         break;
@@ -857,8 +865,7 @@ void TaskEngine::LogFailure(const PlannedTask& task, const PlannedRun& run,
                             const Outcome& outcome) const {
   if (!outcome.error) return;
   const std::string line = "Task " + task.def.id + " failed, " + *outcome.error;
-  LogFields fields = {{"task", task.def.id}};
-  AddTraceFields(run.trace, fields);
+  LogFields fields = RunFields(task.def.id, run.trace);
   // Operators alert on errors: a run that shutdown or an operator stopped is not one.
   if (outcome.reason == StopReason::kShutdown || outcome.reason == StopReason::kCancel ||
       outcome.reason == StopReason::kUnscheduled) {
@@ -962,7 +969,7 @@ void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int at
   logger_->Info("Task " + task.def.id + " failed on attempt " + std::to_string(attempt) + " of " +
                     std::to_string(task.def.retry->attempts + 1) + "; retrying in " +
                     FormatShortDuration(delay),
-                {{"task", task.def.id}});
+                RunFields(task.def.id, run.trace != nullptr ? *run.trace : TraceContext{}));
 }
 
 void TaskEngine::EnqueueRelease(PendingRelease release) {
@@ -1122,14 +1129,14 @@ MonoTime TaskEngine::TimerStep() {
     logger_->Warn("Task \"" + task->def.id +
                       "\" could not renew its lease in time; stopping the run (it is killed "
                       "before the lease lapses if still running)",
-                  {{"task", task->def.id}});
+                  RunFields(task->def.id, run->trace));
     observer_->OnLeaseLost(InfoOf(*task, *run));
   }
   for (const auto& [task, run] : actions.overdue) {
     logger_->Warn("Task \"" + task->def.id + "\" is overdue: its function has not returned " +
                       FormatShortDuration(context_.options.lease) + " after its timeout of " +
                       FormatShortDuration(task->def.timeout) + "; its claim is held until it does",
-                  {{"task", task->def.id}});
+                  RunFields(task->def.id, run->trace));
     observer_->OnRunOverdue(InfoOf(*task, *run));
   }
   for (Planner::Started& start : actions.to_start) {
@@ -1249,7 +1256,7 @@ void TaskEngine::Shutdown() {
     logger_->Warn("Task \"" + task->def.id +
                       "\" did not return after the shutdown grace period and a kill; its lease "
                       "will lapse",
-                  {{"task", task->def.id}});
+                  RunFields(task->def.id, run->trace));
   }
   {
     std::lock_guard lock(mu_);

@@ -87,6 +87,14 @@ TEST(TracingConfigTest, TheSdkDisabledVariableWinsAndEmptyMeansUnset) {
   EXPECT_FALSE(empty->enabled);
 }
 
+TEST(TracingConfigTest, EnabledFalseTurnsTracingOffWhateverElseIsSet) {
+  Result<TracingConfig> config = ReadTracingConfig(
+      Yaml("stagehand:\n  tracing:\n    enabled: false\n    endpoint: http://c:4318\n"),
+      Env({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://d:4318/v1/traces"}}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->enabled);
+}
+
 TEST(TracingConfigTest, HeadersServiceAndResourceAttributes) {
   Result<TracingConfig> config = ReadTracingConfig(
       Config::Empty(),

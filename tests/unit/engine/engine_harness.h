@@ -248,8 +248,8 @@ class EngineTest : public ::testing::Test {
                           std::shared_ptr<EngineRuntime> runtime = nullptr,
                           std::string plugin_id = "plugin") {
     stores_.push_back(store);
-    std::shared_ptr<Logger> logger;
-    if (std::getenv("STAGEHAND_TEST_LOG") != nullptr)
+    std::shared_ptr<Logger> logger = logger_;
+    if (logger == nullptr && std::getenv("STAGEHAND_TEST_LOG") != nullptr)
       logger = std::make_shared<StderrLogger>(clock_);
     EngineContext context{std::move(plugin_id), store.get(), &clock_, logger, recorder_, options};
     context.runtime = std::move(runtime);
@@ -257,6 +257,9 @@ class EngineTest : public ::testing::Test {
     return *engines_.back();
   }
   TaskEngine& StartEngine() { return StartEngine(store_, Options()); }
+
+  // The logger of the engines started from now on (none when null, unless STAGEHAND_TEST_LOG).
+  std::shared_ptr<Logger> logger_;
 
   // Returns a probe that outlives every engine of the test.
   Probe& MakeProbe() { return probes_.emplace_back(); }

@@ -35,6 +35,70 @@ class TraceProbe {
   std::vector<TraceContext> seen_;
 };
 
+// Keeps each log line's message and fields.
+class LineRecorder final : public Logger {
+ public:
+  struct Line {
+    std::string message;
+    LogFields fields;
+  };
+  void Log(LogLevel, std::string_view message, const LogFields& fields) override {
+    std::lock_guard lock(mu_);
+    lines_.push_back({std::string(message), fields});
+  }
+  bool Enabled(LogLevel) const override { return true; }
+  // The fields of the first line containing `text`, or nullopt.
+  std::optional<LogFields> FieldsOf(std::string_view text) const {
+    std::lock_guard lock(mu_);
+    for (const Line& line : lines_) {
+      if (line.message.find(text) != std::string::npos) return line.fields;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Line> lines_;
+};
+
+std::optional<std::string> FieldOf(const LogFields& fields, std::string_view key) {
+  for (const auto& [name, value] : fields) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+TEST_F(EngineTest, TheEnginesLinesAboutATracedRunCarryItsTraceAndSpanIds) {
+  auto lines = std::make_shared<LineRecorder>();
+  logger_ = lines;
+  EngineOptions options = Options();
+  options.trace_runs = SamplerConfig{};
+  TaskEngine& engine = StartEngine(store_, options);
+  TraceProbe probe;
+  EngineTask task = Task("r", Schedule("manual"), [&probe](const RunControl& run) -> Status {
+    (void)probe.Fn()(run);
+    return InternalError("disk full");
+  });
+  RetryPolicy retry;
+  retry.attempts = 1;
+  retry.backoff = std::chrono::seconds(1);
+  task.retry = retry;
+  ASSERT_TRUE(engine.Register(std::move(task)).ok());
+  Settle();
+  ASSERT_TRUE(engine.Trigger("r", *ParseTraceparent(kCaller, "")).ok());
+  ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
+  Settle();
+  ASSERT_EQ(probe.seen().size(), 1u);
+  const TraceContext run = probe.seen()[0];
+  for (const char* text : {"failed on attempt 1 of 2", "Task r failed, "}) {
+    std::optional<LogFields> fields = lines->FieldsOf(text);
+    ASSERT_TRUE(fields.has_value()) << "no line with: " << text;
+    EXPECT_EQ(FieldOf(*fields, "task"), "r") << text;
+    EXPECT_EQ(FieldOf(*fields, "trace_id"), HexOf(run.trace_id)) << text;
+    EXPECT_EQ(FieldOf(*fields, "span_id"), HexOf(run.span_id)) << text;
+  }
+}
+
 TEST_F(EngineTest, ATracedRunIsAChildOfItsCallerOrTheRootOfANewTrace) {
   EngineOptions options = Options();
   options.trace_runs = SamplerConfig{};
