@@ -6,6 +6,9 @@
 #   tests/browser/run.sh [path/to/stagehand]
 # The binary: the argument, else STAGEHAND_BINARY, else build/ci/apps/stagehand/stagehand.
 # Environment: STAGEHAND_SCREENSHOT_DIR (where the screenshots go; default: the test's temporary folder),
+# STAGEHAND_DASHBOARD_SCREENSHOTS_DIR (where the README's two go, dashboard-desktop.png at 1280x720 and
+# dashboard-phone.png at 390x844, with a task running and one paused; default: a `readme` folder in
+# the former; STAGEHAND_DASHBOARD_SCREENSHOTS_DIR=$PWD/docs/images regenerates the README's),
 # STAGEHAND_BROWSER_CACHE (default ~/.cache/stagehand-browser-test), CHROMIUM (/usr/bin/chromium),
 # STAGEHAND_DASHBOARD_ASSETS (take the page from that folder, e.g. src/dashboard/assets, instead of
 # the binary's copy: for editing the page without a rebuild).
