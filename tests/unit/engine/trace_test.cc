@@ -7,9 +7,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine_harness.h"
+#include "integration/executors/recording_logger.h"
 
 namespace stagehand::engine_internal {
 namespace {
@@ -35,41 +37,8 @@ class TraceProbe {
   std::vector<TraceContext> seen_;
 };
 
-// Keeps each log line's message and fields.
-class LineRecorder final : public Logger {
- public:
-  struct Line {
-    std::string message;
-    LogFields fields;
-  };
-  void Log(LogLevel, std::string_view message, const LogFields& fields) override {
-    std::lock_guard lock(mu_);
-    lines_.push_back({std::string(message), fields});
-  }
-  bool Enabled(LogLevel) const override { return true; }
-  // The fields of the first line containing `text`, or nullopt.
-  std::optional<LogFields> FieldsOf(std::string_view text) const {
-    std::lock_guard lock(mu_);
-    for (const Line& line : lines_) {
-      if (line.message.find(text) != std::string::npos) return line.fields;
-    }
-    return std::nullopt;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<Line> lines_;
-};
-
-std::optional<std::string> FieldOf(const LogFields& fields, std::string_view key) {
-  for (const auto& [name, value] : fields) {
-    if (name == key) return value;
-  }
-  return std::nullopt;
-}
-
 TEST_F(EngineTest, TheEnginesLinesAboutATracedRunCarryItsTraceAndSpanIds) {
-  auto lines = std::make_shared<LineRecorder>();
+  auto lines = std::make_shared<testing::RecordingLogger>();
   logger_ = lines;
   EngineOptions options = Options();
   options.trace_runs = SamplerConfig{};
@@ -90,12 +59,15 @@ TEST_F(EngineTest, TheEnginesLinesAboutATracedRunCarryItsTraceAndSpanIds) {
   Settle();
   ASSERT_EQ(probe.seen().size(), 1u);
   const TraceContext run = probe.seen()[0];
-  for (const char* text : {"failed on attempt 1 of 2", "Task r failed, "}) {
-    std::optional<LogFields> fields = lines->FieldsOf(text);
-    ASSERT_TRUE(fields.has_value()) << "no line with: " << text;
-    EXPECT_EQ(FieldOf(*fields, "task"), "r") << text;
-    EXPECT_EQ(FieldOf(*fields, "trace_id"), HexOf(run.trace_id)) << text;
-    EXPECT_EQ(FieldOf(*fields, "span_id"), HexOf(run.span_id)) << text;
+  const std::vector<testing::LogRecord> records = lines->Records();
+  for (const std::string_view text : {"failed on attempt 1 of 2", "Task r failed, "}) {
+    const auto line = std::find_if(records.begin(), records.end(), [&](const auto& record) {
+      return record.message.find(text) != std::string::npos;
+    });
+    ASSERT_NE(line, records.end()) << "no line with: " << text;
+    EXPECT_EQ(line->Field("task"), "r") << text;
+    EXPECT_EQ(line->Field("trace_id"), HexOf(run.trace_id)) << text;
+    EXPECT_EQ(line->Field("span_id"), HexOf(run.span_id)) << text;
   }
 }
 
