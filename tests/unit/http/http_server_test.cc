@@ -433,12 +433,13 @@ TEST_F(HttpServerTest, SuccessfulProbesAndQuietRoutesAreLoggedAtDebug) {
   }
   const std::vector<RecordingLogger::Record> records = logger_->WaitFor(expected.size());
   ASSERT_EQ(records.size(), expected.size());
-  for (const auto& [path, level] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& path = entry.first;
     const auto record = std::find_if(records.begin(), records.end(), [&](const auto& r) {
       return Field(r.fields, "path") == path;
     });
     ASSERT_NE(record, records.end()) << path;
-    EXPECT_EQ(record->level, level) << path;
+    EXPECT_EQ(record->level, entry.second) << path;
   }
 }
 
