@@ -43,7 +43,8 @@ bool ManualClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_v
   std::list<Waiter>::iterator self;
   {
     std::lock_guard clock_lock(mu_);
-    self = waiters_.insert(waiters_.end(), Waiter{lock.mutex(), &cv, deadline, 0});
+    self = waiters_.insert(waiters_.end(),
+                           Waiter{lock.mutex(), &cv, deadline, std::this_thread::get_id(), 0});
   }
   waiters_changed_.notify_all();
   // The predicate is re-evaluated on every wake-up: state changes notify `cv` directly, and
@@ -96,6 +97,12 @@ void ManualClock::SetWallTime(WallTime wall) {
 std::size_t ManualClock::NumWaiters() const {
   std::lock_guard lock(mu_);
   return waiters_.size();
+}
+
+bool ManualClock::IsWaiting(std::thread::id thread) const {
+  std::lock_guard lock(mu_);
+  return std::any_of(waiters_.begin(), waiters_.end(),
+                     [&](const Waiter& waiter) { return waiter.thread == thread; });
 }
 
 std::optional<MonoTime> ManualClock::NextDeadline() const {

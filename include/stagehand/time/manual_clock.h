@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <list>
 #include <optional>
+#include <thread>
 
 #include "stagehand/time/clock.h"
 
@@ -39,6 +40,8 @@ class ManualClock final : public Clock {
 
   // Returns how many threads are blocked in WaitUntil right now.
   std::size_t NumWaiters() const;
+  // Returns whether the thread `thread` is blocked in WaitUntil right now.
+  bool IsWaiting(std::thread::id thread) const;
   // Returns the earliest finite deadline among the blocked waiters.
   std::optional<MonoTime> NextDeadline() const;
   // Blocks the calling (test) thread until at least `count` threads are blocked in WaitUntil, or
@@ -53,6 +56,7 @@ class ManualClock final : public Clock {
     std::mutex* mutex;
     std::condition_variable_any* cv;
     MonoTime deadline;
+    std::thread::id thread;
     int pins;  // Notifications in flight; the entry is not erased while > 0.
   };
   void WakeDueWaiters();

@@ -206,9 +206,20 @@ class GuaranteesTest : public EngineTest {
       engine.Shutdown();
       done = true;
     });
-    // Small steps: the thread in Shutdown is not settled, so a deadline it is about to wait for
-    // may not be known yet.
-    while (!done) Step(clock_.MonoNow() + milliseconds(100));
+    // Time moves only while the shutdown waits on the clock (for its grace, or a run's), never
+    // while it works: had it moved then, a slot could come before the shutdown even began, which
+    // real time never does. Small steps: a deadline the shutdown waits for next may not be known.
+    const std::thread::id shutting_down = shutdown.get_id();
+    const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+    while (!done) {
+      if (clock_.IsWaiting(shutting_down) || std::chrono::steady_clock::now() > give_up) {
+        Step(clock_.MonoNow() + milliseconds(100));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    EXPECT_LT(std::chrono::steady_clock::now(), give_up)
+        << "the shutdown neither ended nor waited on the clock for 10 s";
     stopped_.insert(&engine);
   }
 

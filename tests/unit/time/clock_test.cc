@@ -55,6 +55,19 @@ TEST(ManualClockTest, SleeperWakesExactlyAtItsDeadline) {
   EXPECT_EQ(clock.NumWaiters(), 0U);
 }
 
+TEST(ManualClockTest, IsWaitingNamesTheThreadsBlockedOnTheClock) {
+  ManualClock clock;
+  std::jthread sleeper([&](std::stop_token stop) { clock.SleepFor(seconds(5), stop); });
+  EXPECT_FALSE(clock.IsWaiting(std::this_thread::get_id()));
+  ASSERT_TRUE(clock.BlockUntilWaiters(1));
+  EXPECT_TRUE(clock.IsWaiting(sleeper.get_id()));
+  EXPECT_FALSE(clock.IsWaiting(std::this_thread::get_id()));
+  const std::thread::id id = sleeper.get_id();
+  clock.Advance(seconds(5));
+  sleeper.join();
+  EXPECT_FALSE(clock.IsWaiting(id));
+}
+
 TEST(ManualClockTest, StopTokenEndsASleepEarly) {
   ManualClock clock;
   bool reached = true;
