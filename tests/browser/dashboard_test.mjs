@@ -229,12 +229,21 @@ async function followEvents(daemon, token) {
 }
 
 // Returns a port that was free a moment ago (for a daemon whose config must name its own port).
+// It is drawn below Linux's ephemeral range (32768 up), so no outgoing connection of another
+// process can take it before the daemon binds it; only a program that binds that very port can.
 async function freePort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 20000 + crypto.randomInt(12000);
+    const server = net.createServer();
+    const listening = await new Promise((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (!listening) continue;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  }
+  throw new Error('no free port between 20000 and 32000');
 }
 
 // An OTLP/HTTP receiver (JSON encoding) that keeps every span it is sent.
