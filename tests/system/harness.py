@@ -8,7 +8,6 @@ its ready file (`serve --ready-file`): nothing probes for a free port that anoth
 take first. Every process the harness starts is remembered by pid and ended by pid when the fleet
 stops."""
 
-import fcntl
 import http.client
 import json
 import os
@@ -349,15 +348,6 @@ def thread_count(pid, but=None):
         return None
 
 
-def append_line(path, line):
-    """Appends one line to `path` with a single O_APPEND write (atomic beside the probes' lines)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
 def process_state(pid):
     """The state letter of `pid` from /proc/<pid>/stat (R, S, Z, ...), or None when it is gone."""
     try:
@@ -379,73 +369,47 @@ def is_probe(pid, probe):
 
 class TreeWatcher:
     """Sees when the last process of each run is dead, from the run locks the probes hold
-    (STAGEHAND_SYSTEM_LOCKS, see probe.cc): a poller finds each new `<run-id>.lock` within a few ms
-    and a thread per run blocks in flock(2) until the run's last process (the setsid grandchild
-    included) is gone, then appends `<ns> gone <host> <run-id> <task> dead` to the event sink. A run
-    already dead when found is dated when found (later than the truth, never earlier).
+    (STAGEHAND_SYSTEM_LOCKS, see probe.cc), through `stagehand_system_lock_watcher`
+    (lock_watcher.cc): it finds each new `<run-id>.lock` through inotify, blocks in flock(2) on a
+    thread per run until the run's last process (the setsid grandchild included) is gone, and then
+    appends `<ns> gone <host> <run-id> <task> dead` to the event sink itself, natively, so that a
+    busy interpreter here cannot date a death late. A run already dead when found is dated when
+    found (later than the truth, never earlier).
 
     `finish` is called once the daemons have stopped: a run still holding its lock then has a
     process that outlived its daemon; it is recorded `gone ... survivor` and its processes are
-    SIGKILLed (by pid, after checking that each pid still runs the probe). Thread-safe."""
+    SIGKILLed (by pid, after checking that each pid still runs `probe`). Thread-safe."""
 
-    POLL_S = 0.002
-
-    def __init__(self, directory, sink, probe):
+    def __init__(self, directory, sink, probe, lock_watcher):
         self.directory = directory
         self.sink = sink
         self.probe = probe
         os.makedirs(directory, exist_ok=True)
         self.cond = threading.Condition()
-        self.seen = set()
         self.live = {}  # lock name -> (host, run id, task)
-        self.recorded = set()  # run ids with a `gone` line
-        self.stopped = False
-        self.poller = threading.Thread(target=self._poll, daemon=True)
-        self.poller.start()
-
-    def _poll(self):
-        while not self.stopped:
-            try:
-                names = os.listdir(self.directory)
-            except OSError:
-                names = []
-            for name in names:
-                if name.endswith(".lock") and name not in self.seen:
-                    self.seen.add(name)
-                    threading.Thread(target=self._wait, args=(name,), daemon=True).start()
-            time.sleep(self.POLL_S)
-
-    def _wait(self, name):
-        path = os.path.join(self.directory, name)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            fields = os.pread(fd, 512, 0).decode(errors="replace").split()
-            if len(fields) != 3:
-                return
-            host, run_id, task = fields
-            with self.cond:
-                self.live[name] = (host, run_id, task)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._record(mono_ns(), host, run_id, task, "dead")
-            with self.cond:
-                self.live.pop(name, None)
-                self.cond.notify_all()
-        finally:
-            os.close(fd)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-    def _record(self, ns, host, run_id, task, kind):
+        self.answered = set()  # lock names whose survivor request was answered
+        self.ready = False
+        self.helper = subprocess.Popen([lock_watcher, directory, sink], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         with self.cond:
-            if run_id in self.recorded:
-                return
-            self.recorded.add(run_id)
-        append_line(self.sink, f"{ns} gone {host} {run_id} {task} {kind}")
+            if not self.cond.wait_for(lambda: self.ready, 10):
+                raise RuntimeError(f"{lock_watcher} did not start watching {directory}")
+
+    def _read(self):
+        for line in self.helper.stdout:
+            parts = line.split()
+            with self.cond:
+                if parts == ["ready"]:
+                    self.ready = True
+                elif len(parts) == 5 and parts[0] == "live":
+                    self.live[parts[1]] = tuple(parts[2:])
+                elif len(parts) == 2 and parts[0] == "dead":
+                    self.live.pop(parts[1], None)
+                elif len(parts) == 2 and parts[0] == "survivor":
+                    self.answered.add(parts[1])
+                self.cond.notify_all()
 
     def live_runs(self):
         with self.cond:
@@ -453,11 +417,19 @@ class TreeWatcher:
 
     def finish(self, timeout_s=2.0):
         """Waits up to `timeout_s` for the runs still alive, then records and kills the survivors;
-        returns their run ids."""
-        time.sleep(0.05)  # let the poller find the locks of runs that started last
+        returns their run ids. Once finished, it returns [] at once."""
+        if self.helper.stdin.closed:
+            return []
+        time.sleep(0.05)  # let the watcher open the locks of runs that started last
         with self.cond:
             self.cond.wait_for(lambda: not self.live, timeout_s)
             survivors = dict(self.live)
+        for name in survivors:
+            self.helper.stdin.write(f"survivor {name}\n")
+        self.helper.stdin.flush()
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.answered >= set(survivors), 10):
+                raise RuntimeError("the lock watcher did not record the survivors")
         pids = {}
         try:
             with open(self.sink, errors="replace") as f:
@@ -468,7 +440,6 @@ class TreeWatcher:
         except (OSError, ValueError):
             pass
         for host, run_id, task in survivors.values():
-            self._record(mono_ns(), host, run_id, task, "survivor")
             for pid in pids.get(run_id, []):
                 if is_probe(pid, self.probe):
                     try:
@@ -477,7 +448,10 @@ class TreeWatcher:
                         pass
         with self.cond:
             self.cond.wait_for(lambda: not self.live, 5)
-        self.stopped = True
+        self.helper.stdin.close()
+        self.helper.wait(10)
+        self.reader.join(10)
+        self.helper.stdout.close()
         return [run_id for _, run_id, _ in survivors.values()]
 
 
@@ -496,15 +470,15 @@ def http_request(port, method, path, body=None, headers=None, timeout=5):
 
 
 class Host:
-    """One `stagehand serve` process: its port (known once it is ready), its proxy, its config, its
-    log and its ready file."""
+    """One `stagehand serve` process: its port (known once it is ready), its proxy (None when the
+    fleet is not proxied), its config, its log and its ready file."""
 
     def __init__(self, fleet, index):
         self.fleet = fleet
         self.index = index
         self.name = f"h{index + 1}"
         self.port = None
-        self.proxy = Proxy(fleet.db.port)
+        self.proxy = Proxy(fleet.db.port) if fleet.proxied else None
         self.wrapper = []
         self.extra_env = {}
         self.process = None
@@ -516,7 +490,7 @@ class Host:
             json.dump({"backend": {
                 "listen": {"host": "127.0.0.1", "port": 0},
                 "database": {"client": fleet.db.client, "connection": {
-                    "host": "127.0.0.1", "port": self.proxy.port, "user": "stagehand",
+                    "host": "127.0.0.1", "port": self.proxy.port if self.proxy else fleet.db.port, "user": "stagehand",
                     "password": "stagehand"}}}}, f, indent=1)
 
     @property
@@ -638,7 +612,8 @@ class Host:
                         pass
                 self.process.wait(10)
             self.exits.append((self.incarnation, self.process.returncode, True))
-        self.proxy.stop()
+        if self.proxy:
+            self.proxy.stop()
 
     def unexpected_exits(self):
         out = [(inc, code) for inc, code, expected in self.exits if not expected]
@@ -656,10 +631,15 @@ class Fleet:
     """N hosts sharing one plugin config. `tasks` maps task id → task config (schedule + command);
     `plugin` is the plugin id (one per scenario, so each scenario has its own database).
     `track_trees` gives the probes a lock directory and watches it (TreeWatcher), so each run's
-    `gone` time is known; the load scenario turns it off (hundreds of runs a second)."""
+    `gone` time is known; the load scenario turns it off (hundreds of runs a second). `proxied`
+    puts each host's database connections through its Proxy (the network faults need it); without
+    it the hosts talk to the database directly, and a stall of this process's threads cannot
+    reach them."""
 
-    def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None, track_trees=True):
+    def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None, track_trees=True,
+                 proxied=True):
         self.ctx = ctx
+        self.proxied = proxied
         self.db = ctx.db
         self.stagehand = ctx.stagehand
         self.plugin = plugin
@@ -672,7 +652,7 @@ class Fleet:
         self.survivors = []
         if track_trees:
             locks = os.path.join(self.workdir, "locks")
-            self.watcher = TreeWatcher(locks, self.sink, ctx.probe)
+            self.watcher = TreeWatcher(locks, self.sink, ctx.probe, ctx.lock_watcher)
             self.probe_env = {"STAGEHAND_SYSTEM_LOCKS": locks}
         self.common_config = os.path.join(self.workdir, "common.yaml")
         settings = {"lease": "2s", "pollInterval": "1s", "maxConcurrency": 64,

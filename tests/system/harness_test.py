@@ -1,5 +1,6 @@
 """Unit tests of the system suite's own machinery: the checker's rules, the partitioning proxy and
-the watcher of run trees. Run: python3 tests/system/harness_test.py"""
+the watcher of run trees. Run: STAGEHAND_SYSTEM_LOCK_WATCHER=<build>/tests/system/stagehand_system_lock_watcher
+python3 tests/system/harness_test.py"""
 
 import os
 import socket
@@ -241,7 +242,11 @@ class TreeWatcherTest(unittest.TestCase):
         self.dir = tempfile.TemporaryDirectory()
         self.sink = os.path.join(self.dir.name, "events.log")
         open(self.sink, "w").close()
-        self.watcher = TreeWatcher(os.path.join(self.dir.name, "locks"), self.sink, sys.executable)
+        lock_watcher = os.environ.get("STAGEHAND_SYSTEM_LOCK_WATCHER", "")
+        self.assertTrue(os.access(lock_watcher, os.X_OK),
+                        "STAGEHAND_SYSTEM_LOCK_WATCHER must name the built lock watcher")
+        self.watcher = TreeWatcher(os.path.join(self.dir.name, "locks"), self.sink, sys.executable,
+                                   lock_watcher)
 
     def tearDown(self):
         self.watcher.finish(timeout_s=0)

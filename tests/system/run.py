@@ -6,8 +6,8 @@ one MariaDB), each through its own
 TCP proxy on 127.0.0.1 that the suite can partition; each daemon listens on port 0 and names its
 port in its ready file. Every task is the probe program (tests/system/probe.cc), which appends
 `start`, `tick` (every 50 ms) and `end` events with CLOCK_MONOTONIC timestamps to one O_APPEND file,
-so runs whose host died are still seen, and holds a lock that the harness watches to see when the
-run's last process is dead (`gone`). After each scenario the checker (checker.py) rebuilds the runs
+so runs whose host died are still seen, and holds a lock that the lock watcher
+(tests/system/lock_watcher.cc) watches to see when the run's last process is dead (`gone`). After each scenario the checker (checker.py) rebuilds the runs
 and checks the guarantees:
 
   kill             SIGKILL of the host running a long task: takeover within lease + janitor + 1 s
@@ -36,7 +36,7 @@ duration cadences kept (outside the fault's takeover window).
 
 Usage:
   python3 tests/system/run.py [--db postgres|mysql] [--scenarios kill,freeze,...]
-      [--soak MINUTES] [--stagehand PATH] [--probe PATH] [--out DIR]
+      [--soak MINUTES] [--stagehand PATH] [--probe PATH] [--lock-watcher PATH] [--out DIR]
 
 It uses the PostgreSQL of scripts/lib/postgres.sh when STAGEHAND_TEST_POSTGRES_URL is set (as under
 scripts/test), or with `--db mysql` the MariaDB of scripts/lib/mariadb.sh when
@@ -104,16 +104,18 @@ def main():
     parser.add_argument("--soak", type=float, default=0, metavar="MINUTES")
     parser.add_argument("--stagehand", default=default_binary("stagehand"))
     parser.add_argument("--probe", default=default_binary("stagehand_system_probe"))
+    parser.add_argument("--lock-watcher", default=default_binary("stagehand_system_lock_watcher"))
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warn", "error"],
                         help="the daemons' log level (logs are in <out>/<plugin>/h<N>.<k>.log)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "system-results"))
     args = parser.parse_args()
     if DATABASES[args.db][0] not in os.environ:
         return with_database(args.db, __file__, sys.argv[1:])
-    for name in ("stagehand", "probe"):
+    for name in ("stagehand", "probe", "lock_watcher"):
         path = getattr(args, name)
         if not path or not os.access(path, os.X_OK):
-            print(f"run.py: no {name} binary (give --{name})", file=sys.stderr)
+            option = name.replace("_", "-")
+            print(f"run.py: no {option} binary (give --{option})", file=sys.stderr)
             return 2
     names = [n for n in args.scenarios.split(",") if n]
     unknown = [n for n in names if n not in scenarios.SCENARIOS]
@@ -126,6 +128,7 @@ def main():
     ctx.db = database_from_environment(args.db)
     ctx.stagehand = os.path.abspath(args.stagehand)
     ctx.probe = os.path.abspath(args.probe)
+    ctx.lock_watcher = os.path.abspath(args.lock_watcher)
     ctx.out = os.path.abspath(args.out)
     ctx.log_level = args.log_level
     os.makedirs(ctx.out, exist_ok=True)

@@ -1,0 +1,228 @@
+// The system suite's run-lock watcher: dates the death of each run's last process for the checker.
+//
+//   stagehand_system_lock_watcher <locks-dir> <sink-file>
+//
+// The probes (probe.cc) each hold an exclusive flock(2) on `<locks-dir>/<run-id>.lock`, renamed
+// into place once locked and shared by every process of the run. This program learns of each new
+// lock through inotify, opens it and blocks in flock(2) on a thread of its own; when flock
+// returns, the run's last process is dead, and the thread appends
+// `<CLOCK_MONOTONIC ns> gone <host> <run-id> <task-id> dead` to the sink at once. Its threads run
+// at realtime priority (SCHED_FIFO, when the user may) and never block on anything else, so a
+// death is dated within microseconds even while the fleet keeps every CPU busy; the interpreter
+// threads of the harness were found tens of milliseconds late there, which the checker counted as
+// overlaps. A run already dead when its lock is opened is dated then (later than the truth, never
+// earlier).
+//
+// It talks to the harness (harness.py, TreeWatcher) through lines:
+//   stdout  `ready` once it watches the directory; `live <lock> <host> <run-id> <task-id>` once a
+//           thread waits on a lock; `dead <lock>` once that lock is free (its `gone` line, if any,
+//           already written); `survivor <lock>` in answer to the request below.
+//   stdin   `survivor <lock>`: appends `gone ... survivor` for that live run now (unless its
+//           `gone` line is written already), then answers; the harness kills the run's processes
+//           only after the answer, so a survivor is never recorded as an ordinary death.
+// It exits when stdin closes.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+std::int64_t MonoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void WriteLine(int fd, const std::string& line) {
+  const char* data = line.data();
+  std::size_t size = line.size();
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+bool IsLockName(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0;
+}
+
+struct Run {
+  std::string host;
+  std::string run_id;
+  std::string task;
+};
+
+class Watcher {
+ public:
+  Watcher(std::string directory, int sink) : directory_(std::move(directory)), sink_(sink) {}
+
+  // Starts a waiting thread for `name` unless one was started before.
+  void Found(const std::string& name) {
+    {
+      std::lock_guard lock(mu_);
+      if (!IsLockName(name) || !seen_.insert(name).second) return;
+    }
+    std::thread([this, name] { Wait(name); }).detach();
+  }
+
+  // Records `gone ... survivor` for the live run of `name` unless its death is recorded, then
+  // answers.
+  void Survivor(const std::string& name) {
+    std::lock_guard lock(mu_);
+    const auto found = live_.find(name);
+    if (found != live_.end()) RecordLocked(MonoNs(), found->second, "survivor");
+    Say("survivor " + name);
+  }
+
+  // Queues `line` for stdout: a waiting thread never blocks on the harness reading its pipe.
+  void Say(const std::string& line) {
+    {
+      std::lock_guard lock(out_mu_);
+      out_.push_back(line + "\n");
+    }
+    out_cv_.notify_one();
+  }
+
+  // Writes the queued lines to stdout, forever; run on a thread of its own.
+  void WriteOut() {
+    std::unique_lock lock(out_mu_);
+    for (;;) {
+      out_cv_.wait(lock, [this] { return !out_.empty(); });
+      std::string line = std::move(out_.front());
+      out_.pop_front();
+      lock.unlock();
+      WriteLine(STDOUT_FILENO, line);
+      lock.lock();
+    }
+  }
+
+ private:
+  void Wait(const std::string& name) {
+    const std::string path = directory_ + "/" + name;
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    char text[512] = {};
+    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    Run run;
+    std::istringstream fields(std::string(text, n > 0 ? static_cast<std::size_t>(n) : 0));
+    std::string extra;
+    if (!(fields >> run.host >> run.run_id >> run.task) || (fields >> extra)) {
+      close(fd);
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      live_[name] = run;
+    }
+    Say("live " + name + " " + run.host + " " + run.run_id + " " + run.task);
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    const std::int64_t now = MonoNs();
+    {
+      std::lock_guard lock(mu_);
+      RecordLocked(now, run, "dead");
+      live_.erase(name);
+    }
+    close(fd);
+    unlink(path.c_str());
+    Say("dead " + name);
+  }
+
+  void RecordLocked(std::int64_t ns, const Run& run, const char* kind) {
+    if (!recorded_.insert(run.run_id).second) return;
+    WriteLine(sink_, std::to_string(ns) + " gone " + run.host + " " + run.run_id + " " + run.task +
+                         " " + kind + "\n");
+  }
+
+  const std::string directory_;
+  const int sink_;
+  std::mutex mu_;
+  std::set<std::string> seen_;       // lock names with a thread; guarded by mu_
+  std::map<std::string, Run> live_;  // lock name -> run whose lock is held; guarded by mu_
+  std::set<std::string> recorded_;   // run ids with a `gone` line; guarded by mu_
+  std::mutex out_mu_;
+  std::condition_variable out_cv_;
+  std::deque<std::string> out_;  // lines for stdout; guarded by out_mu_
+};
+
+void ScanOnce(const std::string& directory, Watcher& watcher) {
+  DIR* dir = opendir(directory.c_str());
+  if (dir == nullptr) return;
+  while (const dirent* entry = readdir(dir)) watcher.Found(entry->d_name);
+  closedir(dir);
+}
+
+void WatchDirectory(int inotify, Watcher& watcher) {
+  alignas(inotify_event) char buffer[16384];
+  for (;;) {
+    const ssize_t n = read(inotify, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);  // NOLINT
+      if (event->len > 0) watcher.Found(event->name);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <locks-dir> <sink-file>\n", argv[0]);
+    return 2;
+  }
+  const std::string directory = argv[1];
+  const int sink = open(argv[2], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  const int inotify = inotify_init1(IN_CLOEXEC);
+  if (sink < 0 || inotify < 0 ||
+      inotify_add_watch(inotify, directory.c_str(), IN_MOVED_TO | IN_CREATE) < 0) {
+    std::perror("stagehand_system_lock_watcher");
+    return 1;
+  }
+  // The instrument must not be late because the fleet under test keeps the CPUs busy: its threads
+  // (which inherit the policy) preempt every ordinary process when the kernel wakes them, and
+  // only ever run briefly.
+  sched_param realtime{};
+  realtime.sched_priority = 1;
+  if (sched_setscheduler(0, SCHED_FIFO, &realtime) != 0) {
+    std::perror(
+        "stagehand_system_lock_watcher: warning: no realtime priority (sched_setscheduler), so a "
+        "busy machine can make the dates of deaths late");
+  }
+  // Never destroyed: the detached threads use it until the process ends.
+  auto* watcher = new Watcher(directory, sink);
+  std::thread([watcher] { watcher->WriteOut(); }).detach();
+  std::thread([inotify, watcher] { WatchDirectory(inotify, *watcher); }).detach();
+  ScanOnce(directory, *watcher);
+  watcher->Say("ready");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.rfind("survivor ", 0) == 0) watcher->Survivor(line.substr(9));
+  }
+  return 0;
+}
