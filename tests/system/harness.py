@@ -387,8 +387,9 @@ class TreeWatcher:
         os.makedirs(directory, exist_ok=True)
         self.cond = threading.Condition()
         self.live = {}  # lock name -> (host, run id, task)
-        self.answered = set()  # lock names whose survivor request was answered
+        self.survivors = []  # run ids the watcher named in answer to `finish`
         self.ready = False
+        self.finished = False
         self.helper = subprocess.Popen([lock_watcher, directory, sink], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True, bufsize=1)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -407,8 +408,10 @@ class TreeWatcher:
                     self.live[parts[1]] = tuple(parts[2:])
                 elif len(parts) == 2 and parts[0] == "dead":
                     self.live.pop(parts[1], None)
-                elif len(parts) == 2 and parts[0] == "survivor":
-                    self.answered.add(parts[1])
+                elif len(parts) == 3 and parts[0] == "survivor":
+                    self.survivors.append(parts[2])
+                elif parts == ["finished"]:
+                    self.finished = True
                 self.cond.notify_all()
 
     def live_runs(self):
@@ -423,13 +426,12 @@ class TreeWatcher:
         time.sleep(0.05)  # let the watcher open the locks of runs that started last
         with self.cond:
             self.cond.wait_for(lambda: not self.live, timeout_s)
-            survivors = dict(self.live)
-        for name in survivors:
-            self.helper.stdin.write(f"survivor {name}\n")
+        self.helper.stdin.write("finish\n")
         self.helper.stdin.flush()
         with self.cond:
-            if not self.cond.wait_for(lambda: self.answered >= set(survivors), 10):
-                raise RuntimeError("the lock watcher did not record the survivors")
+            if not self.cond.wait_for(lambda: self.finished, 10):
+                raise RuntimeError("the lock watcher did not answer `finish`")
+            survivors = list(self.survivors)
         pids = {}
         try:
             with open(self.sink, errors="replace") as f:
@@ -439,7 +441,7 @@ class TreeWatcher:
                         pids.setdefault(parts[3], []).append(int(parts[5].split(":")[1]))
         except (OSError, ValueError):
             pass
-        for host, run_id, task in survivors.values():
+        for run_id in survivors:
             for pid in pids.get(run_id, []):
                 if is_probe(pid, self.probe):
                     try:
@@ -452,7 +454,7 @@ class TreeWatcher:
         self.helper.wait(10)
         self.reader.join(10)
         self.helper.stdout.close()
-        return [run_id for _, run_id, _ in survivors.values()]
+        return survivors
 
 
 def http_request(port, method, path, body=None, headers=None, timeout=5):

@@ -15,11 +15,13 @@
 //
 // It talks to the harness (harness.py, TreeWatcher) through lines:
 //   stdout  `ready` once it watches the directory; `live <lock> <host> <run-id> <task-id>` once a
-//           thread waits on a lock; `dead <lock>` once that lock is free (its `gone` line, if any,
-//           already written); `survivor <lock>` in answer to the request below.
-//   stdin   `survivor <lock>`: appends `gone ... survivor` for that live run now (unless its
-//           `gone` line is written already), then answers; the harness kills the run's processes
-//           only after the answer, so a survivor is never recorded as an ordinary death.
+//           thread waits on a lock; `dead <lock>` once that lock is free and its `gone` line
+//           written; in answer to `finish`, `survivor <lock> <run-id>` for each run whose lock is
+//           still held, then `finished`.
+//   stdin   `finish` (once the daemons have stopped): appends `gone ... survivor` for every run
+//           whose lock is still held, at once and before answering, so the runs the harness then
+//           kills are never recorded as ordinary deaths, and no run is missed because the harness
+//           had not yet read its `live` line.
 // It exits when stdin closes.
 
 #include <dirent.h>
@@ -88,13 +90,16 @@ class Watcher {
     std::thread([this, name] { Wait(name); }).detach();
   }
 
-  // Records `gone ... survivor` for the live run of `name` unless its death is recorded, then
-  // answers.
-  void Survivor(const std::string& name) {
+  // Records `gone ... survivor` for every run whose lock is still held and names them, then says
+  // `finished`.
+  void Finish() {
     std::lock_guard lock(mu_);
-    const auto found = live_.find(name);
-    if (found != live_.end()) RecordLocked(MonoNs(), found->second, "survivor");
-    Say("survivor " + name);
+    const std::int64_t now = MonoNs();
+    for (const auto& [name, run] : live_) {
+      RecordLocked(now, run, "survivor");
+      Say("survivor " + name + " " + run.run_id);
+    }
+    Say("finished");
   }
 
   // Queues `line` for stdout: a waiting thread never blocks on the harness reading its pipe.
@@ -222,7 +227,7 @@ int main(int argc, char** argv) {
   watcher->Say("ready");
   std::string line;
   while (std::getline(std::cin, line)) {
-    if (line.rfind("survivor ", 0) == 0) watcher->Survivor(line.substr(9));
+    if (line == "finish") watcher->Finish();
   }
   return 0;
 }
