@@ -911,7 +911,8 @@ SELECT set_config('statement_timeout', $1::text, false),
        set_config('DateStyle', 'ISO, YMD', false),
        CASE WHEN $2::text <> '' THEN set_config('search_path', $2::text, false) END,
        now(),
-       set_config('enable_seqscan', 'off', false)
+       set_config('enable_seqscan', 'off', false),
+       set_config('jit', 'off', false)
 )sql";
 
 const char* const kSetSearchPath =

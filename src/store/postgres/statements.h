@@ -166,7 +166,7 @@ struct RegistryStatements {
 const RegistryStatements& RegistrationStatements();
 
 // Session settings applied on connect: $1 statement_timeout (ms, text), $2 search_path ('' keeps
-// the default), sequential scans off (ADR 0016) → now() in column 4.
+// the default), sequential scans and the JIT off (ADR 0016) → now() in column 4.
 extern const char* const kSessionSetup;
 
 // $1 database name → one row if the database exists.

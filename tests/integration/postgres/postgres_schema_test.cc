@@ -849,6 +849,40 @@ TEST_F(PostgresSchemaTest, TaskStatementsKeepToTheKeyAfterTheTableHasGrown) {
       /*history=*/false, /*at_least=*/3);  // the triggers, the claims and the releases
 }
 
+TEST_F(PostgresSchemaTest, NoStatementIsCompiledByTheJit) {
+  // With sequential scans priced out (ADR 0016), a statement that must still read a table whole
+  // (a run looked up by id, the knex lock's bookkeeping) is estimated above jit_above_cost, and
+  // PostgreSQL would compile it to machine code on every call: tens of milliseconds for a
+  // statement that takes a few.
+  std::unique_ptr<TaskStore> store = OpenMigrated();
+  ASSERT_NE(store, nullptr);
+  pg_test::RawConnection db(url(), database_);
+  db.Exec(
+      "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
+      "started_at, ended_at, outcome, attempt) "
+      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
+      "now(), now(), 'succeeded', 1 FROM generate_series(1, 20000) AS n");
+  db.Exec("ANALYZE stagehand_task_runs");
+  db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  db.Exec(
+      "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
+      "current_database()), 0)");
+
+  ASSERT_TRUE(store->Migrate().ok());
+  Result<TaskRun> run = store->history()->GetRun("bulk-77");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->task_id, "other-77");
+
+  pg_test::RawResult compiled = db.Exec(
+      "SELECT count(*), coalesce(sum(jit_functions), 0), "
+      "coalesce(string_agg(left(query, 60), ' | ') FILTER (WHERE jit_functions > 0), '') "
+      "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = "
+      "current_database()) AND query NOT LIKE '%pg_stat%'");
+  EXPECT_GE(std::stoi(PQgetvalue(compiled.get(), 0, 0)), 2);
+  EXPECT_EQ(std::string(PQgetvalue(compiled.get(), 0, 1)), "0")
+      << "compiled: " << PQgetvalue(compiled.get(), 0, 2);
+}
+
 TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest) {
   // Retention deletes nothing: a run takes the row of the run recorded max_runs_per_task runs
   // before it, whether its start was recorded by the claim or the run written whole at its end.
