@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <mysql.h>
+#include <poll.h>
 
 #include <charconv>
 #include <cmath>
@@ -250,6 +251,12 @@ MyResult MyConnection::Execute(std::string_view sql, const MyParams& params) {
   return result;
 }
 
-bool MyConnection::Healthy() { return mysql_ping(mysql_) == 0; }
+bool MyConnection::Healthy() {
+  if (lost_) return false;
+  // An idle session receives nothing unless the server is closing it (KILL, wait_timeout, a
+  // restart): anything readable, its end of file included, means the session is gone.
+  pollfd readable{mysql_get_socket(mysql_), POLLIN, 0};
+  return ::poll(&readable, 1, 0) == 0;
+}
 
 }  // namespace stagehand::store_internal

@@ -117,7 +117,8 @@ class MyConnection {
   // failed result, not sent.
   MyResult Execute(std::string_view sql, const MyParams& params = {});
 
-  // Whether the session still answers (mysql_ping, one round trip).
+  // Whether an idle session is still open: false once a statement lost the connection or the
+  // server has closed the session (KILL, wait_timeout, a restart). No round trip.
   bool Healthy();
 
   // Whether a statement of this session failed by losing the connection: the session is of no

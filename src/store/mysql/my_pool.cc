@@ -24,11 +24,17 @@ Result<MyPool::Lease> MyPool::Borrow() {
   int generation = 0;
   {
     std::unique_lock lock(mu_);
-    returned_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
-    if (!idle_.empty()) {
+    for (;;) {
+      returned_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+      if (idle_.empty()) break;
       std::unique_ptr<MyConnection> connection = std::move(idle_.back());
       idle_.pop_back();
-      return Lease(this, std::move(connection), generation_);
+      generation = generation_;
+      lock.unlock();
+      if (connection->Healthy()) return Lease(this, std::move(connection), generation);
+      connection.reset();
+      lock.lock();
+      --open_;
     }
     ++open_;
     params = params_;

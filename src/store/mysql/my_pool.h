@@ -1,6 +1,7 @@
 // A pool of MySQL sessions for one plugin database: sessions are opened on demand up to the pool's
 // size with the store's session settings applied, lent one at a time, and dropped when the server
-// lost them, so that the next use reconnects (how a store recovers after a server restart).
+// lost them or closed them while idle (KILL, wait_timeout, a restart), so that the next use
+// reconnects instead of failing (how a store recovers after a server restart).
 #pragma once
 
 #include <chrono>
@@ -45,8 +46,9 @@ class MyPool {
     int generation_;
   };
 
-  // Lends an idle session, opens one while fewer than `size` are open, or waits for one to be
-  // returned. Errors: kUnavailable when a new session cannot be opened or set up.
+  // Lends an idle session that the server has not closed, opens one while fewer than `size` are
+  // open, or waits for one to be returned. Errors: kUnavailable when a new session cannot be
+  // opened or set up.
   Result<Lease> Borrow();
 
   // Bounds the wait for each statement's answer on sessions opened from now on (zero: none), and

@@ -1,6 +1,7 @@
 // The MySQL session layer against the test MariaDB: parameters bound as literals arrive intact
 // whatever they hold, placeholders inside quotes, identifiers and comments are left alone, and
-// failures are classified and never show the password.
+// failures are classified and never show the password; a session the server closed while idle is
+// seen as such, and the pool does not lend it.
 
 #include <fcntl.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "integration/mysql/test_server.h"
+#include "store/mysql/my_pool.h"
 
 namespace stagehand {
 namespace {
@@ -91,6 +93,57 @@ TEST_F(MySqlConnectionTest, AKilledSessionIsLost) {
   MyResult after = db->Execute("SELECT 1");
   EXPECT_FALSE(after.ok());
   EXPECT_TRUE(after.connection_lost()) << after.error_code() << " " << after.error();
+}
+
+// Waits (bounded) until the server no longer lists session `id`: the KILL has closed it.
+void AwaitSessionGone(MyConnection& observer, long long id) {
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    MyResult listed = observer.Execute(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", MyParams().Add(id));
+    ASSERT_TRUE(listed.ok()) << listed.error();
+    if (listed.GetInt(0, 0) == 0) return;
+    usleep(10'000);
+  }
+  FAIL() << "session " << id << " still listed 5 s after its KILL";
+}
+
+TEST_F(MySqlConnectionTest, AnIdleSessionTheServerClosedIsNotHealthy) {
+  std::unique_ptr<MyConnection> db = Connect();
+  std::unique_ptr<MyConnection> other = Connect();
+  ASSERT_NE(db, nullptr);
+  ASSERT_NE(other, nullptr);
+  MyResult id = db->Execute("SELECT CONNECTION_ID()");
+  ASSERT_TRUE(id.ok());
+  EXPECT_TRUE(db->Healthy());
+  ASSERT_TRUE(other->Execute("KILL ?", MyParams().Add(id.GetInt(0, 0))).ok());
+  ASSERT_NO_FATAL_FAILURE(AwaitSessionGone(*other, id.GetInt(0, 0)));
+  EXPECT_FALSE(db->Healthy());
+}
+
+TEST_F(MySqlConnectionTest, APoolLendsANewSessionInsteadOfOneTheServerClosed) {
+  // An idle session the server closed (KILL here; wait_timeout after a quiet night, a restart)
+  // must not cost the next statement: the pool opens another instead of lending it.
+  store_internal::MyConnectParams params = params_;
+  params.database = database_;
+  store_internal::MyPool pool(params, 1, {});
+  long long first_id = 0;
+  {
+    Result<store_internal::MyPool::Lease> lease = pool.Borrow();
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    MyResult id = (*lease)->Execute("SELECT CONNECTION_ID()");
+    ASSERT_TRUE(id.ok()) << id.error();
+    first_id = id.GetInt(0, 0);
+  }
+  std::unique_ptr<MyConnection> other = Connect();
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->Execute("KILL ?", MyParams().Add(first_id)).ok());
+  ASSERT_NO_FATAL_FAILURE(AwaitSessionGone(*other, first_id));
+
+  Result<store_internal::MyPool::Lease> lease = pool.Borrow();
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  MyResult id = (*lease)->Execute("SELECT CONNECTION_ID()");
+  ASSERT_TRUE(id.ok()) << "the pool lent the killed session: " << id.error();
+  EXPECT_NE(id.GetInt(0, 0), first_id);
 }
 
 TEST_F(MySqlConnectionTest, AWrongPasswordIsUnavailableWithoutShowingIt) {
