@@ -223,8 +223,8 @@ TEST_F(PostgresFaultTest, WrongPasswordIsUnavailableWithoutShowingIt) {
 
 TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStaysUsable) {
   {
-    // Created, migrated and registered with the default timeout: on a busy machine the
-    // migration's DDL and commit can take longer than the short timeout under test.
+    // Created, migrated and registered with the default timeout: on a busy machine a migration's
+    // statement can take longer than the short timeout under test.
     std::unique_ptr<TaskStore> direct = OpenFresh();
     ASSERT_NE(direct, nullptr);
     ASSERT_TRUE(direct->Upsert("locked", Every10Minutes()).ok());
