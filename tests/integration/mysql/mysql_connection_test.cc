@@ -82,19 +82,6 @@ TEST_F(MySqlConnectionTest, AFailedStatementKeepsTheSessionAndNamesTheError) {
   EXPECT_TRUE(db->Healthy());
 }
 
-TEST_F(MySqlConnectionTest, AKilledSessionIsLost) {
-  std::unique_ptr<MyConnection> db = Connect();
-  std::unique_ptr<MyConnection> other = Connect();
-  ASSERT_NE(db, nullptr);
-  ASSERT_NE(other, nullptr);
-  MyResult id = db->Execute("SELECT CONNECTION_ID()");
-  ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(other->Execute("KILL ?", MyParams().Add(id.GetInt(0, 0))).ok());
-  MyResult after = db->Execute("SELECT 1");
-  EXPECT_FALSE(after.ok());
-  EXPECT_TRUE(after.connection_lost()) << after.error_code() << " " << after.error();
-}
-
 // Waits (bounded) until the server no longer lists session `id`: the KILL has closed it.
 void AwaitSessionGone(MyConnection& observer, long long id) {
   for (int attempt = 0; attempt < 500; ++attempt) {
@@ -107,7 +94,7 @@ void AwaitSessionGone(MyConnection& observer, long long id) {
   FAIL() << "session " << id << " still listed 5 s after its KILL";
 }
 
-TEST_F(MySqlConnectionTest, AnIdleSessionTheServerClosedIsNotHealthy) {
+TEST_F(MySqlConnectionTest, AKilledSessionIsNotHealthyAndIsLost) {
   std::unique_ptr<MyConnection> db = Connect();
   std::unique_ptr<MyConnection> other = Connect();
   ASSERT_NE(db, nullptr);
@@ -118,6 +105,9 @@ TEST_F(MySqlConnectionTest, AnIdleSessionTheServerClosedIsNotHealthy) {
   ASSERT_TRUE(other->Execute("KILL ?", MyParams().Add(id.GetInt(0, 0))).ok());
   ASSERT_NO_FATAL_FAILURE(AwaitSessionGone(*other, id.GetInt(0, 0)));
   EXPECT_FALSE(db->Healthy());
+  MyResult after = db->Execute("SELECT 1");
+  EXPECT_FALSE(after.ok());
+  EXPECT_TRUE(after.connection_lost()) << after.error_code() << " " << after.error();
 }
 
 TEST_F(MySqlConnectionTest, APoolLendsANewSessionInsteadOfOneTheServerClosed) {

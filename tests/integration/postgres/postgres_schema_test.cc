@@ -823,17 +823,23 @@ TEST_F(PostgresSchemaTest, RegistrationsAndReleasesOfTheSameRowsAtOnceNeverDeadl
   for (const Status& failure : failures) ADD_FAILURE() << failure.ToString();
 }
 
+// SQL that fills the run history with `rows` ended runs `bulk-<n>` of 300 other tasks.
+std::string InsertEndedRuns(int rows) {
+  return fmt::format(
+      "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
+      "started_at, ended_at, outcome, attempt) "
+      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
+      "now(), now(), 'succeeded', 1 FROM generate_series(1, {}) AS n",
+      rows);
+}
+
 TEST_F(PostgresSchemaTest, HistoryStatementsKeepToTheirIndexesAfterTheTableHasGrown) {
   // A run history starts empty and grows by orders of magnitude. A plan made while it was small
   // (a prepared statement's cached generic plan) scans it whole; every statement that ends runs
   // must find them by index however small the table was when the store first used it.
-  ExpectStatementsKeepToTheKeyAfterGrowing(
-      "stagehand_task_runs",
-      "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
-      "started_at, ended_at, outcome, attempt) "
-      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
-      "now(), now(), 'succeeded', 1 FROM generate_series(1, 60000) AS n",
-      /*history=*/true, /*at_least=*/2);  // the claims and the releases
+  ExpectStatementsKeepToTheKeyAfterGrowing("stagehand_task_runs", InsertEndedRuns(60000),
+                                           /*history=*/true,
+                                           /*at_least=*/2);  // the claims and the releases
 }
 
 TEST_F(PostgresSchemaTest, TaskStatementsKeepToTheKeyAfterTheTableHasGrown) {
@@ -857,11 +863,7 @@ TEST_F(PostgresSchemaTest, NoStatementIsCompiledByTheJit) {
   std::unique_ptr<TaskStore> store = OpenMigrated();
   ASSERT_NE(store, nullptr);
   pg_test::RawConnection db(url(), database_);
-  db.Exec(
-      "INSERT INTO stagehand_task_runs (run_id, task_id, slot, seq, host, pid, trigger_kind, "
-      "started_at, ended_at, outcome, attempt) "
-      "SELECT 'bulk-' || n, 'other-' || (n % 300), n / 300, n / 300 + 1, 'host', 1, 'schedule', "
-      "now(), now(), 'succeeded', 1 FROM generate_series(1, 20000) AS n");
+  db.Exec(InsertEndedRuns(20000));
   db.Exec("ANALYZE stagehand_task_runs");
   db.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
   db.Exec(
