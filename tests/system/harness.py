@@ -423,7 +423,6 @@ class TreeWatcher:
         returns their run ids. Once finished, it returns [] at once."""
         if self.helper.stdin.closed:
             return []
-        time.sleep(0.05)  # let the watcher open the locks of runs that started last
         with self.cond:
             self.cond.wait_for(lambda: not self.live, timeout_s)
         self.helper.stdin.write("finish\n")

@@ -20,8 +20,9 @@
 //           still held, then `finished`.
 //   stdin   `finish` (once the daemons have stopped): appends `gone ... survivor` for every run
 //           whose lock is still held, at once and before answering, so the runs the harness then
-//           kills are never recorded as ordinary deaths, and no run is missed because the harness
-//           had not yet read its `live` line.
+//           kills are never recorded as ordinary deaths; it first looks at the directory again and
+//           waits until every lock found is open, so no run is missed because its lock was renamed
+//           into place an instant before or because the harness had not yet read its `live` line.
 // It exits when stdin closes.
 
 #include <dirent.h>
@@ -45,13 +46,11 @@
 #include <string>
 #include <thread>
 
+#include "event_clock.h"
+
 namespace {
 
-std::int64_t MonoNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using stagehand_system::MonoNs;
 
 void WriteLine(int fd, const std::string& line) {
   const char* data = line.data();
@@ -86,14 +85,27 @@ class Watcher {
     {
       std::lock_guard lock(mu_);
       if (!IsLockName(name) || !seen_.insert(name).second) return;
+      ++opening_;
     }
     std::thread([this, name] { Wait(name); }).detach();
   }
 
+  // Calls Found for every entry of the directory: the locks already there, and any whose inotify
+  // event is not read yet.
+  void Scan() {
+    DIR* dir = opendir(directory_.c_str());
+    if (dir == nullptr) return;
+    while (const dirent* entry = readdir(dir)) Found(entry->d_name);
+    closedir(dir);
+  }
+
   // Records `gone ... survivor` for every run whose lock is still held and names them, then says
-  // `finished`.
+  // `finished`. Every lock in the directory counts, however recently it was renamed into place:
+  // the waiting threads of all of them have opened their lock first.
   void Finish() {
-    std::lock_guard lock(mu_);
+    Scan();
+    std::unique_lock lock(mu_);
+    opened_.wait(lock, [this] { return opening_ == 0; });
     const std::int64_t now = MonoNs();
     for (const auto& [name, run] : live_) {
       RecordLocked(now, run, "survivor");
@@ -128,19 +140,24 @@ class Watcher {
   void Wait(const std::string& name) {
     const std::string path = directory_ + "/" + name;
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    char text[512] = {};
-    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
     Run run;
-    std::istringstream fields(std::string(text, n > 0 ? static_cast<std::size_t>(n) : 0));
-    std::string extra;
-    if (!(fields >> run.host >> run.run_id >> run.task) || (fields >> extra)) {
-      close(fd);
-      return;
+    bool valid = false;
+    if (fd >= 0) {
+      char text[512] = {};
+      const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+      std::istringstream fields(std::string(text, n > 0 ? static_cast<std::size_t>(n) : 0));
+      std::string extra;
+      valid = (fields >> run.host >> run.run_id >> run.task) && !(fields >> extra);
     }
     {
       std::lock_guard lock(mu_);
-      live_[name] = run;
+      if (valid) live_[name] = run;
+      --opening_;
+    }
+    opened_.notify_all();
+    if (!valid) {
+      if (fd >= 0) close(fd);
+      return;
     }
     Say("live " + name + " " + run.host + " " + run.run_id + " " + run.task);
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
@@ -165,20 +182,15 @@ class Watcher {
   const std::string directory_;
   const int sink_;
   std::mutex mu_;
+  std::condition_variable opened_;   // signalled as each thread has opened and read its lock
   std::set<std::string> seen_;       // lock names with a thread; guarded by mu_
+  int opening_ = 0;                  // threads not yet past opening their lock; guarded by mu_
   std::map<std::string, Run> live_;  // lock name -> run whose lock is held; guarded by mu_
   std::set<std::string> recorded_;   // run ids with a `gone` line; guarded by mu_
   std::mutex out_mu_;
   std::condition_variable out_cv_;
   std::deque<std::string> out_;  // lines for stdout; guarded by out_mu_
 };
-
-void ScanOnce(const std::string& directory, Watcher& watcher) {
-  DIR* dir = opendir(directory.c_str());
-  if (dir == nullptr) return;
-  while (const dirent* entry = readdir(dir)) watcher.Found(entry->d_name);
-  closedir(dir);
-}
 
 void WatchDirectory(int inotify, Watcher& watcher) {
   alignas(inotify_event) char buffer[16384];
@@ -223,7 +235,7 @@ int main(int argc, char** argv) {
   auto* watcher = new Watcher(directory, sink);
   std::thread([watcher] { watcher->WriteOut(); }).detach();
   std::thread([inotify, watcher] { WatchDirectory(inotify, *watcher); }).detach();
-  ScanOnce(directory, *watcher);
+  watcher->Scan();
   watcher->Say("ready");
   std::string line;
   while (std::getline(std::cin, line)) {

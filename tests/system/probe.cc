@@ -46,17 +46,15 @@
 #include <cstring>
 #include <string>
 
+#include "event_clock.h"
+
 namespace {
 
 volatile sig_atomic_t g_terminated = 0;
 
 void OnTerm(int /*signal*/) { g_terminated = 1; }
 
-std::int64_t MonoNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using stagehand_system::MonoNs;
 
 void SleepNs(std::int64_t ns) {
   timespec pause{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
