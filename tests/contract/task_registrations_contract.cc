@@ -120,6 +120,7 @@ class TaskRegistrationsContractTest : public ContractTest {
 
 TEST_F(TaskRegistrationsContractTest, CandidatesAreTheRegisteredTasksNotSeenSinceTheCutoff) {
   const WallTime before = Now();
+  LetStoredTimePass(kStep);  // so that the registration is stored as newer than `before`
   Register({"gone", "alive"});
   const WallTime between = CutoffBetweenWrites();
   EXPECT_EQ(Refresh({"alive"}, "host-b"), 1u);

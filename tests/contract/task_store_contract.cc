@@ -1381,6 +1381,54 @@ TEST_F(TaskStoreContractTest, UpsertManyFollowsUpsertsRulesForEveryRow) {
   EXPECT_TRUE(none->empty());
 }
 
+// Stores may split a large batch into several statements (MySQL writes 500 rows a statement):
+// every row is written by its own rules, and each result belongs to its task, whatever the order.
+TEST_F(TaskStoreContractTest, UpsertManyOfThousandsOfTasksWritesEveryRow) {
+  constexpr int kTasks = 1234;
+  const auto id_of = [](int i) { return "bulk-" + std::to_string(10000 + i); };
+  // Every 7th row exists with a later start (the batch moves it earlier), every 11th with an
+  // earlier one (kept).
+  for (int i = 0; i < kTasks; i += 7) Upsert(id_of(i), Schedule("PT5H", "PT5H"));
+  for (int i = 0; i < kTasks; i += 11) Upsert(id_of(i), Schedule("PT5M"));
+  std::map<std::string, std::optional<WallTime>> later;
+  std::map<std::string, std::optional<WallTime>> earlier;
+  for (int i = 0; i < kTasks; i += 7) later[id_of(i)] = Row(id_of(i)).next_run_start_at;
+  for (int i = 0; i < kTasks; i += 11) {
+    later.erase(id_of(i));
+    earlier[id_of(i)] = Row(id_of(i)).next_run_start_at;
+  }
+  std::vector<TaskUpsert> batch;
+  for (int i = kTasks - 1; i >= 0; --i) {
+    batch.push_back({id_of(i), Schedule(i % 2 == 0 ? "PT2H" : "PT3H", "PT1H")});
+  }
+  const WallTime before = Now();
+  Result<std::vector<UpsertResult>> results = store_->UpsertMany(batch);
+  const WallTime after = Now();
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_EQ(results->size(), batch.size());
+  std::vector<std::string> ids;
+  for (const TaskUpsert& task : batch) ids.push_back(task.id);
+  const PollResult polled = Poll(ids);
+  ASSERT_EQ(polled.entries.size(), batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const PollEntry& entry = polled.entries[i];
+    ASSERT_EQ(entry.id, batch[i].id);
+    EXPECT_EQ((*results)[i].next_run_start_at, entry.next_run_start_at) << entry.id;
+    EXPECT_EQ((*results)[i].version, entry.version) << entry.id;
+    ASSERT_TRUE(entry.settings.has_value()) << entry.id;
+    EXPECT_EQ(*entry.settings, batch[i].schedule.settings) << entry.id;
+    if (const auto kept = earlier.find(entry.id); kept != earlier.end()) {
+      EXPECT_EQ(entry.next_run_start_at, kept->second) << entry.id;
+    } else if (const auto moved = later.find(entry.id); moved != later.end()) {
+      ASSERT_TRUE(entry.next_run_start_at.has_value()) << entry.id;
+      EXPECT_LT(entry.next_run_start_at, moved->second) << entry.id;
+      EXPECT_GE(*entry.next_run_start_at, before) << entry.id;
+    } else {
+      EXPECT_TRUE(Within(entry.next_run_start_at, before + hours(1), after + hours(1))) << entry.id;
+    }
+  }
+}
+
 TEST_F(TaskStoreContractTest, UpsertManyWritesNothingWhenOneRowIsInvalid) {
   Upsert("existing", Schedule("PT10M"));
   const TaskRow existing = Row("existing");

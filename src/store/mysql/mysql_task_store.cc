@@ -116,17 +116,31 @@ std::string WriteRowsSql(std::size_t count) {
          "last_run_ended_at = VALUES(last_run_ended_at)";
 }
 
-// Registration (Backstage §4.3): id, settings, the new row's start; the re-registration's start
-// twice (epoch seconds or NULL). An existing row keeps its start unless it has none or the
-// re-registration's is earlier.
-std::string RegisterSql() {
+// Registration (Backstage §4.3) of `count` tasks in one statement, in id order (as releases lock
+// rows): per task its id, settings, the new row's start and the re-registration's start (epoch
+// seconds or NULL). An existing row takes the new settings and keeps its start unless it has none
+// or the re-registration's is earlier.
+std::string RegisterSql(std::size_t count) {
+  std::string source;
+  for (std::size_t i = 0; i < count; ++i) {
+    source += i == 0 ? fmt::format(
+                           "SELECT ? AS task_id, ? AS task_settings, {0} AS start_at, "
+                           "{0} AS again_at",
+                           kDatetimeOf)
+                     : fmt::format(" UNION ALL SELECT ?, ?, {0}, {0}", kDatetimeOf);
+  }
   return fmt::format(
       "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
-      "VALUES (?, ?, {0}) ON DUPLICATE KEY UPDATE next_run_start_at = CASE WHEN "
-      "next_run_start_at IS NULL OR {0} < next_run_start_at THEN {0} ELSE next_run_start_at END, "
-      "settings_json = VALUES(settings_json)",
-      kDatetimeOf);
+      "SELECT s.task_id, s.task_settings, s.start_at FROM ({}) AS s ORDER BY s.task_id "
+      "ON DUPLICATE KEY UPDATE next_run_start_at = CASE "
+      "WHEN backstage_backend_tasks__tasks.next_run_start_at IS NULL "
+      "OR s.again_at < backstage_backend_tasks__tasks.next_run_start_at THEN s.again_at "
+      "ELSE backstage_backend_tasks__tasks.next_run_start_at END, settings_json = s.task_settings",
+      source);
 }
+
+// The most tasks one registration statement carries (a few hundred kilobytes of settings).
+constexpr std::size_t kRegisterChunk = 500;
 
 constexpr std::string_view kBegin = "START TRANSACTION";
 constexpr std::string_view kCommit = "COMMIT";
@@ -291,18 +305,21 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
           MyConnection& session = tx.session;
           Result<WallTime> now = NowOn(session);
           if (!now.ok()) return now.status();
-          const std::string sql = RegisterSql();
-          for (std::size_t i = 0; i < tasks.size(); ++i) {
-            const store_internal::PlannedUpsert& plan = (*planned)[i];
-            const std::optional<WallTime> start =
-                StoredTime(store_internal::EvaluatePlan(plan.insert, *now, std::nullopt), *now);
-            const std::optional<WallTime> again =
-                StoredTime(store_internal::EvaluatePlan(plan.reregister, *now, std::nullopt), *now);
+          for (std::size_t first = 0; first < tasks.size(); first += kRegisterChunk) {
+            const std::size_t count = std::min(kRegisterChunk, tasks.size() - first);
             MyParams params;
-            params.Add(tasks[i].id).Add(plan.settings_json);
-            AddTime(params, start);
-            for (int copy = 0; copy < 2; ++copy) AddTime(params, again);
-            STAGEHAND_RETURN_IF_ERROR(Run(session, sql, params, "registering a task").status());
+            for (std::size_t i = first; i < first + count; ++i) {
+              const store_internal::PlannedUpsert& plan = (*planned)[i];
+              const std::optional<WallTime> start =
+                  StoredTime(store_internal::EvaluatePlan(plan.insert, *now, std::nullopt), *now);
+              const std::optional<WallTime> again = StoredTime(
+                  store_internal::EvaluatePlan(plan.reregister, *now, std::nullopt), *now);
+              params.Add(tasks[i].id).Add(plan.settings_json);
+              AddTime(params, start);
+              AddTime(params, again);
+            }
+            STAGEHAND_RETURN_IF_ERROR(
+                Run(session, RegisterSql(count), params, "registering tasks").status());
           }
           STAGEHAND_RETURN_IF_ERROR(RecordRegistrations(session, tasks));
           Result<ReadRows> read = Read(session, ids, Lock::kNone);
