@@ -487,11 +487,12 @@ class Host:
         self.exits = []  # (incarnation, return code, expected)
         self.config_path = os.path.join(fleet.workdir, f"{self.name}.yaml")
         self.ready_path = os.path.join(fleet.workdir, f"{self.name}.ready")
+        db_port = self.proxy.port if self.proxy else fleet.db.port
         with open(self.config_path, "w") as f:
             json.dump({"backend": {
                 "listen": {"host": "127.0.0.1", "port": 0},
                 "database": {"client": fleet.db.client, "connection": {
-                    "host": "127.0.0.1", "port": self.proxy.port if self.proxy else fleet.db.port, "user": "stagehand",
+                    "host": "127.0.0.1", "port": db_port, "user": "stagehand",
                     "password": "stagehand"}}}}, f, indent=1)
 
     @property

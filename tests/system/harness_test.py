@@ -1,6 +1,7 @@
 """Unit tests of the system suite's own machinery: the checker's rules, the partitioning proxy and
-the watcher of run trees. Run: STAGEHAND_SYSTEM_LOCK_WATCHER=<build>/tests/system/stagehand_system_lock_watcher
-python3 tests/system/harness_test.py"""
+the watcher of run trees. Run:
+STAGEHAND_SYSTEM_LOCK_WATCHER=<build>/tests/system/stagehand_system_lock_watcher \
+    python3 tests/system/harness_test.py"""
 
 import os
 import socket
