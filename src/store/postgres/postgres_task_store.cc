@@ -209,6 +209,9 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
+  // Parses the nullable time columns of `row` into their targets.
+  Status ReadTimes(const PgResult& result, int row,
+                   std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const;
 
   // The one implementation of PostgresConnections.
   store_internal::PgSharedConnections& Shared() const {
@@ -301,6 +304,17 @@ Result<std::optional<WallTime>> PostgresTaskStore::TimeAt(const PgResult& result
     return InternalError(fmt::format("{}: {}", where_, parsed.status().message()));
   }
   return std::optional<WallTime>(*parsed);
+}
+
+Status PostgresTaskStore::ReadTimes(
+    const PgResult& result, int row,
+    std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const {
+  for (const auto& [column, target] : columns) {
+    Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
+    if (!parsed.ok()) return parsed.status();
+    *target = *parsed;
+  }
+  return Status::Ok();
 }
 
 Result<WallTime> PostgresTaskStore::ObserveNow(const Executed& executed, int row, int column) {
@@ -1105,17 +1119,12 @@ Result<std::vector<TaskRow>> PostgresTaskStore::States() {
     out.settings_json = result.Get(row, 1);
     out.current_run_ticket = result.GetOptional(row, 3);
     out.last_run_error_json = result.GetOptional(row, 6);
-    const std::pair<int, std::optional<WallTime>*> times[] = {
-        {2, &out.next_run_start_at},
-        {4, &out.current_run_started_at},
-        {5, &out.current_run_expires_at},
-        {7, &out.last_run_ended_at},
-    };
-    for (const auto& [column, target] : times) {
-      Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
-      if (!parsed.ok()) return parsed.status();
-      *target = *parsed;
-    }
+    const Status times = ReadTimes(result, row,
+                                   {{2, &out.next_run_start_at},
+                                    {4, &out.current_run_started_at},
+                                    {5, &out.current_run_expires_at},
+                                    {7, &out.last_run_ended_at}});
+    if (!times.ok()) return times;
   }
   if (!rows.empty()) {
     if (Result<WallTime> now = ObserveNow(*executed, 0, 8); !now.ok()) return now.status();
@@ -1423,16 +1432,11 @@ Result<std::vector<PruneCandidate>> PostgresTaskStore::ListPruneCandidates(WallT
     PruneCandidate& candidate = candidates.emplace_back();
     candidate.task_id = result.Get(row, 0);
     candidate.host = result.GetOptional(row, 1);
-    const std::pair<int, std::optional<WallTime>*> times[] = {
-        {2, &candidate.last_seen_at},
-        {3, &candidate.last_run_ended_at},
-        {4, &candidate.next_run_start_at},
-    };
-    for (const auto& [column, target] : times) {
-      Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
-      if (!parsed.ok()) return parsed.status();
-      *target = *parsed;
-    }
+    const Status times = ReadTimes(result, row,
+                                   {{2, &candidate.last_seen_at},
+                                    {3, &candidate.last_run_ended_at},
+                                    {4, &candidate.next_run_start_at}});
+    if (!times.ok()) return times;
   }
   return candidates;
 }

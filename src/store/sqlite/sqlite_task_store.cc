@@ -449,17 +449,12 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       task.settings_json = stmt->Text(1);
       task.current_run_ticket = stmt->OptionalText(3);
       task.last_run_error_json = stmt->OptionalText(6);
-      const std::pair<int, std::optional<WallTime>*> times[] = {
-          {2, &task.next_run_start_at},
-          {4, &task.current_run_started_at},
-          {5, &task.current_run_expires_at},
-          {7, &task.last_run_ended_at},
-      };
-      for (const auto& [column, field] : times) {
-        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, task.id);
-        if (!time.ok()) return time.status();
-        *field = *time;
-      }
+      const Status times = ReadTimes(*stmt, task.id,
+                                     {{2, &task.next_run_start_at},
+                                      {4, &task.current_run_started_at},
+                                      {5, &task.current_run_expires_at},
+                                      {7, &task.last_run_ended_at}});
+      if (!times.ok()) return times;
       rows.push_back(std::move(task));
     }
   }
@@ -683,6 +678,17 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
           fmt::format("task '{}': {}: {}", id, stmt.ColumnName(column), time.status().message()));
     }
     return std::optional<WallTime>(*time);
+  }
+
+  // Reads the nullable time columns of task `id` into their targets.
+  Status ReadTimes(const SqliteStatement& stmt, std::string_view id,
+                   std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const {
+    for (const auto& [column, target] : columns) {
+      Result<std::optional<WallTime>> time = ReadTime(stmt, column, id);
+      if (!time.ok()) return time.status();
+      *target = *time;
+    }
+    return Status::Ok();
   }
 
   // Reads the database's now from `column` and feeds the clock estimate.
@@ -1034,18 +1040,13 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
       read.task.id = stmt->Text(0);
       read.task.current_run_ticket = stmt->OptionalText(2);
       read.host = stmt->OptionalText(6);
-      const std::pair<int, std::optional<WallTime>*> times[] = {
-          {1, &read.task.next_run_start_at},
-          {3, &read.task.current_run_started_at},
-          {4, &read.task.current_run_expires_at},
-          {5, &read.task.last_run_ended_at},
-          {7, &read.last_seen_at},
-      };
-      for (const auto& [column, field] : times) {
-        Result<std::optional<WallTime>> time = ReadTime(*stmt, column, read.task.id);
-        if (!time.ok()) return time.status();
-        *field = *time;
-      }
+      const Status times = ReadTimes(*stmt, read.task.id,
+                                     {{1, &read.task.next_run_start_at},
+                                      {3, &read.task.current_run_started_at},
+                                      {4, &read.task.current_run_expires_at},
+                                      {5, &read.task.last_run_ended_at},
+                                      {7, &read.last_seen_at}});
+      if (!times.ok()) return times;
     }
   }
 
