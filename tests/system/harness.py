@@ -487,13 +487,18 @@ class Host:
         self.exits = []  # (incarnation, return code, expected)
         self.config_path = os.path.join(fleet.workdir, f"{self.name}.yaml")
         self.ready_path = os.path.join(fleet.workdir, f"{self.name}.ready")
-        db_port = self.proxy.port if self.proxy else fleet.db.port
+        if hasattr(fleet.db, "connection"):
+            connection = fleet.db.connection()
+        else:
+            connection = {"host": "127.0.0.1",
+                          "port": self.proxy.port if self.proxy else fleet.db.port,
+                          "user": "stagehand", "password": "stagehand"}
         with open(self.config_path, "w") as f:
             json.dump({"backend": {
                 "listen": {"host": "127.0.0.1", "port": 0},
-                "database": {"client": fleet.db.client, "connection": {
-                    "host": "127.0.0.1", "port": db_port, "user": "stagehand",
-                    "password": "stagehand"}}}}, f, indent=1)
+                "database": {"client": fleet.db.client, "connection": connection}},
+                "stagehand": {"database": fleet.database_settings} if fleet.database_settings
+                else {}}, f, indent=1)
 
     @property
     def pid(self):
@@ -639,10 +644,13 @@ class Fleet:
     reach them."""
 
     def __init__(self, ctx, plugin, tasks, hosts=3, scheduler=None, track_trees=True,
-                 proxied=True):
+                 proxied=True, db=None, database_settings=None):
         self.ctx = ctx
-        self.proxied = proxied
-        self.db = ctx.db
+        self.db = db or ctx.db
+        # A database that names its own connection (a PgCluster's multi-host URL) has proxies of
+        # its own, per node.
+        self.proxied = proxied and not hasattr(self.db, "connection")
+        self.database_settings = database_settings
         self.stagehand = ctx.stagehand
         self.plugin = plugin
         self.workdir = os.path.join(ctx.out, plugin)

@@ -57,8 +57,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import failover  # noqa: E402
 import scenarios  # noqa: E402
 from harness import DATABASES, database_from_environment, with_database  # noqa: E402
+
+
+ALL_SCENARIOS = {**scenarios.SCENARIOS, **failover.SCENARIOS}
 
 
 class Context:
@@ -100,7 +104,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", default="postgres", choices=sorted(DATABASES),
                         help="the database the fleet shares (mysql: MariaDB)")
-    parser.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS))
+    parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS))
     parser.add_argument("--soak", type=float, default=0, metavar="MINUTES")
     parser.add_argument("--stagehand", default=default_binary("stagehand"))
     parser.add_argument("--probe", default=default_binary("stagehand_system_probe"))
@@ -118,9 +122,9 @@ def main():
             print(f"run.py: no {option} binary (give --{option})", file=sys.stderr)
             return 2
     names = [n for n in args.scenarios.split(",") if n]
-    unknown = [n for n in names if n not in scenarios.SCENARIOS]
+    unknown = [n for n in names if n not in ALL_SCENARIOS]
     if unknown:
-        print(f"run.py: unknown scenarios {unknown}; known: {list(scenarios.SCENARIOS)}",
+        print(f"run.py: unknown scenarios {unknown}; known: {list(ALL_SCENARIOS)}",
               file=sys.stderr)
         return 2
 
@@ -141,7 +145,7 @@ def main():
         began = time.monotonic()
         print(f"-- {name} ...", flush=True)
         try:
-            result = scenarios.SCENARIOS[name](ctx)
+            result = ALL_SCENARIOS[name](ctx)
             result["ok"] = all(c["ok"] for c in result["checks"])
         except Exception:  # a scenario that cannot complete is a failure with its reason
             result = {"name": name, "ok": False, "error": traceback.format_exc(), "checks": []}

@@ -70,6 +70,43 @@ std::string Redact(std::string message, const std::string& conninfo) {
   return message;
 }
 
+// Splits a libpq list value ("a,b,c") into its items.
+std::vector<std::string> SplitList(std::string_view list) {
+  std::vector<std::string> items;
+  while (true) {
+    const std::size_t comma = list.find(',');
+    items.emplace_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) return items;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// Returns each host of `conn`'s multi-host list with its port (one port may serve them all), or
+// nothing when it names one host, or addresses by hostaddr.
+std::vector<std::pair<std::string, std::string>> HostsOf(PGconn* conn) {
+  std::string host;
+  std::string port;
+  bool by_address = false;
+  if (PQconninfoOption* options = PQconninfo(conn)) {
+    for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+      if (option->val == nullptr) continue;
+      const std::string_view keyword = option->keyword;
+      if (keyword == "host") host = option->val;
+      if (keyword == "port") port = option->val;
+      if (keyword == "hostaddr" && *option->val != '\0') by_address = true;
+    }
+    PQconninfoFree(options);
+  }
+  std::vector<std::pair<std::string, std::string>> hosts;
+  if (by_address || host.find(',') == std::string::npos) return hosts;
+  const std::vector<std::string> names = SplitList(host);
+  const std::vector<std::string> ports = SplitList(port);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    hosts.emplace_back(names[i], ports.size() == names.size() ? ports[i] : ports.front());
+  }
+  return hosts;
+}
+
 std::string Seconds(std::chrono::milliseconds duration) {
   const long long seconds = (duration.count() + 999) / 1000;
   return std::to_string(seconds < 1 ? 1 : seconds);
@@ -188,11 +225,33 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
 
   PGconn* raw = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
   if (raw == nullptr) return UnavailableError("out of memory creating a connection");
+  if (PQstatus(raw) != CONNECTION_OK) {
+    // libpq gives up on a multi-host list at the first host that accepts the TCP connection and
+    // then fails (a load balancer or proxy in front of a dead server closes it at once): each
+    // host after it is tried on its own, as libpq would have tried it.
+    const std::string first_error = PrimaryLine(PQerrorMessage(raw));
+    const std::vector<std::pair<std::string, std::string>> hosts = HostsOf(raw);
+    PQfinish(raw);
+    raw = nullptr;
+    for (std::size_t i = 1; i < hosts.size() && raw == nullptr; ++i) {
+      std::vector<const char*> one_keywords = keywords;
+      std::vector<const char*> one_values = values;
+      one_keywords.pop_back();
+      one_values.pop_back();
+      one_keywords.insert(one_keywords.end(), {"host", "port", nullptr});
+      one_values.insert(one_values.end(),
+                        {hosts[i].first.c_str(), hosts[i].second.c_str(), nullptr});
+      PGconn* attempt = PQconnectdbParams(one_keywords.data(), one_values.data(), 1);
+      if (attempt != nullptr && PQstatus(attempt) == CONNECTION_OK) {
+        raw = attempt;
+      } else if (attempt != nullptr) {
+        PQfinish(attempt);
+      }
+    }
+    if (raw == nullptr) return UnavailableError(Redact(first_error, params.conninfo));
+  }
   std::unique_ptr<PgConnection> connection(new PgConnection(raw));
   connection->set_call_timeout(params.call_timeout);
-  if (PQstatus(raw) != CONNECTION_OK) {
-    return UnavailableError(Redact(PrimaryLine(PQerrorMessage(raw)), params.conninfo));
-  }
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(
       raw, [](void*, const char*) {}, nullptr);

@@ -184,6 +184,65 @@ TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAnd
   EXPECT_EQ(store.status().message().find(secret), std::string::npos);
 }
 
+// A listener on 127.0.0.1 that accepts every connection and closes it at once, as a load balancer
+// or proxy in front of a dead server does.
+class ClosingListener {
+ public:
+  ClosingListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(fd_, 16);
+    socklen_t length = sizeof address;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client < 0) return;
+        accepted_.fetch_add(1);
+        ::close(client);
+      }
+    });
+  }
+  ~ClosingListener() {
+    thread_.request_stop();
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::jthread thread_;
+};
+
+TEST_F(PostgresFaultTest, AMultiHostUrlReachesTheNextHostWhenTheFirstClosesTheConnection) {
+  // libpq alone stops at a host that accepts the connection and drops it.
+  ClosingListener dead;
+  const std::string real = url();
+  const std::size_t at = real.rfind('@');
+  const std::string multi = real.substr(0, at + 1) + "127.0.0.1:" + std::to_string(dead.port()) +
+                            "," + real.substr(at + 1);
+  database_ = pg_test::UniqueDatabaseName("stagehand_faults");
+  PostgresStoreOptions options;
+  options.connection = multi;
+  options.database = database_;
+  options.connect_timeout = seconds(2);
+  Result<std::unique_ptr<TaskStore>> store =
+      OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Migrate().ok());
+  EXPECT_TRUE((*store)->DatabaseNow().ok());
+  EXPECT_GE(dead.accepted(), 1);
+}
+
 TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingThePassword) {
   const std::string secret = "pw-s3cret-malformed";
   // libpq echoes a URI it cannot parse, password included.
