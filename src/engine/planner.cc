@@ -399,14 +399,15 @@ void Planner::ReturnSlot() {
 void Planner::RunEnded() { --slots_taken_; }
 
 bool Planner::DispatcherHasWork(MonoTime now) {
-  if (!CanClaim()) return false;
+  if (!CanClaim() || BackingOff(now)) return false;
   bool any_waiting = false;
   for (const auto& [id, task] : tasks_) {
     if (!task->global() || task->phase != Phase::kWaiting) continue;
     any_waiting = true;
     if (task->poll_requested || task->wake_at <= now || task->poll_at <= now) return true;
   }
-  return any_waiting && (now >= next_safety_poll_ || now >= next_sweep_);
+  return any_waiting &&
+         (now >= next_safety_poll_ || (now >= next_sweep_ && now >= no_sweep_before_));
 }
 
 MonoTime Planner::NextDispatcherWake() {
@@ -424,9 +425,72 @@ MonoTime Planner::NextDispatcherWake() {
     }
   }
   if (any_waiting) {
-    next = std::min({next, next_safety_poll_, next_sweep_, next_registration_refresh_});
+    next = std::min({next, next_safety_poll_, std::max(next_sweep_, no_sweep_before_),
+                     next_registration_refresh_});
   }
-  return next;
+  if (reregister_due_) next = MonoTime{};
+  return db_failures_ > 0 ? std::max(next, db_retry_at_) : next;
+}
+
+MonoTime Planner::DatabaseFailed(MonoTime now) {
+  // Several calls of one step fail together: the step counts once.
+  if (BackingOff(now)) return db_retry_at_;
+  const milliseconds longest = std::max(
+      kFirstRetryBackoff, std::min(options_.engine.retry_backoff,
+                                   std::chrono::ceil<milliseconds>(options_.engine.lease / 10)));
+  const milliseconds wait =
+      std::min<milliseconds>(longest, kFirstRetryBackoff * (1LL << std::min(db_failures_, 20)));
+  const milliseconds half = std::max(wait / 2, milliseconds(1));
+  if (db_failures_ == 0) db_failing_since_ = now;
+  const std::uint64_t draw = std::hash<std::uint64_t>{}(
+      static_cast<std::uint64_t>(options_.claim_order_salt) ^
+      (static_cast<std::uint64_t>(db_failures_) * std::uint64_t{0x9e3779b97f4a7c15}));
+  ++db_failures_;
+  db_retry_at_ =
+      now + half +
+      milliseconds(static_cast<long long>(draw % static_cast<std::uint64_t>(half.count())));
+  return db_retry_at_;
+}
+
+void Planner::DatabaseAnswered(MonoTime now) {
+  if (db_failures_ == 0) return;
+  db_failures_ = 0;
+  // The database was away: each claim is confirmed again now, before this host says it is ready.
+  RequireConfirmation(now);
+}
+
+bool Planner::RequireConfirmation(MonoTime now) {
+  bool any = false;
+  for (const auto& [id, task] : tasks_) {
+    const RunPtr& run = task->run;
+    if (!task->global() || !run || !run->ours || run->ticket.empty()) continue;
+    run->unconfirmed = true;
+    run->renew_at = std::min(run->renew_at, now);
+    any = true;
+  }
+  return any;
+}
+
+bool Planner::ClaimsUnconfirmed() const {
+  for (const auto& [id, task] : tasks_) {
+    const RunPtr& run = task->run;
+    if (task->global() && run && run->ours && !run->ticket.empty() && run->unconfirmed) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<TaskPtr> Planner::TakeReregistration() {
+  std::vector<TaskPtr> tasks;
+  if (!reregister_due_) return tasks;
+  reregister_due_ = false;
+  for (const auto& [id, task] : tasks_) {
+    if (task->global() && task->phase != Phase::kRegistering && task->phase != Phase::kFinished) {
+      tasks.push_back(task);
+    }
+  }
+  return tasks;
 }
 
 Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
@@ -443,9 +507,15 @@ Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
       plan.start_records.emplace_back(task, run);
     }
   }
+  if (BackingOff(now)) {
+    // The due renewals and records wait for the backoff too.
+    for (const auto& [task, run] : plan.renewals) run->renew_at = db_retry_at_;
+    for (const auto& [task, run] : plan.start_records) run->record_start_at = db_retry_at_;
+    return DispatchPlan{};
+  }
   if (!DispatcherHasWork(now)) return plan;
   plan.poll = true;
-  plan.sweep = now >= next_sweep_ || now >= next_safety_poll_;
+  plan.sweep = (now >= next_sweep_ || now >= next_safety_poll_) && now >= no_sweep_before_;
   plan.full = plan.sweep;
   // A safety or sweep round polls every waiting task. Otherwise only the tasks whose row may have
   // changed unseen are polled (an event, a trigger, a lost claim), and a due task whose row is
@@ -496,10 +566,17 @@ Planner::RenewalOutcome Planner::ApplyRenewal(PlannedRun& run, const Result<Leas
   if (!run.ours) return RenewalOutcome::kStale;
   const milliseconds lease = options_.engine.lease;
   if (!renewed.ok()) {
-    run.renew_at = now + std::min(lease / 10, options_.engine.retry_backoff);
+    run.renew_at = DatabaseFailed(now);
+    if (run.server_changed) {
+      // What the new server holds for this claim is unknown: the run ends now.
+      run.fence_at = std::min(run.fence_at, now);
+      run.kill_at = std::min(run.kill_at, now);
+    }
     return RenewalOutcome::kRetry;
   }
+  DatabaseAnswered(now);
   if (*renewed == LeaseStatus::kLost) {
+    if (run.server_changed) return RenewalOutcome::kReclaim;
     run.ours = false;
     run.fence_at = kMonoInfinity;
     run.kill_at = kMonoInfinity;
@@ -508,12 +585,33 @@ Planner::RenewalOutcome Planner::ApplyRenewal(PlannedRun& run, const Result<Leas
   }
   SetLeaseDeadlines(run, sent + lease, sent);
   run.fenced = false;
+  run.unconfirmed = false;
+  run.server_changed = false;
   if (*renewed == LeaseStatus::kCancelRequested && !run.cancel_requested) {
     run.cancel_requested = true;
     MarkStopping(run, StopReason::kCancel);
     return RenewalOutcome::kCancelNoticed;
   }
   return RenewalOutcome::kRenewed;
+}
+
+Planner::RenewalOutcome Planner::ApplyReclaim(PlannedRun& run, const Result<bool>& reclaimed,
+                                              MonoTime sent, MonoTime now) {
+  if (!run.ours) return RenewalOutcome::kStale;
+  if (reclaimed.ok() && *reclaimed) {
+    DatabaseAnswered(now);
+    SetLeaseDeadlines(run, sent + options_.engine.lease, sent);
+    run.fenced = false;
+    run.unconfirmed = false;
+    run.server_changed = false;
+    return RenewalOutcome::kRenewed;
+  }
+  if (!reclaimed.ok()) DatabaseFailed(now);
+  run.ours = false;
+  run.fence_at = kMonoInfinity;
+  run.kill_at = kMonoInfinity;
+  MarkStopping(run, StopReason::kLeaseLost);
+  return RenewalOutcome::kLost;
 }
 
 bool Planner::Unannounced(const PollResult& polled, const DispatchPlan& plan) {
@@ -534,7 +632,7 @@ bool Planner::Unannounced(const PollResult& polled, const DispatchPlan& plan) {
 }
 
 void Planner::PollFailed(const DispatchPlan& plan, MonoTime mono_ref) {
-  const MonoTime retry_at = mono_ref + options_.engine.retry_backoff;
+  const MonoTime retry_at = DatabaseFailed(mono_ref);
   safety_interval_ = options_.engine.poll_interval;
   next_safety_poll_ = std::max(next_safety_poll_, retry_at);
   for (const TaskPtr& task : plan.polled_tasks) {
@@ -549,6 +647,7 @@ Planner::PollOutcome Planner::ApplyPoll(DispatchPlan& plan, const PollResult& po
                                         MonoTime mono_ref) {
   const EngineOptions& engine = options_.engine;
   PollOutcome outcome;
+  DatabaseAnswered(mono_ref);
   if (plan.sweep) {
     next_sweep_ =
         engine.janitor_interval.count() > 0 ? mono_ref + engine.janitor_interval : kMonoInfinity;
@@ -650,9 +749,10 @@ std::optional<Planner::Candidate> Planner::ApplySkip(const Skip& skip,
     return Candidate{skip.task, skip.version, RowStart(task, skip.slot), task.known_settings};
   }
   if (!result.ok()) {
-    task.wake_at = std::max(task.wake_at, mono_ref + options_.engine.retry_backoff);
+    task.wake_at = std::max(task.wake_at, DatabaseFailed(mono_ref));
     return std::nullopt;
   }
+  DatabaseAnswered(mono_ref);
   if (!result->skipped) {
     // Claimed, skipped or changed by another host first: a poll tells which.
     task.known_version.reset();
@@ -711,7 +811,7 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
 }
 
 void Planner::ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now) {
-  const MonoTime retry_at = now + options_.engine.retry_backoff;
+  const MonoTime retry_at = DatabaseFailed(now);
   for (const Candidate& candidate : reserved) {
     ReturnSlot();
     candidate.task->wake_at = std::max(candidate.task->wake_at, retry_at);
@@ -724,6 +824,7 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
                                                    MonoTime sent, std::vector<TaskPtr>* lost) {
   std::vector<Started> started;
   started.reserve(reserved.size());
+  DatabaseAnswered(sent);
   for (std::size_t i = 0; i < reserved.size(); ++i) {
     const Candidate& candidate = reserved[i];
     const TaskPtr& task = candidate.task;
@@ -741,6 +842,7 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     if (shutting_down_) MarkStopping(*run, StopReason::kShutdown);
     run->ticket = tickets[i];
     run->run_id = tickets[i];
+    run->claimed_version = candidate.version;
     run->trigger = candidate.trigger;
     run->trace = candidate.trace;
     if (candidate.trigger == RunTrigger::kManual) {
@@ -783,10 +885,17 @@ bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
     if (!task.global() || task.phase == Phase::kFinished) return;
     if (task.run && task.run->ours &&
         (event.kind == Kind::kCancel || event.kind == Kind::kSweep || event.kind == Kind::kResync ||
-         event.kind == Kind::kDelete)) {
+         event.kind == Kind::kDelete || event.kind == Kind::kServerChanged)) {
       task.run->renew_at = now;  // verify the ticket now
     }
-    if (event.kind == Kind::kResync) task.release_echoes = 0;
+    if (event.kind == Kind::kServerChanged && task.run && task.run->ours &&
+        !task.run->ticket.empty()) {
+      task.run->server_changed = true;
+      task.run->unconfirmed = true;
+    }
+    if (event.kind == Kind::kResync || event.kind == Kind::kServerChanged) {
+      task.release_echoes = 0;
+    }
     if (event.kind == Kind::kTrigger) {
       task.manual_pending = true;
       // Another host's traced trigger: if this host takes the run, it is the caller's child.
@@ -824,7 +933,17 @@ bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
       kick = true;
     }
   };
-  if (event.kind == Kind::kResync) {
+  if (event.kind == Kind::kServerChanged) {
+    // The new server may lack the last writes: registrations are written again, and no expired
+    // run is swept for a lease, so that every host can first confirm (or claim again) what it
+    // holds.
+    reregister_due_ = true;
+    no_sweep_before_ = now + options_.engine.lease;
+    kick = true;
+  }
+  if (event.kind == Kind::kResync || event.kind == Kind::kServerChanged) {
+    // The LISTEN session (so the server) is back.
+    DatabaseAnswered(now);
     safety_interval_ = options_.engine.poll_interval;
     next_safety_poll_ = std::min(next_safety_poll_, now + safety_interval_);
     for (const auto& [id, task] : tasks_) apply(*task);

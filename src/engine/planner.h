@@ -97,6 +97,15 @@ struct PlannedRun {
   bool cancel_requested = false;
   bool timeout_signalled = false;
   bool fenced = false;  // fence_at passed without a renewal: the run was asked to stop
+  // Global runs: the row's version the claim required (PollEntry::version), by which the run's
+  // claim is established again on a new primary that lacks it (Reclaim).
+  std::int64_t claimed_version = 0;
+  // Global runs: the claim is not confirmed since the database came back (an outage, a new
+  // server): until a renewal confirms it, this host is not ready.
+  bool unconfirmed = false;
+  // Global runs: the database's server changed since the last renewal: a renewal that fails now
+  // stops and kills the run at once (the new server's view of the claim is unknown).
+  bool server_changed = false;
 };
 
 // One registered task and what this host knows of it.
@@ -213,6 +222,9 @@ std::string RecordRetriedAttempt(const std::string& error_json, int attempt);
 
 // How long the trace context of a trigger waits for the manual run it asked for on this host.
 inline constexpr std::chrono::minutes kTriggerCallerLifetime{1};
+
+// The first wait after a failed store call (Planner::DatabaseFailed).
+inline constexpr std::chrono::milliseconds kFirstRetryBackoff{100};
 
 class Planner {
  public:
@@ -338,11 +350,17 @@ class Planner {
   // (a step that fails hands them back through its result).
   DispatchPlan PlanDispatch(MonoTime now);
 
-  enum class RenewalOutcome { kRetry, kRenewed, kCancelNoticed, kLost, kStale };
+  enum class RenewalOutcome { kRetry, kRenewed, kCancelNoticed, kLost, kReclaim, kStale };
   // The result of renewing `run`'s lease (sent at `sent`): kRetry (the store failed; renewed again
-  // soon), kRenewed, kCancelNoticed (renewed, and a cancel asks the run to stop: signal it),
-  // kLost (kill it at once), kStale (the run is no longer this host's; nothing to do).
+  // after the backoff, or, after a server change, the run is stopped and killed at once),
+  // kRenewed, kCancelNoticed (renewed, and a cancel asks the run to stop: signal it), kLost (kill
+  // it at once), kReclaim (the ticket is not on the new server: try TaskStore::Reclaim, then
+  // ApplyReclaim), kStale (the run is no longer this host's; nothing to do).
   RenewalOutcome ApplyRenewal(PlannedRun& run, const Result<LeaseStatus>& renewed, MonoTime sent,
+                              MonoTime now);
+  // The result of a Reclaim of `run` (sent at `sent`) after kReclaim: kRenewed when the claim is
+  // held again, else kLost (kill it at once: another host may run the task now).
+  RenewalOutcome ApplyReclaim(PlannedRun& run, const Result<bool>& reclaimed, MonoTime sent,
                               MonoTime now);
   // The `timeout` to pass to RenewLease: the task's own while the run is well within it, and past
   // (or near) it long enough that the renewal extends the claim by a whole lease.
@@ -414,6 +432,37 @@ class Planner {
   // Whether the dispatcher has work at `now`, and when it is next due.
   bool DispatcherHasWork(MonoTime now);
   MonoTime NextDispatcherWake();
+
+  // --- The database ---------------------------------------------------------------------------
+
+  // A store call failed at `now`: the dispatcher's database work waits for the backoff, from
+  // kFirstRetryBackoff doubling up to the longest (EngineOptions::retry_backoff, at most a tenth
+  // of a lease, so that renewals keep their pace), each wait drawn from its upper half so that
+  // hosts that lost the database together do not come back in step. Returns when the work is
+  // tried again.
+  MonoTime DatabaseFailed(MonoTime now);
+  // A store call was answered (or the database is known to be back): the backoff ends. After
+  // failures, every claim this host holds is to be confirmed again, at once (PlannedRun::
+  // unconfirmed).
+  void DatabaseAnswered(MonoTime now);
+  // Whether the dispatcher's database work waits for the backoff at `now`.
+  bool BackingOff(MonoTime now) const { return db_failures_ > 0 && now < db_retry_at_; }
+  // Since when store calls keep failing (monotonic), or nullopt while they are answered.
+  std::optional<MonoTime> DatabaseFailingSince() const {
+    return db_failures_ > 0 ? std::optional(db_failing_since_) : std::nullopt;
+  }
+  // When the dispatcher's database work is tried again: the end of the backoff, or `now`.
+  MonoTime DatabaseRetryAt(MonoTime now) const { return BackingOff(now) ? db_retry_at_ : now; }
+  // Whether a run of this host holds a claim not confirmed since the database came back.
+  bool ClaimsUnconfirmed() const;
+  // Asks every claim this host holds to be confirmed again at once (PlannedRun::unconfirmed).
+  // Returns whether there was any.
+  bool RequireConfirmation(MonoTime now);
+  // Whether the dispatcher is to register every global task again (after a server change: the
+  // new server may lack the last registrations), and the ids to register; then not again until
+  // the next change, unless RegistrationsFailed.
+  std::vector<TaskPtr> TakeReregistration();
+  void ReregistrationFailed() { reregister_due_ = true; }
 
   // A store notification arrived at `now`. `parked_deadline`: the dispatcher's deadline while it
   // is parked (nullopt while it steps). Returns whether the dispatcher must step.
@@ -515,6 +564,14 @@ class Planner {
   MonoTime next_sweep_;
   MonoTime next_prune_;
   MonoTime next_registration_refresh_;
+  // The database backoff: consecutive failures, and when work is tried again.
+  int db_failures_ = 0;
+  MonoTime db_retry_at_{};
+  MonoTime db_failing_since_{};
+  // After a server change no expired run is swept before this: the hosts that hold claims get a
+  // lease to confirm them on the new server first.
+  MonoTime no_sweep_before_{};
+  bool reregister_due_ = false;
 };
 
 }  // namespace stagehand::engine_internal

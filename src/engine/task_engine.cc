@@ -159,7 +159,7 @@ void TaskEngine::QueueHistoryStart(RunStart start) {
   pending_starts_.push_back(std::move(start));
 }
 
-void TaskEngine::FlushHistory(bool prune) {
+bool TaskEngine::FlushHistory(bool prune) {
   std::vector<RunStart> starts;
   std::vector<RunEnd> ends;
   {
@@ -167,39 +167,81 @@ void TaskEngine::FlushHistory(bool prune) {
     starts.swap(pending_starts_);
     ends.swap(pending_ends_);
   }
+  bool unanswered = false;
   // A database nobody migrated to this version has no history tables: said once, not per run.
+  // One that does not answer gets the records again later.
   const auto failed = [&](const Status& status, std::size_t count, const char* what) {
     if (status.code() == StatusCode::kFailedPrecondition) {
       if (!history_missing_.exchange(true)) {
         logger_->Warn("Runs are not recorded in the run history: " + status.message());
       }
-      return;
+      return false;
+    }
+    if (status.code() == StatusCode::kUnavailable) {
+      if (!unanswered && debug_logs_) {
+        logger_->Debug("Recording " + std::to_string(count) + " run " + what +
+                       "(s) in the run history failed, " + status.message() +
+                       "; recorded when the database answers");
+      }
+      unanswered = true;
+      return true;
     }
     logger_->Warn("Failed to record " + std::to_string(count) + " run " + what +
                   "(s) in the run history, " + status.message());
+    return false;
   };
   // Starts first: a run that started and ended since the last flush is recorded, then closed.
   if (!starts.empty()) {
-    if (Status written = history_->RecordStarts(starts); !written.ok()) {
-      failed(written, starts.size(), "start");
+    if (Status written = history_->RecordStarts(starts);
+        written.ok() || !failed(written, starts.size(), "start")) {
+      starts.clear();
     }
   }
-  if (!ends.empty()) {
-    if (Result<std::size_t> written = history_->RecordEnds(ends); !written.ok()) {
-      failed(written.status(), ends.size(), "end");
+  if (!ends.empty() && starts.empty()) {
+    if (Result<std::size_t> written = history_->RecordEnds(ends);
+        written.ok() || !failed(written.status(), ends.size(), "end")) {
+      ends.clear();
     }
   }
-  if (!prune || history_missing_) return;
+  if (!starts.empty() || !ends.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      planner_->DatabaseFailed(clock_.MonoNow());
+    }
+    std::lock_guard lock(history_mu_);
+    pending_starts_.insert(pending_starts_.begin(), std::make_move_iterator(starts.begin()),
+                           std::make_move_iterator(starts.end()));
+    pending_ends_.insert(pending_ends_.begin(), std::make_move_iterator(ends.begin()),
+                         std::make_move_iterator(ends.end()));
+    // Bounded while the database is away: the oldest records go first.
+    const std::size_t queued = pending_starts_.size() + pending_ends_.size();
+    if (queued > kMaxQueuedHistory) {
+      const std::size_t excess = queued - kMaxQueuedHistory;
+      const std::size_t from_starts = std::min(excess, pending_starts_.size());
+      pending_starts_.erase(pending_starts_.begin(),
+                            pending_starts_.begin() + static_cast<std::ptrdiff_t>(from_starts));
+      pending_ends_.erase(
+          pending_ends_.begin(),
+          pending_ends_.begin() + static_cast<std::ptrdiff_t>(excess - from_starts));
+      if (undelivered_.fetch_add(static_cast<int>(excess)) == 0) {
+        logger_->Warn("The run history keeps at most " + std::to_string(kMaxQueuedHistory) +
+                      " records while the database is unreachable; the oldest are dropped");
+      }
+    }
+    return false;
+  }
+  if (!prune || history_missing_) return true;
   // In bounded batches, so a large backlog never holds the dispatcher for long.
   constexpr std::size_t kPruneBatch = 1000;
   for (int round = 0; round < 10; ++round) {
     Result<std::size_t> pruned = history_->PruneExpired(kPruneBatch);
     if (!pruned.ok()) {
       logger_->Warn("Failed to prune the run history, " + pruned.status().message());
-      return;
+      return true;
     }
-    if (*pruned < kPruneBatch) return;
+    if (*pruned < kPruneBatch) return true;
   }
+  return true;
 }
 
 void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
@@ -522,7 +564,44 @@ MonoTime TaskEngine::DispatcherStep() {
       }
     }
   }
-  ReleasePending();
+  bool replay = false;
+  bool backing_off = false;
+  std::vector<TaskPtr> reregister;
+  {
+    std::lock_guard lock(mu_);
+    if (threads_stopping_) return kMonoInfinity;
+    const MonoTime now = clock_.MonoNow();
+    backing_off = planner_->BackingOff(now);
+    if (!backing_off) {
+      replay = std::exchange(replay_due_, false);
+      reregister = planner_->TakeReregistration();
+    }
+  }
+  bool releases_left = false;
+  if (!backing_off) {
+    if (replay) {
+      // The releases of the replay window go out again before anything else: the new server
+      // may lack them.
+      std::lock_guard lock(release_mu_);
+      for (const DeliveredRelease& delivered : delivered_) replays_.push_back(delivered.request);
+      delivered_.clear();
+    }
+    if (!reregister.empty()) Reregister(reregister);
+    ReplayReleases();
+    releases_left = !ReleasePending();
+  } else {
+    // Waiting for the backoff: the runs queued meanwhile have ended all the same.
+    std::vector<PendingRelease> waiting;
+    {
+      std::lock_guard lock(release_mu_);
+      waiting.swap(pending_releases_);
+      releases_left = !waiting.empty() || !replays_.empty();
+    }
+    ReportGlobalRunEnds(waiting);
+    std::lock_guard lock(release_mu_);
+    pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(waiting.begin()),
+                             std::make_move_iterator(waiting.end()));
+  }
   Planner::DispatchPlan plan;
   bool prune = false;
   std::vector<std::string> refresh;
@@ -542,7 +621,15 @@ MonoTime TaskEngine::DispatcherStep() {
     prune = history_ != nullptr && planner_->PruneDue(now);
     if (registrations_ != nullptr) refresh = planner_->RegistrationRefreshDue(now);
   }
-  if (history_ != nullptr) FlushHistory(prune);
+  bool history_left = false;
+  if (history_ != nullptr) {
+    if (backing_off) {
+      std::lock_guard lock(history_mu_);
+      history_left = !pending_starts_.empty() || !pending_ends_.empty();
+    } else {
+      history_left = !FlushHistory(prune);
+    }
+  }
   if (!refresh.empty()) RefreshRegistrations(refresh);
   if (!plan.renewals.empty()) RenewLeases(plan.renewals);
   if (!plan.poll || Poll(plan)) {
@@ -551,6 +638,11 @@ MonoTime TaskEngine::DispatcherStep() {
   }
   std::lock_guard lock(mu_);
   dispatcher_deadline_ = planner_->NextDispatcherWake();
+  if (releases_left || history_left) {
+    // Writes the database did not take are sent again once the backoff allows.
+    dispatcher_deadline_ =
+        std::min(dispatcher_deadline_, planner_->DatabaseRetryAt(clock_.MonoNow()));
+  }
   dispatcher_parked_ = true;
   cv_.notify_all();
   return kicked_dispatcher_ ? clock_.MonoNow() : dispatcher_deadline_;
@@ -561,9 +653,11 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
     const std::string& id = task->def.id;
     const MonoTime sent = clock_.MonoNow();
     milliseconds hold{0};
+    bool after_server_change = false;
     {
       std::lock_guard lock(mu_);
       hold = planner_->RenewalHold(*task, *run, sent);
+      after_server_change = run->server_changed;
     }
     Result<LeaseStatus> renewed =
         context_.store->RenewLease(id, run->ticket, hold, context_.options.lease);
@@ -574,18 +668,47 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
       if (outcome == Planner::RenewalOutcome::kStale) continue;
       KickLocked(/*timer=*/true, /*dispatcher=*/false);
     }
+    bool reclaimed = false;
+    if (outcome == Planner::RenewalOutcome::kReclaim) {
+      // The new server lacks this run's claim: held again with the same ticket if nobody has
+      // claimed or changed the row since.
+      const MonoTime again = clock_.MonoNow();
+      Result<bool> held = context_.store->Reclaim(id, run->ticket, run->claimed_version, hold,
+                                                  context_.options.lease);
+      std::lock_guard lock(mu_);
+      outcome = planner_->ApplyReclaim(*run, held, again, clock_.MonoNow());
+      reclaimed = outcome == Planner::RenewalOutcome::kRenewed;
+      KickLocked(/*timer=*/true, /*dispatcher=*/false);
+    }
     cv_.notify_all();
     const RunInfo info = InfoOf(*task, *run);
     switch (outcome) {
       case Planner::RenewalOutcome::kRetry:
-        logger_->Warn(
-            "Failed to renew the lease of task \"" + id + "\", " + renewed.status().message(),
-            RunFields(id, run->trace));
+        if (after_server_change) {
+          logger_->Warn("Task \"" + id + "\" could not confirm its claim on the new database " +
+                            "server, " + renewed.status().message() + "; stopping the run",
+                        RunFields(id, run->trace));
+          ReportAtRisk(id, run->run_id, run->slot,
+                       "its claim could not be confirmed on the new database server");
+        } else {
+          logger_->Warn(
+              "Failed to renew the lease of task \"" + id + "\", " + renewed.status().message(),
+              RunFields(id, run->trace));
+        }
         observer_->OnLeaseRenewalFailed(info);
         break;
       case Planner::RenewalOutcome::kLost:
-        logger_->Warn("Task ticket for \"" + id + "\" is no longer valid; killing the run",
-                      RunFields(id, run->trace));
+        if (after_server_change) {
+          logger_->Warn("Task \"" + id + "\": its claim is missing on the new database server " +
+                            "and the task's row has changed since; killing the run",
+                        RunFields(id, run->trace));
+          ReportAtRisk(id, run->run_id, run->slot,
+                       "its claim was missing on the new database server, where another host "
+                       "has claimed or changed the task since");
+        } else {
+          logger_->Warn("Task ticket for \"" + id + "\" is no longer valid; killing the run",
+                        RunFields(id, run->trace));
+        }
         // Another host may run the task now: this run ends at once, without grace.
         SignalStop(*run, /*kill=*/true);
         observer_->OnLeaseLost(info);
@@ -597,12 +720,29 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
         observer_->OnLeaseRenewed(info);
         break;
       case Planner::RenewalOutcome::kRenewed:
+        if (reclaimed) {
+          logger_->Info("Task \"" + id + "\": its claim was missing on the new database " +
+                            "server; claimed again there with the same ticket, the run goes on",
+                        RunFields(id, run->trace));
+          observer_->OnWriteReplayed(context_.plugin_id, id);
+        }
         observer_->OnLeaseRenewed(info);
         break;
+      case Planner::RenewalOutcome::kReclaim:
       case Planner::RenewalOutcome::kStale:
         break;
     }
   }
+}
+
+void TaskEngine::ReportAtRisk(const std::string& task_id, const std::string& run_id,
+                              std::optional<WallTime> slot, const std::string& why) {
+  logger_->Warn("Run " + run_id + " of task \"" + task_id + "\"" +
+                    (slot ? " (slot " + FormatRestTime(*slot, kRestUtc) + ")" : "") +
+                    " may be done twice or go unrecorded: " + why +
+                    " (a failover to a standby that lacked the last writes)",
+                {{"task", task_id}, {"run", run_id}});
+  observer_->OnRunAtRisk(context_.plugin_id, task_id, run_id, slot, why);
 }
 
 bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
@@ -881,13 +1021,14 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   Outcome outcome = Invoke(*task, *run, info);
   const nanoseconds duration = clock_.MonoNow() - began;
   LogFailure(*task, *run, outcome);
-  bool ours = false;
-  std::optional<RunStart> unrecorded_start;
+  bool held = false;
   {
     std::lock_guard lock(mu_);
-    ours = planner_->GlobalRunReturned(*run);
-    unrecorded_start = UnrecordedStart(*task, *run);
+    held = planner_->GlobalRunReturned(*run);
   }
+  // Every run is released, whether or not this host still knew its claim to hold: the release is
+  // guarded by the ticket (and by the claim's version, for a row whose claim lapsed or went
+  // missing and that nobody took since), and it carries the run's history.
   PendingRelease ended;
   ended.finish = FinishOf(*run, outcome);
   ended.task = std::move(task);
@@ -895,19 +1036,12 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   ended.info = info;
   ended.duration = duration;
   ended.error = std::move(outcome.error);
-  if (!ours) {
-    // No release carries the end: the history gets it on its own.
-    QueueHistory(std::move(unrecorded_start),
-                 RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
-    FinishGlobalRuns({&ended, 1});
-    return;
-  }
+  ended.held = held;
   if (!outcome.started && outcome.reason == StopReason::kShutdown) {
     // The slot it was claimed for is still to run: due at once, for another host to take.
     ended.next_in = milliseconds::zero();
-  } else {
-    PlanGlobalRetry(ended);
-    if (!ended.next_in) SkipSlotsMissedByARun(ended);
+  } else if (PlanGlobalRetry(ended) && !ended.next_in) {
+    SkipSlotsMissedByARun(ended);
   }
   EnqueueRelease(std::move(ended));
 }
@@ -933,26 +1067,31 @@ void TaskEngine::SkipSlotsMissedByARun(PendingRelease& ended) {
   LogSkippedSlot(task, next_slot, now - next_slot, next);
 }
 
-void TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
+bool TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
+  ended.retry_undecided = false;
   const PlannedTask& task = *ended.task;
-  if (!ended.error || !task.def.retry) return;
+  if (!ended.error || !task.def.retry) return true;
   StopReason reason = StopReason::kNone;
   {
     std::lock_guard lock(mu_);
     reason = ended.run->reason;
   }
-  if (!RetryAfter(task.def.retry, reason, 1, 0)) return;
+  if (!RetryAfter(task.def.retry, reason, 1, 0)) return true;
   Result<std::optional<std::string>> previous = context_.store->LastRunError(task.def.id);
   if (!previous.ok()) {
-    logger_->Warn("Task " + task.def.id + " is not retried: cannot read its last attempt, " +
-                      previous.status().message(),
-                  {{"task", task.def.id}});
-    return;
+    // Decided again before the release is sent, once the database answers.
+    if (debug_logs_) {
+      logger_->Debug("Task " + task.def.id + ": cannot read its last attempt yet, " +
+                         previous.status().message(),
+                     {{"task", task.def.id}});
+    }
+    ended.retry_undecided = true;
+    return false;
   }
   const int attempt = RetriedAttemptOf(*previous) + 1;
   const std::optional<milliseconds> delay =
       RetryAfter(task.def.retry, reason, attempt, std::hash<std::string>{}(ended.run->run_id));
-  if (!delay) return;
+  if (!delay) return true;
   ended.next_in = delay;
   ended.error = RecordRetriedAttempt(*ended.error, attempt);
   ended.finish.error_json = ended.error;
@@ -961,6 +1100,7 @@ void TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
     ended.task->retry_attempt = attempt + 1;
   }
   ReportRetry(task, ended.info, attempt, *delay);
+  return true;
 }
 
 void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
@@ -984,27 +1124,64 @@ void TaskEngine::EnqueueRelease(PendingRelease release) {
   cv_.notify_all();
 }
 
-void TaskEngine::ReleasePending() {
+bool TaskEngine::ReleasePending() {
   std::vector<PendingRelease> batch;
   {
     std::lock_guard lock(release_mu_);
     batch.swap(pending_releases_);
   }
-  if (!batch.empty()) ReleaseBatch(batch);
+  if (batch.empty()) return true;
+  std::vector<PendingRelease> ready;
+  std::vector<PendingRelease> unsent;
+  for (PendingRelease& ended : batch) {
+    if (ended.retry_undecided && !PlanGlobalRetry(ended)) {
+      unsent.push_back(std::move(ended));
+      continue;
+    }
+    ready.push_back(std::move(ended));
+  }
+  if (!unsent.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      planner_->DatabaseFailed(clock_.MonoNow());
+    }
+    ReportGlobalRunEnds(unsent);
+  }
+  if (!ready.empty()) {
+    std::vector<PendingRelease> unanswered = ReleaseBatch(std::move(ready));
+    unsent.insert(unsent.end(), std::make_move_iterator(unanswered.begin()),
+                  std::make_move_iterator(unanswered.end()));
+  }
+  if (unsent.empty()) return true;
+  std::lock_guard lock(release_mu_);
+  // Older than those queued meanwhile: they go first.
+  pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(unsent.begin()),
+                           std::make_move_iterator(unsent.end()));
+  return false;
 }
 
-void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
+ReleaseRequest TaskEngine::RequestOf(const PendingRelease& ended) const {
+  ReleaseRequest release{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error};
+  release.next_in = ended.next_in;
+  if (history_ != nullptr) {
+    release.history = ReleasedRun{ended.finish, OriginOf(*ended.run), ended.run->claimed_at};
+  }
+  release.retried = ended.attempts > 1;
+  // A run whose claim may no longer hold the row (it lapsed, or a new server lacks it) is still
+  // released when nobody has claimed or changed the row since.
+  if (release.retried || !ended.held) release.claimed_version = ended.run->claimed_version;
+  return release;
+}
+
+std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
+    std::vector<PendingRelease> batch) {
   std::vector<ReleaseRequest> releases;
   std::vector<TaskPtr> tasks;
   releases.reserve(batch.size());
   tasks.reserve(batch.size());
-  for (const PendingRelease& ended : batch) {
-    ReleaseRequest& release = releases.emplace_back(
-        ReleaseRequest{ended.task->def.id, ended.run->ticket, ended.run->schedule, ended.error});
-    release.next_in = ended.next_in;
-    if (history_ != nullptr) {
-      release.history = ReleasedRun{ended.finish, OriginOf(*ended.run), ended.run->claimed_at};
-    }
+  for (PendingRelease& ended : batch) {
+    ++ended.attempts;
+    releases.push_back(RequestOf(ended));
     tasks.push_back(ended.task);
   }
   {
@@ -1014,53 +1191,156 @@ void TaskEngine::ReleaseBatch(std::vector<PendingRelease>& batch) {
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
-  // The history no release wrote: the runs of a failed statement.
-  std::vector<std::pair<std::optional<RunStart>, RunEnd>> unwritten;
+  if (!released.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      planner_->DatabaseFailed(clock_.MonoNow());
+      for (const PendingRelease& ended : batch) planner_->ReleaseEchoCleared(*ended.task);
+    }
+    for (const PendingRelease& ended : batch) {
+      const std::string& id = ended.task->def.id;
+      if (ended.attempts == 1) {
+        logger_->Warn("Failed to release task \"" + id + "\", " + released.status().message() +
+                          "; the release is sent again when the database answers",
+                      {{"task", id}});
+      } else if (debug_logs_) {
+        logger_->Debug("Release of task " + id + " failed again (attempt " +
+                           std::to_string(ended.attempts) + "), " + released.status().message(),
+                       {{"task", id}});
+      }
+    }
+    // The runs have ended, whenever their releases get through.
+    ReportGlobalRunEnds(batch);
+    return batch;
+  }
+  std::vector<ReleaseRequest> delivered;
   {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       PendingRelease& ended = batch[i];
-      const ReleaseResult* result = released.ok() ? &(*released)[i] : nullptr;
+      const ReleaseResult& result = (*released)[i];
       ended.task->short_runs = ended.duration < kShortRun;
-      if (result == nullptr && history_ != nullptr) {
-        unwritten.emplace_back(UnrecordedStart(*ended.task, *ended.run),
-                               RunEnd{ended.run->run_id, ended.finish, clock_.Now()});
-      }
-      if (result == nullptr || !result->released) {
+      if (!result.released) {
         planner_->ReleaseEchoCleared(*ended.task);  // nothing (known) was written
         continue;
       }
-      if (!result->version) continue;
-      ended.row_version = result->version;
-      ended.row_next = result->next_run_start_at;
+      delivered.push_back(releases[i]);
+      if (!result.version) continue;
+      ended.row_version = result.version;
+      ended.row_next = result.next_run_start_at;
       ended.row_wake_at =
-          result->next_run_start_at
-              ? planner_->ReleasedRowWake(*ended.task, *ended.run, *result->next_run_start_at,
-                                          result->db_now, mono_ref)
+          result.next_run_start_at
+              ? planner_->ReleasedRowWake(*ended.task, *ended.run, *result.next_run_start_at,
+                                          result.db_now, mono_ref)
               : kMonoInfinity;
     }
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const std::string& id = batch[i].task->def.id;
-    const ReleaseResult* result = released.ok() ? &(*released)[i] : nullptr;
-    if (debug_logs_) {
-      logger_->Debug("Release of task " + id + ": " +
-                         (result == nullptr  ? released.status().message()
-                          : result->released ? "released"
-                                             : "ticket no longer held"),
-                     {{"task", id}});
-    }
-    if (result == nullptr) {
-      logger_->Warn("Failed to release task \"" + id + "\", " + released.status().message() +
-                        "; its lease will lapse",
+    const ReleaseResult& result = (*released)[i];
+    if (batch[i].attempts > 1 && !result.released && result.recorded) {
+      // Neither the run's release nor its record had been written, and the row has changed.
+      ReportAtRisk(id, batch[i].run->run_id, batch[i].run->slot,
+                   "its release could not be written before another host claimed or changed the "
+                   "task");
+    } else if (batch[i].attempts > 1) {
+      logger_->Info("Released task \"" + id + "\" after " + std::to_string(batch[i].attempts) +
+                        " attempts" + (result.released ? "" : " (it had been released already)"),
                     {{"task", id}});
     }
+    if (debug_logs_) {
+      logger_->Debug(
+          "Release of task " + id + ": " + (result.released ? "released" : "ticket no longer held"),
+          {{"task", id}});
+    }
   }
-  for (auto& [start, end] : unwritten) QueueHistory(std::move(start), std::move(end));
+  RememberDelivered(std::move(delivered));
   FinishGlobalRuns(batch);
+  return {};
 }
 
-void TaskEngine::FinishGlobalRuns(std::span<const PendingRelease> ended) {
+void TaskEngine::RememberDelivered(std::vector<ReleaseRequest> requests) {
+  const MonoTime now = clock_.MonoNow();
+  std::lock_guard lock(release_mu_);
+  for (ReleaseRequest& request : requests) {
+    request.retried = true;
+    if (request.history && request.history->finish.output_tail.size() > kReplayOutputBytes) {
+      std::string& tail = request.history->finish.output_tail;
+      tail.erase(0, tail.size() - kReplayOutputBytes);
+    }
+    delivered_.push_back(DeliveredRelease{std::move(request), now});
+  }
+  while (!delivered_.empty() &&
+         (delivered_.size() > kMaxDeliveredReleases ||
+          now - delivered_.front().delivered_at > context_.options.replay_window)) {
+    delivered_.pop_front();
+  }
+}
+
+void TaskEngine::ReplayReleases() {
+  std::vector<ReleaseRequest> batch;
+  {
+    std::lock_guard lock(release_mu_);
+    batch.swap(replays_);
+  }
+  if (batch.empty()) return;
+  Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
+  if (!replayed.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      planner_->DatabaseFailed(clock_.MonoNow());
+    }
+    std::lock_guard lock(release_mu_);
+    replays_.insert(replays_.begin(), std::make_move_iterator(batch.begin()),
+                    std::make_move_iterator(batch.end()));
+    return;
+  }
+  std::vector<std::string> polled;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const ReleaseRequest& request = batch[i];
+    const ReleaseResult& result = (*replayed)[i];
+    const std::optional<WallTime> slot =
+        request.history ? request.history->origin.slot : std::nullopt;
+    if (result.released) {
+      logger_->Info("The release of run " + request.ticket + " of task \"" + request.id +
+                        "\" was missing on the new database server: written again there",
+                    {{"task", request.id}});
+      observer_->OnWriteReplayed(context_.plugin_id, request.id);
+      polled.push_back(request.id);
+    } else if (result.recorded) {
+      ReportAtRisk(request.id, request.ticket, slot,
+                   "its claim and release were missing on the new database server, where another "
+                   "host has claimed or changed the task since");
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (const std::string& id : polled) {
+    planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
+                           std::nullopt);
+  }
+}
+
+void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
+  std::vector<TaskUpsert> upserts;
+  {
+    std::lock_guard lock(mu_);
+    upserts.reserve(tasks.size());
+    for (const TaskPtr& task : tasks) {
+      upserts.push_back(TaskUpsert{task->def.id, task->def.schedule, host_});
+    }
+  }
+  Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
+  if (!upserted.ok()) {
+    std::lock_guard lock(mu_);
+    planner_->ReregistrationFailed();
+    planner_->DatabaseFailed(clock_.MonoNow());
+    return;
+  }
+  logger_->Info("Registered " + std::to_string(upserts.size()) +
+                " task(s) again on the new database server");
+}
+
+void TaskEngine::FinishGlobalRuns(std::span<PendingRelease> ended) {
   std::vector<bool> finished(ended.size());
   {
     std::lock_guard lock(mu_);
@@ -1069,15 +1349,30 @@ void TaskEngine::FinishGlobalRuns(std::span<const PendingRelease> ended) {
       finished[i] = planner_->FinishGlobalRun(*run.task, run.run, run.row_version, run.row_next,
                                               run.row_wake_at);
     }
-    runs_in_flight_ -= static_cast<int>(ended.size());
-    runs_outside_fn_ -= static_cast<int>(ended.size());
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
+  ReportGlobalRunEnds(ended);
   for (std::size_t i = 0; i < ended.size(); ++i) {
-    ReportRunEnd(ended[i].info, ended[i].duration, ended[i].finish);
     const std::string& id = ended[i].task->def.id;
     if (finished[i]) logger_->Info("Task worker finished: " + id, {{"task", id}});
+  }
+}
+
+void TaskEngine::ReportGlobalRunEnds(std::span<PendingRelease> ended) {
+  int newly = 0;
+  for (const PendingRelease& run : ended) newly += run.reported ? 0 : 1;
+  if (newly == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    runs_in_flight_ -= newly;
+    runs_outside_fn_ -= newly;
+    KickLocked(/*timer=*/true, /*dispatcher=*/true);
+  }
+  cv_.notify_all();
+  for (PendingRelease& run : ended) {
+    if (std::exchange(run.reported, true)) continue;
+    ReportRunEnd(run.info, run.duration, run.finish);
   }
 }
 
@@ -1213,10 +1508,110 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
     if (planner_ == nullptr) return;
     const std::optional<MonoTime> parked =
         dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
+    if (event.kind == StoreEvent::Kind::kServerChanged) replay_due_ = true;
     if (!planner_->OnStoreEvent(event, clock_.MonoNow(), parked)) return;
     KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
+  if (event.kind == StoreEvent::Kind::kServerChanged) {
+    logger_->Warn("The database of plugin '" + context_.plugin_id +
+                  "' is served by another server than before (a failover): every claim of this "
+                  "host is confirmed again there, and its last releases are written again where "
+                  "they are missing");
+  }
+}
+
+TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
+  DatabaseStatus status;
+  if (context_.store == nullptr) return status;
+  status.health = context_.store->Health();
+  const MonoTime now = clock_.MonoNow();
+  std::lock_guard lock(mu_);
+  DatabaseHealth& health = status.health;
+  if (const std::optional<MonoTime> failing = planner_->DatabaseFailingSince()) {
+    if (health.reachable || *failing < health.unreachable_since) {
+      health.unreachable_since = *failing;
+    }
+    if (health.reachable) health.reason = "its statements fail";
+    health.reachable = false;
+  }
+  if (!health.reachable) {
+    const nanoseconds down = now - health.unreachable_since;
+    if (down > grace && !unready_) {
+      unready_ = true;
+      confirmation_requested_ = false;
+    }
+    if (unready_) {
+      status.ready = false;
+      status.reason = "the database of plugin '" + context_.plugin_id +
+                      "' has been unreachable for " +
+                      FormatShortDuration(std::chrono::duration_cast<milliseconds>(down)) +
+                      (health.reason.empty() ? "" : ": " + health.reason);
+    }
+    return status;
+  }
+  if (unready_ && planner_->ClaimsUnconfirmed()) {
+    status.ready = false;
+    status.reason = "the database of plugin '" + context_.plugin_id +
+                    "' is back; this host is confirming its claims there";
+    KickLocked(/*timer=*/false, /*dispatcher=*/true);
+    return status;
+  }
+  if (unready_ && !confirmation_requested_ &&
+      (confirmation_requested_ = true, planner_->RequireConfirmation(now))) {
+    // The outage was seen by the store alone (no call of the engine failed): its claims are
+    // confirmed before the host says it is ready again.
+    status.ready = false;
+    status.reason = "the database of plugin '" + context_.plugin_id +
+                    "' is back; this host is confirming its claims there";
+    KickLocked(/*timer=*/false, /*dispatcher=*/true);
+    return status;
+  }
+  unready_ = false;
+  return status;
+}
+
+int TaskEngine::UndeliveredWrites() const { return undelivered_.load(); }
+
+void TaskEngine::DeliverBeforeExit() {
+  // The releases of the runs that returned after the dispatcher stopped, the ends of the last
+  // runs, and whatever the database did not take before: sent again, after the backoff, for up to
+  // a lease (the claims lapse then anyway).
+  const MonoTime give_up = clock_.MonoNow() + context_.options.lease;
+  while (true) {
+    bool done = ReleasePending();
+    if (history_ != nullptr) done = FlushHistory(/*prune=*/false) && done;
+    if (done) return;
+    std::unique_lock lock(mu_);
+    const MonoTime retry_at = planner_->DatabaseRetryAt(clock_.MonoNow());
+    if (retry_at >= give_up) break;
+    clock_.WaitUntil(lock, cv_, retry_at, {}, [] { return false; });
+  }
+  int left = 0;
+  {
+    std::lock_guard lock(release_mu_);
+    for (const PendingRelease& ended : pending_releases_) {
+      logger_->Error("The end of run " + ended.run->run_id + " of task \"" + ended.task->def.id +
+                         "\" (" + std::string(RunOutcomeName(ended.finish.outcome)) +
+                         ") could not be written to the database before exit; its claim lapses "
+                         "and the janitor records the run as lost",
+                     {{"task", ended.task->def.id}});
+    }
+    left += static_cast<int>(pending_releases_.size());
+    pending_releases_.clear();
+  }
+  {
+    std::lock_guard lock(history_mu_);
+    const std::size_t records = pending_starts_.size() + pending_ends_.size();
+    if (records > 0) {
+      logger_->Error(std::to_string(records) +
+                     " run history record(s) could not be written to the database before exit");
+    }
+    left += static_cast<int>(records);
+    pending_starts_.clear();
+    pending_ends_.clear();
+  }
+  undelivered_ += left;
 }
 
 void TaskEngine::Shutdown() {
@@ -1275,12 +1670,11 @@ void TaskEngine::Shutdown() {
     std::unique_lock lock(jobs_->mu);
     jobs_->cv.wait(lock, [&] { return jobs_->active == 0; });
   }
-  ReleasePending();  // runs that returned after the dispatcher stopped
   {
     std::lock_guard lock(mu_);
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
-  if (history_ != nullptr) FlushHistory(/*prune=*/false);  // the ends of the last runs
+  DeliverBeforeExit();
   runtime.reset();  // an engine's own runtime joins its threads here
   std::lock_guard lock(mu_);
   stopped_ = true;

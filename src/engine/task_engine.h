@@ -42,6 +42,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -133,8 +134,24 @@ class TaskEngine final : public DrivenEngine {
   // nullopt when no run with that id is going here.
   std::optional<RunReport::Snapshot> LiveRunReport(const std::string& run_id) const;
 
+  // This plugin's part of readiness (GET /.backstage/health/v1/readiness): not ready while its
+  // database has been unreachable for longer than `grace` (as its store saw it, or its own calls
+  // failing), and from then until the database answers again and every claim this host holds is
+  // confirmed again; `reason` says why. Thread-safe; no database operation.
+  struct DatabaseStatus {
+    bool ready = true;
+    std::string reason;
+    DatabaseHealth health;  // the store's, with the engine's own failures folded in
+  };
+  DatabaseStatus Readiness(std::chrono::milliseconds grace);
+
   // Runs the shutdown order above. Idempotent.
   void Shutdown();
+
+  // After Shutdown: how many writes (releases of runs, history records) could not be delivered
+  // to the database before the engine stopped (each was logged). Their rows are swept as lost
+  // once their claims lapse.
+  int UndeliveredWrites() const;
 
   // Test hook: blocks until the dispatcher and the timer are both parked with no wake-up pending
   // and every run is inside its task function (none starting or finishing), or until
@@ -183,20 +200,63 @@ class TaskEngine final : public DrivenEngine {
     std::optional<std::int64_t> row_version;
     std::optional<WallTime> row_next;
     MonoTime row_wake_at = kMonoInfinity;
+    // Attempts so far; from the second on the release is sent as retried (an earlier answer may
+    // have been lost after it was written).
+    int attempts = 0;
+    // The retry decision (PlanGlobalRetry) could not read the row: it is made again before the
+    // release is sent.
+    bool retry_undecided = false;
+    // Whether this host still held the claim as far as it knew when the function returned.
+    bool held = true;
+    // Whether the run's end was reported (ReportGlobalRunEnds).
+    bool reported = false;
+  };
+  // A release delivered within the replay window: after a server change it is sent again
+  // (ReplayReleases), in case the new server lacks it.
+  struct DeliveredRelease {
+    ReleaseRequest request;  // retried, with the claim's version; its output cut short
+    MonoTime delivered_at{};
   };
   // Queues `release` for the dispatcher and wakes it (any thread).
   void EnqueueRelease(PendingRelease release);
   // Releases every queued run in one ReleaseMany (the dispatcher, or Shutdown once it stopped).
-  void ReleasePending();
-  void ReleaseBatch(std::vector<PendingRelease>& batch);
-  // Marks the runs ended in the planner, under one lock and with one wake-up of the dispatcher
-  // (which then sees every freed slot at once and claims them in one statement), and reports them.
-  void FinishGlobalRuns(std::span<const PendingRelease> ended);
+  // A batch the database did not answer stays queued, in order, to be sent again once the
+  // backoff allows. Returns whether nothing is left queued.
+  bool ReleasePending();
+  // Sends `batch`; returns it when the database did not answer (to be queued again), else
+  // finishes its runs and returns nothing.
+  std::vector<PendingRelease> ReleaseBatch(std::vector<PendingRelease> batch);
+  // The ReleaseRequest of a finished run (retried from its second attempt).
+  ReleaseRequest RequestOf(const PendingRelease& ended) const;
+  // Keeps the delivered releases of `requests` for the replay window, and forgets older ones.
+  void RememberDelivered(std::vector<ReleaseRequest> requests);
+  // Dispatcher, after a server change: sends every release delivered within the replay window
+  // again; one the new server lacked is written there (OnWriteReplayed), one it lacked whose row
+  // another host has changed since is a run at risk (OnRunAtRisk). Kept for the next step when
+  // the database does not answer.
+  void ReplayReleases();
+  // Logs and reports that run `run_id` of `task_id` is at risk (see OnRunAtRisk).
+  void ReportAtRisk(const std::string& task_id, const std::string& run_id,
+                    std::optional<WallTime> slot, const std::string& why);
+  // Dispatcher, after a server change: registers every global task again, in case the new server
+  // lacks the last registrations.
+  void Reregister(const std::vector<TaskPtr>& tasks);
+  // Shutdown, once the dispatcher has stopped: delivers the queued releases and history records,
+  // sending again after the backoff for up to a lease; logs and counts what is left.
+  void DeliverBeforeExit();
+  // Marks the released runs ended in the planner, under one lock and with one wake-up of the
+  // dispatcher (which then sees every freed slot at once and claims them in one statement), and
+  // reports those not reported yet.
+  void FinishGlobalRuns(std::span<PendingRelease> ended);
+  // Reports the ends of the runs not reported yet (the observer's, the engine's run counts): at
+  // their release, or at its first attempt the database did not answer.
+  void ReportGlobalRunEnds(std::span<PendingRelease> ended);
   void ExecuteLocalRun(TaskPtr task, RunPtr run);
   // Decides whether the failed global run `ended` (ours to release) is retried: reads the attempt
   // its predecessor recorded in the row, then sets the release's retry delay and records the
-  // attempt in its error (docs/adr/0015-retries.md). Runs on the run's thread.
-  void PlanGlobalRetry(PendingRelease& ended);
+  // attempt in its error (docs/adr/0015-retries.md). Runs on the run's thread, and again on the
+  // dispatcher's when the row could not be read (ended.retry_undecided); returns false then.
+  bool PlanGlobalRetry(PendingRelease& ended);
   // Skips, when the global run `ended` of a duration task outlasted its next slot by more than
   // its catch-up window, the slots it missed: the release then waits for the first point of the
   // slot grid after now (ADR 0014) rather than start at once. Runs on the run's thread.
@@ -236,8 +296,16 @@ class TaskEngine final : public DrivenEngine {
   // Queues a start for the dispatcher's next FlushHistory without waking it: for the dispatcher
   // itself, which flushes in the same step. May hold mu_.
   void QueueHistoryStart(RunStart start);
-  // Dispatcher: writes the queued history, and prunes expired history when due.
-  void FlushHistory(bool prune);
+  // Dispatcher: writes the queued history, and prunes expired history when due. Records the
+  // database did not answer stay queued (up to kMaxQueuedHistory), to be written once it does.
+  // Returns whether nothing is left queued.
+  bool FlushHistory(bool prune);
+  // The history records kept while the database does not answer; older ones are dropped (and
+  // counted as undelivered) past it.
+  static constexpr std::size_t kMaxQueuedHistory = 10000;
+  // The releases kept for the replay window, at most; their outputs are cut to this.
+  static constexpr std::size_t kMaxDeliveredReleases = 4096;
+  static constexpr std::size_t kReplayOutputBytes = 1024;
   // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'
   // heartbeat, about once an hour).
   void RefreshRegistrations(const std::vector<std::string>& ids);
@@ -296,10 +364,21 @@ class TaskEngine final : public DrivenEngine {
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
 
-  // Finished global runs not yet released. Guarded by release_mu_, which is never held together
-  // with mu_.
+  // Finished global runs not yet released, oldest first, and the releases delivered within the
+  // replay window. Guarded by release_mu_, which is never held together with mu_.
   std::mutex release_mu_;
   std::vector<PendingRelease> pending_releases_;
+  std::deque<DeliveredRelease> delivered_;
+  std::vector<ReleaseRequest> replays_;  // sent again after a server change, until answered
+  // Set by a server change (under mu_): the dispatcher replays the delivered releases.
+  bool replay_due_ = false;
+  // Readiness, latched off by an outage until the claims are confirmed again (under mu_), and
+  // whether their confirmation was asked for since.
+  bool unready_ = false;
+  bool confirmation_requested_ = false;
+  // Writes given up on: history records dropped past kMaxQueuedHistory, and what Shutdown could
+  // not deliver.
+  std::atomic<int> undelivered_{0};
 
   std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
   RunHistory* history_ = nullptr;  // the store's; null without a store or history

@@ -110,6 +110,12 @@ bool LoseRun(RunMap& runs, std::string_view run_id, WallTime now, const std::str
 
 }  // namespace
 
+struct MemoryTaskStore::Snapshot {
+  std::map<std::string, TaskRow> rows;
+  RunMap runs;
+  RegistrationMap registrations;
+};
+
 // The rows of one plugin's table and the listeners of every store opened on it. Thread-safe: the
 // rows and the listener list are guarded by `mu`; each listener's handler runs under that
 // listener's own `call_mu`, never under `mu`.
@@ -144,6 +150,28 @@ class MemoryTaskTable {
     return std::forward<Fn>(fn)(rows_, runs_, registrations_);
   }
 
+  std::shared_ptr<const MemoryTaskStore::Snapshot> TakeSnapshot() {
+    std::lock_guard lock(mu_);
+    auto snapshot = std::make_shared<MemoryTaskStore::Snapshot>();
+    snapshot->rows = rows_;
+    snapshot->runs = runs_;
+    snapshot->registrations = registrations_;
+    return snapshot;
+  }
+
+  void RollBackTo(const MemoryTaskStore::Snapshot& snapshot) {
+    std::lock_guard lock(mu_);
+    rows_ = snapshot.rows;
+    runs_ = snapshot.runs;
+    registrations_ = snapshot.registrations;
+    ++server_changes_;
+  }
+
+  std::int64_t server_changes() {
+    std::lock_guard lock(mu_);
+    return server_changes_;
+  }
+
   void AddListener(std::shared_ptr<Listener> listener) {
     std::lock_guard lock(mu_);
     listeners_.push_back(std::move(listener));
@@ -176,6 +204,7 @@ class MemoryTaskTable {
   RunMap runs_;
   RegistrationMap registrations_;
   std::vector<std::shared_ptr<Listener>> listeners_;
+  std::int64_t server_changes_ = 0;
 };
 
 namespace {
@@ -251,7 +280,34 @@ MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock,
 
 MemoryTaskStore::~MemoryTaskStore() = default;
 
-void MemoryTaskStore::SetUnavailable(bool unavailable) { unavailable_ = unavailable; }
+void MemoryTaskStore::SetUnavailable(bool unavailable) {
+  std::lock_guard lock(health_mu_);
+  if (unavailable && !unavailable_) unavailable_since_ = clock_.MonoNow();
+  if (!unavailable && unavailable_) ++reconnects_;
+  unavailable_ = unavailable;
+}
+
+DatabaseHealth MemoryTaskStore::Health() const {
+  std::lock_guard lock(health_mu_);
+  DatabaseHealth health;
+  health.reachable = !unavailable_;
+  health.reconnects = reconnects_;
+  health.server_changes = table_->server_changes();
+  if (unavailable_) {
+    health.unreachable_since = unavailable_since_;
+    health.reason = "database unavailable (simulated)";
+  }
+  return health;
+}
+
+std::shared_ptr<const MemoryTaskStore::Snapshot> MemoryTaskStore::TakeSnapshot() const {
+  return table_->TakeSnapshot();
+}
+
+void MemoryTaskStore::SimulateFailover(const Snapshot& snapshot) {
+  table_->RollBackTo(snapshot);
+  table_->Publish({StoreEvent{StoreEvent::Kind::kServerChanged, ""}});
+}
 
 std::uint64_t MemoryTaskStore::statement_count() const { return statement_count_; }
 
@@ -427,6 +483,21 @@ Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std
   });
 }
 
+Result<bool> MemoryTaskStore::Reclaim(const std::string& id, const std::string& ticket,
+                                      std::int64_t claimed_version,
+                                      std::chrono::milliseconds timeout,
+                                      std::chrono::milliseconds lease) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  const WallTime now = DatabaseTime();
+  const bool reclaimed = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
+    auto it = rows.find(id);
+    return it != rows.end() &&
+           store_internal::ReclaimRow(it->second, ticket, claimed_version, timeout, lease, now);
+  });
+  if (reclaimed) table_->Publish({StoreEvent{StoreEvent::Kind::kClaim, id, ticket}});
+  return reclaimed;
+}
+
 Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& ticket,
                                       const TaskSchedule& schedule,
                                       const std::optional<std::string>& error_json) {
@@ -464,6 +535,7 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
       result.db_now = now;
       auto it = rows.find(release.id);
       if (release.history) {
+        result.recorded = release.retried && !runs.contains(release.ticket);
         StartRun(runs, release.ticket, release.id, release.history->origin,
                  store_internal::ToMillis(release.history->started_at));
         if (std::optional<std::string> task = CloseRun(
@@ -471,8 +543,9 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
           TrimTask(runs, *task, limits.max_runs_per_task, {release.ticket});
         }
       }
-      if (it == rows.end() || !store_internal::ReleaseRow(it->second, release.ticket, plans[i],
-                                                          release.error_json, now)) {
+      if (it == rows.end() ||
+          !store_internal::ReleaseRow(it->second, release.ticket, plans[i], release.error_json, now,
+                                      release.retried ? release.claimed_version : std::nullopt)) {
         continue;
       }
       result.released = true;

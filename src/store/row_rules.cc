@@ -133,11 +133,26 @@ LeaseStatus RenewRow(TaskRow& row, const std::string& ticket, std::chrono::milli
 }
 
 bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
-                const std::optional<std::string>& error_json, WallTime now) {
+                const std::optional<std::string>& error_json, WallTime now,
+                std::optional<std::int64_t> claimed_version) {
   const std::optional<HeldTicket> held = HeldFor(row, ticket);
-  if (!held) return false;
+  if (!held && !(claimed_version && IsUnclaimedAt(row, *claimed_version))) return false;
   row.next_run_start_at = EvaluatePlan(plan, now, row.next_run_start_at);
-  EndRun(row, now, held->cancel_requested ? ErrorJson("Task was cancelled") : error_json, held);
+  EndRun(row, now, held && held->cancel_requested ? ErrorJson("Task was cancelled") : error_json,
+         held);
+  return true;
+}
+
+bool IsUnclaimedAt(const TaskRow& row, std::int64_t version) {
+  return !row.current_run_ticket && RowVersion(row) == version;
+}
+
+bool ReclaimRow(TaskRow& row, const std::string& ticket, std::int64_t claimed_version,
+                std::chrono::milliseconds timeout, std::chrono::milliseconds lease, WallTime now) {
+  if (!IsUnclaimedAt(row, claimed_version)) return false;
+  row.current_run_ticket = ticket;
+  row.current_run_started_at = now;
+  row.current_run_expires_at = now + std::min(timeout, lease);
   return true;
 }
 

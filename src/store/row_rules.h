@@ -49,9 +49,20 @@ LeaseStatus RenewRow(TaskRow& row, const std::string& ticket, std::chrono::milli
                      std::chrono::milliseconds lease, WallTime now);
 
 // Release's rules, with the next start from `plan`. A cancelled run records the cancel; a pending
-// pause leaves the row paused. Returns whether the ticket held it.
+// pause leaves the row paused. With `claimed_version` (ReleaseRequest::claimed_version), a row
+// that holds no ticket at that version is released as if the ticket held it. Returns whether it
+// released the row.
 bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
-                const std::optional<std::string>& error_json, WallTime now);
+                const std::optional<std::string>& error_json, WallTime now,
+                std::optional<std::int64_t> claimed_version = std::nullopt);
+
+// Whether the row holds no ticket and has PollEntry::version `version`: nobody claimed or changed
+// it since a claim that required that version.
+bool IsUnclaimedAt(const TaskRow& row, std::int64_t version);
+
+// Reclaim's rules. Returns whether it claimed the row again.
+bool ReclaimRow(TaskRow& row, const std::string& ticket, std::int64_t claimed_version,
+                std::chrono::milliseconds timeout, std::chrono::milliseconds lease, WallTime now);
 
 // SkipSlot's rules: moves an idle row of `expected_version` to `plan`'s time. Returns whether it
 // did.

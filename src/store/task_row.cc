@@ -45,6 +45,13 @@ Result<std::vector<ClaimResult>> TaskStore::ClaimMany(std::span<const ClaimReque
   return results;
 }
 
+Result<bool> TaskStore::Reclaim(const std::string& /*id*/, const std::string& /*ticket*/,
+                                std::int64_t /*claimed_version*/,
+                                std::chrono::milliseconds /*timeout*/,
+                                std::chrono::milliseconds /*lease*/) {
+  return false;
+}
+
 Result<std::vector<ReleaseResult>> TaskStore::ReleaseMany(
     std::span<const ReleaseRequest> releases) {
   std::vector<ReleaseResult> results;

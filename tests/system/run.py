@@ -109,6 +109,8 @@ def main():
     parser.add_argument("--stagehand", default=default_binary("stagehand"))
     parser.add_argument("--probe", default=default_binary("stagehand_system_probe"))
     parser.add_argument("--lock-watcher", default=default_binary("stagehand_system_lock_watcher"))
+    parser.add_argument("--failover-rounds", type=int, default=2, metavar="N",
+                        help="failovers per failover scenario (the targets are for 10)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warn", "error"],
                         help="the daemons' log level (logs are in <out>/<plugin>/h<N>.<k>.log)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "system-results"))
@@ -135,6 +137,7 @@ def main():
     ctx.lock_watcher = os.path.abspath(args.lock_watcher)
     ctx.out = os.path.abspath(args.out)
     ctx.log_level = args.log_level
+    ctx.failover_rounds = args.failover_rounds
     os.makedirs(ctx.out, exist_ok=True)
     ctx.load_tasks = 500 if args.soak else 100
     ctx.load_seconds = max(60, int(args.soak * 60)) if args.soak else 15

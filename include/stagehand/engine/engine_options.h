@@ -36,8 +36,13 @@ struct EngineOptions {
   // NOTIFY). Releases of many runs then cost one poll per window instead of one each; the run's
   // next start is rarely sooner (the releasing host itself re-polls at once). Zero: poll at once.
   std::chrono::milliseconds release_poll_delay{20};
-  // Pause before retrying after the database failed.
+  // The longest wait before the database work is tried again after the database failed (the
+  // waits start at 100 ms and double up to this, never more than a tenth of the lease).
   std::chrono::milliseconds retry_backoff{1000};
+  // How long the releases this host wrote are kept to be written again if the database's server
+  // changes (a failover to an asynchronous standby may lack the last ones). Set it above the
+  // replication lag the standbys may have.
+  std::chrono::milliseconds replay_window{30000};
   // Whether runs are recorded in the store's run history (where it keeps one).
   bool record_history = true;
   // When set, each run gets a W3C trace context of its own (RunControl::trace, RunInfo::trace): a

@@ -72,6 +72,17 @@ class SchedulerObserver {
   // This host stopped treating a run as its own: its ticket vanished (cancel, janitor) or its
   // lease could not be renewed in time (self-fencing).
   virtual void OnLeaseLost(const RunInfo& /*run*/) {}
+  // After a failover the new database server lacked the claim of run `run_id` of `task_id` (due
+  // at `slot`, when scheduled), and another host had claimed or changed the task's row meanwhile:
+  // the run may be done twice (another host runs its slot again), or, when `lost`, its outcome
+  // was not recorded. `why` says which write went missing. Asynchronous replication only: a
+  // synchronous standby holds every write a host was told was committed.
+  virtual void OnRunAtRisk(std::string_view /*plugin_id*/, std::string_view /*task_id*/,
+                           std::string_view /*run_id*/, std::optional<WallTime> /*slot*/,
+                           std::string_view /*why*/) {}
+  // After a failover a write this host had made (a run's release) was missing on the new database
+  // server, and this host wrote it again there.
+  virtual void OnWriteReplayed(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // The janitor reset an expired run of `task_id` (whoever held it).
   virtual void OnReclaimed(std::string_view /*plugin_id*/, std::string_view /*task_id*/) {}
   // A run's function has still not returned a lease after its timeout signalled it to stop; its

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,6 +50,15 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   // to test how callers survive a lost database. Other stores on the table are unaffected.
   void SetUnavailable(bool unavailable);
 
+  // A copy of the table's rows, run history and registrations (TakeSnapshot).
+  struct Snapshot;
+  // Returns the table as it is now.
+  std::shared_ptr<const Snapshot> TakeSnapshot() const;
+  // Puts the table back to `snapshot` and tells every store on it that the database's server
+  // changed (StoreEvent::kServerChanged, delivered on this thread), as a failover to an
+  // asynchronous standby that had replayed the writes up to the snapshot, and none after, would.
+  void SimulateFailover(const Snapshot& snapshot);
+
   // Returns how many statements this store sent to the "database" (for statement-budget tests):
   // one per operation, two for a Cancel that reaches its update; none for PutRow or rejected input.
   std::uint64_t statement_count() const;
@@ -70,6 +80,9 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                  std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds lease) override;
+  Result<bool> Reclaim(const std::string& id, const std::string& ticket,
+                       std::int64_t claimed_version, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds lease) override;
   Result<bool> Release(const std::string& id, const std::string& ticket,
                        const TaskSchedule& schedule,
                        const std::optional<std::string>& error_json) override;
@@ -88,6 +101,8 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+  // Unreachable while SetUnavailable(true) holds, since it was set.
+  DatabaseHealth Health() const override;
   RunHistory* history() override { return this; }
   TaskRegistrations* registrations() override { return this; }
 
@@ -119,6 +134,9 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   const Clock& clock_;
   std::shared_ptr<MemoryTaskTable> table_;
   std::atomic<bool> unavailable_{false};
+  mutable std::mutex health_mu_;
+  MonoTime unavailable_since_{};  // guarded by health_mu_
+  std::int64_t reconnects_ = 0;   // guarded by health_mu_
   std::atomic<std::uint64_t> statement_count_{0};
   std::unique_ptr<store_internal::LimitsHolder> limits_;
 };

@@ -222,6 +222,14 @@ struct ReleaseRequest {
   // a retry's delay (docs/adr/0015-retries.md), or the wait for the next slot of a duration task
   // whose run outlasted its catch-up window (ADR 0014).
   std::optional<std::chrono::milliseconds> next_in = std::nullopt;
+  // A release sent again: its first attempt's answer was lost (the database may have written
+  // it), or the database's server changed since it was written (the new server may lack it). The
+  // run's history is then written only where it is missing (ReleaseResult::recorded), never twice.
+  bool retried = false;
+  // With `retried`, after a server change: the row's version its claim required. When the row
+  // holds no ticket and still has that version (the new server lacks the claim as well as the
+  // release, and nobody claimed the row since), the release applies as if the ticket held it.
+  std::optional<std::int64_t> claimed_version = std::nullopt;
 };
 
 // The outcome of one release of a batch (ReleaseMany).
@@ -232,6 +240,9 @@ struct ReleaseResult {
   // cannot tell (TaskStore's default ReleaseMany).
   std::optional<std::int64_t> version;
   WallTime db_now;  // the database's clock when the statement ran
+  // For a retried release with history: the run's record was missing and this call wrote it (on
+  // PostgreSQL and in memory; false where the store cannot tell).
+  bool recorded = false;
 };
 
 // The outcome of SkipSlot.
@@ -254,6 +265,10 @@ struct StoreEvent {
     kSweep,    // an expired run was reset by the janitor
     kDelete,   // a row was deleted
     kResync,   // notifications may have been lost (e.g. reconnect): re-poll everything
+    // The database is now served by another server than before, with another history of writes
+    // (a standby promoted by a failover): the last writes before it, this host's and others', may
+    // be missing there (asynchronous replication), so every claim is to be confirmed again.
+    kServerChanged,
   };
   StoreEvent() = default;
   StoreEvent(Kind event_kind, std::string event_task_id, std::string event_ticket = {})
@@ -263,6 +278,17 @@ struct StoreEvent {
   std::string task_id;  // empty for kResync
   std::string ticket;   // kClaim only
   TraceContext caller;  // kTrigger only: the trigger's trace context, when it had one
+};
+
+// What a store knows of its database's reachability (TaskStore::Health). Plain value type.
+struct DatabaseHealth {
+  // False while the database cannot be reached, as far as the store has seen: a connection that
+  // failed or broke, or (PostgreSQL) a LISTEN session whose server stopped answering its pings.
+  bool reachable = true;
+  MonoTime unreachable_since{};     // monotonic; when `reachable` is false
+  std::string reason;               // the last failure, when `reachable` is false
+  std::int64_t reconnects = 0;      // connections opened again after a failure
+  std::int64_t server_changes = 0;  // kServerChanged events
 };
 
 // A live subscription to a store's events. Destroying it stops delivery; after the destructor
@@ -353,6 +379,16 @@ class TaskStore {
   virtual Result<LeaseStatus> RenewLease(const std::string& id, const std::string& ticket,
                                          std::chrono::milliseconds timeout,
                                          std::chrono::milliseconds lease) = 0;
+
+  // Holds the row again for the run `ticket` on a new server that lacks its claim (a failover to
+  // an asynchronous standby): if the row holds no ticket and its PollEntry::version is still
+  // `claimed_version` (the claim's: nobody claimed or changed the row since), claims it with that
+  // same ticket, started now and expiring at min(now + `timeout`, now + `lease`), as RenewLease
+  // holds a claim. Announced as a claim. Returns whether it did. The default cannot (false).
+  // Errors: kUnavailable.
+  virtual Result<bool> Reclaim(const std::string& id, const std::string& ticket,
+                               std::int64_t claimed_version, std::chrono::milliseconds timeout,
+                               std::chrono::milliseconds lease);
 
   // Ends the run held by `ticket`, plain or marked by a cancel (§4.6): clears the ticket and run
   // times, sets last_run_ended_at = now and last_run_error_json = `error_json` (NULL on success),
@@ -462,6 +498,10 @@ class TaskStore {
   // renewal, release or poll never blocks for longer than a fraction of a lease. A no-op where
   // calls are bounded otherwise (SQLite's busy timeout) or cannot block (memory).
   virtual void SetCallTimeout(std::chrono::milliseconds /*timeout*/) {}
+
+  // Returns what the store knows of its database's reachability; the default says reachable (a
+  // store that cannot lose its database, or cannot tell). Not a database operation.
+  virtual DatabaseHealth Health() const { return {}; }
 
   // Starts delivering this store's events (and other writers' where the database can tell) to
   // `handler`, on a thread owned by the returned object. `handler` must not block. Returns

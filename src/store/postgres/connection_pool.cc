@@ -1,5 +1,8 @@
 #include "store/postgres/connection_pool.h"
 
+#include <fmt/format.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -103,7 +106,8 @@ ConnectionPool::ConnectionPool(PgConnectParams params, PoolOptions options,
       options_{std::max(options.min, 0), std::max(options.max, 1),
                std::max(options.idle_timeout, std::chrono::milliseconds(0))},
       group_(std::move(group)),
-      call_timeout_ms_(params_.call_timeout.count()) {
+      call_timeout_ms_(params_.call_timeout.count()),
+      jitter_state_(reinterpret_cast<std::uintptr_t>(this) | 1) {
   STAGEHAND_CHECK(group_ != nullptr);
   std::lock_guard lock(group_->mu_);
   group_->pools_.push_back(this);
@@ -122,11 +126,101 @@ void ConnectionPool::SetCallTimeout(std::chrono::milliseconds timeout) {
   call_timeout_ms_ = timeout.count();
 }
 
-Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& schema) const {
+namespace {
+
+constexpr std::chrono::milliseconds kFirstConnectRetry{100};
+constexpr std::chrono::milliseconds kLongestConnectRetry{2000};
+
+}  // namespace
+
+void ConnectionPool::NoteFailureLocked(MonoTime now, const std::string& reason) {
+  if (health_.reachable) {
+    health_.reachable = false;
+    health_.unreachable_since = now;
+  }
+  health_.reason = reason;
+}
+
+Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& schema) {
   PgConnectParams params = params_;
   params.search_path = schema;
   params.call_timeout = std::chrono::milliseconds(call_timeout_ms_.load());
-  return PgConnection::Open(params);
+  {
+    std::lock_guard lock(group_->mu_);
+    const MonoTime now = group_->clock_.MonoNow();
+    if (connect_failures_ > 0 && now < next_connect_at_) {
+      return UnavailableError(fmt::format(
+          "{} (the next connection attempt is in {} ms)", health_.reason,
+          std::chrono::ceil<std::chrono::milliseconds>(next_connect_at_ - now).count()));
+    }
+    params.preferred_host = server_.host;
+    params.preferred_port = server_.port;
+  }
+  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params);
+  bool changed = false;
+  {
+    std::lock_guard lock(group_->mu_);
+    const MonoTime now = group_->clock_.MonoNow();
+    if (!opened.ok()) {
+      NoteFailureLocked(now, opened.status().message());
+      // From 100 ms, doubling up to the longest wait (no longer than a call may take), each wait
+      // drawn from its upper half so that hosts that lost the server together do not retry in step.
+      const auto longest = std::clamp(std::chrono::milliseconds(call_timeout_ms_.load()),
+                                      kFirstConnectRetry, kLongestConnectRetry);
+      const auto wait = std::min<std::chrono::milliseconds>(
+          longest, kFirstConnectRetry * (1LL << std::min(connect_failures_, 10)));
+      jitter_state_ ^= jitter_state_ << 13;
+      jitter_state_ ^= jitter_state_ >> 7;
+      jitter_state_ ^= jitter_state_ << 17;
+      const auto half = wait / 2;
+      next_connect_at_ =
+          now + half +
+          std::chrono::milliseconds(static_cast<long long>(
+              jitter_state_ % static_cast<std::uint64_t>(std::max<long long>(half.count(), 1))));
+      ++connect_failures_;
+      return opened.status();
+    }
+    if (!health_.reachable || connect_failures_ > 0) ++health_.reconnects;
+    health_.reachable = true;
+    connect_failures_ = 0;
+    const PgServerIdentity& server = (*opened)->server();
+    if (server_known_ && !server.SameHistoryAs(server_)) {
+      changed = true;
+      ++health_.server_changes;
+      ++generation_;  // the idle sessions of the old server are closed rather than lent
+      // A statement in flight on the old server would otherwise wait out its call timeout.
+      SeverLentLocked(
+          [&](const PgConnection& lent) { return lent.server().SameHistoryAs(server); });
+    }
+    server_ = server;
+    server_known_ = true;
+  }
+  if (changed) {
+    std::lock_guard lock(observers_mu_);
+    for (const auto& [handle, observer] : observers_) observer();
+  }
+  return opened;
+}
+
+PoolHealth ConnectionPool::Health() const {
+  std::lock_guard lock(group_->mu_);
+  return health_;
+}
+
+void ConnectionPool::RetryNow() {
+  std::lock_guard lock(group_->mu_);
+  next_connect_at_ = MonoTime{};
+}
+
+int ConnectionPool::AddServerChangeObserver(std::function<void()> observer) {
+  std::lock_guard lock(observers_mu_);
+  observers_.emplace_back(next_observer_, std::move(observer));
+  return next_observer_++;
+}
+
+void ConnectionPool::RemoveServerChangeObserver(int handle) {
+  std::lock_guard lock(observers_mu_);
+  std::erase_if(observers_, [&](const auto& entry) { return entry.first == handle; });
 }
 
 int ConnectionPool::open_sessions() const {
@@ -147,6 +241,10 @@ void ConnectionPool::ReleasePlaceLocked() {
 
 void ConnectionPool::Adopt(std::unique_ptr<PgConnection> connection) {
   std::lock_guard lock(group_->mu_);
+  if (!server_known_) {
+    server_ = connection->server();
+    server_known_ = true;
+  }
   ++open_;
   ++group_->open_;
   const MonoTime now = group_->clock_.MonoNow();
@@ -180,7 +278,8 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& schema)
       lock.unlock();
       if (idle.connection->Healthy() && idle.connection->UseSearchPath(schema)) {
         idle.connection->set_call_timeout(std::chrono::milliseconds(call_timeout_ms_.load()));
-        return Lease(this, std::move(idle.connection), idle.generation);
+        lock.lock();
+        return LendLocked(std::move(idle.connection), idle.generation);
       }
       idle.connection.reset();
       lock.lock();
@@ -201,8 +300,8 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& schema)
         lock.unlock();
         evicted.reset();
         Result<std::unique_ptr<PgConnection>> opened = Open(schema);
-        if (opened.ok()) return Lease(this, std::move(*opened), generation);
         lock.lock();
+        if (opened.ok()) return LendLocked(std::move(*opened), std::max(generation, generation_));
         ReleasePlaceLocked();
         return opened.status();
       }
@@ -252,7 +351,30 @@ Status ConnectionPool::WarmUp(const std::string& schema,
   }
 }
 
+ConnectionPool::Lease ConnectionPool::LendLocked(std::unique_ptr<PgConnection> connection,
+                                                 std::uint64_t generation) {
+  lent_.push_back(connection.get());
+  return Lease(this, std::move(connection), generation);
+}
+
+void ConnectionPool::SeverLentLocked(const std::function<bool(const PgConnection&)>& keep) {
+  for (PgConnection* connection : lent_) {
+    if (!keep(*connection)) ::shutdown(PQsocket(connection->raw()), SHUT_RDWR);
+  }
+}
+
+void ConnectionPool::SeverLent(const std::string& reason) {
+  std::lock_guard lock(group_->mu_);
+  SeverLentLocked([](const PgConnection&) { return false; });
+  ++generation_;  // idle sessions are closed rather than lent
+  NoteFailureLocked(group_->clock_.MonoNow(), reason);
+}
+
 void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation) {
+  {
+    std::lock_guard lock(group_->mu_);
+    std::erase(lent_, connection.get());
+  }
   const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
                       PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;
   if (!usable) connection.reset();                     // closes it outside the lock
@@ -271,6 +393,11 @@ void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint6
   } else {
     ReleasePlaceLocked();
     ++generation_;
+  }
+  if (usable) {
+    health_.reachable = true;
+  } else {
+    NoteFailureLocked(now, "a session to the database broke");
   }
   if (!group.closer_started_) group.CollectExpiredLocked(now, closing);
   group.changed_.notify_all();

@@ -85,6 +85,17 @@ class PgSessionGroup {
   std::jthread closer_;                       // last: stopped before the members above go
 };
 
+// What a pool knows of its database's reachability. Plain value type.
+struct PoolHealth {
+  // False from a failed connection attempt, or a session that broke, until a session is opened or
+  // a statement is answered again.
+  bool reachable = true;
+  MonoTime unreachable_since{};  // monotonic; when `reachable` is false
+  std::string reason;            // the last failure, when `reachable` is false
+  std::int64_t reconnects = 0;   // sessions opened after a failure
+  std::int64_t server_changes = 0;
+};
+
 // Owns up to `options.max` sessions to one database (`params.search_path` is only the schema of
 // the first session); lends each to one caller at a time. Thread-safe.
 class ConnectionPool {
@@ -144,6 +155,28 @@ class ConnectionPool {
   // settings of sessions opened from now on).
   void SetCallTimeout(std::chrono::milliseconds timeout);
 
+  // Returns what the pool knows of its database's reachability.
+  PoolHealth Health() const;
+
+  // Calls `observer` (on the thread that opened the session, with no lock of the pool held) each
+  // time a new session reaches a server with another history of writes than the sessions before
+  // it (PgServerIdentity::SameHistoryAs): a failover to a standby, or another cluster behind the
+  // same address. The idle sessions of the old server are closed first. Returns a handle for
+  // RemoveServerChangeObserver, which waits for a call in progress.
+  int AddServerChangeObserver(std::function<void()> observer);
+  void RemoveServerChangeObserver(int handle);
+
+  // Cuts the connection of every session lent out now (shutdown(2) of its socket), so that a
+  // statement in flight on a server that stopped answering fails at once, as unavailable, rather
+  // than at its call timeout; idle sessions are checked before they are lent again. For a caller
+  // that knows the server is gone (its LISTEN session went silent). `reason` is what the pool's
+  // health says.
+  void SeverLent(const std::string& reason);
+
+  // Lets the next Acquire that needs a session connect at once, whatever the backoff after earlier
+  // failures says: for a caller that knows the server is back (the LISTEN session reconnected).
+  void RetryNow();
+
  private:
   friend class PgSessionGroup;
 
@@ -154,8 +187,17 @@ class ConnectionPool {
   };
 
   void Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
-  // Opens a session in `schema` with the current call timeout.
-  Result<std::unique_ptr<PgConnection>> Open(const std::string& schema) const;
+  // Returns a lease of `connection`, counted as lent. Requires group mu_.
+  Lease LendLocked(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
+  // Cuts the connections of the lent sessions that `keep` rejects. Requires group mu_.
+  void SeverLentLocked(const std::function<bool(const PgConnection&)>& keep);
+  // Opens a session in `schema` with the current call timeout, trying the host that answered last
+  // first; a failure puts off the next attempt (ConnectBackoff), and the session's server is
+  // checked against the pool's (server change observers). Fails at once, without connecting,
+  // until the next attempt is due.
+  Result<std::unique_ptr<PgConnection>> Open(const std::string& schema);
+  // Records a connection that failed or broke (`reason`), at monotonic `now`. Requires group mu_.
+  void NoteFailureLocked(MonoTime now, const std::string& reason);
   // Forgets a place under both caps (a session closed or never opened). Requires group mu_.
   void ReleasePlaceLocked();
 
@@ -164,11 +206,24 @@ class ConnectionPool {
   const std::shared_ptr<PgSessionGroup> group_;
   std::atomic<long long> call_timeout_ms_;
   // The members below are guarded by group_->mu_.
-  std::vector<Idle> idle_;  // oldest first; lent from the back
-  int open_ = 0;            // sessions idle, lent or being opened
+  std::vector<Idle> idle_;           // oldest first; lent from the back
+  std::vector<PgConnection*> lent_;  // sessions lent out now
+  int open_ = 0;                     // sessions idle, lent or being opened
   // Bumped whenever a session is found broken: idle sessions older than it are closed rather than
   // tried, so that after a server restart at most one operation per session in flight fails.
   std::uint64_t generation_ = 0;
+  // The server the pool's sessions reach, and where the last one went (tried first next time).
+  PgServerIdentity server_;
+  bool server_known_ = false;
+  // Connection attempts after failures wait: from 100 ms, doubling to 2 s, with jitter.
+  int connect_failures_ = 0;
+  MonoTime next_connect_at_{};
+  std::uint64_t jitter_state_;
+  PoolHealth health_;
+  // Server change observers. observers_mu_ is held while they are called; never with group mu_.
+  std::mutex observers_mu_;
+  std::vector<std::pair<int, std::function<void()>>> observers_;  // guarded by observers_mu_
+  int next_observer_ = 0;                                         // guarded by observers_mu_
 };
 
 }  // namespace stagehand::store_internal

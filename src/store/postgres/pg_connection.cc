@@ -81,13 +81,13 @@ std::vector<std::string> SplitList(std::string_view list) {
   }
 }
 
-// Returns each host of `conn`'s multi-host list with its port (one port may serve them all), or
-// nothing when it names one host, or addresses by hostaddr.
-std::vector<std::pair<std::string, std::string>> HostsOf(PGconn* conn) {
+// Returns each host of the multi-host list `conninfo` names, with its port (one port may serve
+// them all), or nothing when it names one host, or addresses hosts by hostaddr.
+std::vector<std::pair<std::string, std::string>> HostsOf(const std::string& conninfo) {
   std::string host;
   std::string port;
   bool by_address = false;
-  if (PQconninfoOption* options = PQconninfo(conn)) {
+  if (PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), nullptr)) {
     for (PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
       if (option->val == nullptr) continue;
       const std::string_view keyword = option->keyword;
@@ -105,6 +105,116 @@ std::vector<std::pair<std::string, std::string>> HostsOf(PGconn* conn) {
     hosts.emplace_back(names[i], ports.size() == names.size() ? ports[i] : ports.front());
   }
   return hosts;
+}
+
+// The keywords and values of one connection attempt (without the terminating nullptrs).
+struct ConnectTarget {
+  std::vector<const char*> keywords;
+  std::vector<const char*> values;
+};
+
+// Gap between the start of one host's connection attempt and the next host's while none has
+// succeeded: a primary that answers is reached before a second attempt starts, and a host that
+// does not answer delays the next by no more than this.
+constexpr std::chrono::milliseconds kConnectStagger{250};
+
+// An attempt in progress: its connection and what PQconnectPoll asked to wait for.
+struct ConnectAttempt {
+  PGconn* conn = nullptr;
+  PostgresPollingStatusType wants = PGRES_POLLING_WRITING;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// Whether a failed connection's `message` is one every host of a cluster would give (a role or
+// database that does not exist, a password refused): physical replicas share roles and
+// databases, so the other hosts' attempts are not waited for. A standby's refusal to write, a
+// server starting up or out of sessions are not.
+bool AnswersForEveryHost(std::string_view message) {
+  if (message.find("FATAL:") == std::string_view::npos) return false;
+  for (std::string_view decisive :
+       {"does not exist", "authentication failed", "pg_hba.conf", "permission denied"}) {
+    if (message.find(decisive) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// Connects to the first of `targets` to complete, starting them in order kConnectStagger apart
+// (each given `timeout`), and closes the others. Returns nullptr when every attempt failed, with
+// the first failure's reason in `first_error`.
+PGconn* ConnectFirst(std::vector<ConnectTarget>& targets, std::chrono::milliseconds timeout,
+                     std::string* first_error) {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto fail = [&](PGconn* conn, const std::string& fallback) {
+    if (first_error->empty() && conn != nullptr) *first_error = PrimaryLine(PQerrorMessage(conn));
+    if (first_error->empty()) *first_error = fallback;
+    if (conn != nullptr) PQfinish(conn);
+  };
+  std::vector<ConnectAttempt> attempts;
+  std::size_t started = 0;
+  SteadyClock::time_point next_start = SteadyClock::now();
+  PGconn* winner = nullptr;
+  while (winner == nullptr && (started < targets.size() || !attempts.empty())) {
+    SteadyClock::time_point now = SteadyClock::now();
+    if (started < targets.size() && (now >= next_start || attempts.empty())) {
+      ConnectTarget& target = targets[started++];
+      target.keywords.push_back(nullptr);
+      target.values.push_back(nullptr);
+      PGconn* conn = PQconnectStartParams(target.keywords.data(), target.values.data(), 1);
+      if (conn == nullptr || PQstatus(conn) == CONNECTION_BAD) {
+        fail(conn, "out of memory creating a connection");
+      } else {
+        attempts.push_back({conn, PGRES_POLLING_WRITING, now + timeout});
+      }
+      next_start = now + kConnectStagger;
+      continue;
+    }
+    std::vector<pollfd> fds;
+    SteadyClock::time_point wake =
+        started < targets.size() ? next_start : SteadyClock::time_point::max();
+    for (const ConnectAttempt& attempt : attempts) {
+      const short events = attempt.wants == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+      fds.push_back({PQsocket(attempt.conn), events, 0});
+      wake = std::min(wake, attempt.deadline);
+    }
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait, 0, 60000))) <
+            0 &&
+        errno != EINTR) {
+      break;
+    }
+    now = SteadyClock::now();
+    for (std::size_t i = attempts.size(); i-- > 0;) {
+      ConnectAttempt& attempt = attempts[i];
+      if (fds[i].revents != 0) attempt.wants = PQconnectPoll(attempt.conn);
+      if (attempt.wants == PGRES_POLLING_OK) {
+        if (winner == nullptr) {
+          winner = attempt.conn;
+          continue;
+        }
+        PQfinish(attempt.conn);
+      } else if (attempt.wants == PGRES_POLLING_FAILED) {
+        const bool decisive = AnswersForEveryHost(PQerrorMessage(attempt.conn));
+        fail(attempt.conn, "the connection failed");
+        if (decisive) {
+          started = targets.size();
+          for (std::size_t j = 0; j < attempts.size(); ++j) {
+            if (j != i) fail(attempts[j].conn, "");
+          }
+          attempts.clear();
+          break;
+        }
+      } else if (now >= attempt.deadline) {
+        fail(attempt.conn, "timeout expired");
+      } else {
+        continue;
+      }
+      attempts.erase(attempts.begin() + static_cast<long>(i));
+    }
+  }
+  for (const ConnectAttempt& attempt : attempts) {
+    if (attempt.conn != winner) PQfinish(attempt.conn);
+  }
+  return winner;
 }
 
 std::string Seconds(std::chrono::milliseconds duration) {
@@ -202,11 +312,15 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
                              : params.statement_timeout.count() + params.connect_timeout.count());
   const std::string keepalives_idle = bounded ? Seconds(params.call_timeout / 2) : "10";
   const std::string keepalives_interval = bounded ? "1" : "5";
-  std::vector<const char*> keywords = {
-      "dbname",           "connect_timeout",     "keepalives",
-      "keepalives_idle",  "keepalives_interval", "keepalives_count",
-      "tcp_user_timeout", "client_encoding",     "fallback_application_name"};
-  std::vector<const char*> values = {params.conninfo.c_str(),
+  // A session must be able to write: with a multi-host list libpq skips standbys (the URL's own
+  // target_session_attrs, given later, overrides this).
+  std::vector<const char*> keywords = {"target_session_attrs", "dbname",
+                                       "connect_timeout",      "keepalives",
+                                       "keepalives_idle",      "keepalives_interval",
+                                       "keepalives_count",     "tcp_user_timeout",
+                                       "client_encoding",      "fallback_application_name"};
+  std::vector<const char*> values = {"read-write",
+                                     params.conninfo.c_str(),
                                      connect_timeout.c_str(),
                                      "1",
                                      keepalives_idle.c_str(),
@@ -220,36 +334,27 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
     keywords.push_back("dbname");
     values.push_back(params.database.c_str());
   }
-  keywords.push_back(nullptr);
-  values.push_back(nullptr);
-
-  PGconn* raw = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
-  if (raw == nullptr) return UnavailableError("out of memory creating a connection");
-  if (PQstatus(raw) != CONNECTION_OK) {
-    // libpq gives up on a multi-host list at the first host that accepts the TCP connection and
-    // then fails (a load balancer or proxy in front of a dead server closes it at once): each
-    // host after it is tried on its own, as libpq would have tried it.
-    const std::string first_error = PrimaryLine(PQerrorMessage(raw));
-    const std::vector<std::pair<std::string, std::string>> hosts = HostsOf(raw);
-    PQfinish(raw);
-    raw = nullptr;
-    for (std::size_t i = 1; i < hosts.size() && raw == nullptr; ++i) {
-      std::vector<const char*> one_keywords = keywords;
-      std::vector<const char*> one_values = values;
-      one_keywords.pop_back();
-      one_values.pop_back();
-      one_keywords.insert(one_keywords.end(), {"host", "port", nullptr});
-      one_values.insert(one_values.end(),
-                        {hosts[i].first.c_str(), hosts[i].second.c_str(), nullptr});
-      PGconn* attempt = PQconnectdbParams(one_keywords.data(), one_values.data(), 1);
-      if (attempt != nullptr && PQstatus(attempt) == CONNECTION_OK) {
-        raw = attempt;
-      } else if (attempt != nullptr) {
-        PQfinish(attempt);
-      }
-    }
-    if (raw == nullptr) return UnavailableError(Redact(first_error, params.conninfo));
+  // A multi-host list is walked here rather than by libpq: libpq gives up on a list at the first
+  // host that accepts the TCP connection and then fails (a load balancer or proxy in front of a
+  // dead server closes it at once), and it waits a whole connect_timeout on a host that does not
+  // answer (a primary cut off by a partition) before it tries the next. The host that answered
+  // last (the primary, after a failover) is tried first.
+  std::vector<std::pair<std::string, std::string>> hosts = HostsOf(params.conninfo);
+  if (!params.preferred_host.empty()) {
+    const auto preferred = std::find(hosts.begin(), hosts.end(),
+                                     std::pair(params.preferred_host, params.preferred_port));
+    if (preferred != hosts.end()) std::rotate(hosts.begin(), preferred, preferred + 1);
   }
+  std::vector<ConnectTarget> targets;
+  if (hosts.empty()) targets.push_back({keywords, values});
+  for (const auto& [host, port] : hosts) {
+    ConnectTarget& target = targets.emplace_back(ConnectTarget{keywords, values});
+    target.keywords.insert(target.keywords.end(), {"host", "port"});
+    target.values.insert(target.values.end(), {host.c_str(), port.c_str()});
+  }
+  std::string first_error;
+  PGconn* raw = ConnectFirst(targets, params.connect_timeout, &first_error);
+  if (raw == nullptr) return UnavailableError(Redact(first_error, params.conninfo));
   std::unique_ptr<PgConnection> connection(new PgConnection(raw));
   connection->set_call_timeout(params.call_timeout);
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
@@ -270,7 +375,35 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   if (db_now != nullptr && result.rows() == 1) {
     if (Result<WallTime> now = ParsePgTimestamp(result.Get(0, 4)); now.ok()) *db_now = *now;
   }
+  PgServerIdentity& server = connection->server_;
+  server.host = PQhost(raw) == nullptr ? "" : PQhost(raw);
+  server.port = PQport(raw) == nullptr ? "" : PQport(raw);
+  // A server that does not tell (a PostgreSQL-compatible service without these functions) is
+  // still used; its changes are not detected.
+  PgResult identity = connection->ExecuteText(pg_sql::kServerIdentity, PgParams());
+  if (identity.ok() && identity.rows() == 1) {
+    if (identity.GetBool(0, 1)) {
+      return UnavailableError(fmt::format(
+          "the server at {}:{} is a standby (read-only); name the primary, or every server with "
+          "target_session_attrs=read-write",
+          server.host, server.port));
+    }
+    server.system_id = identity.GetOptional(0, 0).value_or("");
+    const std::string_view wal_file = identity.Get(0, 2);
+    std::uint32_t timeline = 0;
+    if (wal_file.size() >= 8 &&
+        std::from_chars(wal_file.data(), wal_file.data() + 8, timeline, 16).ec == std::errc()) {
+      server.timeline = timeline;
+    }
+  } else if (identity.connection_lost()) {
+    return UnavailableError("session setup failed: " + identity.error());
+  }
   return connection;
+}
+
+bool PgServerIdentity::SameHistoryAs(const PgServerIdentity& other) const {
+  if (system_id.empty() || other.system_id.empty()) return true;
+  return system_id == other.system_id && timeline == other.timeline;
 }
 
 PgConnection::~PgConnection() { PQfinish(conn_); }

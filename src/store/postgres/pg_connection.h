@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,23 @@ class PgResult {
   bool connection_lost_ = false;
 };
 
+// The PostgreSQL server a session reached. Plain value type.
+struct PgServerIdentity {
+  // Its system identifier, shared by a primary and the standbys built from it; empty when the
+  // server does not tell (then no change is detected).
+  std::string system_id;
+  // The primary's current timeline: a promoted standby starts a new one.
+  std::uint32_t timeline = 0;
+  // Where the session went: the host and port libpq chose from the connection's list.
+  std::string host;
+  std::string port;
+
+  // Whether `other` continues the same history of writes: same system, same timeline (a server
+  // that does not tell matches any). A primary restarted in place keeps both; a failover to a
+  // standby, or another cluster behind the same address, changes one.
+  bool SameHistoryAs(const PgServerIdentity& other) const;
+};
+
 // How to reach one database. Plain value type.
 struct PgConnectParams {
   std::string conninfo;  // libpq connection string or URL (may hold a password: never print it)
@@ -100,14 +118,20 @@ struct PgConnectParams {
   std::string search_path;  // a schema name (unescaped); empty keeps the server's default
   // The session's application_name (pg_stat_activity) unless `conninfo` sets one.
   std::string application_name = "stagehand";
+  // A host (and port) of `conninfo`'s list to try on its own first: the one that answered last,
+  // so that after a failover sessions go to the new primary without waiting on the old one first.
+  // Empty: the list's order.
+  std::string preferred_host;
+  std::string preferred_port;
 };
 
 // One open session with its session settings applied (UTC, ISO dates, statement_timeout,
 // search_path). Thread-compatible: one thread at a time.
 class PgConnection {
  public:
-  // Connects and applies the session settings. Returns the database's now() at connect in
-  // `db_now` when given. Errors: kUnavailable with libpq's reason (never the password).
+  // Connects to a server that accepts writes and applies the session settings. Returns the
+  // database's now() at connect in `db_now` when given. Errors: kUnavailable with libpq's reason
+  // (never the password), or when the server reached is a standby.
   static Result<std::unique_ptr<PgConnection>> Open(const PgConnectParams& params,
                                                     WallTime* db_now = nullptr);
 
@@ -135,6 +159,8 @@ class PgConnection {
   Result<std::string> QuoteIdentifier(std::string_view identifier);
 
   PGconn* raw() { return conn_; }
+  // The server this session reached (read at connect).
+  const PgServerIdentity& server() const { return server_; }
 
   // Sets the bound of later statements (PgConnectParams::call_timeout); zero means none.
   void set_call_timeout(std::chrono::milliseconds timeout) { call_timeout_ = timeout; }
@@ -162,6 +188,7 @@ class PgConnection {
   bool prepared_[kMaxStatements] = {};
   bool warmed_ = false;
   std::string search_path_;  // the schema set at connect or by UseSearchPath
+  PgServerIdentity server_;
 };
 
 // Returns the database `params` names: `database`, else the one in `conninfo`, else the user name

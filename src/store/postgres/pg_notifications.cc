@@ -25,6 +25,12 @@ constexpr int kMaxRetryMs = 2000;
 // An idle subscription wakes up this often even without traffic; a dead peer is detected by TCP
 // keepalives, which make the socket readable with an error.
 constexpr int kIdleWaitMs = 5000;
+// Each LISTEN session sends an empty query (no statement: the server parses nothing and plans
+// nothing) when it has heard nothing for this long, so that a database that went away is noticed
+// within about a second even while no statement runs (readiness says so); a ping unanswered for
+// kPingTimeout drops the session.
+constexpr std::chrono::milliseconds kPingInterval{1000};
+constexpr std::chrono::milliseconds kPingTimeout{1500};
 
 }  // namespace
 
@@ -115,10 +121,12 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
 }
 
 struct PgNotificationHub::Subscriber {
-  explicit Subscriber(std::function<void(const StoreEvent&)> h) : handler(std::move(h)) {}
+  Subscriber(std::function<void(const StoreEvent&)> h, std::function<void()> lost)
+      : handler(std::move(h)), on_session_lost(std::move(lost)) {}
   std::mutex mu;      // held while the handler runs, and by Unsubscribe
   bool alive = true;  // guarded by mu
   const std::function<void(const StoreEvent&)> handler;
+  const std::function<void()> on_session_lost;  // may be empty
 };
 
 struct PgNotificationHub::Listener {
@@ -133,6 +141,16 @@ struct PgNotificationHub::Listener {
   // The hub thread's reconnection schedule (real monotonic time: it paces socket retries).
   int retry_ms = kFirstRetryMs;  // guarded by session_mu
   MonoTime retry_at{};           // guarded by session_mu
+  // Where the last session went, tried first by the next (session_mu).
+  PgServerIdentity server;
+  // The session's pings (session_mu): when the server last answered, and the ping in flight.
+  MonoTime last_answer{};
+  bool ping_in_flight = false;
+  MonoTime ping_sent{};
+  // Whether the session is down, since when, and why (session_mu).
+  bool down = false;
+  MonoTime down_since{};
+  std::string down_reason;
 };
 
 class PgNotificationHub::Subscription final : public Notifications {
@@ -241,8 +259,8 @@ int PgNotificationHub::sessions() const {
 
 std::unique_ptr<Notifications> PgNotificationHub::Subscribe(
     const PgConnectParams& params, std::string channel,
-    std::function<void(const StoreEvent&)> handler) {
-  auto subscriber = std::make_shared<Subscriber>(std::move(handler));
+    std::function<void(const StoreEvent&)> handler, std::function<void()> on_session_lost) {
+  auto subscriber = std::make_shared<Subscriber>(std::move(handler), std::move(on_session_lost));
   std::shared_ptr<Listener> listener;
   {
     std::lock_guard lock(mu_);
@@ -322,16 +340,73 @@ bool PgNotificationHub::Connect(Listener& listener) {
     for (const auto& [channel, subscribers] : listener.channels) channels.push_back(channel);
   }
   if (channels.empty()) return false;  // unsubscribed meanwhile: nothing to listen for
-  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(listener.params);
-  if (!opened.ok()) return false;
+  PgConnectParams params = listener.params;
+  params.preferred_host = listener.server.host;
+  params.preferred_port = listener.server.port;
+  Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params);
+  const MonoTime now = SystemClock::Instance().MonoNow();
+  if (!opened.ok()) {
+    MarkDown(listener, now, opened.status().message());
+    return false;
+  }
   std::set<std::string> listening;
   for (const std::string& channel : channels) {
-    if (!ExecuteOn(**opened, channel, true)) return false;
+    if (!ExecuteOn(**opened, channel, true)) {
+      MarkDown(listener, now, "LISTEN failed");
+      return false;
+    }
     listening.insert(channel);
   }
+  listener.server = (*opened)->server();
   listener.session = std::move(*opened);
   listener.listening = std::move(listening);
+  listener.last_answer = now;
+  listener.ping_in_flight = false;
+  listener.down = false;
   return true;
+}
+
+void PgNotificationHub::MarkDown(Listener& listener, MonoTime now, std::string reason) {
+  if (!listener.down) {
+    listener.down = true;
+    // Nothing was heard from the server since its last answer.
+    listener.down_since = listener.session || listener.last_answer != MonoTime{}
+                              ? std::min(now, listener.last_answer)
+                              : now;
+  }
+  listener.down_reason = std::move(reason);
+}
+
+std::optional<PgNotificationHub::ListenHealth> PgNotificationHub::Health(
+    const PgConnectParams& params) const {
+  std::shared_ptr<Listener> listener;
+  {
+    std::lock_guard lock(mu_);
+    const auto found = listeners_.find(DatabaseKey(params));
+    if (found == listeners_.end()) return std::nullopt;
+    listener = found->second;
+  }
+  std::lock_guard lock(listener->session_mu);
+  return ListenHealth{!listener->down, listener->down_since, listener->down_reason};
+}
+
+std::string PgNotificationHub::Ping(Listener& listener, MonoTime now) {
+  PGconn* raw = listener.session->raw();
+  if (listener.ping_in_flight && PQisBusy(raw) == 0) {
+    while (PGresult* result = PQgetResult(raw)) PQclear(result);
+    listener.ping_in_flight = false;
+    listener.last_answer = now;
+  }
+  if (listener.ping_in_flight) {
+    if (now - listener.ping_sent < kPingTimeout) return "";
+    return fmt::format("the database did not answer a ping of its LISTEN session within {} ms",
+                       kPingTimeout.count());
+  }
+  if (now - listener.last_answer < kPingInterval) return "";
+  if (PQsendQuery(raw, "") != 1 || PQflush(raw) < 0) return "the LISTEN session broke";
+  listener.ping_in_flight = true;
+  listener.ping_sent = now;
+  return "";
 }
 
 void PgNotificationHub::Run(std::stop_token stop) {
@@ -348,6 +423,7 @@ void PgNotificationHub::Run(std::stop_token stop) {
     for (const std::shared_ptr<Listener>& listener : listeners) {
       std::vector<Notice> notices;
       bool resync = false;
+      bool lost = false;  // the session was found broken or silent just now
       {
         std::lock_guard session_lock(listener->session_mu);
         const MonoTime now = clock.MonoNow();
@@ -355,16 +431,36 @@ void PgNotificationHub::Run(std::stop_token stop) {
           if (Connect(*listener)) {
             listener->retry_ms = kFirstRetryMs;
           } else {
-            listener->retry_at = now + std::chrono::milliseconds(listener->retry_ms);
+            // Drawn from the upper half of the wait, so that hosts do not retry in step.
+            jitter_ = jitter_ * 6364136223846793005ULL + 1442695040888963407ULL;
+            const int half = listener->retry_ms / 2;
+            listener->retry_at =
+                now + std::chrono::milliseconds(
+                          half + static_cast<int>((jitter_ >> 33) %
+                                                  static_cast<unsigned>(std::max(half, 1))));
             listener->retry_ms = std::min(listener->retry_ms * 2, kMaxRetryMs);
           }
         }
         if (listener->session) {
           resync = std::exchange(listener->resync_due, false);
           // Notifications that arrived with a LISTEN reply are already buffered.
-          if (Drain(*listener->session, notices)) {
-            fds.push_back(pollfd{PQsocket(listener->session->raw()), POLLIN, 0});
+          std::string broken;
+          if (!Drain(*listener->session, notices)) {
+            broken = "the LISTEN session broke";
           } else {
+            broken = Ping(*listener, now);
+          }
+          if (broken.empty()) {
+            fds.push_back(pollfd{PQsocket(listener->session->raw()), POLLIN, 0});
+            const MonoTime next_ping = listener->ping_in_flight
+                                           ? listener->ping_sent + kPingTimeout
+                                           : listener->last_answer + kPingInterval;
+            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_ping - now);
+            timeout_ms =
+                std::min(timeout_ms, static_cast<int>(std::max<long long>(wait.count(), 0)));
+          } else {
+            MarkDown(*listener, now, broken);
+            lost = true;
             listener->session.reset();
             listener->listening.clear();
             listener->resync_due = true;
@@ -376,7 +472,7 @@ void PgNotificationHub::Run(std::stop_token stop) {
           timeout_ms = std::min(timeout_ms, static_cast<int>(std::max<long long>(wait.count(), 0)));
         }
       }
-      if (!resync && notices.empty()) continue;
+      if (!resync && !lost && notices.empty()) continue;
       std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;
       {
         std::lock_guard lock(mu_);
@@ -386,6 +482,14 @@ void PgNotificationHub::Run(std::stop_token stop) {
         std::lock_guard lock(subscriber.mu);
         if (subscriber.alive) subscriber.handler(event);
       };
+      if (lost) {
+        for (const auto& [channel, subscribers] : channels) {
+          for (const auto& subscriber : subscribers) {
+            std::lock_guard lock(subscriber->mu);
+            if (subscriber->alive && subscriber->on_session_lost) subscriber->on_session_lost();
+          }
+        }
+      }
       if (resync) {
         for (const auto& [channel, subscribers] : channels) {
           for (const auto& subscriber : subscribers) {

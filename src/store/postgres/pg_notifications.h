@@ -5,10 +5,12 @@
 // StoreEvents.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,12 +46,24 @@ class PgNotificationHub final : public std::enable_shared_from_this<PgNotificati
   // returns are delivered; if the server is unreachable the hub keeps retrying and delivers
   // kResync once subscribed. After a lost session it reconnects and delivers kResync to every
   // subscriber of that database. The handler runs on the hub's thread, one event at a time, and
-  // is never called after the returned object is destroyed.
+  // is never called after the returned object is destroyed. `on_session_lost`, when given, runs
+  // the same way each time the session is found broken or silent (a ping unanswered within
+  // kPingTimeout): the server is gone or cut off, and the caller's own sessions to it likely are.
   std::unique_ptr<Notifications> Subscribe(const PgConnectParams& params, std::string channel,
-                                           std::function<void(const StoreEvent&)> handler);
+                                           std::function<void(const StoreEvent&)> handler,
+                                           std::function<void()> on_session_lost = {});
 
   // Returns the LISTEN sessions open now.
   int sessions() const;
+
+  // Whether the LISTEN session of the database `params` names is up, or since when (monotonic,
+  // backdated to the server's last answer) and why it is down; nullopt when nobody listens there.
+  struct ListenHealth {
+    bool up = true;
+    MonoTime down_since{};
+    std::string reason;
+  };
+  std::optional<ListenHealth> Health(const PgConnectParams& params) const;
 
  private:
   struct Subscriber;
@@ -62,12 +76,18 @@ class PgNotificationHub final : public std::enable_shared_from_this<PgNotificati
   // Opens `listener`'s session and LISTENs on every channel it has subscribers for. Requires the
   // listener's session mutex. Returns false on failure (the session stays closed).
   bool Connect(Listener& listener);
+  // Marks `listener`'s session as down at `now` (real monotonic time). Requires its session mutex.
+  static void MarkDown(Listener& listener, MonoTime now, std::string reason);
+  // Collects the answer to the session's ping, and sends the next when it is due. Returns why the
+  // session is to be dropped, or "". Requires the listener's session mutex.
+  static std::string Ping(Listener& listener, MonoTime now);
   void Run(std::stop_token stop);
   void Wake();
 
   mutable std::mutex mu_;
   // By database (connection string and database name); entries without subscribers are removed.
   std::map<std::string, std::shared_ptr<Listener>> listeners_;  // guarded by mu_
+  std::uint64_t jitter_ = 0x9e3779b97f4a7c15ULL;                // hub thread only
   int wake_read_ = -1;
   int wake_write_ = -1;
   std::jthread thread_;  // started with the first subscription; last: joined first

@@ -135,6 +135,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;
+  DatabaseHealth Health() const override;
   RunHistory* history() override { return this; }
   TaskRegistrations* registrations() override { return this; }
 
@@ -1149,9 +1150,59 @@ Result<WallTime> PostgresTaskStore::DatabaseNow() {
   return ObserveNow(*executed, 0, 0);
 }
 
+namespace {
+
+// A store's subscription: its channel on the LISTEN hub, and the pool's server changes.
+class PgSubscription final : public Notifications {
+ public:
+  PgSubscription(std::unique_ptr<Notifications> channel, std::shared_ptr<ConnectionPool> pool,
+                 int observer)
+      : channel_(std::move(channel)), pool_(std::move(pool)), observer_(observer) {}
+  ~PgSubscription() override { pool_->RemoveServerChangeObserver(observer_); }
+  PgSubscription(const PgSubscription&) = delete;
+  PgSubscription& operator=(const PgSubscription&) = delete;
+
+ private:
+  std::unique_ptr<Notifications> channel_;
+  std::shared_ptr<ConnectionPool> pool_;
+  int observer_;
+};
+
+}  // namespace
+
 std::unique_ptr<Notifications> PostgresTaskStore::Listen(
     std::function<void(const StoreEvent&)> handler) {
-  return Shared().hub().Subscribe(pool_->params(), channel_, std::move(handler));
+  auto shared = std::make_shared<std::function<void(const StoreEvent&)>>(std::move(handler));
+  const int observer = pool_->AddServerChangeObserver([shared] {
+    (*shared)(StoreEvent{StoreEvent::Kind::kServerChanged, ""});
+  });
+  std::unique_ptr<Notifications> channel = Shared().hub().Subscribe(
+      pool_->params(), channel_,
+      [shared, pool = pool_](const StoreEvent& event) {
+        // The LISTEN session is back: so is the server, whatever the pool's backoff says.
+        if (event.kind == StoreEvent::Kind::kResync) pool->RetryNow();
+        (*shared)(event);
+      },
+      // The server stopped answering the LISTEN session: the statements in flight on the pool's
+      // sessions would wait out their call timeout on it.
+      [pool = pool_] { pool->SeverLent("the server stopped answering"); });
+  return std::make_unique<PgSubscription>(std::move(channel), pool_, observer);
+}
+
+DatabaseHealth PostgresTaskStore::Health() const {
+  const store_internal::PoolHealth pool = pool_->Health();
+  DatabaseHealth health{pool.reachable, pool.unreachable_since, pool.reason, pool.reconnects,
+                        pool.server_changes};
+  const std::optional<store_internal::PgNotificationHub::ListenHealth> listen =
+      Shared().hub().Health(pool_->params());
+  if (listen && !listen->up) {
+    if (health.reachable || listen->down_since < health.unreachable_since) {
+      health.unreachable_since = listen->down_since;
+    }
+    if (health.reachable) health.reason = listen->reason;
+    health.reachable = false;
+  }
+  return health;
 }
 
 Result<bool> PostgresTaskStore::HistoryTablesExist() {

@@ -915,6 +915,11 @@ SELECT set_config('statement_timeout', $1::text, false),
        set_config('jit', 'off', false)
 )sql";
 
+const char* const kServerIdentity = R"sql(
+SELECT (SELECT system_identifier::text FROM pg_control_system()), pg_is_in_recovery(),
+       CASE WHEN NOT pg_is_in_recovery() THEN pg_walfile_name(pg_current_wal_lsn()) END
+)sql";
+
 const char* const kSetSearchPath =
     "SELECT CASE WHEN $1::text <> '' THEN set_config('search_path', $1::text, false) "
     "ELSE set_config('search_path', reset_val, false) END FROM pg_settings "

@@ -173,6 +173,10 @@ extern const char* const kSessionSetup;
 // Sets the session's search_path to $1 (a quoted schema), or back to the server's default when
 // $1 is empty.
 extern const char* const kSetSearchPath;
+// The server a session reached: its system identifier (shared by a primary and its streaming
+// standbys), whether it is in recovery (a standby), and on a primary the name of its current WAL
+// file, whose first eight hex digits are its timeline (a promoted standby starts a new one).
+extern const char* const kServerIdentity;
 extern const char* const kDatabaseExists;
 // Returns the statement creating database `quoted_name`.
 std::string CreateDatabase(std::string_view quoted_name);

@@ -243,6 +243,28 @@ TEST_F(PostgresFaultTest, AMultiHostUrlReachesTheNextHostWhenTheFirstClosesTheCo
   EXPECT_GE(dead.accepted(), 1);
 }
 
+TEST_F(PostgresFaultTest, AMultiHostUrlDoesNotWaitOutAFirstHostThatNeverAnswers) {
+  // A primary cut off by a partition: the TCP handshake completes (at its proxy), nothing more.
+  proxy_test::TcpProxy silent(PortOf(url()));
+  silent.Blackhole();
+  const std::string real = url();
+  const std::size_t at = real.rfind('@');
+  const std::string multi = real.substr(0, at + 1) + "127.0.0.1:" + std::to_string(silent.port()) +
+                            "," + real.substr(at + 1);
+  database_ = pg_test::UniqueDatabaseName("stagehand_faults");
+  PostgresStoreOptions options;
+  options.connection = multi;
+  options.database = database_;
+  options.connect_timeout = seconds(10);
+  const auto started = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<TaskStore>> store =
+      OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE((*store)->DatabaseNow().ok());
+  EXPECT_LT(took, seconds(5)) << "waited for the silent host's connect timeout";
+}
+
 TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingThePassword) {
   const std::string secret = "pw-s3cret-malformed";
   // libpq echoes a URI it cannot parse, password included.

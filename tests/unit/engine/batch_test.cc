@@ -386,7 +386,7 @@ TEST_F(EngineTest, ATimeoutCountsFromTheRunsStartNotFromItsClaim) {
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
 }
 
-TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
+TEST_F(EngineTest, AFailedPollIsRetriedAfterABackoffThatGrowsToRetryBackoff) {
   // Without notifications the safety-net poll stays at poll_interval (5 s).
   auto counting = std::make_shared<CountingStore>(store_, /*notifies=*/false);
   TaskEngine& engine = StartEngine(counting, Options());  // retry_backoff 1 s
@@ -397,10 +397,16 @@ TEST_F(EngineTest, AFailedPollIsRetriedAfterTheBackoffNotAtOnce) {
   counting->ClearPolls();
   AdvanceBy(seconds(5));  // the safety-net poll, which fails
   EXPECT_EQ(counting->polled_ids().size(), 1U);
-  AdvanceBy(milliseconds(999));
-  EXPECT_EQ(counting->polled_ids().size(), 1U) << "retried before the backoff";
-  AdvanceBy(milliseconds(1));
+  AdvanceBy(milliseconds(49));
+  EXPECT_EQ(counting->polled_ids().size(), 1U) << "retried before the first backoff (50-100 ms)";
+  AdvanceBy(milliseconds(51));
   EXPECT_EQ(counting->polled_ids().size(), 2U);
+  // Doubling from 100 ms to retry_backoff (1 s), each wait in its upper half: over 10 s of
+  // outage at least 10 and at most 4 + 10 / 0.5 attempts.
+  counting->ClearPolls();
+  AdvanceBy(seconds(10));
+  EXPECT_GE(counting->polled_ids().size(), 10U);
+  EXPECT_LE(counting->polled_ids().size(), 24U);
   store_->SetUnavailable(false);
 }
 

@@ -58,6 +58,13 @@ class Recorder final : public SchedulerObserver {
     Add("reclaimed", task_id);
   }
   void OnRunOverdue(const RunInfo& run) override { Add("overdue", run.task_id); }
+  void OnRunAtRisk(std::string_view, std::string_view task_id, std::string_view,
+                   std::optional<WallTime>, std::string_view) override {
+    Add("at-risk", task_id);
+  }
+  void OnWriteReplayed(std::string_view, std::string_view task_id) override {
+    Add("replayed", task_id);
+  }
   void OnSlotSkipped(std::string_view, std::string_view task_id, WallTime,
                      std::chrono::nanoseconds) override {
     Add("skipped", task_id);

@@ -323,10 +323,38 @@ TEST_F(PlannerTest, AFailedPollIsRetriedAfterTheBackoff) {
   Register(Def("a", "PT1M"), kWall0, 1);
   Planner::DispatchPlan plan = planner_->PlanDispatch(kT0);
   planner_->PollFailed(plan, kT0);
-  EXPECT_FALSE(planner_->DispatcherHasWork(kT0 + milliseconds(999)));
-  EXPECT_EQ(planner_->NextDispatcherWake(), kT0 + seconds(1));
-  plan = planner_->PlanDispatch(kT0 + seconds(1));
+  const MonoTime retry_at = planner_->NextDispatcherWake();
+  EXPECT_GE(retry_at, kT0 + kFirstRetryBackoff / 2) << "drawn from the upper half";
+  EXPECT_LT(retry_at, kT0 + kFirstRetryBackoff);
+  EXPECT_FALSE(planner_->DispatcherHasWork(retry_at - milliseconds(1)));
+  EXPECT_TRUE(planner_->PlanDispatch(retry_at - milliseconds(1)).poll_ids.empty());
+  plan = planner_->PlanDispatch(retry_at);
   EXPECT_THAT(plan.poll_ids, ElementsAre("a"));
+}
+
+TEST_F(PlannerTest, TheBackoffDoublesUpToRetryBackoffAndEndsWhenTheDatabaseAnswers) {
+  Start();  // retry_backoff 1 s, lease well above 10 s
+  Register(Def("a", "PT1M"), kWall0, 1);
+  MonoTime now = kT0;
+  std::vector<milliseconds> waits;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    Planner::DispatchPlan plan = planner_->PlanDispatch(now);
+    ASSERT_THAT(plan.poll_ids, ElementsAre("a")) << "attempt " << attempt;
+    planner_->PollFailed(plan, now);
+    const MonoTime retry_at = planner_->NextDispatcherWake();
+    waits.push_back(std::chrono::duration_cast<milliseconds>(retry_at - now));
+    now = retry_at;
+  }
+  for (std::size_t i = 0; i < waits.size(); ++i) {
+    const milliseconds full = std::min<milliseconds>(seconds(1), kFirstRetryBackoff * (1 << i));
+    EXPECT_GE(waits[i], full / 2) << "wait " << i;
+    EXPECT_LT(waits[i], full) << "wait " << i;
+  }
+  ASSERT_TRUE(planner_->DatabaseFailingSince().has_value());
+  EXPECT_EQ(*planner_->DatabaseFailingSince(), kT0);
+  planner_->DatabaseAnswered(now);
+  EXPECT_FALSE(planner_->DatabaseFailingSince().has_value());
+  EXPECT_FALSE(planner_->BackingOff(now));
 }
 
 TEST_F(PlannerTest, CandidatesAreClaimedEarliestDueFirstAsFarAsSlotsGo) {
@@ -469,9 +497,10 @@ TEST_F(PlannerTest, RenewalsExtendTheLeaseNoticeCancelsAndKillALostRun) {
   EXPECT_EQ(planner_->ApplyRenewal(*run, Result<LeaseStatus>(UnavailableError("down")), renew_at,
                                    renew_at),
             Planner::RenewalOutcome::kRetry);
-  EXPECT_EQ(run->renew_at, renew_at + seconds(1)) << "min(lease / 10, retry backoff)";
+  EXPECT_GE(run->renew_at, renew_at + kFirstRetryBackoff / 2) << "the database's backoff";
+  EXPECT_LT(run->renew_at, renew_at + kFirstRetryBackoff);
 
-  const MonoTime sent = renew_at + seconds(1);
+  const MonoTime sent = run->renew_at;
   EXPECT_EQ(planner_->ApplyRenewal(*run, LeaseStatus::kHeld, sent, sent),
             Planner::RenewalOutcome::kRenewed);
   EXPECT_EQ(run->fence_at, sent + seconds(8));

@@ -1,0 +1,173 @@
+// Global tasks through database outages and failovers: writes held back by an outage are delivered
+// when the database answers, readiness follows the database, and after a failover to a server that
+// lacks the last writes each claim is confirmed, taken again, or given up and reported.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine_harness.h"
+
+namespace stagehand::engine_internal {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// The newest run of `task` in `store`'s history.
+std::optional<TaskRun> LatestRun(TaskStore& store, const std::string& task) {
+  Result<RunPage> page = store.history()->ListRuns(task, 1, std::nullopt);
+  EXPECT_TRUE(page.ok()) << page.status().message();
+  if (!page.ok() || page->runs.empty()) return std::nullopt;
+  Result<TaskRun> run = store.history()->GetRun(page->runs[0].run_id);
+  EXPECT_TRUE(run.ok());
+  return run.ok() ? std::optional(*run) : std::nullopt;
+}
+
+TEST_F(EngineTest, ARunThatEndsWhileTheDatabaseIsAwayIsReleasedWhenItAnswers) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  const WallTime expiry = *Row("t")->current_run_expires_at;
+  store_->SetUnavailable(true);
+  probe.Release();
+  ASSERT_TRUE(probe.WaitInactive());
+  AdvanceBy(seconds(3));  // the release fails, and is tried again, while the database is away
+  store_->SetUnavailable(false);
+  AdvanceBy(seconds(2));
+  const std::optional<TaskRow> row = Row("t");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->current_run_ticket, std::nullopt) << "the release waited for the lease to lapse";
+  EXPECT_LT(clock_.Now(), expiry);
+  const std::optional<TaskRun> run = LatestRun(*store_, "t");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->finish.outcome, RunOutcome::kSucceeded) << "recorded as something else";
+  EXPECT_EQ(recorder_->Count("completed", "t"), 1);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
+}
+
+TEST_F(EngineTest, ReadinessFailsAfterTheGraceOfAnOutageAndReturnsWhenTheDatabaseAnswers) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  Settle();
+  EXPECT_TRUE(engine.Readiness(seconds(2)).ready);
+  store_->SetUnavailable(true);
+  AdvanceBy(seconds(1));
+  EXPECT_TRUE(engine.Readiness(seconds(2)).ready) << "within the grace";
+  AdvanceBy(milliseconds(1100));
+  const TaskEngine::DatabaseStatus away = engine.Readiness(seconds(2));
+  EXPECT_FALSE(away.ready);
+  EXPECT_NE(away.reason.find("plugin 'plugin'"), std::string::npos) << away.reason;
+  EXPECT_NE(away.reason.find("unreachable"), std::string::npos) << away.reason;
+  EXPECT_FALSE(away.health.reachable);
+  store_->SetUnavailable(false);
+  Settle();
+  EXPECT_TRUE(engine.Readiness(seconds(2)).ready);
+}
+
+TEST_F(EngineTest, AHostWithARunIsReadyAgainOnlyOnceItsClaimIsConfirmed) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  store_->SetUnavailable(true);
+  AdvanceBy(seconds(3));
+  EXPECT_FALSE(engine.Readiness(seconds(2)).ready);
+  store_->SetUnavailable(false);
+  const TaskEngine::DatabaseStatus back = engine.Readiness(seconds(2));
+  EXPECT_FALSE(back.ready) << "ready before its claim was confirmed";
+  EXPECT_NE(back.reason.find("confirming its claims"), std::string::npos) << back.reason;
+  AdvanceBy(milliseconds(100));
+  EXPECT_TRUE(engine.Readiness(seconds(2)).ready);
+  EXPECT_EQ(probe.stopped_by_token(), 0);
+  probe.Release();
+}
+
+TEST_F(EngineTest, AfterAFailoverThatLostItsClaimARunTakesTheTaskAgainAndGoesOn) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())).ok());
+  Settle();
+  const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> before_claim =
+      store_->TakeSnapshot();
+  AdvanceBy(seconds(10));
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  const std::string ticket = *Row("t")->current_run_ticket;
+  store_->SimulateFailover(*before_claim);  // the new primary never saw the claim
+  AdvanceBy(milliseconds(500));
+  EXPECT_EQ(Row("t")->current_run_ticket, ticket) << "the claim was not taken again";
+  EXPECT_EQ(probe.stopped_by_token(), 0);
+  EXPECT_EQ(recorder_->Count("at-risk", "t"), 0);
+  probe.Release();
+  ASSERT_TRUE(probe.WaitInactive());
+  AdvanceBy(seconds(1));
+  EXPECT_EQ(Row("t")->current_run_ticket, std::nullopt);
+  EXPECT_EQ(recorder_->Count("completed", "t"), 1);
+}
+
+TEST_F(EngineTest, AfterAFailoverARunWhoseTaskAnotherHostTookIsStoppedAndReportedAtRisk) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())).ok());
+  Settle();
+  const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> before_claim =
+      store_->TakeSnapshot();
+  AdvanceBy(seconds(10));
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  // The new primary lacks the claim, and another host claims the slot there before this host
+  // gets through to it.
+  store_->SetUnavailable(true);
+  store_->SimulateFailover(*before_claim);
+  std::shared_ptr<testing::MemoryTaskStore> elsewhere = OtherHostStore();
+  Result<std::vector<ClaimResult>> claimed = elsewhere->ClaimMany(
+      std::vector<ClaimRequest>{{"t", "theirs", hours(1), std::nullopt}}, seconds(10));
+  ASSERT_TRUE(claimed.ok());
+  ASSERT_TRUE((*claimed)[0].claimed);
+  store_->SetUnavailable(false);
+  AdvanceBy(seconds(1));
+  ASSERT_TRUE(probe.WaitInactive());
+  EXPECT_EQ(probe.stopped_by_token(), 1) << "ran on beside the other host's run";
+  EXPECT_EQ(recorder_->Count("at-risk", "t"), 1);
+  EXPECT_EQ(Row("t")->current_run_ticket, "theirs") << "its end touched the other host's claim";
+}
+
+TEST_F(EngineTest, AfterAFailoverThatLostARunsReleaseTheReleaseIsWrittenAgain) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  probe.Hold();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_TRUE(probe.WaitCalls(1));
+  Settle();
+  const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> while_running =
+      store_->TakeSnapshot();
+  probe.Release();
+  ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
+  Settle();
+  const std::optional<TaskRow> released = Row("t");
+  ASSERT_TRUE(released);
+  ASSERT_EQ(released->current_run_ticket, std::nullopt);
+  store_->SimulateFailover(*while_running);  // the new primary still has the claim
+  AdvanceBy(milliseconds(500));
+  const std::optional<TaskRow> row = Row("t");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->current_run_ticket, std::nullopt) << "the task waits for the lease to lapse";
+  EXPECT_EQ(row->next_run_start_at, released->next_run_start_at);
+  EXPECT_EQ(recorder_->Count("replayed", "t"), 1);
+  EXPECT_EQ(recorder_->Count("at-risk", "t"), 0);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
