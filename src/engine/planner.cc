@@ -516,7 +516,8 @@ Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
   if (!DispatcherHasWork(now)) return plan;
   plan.poll = true;
   plan.sweep = (now >= next_sweep_ || now >= next_safety_poll_) && now >= no_sweep_before_;
-  plan.full = plan.sweep;
+  // A safety round polls everything even while the sweep waits (after a server change).
+  plan.full = plan.sweep || now >= next_safety_poll_;
   // A safety or sweep round polls every waiting task. Otherwise only the tasks whose row may have
   // changed unseen are polled (an event, a trigger, a lost claim), and a due task whose row is
   // known is claimed directly: the claim requires the row's version to be the one known.
