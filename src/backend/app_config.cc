@@ -29,7 +29,8 @@ constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
                                                           "maxOutputBytes"};
 constexpr int kMaxRunsPerTask = 100000;
-constexpr std::array<std::string_view, 1> kStagehandDatabaseKeys = {"maxConnections"};
+constexpr std::array<std::string_view, 2> kStagehandDatabaseKeys = {"maxConnections",
+                                                                    "readinessGrace"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
@@ -722,6 +723,8 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
   if (Result<std::optional<Config>> database = root.GetOptionalConfig("stagehand.database");
       database.ok() && *database) {
     AddUnknownKeys(**database, kStagehandDatabaseKeys, problems);  // values: ReadDatabaseConfig
+    ReadBoundedDuration(**database, "readinessGrace", std::chrono::milliseconds(0), "0",
+                        config.readiness_grace, problems);
   }
   ReadAuth(root, config.auth, problems);
   if (backend.ok()) {

@@ -584,6 +584,18 @@ Status Backend::Impl::DoStart() {
     server->Mount("", MakeDashboardHandler(dashboard));
   }
 
+  // Ready only while every plugin's database answers (after the grace) and, after an outage,
+  // once the claims of the host's runs are confirmed there.
+  server->SetReadinessCheck([this]() -> std::optional<std::string> {
+    for (const auto& entry : plugins) {
+      if (entry->scheduler == nullptr) continue;
+      if (std::optional<std::string> reason =
+              entry->scheduler->DatabaseUnreadyReason(config.readiness_grace)) {
+        return reason;
+      }
+    }
+    return std::nullopt;
+  });
   if (Status listening = server->Start(); !listening.ok()) {
     return listening;
   }

@@ -37,6 +37,7 @@
 #include "http/path_match.h"
 #include "http/request_reader.h"
 #include "http/response_compression.h"
+#include "stagehand/base/json_string.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
@@ -216,10 +217,18 @@ struct ServerCore {
       return JsonResponse(200, R"({"status":"ok"})");
     }
     if (get && http_internal::RouteMatches(request.path, kReadinessPath)) {
-      if (ready.load()) {
-        return JsonResponse(200, R"({"status":"ok"})");
+      if (!ready.load()) {
+        return JsonResponse(503, R"({"status":"error","message":"Backend is not ready"})");
       }
-      return JsonResponse(503, R"({"status":"error","message":"Backend is not ready"})");
+      if (readiness_check) {
+        if (std::optional<std::string> reason = readiness_check()) {
+          std::string body = R"({"status":"error","message":)";
+          AppendJsonString(body, *reason);
+          body += '}';
+          return JsonResponse(503, std::move(body));
+        }
+      }
+      return JsonResponse(200, R"({"status":"ok"})");
     }
     return std::nullopt;
   }
@@ -326,6 +335,7 @@ struct ServerCore {
   std::mutex mu;
   std::vector<std::pair<std::string, HttpHandler>> mounts;  // guarded by mu
   std::atomic<bool> ready{false};
+  std::function<std::optional<std::string>()> readiness_check;  // set before Start
   std::atomic<std::uint16_t> bound_port{0};
 
   asio::io_context io{1};
@@ -992,6 +1002,10 @@ void HttpServer::Mount(std::string prefix, HttpHandler handler) {
 }
 
 void HttpServer::SetReady(bool ready) { impl_->ready.store(ready); }
+
+void HttpServer::SetReadinessCheck(std::function<std::optional<std::string>()> check) {
+  impl_->readiness_check = std::move(check);
+}
 
 namespace {
 

@@ -69,6 +69,10 @@ struct BackendConfig {
   std::chrono::milliseconds keep_alive_timeout{5000};
   std::size_t max_connections = 4096;
   std::size_t max_connections_per_client = 256;
+  // `stagehand.database.readinessGrace` (a duration): how long a plugin's database may go
+  // unanswered before the readiness endpoint answers 503; it answers 200 again once the database
+  // answers and the claims of the host's runs are confirmed there.
+  std::chrono::milliseconds readiness_grace{2000};
   // `stagehand.metrics.perTaskSeries` (boolean): see SchedulerMetricsOptions.
   bool metrics_per_task_series = true;
   // `stagehand.history.enabled` (boolean): whether runs are recorded in the run history.

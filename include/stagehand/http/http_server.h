@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,11 @@ class HttpServer {
   // Sets what /.backstage/health/v1/readiness answers: 200 when ready, 503 otherwise. Starts
   // not ready.
   void SetReady(bool ready);
+
+  // While ready, asks `check` (on a handler thread, per probe) whether something keeps the host
+  // from taking requests: a reason makes the readiness endpoint answer 503 with it as the message.
+  // Call before Start.
+  void SetReadinessCheck(std::function<std::optional<std::string>()> check);
 
   // Binds the address and starts serving on background threads; returns once the server accepts
   // connections. Errors: kUnavailable when the address cannot be bound; kFailedPrecondition when

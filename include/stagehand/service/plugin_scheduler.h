@@ -3,7 +3,9 @@
 // and records every run in the store's run history, which GetTaskRuns and GetRun read.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "stagehand/base/logger.h"
@@ -88,6 +90,11 @@ class PluginScheduler final : public SchedulerService {
   void Shutdown();
 
   const std::string& plugin_id() const;
+
+  // Why this plugin's host should not take requests now, or nullopt: its database has not
+  // answered for longer than `grace`, or it answers again and the claims this host holds are
+  // still being confirmed there. Thread-safe; no database operation (for the readiness probe).
+  std::optional<std::string> DatabaseUnreadyReason(std::chrono::milliseconds grace);
 
  private:
   struct Impl;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -158,6 +159,26 @@ TEST_F(HttpServerTest, ReadinessFollowsSetReady) {
   EXPECT_EQ(ready.body, R"({"status":"ok"})");
   server_.SetReady(false);
   EXPECT_EQ(Get(port(), "/.backstage/health/v1/readiness").status, 503);
+}
+
+TEST_F(HttpServerTest, AReadinessCheckThatGivesAReasonMakesReadiness503WithIt) {
+  std::atomic<bool> database_away{false};
+  server_.SetReadinessCheck([&]() -> std::optional<std::string> {
+    if (!database_away.load()) return std::nullopt;
+    return std::string("the database of plugin \"jobs\" has been unreachable for 3 s");
+  });
+  StartServer();
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/readiness").status, 503) << "before SetReady";
+  server_.SetReady(true);
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/readiness").status, 200);
+  database_away = true;
+  RawResponse away = Get(port(), "/.backstage/health/v1/readiness");
+  EXPECT_EQ(away.status, 503);
+  EXPECT_EQ(away.body, R"({"status":"error","message":"the database of plugin \"jobs\" has been )"
+                       R"(unreachable for 3 s"})");
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/liveness").status, 200) << "alive all the same";
+  database_away = false;
+  EXPECT_EQ(Get(port(), "/.backstage/health/v1/readiness").status, 200);
 }
 
 TEST_F(HttpServerTest, MountSeesPathRelativeToPrefix) {
