@@ -223,13 +223,16 @@ class ClosingListener {
   std::jthread thread_;
 };
 
+// `url` (a postgresql:// URL) as a multi-host URL whose first host is 127.0.0.1:`port`.
+std::string HostFirst(const std::string& url, int port) {
+  const std::size_t at = url.rfind('@');
+  return url.substr(0, at + 1) + "127.0.0.1:" + std::to_string(port) + "," + url.substr(at + 1);
+}
+
 TEST_F(PostgresFaultTest, AMultiHostUrlReachesTheNextHostWhenTheFirstClosesTheConnection) {
   // libpq alone stops at a host that accepts the connection and drops it.
   ClosingListener dead;
-  const std::string real = url();
-  const std::size_t at = real.rfind('@');
-  const std::string multi = real.substr(0, at + 1) + "127.0.0.1:" + std::to_string(dead.port()) +
-                            "," + real.substr(at + 1);
+  const std::string multi = HostFirst(url(), dead.port());
   database_ = pg_test::UniqueDatabaseName("stagehand_faults");
   PostgresStoreOptions options;
   options.connection = multi;
@@ -247,10 +250,7 @@ TEST_F(PostgresFaultTest, AMultiHostUrlDoesNotWaitOutAFirstHostThatNeverAnswers)
   // A primary cut off by a partition: the TCP handshake completes (at its proxy), nothing more.
   proxy_test::TcpProxy silent(PortOf(url()));
   silent.Blackhole();
-  const std::string real = url();
-  const std::size_t at = real.rfind('@');
-  const std::string multi = real.substr(0, at + 1) + "127.0.0.1:" + std::to_string(silent.port()) +
-                            "," + real.substr(at + 1);
+  const std::string multi = HostFirst(url(), silent.port());
   database_ = pg_test::UniqueDatabaseName("stagehand_faults");
   PostgresStoreOptions options;
   options.connection = multi;

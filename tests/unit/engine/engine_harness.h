@@ -218,6 +218,16 @@ inline TaskSchedule Schedule(std::string cadence, std::string timeout = "PT1M",
   return TaskSchedule{settings, TimeZone::Utc()};
 }
 
+// The newest run of `task` in `store`'s history, with its output.
+inline std::optional<TaskRun> LatestRun(TaskStore& store, const std::string& task) {
+  Result<RunPage> page = store.history()->ListRuns(task, 1, std::nullopt);
+  EXPECT_TRUE(page.ok()) << page.status().message();
+  if (!page.ok() || page->runs.empty()) return std::nullopt;
+  Result<TaskRun> run = store.history()->GetRun(page->runs[0].run_id);
+  EXPECT_TRUE(run.ok());
+  return run.ok() ? std::optional(*run) : std::nullopt;
+}
+
 // Prints engine logs with the manual clock's time when STAGEHAND_TEST_LOG is set (debugging aid).
 class StderrLogger final : public Logger {
  public:

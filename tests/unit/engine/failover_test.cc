@@ -16,16 +16,6 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// The newest run of `task` in `store`'s history.
-std::optional<TaskRun> LatestRun(TaskStore& store, const std::string& task) {
-  Result<RunPage> page = store.history()->ListRuns(task, 1, std::nullopt);
-  EXPECT_TRUE(page.ok()) << page.status().message();
-  if (!page.ok() || page->runs.empty()) return std::nullopt;
-  Result<TaskRun> run = store.history()->GetRun(page->runs[0].run_id);
-  EXPECT_TRUE(run.ok());
-  return run.ok() ? std::optional(*run) : std::nullopt;
-}
-
 TEST_F(EngineTest, ARunThatEndsWhileTheDatabaseIsAwayIsReleasedWhenItAnswers) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();

@@ -19,16 +19,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-// The newest run of `task` in `store`'s history, with its output.
-std::optional<TaskRun> LatestRun(TaskStore& store, const std::string& task) {
-  Result<RunPage> page = store.history()->ListRuns(task, 1, std::nullopt);
-  EXPECT_TRUE(page.ok()) << page.status().message();
-  if (!page.ok() || page->runs.empty()) return std::nullopt;
-  Result<TaskRun> run = store.history()->GetRun(page->runs[0].run_id);
-  EXPECT_TRUE(run.ok());
-  return run.ok() ? std::optional(*run) : std::nullopt;
-}
-
 // A command-like task: prints, reports an exit code, and fails when `exit_code` is not 0.
 TaskFunction Command(int exit_code) {
   return [exit_code](const RunControl& control) -> Status {
