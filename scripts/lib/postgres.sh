@@ -13,6 +13,12 @@
 #   STAGEHAND_TEST_PG_BIN         the PostgreSQL bin directory (psql, pgbench, ...)
 # The role `stagehand` (password `stagehand`) is a superuser; pg_stat_statements is preloaded and
 # created in the `postgres` database.
+#
+# When pgbouncer is installed, two PgBouncers in front of the server (every database, the same
+# role) are started too, and stopped with it:
+#   STAGEHAND_TEST_PGBOUNCER_TRANSACTION_URL  through PgBouncer in pool_mode=transaction
+#   STAGEHAND_TEST_PGBOUNCER_SESSION_URL      through PgBouncer in pool_mode=session
+# (each postgresql://stagehand:stagehand@127.0.0.1:<its port>/postgres).
 
 stagehand_pg_bin_dir() {
   if [[ -n "${STAGEHAND_PG_BIN:-}" ]]; then
@@ -122,6 +128,83 @@ CONF
   PGPASSWORD=stagehand "${bin}/psql" -q -X -v ON_ERROR_STOP=1 "${STAGEHAND_TEST_POSTGRES_URL}" \
     -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null || return 1
   echo "postgres.sh: PostgreSQL $("${bin}/postgres" --version | awk '{print $3}') on 127.0.0.1:${port}"
+  if command -v pgbouncer >/dev/null; then
+    stagehand_pgbouncer_start transaction || return 1
+    stagehand_pgbouncer_start session || return 1
+  fi
+}
+
+# Starts a PgBouncer in pool mode $1 (transaction or session) in front of the server, as the
+# server's owner (PgBouncer refuses to run as root), and exports its URL (see above).
+stagehand_pgbouncer_start() {
+  local mode="$1"
+  local dir="${STAGEHAND_PG_TMP}/pgbouncer-${mode}"
+  mkdir -p "${dir}"
+  echo '"stagehand" "stagehand"' >"${dir}/userlist.txt"
+  local pool_size=10 user_connections=40
+  if [[ "${mode}" == session ]]; then
+    pool_size=50
+    user_connections=80
+  fi
+  local port attempt ready
+  for attempt in 1 2 3 4 5; do
+    port="$(stagehand_pg_free_port)"
+    cat >"${dir}/pgbouncer.ini" <<CONF
+[databases]
+* = host=127.0.0.1 port=${STAGEHAND_TEST_POSTGRES_PORT}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = ${port}
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = ${dir}/userlist.txt
+pool_mode = ${mode}
+max_client_conn = 1000
+; Every test makes its own database: keep the server sessions of all of them under the server's
+; max_connections (idle ones go after 2 s, and are evicted for a database that needs one). In
+; session mode each client holds a server session: a test's eight hosts need more than ten.
+default_pool_size = ${pool_size}
+max_user_connections = ${user_connections}
+server_idle_timeout = 2
+autodb_idle_timeout = 10
+server_lifetime = 3600
+; A login the server refused (a database not created yet) is retried after this, not 15 s.
+server_login_retry = 0.1
+logfile = ${dir}/pgbouncer.log
+pidfile = ${dir}/pgbouncer.pid
+admin_users = stagehand
+CONF
+    if ((EUID == 0)); then
+      chown -R postgres:postgres "${dir}"
+    fi
+    stagehand_pg_as_owner pgbouncer -d -q "${dir}/pgbouncer.ini" || true
+    ready=0
+    for _ in $(seq 1 50); do
+      if PGPASSWORD=stagehand "${STAGEHAND_TEST_PG_BIN}/psql" -q -X -At \
+          "postgresql://stagehand@127.0.0.1:${port}/postgres" -c 'SELECT 1' >/dev/null 2>&1; then
+        ready=1
+        break
+      fi
+      sleep 0.1
+    done
+    if ((ready == 1)); then
+      break
+    fi
+    [[ -f "${dir}/pgbouncer.pid" ]] && kill "$(cat "${dir}/pgbouncer.pid")" 2>/dev/null || true
+    if ((attempt == 5)); then
+      echo "postgres.sh: PgBouncer (${mode}) did not start; its log:" >&2
+      cat "${dir}/pgbouncer.log" >&2 || true
+      return 1
+    fi
+  done
+  local url="postgresql://stagehand:stagehand@127.0.0.1:${port}/postgres"
+  if [[ "${mode}" == transaction ]]; then
+    export STAGEHAND_TEST_PGBOUNCER_TRANSACTION_URL="${url}"
+  else
+    export STAGEHAND_TEST_PGBOUNCER_SESSION_URL="${url}"
+  fi
+  echo "postgres.sh: PgBouncer $(pgbouncer --version | awk 'NR==1{print $2}') (${mode}) on 127.0.0.1:${port}"
 }
 
 # Stops the server (if it still runs) and deletes its directory. Safe to call more than once.
@@ -129,6 +212,10 @@ stagehand_pg_stop() {
   if [[ -z "${STAGEHAND_PG_TMP:-}" || ! -d "${STAGEHAND_PG_TMP}" ]]; then
     return 0
   fi
+  local pidfile
+  for pidfile in "${STAGEHAND_PG_TMP}"/pgbouncer-*/pgbouncer.pid; do
+    [[ -f "${pidfile}" ]] && kill "$(cat "${pidfile}")" 2>/dev/null || true
+  done
   local bin
   bin="$(stagehand_pg_bin_dir)" || true
   if [[ -n "${bin}" && -f "${STAGEHAND_PG_TMP}/data/postmaster.pid" ]]; then

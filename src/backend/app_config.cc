@@ -29,8 +29,8 @@ constexpr std::array<std::string_view, 1> kMetricsKeys = {"perTaskSeries"};
 constexpr std::array<std::string_view, 4> kHistoryKeys = {"enabled", "maxRunsPerTask", "maxAge",
                                                           "maxOutputBytes"};
 constexpr int kMaxRunsPerTask = 100000;
-constexpr std::array<std::string_view, 2> kStagehandDatabaseKeys = {"maxConnections",
-                                                                    "readinessGrace"};
+constexpr std::array<std::string_view, 4> kStagehandDatabaseKeys = {
+    "maxConnections", "readinessGrace", "pooler", "notifyConnection"};
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};

@@ -189,6 +189,7 @@ struct Backend::Impl {
   Clock* clock = nullptr;
   std::shared_ptr<Logger> logger;
   MetricsRegistry metrics;
+  DatabaseMetrics database_metrics{metrics};
   HookList root_lifecycle;
   std::unique_ptr<DatabaseManager> databases;
   std::shared_ptr<SchedulerObserver> observer;
@@ -545,6 +546,11 @@ Status Backend::Impl::DoStart() {
         if (!IsGet(request) || !IsRootPath(request)) {
           return std::nullopt;
         }
+        for (const auto& entry : plugins) {
+          if (entry->scheduler != nullptr) {
+            database_metrics.Update(entry->plugin.id, entry->scheduler->Database());
+          }
+        }
         HttpResponse response;
         response.headers.emplace_back("Content-Type", std::string(kPrometheusContentType));
         response.body = metrics.RenderPrometheusText();
@@ -704,6 +710,14 @@ void Backend::Stop() {
     impl_->busy_thread.reset();
   }
   impl_->cv.notify_all();
+}
+
+int Backend::UndeliveredWrites() const {
+  int undelivered = 0;
+  for (const auto& entry : impl_->plugins) {
+    if (entry->scheduler) undelivered += entry->scheduler->UndeliveredWrites();
+  }
+  return undelivered;
 }
 
 Status Backend::RunUntilShutdownSignal() {

@@ -323,6 +323,37 @@ std::string QuoteConnectionValue(const std::string& value) {
   return quoted + "'";
 }
 
+// Reads `pooler` and `notifyConnection` from the stagehand.database block, after
+// `config.division_mode`.
+void ReadPooler(const Config& stagehand, DatabaseConfig& config, ConfigProblems& problems) {
+  if (std::optional<std::string> pooler = ReadString(stagehand, "pooler", problems)) {
+    if (*pooler == "transaction") {
+      config.transaction_pooler = true;
+      if (config.division_mode == PluginDivisionMode::kSchema) {
+        problems.Add(InvalidConfigValue(
+            stagehand, "pooler",
+            "'transaction' needs backend.database.pluginDivisionMode 'database' (a session's "
+            "search_path does not follow its statements through a transaction pooler)"));
+      }
+    } else if (*pooler != "none" && *pooler != "session") {
+      problems.Add(InvalidConfigValue(
+          stagehand, "pooler",
+          fmt::format("unsupported pooler mode '{}', wanted one of none, session, transaction",
+                      *pooler)));
+    }
+  }
+  std::optional<std::string> notify = ReadString(stagehand, "notifyConnection", problems);
+  if (!notify) return;
+  DatabaseConnection fields;
+  std::string error;
+  if (!ParsePostgresString(*notify, fields, error)) {
+    // libpq's reason names the part at fault, never the password.
+    problems.Add(InvalidConfigValue(stagehand, "notifyConnection", error));
+    return;
+  }
+  config.notify_connection = PostgresConnectionString(fields);
+}
+
 }  // namespace
 
 bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection) {
@@ -435,6 +466,7 @@ Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
             ReadInteger(**stagehand, "maxConnections", 0, kMaxStatementConnections, problems)) {
       config.max_statement_connections = *cap;
     }
+    ReadPooler(**stagehand, config, problems);
   }
 
   Result<std::optional<Config>> plugins = db.GetOptionalConfig("plugin");
@@ -564,6 +596,8 @@ Result<PluginDatabase> ResolvePluginDatabase(const DatabaseConfig& config,
     connection["dbname"] = "postgres";
   }
   result.server_connection = PostgresConnectionString(connection);
+  result.transaction_pooler = config.transaction_pooler;
+  result.notify_connection = config.notify_connection;
   return result;
 }
 

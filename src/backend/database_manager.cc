@@ -95,6 +95,8 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
     options.pool_min = database->pool_min;
     options.pool_size = database->pool_max;
     options.idle_timeout = database->idle_timeout;
+    options.transaction_pooler = database->transaction_pooler;
+    options.notify_connection = database->notify_connection;
     options.connections = PostgresShared();
     opened = OpenPostgresTaskStore(plugin_id, options, clock_);
   }

@@ -1,6 +1,9 @@
 #include "stagehand/backend/scheduler_metrics.h"
 
 #include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +66,15 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
             {"plugin", "taskId"})),
         reclaims_(registry.Counter("stagehand_janitor_reclaims_total",
                                    "Expired runs reset by the janitor", {"plugin", "taskId"})),
+        at_risk_(registry.Counter(
+            "stagehand_failover_runs_at_risk_total",
+            "Runs a failover may have done twice or left unrecorded (the new primary lacked their "
+            "claim and another host had changed the task meanwhile)",
+            {"plugin", "taskId"})),
+        replayed_(registry.Counter("stagehand_database_writes_replayed_total",
+                                   "Writes (run releases) missing on a new database server after "
+                                   "a failover and written again there",
+                                   {"plugin", "taskId"})),
         overdue_(registry.Counter(
             "stagehand_task_runs_overdue_total",
             "Runs still going a lease after their timeout (their claim is held until they return)",
@@ -118,6 +130,16 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
     overdue_.Add({std::string(run.plugin_id), Task(run.task_id)});
   }
 
+  void OnRunAtRisk(std::string_view plugin_id, std::string_view task_id,
+                   std::string_view /*run_id*/, std::optional<WallTime> /*slot*/,
+                   std::string_view /*why*/) override {
+    at_risk_.Add({std::string(plugin_id), Task(task_id)});
+  }
+
+  void OnWriteReplayed(std::string_view plugin_id, std::string_view task_id) override {
+    replayed_.Add({std::string(plugin_id), Task(task_id)});
+  }
+
  private:
   // The taskId label value of `task_id`'s series.
   std::string Task(std::string_view task_id) const {
@@ -146,6 +168,8 @@ class SchedulerMetricsObserver final : public SchedulerObserver {
   CounterFamily& lease_renewals_;
   CounterFamily& leases_lost_;
   CounterFamily& reclaims_;
+  CounterFamily& at_risk_;
+  CounterFamily& replayed_;
   CounterFamily& overdue_;
 };
 
@@ -155,6 +179,33 @@ std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(MetricsRegistry&
                                                                 const Clock& clock,
                                                                 SchedulerMetricsOptions options) {
   return std::make_shared<SchedulerMetricsObserver>(registry, clock, options);
+}
+
+DatabaseMetrics::DatabaseMetrics(MetricsRegistry& registry)
+    : up_(registry.Gauge("stagehand_database_up",
+                         "1 while the plugin's database answers (its statements and its LISTEN "
+                         "session), else 0",
+                         {"plugin"})),
+      reconnects_(registry.Counter("stagehand_database_reconnects_total",
+                                   "Database sessions opened again after a failure", {"plugin"})),
+      server_changes_(registry.Counter(
+          "stagehand_database_server_changes_total",
+          "Reconnects that reached another database server (a failover to a standby)",
+          {"plugin"})) {}
+
+void DatabaseMetrics::Update(std::string_view plugin_id, const DatabaseHealth& health) {
+  const std::vector<std::string> labels = {std::string(plugin_id)};
+  std::lock_guard lock(mu_);
+  up_.Set(labels, health.reachable ? 1 : 0);
+  Seen& seen = seen_[labels.front()];
+  if (health.reconnects > seen.reconnects) {
+    reconnects_.Add(labels, static_cast<double>(health.reconnects - seen.reconnects));
+    seen.reconnects = health.reconnects;
+  }
+  if (health.server_changes > seen.server_changes) {
+    server_changes_.Add(labels, static_cast<double>(health.server_changes - seen.server_changes));
+    seen.server_changes = health.server_changes;
+  }
 }
 
 std::function<void(const HttpRequestRecord&)> MakeHttpRequestMetrics(MetricsRegistry& registry) {

@@ -170,6 +170,12 @@ int RunServe(const ServeOptions& options, const Context& context) {
     logger->Error("Shutdown failed", {{"error", stopped.message()}});
     return kExitFailure;
   }
+  if (const int undelivered = (*backend)->UndeliveredWrites(); undelivered > 0) {
+    logger->Error("stagehand serve stopped with writes its database never took (listed above): "
+                  "their runs are recorded as lost once their claims lapse",
+                  {{"writes", std::to_string(undelivered)}});
+    return kExitUndelivered;
+  }
   logger->Info("stagehand serve stopped");
   return kExitOk;
 }
@@ -213,8 +219,8 @@ void AddServeCommand(CLI::App& app, Action& action) {
       "changes a setting outside stagehand.plugins.<pluginId>.tasks, changes nothing and every "
       "problem is logged (see also 'stagehand reload').\n"
       "Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad usage, 69 could not "
-      "start (database, listen port or ready file), 78 invalid config (every problem on its own "
-      "line).\n"
+      "start (database, listen port or ready file), 75 stopped with writes the database never "
+      "took (each logged), 78 invalid config (every problem on its own line).\n"
       "Example:\n"
       "  STAGEHAND_TOKEN=secret stagehand serve --config examples/app-config.yaml \\\n"
       "      --config examples/app-config.auth.yaml --log-format json\n"

@@ -231,7 +231,7 @@ class Planner {
   struct Options {
     EngineOptions engine;
     bool has_store = false;
-    bool store_notifies = false;  // the store announces writes (Listen returned a subscription)
+    bool store_notifies = false;  // the store announces writes (Notifications::announces_writes)
     // The zone a local task's next start after a run is shown in (see FormatRestTime).
     TimeZone default_zone = TimeZone::Utc();
     // Orders due tasks of equal due time before a claim, differently on every host.

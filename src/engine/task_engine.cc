@@ -49,7 +49,7 @@ TaskEngine::TaskEngine(EngineContext context)
     context_.store->SetCallTimeout(context_.options.lease / 2);
     notifications_ =
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
-    options.store_notifies = notifications_ != nullptr;
+    options.store_notifies = notifications_ != nullptr && notifications_->announces_writes();
     history_ = context_.options.record_history ? context_.store->history() : nullptr;
     registrations_ = context_.store->registrations();
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
@@ -1521,13 +1521,7 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   }
 }
 
-TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
-  DatabaseStatus status;
-  if (context_.store == nullptr) return status;
-  status.health = context_.store->Health();
-  const MonoTime now = clock_.MonoNow();
-  std::lock_guard lock(mu_);
-  DatabaseHealth& health = status.health;
+DatabaseHealth TaskEngine::DatabaseHealthLocked(DatabaseHealth health) const {
   if (const std::optional<MonoTime> failing = planner_->DatabaseFailingSince()) {
     if (health.reachable || *failing < health.unreachable_since) {
       health.unreachable_since = *failing;
@@ -1535,6 +1529,24 @@ TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
     if (health.reachable) health.reason = "its statements fail";
     health.reachable = false;
   }
+  return health;
+}
+
+DatabaseHealth TaskEngine::Database() const {
+  if (context_.store == nullptr) return {};
+  DatabaseHealth health = context_.store->Health();
+  std::lock_guard lock(mu_);
+  return DatabaseHealthLocked(std::move(health));
+}
+
+TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
+  DatabaseStatus status;
+  if (context_.store == nullptr) return status;
+  DatabaseHealth store_health = context_.store->Health();
+  const MonoTime now = clock_.MonoNow();
+  std::lock_guard lock(mu_);
+  status.health = DatabaseHealthLocked(std::move(store_health));
+  DatabaseHealth& health = status.health;
   if (!health.reachable) {
     const nanoseconds down = now - health.unreachable_since;
     if (down > grace && !unready_) {

@@ -144,6 +144,9 @@ class TaskEngine final : public DrivenEngine {
     DatabaseHealth health;  // the store's, with the engine's own failures folded in
   };
   DatabaseStatus Readiness(std::chrono::milliseconds grace);
+  // What the store knows of its database, with the engine's own failing calls folded in (as in
+  // Readiness, without its latch). Thread-safe; no database operation.
+  DatabaseHealth Database() const;
 
   // Runs the shutdown order above. Idempotent.
   void Shutdown();
@@ -160,6 +163,9 @@ class TaskEngine final : public DrivenEngine {
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
+  // `health` with the planner's failing calls folded in. Requires mu_.
+  DatabaseHealth DatabaseHealthLocked(DatabaseHealth health) const;
+
   // Registration steps (RegisterMany).
   void WatchCallerStop(const TaskPtr& task);
 

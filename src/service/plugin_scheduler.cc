@@ -370,10 +370,14 @@ Result<RunDetail> PluginScheduler::GetRun(std::string_view run_id) const {
 
 void PluginScheduler::Shutdown() { impl_->engine.Shutdown(); }
 
+int PluginScheduler::UndeliveredWrites() const { return impl_->engine.UndeliveredWrites(); }
+
 std::optional<std::string> PluginScheduler::DatabaseUnreadyReason(std::chrono::milliseconds grace) {
   engine_internal::TaskEngine::DatabaseStatus status = impl_->engine.Readiness(grace);
   if (status.ready) return std::nullopt;
   return std::move(status.reason);
 }
+
+DatabaseHealth PluginScheduler::Database() const { return impl_->engine.Database(); }
 
 }  // namespace stagehand

@@ -3,11 +3,17 @@
 // through the store (which creates it when missing) and drops it afterwards; every OpenStore() is
 // another store with its own pool, as another host would open it. Raw rows are written and read
 // with plain libpq SQL, independently of the store's own code.
+//
+// With STAGEHAND_TEST_POSTGRES_POOLER=transaction (or session) the stores' statements go through
+// the test PgBouncer in that pool mode (STAGEHAND_TEST_PGBOUNCER_TRANSACTION_URL or _SESSION_URL,
+// from scripts/lib/postgres.sh), configured as a user would: behind a transaction pooler with
+// `transaction_pooler` set and the LISTEN session straight to the server. Raw rows stay direct.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,10 +53,18 @@ std::optional<std::string> SqlTime(const std::optional<WallTime>& t) {
   return SqlTime(*t);
 }
 
+// The pool mode STAGEHAND_TEST_POSTGRES_POOLER asks for: "", "transaction" or "session".
+std::string PoolerMode() {
+  const char* mode = std::getenv("STAGEHAND_TEST_POSTGRES_POOLER");
+  return mode == nullptr ? "" : mode;
+}
+
 class PostgresStoreFixture final : public StoreFixture {
  public:
   PostgresStoreFixture()
       : url_(pg_test::ServerUrl().value_or("")),
+        mode_(PoolerMode()),
+        store_url_(mode_.empty() ? url_ : pg_test::PoolerUrl(mode_).value_or("")),
         database_(pg_test::UniqueDatabaseName("stagehand_contract")) {
     std::unique_ptr<TaskStore> first = OpenStore();  // creates and migrates the database
     STAGEHAND_CHECK(first != nullptr);
@@ -64,8 +78,12 @@ class PostgresStoreFixture final : public StoreFixture {
 
   std::unique_ptr<TaskStore> OpenStore() override {
     PostgresStoreOptions options;
-    options.connection = url_;
+    options.connection = store_url_;
     options.database = database_;
+    if (mode_ == "transaction") {
+      options.transaction_pooler = true;
+      options.notify_connection = url_;
+    }
     options.pool_size = 2;
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
@@ -138,10 +156,13 @@ class PostgresStoreFixture final : public StoreFixture {
 
   bool supports_notifications() const override { return true; }
 
-  int claim_race_rounds() const override { return 10'000; }
+  // Through a pooler each round costs two more hops.
+  int claim_race_rounds() const override { return mode_.empty() ? 10'000 : 2'000; }
 
  private:
   const std::string url_;
+  const std::string mode_;
+  const std::string store_url_;
   const std::string database_;
   std::unique_ptr<pg_test::RawConnection> raw_;
 };
@@ -150,6 +171,13 @@ class PostgresStoreFixture final : public StoreFixture {
 
 std::unique_ptr<StoreFixture> MakeStoreFixture() {
   if (!pg_test::ServerUrl()) return nullptr;  // the environment has skipped or failed the test
+  if (const std::string mode = PoolerMode(); !mode.empty() && !pg_test::PoolerUrl(mode)) {
+    // scripts/lib/postgres.sh starts the PgBouncers when pgbouncer is installed.
+    ADD_FAILURE() << "no test PgBouncer in " << mode
+                  << " mode: STAGEHAND_TEST_PGBOUNCER_*_URL is unset (install pgbouncer with "
+                     "scripts/bootstrap, and run the tests through scripts/test-postgres)";
+    return nullptr;
+  }
   return std::make_unique<PostgresStoreFixture>();
 }
 

@@ -148,6 +148,10 @@ class Backend {
   // shutdown too. Returns OK after a clean stop.
   Status RunUntilShutdownSignal();
 
+  // After Stop: how many writes (run releases, history records) the schedulers could not deliver
+  // to their databases before they stopped (each was logged).
+  int UndeliveredWrites() const;
+
   // The bound HTTP port after Start, else 0.
   std::uint16_t port() const;
 

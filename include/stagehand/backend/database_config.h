@@ -66,6 +66,14 @@ struct DatabaseConfig {
   // `stagehand.database.maxConnections`: PostgreSQL statement connections open at once across
   // all plugins of the process (LISTEN connections aside); 0 means no cap.
   int max_statement_connections = 10;
+  // `stagehand.database.pooler: transaction`: PostgreSQL statements go through a pooler in
+  // transaction mode (see PostgresStoreOptions::transaction_pooler). `none` and `session` (the
+  // default and a pooler that keeps each client's server session) need nothing special.
+  bool transaction_pooler = false;
+  // `stagehand.database.notifyConnection`: the libpq connection string of the LISTEN sessions
+  // (straight to the server behind a transaction pooler). Empty: the connection's. May hold a
+  // password: never print it.
+  std::string notify_connection;
   std::string context;  // the file `backend.database` came from, for messages
 };
 
@@ -82,6 +90,9 @@ struct PluginDatabase {
   // maintenance database `postgres`, from which the plugin database is created). May hold a
   // password: never print it.
   std::string server_connection;
+  // PostgreSQL: DatabaseConfig's pooler and notify connection, for every plugin.
+  bool transaction_pooler = false;
+  std::string notify_connection;
   // MySQL: the server's fields (`host`, `port`, `user`, `password`, `socket`, `ssl`; see
   // DatabaseConnection). May hold a password: never print it.
   DatabaseConnection mysql_server;

@@ -14,20 +14,33 @@
 //   stagehand_task_lease_renewals_total{plugin,taskId,result}   result = ok|failed
 //   stagehand_task_leases_lost_total{plugin,taskId}
 //   stagehand_janitor_reclaims_total{plugin,taskId}
+//   stagehand_failover_runs_at_risk_total{plugin,taskId}   runs a failover may have doubled or
+//       left unrecorded (asynchronous replication)
+//   stagehand_database_writes_replayed_total{plugin,taskId}   releases written again on a new
+//       primary that lacked them
 // With per-task series off (SchedulerMetricsOptions), every series above has taskId="*": one
 // series per plugin instead of one per task, under the same names and labels.
+// The database of each plugin (DatabaseMetrics, refreshed as /metrics is read):
+//   stagehand_database_up{plugin}   1 while it answers, else 0
+//   stagehand_database_reconnects_total{plugin}
+//   stagehand_database_server_changes_total{plugin}   reconnects to another server (failovers)
 // And the HTTP server's requests:
 //   stagehand_http_requests_total{route,method,status}
 //   stagehand_http_request_duration_seconds{route}   histogram, buckets 0.001 … 10
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <string_view>
 
 #include "stagehand/engine/observer.h"
 #include "stagehand/http/http_server.h"
 #include "stagehand/metrics/metrics_registry.h"
+#include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand {
@@ -45,6 +58,29 @@ struct SchedulerMetricsOptions {
 // the wall time of the started/completed gauges. Both must outlive the observer. Thread-safe.
 std::shared_ptr<SchedulerObserver> MakeSchedulerMetricsObserver(
     MetricsRegistry& registry, const Clock& clock, SchedulerMetricsOptions options = {});
+
+// The database series above, set from each plugin's DatabaseHealth. Thread-safe.
+class DatabaseMetrics {
+ public:
+  // `registry` must outlive this object.
+  explicit DatabaseMetrics(MetricsRegistry& registry);
+  DatabaseMetrics(const DatabaseMetrics&) = delete;
+  DatabaseMetrics& operator=(const DatabaseMetrics&) = delete;
+
+  // Sets `plugin_id`'s series from `health` (its counts only ever grow the counters).
+  void Update(std::string_view plugin_id, const DatabaseHealth& health);
+
+ private:
+  struct Seen {
+    std::int64_t reconnects = 0;
+    std::int64_t server_changes = 0;
+  };
+  GaugeFamily& up_;
+  CounterFamily& reconnects_;
+  CounterFamily& server_changes_;
+  std::mutex mu_;
+  std::map<std::string, Seen> seen_;  // guarded by mu_
+};
 
 // Returns a request observer for HttpServerOptions::on_request that records each answered request
 // into `registry`, which must outlive it. Thread-safe.

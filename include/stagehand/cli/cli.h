@@ -14,6 +14,8 @@ inline constexpr int kExitFailure = 1;       // The command ran and failed.
 inline constexpr int kExitUsage = 2;         // Bad flags or arguments, or invalid input.
 inline constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: the database or port is unusable.
 inline constexpr int kExitConfig = 78;       // EX_CONFIG: the configuration is invalid.
+// EX_TEMPFAIL: `serve` stopped with writes its database never took (run ends, history records).
+inline constexpr int kExitUndelivered = 75;
 
 // Exit codes of the client verbs (tasks, trigger, cancel, runs, logs), which talk to a running
 // daemon over REST. Each answer a script may want to branch on has its own code; any other

@@ -88,6 +88,9 @@ class PluginScheduler final : public SchedulerService {
   // claiming, signal running tasks, wait up to the grace period, release tickets, stop threads.
   // Idempotent; later calls to ScheduleTask fail with kUnavailable.
   void Shutdown();
+  // After Shutdown: the writes (run releases, history records) that could not be delivered to the
+  // database before it returned; each was logged.
+  int UndeliveredWrites() const;
 
   const std::string& plugin_id() const;
 
@@ -95,6 +98,10 @@ class PluginScheduler final : public SchedulerService {
   // answered for longer than `grace`, or it answers again and the claims this host holds are
   // still being confirmed there. Thread-safe; no database operation (for the readiness probe).
   std::optional<std::string> DatabaseUnreadyReason(std::chrono::milliseconds grace);
+  // What this plugin's store knows of its database (reachable, since when not, reconnects,
+  // server changes), with the engine's failing calls folded in. Thread-safe; no database
+  // operation (for the metrics).
+  DatabaseHealth Database() const;
 
  private:
   struct Impl;

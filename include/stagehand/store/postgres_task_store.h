@@ -79,6 +79,14 @@ struct PostgresStoreOptions {
   // Client-side bound on waiting for any one statement's answer (see TaskStore::SetCallTimeout,
   // which replaces it); zero means none.
   std::chrono::milliseconds call_timeout{0};
+  // Statements go through a pooler in transaction mode (PgBouncer's pool_mode=transaction): none
+  // is prepared by name and no session setting is relied on. `schema` must be empty.
+  bool transaction_pooler = false;
+  // A libpq connection string or URL for the LISTEN session, straight to the server when
+  // statements go through a pooler; its database is overridden by `database` as `connection`'s
+  // is. Empty: `connection`, except behind a transaction pooler, where the store then has no
+  // notifications and the engine relies on its poll.
+  std::string notify_connection;
 };
 
 // Opens the pool for `plugin_id`, creating the plugin database or schema when missing. Does not

@@ -296,6 +296,9 @@ struct DatabaseHealth {
 class Notifications {
  public:
   virtual ~Notifications() = default;
+  // Whether writes are announced (kChanged, kReleased, ...); false when only the store's own
+  // conditions are (kServerChanged), and the caller must poll for other writers' changes.
+  virtual bool announces_writes() const { return true; }
 };
 
 // One plugin's task table. Implementations are thread-safe: any thread may call any method; each

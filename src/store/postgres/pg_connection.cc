@@ -361,6 +361,13 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   PQsetNoticeProcessor(
       raw, [](void*, const char*) {}, nullptr);
 
+  connection->unnamed_statements_ = params.transaction_pooler;
+  if (params.transaction_pooler && !params.search_path.empty()) {
+    return InvalidArgumentError(fmt::format(
+        "schema '{}' cannot be used behind a pooler in transaction mode (a session's search_path "
+        "does not follow its statements there): use pluginDivisionMode database",
+        params.search_path));
+  }
   std::string search_path;
   if (!params.search_path.empty()) {
     Result<std::string> quoted = connection->QuoteIdentifier(params.search_path);
@@ -369,7 +376,8 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   }
   PgParams setup;
   setup.Add(std::to_string(params.statement_timeout.count())).Add(search_path);
-  PgResult result = connection->ExecuteText(pg_sql::kSessionSetup, setup);
+  PgResult result = connection->ExecuteText(
+      params.transaction_pooler ? pg_sql::kPooledSessionSetup : pg_sql::kSessionSetup, setup);
   if (!result.ok()) return UnavailableError("session setup failed: " + result.error());
   connection->search_path_ = params.search_path;
   if (db_now != nullptr && result.rows() == 1) {
@@ -507,7 +515,7 @@ PgResult PgConnection::AwaitResult() {
 
 std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
   STAGEHAND_CHECK(statement.index >= 0 && statement.index < kMaxStatements);
-  if (statement.replan || prepared_[statement.index]) return std::nullopt;
+  if (statement.replan || unnamed_statements_ || prepared_[statement.index]) return std::nullopt;
   PgResult prepared = PQsendPrepare(conn_, statement.name, statement.sql, 0, nullptr) == 1
                           ? AwaitResult()
                           : Wrap(nullptr);
@@ -517,14 +525,22 @@ std::optional<PgResult> PgConnection::Prepare(const PgStatement& statement) {
 }
 
 PgResult PgConnection::Execute(const PgStatement& statement, const PgParams& params) {
-  if (statement.replan) return ExecuteText(statement.sql, params);
+  if (statement.replan || unnamed_statements_) return ExecuteText(statement.sql, params);
   if (std::optional<PgResult> failed = Prepare(statement)) return *std::move(failed);
   const std::vector<const char*> values = params.Pointers();
   if (PQsendQueryPrepared(conn_, statement.name, params.size(), values.data(), nullptr, nullptr,
                           /*resultFormat=*/0) != 1) {
     return Wrap(nullptr);
   }
-  return AwaitResult();
+  PgResult result = AwaitResult();
+  // 26000: no such prepared statement. The statement was prepared on another server session: a
+  // pooler in transaction mode sits in between. Nothing ran; run it unnamed from now on.
+  // Inside a transaction, which the error aborted, the caller's retry runs it unnamed.
+  if (result.SqlState() == "26000") {
+    unnamed_statements_ = true;
+    if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return ExecuteText(statement.sql, params);
+  }
+  return result;
 }
 
 PgResult PgConnection::ExecuteText(const char* sql, const PgParams& params) {

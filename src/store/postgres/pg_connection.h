@@ -123,6 +123,15 @@ struct PgConnectParams {
   // Empty: the list's order.
   std::string preferred_host;
   std::string preferred_port;
+  // Statements reach the server through a pooler in transaction mode (PgBouncer's
+  // pool_mode=transaction), where consecutive statements may land on different server sessions:
+  // no statement is prepared by name, and no session setting but the pooler-tracked TimeZone and
+  // DateStyle is made (the server's or role's statement_timeout applies; `search_path` must be
+  // empty).
+  bool transaction_pooler = false;
+  // Where LISTEN sessions connect when not through `conninfo` (behind a transaction pooler, the
+  // database itself). Empty: `conninfo`, and no LISTEN at all behind a transaction pooler.
+  std::string notify_conninfo;
 };
 
 // One open session with its session settings applied (UTC, ISO dates, statement_timeout,
@@ -140,7 +149,9 @@ class PgConnection {
   PgConnection& operator=(const PgConnection&) = delete;
 
   // Executes `statement`, preparing it on this connection first if needed (unless it is
-  // replanned at every execution).
+  // replanned at every execution, or the session is behind a transaction pooler). A statement
+  // the server does not know by name although it was prepared (a transaction pooler the params
+  // did not declare) is run unnamed, as is every later one on this connection.
   PgResult Execute(const PgStatement& statement, const PgParams& params);
   // Prepares `statement` on this connection unless it already is or is replanned at every
   // execution (one round trip when it is not). Returns nullopt once it is prepared, else the
@@ -171,6 +182,9 @@ class PgConnection {
   bool UseSearchPath(const std::string& schema);
   const std::string& search_path() const { return search_path_; }
 
+  // Whether statements run unnamed: declared behind a transaction pooler, or found to be.
+  bool unnamed_statements() const { return unnamed_statements_; }
+
   // Whether the store has warmed this session up (TaskStore::WarmUp), so it is done once.
   bool warmed() const { return warmed_; }
   void MarkWarmed() { warmed_ = true; }
@@ -186,6 +200,7 @@ class PgConnection {
   PGconn* conn_;
   std::chrono::milliseconds call_timeout_{0};
   bool prepared_[kMaxStatements] = {};
+  bool unnamed_statements_ = false;
   bool warmed_ = false;
   std::string search_path_;  // the schema set at connect or by UseSearchPath
   PgServerIdentity server_;

@@ -179,10 +179,13 @@ std::string DatabaseKey(const PgConnectParams& params) {
   return params.conninfo + '\n' + params.database;
 }
 
-// Returns the parameters of a LISTEN session: the database's, without a search_path (channels
-// are global to the database) and without a call bound (the session waits for notifications).
+// Returns the parameters of a LISTEN session: the database's (at notify_conninfo when set),
+// without a search_path (channels are global to the database) and without a call bound (the
+// session waits for notifications).
 PgConnectParams ListenParams(const PgConnectParams& params) {
   PgConnectParams listen = params;
+  if (!params.notify_conninfo.empty()) listen.conninfo = params.notify_conninfo;
+  listen.transaction_pooler = false;
   listen.search_path.clear();
   listen.call_timeout = std::chrono::milliseconds(0);
   listen.application_name = "stagehand-listen";

@@ -1152,7 +1152,8 @@ Result<WallTime> PostgresTaskStore::DatabaseNow() {
 
 namespace {
 
-// A store's subscription: its channel on the LISTEN hub, and the pool's server changes.
+// A store's subscription: its channel on the LISTEN hub (none behind a transaction pooler
+// without a notify connection), and the pool's server changes.
 class PgSubscription final : public Notifications {
  public:
   PgSubscription(std::unique_ptr<Notifications> channel, std::shared_ptr<ConnectionPool> pool,
@@ -1161,6 +1162,7 @@ class PgSubscription final : public Notifications {
   ~PgSubscription() override { pool_->RemoveServerChangeObserver(observer_); }
   PgSubscription(const PgSubscription&) = delete;
   PgSubscription& operator=(const PgSubscription&) = delete;
+  bool announces_writes() const override { return channel_ != nullptr; }
 
  private:
   std::unique_ptr<Notifications> channel_;
@@ -1176,6 +1178,11 @@ std::unique_ptr<Notifications> PostgresTaskStore::Listen(
   const int observer = pool_->AddServerChangeObserver([shared] {
     (*shared)(StoreEvent{StoreEvent::Kind::kServerChanged, ""});
   });
+  const store_internal::PgConnectParams& params = pool_->params();
+  if (params.transaction_pooler && params.notify_conninfo.empty()) {
+    // A pooler in transaction mode cannot hold a LISTEN: the engine polls alone.
+    return std::make_unique<PgSubscription>(nullptr, pool_, observer);
+  }
   std::unique_ptr<Notifications> channel = Shared().hub().Subscribe(
       pool_->params(), channel_,
       [shared, pool = pool_](const StoreEvent& event) {
@@ -1554,6 +1561,8 @@ Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plug
   params.connect_timeout = options.connect_timeout;
   params.statement_timeout = options.statement_timeout;
   params.call_timeout = options.call_timeout;
+  params.transaction_pooler = options.transaction_pooler;
+  params.notify_conninfo = options.notify_connection;
   std::string where =
       fmt::format("plugin '{}', database '{}'", plugin_id, store_internal::DatabaseNameOf(params));
   if (!options.schema.empty()) where += fmt::format(", schema '{}'", options.schema);

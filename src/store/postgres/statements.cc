@@ -915,6 +915,13 @@ SELECT set_config('statement_timeout', $1::text, false),
        set_config('jit', 'off', false)
 )sql";
 
+// kSessionSetup's columns behind a transaction pooler: only what the pooler carries from session
+// to session (it tracks TimeZone and DateStyle per client); the parameters are not used.
+const char* const kPooledSessionSetup = R"sql(
+SELECT $1::text, set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, YMD', false),
+       $2::text, now()
+)sql";
+
 const char* const kServerIdentity = R"sql(
 SELECT (SELECT system_identifier::text FROM pg_control_system()), pg_is_in_recovery(),
        CASE WHEN NOT pg_is_in_recovery() THEN pg_walfile_name(pg_current_wal_lsn()) END

@@ -168,6 +168,9 @@ const RegistryStatements& RegistrationStatements();
 // Session settings applied on connect: $1 statement_timeout (ms, text), $2 search_path ('' keeps
 // the default), sequential scans and the JIT off (ADR 0016) → now() in column 4.
 extern const char* const kSessionSetup;
+// kSessionSetup behind a pooler in transaction mode: TimeZone and DateStyle only → now() in
+// column 4.
+extern const char* const kPooledSessionSetup;
 
 // $1 database name → one row if the database exists.
 // Sets the session's search_path to $1 (a quoted schema), or back to the server's default when

@@ -436,6 +436,63 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kTrigger, "after", before_restart));
 }
 
+// PgBouncer in transaction mode lends each statement whichever server session is free, so a
+// statement prepared on one is unknown on the next. A store nobody told about the pooler finds
+// out from the first such failure and runs its statements unnamed from then on: no call fails.
+TEST_F(PostgresFaultTest, AStoreNotToldOfATransactionPoolerStillWorksThroughIt) {
+  const std::optional<std::string> pooler = pg_test::PoolerUrl("transaction");
+  ASSERT_TRUE(pooler) << "no test PgBouncer: install pgbouncer (scripts/bootstrap) and run the "
+                         "tests through scripts/test-postgres";
+  database_ = pg_test::UniqueDatabaseName("stagehand_pooled");
+  constexpr int kWorkers = 4;
+  constexpr int kRounds = 100;
+  PostgresStoreOptions options;
+  options.connection = *pooler;
+  options.database = database_;
+  options.pool_size = kWorkers;
+  Result<std::unique_ptr<TaskStore>> opened =
+      OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<TaskStore> store = std::move(*opened);
+  ASSERT_TRUE(store->Migrate().ok());
+  TaskSchedule schedule;
+  schedule.settings.cadence = "PT0S";
+  schedule.settings.timeout_after_duration = "PT1M";
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_TRUE(store->Upsert("pooled-" + std::to_string(w), schedule).ok());
+  }
+  std::mutex mu;
+  std::map<std::string, int> failures;  // guarded by mu
+  int released = 0;                     // guarded by mu
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.emplace_back([&, w] {
+        const std::string id = "pooled-" + std::to_string(w);
+        for (int round = 0; round < kRounds; ++round) {
+          const std::string ticket = id + "-" + std::to_string(round);
+          Status status = store->Poll(std::vector<std::string>{id}, true).status();
+          bool done = false;
+          if (status.ok()) {
+            Result<ClaimResult> claim = store->Claim(id, ticket, minutes(1), minutes(1));
+            status = claim.status();
+            if (claim.ok() && claim->claimed) {
+              status = store->Release(id, ticket, schedule, std::nullopt).status();
+              done = status.ok();
+            }
+          }
+          std::lock_guard lock(mu);
+          if (!status.ok()) ++failures[status.ToString()];
+          if (done) ++released;
+        }
+      });
+    }
+  }
+  EXPECT_TRUE(failures.empty()) << failures.size() << " kinds of failure, e.g. "
+                                << (failures.empty() ? "" : failures.begin()->first);
+  EXPECT_EQ(released, kWorkers * kRounds);
+}
+
 TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
   if (!CanControlServer())
     GTEST_SKIP() << "STAGEHAND_TEST_PG_CTL is not set (use scripts/test-postgres)";

@@ -25,6 +25,15 @@ inline std::optional<std::string> ServerUrl() {
   return std::string(url);
 }
 
+// Returns the URL of the test PgBouncer in pool mode `mode` ("transaction" or "session":
+// STAGEHAND_TEST_PGBOUNCER_TRANSACTION_URL or _SESSION_URL), or nullopt when none was started.
+inline std::optional<std::string> PoolerUrl(const std::string& mode) {
+  const char* url = std::getenv(mode == "transaction" ? "STAGEHAND_TEST_PGBOUNCER_TRANSACTION_URL"
+                                                      : "STAGEHAND_TEST_PGBOUNCER_SESSION_URL");
+  if (url == nullptr || *url == '\0') return std::nullopt;
+  return std::string(url);
+}
+
 inline constexpr char kNoServerMessage[] =
     "STAGEHAND_TEST_POSTGRES_URL is not set; run the tests through scripts/test-postgres to "
     "include the PostgreSQL tests";

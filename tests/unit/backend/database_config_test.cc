@@ -10,7 +10,9 @@
 namespace stagehand {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kFile[] = "app-config.yaml";
 
@@ -341,6 +343,40 @@ TEST(DatabaseConfigTest, MySqlUrlGivesOneDatabasePerPlugin) {
                                                        {"port", "3307"},
                                                        {"ssl", "true"},
                                                        {"user", "back@stage"}}));
+}
+
+TEST(DatabaseConfigTest, ATransactionPoolerAndADirectNotifyConnectionReachEveryPlugin) {
+  DatabaseConfig config = ReadOk(
+      "backend:\n  database:\n    client: pg\n"
+      "    connection: postgresql://u:p@pgbouncer:6432/postgres\n"
+      "stagehand:\n  database:\n    pooler: transaction\n"
+      "    notifyConnection: postgresql://u:p@db1:5432/postgres\n");
+  EXPECT_TRUE(config.transaction_pooler);
+  const PluginDatabase database = Resolve(config, "jobs");
+  EXPECT_TRUE(database.transaction_pooler);
+  EXPECT_THAT(database.notify_connection, HasSubstr("host='db1'"));
+  EXPECT_THAT(database.server_connection, HasSubstr("host='pgbouncer'"));
+
+  const DatabaseConfig session = ReadOk(
+      "backend:\n  database:\n    client: pg\n    connection: postgresql://pgbouncer/postgres\n"
+      "stagehand:\n  database:\n    pooler: session\n");
+  EXPECT_FALSE(session.transaction_pooler);
+  EXPECT_EQ(Resolve(session, "jobs").notify_connection, "");
+}
+
+TEST(DatabaseConfigTest, PoolerSettingsAreChecked) {
+  const std::string base =
+      "backend:\n  database:\n    client: pg\n    connection: postgresql://pgbouncer/postgres\n";
+  EXPECT_THAT(ReadError(base + "stagehand:\n  database:\n    pooler: statement\n"),
+              AllOf(HasSubstr("'stagehand.database.pooler'"), HasSubstr("statement"),
+                    HasSubstr("none, session, transaction")));
+  EXPECT_THAT(ReadError(base + "    pluginDivisionMode: schema\n"
+                               "stagehand:\n  database:\n    pooler: transaction\n"),
+              AllOf(HasSubstr("'stagehand.database.pooler'"), HasSubstr("pluginDivisionMode")));
+  const std::string bad_url = ReadError(
+      base + "stagehand:\n  database:\n    notifyConnection: 'postgresql://u:secret@db?x=1'\n");
+  EXPECT_THAT(bad_url, HasSubstr("'stagehand.database.notifyConnection'"));
+  EXPECT_THAT(bad_url, Not(HasSubstr("secret")));
 }
 
 TEST(DatabaseConfigTest, MySqlObjectConnectionAndPluginOverrides) {

@@ -133,6 +133,13 @@ TEST(SchedulerMetricsTest, CompletedRunRendersBackstagesInstruments) {
               "# TYPE stagehand_task_leases_lost_total counter\n"
               "# HELP stagehand_janitor_reclaims_total Expired runs reset by the janitor\n"
               "# TYPE stagehand_janitor_reclaims_total counter\n"
+              "# HELP stagehand_failover_runs_at_risk_total Runs a failover may have done twice or "
+              "left unrecorded (the new primary lacked their claim and another host had changed "
+              "the task meanwhile)\n"
+              "# TYPE stagehand_failover_runs_at_risk_total counter\n"
+              "# HELP stagehand_database_writes_replayed_total Writes (run releases) missing on a "
+              "new database server after a failover and written again there\n"
+              "# TYPE stagehand_database_writes_replayed_total counter\n"
               "# HELP stagehand_task_runs_overdue_total Runs still going a lease after their "
               "timeout (their claim is held until they return)\n"
               "# TYPE stagehand_task_runs_overdue_total counter\n";
@@ -231,6 +238,47 @@ TEST(SchedulerMetricsTest, CoordinationEvents) {
       text,
       HasSubstr("stagehand_task_runs_overdue_total{plugin=\"myplugin\",taskId=\"sync\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("backend_tasks_task_runs_count_total{")));
+}
+
+TEST(SchedulerMetricsTest, FailoverEventsAreCountedPerTask) {
+  testing::ManualClock clock;
+  MetricsRegistry registry;
+  const std::shared_ptr<SchedulerObserver> observer = MakeSchedulerMetricsObserver(registry, clock);
+
+  observer->OnRunAtRisk("myplugin", "sync", "run-1", WallTime{}, "its claim");
+  observer->OnRunAtRisk("myplugin", "sync", "run-2", std::nullopt, "its release");
+  observer->OnWriteReplayed("myplugin", "report");
+
+  const std::string text = registry.RenderPrometheusText();
+  EXPECT_THAT(text, HasSubstr("stagehand_failover_runs_at_risk_total{plugin=\"myplugin\","
+                              "taskId=\"sync\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("stagehand_database_writes_replayed_total{plugin=\"myplugin\","
+                              "taskId=\"report\"} 1\n"));
+}
+
+TEST(DatabaseMetricsTest, FollowTheHealthOfEachPluginsDatabase) {
+  MetricsRegistry registry;
+  DatabaseMetrics metrics(registry);
+  DatabaseHealth up;
+  up.reconnects = 2;
+  metrics.Update("jobs", up);
+  metrics.Update("other", DatabaseHealth{});
+  std::string text = registry.RenderPrometheusText();
+  EXPECT_THAT(text, HasSubstr("stagehand_database_up{plugin=\"jobs\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("stagehand_database_up{plugin=\"other\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("stagehand_database_reconnects_total{plugin=\"jobs\"} 2\n"));
+
+  DatabaseHealth down;
+  down.reachable = false;
+  down.reconnects = 5;
+  down.server_changes = 1;
+  metrics.Update("jobs", down);
+  metrics.Update("jobs", down);  // read twice: the counters take each change once
+  text = registry.RenderPrometheusText();
+  EXPECT_THAT(text, HasSubstr("stagehand_database_up{plugin=\"jobs\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("stagehand_database_reconnects_total{plugin=\"jobs\"} 5\n"));
+  EXPECT_THAT(text,
+              HasSubstr("stagehand_database_server_changes_total{plugin=\"jobs\"} 1\n"));
 }
 
 TEST(SchedulerMetricsTest, SeveralObserversShareOneRegistry) {
