@@ -6,7 +6,9 @@
 // (side_by_side_harness.h), and with --worker=KIND it is one of that harness's worker processes.
 // A plain program (not Google Benchmark: each figure is a distribution of event latencies, not a
 // loop rate). Prints one JSON document; also writes it to --benchmark_out=FILE (scripts/bench).
-// PostgreSQL scenarios use STAGEHAND_TEST_POSTGRES_URL and are skipped when it is unset.
+// PostgreSQL scenarios use STAGEHAND_TEST_POSTGRES_URL and are skipped when it is unset. With
+// STAGEHAND_BENCH_TRANSACTION_POOLER set to the URL of a PgBouncer in transaction mode in front of
+// that server, the stores' statements go through it and their LISTEN straight to the server.
 //
 //   engine_bench [--scenarios=trigger,across,cancel,cron,idle,idle_sqlite,register,
 //                             across_processes,cancel_processes,interval,idle_processes,

@@ -220,6 +220,15 @@ class Backend {
       PostgresStoreOptions options;
       options.connection = url_;
       options.database = database_;
+      // STAGEHAND_BENCH_TRANSACTION_POOLER=<URL of a PgBouncer in transaction mode in front of
+      // the server> sends the stores' statements through it, their LISTEN straight to the server
+      // (issue 38); workers inherit it.
+      if (const char* pooler = std::getenv("STAGEHAND_BENCH_TRANSACTION_POOLER");
+          pooler != nullptr && *pooler != '\0') {
+        options.connection = pooler;
+        options.transaction_pooler = true;
+        options.notify_connection = url_;
+      }
       return OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
     }();
     if (!store.ok()) Die("cannot open the store: " + store.status().ToString());
