@@ -129,7 +129,7 @@ void ConnectionPool::SetCallTimeout(std::chrono::milliseconds timeout) {
 namespace {
 
 constexpr std::chrono::milliseconds kFirstConnectRetry{100};
-constexpr std::chrono::milliseconds kLongestConnectRetry{2000};
+constexpr std::chrono::milliseconds kLongestConnectRetry{800};
 
 }  // namespace
 
@@ -182,6 +182,7 @@ Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& sc
     }
     if (!health_.reachable || connect_failures_ > 0) ++health_.reconnects;
     health_.reachable = true;
+    health_.answered_at = now;
     connect_failures_ = 0;
     const PgServerIdentity& server = (*opened)->server();
     if (server_known_ && !server.SameHistoryAs(server_)) {
@@ -396,6 +397,7 @@ void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint6
   }
   if (usable) {
     health_.reachable = true;
+    health_.answered_at = now;
   } else {
     NoteFailureLocked(now, "a session to the database broke");
   }

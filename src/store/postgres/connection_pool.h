@@ -94,6 +94,8 @@ struct PoolHealth {
   std::string reason;            // the last failure, when `reachable` is false
   std::int64_t reconnects = 0;   // sessions opened after a failure
   std::int64_t server_changes = 0;
+  // When a session was last opened, or returned after its statement was answered (monotonic).
+  MonoTime answered_at{};
 };
 
 // Owns up to `options.max` sessions to one database (`params.search_path` is only the schema of

@@ -138,9 +138,16 @@ bool AnswersForEveryHost(std::string_view message) {
   return false;
 }
 
+// While every attempt is in flight and none has answered, the hosts are tried again this long
+// after the last start, on new sockets: a server cut off by a partition that heals (or a path
+// that dropped the first packets) is then reached within about this, not after the kernel's
+// SYN retransmissions (1, 3, 7 s) or the whole connect timeout.
+constexpr std::chrono::milliseconds kSilentRetry{1000};
+
 // Connects to the first of `targets` to complete, starting them in order kConnectStagger apart
-// (each given `timeout`), and closes the others. Returns nullptr when every attempt failed, with
-// the first failure's reason in `first_error`.
+// and again every kSilentRetry while none has answered, all within `timeout`, and closes the
+// others. Returns nullptr when every attempt failed, with the first failure's reason in
+// `first_error`.
 PGconn* ConnectFirst(std::vector<ConnectTarget>& targets, std::chrono::milliseconds timeout,
                      std::string* first_error) {
   using SteadyClock = std::chrono::steady_clock;
@@ -149,28 +156,34 @@ PGconn* ConnectFirst(std::vector<ConnectTarget>& targets, std::chrono::milliseco
     if (first_error->empty()) *first_error = fallback;
     if (conn != nullptr) PQfinish(conn);
   };
+  for (ConnectTarget& target : targets) {
+    target.keywords.push_back(nullptr);
+    target.values.push_back(nullptr);
+  }
+  const SteadyClock::time_point give_up = SteadyClock::now() + timeout;
   std::vector<ConnectAttempt> attempts;
-  std::size_t started = 0;
+  std::size_t next = 0;  // the target to start next
   SteadyClock::time_point next_start = SteadyClock::now();
   PGconn* winner = nullptr;
-  while (winner == nullptr && (started < targets.size() || !attempts.empty())) {
+  while (winner == nullptr) {
     SteadyClock::time_point now = SteadyClock::now();
-    if (started < targets.size() && (now >= next_start || attempts.empty())) {
-      ConnectTarget& target = targets[started++];
-      target.keywords.push_back(nullptr);
-      target.values.push_back(nullptr);
+    const bool again = next == targets.size() && !attempts.empty() && now + kSilentRetry < give_up;
+    if (again && now >= next_start) next = 0;
+    if (next < targets.size() && (now >= next_start || attempts.empty())) {
+      ConnectTarget& target = targets[next++];
       PGconn* conn = PQconnectStartParams(target.keywords.data(), target.values.data(), 1);
       if (conn == nullptr || PQstatus(conn) == CONNECTION_BAD) {
         fail(conn, "out of memory creating a connection");
       } else {
-        attempts.push_back({conn, PGRES_POLLING_WRITING, now + timeout});
+        attempts.push_back({conn, PGRES_POLLING_WRITING, std::min(now + timeout, give_up)});
       }
-      next_start = now + kConnectStagger;
+      next_start = now + (next == targets.size() ? kSilentRetry : kConnectStagger);
       continue;
     }
+    if (attempts.empty()) break;
     std::vector<pollfd> fds;
     SteadyClock::time_point wake =
-        started < targets.size() ? next_start : SteadyClock::time_point::max();
+        next < targets.size() || again ? next_start : SteadyClock::time_point::max();
     for (const ConnectAttempt& attempt : attempts) {
       const short events = attempt.wants == PGRES_POLLING_READING ? POLLIN : POLLOUT;
       fds.push_back({PQsocket(attempt.conn), events, 0});
@@ -196,7 +209,7 @@ PGconn* ConnectFirst(std::vector<ConnectTarget>& targets, std::chrono::milliseco
         const bool decisive = AnswersForEveryHost(PQerrorMessage(attempt.conn));
         fail(attempt.conn, "the connection failed");
         if (decisive) {
-          started = targets.size();
+          next = targets.size();
           for (std::size_t j = 0; j < attempts.size(); ++j) {
             if (j != i) fail(attempts[j].conn, "");
           }

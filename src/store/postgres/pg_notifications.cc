@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kMaxChannelBytes = 63;  // NAMEDATALEN - 1
 constexpr std::string_view kChannelPrefix = "stagehand_tasks";
 constexpr int kFirstRetryMs = 100;
-constexpr int kMaxRetryMs = 2000;
+constexpr int kMaxRetryMs = 800;
 // An idle subscription wakes up this often even without traffic; a dead peer is detected by TCP
 // keepalives, which make the socket readable with an error.
 constexpr int kIdleWaitMs = 5000;
@@ -147,9 +147,12 @@ struct PgNotificationHub::Listener {
   MonoTime last_answer{};
   bool ping_in_flight = false;
   MonoTime ping_sent{};
-  // Whether the session is down, since when, and why (session_mu).
+  // Whether the session is down, since when, and why: written under session_mu and health_mu,
+  // read under either (Health takes health_mu only, so a connect in progress cannot block it).
+  mutable std::mutex health_mu;
   bool down = false;
   MonoTime down_since{};
+  MonoTime down_noticed{};
   std::string down_reason;
 };
 
@@ -365,13 +368,16 @@ bool PgNotificationHub::Connect(Listener& listener) {
   listener.listening = std::move(listening);
   listener.last_answer = now;
   listener.ping_in_flight = false;
+  std::lock_guard health_lock(listener.health_mu);
   listener.down = false;
   return true;
 }
 
 void PgNotificationHub::MarkDown(Listener& listener, MonoTime now, std::string reason) {
+  std::lock_guard health_lock(listener.health_mu);
   if (!listener.down) {
     listener.down = true;
+    listener.down_noticed = now;
     // Nothing was heard from the server since its last answer.
     listener.down_since = listener.session || listener.last_answer != MonoTime{}
                               ? std::min(now, listener.last_answer)
@@ -389,8 +395,9 @@ std::optional<PgNotificationHub::ListenHealth> PgNotificationHub::Health(
     if (found == listeners_.end()) return std::nullopt;
     listener = found->second;
   }
-  std::lock_guard lock(listener->session_mu);
-  return ListenHealth{!listener->down, listener->down_since, listener->down_reason};
+  std::lock_guard lock(listener->health_mu);
+  return ListenHealth{!listener->down, listener->down_since, listener->down_noticed,
+                      listener->down_reason};
 }
 
 std::string PgNotificationHub::Ping(Listener& listener, MonoTime now) {

@@ -61,6 +61,7 @@ class PgNotificationHub final : public std::enable_shared_from_this<PgNotificati
   struct ListenHealth {
     bool up = true;
     MonoTime down_since{};
+    MonoTime noticed_at{};  // when it was found down (down_since is backdated)
     std::string reason;
   };
   std::optional<ListenHealth> Health(const PgConnectParams& params) const;

@@ -1202,7 +1202,9 @@ DatabaseHealth PostgresTaskStore::Health() const {
                         pool.server_changes};
   const std::optional<store_internal::PgNotificationHub::ListenHealth> listen =
       Shared().hub().Health(pool_->params());
-  if (listen && !listen->up) {
+  // A LISTEN session found down says the server is, unless a statement was answered since (the
+  // session is then only slower to come back).
+  if (listen && !listen->up && !(pool.reachable && pool.answered_at > listen->noticed_at)) {
     if (health.reachable || listen->down_since < health.unreachable_since) {
       health.unreachable_since = listen->down_since;
     }
