@@ -171,9 +171,10 @@ int RunServe(const ServeOptions& options, const Context& context) {
     return kExitFailure;
   }
   if (const int undelivered = (*backend)->UndeliveredWrites(); undelivered > 0) {
-    logger->Error("stagehand serve stopped with writes its database never took (listed above): "
-                  "their runs are recorded as lost once their claims lapse",
-                  {{"writes", std::to_string(undelivered)}});
+    logger->Error(
+        "stagehand serve stopped with writes its database never took (listed above): "
+        "their runs are recorded as lost once their claims lapse",
+        {{"writes", std::to_string(undelivered)}});
     return kExitUndelivered;
   }
   logger->Info("stagehand serve stopped");

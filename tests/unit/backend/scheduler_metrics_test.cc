@@ -277,8 +277,7 @@ TEST(DatabaseMetricsTest, FollowTheHealthOfEachPluginsDatabase) {
   text = registry.RenderPrometheusText();
   EXPECT_THAT(text, HasSubstr("stagehand_database_up{plugin=\"jobs\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("stagehand_database_reconnects_total{plugin=\"jobs\"} 5\n"));
-  EXPECT_THAT(text,
-              HasSubstr("stagehand_database_server_changes_total{plugin=\"jobs\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("stagehand_database_server_changes_total{plugin=\"jobs\"} 1\n"));
 }
 
 TEST(SchedulerMetricsTest, SeveralObserversShareOneRegistry) {
