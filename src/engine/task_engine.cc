@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <set>
 #include <utility>
 
 #include "stagehand/base/host_name.h"
@@ -1278,27 +1279,56 @@ void TaskEngine::RememberDelivered(std::vector<ReleaseRequest> requests) {
 }
 
 void TaskEngine::ReplayReleases() {
-  std::vector<ReleaseRequest> batch;
+  std::vector<ReleaseRequest> queued;
   {
     std::lock_guard lock(release_mu_);
-    batch.swap(replays_);
+    queued.swap(replays_);
   }
-  if (batch.empty()) return;
-  Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
-  if (!replayed.ok()) {
-    {
-      std::lock_guard lock(mu_);
-      planner_->DatabaseFailed(clock_.MonoNow());
+  std::size_t next = 0;
+  while (next < queued.size()) {
+    // A batch names each task once (ReleaseMany's contract); a task released twice in the replay
+    // window has its releases written in the order they were first made.
+    std::vector<ReleaseRequest> batch;
+    std::set<std::string, std::less<>> ids;
+    std::size_t end = next;
+    for (; end < queued.size() && ids.insert(queued[end].id).second; ++end) {
+      batch.push_back(queued[end]);
     }
-    std::lock_guard lock(release_mu_);
-    replays_.insert(replays_.begin(), std::make_move_iterator(batch.begin()),
-                    std::make_move_iterator(batch.end()));
-    return;
+    Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
+    if (!replayed.ok() && replayed.status().code() == StatusCode::kUnavailable) {
+      {
+        std::lock_guard lock(mu_);
+        planner_->DatabaseFailed(clock_.MonoNow());
+      }
+      std::lock_guard lock(release_mu_);
+      replays_.insert(replays_.begin(),
+                      std::make_move_iterator(queued.begin() + static_cast<std::ptrdiff_t>(next)),
+                      std::make_move_iterator(queued.end()));
+      return;
+    }
+    next = end;
+    if (!replayed.ok()) {
+      // The new server refuses these writes for good: sending them again would only stop the
+      // dispatcher. Their runs are reported at risk, since nobody can tell what the server holds.
+      logger_->Warn("Writing the last releases again on the new database server failed, " +
+                    replayed.status().ToString());
+      for (const ReleaseRequest& request : batch) {
+        ReportAtRisk(request.id, request.ticket,
+                     request.history ? request.history->origin.slot : std::nullopt,
+                     "its release could not be written again on the new database server");
+      }
+      continue;
+    }
+    ApplyReplayedReleases(batch, *replayed);
   }
+}
+
+void TaskEngine::ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
+                                       const std::vector<ReleaseResult>& replayed) {
   std::vector<std::string> polled;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const ReleaseRequest& request = batch[i];
-    const ReleaseResult& result = (*replayed)[i];
+    const ReleaseResult& result = replayed[i];
     const std::optional<WallTime> slot =
         request.history ? request.history->origin.slot : std::nullopt;
     if (result.released) {

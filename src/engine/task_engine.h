@@ -239,8 +239,11 @@ class TaskEngine final : public DrivenEngine {
   // Dispatcher, after a server change: sends every release delivered within the replay window
   // again; one the new server lacked is written there (OnWriteReplayed), one it lacked whose row
   // another host has changed since is a run at risk (OnRunAtRisk). Kept for the next step when
-  // the database does not answer.
+  // the database does not answer; dropped, with their runs at risk, when it refuses them.
   void ReplayReleases();
+  // Reports what the new server made of one replayed batch.
+  void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
+                             const std::vector<ReleaseResult>& replayed);
   // Logs and reports that run `run_id` of `task_id` is at risk (see OnRunAtRisk).
   void ReportAtRisk(const std::string& task_id, const std::string& run_id,
                     std::optional<WallTime> slot, const std::string& why);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -519,7 +521,11 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
   const WallTime now = DatabaseTime();
   std::vector<NextRunPlan> plans;
   plans.reserve(releases.size());
+  std::set<std::string_view> ids;
   for (const ReleaseRequest& release : releases) {
+    if (!ids.insert(release.id).second) {
+      return InvalidArgumentError("a batch of releases names task \"" + release.id + "\" twice");
+    }
     Result<NextRunPlan> plan = store_internal::PlanRelease(release, now);
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
