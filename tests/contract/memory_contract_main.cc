@@ -44,6 +44,7 @@ class MemoryStoreFixture final : public StoreFixture {
   const Clock& clock() override { return clock_; }
 
   bool supports_notifications() const override { return true; }
+  bool tells_recorded_runs() const override { return true; }
 
   int claim_race_rounds() const override { return 10'000; }
 

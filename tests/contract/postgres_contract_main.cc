@@ -155,6 +155,7 @@ class PostgresStoreFixture final : public StoreFixture {
   const Clock& clock() override { return SystemClock::Instance(); }
 
   bool supports_notifications() const override { return true; }
+  bool tells_recorded_runs() const override { return true; }
 
   // Through a pooler each round costs two more hops.
   int claim_race_rounds() const override { return mode_.empty() ? 10'000 : 2'000; }

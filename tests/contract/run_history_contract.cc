@@ -634,6 +634,33 @@ TEST_F(RunHistoryContractTest, TheTraceIdRoundTripsThroughStartsClaimsAndRelease
   EXPECT_FALSE(plain.origin.trace_id.has_value());
 }
 
+// Issue 38: a release sent again (its answer lost, or the database's server changed since) wrote
+// its run a second time. It writes the run only where the history lacks it.
+TEST_F(RunHistoryContractTest, AReleaseSentAgainRecordsItsRunOnlyWhereTheHistoryLacksIt) {
+  const TaskSchedule manual = Schedule("PT10M");
+  Upsert("kept", manual);
+  Upsert("gone", manual);
+  ClaimWithHistory("kept", "t-kept");
+  const RunFinish done = Finish(RunOutcome::kSucceeded);
+  ASSERT_EQ(
+      ReleaseMany({ReleaseRequest{"kept", "t-kept", manual, std::nullopt, Released(done)}}).size(),
+      1u);
+  ReleaseRequest kept_again{"kept", "t-kept", manual, std::nullopt, Released(done)};
+  kept_again.retried = true;
+  // A run whose claim and start the database lacks (a server that lost the last writes).
+  ReleaseRequest gone{"gone", "t-gone", manual, std::nullopt, Released(done)};
+  gone.retried = true;
+  const std::vector<ReleaseResult> released = ReleaseMany({kept_again, gone});
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_FALSE(released[0].released);
+  EXPECT_FALSE(released[0].recorded);
+  EXPECT_FALSE(released[1].released);
+  EXPECT_EQ(released[1].recorded, fixture_->tells_recorded_runs());
+  EXPECT_EQ(Page("kept", 10).runs.size(), 1u) << "the run was recorded twice";
+  ASSERT_EQ(Page("gone", 10).runs.size(), 1u);
+  EXPECT_EQ(Get("t-gone").finish.outcome, RunOutcome::kSucceeded);
+}
+
 // Issue 16: the history replaced a cancelled run's error with the row's "Task was cancelled", so
 // the history and the host's own account (event stream, log) named the run differently. The
 // history keeps the host's account; the task row keeps Backstage's text.

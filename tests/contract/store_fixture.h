@@ -37,6 +37,10 @@ class StoreFixture {
   // Whether the store delivers events through Listen().
   virtual bool supports_notifications() const = 0;
 
+  // Whether a retried release tells that it wrote its run's missing record
+  // (ReleaseResult::recorded).
+  virtual bool tells_recorded_runs() const { return false; }
+
   // The database clock's granularity for stored times (1 ms for all stagehand writes).
   virtual std::chrono::milliseconds time_resolution() const { return std::chrono::milliseconds(1); }
 

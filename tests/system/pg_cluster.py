@@ -244,12 +244,20 @@ class PgCluster:
                 return False
         return wait_for(caught_up, timeout_s, 0.05)
 
-    def fail_over(self, mode="kill"):
+    def fail_over(self, mode="kill", lag_s=0.0):
         """Kills (`kill`: SIGKILL) or partitions (`partition`: its proxy stops moving bytes) the
-        primary, then promotes the standby and lets it commit alone. Returns (fault_ns,
-        writable_ns): when the primary went, and when the new one accepted writes."""
+        primary, then promotes the standby and lets it commit alone. With `lag_s` (asynchronous
+        replication only), the standby stops streaming that long before the fault, so it lacks
+        the commits of those seconds. Returns (fault_ns, writable_ns): when the primary went,
+        and when the new one accepted writes."""
         from harness import mono_ns
         old, new = self.primary, self.standby
+        if lag_s > 0:
+            assert not self.synchronous, "a synchronous standby cannot lag behind commits"
+            new.psql("alter system set primary_conninfo = 'host=127.0.0.1 port=1'")
+            new.psql("select pg_reload_conf()")
+            wait_for(lambda: not new.psql("select 1 from pg_stat_wal_receiver"), 10, 0.02)
+            time.sleep(lag_s)
         fault_ns = mono_ns()
         if mode == "kill":
             old.kill()

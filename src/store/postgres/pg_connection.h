@@ -31,7 +31,7 @@ struct PgStatement {
 };
 
 // The number of PgStatement slots a connection keeps.
-inline constexpr int kMaxStatements = 41;
+inline constexpr int kMaxStatements = 42;
 
 // Bound parameters in text format; nullopt binds SQL NULL. Plain value type.
 class PgParams {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -184,6 +185,11 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   // Returns column `column` of read_for_cancel for `id` (1: the ticket, 3: the last run's error);
   // nullopt when it is NULL or the row does not exist. One round trip.
   Result<std::optional<std::string>> ReadColumn(const std::string& id, int column);
+  // The runs of the retried releases among `releases` (whose start this store did not record)
+  // that the history already holds: their ends close them, the others are written whole
+  // (ReleaseResult::recorded). One round trip, none when no release was retried.
+  Result<std::set<std::string, std::less<>>> RecordedRetriedRuns(
+      std::span<const ReleaseRequest> releases);
   // ReadColumn's ticket.
   Result<std::optional<std::string>> StoredTicket(const std::string& id) {
     return ReadColumn(id, 1);
@@ -893,14 +899,24 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (!exists.ok()) return exists.status();
     history = *exists;
   }
-  // The runs whose start this store recorded, closed where it is once the rows are released.
+  // The runs whose start this store recorded, or that a retried release finds recorded, closed
+  // where they are once the rows are released; the others are written whole.
   std::vector<RunEnd> closes;
+  std::set<std::string, std::less<>> found_recorded;
+  std::vector<bool> written_whole(releases.size(), false);
+  if (history) {
+    Result<std::set<std::string, std::less<>>> recorded = RecordedRetriedRuns(releases);
+    if (!recorded.ok()) return recorded.status();
+    found_recorded = *std::move(recorded);
+  }
   if (history) {
     const RunHistoryLimits limits = limits_.Get();
     RunFinishArrays finishes(limits.max_output_bytes);
     RunOriginArrays origins(/*with_starts=*/true);
-    for (const ReleaseRequest& release : releases) {
-      if (!release.history || IsRecorded(release.ticket)) {
+    for (std::size_t i = 0; i < releases.size(); ++i) {
+      const ReleaseRequest& release = releases[i];
+      if (!release.history || IsRecorded(release.ticket) ||
+          found_recorded.contains(release.ticket)) {
         finishes.AddNull();
         origins.AddNull();
         if (release.history) {
@@ -910,6 +926,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
       }
       finishes.Add(release.history->finish);
       origins.Add(release.history->origin, release.history->started_at);
+      written_whole[i] = release.retried;
     }
     std::move(finishes).AddTo(params);
     std::move(origins).AddTo(params);
@@ -925,6 +942,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   ReleaseResult unreleased;
   unreleased.db_now = *now;
   std::vector<ReleaseResult> results(releases.size(), unreleased);
+  for (std::size_t i = 0; i < releases.size(); ++i) results[i].recorded = written_whole[i];
   for (int row = 0; row < result.rows(); ++row) {
     if (result.IsNull(row, 0)) continue;
     const auto found = index_of.find(result.Get(row, 0));
@@ -952,6 +970,27 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (paused->released) results[i] = *paused;
   }
   return results;
+}
+
+Result<std::set<std::string, std::less<>>> PostgresTaskStore::RecordedRetriedRuns(
+    std::span<const ReleaseRequest> releases) {
+  std::vector<std::string> task_ids;
+  std::vector<std::string> run_ids;
+  for (const ReleaseRequest& release : releases) {
+    if (!release.retried || !release.history || IsRecorded(release.ticket)) continue;
+    task_ids.push_back(release.id);
+    run_ids.push_back(release.ticket);
+  }
+  std::set<std::string, std::less<>> recorded;
+  if (run_ids.empty()) return recorded;
+  PgParams params;
+  params.Add(TextArray(task_ids)).Add(TextArray(run_ids));
+  Result<Executed> executed = Run("release", sql::RunStatements().recorded_runs, params);
+  if (!executed.ok()) return executed.status();
+  for (int row = 0; row < executed->result.rows(); ++row) {
+    recorded.emplace(executed->result.Get(row, 0));
+  }
+  return recorded;
 }
 
 Result<SkipResult> PostgresTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,

@@ -736,6 +736,12 @@ WITH finishes AS (
 SELECT count(*) FROM ended
 )sql";
 
+  std::string recorded_runs = R"sql(
+SELECT r.run_id FROM stagehand_task_runs AS r
+JOIN unnest($1::text[], $2::text[]) AS u(task_id, run_id)
+  ON r.task_id = u.task_id AND r.run_id = u.run_id
+)sql";
+
   std::string list_runs = fmt::format(R"sql(
 SELECT {} FROM stagehand_task_runs
 WHERE task_id = $1::text
@@ -884,6 +890,7 @@ const HistoryStatements& RunStatements() {
       .record_ends = {24, "stagehand_record_ends", texts->record_ends.c_str(), true},
       .record_ends_by_id = {40, "stagehand_record_ends_by_id", texts->record_ends_by_id.c_str(),
                             true},
+      .recorded_runs = {41, "stagehand_recorded_runs", texts->recorded_runs.c_str(), true},
       .list_runs = {25, "stagehand_list_runs", texts->list_runs.c_str(), true},
       .list_runs_before = {26, "stagehand_list_runs_before", texts->list_runs_before.c_str(), true},
       .get_run = {27, "stagehand_get_run", texts->get_run.c_str(), true},

@@ -127,6 +127,8 @@ struct HistoryStatements {
   PgStatement record_ends;
   // As record_ends without $1 and $2, each run found by its id: a scan of the table
   PgStatement record_ends_by_id;
+  // $1 task ids, $2 run ids (one element per run) → run_id of each of those runs the table holds
+  PgStatement recorded_runs;
   // $1 task id, $2 limit → the run columns (run_id, task_id, host, pid, trigger_kind, slot_at,
   // started_at, ended_at, outcome, error_json, exit_code, signal, http_status, attempt,
   // trace_id), newest first
