@@ -112,10 +112,19 @@ bool LoseRun(RunMap& runs, std::string_view run_id, WallTime now, const std::str
 
 }  // namespace
 
+// An idempotency key as the table keeps it.
+struct KeptKey {
+  std::string fingerprint;
+  KeptAnswer answer;
+  WallTime expires_at;
+};
+using KeyMap = std::map<std::string, KeptKey, std::less<>>;
+
 struct MemoryTaskStore::Snapshot {
   std::map<std::string, TaskRow> rows;
   RunMap runs;
   RegistrationMap registrations;
+  KeyMap keys;
 };
 
 // The rows of one plugin's table and the listeners of every store opened on it. Thread-safe: the
@@ -153,20 +162,32 @@ class MemoryTaskTable {
   }
 
   std::shared_ptr<const MemoryTaskStore::Snapshot> TakeSnapshot() {
+    std::lock_guard keys_lock(keys_mu_);
     std::lock_guard lock(mu_);
     auto snapshot = std::make_shared<MemoryTaskStore::Snapshot>();
     snapshot->rows = rows_;
     snapshot->runs = runs_;
     snapshot->registrations = registrations_;
+    snapshot->keys = keys_;
     return snapshot;
   }
 
   void RollBackTo(const MemoryTaskStore::Snapshot& snapshot) {
+    std::lock_guard keys_lock(keys_mu_);
     std::lock_guard lock(mu_);
     rows_ = snapshot.rows;
     runs_ = snapshot.runs;
     registrations_ = snapshot.registrations;
     ++server_changes_;
+    keys_ = snapshot.keys;
+  }
+
+  // Runs `fn(keys)` holding the keys' lock, which serialises the keyed requests of every store on
+  // the table (a keyed request's `apply` runs under it, as under a row lock of its key).
+  template <typename Fn>
+  auto WithKeys(Fn&& fn) {
+    std::lock_guard lock(keys_mu_);
+    return std::forward<Fn>(fn)(keys_);
   }
 
   std::int64_t server_changes() {
@@ -207,6 +228,9 @@ class MemoryTaskTable {
   RegistrationMap registrations_;
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::int64_t server_changes_ = 0;
+  // Taken before mu_ where both are held (a keyed request's `apply` writes rows under it).
+  std::mutex keys_mu_;
+  KeyMap keys_;  // guarded by keys_mu_
 };
 
 namespace {
@@ -327,6 +351,27 @@ Status MemoryTaskStore::BeginStatement() {
 
 WallTime MemoryTaskStore::DatabaseTime() const {
   return std::chrono::floor<std::chrono::milliseconds>(clock_.Now());
+}
+
+Result<KeyedOutcome> MemoryTaskStore::ApplyOnce(const KeyedRequest& request,
+                                                const std::function<Result<KeptAnswer>()>& apply) {
+  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+  return table_->WithKeys([&](KeyMap& keys) -> Result<KeyedOutcome> {
+    const WallTime now = DatabaseTime();
+    std::erase_if(keys, [&](const auto& entry) { return entry.second.expires_at <= now; });
+    if (const auto found = keys.find(request.key); found != keys.end()) {
+      if (found->second.fingerprint != request.fingerprint) {
+        return ConflictError(
+            fmt::format("the idempotency key {} was first sent with another request", request.key));
+      }
+      return KeyedOutcome{found->second.answer, /*replayed=*/true};
+    }
+    Result<KeptAnswer> answer = apply();
+    if (!answer.ok()) return answer.status();
+    STAGEHAND_RETURN_IF_ERROR(BeginStatement());
+    keys[request.key] = KeptKey{request.fingerprint, *answer, now + request.retention};
+    return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+  });
 }
 
 Status MemoryTaskStore::Migrate() { return BeginStatement(); }

@@ -45,6 +45,7 @@ class MemoryStoreFixture final : public StoreFixture {
 
   bool supports_notifications() const override { return true; }
   bool tells_recorded_runs() const override { return true; }
+  bool rolls_back_keyed_requests() const override { return false; }
 
   int claim_race_rounds() const override { return 10'000; }
 

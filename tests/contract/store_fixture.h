@@ -41,6 +41,10 @@ class StoreFixture {
   // (ReleaseResult::recorded).
   virtual bool tells_recorded_runs() const { return false; }
 
+  // Whether a keyed request whose apply fails rolls the store's writes in it back (not the
+  // memory store, whose apply fails only where it wrote nothing).
+  virtual bool rolls_back_keyed_requests() const { return true; }
+
   // The database clock's granularity for stored times (1 ms for all stagehand writes).
   virtual std::chrono::milliseconds time_resolution() const { return std::chrono::milliseconds(1); }
 

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "stagehand/store/request_keys.h"
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_registrations.h"
 #include "stagehand/store/task_store.h"
@@ -34,7 +35,10 @@ class MemoryTaskTable;
 // are the injected clock's, truncated to milliseconds like the SQL stores'. Listen() handlers run
 // synchronously on the writing thread (of whichever store on the table wrote), after the table
 // lock is released, so a handler may call the store. Thread-safe.
-class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
+class MemoryTaskStore final : public TaskStore,
+                              public RunHistory,
+                              public TaskRegistrations,
+                              public RequestKeys {
  public:
   // A store with a table of its own.
   MemoryTaskStore(std::string plugin_id, const Clock& clock);
@@ -105,6 +109,9 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   DatabaseHealth Health() const override;
   RunHistory* history() override { return this; }
   TaskRegistrations* registrations() override { return this; }
+  // The table's keys; a keyed request's writes are not rolled back when `apply` fails (it fails
+  // only where the memory store wrote nothing).
+  RequestKeys* request_keys() override { return this; }
 
   void SetLimits(const RunHistoryLimits& limits) override;
   RunHistoryLimits limits() const override;
@@ -123,6 +130,9 @@ class MemoryTaskStore final : public TaskStore, public RunHistory, public TaskRe
   Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
                                               WallTime cutoff, PruneScope scope) override;
   Result<bool> TablesExist() override { return true; }
+
+  Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                 const std::function<Result<KeptAnswer>()>& apply) override;
 
  private:
   // Counts one statement, or fails with kUnavailable while the store is marked unavailable.

@@ -22,6 +22,7 @@
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/store/request_keys.h"
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_registrations.h"
 #include "stagehand/time/clock.h"
@@ -489,6 +490,11 @@ class TaskStore {
   // same database through the same connections, or nullptr if this store keeps none. Owned by
   // the store.
   virtual TaskRegistrations* registrations() { return nullptr; }
+
+  // Returns where the plugin's idempotency keys are kept, in the same database, or nullptr if
+  // this store keeps none. Its ApplyOnce's `apply` may call this store's operations, which then
+  // run in its transaction. Owned by the store.
+  virtual RequestKeys* request_keys() { return nullptr; }
 
   // Opens the store's connections and prepares its statements ahead of use, so that the first
   // operations are as fast as later ones. Optional: every operation works without it. Several

@@ -54,6 +54,14 @@ const OwnMigration kOwnMigrations[] = {
       "NULL, last_seen_at datetime(3) NOT NULL, PRIMARY KEY (task_id)) COMMENT = "
       "'stagehand''s task registrations: the host that registered or refreshed each task last; "
       "times in UTC'"}},
+    // Idempotency keys (RequestKeys): the answer to each keyed request, kept until expires_at.
+    {"0004_request_keys",
+     {"CREATE TABLE stagehand_request_keys (request_key varchar(255) COLLATE utf8mb4_bin NOT "
+      "NULL, fingerprint longtext NOT NULL, status int NOT NULL, body longtext NOT NULL, "
+      "created_at datetime(3) NOT NULL, expires_at datetime(3) NOT NULL, PRIMARY KEY "
+      "(request_key), KEY stagehand_request_keys_by_expiry (expires_at)) COMMENT = "
+      "'stagehand''s idempotency keys: the answer to each REST request sent with an "
+      "Idempotency-Key header, kept for a retention; times in UTC'"}},
 };
 
 constexpr char kCreateMigrationsTable[] =

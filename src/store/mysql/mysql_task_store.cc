@@ -146,6 +146,20 @@ constexpr std::string_view kBegin = "START TRANSACTION";
 constexpr std::string_view kCommit = "COMMIT";
 constexpr std::string_view kRollback = "ROLLBACK";
 constexpr std::string_view kDelete = "DELETE FROM backstage_backend_tasks__tasks WHERE id = ?";
+// Idempotency keys (ApplyOnce): a few expired keys removed; a key's row read and locked while it
+// is kept; its placeholder (status 0) inserted with ? retention in microseconds; its answer.
+constexpr std::string_view kRemoveExpiredKeys =
+    "DELETE FROM stagehand_request_keys WHERE expires_at < UTC_TIMESTAMP(3) ORDER BY expires_at "
+    "LIMIT 16";
+constexpr std::string_view kLockKey =
+    "SELECT fingerprint, status, body FROM stagehand_request_keys WHERE request_key = ? AND "
+    "expires_at >= UTC_TIMESTAMP(3) FOR UPDATE";
+constexpr std::string_view kInsertKey =
+    "REPLACE INTO stagehand_request_keys (request_key, fingerprint, status, body, created_at, "
+    "expires_at) VALUES (?, ?, 0, '', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3) + INTERVAL ? "
+    "MICROSECOND)";
+constexpr std::string_view kAnswerKey =
+    "UPDATE stagehand_request_keys SET status = ?, body = ? WHERE request_key = ?";
 constexpr std::string_view kDeleteRegistration =
     "DELETE FROM stagehand_task_registrations WHERE task_id = ?";
 
@@ -258,7 +272,10 @@ struct ReadRows {
 
 // The MySQL TaskStore, its run history and its task registrations. Thread-safe: each operation
 // borrows a session from the pool.
-class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
+class MySqlTaskStore final : public TaskStore,
+                             public RunHistory,
+                             public TaskRegistrations,
+                             public RequestKeys {
  public:
   MySqlTaskStore(std::string plugin_id, const MySqlStoreOptions& options,
                  store_internal::MyConnectParams params, const Clock& clock)
@@ -609,6 +626,47 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
 
   TaskRegistrations* registrations() override { return this; }
 
+  RequestKeys* request_keys() override { return this; }
+
+  // One transaction: the key's row locked (or its placeholder inserted) first, then `apply`,
+  // whose own transactions run inside this one (InTransaction, OnSession), then the answer.
+  Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                 const std::function<Result<KeptAnswer>()>& apply) override {
+    STAGEHAND_CHECK(pinned_.store != this);
+    constexpr std::string_view kWhat = "keeping an idempotency key";
+    return InTransaction<KeyedOutcome>(kWhat, [&](Transaction& tx) -> Result<KeyedOutcome> {
+      STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kRemoveExpiredKeys, {}, kWhat).status());
+      MyParams key;
+      key.Add(request.key);
+      Result<MyResult> earlier = Run(tx.session, kLockKey, key, kWhat);
+      if (!earlier.ok()) return earlier.status();
+      if (earlier->rows() > 0) {
+        if (earlier->Get(0, 0) != request.fingerprint) {
+          return ConflictError(fmt::format(
+              "the idempotency key {} was first sent with another request", request.key));
+        }
+        return KeyedOutcome{
+            KeptAnswer{static_cast<int>(earlier->GetInt(0, 1)), std::string(earlier->Get(0, 2))},
+            /*replayed=*/true};
+      }
+      MyParams placeholder;
+      placeholder.Add(request.key)
+          .Add(request.fingerprint)
+          .Add(static_cast<std::int64_t>(request.retention.count()) * 1000);
+      STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kInsertKey, placeholder, kWhat).status());
+      Result<KeptAnswer> answer = [&] {
+        pinned_ = Pinned{this, &tx};
+        const Unpin unpin;
+        return apply();
+      }();
+      if (!answer.ok()) return answer.status();
+      MyParams answered;
+      answered.Add(answer->status).Add(answer->body).Add(request.key);
+      STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kAnswerKey, answered, kWhat).status());
+      return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+    });
+  }
+
   void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
 
   RunHistoryLimits limits() const override { return limits_.Get(); }
@@ -787,6 +845,7 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
   // Runs it again when InnoDB ended it as a deadlock's victim.
   template <typename T, typename Body>
   Result<T> InTransaction(std::string_view what, Body&& body) {
+    if (pinned_.store == this) return body(*pinned_.tx);
     for (int attempt = 1;; ++attempt) {
       Result<MyPool::Lease> session = Borrow();
       if (!session.ok()) return session.status();
@@ -824,6 +883,7 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
   // lost.
   template <typename T, typename Body>
   Result<T> OnSession(Body&& body) {
+    if (pinned_.store == this) return body(pinned_.tx->session);
     Result<MyPool::Lease> session = Borrow();
     if (!session.ok()) return session.status();
     lost_ = false;
@@ -1229,10 +1289,24 @@ class MySqlTaskStore final : public TaskStore, public RunHistory, public TaskReg
   // The last failed statement's error number and whether it lost its session, per thread.
   static thread_local unsigned last_error_;
   static thread_local bool lost_;
+  // The transaction of a keyed request (ApplyOnce) that this thread's `apply` runs in.
+  struct Pinned {
+    const MySqlTaskStore* store = nullptr;
+    Transaction* tx = nullptr;
+  };
+  static thread_local Pinned pinned_;
+  // Ends the pinning of its scope, however `apply` leaves it.
+  struct Unpin {
+    Unpin() = default;
+    Unpin(const Unpin&) = delete;
+    Unpin& operator=(const Unpin&) = delete;
+    ~Unpin() { pinned_ = Pinned{}; }
+  };
 };
 
 thread_local unsigned MySqlTaskStore::last_error_ = 0;
 thread_local bool MySqlTaskStore::lost_ = false;
+thread_local MySqlTaskStore::Pinned MySqlTaskStore::pinned_;
 
 }  // namespace
 

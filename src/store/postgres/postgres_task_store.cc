@@ -66,6 +66,21 @@ void AddPlan(PgParams& params, const NextRunPlan& plan) {
   }
 }
 
+// The session of a keyed request's transaction (ApplyOnce), which the store's statements run on
+// while its `apply` runs on this thread.
+struct PinnedSession {
+  const void* store = nullptr;
+  PgConnection* connection = nullptr;
+};
+thread_local PinnedSession pinned_session;
+// Ends the pinning of its scope, however `apply` leaves it.
+struct Unpin {
+  Unpin() = default;
+  Unpin(const Unpin&) = delete;
+  Unpin& operator=(const Unpin&) = delete;
+  ~Unpin() { pinned_session = PinnedSession{}; }
+};
+
 // A statement's result with the host's wall-clock times around it, to feed the DatabaseClock.
 struct Executed {
   PgResult result;
@@ -80,7 +95,10 @@ struct RingPlace {
 };
 
 // The PostgreSQL TaskStore, its run history and its task registrations, on one pool. Thread-safe.
-class PostgresTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
+class PostgresTaskStore final : public TaskStore,
+                                public RunHistory,
+                                public TaskRegistrations,
+                                public RequestKeys {
  public:
   PostgresTaskStore(std::string plugin_id, PgConnectParams params, std::string where,
                     store_internal::PoolOptions pool_options,
@@ -139,6 +157,7 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   DatabaseHealth Health() const override;
   RunHistory* history() override { return this; }
   TaskRegistrations* registrations() override { return this; }
+  RequestKeys* request_keys() override { return this; }
 
   void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
   RunHistoryLimits limits() const override { return limits_.Get(); }
@@ -157,6 +176,9 @@ class PostgresTaskStore final : public TaskStore, public RunHistory, public Task
   Result<std::vector<std::string>> PruneTasks(std::span<const std::string> task_ids,
                                               WallTime cutoff, PruneScope scope) override;
   Result<bool> TablesExist() override { return HistoryTablesExist(); }
+
+  Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                 const std::function<Result<KeptAnswer>()>& apply) override;
 
  private:
   enum HistoryTables : int { kUnknown, kPresent, kAbsent };
@@ -291,6 +313,13 @@ Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& re
 
 Result<Executed> PostgresTaskStore::Run(std::string_view operation, const PgStatement& statement,
                                         const PgParams& params) {
+  if (pinned_session.store == this) {
+    const WallTime sent = clock_.Now();
+    PgResult result = pinned_session.connection->Execute(statement, params);
+    const WallTime received = clock_.Now();
+    if (!result.ok()) return ErrorOf(operation, result);
+    return Executed{std::move(result), sent, received};
+  }
   Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
   if (!lease.ok()) {
     return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, operation,
@@ -991,6 +1020,75 @@ Result<std::set<std::string, std::less<>>> PostgresTaskStore::RecordedRetriedRun
     recorded.emplace(executed->result.Get(row, 0));
   }
   return recorded;
+}
+
+Result<KeyedOutcome> PostgresTaskStore::ApplyOnce(
+    const KeyedRequest& request, const std::function<Result<KeptAnswer>()>& apply) {
+  STAGEHAND_CHECK(pinned_session.store != this);
+  constexpr std::string_view kOperation = "keeping an idempotency key";
+  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
+  if (!lease.ok()) {
+    return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, kOperation,
+                                        lease.status().message()));
+  }
+  PgConnection& session = **lease;
+  const auto roll_back = [&] {
+    if (PgResult rolled = session.ExecuteScript(sql::kRollback); !rolled.ok()) {
+      (void)ErrorOf(kOperation, rolled);
+    }
+  };
+  if (PgResult begun = session.ExecuteScript(sql::kBegin); !begun.ok()) {
+    return ErrorOf(kOperation, begun);
+  }
+  PgParams key;
+  key.Add(request.key).Add(request.fingerprint).Add(static_cast<double>(request.retention.count()));
+  PgResult kept = session.ExecuteText(sql::kKeepRequestKey, key);
+  if (!kept.ok()) {
+    roll_back();
+    return ErrorOf(kOperation, kept);
+  }
+  if (kept.rows() == 0) {
+    // Kept, and not expired: the first request with the key committed (its statement waited
+    // for that commit), so its answer is there.
+    PgParams read;
+    read.Add(request.key);
+    PgResult earlier = session.ExecuteText(sql::kReadRequestKey, read);
+    roll_back();
+    if (!earlier.ok()) return ErrorOf(kOperation, earlier);
+    if (earlier.rows() == 0) {
+      return UnavailableError(
+          fmt::format("{}: the idempotency key {} went while it was read: send the request again",
+                      where_, request.key));
+    }
+    if (earlier.Get(0, 0) != request.fingerprint) {
+      return ConflictError(
+          fmt::format("the idempotency key {} was first sent with another request", request.key));
+    }
+    return KeyedOutcome{
+        KeptAnswer{static_cast<int>(earlier.GetInt(0, 1)), std::string(earlier.Get(0, 2))},
+        /*replayed=*/true};
+  }
+  Result<KeptAnswer> answer = [&] {
+    pinned_session = PinnedSession{this, &session};
+    const Unpin unpin;
+    return apply();
+  }();
+  if (!answer.ok()) {
+    roll_back();
+    return answer.status();
+  }
+  PgParams answered;
+  answered.Add(request.key).Add(static_cast<long long>(answer->status)).Add(answer->body);
+  if (PgResult written = session.ExecuteText(sql::kAnswerRequestKey, answered); !written.ok()) {
+    roll_back();
+    return ErrorOf(kOperation, written);
+  }
+  if (PgResult committed = session.ExecuteScript(sql::kCommit); !committed.ok()) {
+    return UnavailableError(fmt::format(
+        "{}: {}: the commit's outcome is unknown ({}): send the request again with its key", where_,
+        kOperation, committed.error()));
+  }
+  return KeyedOutcome{*std::move(answer), /*replayed=*/false};
 }
 
 Result<SkipResult> PostgresTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,

@@ -1040,6 +1040,35 @@ const char* const kRecordHistoryMigration =
 
 const char* const kHistoryTableExists = "SELECT to_regclass('stagehand_task_runs') IS NOT NULL";
 
+const char* const kKeepRequestKey = R"sql(
+WITH expired AS (
+  SELECT request_key FROM stagehand_request_keys
+  WHERE expires_at < now()
+  ORDER BY expires_at
+  LIMIT 16
+  FOR UPDATE SKIP LOCKED
+), removed AS (
+  DELETE FROM stagehand_request_keys AS k USING expired AS e
+  WHERE k.request_key = e.request_key AND k.request_key <> $1::text
+)
+INSERT INTO stagehand_request_keys AS k
+  (request_key, fingerprint, status, body, created_at, expires_at)
+VALUES ($1::text, $2::text, 0, '', now(), now() + $3::float8 * interval '1 millisecond')
+ON CONFLICT (request_key) DO UPDATE
+SET fingerprint = excluded.fingerprint, status = 0, body = '', created_at = excluded.created_at,
+    expires_at = excluded.expires_at
+WHERE k.expires_at <= now()
+RETURNING 1
+)sql";
+
+const char* const kReadRequestKey = R"sql(
+SELECT fingerprint, status, body FROM stagehand_request_keys WHERE request_key = $1::text
+)sql";
+
+const char* const kAnswerRequestKey = R"sql(
+UPDATE stagehand_request_keys SET status = $2::int4, body = $3::text WHERE request_key = $1::text
+)sql";
+
 const char* const kRegistrationsTableExists =
     "SELECT to_regclass('stagehand_task_registrations') IS NOT NULL";
 
@@ -1047,7 +1076,7 @@ const char* const kRegistrationsTableExists =
 // 0004 the table holds a ring of rows per task (ADR 0011): its only index is the primary key
 // (task_id, slot), so that no write of a run changes an indexed column once its task's ring is
 // full, and pages keep free space, so that every write of a run is a heap-only update.
-const Migration kHistoryMigrations[5] = {
+const Migration kHistoryMigrations[6] = {
     {"0001_task_runs",
      R"sql(CREATE TABLE stagehand_task_runs (
   run_id text COLLATE "C" NOT NULL,
@@ -1117,6 +1146,20 @@ COMMENT ON TABLE stagehand_task_run_counts IS 'stagehand''s run history: how man
     // A run's trace id (32 lowercase hex digits), NULL when its trace was not sampled. A nullable
     // column without a default: the table is not rewritten.
     {"0005_run_trace_id", "ALTER TABLE stagehand_task_runs ADD COLUMN trace_id text NULL"},
+    // Idempotency keys (RequestKeys): the answer to each keyed request, kept until expires_at;
+    // status 0 while the request is being applied, in the transaction that applies it.
+    {"0006_request_keys",
+     R"sql(CREATE TABLE stagehand_request_keys (
+  request_key text COLLATE "C" NOT NULL,
+  fingerprint text NOT NULL,
+  status int4 NOT NULL,
+  body text NOT NULL,
+  created_at timestamptz NOT NULL,
+  expires_at timestamptz NOT NULL,
+  CONSTRAINT stagehand_request_keys_pkey PRIMARY KEY (request_key)
+);
+CREATE INDEX stagehand_request_keys_by_expiry ON stagehand_request_keys (expires_at);
+COMMENT ON TABLE stagehand_request_keys IS 'stagehand''s idempotency keys: the answer to each REST request sent with an Idempotency-Key header, kept for a retention (Backstage workers write none)')sql"},
 };
 
 }  // namespace stagehand::store_internal::pg_sql

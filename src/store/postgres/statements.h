@@ -235,7 +235,14 @@ extern const char* const kRecordHistoryMigration;
 extern const char* const kHistoryTableExists;
 // → whether stagehand_task_registrations exists in the search path
 extern const char* const kRegistrationsTableExists;
+// $1 key, $2 fingerprint, $3 retention (ms): records the key as being applied, unless it is kept
+// and not expired (→ one row when recorded); removes a few expired keys on the way
+extern const char* const kKeepRequestKey;
+// $1 key → fingerprint, status, body
+extern const char* const kReadRequestKey;
+// $1 key, $2 status, $3 body
+extern const char* const kAnswerRequestKey;
 // In the order they apply.
-extern const Migration kHistoryMigrations[5];
+extern const Migration kHistoryMigrations[6];
 
 }  // namespace stagehand::store_internal::pg_sql

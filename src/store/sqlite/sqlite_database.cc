@@ -273,6 +273,8 @@ Status SqliteDatabase::Exec(std::string_view sql) {
   return Status::Ok();
 }
 
+bool SqliteDatabase::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 int SqliteDatabase::Changes() const { return sqlite3_changes(db_); }
 
 Status SqliteDatabase::Error(int rc, std::string_view what) const {
@@ -306,17 +308,20 @@ std::string JsonArray(std::span<const std::string> values) {
 }
 
 SqliteTransaction::~SqliteTransaction() {
-  if (open_) (void)db_.Exec(sqlite_sql::kRollback);
+  if (!open_) return;
+  (void)db_.Exec(nested_ ? sqlite_sql::kRollbackSavepoint : sqlite_sql::kRollback);
 }
 
 Status SqliteTransaction::Begin() {
-  STAGEHAND_RETURN_IF_ERROR(db_.Exec(sqlite_sql::kBegin));
+  nested_ = db_.InTransaction();
+  STAGEHAND_RETURN_IF_ERROR(db_.Exec(nested_ ? sqlite_sql::kSavepoint : sqlite_sql::kBegin));
   open_ = true;
   return Status::Ok();
 }
 
 Status SqliteTransaction::Commit() {
-  STAGEHAND_RETURN_IF_ERROR(db_.Exec(sqlite_sql::kCommit));
+  STAGEHAND_RETURN_IF_ERROR(
+      db_.Exec(nested_ ? sqlite_sql::kReleaseSavepoint : sqlite_sql::kCommit));
   open_ = false;
   return Status::Ok();
 }

@@ -86,6 +86,8 @@ class SqliteDatabase {
   Status Exec(std::string_view sql);
   // Returns the number of rows changed by the last INSERT, UPDATE or DELETE.
   int Changes() const;
+  // Whether a transaction is open on this connection.
+  bool InTransaction() const;
 
   // Returns the Status for SQLite result code `rc` while doing `what`, naming plugin and file.
   Status Error(int rc, std::string_view what) const;
@@ -110,7 +112,8 @@ class SqliteDatabase {
 std::string JsonArray(std::span<const std::string> values);
 
 // Runs statements as one write transaction (BEGIN IMMEDIATE, which waits for the write lock up to
-// the busy timeout). Rolls back on destruction unless committed. Not thread-safe.
+// the busy timeout); inside another one, as a savepoint of it, so that the outer transaction
+// commits or rolls back both. Rolls back on destruction unless committed. Not thread-safe.
 class SqliteTransaction {
  public:
   explicit SqliteTransaction(SqliteDatabase& db) : db_(db) {}
@@ -125,6 +128,7 @@ class SqliteTransaction {
  private:
   SqliteDatabase& db_;
   bool open_ = false;
+  bool nested_ = false;
 };
 
 }  // namespace stagehand::store_internal

@@ -60,12 +60,41 @@ inline constexpr std::array<std::string_view, 1> kRunTraceIdStatements = {
     "ALTER TABLE stagehand_task_runs ADD COLUMN trace_id text NULL",
 };
 
+// Idempotency keys (RequestKeys): the answer to each keyed request, kept until expires_at.
+inline constexpr std::array<std::string_view, 2> kRequestKeysStatements = {
+    "CREATE TABLE stagehand_request_keys (request_key text NOT NULL PRIMARY KEY, "
+    "fingerprint text NOT NULL, status integer NOT NULL, body text NOT NULL, "
+    "created_at datetime NOT NULL, expires_at datetime NOT NULL)",
+    "CREATE INDEX stagehand_request_keys_by_expiry ON stagehand_request_keys (expires_at)",
+};
+
 // In the order they apply.
-inline constexpr std::array<Migration, 3> kMigrations = {{
+inline constexpr std::array<Migration, 4> kMigrations = {{
     {"0001_task_runs", kTaskRunsStatements},
     {"0002_task_registrations", kTaskRegistrationsStatements},
     {"0003_run_trace_id", kRunTraceIdStatements},
+    {"0004_request_keys", kRequestKeysStatements},
 }};
+
+// ---- idempotency keys ----
+
+// Removes a few expired keys.
+inline constexpr std::string_view kRemoveExpiredRequestKeys =
+    "DELETE FROM stagehand_request_keys WHERE request_key IN (SELECT request_key FROM "
+    "stagehand_request_keys WHERE expires_at < strftime('%Y-%m-%d %H:%M:%f','now') "
+    "ORDER BY expires_at LIMIT 16)";
+
+// ?1 key → fingerprint, status, body of the key while it is kept.
+inline constexpr std::string_view kReadRequestKey =
+    "SELECT fingerprint, status, body FROM stagehand_request_keys WHERE request_key = ?1 "
+    "AND expires_at >= strftime('%Y-%m-%d %H:%M:%f','now')";
+
+// ?1 key, ?2 fingerprint, ?3 retention (ms), ?4 status, ?5 body: keeps the answer.
+inline constexpr std::string_view kKeepRequestKey =
+    "INSERT OR REPLACE INTO stagehand_request_keys "
+    "(request_key, fingerprint, status, body, created_at, expires_at) "
+    "VALUES (?1, ?2, ?4, ?5, strftime('%Y-%m-%d %H:%M:%f','now'), "
+    "strftime('%Y-%m-%d %H:%M:%f','now', (?3 / 1000.0) || ' seconds'))";
 
 inline constexpr std::string_view kTableExists =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'stagehand_task_runs'";

@@ -28,6 +28,11 @@ inline constexpr std::string_view kConnectionSetup =
 inline constexpr std::string_view kBegin = "BEGIN IMMEDIATE";
 inline constexpr std::string_view kCommit = "COMMIT";
 inline constexpr std::string_view kRollback = "ROLLBACK";
+// A transaction inside another one (SqliteTransaction).
+inline constexpr std::string_view kSavepoint = "SAVEPOINT stagehand_nested";
+inline constexpr std::string_view kReleaseSavepoint = "RELEASE stagehand_nested";
+inline constexpr std::string_view kRollbackSavepoint =
+    "ROLLBACK TO stagehand_nested; RELEASE stagehand_nested";
 
 // ---- knex bookkeeping (Backstage §3.2), byte-for-byte what knex creates on SQLite ----
 

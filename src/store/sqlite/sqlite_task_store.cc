@@ -56,7 +56,10 @@ void BindPlan(SqliteStatement& stmt, int param, const NextRunPlan& plan) {
 
 // The SQLite TaskStore, its run history and its task registrations: one connection, serialised by
 // a mutex. Thread-safe.
-class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRegistrations {
+class SqliteTaskStore final : public TaskStore,
+                              public RunHistory,
+                              public TaskRegistrations,
+                              public RequestKeys {
  public:
   SqliteTaskStore(std::string plugin_id, std::unique_ptr<SqliteDatabase> db, const Clock& clock)
       : plugin_id_(std::move(plugin_id)), clock_(clock), db_clock_(clock), db_(std::move(db)) {}
@@ -478,6 +481,51 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
   RunHistory* history() override { return this; }
 
   TaskRegistrations* registrations() override { return this; }
+
+  RequestKeys* request_keys() override { return this; }
+
+  // Holds mu_ (recursive: `apply`'s own calls of this store take it again) and the write lock for
+  // the whole request; `apply`'s transactions become savepoints of this one.
+  Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                 const std::function<Result<KeptAnswer>()>& apply) override {
+    std::lock_guard lock(mu_);
+    SqliteTransaction transaction(*db_);
+    STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
+    {
+      Result<SqliteStatement> removed = db_->Prepare(history_sql::kRemoveExpiredRequestKeys);
+      if (!removed.ok()) return removed.status();
+      STAGEHAND_RETURN_IF_ERROR(removed->Run("removing expired idempotency keys"));
+    }
+    {
+      Result<SqliteStatement> earlier = db_->Prepare(history_sql::kReadRequestKey);
+      if (!earlier.ok()) return earlier.status();
+      earlier->Bind(1, request.key);
+      Result<bool> found = earlier->Step("reading an idempotency key");
+      if (!found.ok()) return found.status();
+      if (*found) {
+        if (earlier->Text(0) != request.fingerprint) {
+          return ConflictError(fmt::format(
+              "the idempotency key {} was first sent with another request", request.key));
+        }
+        return KeyedOutcome{KeptAnswer{static_cast<int>(earlier->Int(1)), earlier->Text(2)},
+                            /*replayed=*/true};
+      }
+    }
+    Result<KeptAnswer> answer = apply();
+    if (!answer.ok()) return answer.status();
+    {
+      Result<SqliteStatement> kept = db_->Prepare(history_sql::kKeepRequestKey);
+      if (!kept.ok()) return kept.status();
+      STAGEHAND_RETURN_IF_ERROR(kept->Bind(1, request.key)
+                                    .Bind(2, request.fingerprint)
+                                    .Bind(3, static_cast<std::int64_t>(request.retention.count()))
+                                    .Bind(4, static_cast<std::int64_t>(answer->status))
+                                    .Bind(5, answer->body)
+                                    .Run("keeping an idempotency key"));
+    }
+    STAGEHAND_RETURN_IF_ERROR(transaction.Commit());
+    return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+  }
 
   void SetLimits(const RunHistoryLimits& limits) override { limits_.Set(limits); }
 
@@ -1101,7 +1149,7 @@ class SqliteTaskStore final : public TaskStore, public RunHistory, public TaskRe
   DatabaseClock db_clock_;
   store_internal::SettingsCache settings_cache_;
   store_internal::LimitsHolder limits_;
-  std::mutex mu_;
+  std::recursive_mutex mu_;
   std::unique_ptr<SqliteDatabase> db_;                      // guarded by mu_
   HistoryTables history_tables_ = HistoryTables::kUnknown;  // guarded by mu_
   // Whether stagehand_task_registrations exists. Guarded by mu_.
