@@ -72,6 +72,20 @@ void ObserverFanOut::OnReclaimed(std::string_view plugin_id, std::string_view ta
   }
 }
 
+void ObserverFanOut::OnRunAtRisk(std::string_view plugin_id, std::string_view task_id,
+                                 std::string_view run_id, std::optional<WallTime> slot,
+                                 std::string_view why) {
+  for (const auto& observer : observers_) {
+    observer->OnRunAtRisk(plugin_id, task_id, run_id, slot, why);
+  }
+}
+
+void ObserverFanOut::OnWriteReplayed(std::string_view plugin_id, std::string_view task_id) {
+  for (const auto& observer : observers_) {
+    observer->OnWriteReplayed(plugin_id, task_id);
+  }
+}
+
 void ObserverFanOut::OnRunOverdue(const RunInfo& run) {
   for (const auto& observer : observers_) {
     observer->OnRunOverdue(run);

@@ -28,6 +28,9 @@ class ObserverFanOut final : public SchedulerObserver {
   void OnLeaseRenewed(const RunInfo& run) override;
   void OnLeaseRenewalFailed(const RunInfo& run) override;
   void OnLeaseLost(const RunInfo& run) override;
+  void OnRunAtRisk(std::string_view plugin_id, std::string_view task_id, std::string_view run_id,
+                   std::optional<WallTime> slot, std::string_view why) override;
+  void OnWriteReplayed(std::string_view plugin_id, std::string_view task_id) override;
   void OnReclaimed(std::string_view plugin_id, std::string_view task_id) override;
   void OnRunOverdue(const RunInfo& run) override;
   void OnTaskRegistered(std::string_view plugin_id, std::string_view task_id) override;
