@@ -34,9 +34,9 @@ constexpr std::array<std::string_view, 4> kStagehandDatabaseKeys = {
 constexpr std::array<std::string_view, 6> kServerKeys = {
     "maxRequestBodySize", "requestTimeout", "headersTimeout",
     "keepAliveTimeout",   "maxConnections", "maxConnectionsPerClient"};
-constexpr std::array<std::string_view, 6> kSchedulerKeys = {"lease",           "pollInterval",
-                                                            "maxPollInterval", "shutdownGrace",
-                                                            "maxConcurrency",  "maxRunningTasks"};
+constexpr std::array<std::string_view, 7> kSchedulerKeys = {
+    "lease",          "pollInterval",    "maxPollInterval",        "shutdownGrace",
+    "maxConcurrency", "maxRunningTasks", "idempotencyKeyRetention"};
 
 // A block of Backstage's `backend` config (@backstage/backend-defaults' schema): the keys
 // stagehand reads and the ones it ignores.
@@ -542,8 +542,8 @@ void ReadAuth(const Config& root, AuthConfig& out, ConfigProblems& problems) {
   }
 }
 
-void ReadScheduler(const Config& root, EngineOptions& out, int& max_running_tasks,
-                   ConfigProblems& problems) {
+void ReadScheduler(const Config& root, BackendConfig& config, ConfigProblems& problems) {
+  EngineOptions& out = config.engine;
   Result<std::optional<Config>> scheduler = root.GetOptionalConfig("stagehand.scheduler");
   if (!scheduler.ok()) {
     problems.Add(scheduler.status());
@@ -562,7 +562,10 @@ void ReadScheduler(const Config& root, EngineOptions& out, int& max_running_task
   ReadBoundedDuration(block, "shutdownGrace", std::chrono::milliseconds(0), "0 milliseconds",
                       out.shutdown_grace, problems);
   ReadBoundedInteger(block, "maxConcurrency", 1, kMaxMaxConcurrency, out.max_concurrency, problems);
-  ReadBoundedInteger(block, "maxRunningTasks", 1, kMaxMaxConcurrency, max_running_tasks, problems);
+  ReadBoundedInteger(block, "maxRunningTasks", 1, kMaxMaxConcurrency, config.max_running_tasks,
+                     problems);
+  ReadBoundedDuration(block, "idempotencyKeyRetention", std::chrono::seconds(1), "1 second",
+                      config.idempotency_key_retention, problems);
 }
 
 // Adds a problem for each unknown key directly under `stagehand`, when it is an object.
@@ -735,7 +738,7 @@ Result<BackendConfig> ReadBackendConfig(const Config& root) {
       config.database = *std::move(database);
     }
   }
-  ReadScheduler(root, config.engine, config.max_running_tasks, problems);
+  ReadScheduler(root, config, problems);
   CheckStagehandKeys(root, problems);
 
   if (!problems.empty()) {

@@ -461,6 +461,7 @@ std::unique_ptr<PluginScheduler> Backend::Impl::MakeScheduler(
   scheduler_options.engine = config.engine;
   scheduler_options.engine.record_history = config.history_enabled;
   scheduler_options.engine.span_sink = spans;
+  scheduler_options.idempotency_key_retention = config.idempotency_key_retention;
   if (!scheduler_threads) {
     scheduler_threads = std::make_shared<SchedulerThreads>(*clock, 4, config.max_running_tasks);
   }

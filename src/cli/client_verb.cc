@@ -1,13 +1,17 @@
 #include "cli/client_verb.h"
 
 #include <CLI/CLI.hpp>
+#include <array>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "stagehand/backend/app_config.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/base/text.h"
+#include "stagehand/base/uuid.h"
 #include "stagehand/cli/cli.h"
 #include "stagehand/config/config.h"
 #include "stagehand/service/scheduler.h"
@@ -16,6 +20,11 @@ namespace stagehand::cli {
 namespace {
 
 constexpr std::string_view kDefaultUrl = "http://127.0.0.1:7007";
+// The pauses before each repeat of a task action that got no answer or a 503: about 4 s in all,
+// as long as a database failover usually takes.
+constexpr std::array<std::chrono::milliseconds, 4> kTaskActionRetryPauses = {
+    std::chrono::milliseconds(250), std::chrono::milliseconds(500), std::chrono::milliseconds(1000),
+    std::chrono::milliseconds(2000)};
 
 // The name and message of Backstage's error body `{"error":{"name","message"}}`; empty when the
 // body is not one.
@@ -209,7 +218,16 @@ std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::strin
                                             std::string_view json_body) {
   const std::string path = "/api/" + EncodePathSegment(plugin_id) + "/" + std::string(api) + "/" +
                            EncodePathSegment(task_id) + "/" + std::string(verb);
-  Result<RestReply> reply = client.Post(path, json_body);
+  // One key for every attempt: a repeat of a request whose answer was lost, or that met a
+  // database failing over (503), is applied at most once, and answered as the first was.
+  const std::string key = NewUuidV4();
+  Result<RestReply> reply = client.Post(path, json_body, key);
+  for (const std::chrono::milliseconds pause : kTaskActionRetryPauses) {
+    const bool unanswered = !reply.ok() && reply.status().code() == StatusCode::kDeadlineExceeded;
+    if (!unanswered && !(reply.ok() && reply->status == 503)) break;
+    std::this_thread::sleep_for(pause);
+    reply = client.Post(path, json_body, key);
+  }
   if (!reply.ok()) {
     return DescribeUnreachable(reply.status());
   }

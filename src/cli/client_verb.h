@@ -81,8 +81,10 @@ void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options);
 inline constexpr std::string_view kBackstageTasksApi = ".backstage/scheduler/v1/tasks";
 inline constexpr std::string_view kStagehandTasksApi = ".stagehand/v1/tasks";
 
-// Sends POST /api/<plugin>/<api>/<task>/<verb> (both ids percent-encoded) with `json_body`.
-// Returns nullopt on a 2xx answer, else the failure ("cannot trigger jobs/report: ...").
+// Sends POST /api/<plugin>/<api>/<task>/<verb> (both ids percent-encoded) with `json_body` and an
+// idempotency key of its own, and sends it again with that key, up to 4 times over about 4 s,
+// while it gets no answer after sending or a 503 (a database failing over): it is applied at most
+// once. Returns nullopt on a 2xx answer, else the failure ("cannot trigger jobs/report: ...").
 std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::string_view verb,
                                             const std::string& plugin_id,
                                             const std::string& task_id,

@@ -103,14 +103,15 @@ RestClient::RestClient(ServerUrl url, std::optional<std::string> token,
       connect_timeout_(connect_timeout),
       read_timeout_(read_timeout) {}
 
-Result<RestReply> RestClient::Get(std::string_view path) const { return Send("GET", path, {}); }
+Result<RestReply> RestClient::Get(std::string_view path) const { return Send("GET", path, {}, {}); }
 
-Result<RestReply> RestClient::Post(std::string_view path, std::string_view json_body) const {
-  return Send("POST", path, json_body);
+Result<RestReply> RestClient::Post(std::string_view path, std::string_view json_body,
+                                   std::string_view idempotency_key) const {
+  return Send("POST", path, json_body, idempotency_key);
 }
 
 Result<RestReply> RestClient::Send(std::string_view method, std::string_view path,
-                                   std::string_view body) const {
+                                   std::string_view body, std::string_view idempotency_key) const {
   httplib::Client client(url_.host, url_.port);
   client.set_connection_timeout(connect_timeout_);
   client.set_read_timeout(read_timeout_);
@@ -120,14 +121,18 @@ Result<RestReply> RestClient::Send(std::string_view method, std::string_view pat
   if (token_) {
     headers.emplace("Authorization", "Bearer " + *token_);
   }
+  if (!idempotency_key.empty()) {
+    headers.emplace("Idempotency-Key", std::string(idempotency_key));
+  }
   const std::string full_path = url_.base_path + std::string(path);
   httplib::Result result =
       method == "GET" ? client.Get(full_path, headers)
                       : client.Post(full_path, headers, std::string(body), "application/json");
   if (!result) {
-    return UnavailableError(
-        "cannot reach the daemon at " + url_.ToString() + ": " +
-        DescribeTransportError(result.error(), connect_timeout_, read_timeout_));
+    const std::string why = "cannot reach the daemon at " + url_.ToString() + ": " +
+                            DescribeTransportError(result.error(), connect_timeout_, read_timeout_);
+    const bool sent = result.error() == httplib::Error::Read;
+    return sent ? DeadlineExceededError(why) : UnavailableError(why);
   }
   return RestReply{result->status, result->body};
 }

@@ -57,15 +57,18 @@ class RestClient {
   Result<RestReply> Get(std::string_view path) const;
 
   // Sends POST `path` with `json_body` (empty by default: Content-Length: 0) as
-  // application/json. Errors: as Get.
-  Result<RestReply> Post(std::string_view path, std::string_view json_body = {}) const;
+  // application/json, with an `Idempotency-Key: <idempotency_key>` header unless it is empty.
+  // Errors: as Get, but kDeadlineExceeded when the request was sent and no answer came (it may
+  // have been applied).
+  Result<RestReply> Post(std::string_view path, std::string_view json_body = {},
+                         std::string_view idempotency_key = {}) const;
 
   const ServerUrl& url() const { return url_; }
   bool has_token() const { return token_.has_value(); }
 
  private:
-  Result<RestReply> Send(std::string_view method, std::string_view path,
-                         std::string_view body) const;
+  Result<RestReply> Send(std::string_view method, std::string_view path, std::string_view body,
+                         std::string_view idempotency_key) const;
 
   ServerUrl url_;
   std::optional<std::string> token_;

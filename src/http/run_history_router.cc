@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "http/keyed_request.h"
 #include "http/path_match.h"
 #include "http/run_json.h"
 #include "http/task_listing_json.h"
@@ -161,10 +162,10 @@ HttpResponse RunHistoryRouter::Pause(const HttpRequest& request,
   if (!request.principal.empty()) {
     pause->by = pause->by.empty() ? request.principal : request.principal + " (" + pause->by + ")";
   }
-  if (Status paused = scheduler_->PauseTask(*task_id, *pause); !paused.ok()) {
-    return fail(paused);
-  }
-  return EmptyOk();
+  return http_internal::AnswerOnce(request, *scheduler_, *logger_, [&] {
+    const Status paused = scheduler_->PauseTask(*task_id, *pause);
+    return paused.ok() ? EmptyOk() : fail(paused);
+  });
 }
 
 HttpResponse RunHistoryRouter::Resume(const HttpRequest& request,
@@ -174,10 +175,10 @@ HttpResponse RunHistoryRouter::Resume(const HttpRequest& request,
   if (!task_id.ok()) {
     return fail(task_id.status());
   }
-  if (Status resumed = scheduler_->ResumeTask(*task_id); !resumed.ok()) {
-    return fail(resumed);
-  }
-  return EmptyOk();
+  return http_internal::AnswerOnce(request, *scheduler_, *logger_, [&] {
+    const Status resumed = scheduler_->ResumeTask(*task_id);
+    return resumed.ok() ? EmptyOk() : fail(resumed);
+  });
 }
 
 HttpResponse RunHistoryRouter::ListTasks(const HttpRequest& request) const {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "http/keyed_request.h"
 #include "http/path_match.h"
 #include "http/task_listing_json.h"
 #include "stagehand/http/error_response.h"
@@ -64,12 +65,11 @@ std::optional<HttpResponse> SchedulerRestRouter::Handle(const HttpRequest& reque
   if (!id.ok()) {
     return ErrorResponse(id.status(), request, *logger_);
   }
-  const Status status =
-      trigger ? scheduler_->TriggerTask(*id, CallerTrace(request)) : scheduler_->CancelTask(*id);
-  if (!status.ok()) {
-    return ErrorResponse(status, request, *logger_);
-  }
-  return EmptyOk();
+  return http_internal::AnswerOnce(request, *scheduler_, *logger_, [&] {
+    const Status status =
+        trigger ? scheduler_->TriggerTask(*id, CallerTrace(request)) : scheduler_->CancelTask(*id);
+    return status.ok() ? EmptyOk() : ErrorResponse(status, request, *logger_);
+  });
 }
 
 HttpHandler SchedulerRestRouter::AsHandler() const {

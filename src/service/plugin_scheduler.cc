@@ -255,6 +255,15 @@ Status PluginScheduler::ResumeTask(std::string_view id) {
   return Status::Ok();
 }
 
+Result<KeyedOutcome> PluginScheduler::ApplyOnce(const KeyedRequest& request,
+                                                const std::function<Result<KeptAnswer>()>& apply) {
+  RequestKeys* keys = impl_->options.store ? impl_->options.store->request_keys() : nullptr;
+  if (keys == nullptr) return SchedulerService::ApplyOnce(request, apply);
+  KeyedRequest kept = request;
+  kept.retention = impl_->options.idempotency_key_retention;
+  return keys->ApplyOnce(kept, apply);
+}
+
 std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {
   std::lock_guard lock(impl_->mu);
   return impl_->descriptors;

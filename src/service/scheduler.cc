@@ -50,6 +50,13 @@ Status SchedulerService::PauseTask(std::string_view /*id*/, const PauseRequest& 
   return UnimplementedError("This scheduler cannot pause tasks");
 }
 
+Result<KeyedOutcome> SchedulerService::ApplyOnce(const KeyedRequest& /*request*/,
+                                                 const std::function<Result<KeptAnswer>()>& apply) {
+  Result<KeptAnswer> answer = apply();
+  if (!answer.ok()) return answer.status();
+  return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+}
+
 Status SchedulerService::ResumeTask(std::string_view /*id*/) {
   return UnimplementedError("This scheduler cannot resume tasks");
 }

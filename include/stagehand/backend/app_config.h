@@ -97,6 +97,10 @@ struct BackendConfig {
   // process, across every plugin (each plugin also keeps to its own maxConcurrency); it also
   // bounds the threads that run task functions.
   int max_running_tasks = 256;
+  // `stagehand.scheduler.idempotencyKeyRetention` (a duration, at least 1 second): how long the
+  // answer to a REST request sent with an Idempotency-Key header is kept in the plugin's database
+  // (PluginSchedulerOptions::idempotency_key_retention).
+  std::chrono::milliseconds idempotency_key_retention{std::chrono::hours(24)};
 };
 
 // Reads the backend's keys from the merged `root`; `backend.database` is required (as in

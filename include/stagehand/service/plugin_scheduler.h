@@ -54,6 +54,8 @@ struct PluginSchedulerOptions {
   // The zone cron cadences are evaluated in when a task names none, and in which REST timestamps
   // are shown. The process zone (TZ) by default.
   TimeZone default_zone = TimeZone::ProcessDefault();
+  // How long ApplyOnce keeps the answer to a request sent with an idempotency key.
+  std::chrono::milliseconds idempotency_key_retention{std::chrono::hours(24)};
   // Threads shared with other schedulers on the same clock; when null the scheduler has two of its
   // own.
   std::shared_ptr<SchedulerThreads> threads;
@@ -74,6 +76,9 @@ class PluginScheduler final : public SchedulerService {
   Status CancelTask(std::string_view id) override;
   Status PauseTask(std::string_view id, const PauseRequest& request) override;
   Status ResumeTask(std::string_view id) override;
+  // In the store's RequestKeys (the plugin's database); without a store, as the default.
+  Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                 const std::function<Result<KeptAnswer>()>& apply) override;
   std::vector<TaskDescriptor> GetScheduledTasks() const override;
   Result<std::vector<TaskListing>> ListTasks() const override;
   // Read options.store->history(). Errors as SchedulerService's; kUnimplemented, with a message

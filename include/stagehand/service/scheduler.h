@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -19,6 +20,7 @@
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
+#include "stagehand/store/request_keys.h"
 #include "stagehand/store/run_history.h"
 
 namespace stagehand {
@@ -158,6 +160,14 @@ class SchedulerService {
   // kConflict "Task {id} is not paused", or for a local task; kUnavailable. The default is
   // kUnimplemented.
   virtual Status ResumeTask(std::string_view id);
+
+  // Applies a request sent with an idempotency key (a REST trigger, cancel, pause or resume) at
+  // most once per key, as RequestKeys::ApplyOnce does: `apply` (which calls this scheduler) runs
+  // in one transaction with the key's answer, and a request sent again with the key gets the
+  // first one's answer without being applied. Called on the request's thread. The default, for a
+  // scheduler without a database, runs `apply` each time and keeps nothing.
+  virtual Result<KeyedOutcome> ApplyOnce(const KeyedRequest& request,
+                                         const std::function<Result<KeptAnswer>()>& apply);
 
   // Returns the tasks registered in this process, in registration order.
   virtual std::vector<TaskDescriptor> GetScheduledTasks() const = 0;

@@ -561,6 +561,13 @@ TEST_F(AppConfigTest, SchedulerOptions) {
   EXPECT_EQ(config.engine.shutdown_grace, 0ms);
   EXPECT_EQ(config.engine.max_poll_interval, 60s) << "the default";
   EXPECT_EQ(config.max_running_tasks, 256) << "the default";
+  EXPECT_EQ(config.idempotency_key_retention, 24h) << "the default";
+
+  config = ReadBackendOk("stagehand:\n  scheduler:\n    idempotencyKeyRetention: 2h\n");
+  EXPECT_EQ(config.idempotency_key_retention, 2h);
+  EXPECT_EQ(ReadBackendError("stagehand:\n  scheduler:\n    idempotencyKeyRetention: 10ms\n"),
+            "Invalid config value for key 'stagehand.scheduler.idempotencyKeyRetention' in '" +
+                File("app-config.yaml") + "' at line 3: must be at least 1 second, got 10 ms");
 }
 
 TEST_F(AppConfigTest, HistoryOptions) {
@@ -740,7 +747,8 @@ TEST_F(AppConfigTest, UnknownServerAndSchedulerKeysNameTheKeyMeant) {
                       "'maxConcurrency'?",
                   "Invalid config value for key 'stagehand.scheduler.threads' in '" + file +
                       "': unknown key 'threads'; expected lease, pollInterval, "
-                      "maxPollInterval, shutdownGrace, maxConcurrency, maxRunningTasks",
+                      "maxPollInterval, shutdownGrace, maxConcurrency, maxRunningTasks, "
+                      "idempotencyKeyRetention",
                   "Invalid config value for key 'stagehand.scheduler.lease.secnds' in '" + file +
                       "': unknown key 'secnds'; did you mean 'seconds'?"));
 }

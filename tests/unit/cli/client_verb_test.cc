@@ -2,14 +2,18 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cli/rest_client.h"
 #include "stagehand/cli/cli.h"
@@ -283,6 +287,74 @@ TEST_F(MakeClientTest, TokenFromFlagElseEnvironment) {
   ClientOptions options;
   options.token = "from-flag";
   EXPECT_TRUE(Make(options).client->has_token());
+}
+
+// A loopback stub of the daemon for PostTaskAction: answers each POST with the next of `statuses`
+// (200 once they are used up) and records the Idempotency-Key each one came with.
+class StubDaemon {
+ public:
+  explicit StubDaemon(std::vector<int> statuses) : statuses_(std::move(statuses)) {
+    server_.Post(".*", [this](const httplib::Request& request, httplib::Response& response) {
+      std::lock_guard lock(mu_);
+      keys_.push_back(request.get_header_value("Idempotency-Key"));
+      response.status = keys_.size() <= statuses_.size() ? statuses_[keys_.size() - 1] : 200;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~StubDaemon() {
+    server_.stop();
+    thread_.join();
+  }
+
+  ServerUrl url() const {
+    return ParseServerUrl("http://127.0.0.1:" + std::to_string(port_)).value();
+  }
+  std::vector<std::string> keys() {
+    std::lock_guard lock(mu_);
+    return keys_;
+  }
+
+ private:
+  httplib::Server server_;
+  std::vector<int> statuses_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> keys_;
+};
+
+TEST(PostTaskActionTest, SendsARequestThatMetA503AgainWithTheSameKey) {
+  StubDaemon daemon({503, 503});
+  RestClient client(daemon.url(), std::nullopt);
+  EXPECT_EQ(PostTaskAction(client, "trigger", "jobs", "report"), std::nullopt);
+  const std::vector<std::string> keys = daemon.keys();
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[0].size(), 36u) << "a UUID";
+  EXPECT_EQ(keys[1], keys[0]);
+  EXPECT_EQ(keys[2], keys[0]);
+
+  StubDaemon other({200});
+  RestClient again(other.url(), std::nullopt);
+  EXPECT_EQ(PostTaskAction(again, "trigger", "jobs", "report"), std::nullopt);
+  ASSERT_EQ(other.keys().size(), 1u);
+  EXPECT_NE(other.keys()[0], keys[0]) << "each action has a key of its own";
+}
+
+TEST(PostTaskActionTest, GivesUpOnA503AfterFourRepeatsAndNeverRepeatsAnAnswer) {
+  StubDaemon down({503, 503, 503, 503, 503, 503});
+  RestClient client(down.url(), std::nullopt);
+  std::optional<ClientFailure> failure = PostTaskAction(client, "cancel", "jobs", "report");
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->exit_code, ExitCodeForHttpStatus(503));
+  EXPECT_EQ(down.keys().size(), 5u);
+
+  StubDaemon conflict({409});
+  RestClient other(conflict.url(), std::nullopt);
+  failure = PostTaskAction(other, "trigger", "jobs", "report");
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->exit_code, ExitCodeForHttpStatus(409));
+  EXPECT_EQ(conflict.keys().size(), 1u);
 }
 
 }  // namespace
