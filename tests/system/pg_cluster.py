@@ -244,11 +244,13 @@ class PgCluster:
                 return False
         return wait_for(caught_up, timeout_s, 0.05)
 
-    def fail_over(self, mode="kill", lag_s=0.0):
+    def fail_over(self, mode="kill", lag_s=0.0, inspect=None):
         """Kills (`kill`: SIGKILL) or partitions (`partition`: its proxy stops moving bytes) the
         primary, then promotes the standby and lets it commit alone. With `lag_s` (asynchronous
         replication only), the standby stops streaming that long before the fault, so it lacks
-        the commits of those seconds. Returns (fault_ns, writable_ns): when the primary went,
+        the commits of those seconds. With `inspect`, the promoted node is called with first,
+        while its proxy still refuses every client, and its result is kept in
+        `self.inspected`. Returns (fault_ns, writable_ns): when the primary went,
         and when the new one accepted writes."""
         from harness import mono_ns
         old, new = self.primary, self.standby
@@ -263,6 +265,8 @@ class PgCluster:
             old.kill()
         else:
             old.proxy.set_mode("blackhole")
+        if inspect is not None:
+            new.proxy.set_mode("reset")
         # As Patroni with synchronous_mode (not strict): the promoted node waits for no standby.
         new.write_conf("")
         subprocess.run(_as_owner([os.path.join(PG_BIN, "pg_ctl"), "-D", new.data, "-w", "-t",
@@ -270,6 +274,9 @@ class PgCluster:
                        stderr=subprocess.DEVNULL)
         new.psql("select pg_reload_conf()")
         wait_for(lambda: new.in_recovery() is False, 30, 0.02)
+        if inspect is not None:
+            self.inspected = inspect(new)
+            new.proxy.set_mode("up")
         writable_ns = mono_ns()
         self.primary, self.standby = new, old
         return fault_ns, writable_ns

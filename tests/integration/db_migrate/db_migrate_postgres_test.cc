@@ -76,9 +76,9 @@ class DbMigratePostgresTest : public pg_test::ServerTest {
 const std::vector<std::string> kAllMigrations = {"20210928160613_init.js|1",
                                                  "20240712211735_nullable_next_run.js|1",
                                                  "20250411000000_last_run.js|1"};
-const std::vector<std::string> kStagehandMigrations = {"0001_task_runs", "0002_task_registrations",
-                                                       "0003_task_runs_two_indexes",
-                                                       "0004_task_run_rings", "0005_run_trace_id"};
+const std::vector<std::string> kStagehandMigrations = {
+    "0001_task_runs",      "0002_task_registrations", "0003_task_runs_two_indexes",
+    "0004_task_run_rings", "0005_run_trace_id",       "0006_request_keys"};
 
 TEST_F(DbMigratePostgresTest, CreatesAndMigratesOneDatabasePerPlugin) {
   ::setenv("TEST_PG_URL", url().c_str(), 1);

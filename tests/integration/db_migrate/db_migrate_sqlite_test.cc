@@ -89,7 +89,7 @@ TEST_F(DbMigrateSqliteTest, CreatesOneMigratedFilePerPlugin) {
     // The run history's tables, recorded in stagehand's own bookkeeping, never in knex's.
     EXPECT_EQ(Query(File(plugin), "SELECT name FROM stagehand_migrations ORDER BY name"),
               (std::vector<std::string>{"0001_task_runs", "0002_task_registrations",
-                                        "0003_run_trace_id"}));
+                                        "0003_run_trace_id", "0004_request_keys"}));
     EXPECT_EQ(Query(File(plugin),
                     "SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
               std::vector<std::string>{"1"});

@@ -82,10 +82,11 @@ TEST_F(MySqlWakeupsTest, OwnMigrationsCreateTheirTablesOnceAndNeverTouchKnexs) {
   ASSERT_TRUE(store_internal::MigrateMySqlStagehand(*writer_, "plugin 'p'", ErrorOf).ok());
   MyResult listed = writer_->Execute("SELECT name FROM stagehand_migrations ORDER BY name");
   ASSERT_TRUE(listed.ok()) << listed.error();
-  ASSERT_EQ(listed.rows(), 3);
+  ASSERT_EQ(listed.rows(), 4);
   EXPECT_EQ(listed.Get(0, 0), "0001_changes_and_waiters");
   EXPECT_EQ(listed.Get(1, 0), "0002_task_runs");
   EXPECT_EQ(listed.Get(2, 0), "0003_task_registrations");
+  EXPECT_EQ(listed.Get(3, 0), "0004_request_keys");
   MyResult knex = writer_->Execute(
       "SELECT count(*) FROM information_schema.TABLES WHERE table_schema = database() AND "
       "table_name LIKE 'backstage%'");

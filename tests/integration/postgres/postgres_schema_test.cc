@@ -160,7 +160,7 @@ std::string KnexRows(pg_test::RawConnection& db) {
 // stagehand's own migrations, as StagehandMigrations lists them.
 constexpr char kStagehandMigrationNames[] =
     "0001_task_runs,0002_task_registrations,0003_task_runs_two_indexes,0004_task_run_rings,"
-    "0005_run_trace_id";
+    "0005_run_trace_id,0006_request_keys";
 
 std::string StagehandMigrations(pg_test::RawConnection& db) {
   return db.Scalar("SELECT string_agg(name, ',' ORDER BY name) FROM stagehand_migrations");

@@ -64,7 +64,10 @@ TEST(SqliteProcessesTest, ThreeProcessesMigratingAFreshFileAtOnceAllSucceed) {
   EXPECT_EQ(db.Query("PRAGMA journal_mode"), (Rows{{"wal"}}));
   // stagehand's own migrations ran once, recorded in stagehand's own table.
   EXPECT_EQ(db.Query("SELECT name FROM stagehand_migrations ORDER BY name"),
-            (Rows{{"0001_task_runs"}, {"0002_task_registrations"}, {"0003_run_trace_id"}}));
+            (Rows{{"0001_task_runs"},
+                  {"0002_task_registrations"},
+                  {"0003_run_trace_id"},
+                  {"0004_request_keys"}}));
   EXPECT_EQ(db.Query("SELECT count(*) FROM sqlite_master WHERE name = 'stagehand_task_runs'"),
             (Rows{{"1"}}));
 }

@@ -93,7 +93,7 @@ Rows StagehandMigrationNames(RawDb& db) {
 
 // stagehand's own migrations, as stagehand_migrations lists them.
 const Rows kStagehandMigrations = {
-    {"0001_task_runs"}, {"0002_task_registrations"}, {"0003_run_trace_id"}};
+    {"0001_task_runs"}, {"0002_task_registrations"}, {"0003_run_trace_id"}, {"0004_request_keys"}};
 
 TaskSchedule TenMinutes() {
   TaskSchedule schedule;
