@@ -981,8 +981,8 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
   } else {
     try {
       SpanSink* spans = run.trace.sampled() ? context_.options.span_sink.get() : nullptr;
-      Status status = task.def.fn(
-          RunControl{run.stop.get_token(), run.kill.get_token(), run.report, run.trace, spans});
+      Status status = task.def.fn(RunControl{run.stop.get_token(), run.kill.get_token(), run.report,
+                                             run.trace, spans, run.run_id});
       if (!status.ok()) message = status.message();
     } catch (const std::exception& error) {
       message = error.what();

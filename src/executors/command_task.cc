@@ -645,6 +645,8 @@ std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char*
     if (!spec.trace.trace_state.empty()) variables.emplace("TRACESTATE", spec.trace.trace_state);
   }
   variables.emplace("PATH", kDefaultCommandPath);
+  if (!spec.task_id.empty()) variables.insert_or_assign("STAGEHAND_TASK_ID", spec.task_id);
+  if (!spec.run_id.empty()) variables.insert_or_assign("STAGEHAND_RUN_ID", spec.run_id);
   std::vector<std::string> entries;
   entries.reserve(variables.size());
   for (const auto& [name, value] : variables) {
@@ -655,10 +657,12 @@ std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char*
 
 Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
                   const RunControl& control) {
-  if (control.trace.valid() && !(spec.trace == control.trace)) {
-    CommandSpec traced = spec;
-    traced.trace = control.trace;
-    return RunCommand(traced, logger, clock, control);
+  if ((control.trace.valid() && !(spec.trace == control.trace)) ||
+      (!control.run_id.empty() && spec.run_id != control.run_id)) {
+    CommandSpec run = spec;
+    if (control.trace.valid()) run.trace = control.trace;
+    if (!control.run_id.empty()) run.run_id = control.run_id;
+    return RunCommand(run, logger, clock, control);
   }
   if (spec.argv.empty()) {
     return InvalidArgumentError("command: argv is empty");

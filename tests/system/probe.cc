@@ -205,7 +205,12 @@ int main(int argc, char** argv) {
   const std::string host = host_env != nullptr && *host_env != '\0' ? host_env : "unknown";
   const pid_t parent = getppid();
   const std::int64_t started = MonoNs();
-  const std::string run_id = host + "-" + std::to_string(getpid()) + "-" + std::to_string(started);
+  // stagehand's own id of the run, which its history holds, when the daemon gives one.
+  const char* run_env = std::getenv("STAGEHAND_RUN_ID");
+  const std::string run_id =
+      run_env != nullptr && *run_env != '\0'
+          ? std::string(run_env)
+          : host + "-" + std::to_string(getpid()) + "-" + std::to_string(started);
 
   struct sigaction action {};
   action.sa_handler = OnTerm;

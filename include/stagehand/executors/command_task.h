@@ -60,6 +60,9 @@ struct CommandSpec {
   // gets TRACEPARENT and TRACESTATE (unless `env` sets them) and the run's log records carry
   // trace_id and span_id.
   TraceContext trace{};
+  // The run's id (set by RunCommand from RunControl::run_id): the command finds it in
+  // STAGEHAND_RUN_ID, and its task's id in STAGEHAND_TASK_ID.
+  std::string run_id;
 };
 
 // Returns whether `name` is a portable environment variable name: a letter or '_', then letters,
@@ -70,7 +73,9 @@ bool IsEnvironmentName(std::string_view name);
 // variables of kCommandBaseEnvironment (and LC_*) and those `spec.inherit_env` names, taken from
 // `parent` (a null-terminated NAME=VALUE array, such as `environ`; the first entry of a name wins)
 // when set there; then `spec.env`, overriding; then TRACEPARENT and TRACESTATE of `spec.trace`
-// when still unset; and PATH=kDefaultCommandPath when still unset.
+// when still unset; and PATH=kDefaultCommandPath when still unset. STAGEHAND_TASK_ID and
+// STAGEHAND_RUN_ID are the run's own (`spec.task_id`, `spec.run_id`, when set), whatever the
+// rest says.
 // Nothing else of `parent` is kept. Thread-compatible: `parent` must not change meanwhile.
 std::vector<std::string> CommandEnvironment(const CommandSpec& spec, const char* const* parent);
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <stop_token>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -38,6 +39,9 @@ struct RunControl {
   // run's span is sampled and the host exports spans (null otherwise). Valid while the function
   // runs. The HTTP tasks of `stagehand serve` put their client span here.
   SpanSink* spans = nullptr;
+  // The run's id, as the run history, the REST API and the events name it (a global task's run
+  // holds its task's row with it); empty for a function called outside the engine.
+  std::string run_id{};
 };
 
 // The work of a task. It receives a stop token that is signalled on timeout, cancel, shutdown or a

@@ -234,6 +234,17 @@ TEST_F(CommandTaskTest, ATracedRunGivesTheCommandItsTraceContext) {
   }
 }
 
+TEST_F(CommandTaskTest, ARunGivesTheCommandItsRunAndTaskIds) {
+  CommandSpec spec = Shell("echo \"$STAGEHAND_TASK_ID $STAGEHAND_RUN_ID\"");
+  spec.task_id = "report";
+  spec.env = {{"STAGEHAND_RUN_ID", "spoofed"}};
+  RunControl control{stop_.get_token(), kill_.get_token()};
+  control.run_id = "8a52dc8f-3626-4da7-a80a-3088a0411b3c";
+  Status status = RunCommand(spec, logger_, SystemClock::Instance(), control);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("report 8a52dc8f-3626-4da7-a80a-3088a0411b3c"));
+}
+
 TEST(CommandEnvironmentTest, ATraceContextIsAddedUnlessEnvSetsIt) {
   CommandSpec spec;
   spec.trace = *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
