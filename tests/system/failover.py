@@ -11,7 +11,9 @@ every run that a failover may have doubled or lost must be counted by the fleet'
 (`stagehand_failover_runs_at_risk_total`), which must equal what the checker found."""
 
 import json
+import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -200,14 +202,18 @@ RECLAIM_RACE_NS = 200 * MS
 
 
 def vanished_runs(runs, promotions):
-    """The runs whose claim (and history record, written in the same statement) the promoted
-    primary lacked, round by round, and those of them a host must count at risk: the ones that
-    ended before the new primary took writes (their release cannot be written there), and the
-    ones still going that another host ran again meanwhile."""
+    """The runs whose claim the promoted primary lacked, round by round, and those of them a host
+    must count at risk: the ones that ended before the new primary took writes (their release
+    cannot be written there), and the ones still going that another host ran again meanwhile.
+    A run claimed before the fault (it may start a few ms after) whose record the history lacks
+    and whose ticket no row holds lost its claim: a claim that survived is either released
+    there (and recorded: the release writes a short run's record, the claim a longer one's) or
+    still holds its row, since replication keeps the order of commits."""
     vanished, at_risk = [], []
     previous = 0
-    for fault_ns, writable_ns, recorded in promotions:
-        lost = [r for r in runs if previous < r.start < fault_ns and r.run_id not in recorded]
+    for _, writable_ns, (recorded, tickets) in promotions:
+        lost = [r for r in runs if previous < r.start < writable_ns and
+                r.run_id not in recorded and not any(r.run_id in t for t in tickets)]
         vanished += lost
         for run in lost:
             if run.last < writable_ns:
@@ -217,6 +223,24 @@ def vanished_runs(runs, promotions):
                 at_risk.append(run)
         previous = writable_ns
     return vanished, at_risk
+
+
+def _reported_at_risk(fleet):
+    """The run ids the hosts' logs name at risk."""
+    reported = set()
+    pattern = re.compile(r'Run (\S+) of task .* may be done twice')
+    for name in os.listdir(fleet.workdir):
+        if name.startswith("h") and name.endswith(".log"):
+            with open(os.path.join(fleet.workdir, name), errors="replace") as log:
+                reported.update(m.group(1) for m in pattern.finditer(log.read()))
+    return reported
+
+
+def _writable_of(runs, promotions):
+    """Each run with the time the new primary of its round took writes."""
+    for run in runs:
+        writable = next((w for _, w, _ in promotions if run.start < w), promotions[-1][1])
+        yield run, writable
 
 
 def scenario_failover(ctx, synchronous=True, mode="kill", rounds=None):
@@ -230,8 +254,15 @@ def scenario_failover(ctx, synchronous=True, mode="kill", rounds=None):
     promotions = []  # asynchronous: (fault, writable, run ids the new primary held)
 
     def recorded_runs(node):
-        return {row[0] for row in node.psql("select run_id from stagehand_task_runs",
-                                            database=fleet.database())}
+        """What the promoted primary holds of the runs: the ids its history records and the
+        tickets its task rows hold (a run whose release vanished but not its claim)."""
+        database = fleet.database()
+        runs = {row[0] for row in node.psql("select run_id from stagehand_task_runs",
+                                            database=database)}
+        tickets = [row[0] for row in node.psql(
+            "select current_run_ticket from backstage_backend_tasks__tasks "
+            "where current_run_ticket is not null", database=database)]
+        return runs, tickets
 
     began = mono_ns()
     try:
@@ -306,9 +337,18 @@ def scenario_failover(ctx, synchronous=True, mode="kill", rounds=None):
               "the new primary lacked, that ended before it took writes or were run again by "
               "another host meanwhile)",
               f"metric {metric_at_risk:.0f}, suite {len(at_risk)}", metric_at_risk == len(at_risk))
+        reported = _reported_at_risk(fleet)
+        counted = {r.run_id for r in at_risk}
         figures = {"overlaps": len(found), "cron_double_starts": cron["double_starts"],
                    **trigger_figures, "claims_vanished": len(vanished),
-                   "suite_at_risk": len(at_risk), "metric_at_risk": metric_at_risk}
+                   "suite_at_risk": len(at_risk), "metric_at_risk": metric_at_risk,
+                   "unreported": [f"{r.task} {r.run_id} {'ended before' if r.last < w else 'ran on'}"
+                                  for r, w in _writable_of(at_risk, promotions)
+                                  if r.run_id not in reported],
+                   "reported_beyond": [f"{r.task} {r.run_id}" for r in runs
+                                       if r.run_id in reported - counted],
+                   "promotions": [{"held_runs": len(k[0]), "fault_ns": f, "writable_ns": w}
+                                  for f, w, k in promotions]}
     figures["resume_ms"] = resumes
     figures["requests"] = {c.action: len(c.log) for c in clients}
     return {"name": label, "faults": faults, "figures": figures, "checks": checks}
