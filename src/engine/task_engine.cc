@@ -589,14 +589,17 @@ MonoTime TaskEngine::DispatcherStep() {
     }
     if (!reregister.empty()) Reregister(reregister);
     ReplayReleases();
+    GiveBackDoubtfulClaims();
     releases_left = !ReleasePending();
+    std::lock_guard lock(release_mu_);
+    releases_left = releases_left || !replays_.empty() || !doubtful_claims_.empty();
   } else {
     // Waiting for the backoff: the runs queued meanwhile have ended all the same.
     std::vector<PendingRelease> waiting;
     {
       std::lock_guard lock(release_mu_);
       waiting.swap(pending_releases_);
-      releases_left = !waiting.empty() || !replays_.empty();
+      releases_left = !waiting.empty() || !replays_.empty() || !doubtful_claims_.empty();
     }
     ReportGlobalRunEnds(waiting);
     std::lock_guard lock(release_mu_);
@@ -893,6 +896,24 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     for (const ClaimRequest& claim : claims) {
       logger_->Warn("Failed to claim task \"" + claim.id + "\", " + claimed.status().message(),
                     {{"task", claim.id}});
+    }
+    if (claimed.status().code() == StatusCode::kUnavailable) {
+      // The statement may have been committed with its answer lost: its rows are given back.
+      std::lock_guard lock(release_mu_);
+      for (std::size_t i = 0; i < reserved.size(); ++i) {
+        const std::string& id = reserved[i].task->def.id;
+        const auto same = [&](const ReleaseRequest& r) { return r.id == id; };
+        if (std::count_if(doubtful_claims_.begin(), doubtful_claims_.end(), same) >=
+            kMaxDoubtfulClaimsPerTask) {
+          continue;
+        }
+        // Due again at once: the slot, trigger or retry it was claimed for is not lost.
+        ReleaseRequest give_back{
+            id, tickets[i], reserved[i].task->def.schedule,
+            ErrorJson("not started: the database's answer to its claim was lost")};
+        give_back.next_in = std::chrono::milliseconds(0);
+        doubtful_claims_.push_back(std::move(give_back));
+      }
     }
     std::lock_guard lock(mu_);
     planner_->ClaimFailed(reserved, clock_.MonoNow());
@@ -1278,22 +1299,31 @@ void TaskEngine::RememberDelivered(std::vector<ReleaseRequest> requests) {
   }
 }
 
+std::vector<std::vector<ReleaseRequest>> TaskEngine::BatchesNamingEachTaskOnce(
+    std::vector<ReleaseRequest> requests) {
+  std::vector<std::vector<ReleaseRequest>> batches;
+  std::set<std::string, std::less<>> ids;
+  for (ReleaseRequest& request : requests) {
+    if (batches.empty() || !ids.insert(request.id).second) {
+      batches.emplace_back();
+      ids = {request.id};
+    }
+    batches.back().push_back(std::move(request));
+  }
+  return batches;
+}
+
 void TaskEngine::ReplayReleases() {
   std::vector<ReleaseRequest> queued;
   {
     std::lock_guard lock(release_mu_);
     queued.swap(replays_);
   }
-  std::size_t next = 0;
-  while (next < queued.size()) {
-    // A batch names each task once (ReleaseMany's contract); a task released twice in the replay
-    // window has its releases written in the order they were first made.
-    std::vector<ReleaseRequest> batch;
-    std::set<std::string, std::less<>> ids;
-    std::size_t end = next;
-    for (; end < queued.size() && ids.insert(queued[end].id).second; ++end) {
-      batch.push_back(queued[end]);
-    }
+  std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(queued));
+  for (std::size_t next = 0; next < batches.size(); ++next) {
+    // A task released twice in the replay window has its releases written in the order they
+    // were first made.
+    const std::vector<ReleaseRequest>& batch = batches[next];
     Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
     if (!replayed.ok() && replayed.status().code() == StatusCode::kUnavailable) {
       {
@@ -1301,12 +1331,14 @@ void TaskEngine::ReplayReleases() {
         planner_->DatabaseFailed(clock_.MonoNow());
       }
       std::lock_guard lock(release_mu_);
-      replays_.insert(replays_.begin(),
-                      std::make_move_iterator(queued.begin() + static_cast<std::ptrdiff_t>(next)),
-                      std::make_move_iterator(queued.end()));
+      auto at = replays_.begin();
+      for (std::size_t left = next; left < batches.size(); ++left) {
+        at = replays_.insert(at, std::make_move_iterator(batches[left].begin()),
+                             std::make_move_iterator(batches[left].end()));
+        at += static_cast<std::ptrdiff_t>(batches[left].size());
+      }
       return;
     }
-    next = end;
     if (!replayed.ok()) {
       // The new server refuses these writes for good: sending them again would only stop the
       // dispatcher. Their runs are reported at risk, since nobody can tell what the server holds.
@@ -1320,6 +1352,43 @@ void TaskEngine::ReplayReleases() {
       continue;
     }
     ApplyReplayedReleases(batch, *replayed);
+  }
+}
+
+void TaskEngine::GiveBackDoubtfulClaims() {
+  std::vector<ReleaseRequest> doubtful;
+  {
+    std::lock_guard lock(release_mu_);
+    doubtful.swap(doubtful_claims_);
+  }
+  std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(doubtful));
+  for (std::size_t next = 0; next < batches.size(); ++next) {
+    Result<std::vector<ReleaseResult>> given = context_.store->ReleaseMany(batches[next]);
+    if (!given.ok()) {
+      if (given.status().code() != StatusCode::kUnavailable) {
+        logger_->Warn("Giving back the claims whose answer was lost failed, " +
+                      given.status().ToString());
+        continue;
+      }
+      {
+        std::lock_guard lock(mu_);
+        planner_->DatabaseFailed(clock_.MonoNow());
+      }
+      std::lock_guard lock(release_mu_);
+      for (std::size_t left = next; left < batches.size(); ++left) {
+        doubtful_claims_.insert(doubtful_claims_.end(),
+                                std::make_move_iterator(batches[left].begin()),
+                                std::make_move_iterator(batches[left].end()));
+      }
+      return;
+    }
+    for (std::size_t i = 0; i < batches[next].size(); ++i) {
+      if (!(*given)[i].released) continue;
+      const ReleaseRequest& request = batches[next][i];
+      logger_->Info("Task \"" + request.id + "\" was claimed by a statement whose answer was " +
+                        "lost: the claim is given back, so the task is free again",
+                    {{"task", request.id}});
+    }
   }
 }
 

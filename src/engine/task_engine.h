@@ -241,6 +241,13 @@ class TaskEngine final : public DrivenEngine {
   // another host has changed since is a run at risk (OnRunAtRisk). Kept for the next step when
   // the database does not answer; dropped, with their runs at risk, when it refuses them.
   void ReplayReleases();
+  // Dispatcher: releases the rows that claims without an answer took (ticket-guarded: a claim
+  // that was not committed changes nothing), due again at once, so that the slot, trigger or
+  // retry they were claimed for runs; kept for the next step when the database does not answer.
+  void GiveBackDoubtfulClaims();
+  // Splits `requests` into batches that name each task once (ReleaseMany's contract), in order.
+  static std::vector<std::vector<ReleaseRequest>> BatchesNamingEachTaskOnce(
+      std::vector<ReleaseRequest> requests);
   // Reports what the new server made of one replayed batch.
   void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                              const std::vector<ReleaseResult>& replayed);
@@ -315,6 +322,9 @@ class TaskEngine final : public DrivenEngine {
   // The releases kept for the replay window, at most; their outputs are cut to this.
   static constexpr std::size_t kMaxDeliveredReleases = 4096;
   static constexpr std::size_t kReplayOutputBytes = 1024;
+  // The claims without an answer kept per task to give back: the first ones of an outage (the
+  // ones that may have reached the database before it went; later ones fail to connect).
+  static constexpr std::ptrdiff_t kMaxDoubtfulClaimsPerTask = 4;
   // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'
   // heartbeat, about once an hour).
   void RefreshRegistrations(const std::vector<std::string>& ids);
@@ -379,6 +389,9 @@ class TaskEngine final : public DrivenEngine {
   std::vector<PendingRelease> pending_releases_;
   std::deque<DeliveredRelease> delivered_;
   std::vector<ReleaseRequest> replays_;  // sent again after a server change, until answered
+  // The claims whose answer never came (the database may have committed them): given back once it
+  // answers again, so that a row this host holds without a run is free at once, not after a lease.
+  std::vector<ReleaseRequest> doubtful_claims_;
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
   bool replay_due_ = false;
   // Readiness, latched off by an outage until the claims are confirmed again (under mu_), and

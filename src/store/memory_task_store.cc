@@ -515,8 +515,14 @@ Result<std::vector<ClaimResult>> MemoryTaskStore::ClaimMany(std::span<const Clai
     }
   });
   table_->Publish(events);
+  if (lose_next_claim_answer_.exchange(false)) {
+    return UnavailableError(fmt::format(
+        "plugin {}: the connection was lost before the claim's answer (simulated)", plugin_id_));
+  }
   return results;
 }
+
+void MemoryTaskStore::LoseNextClaimAnswer() { lose_next_claim_answer_ = true; }
 
 Result<LeaseStatus> MemoryTaskStore::RenewLease(const std::string& id, const std::string& ticket,
                                                 std::chrono::milliseconds timeout,

@@ -53,6 +53,9 @@ class MemoryTaskStore final : public TaskStore,
   // Makes every later operation of this store fail with kUnavailable (true) or work again (false),
   // to test how callers survive a lost database. Other stores on the table are unaffected.
   void SetUnavailable(bool unavailable);
+  // Makes the next ClaimMany take the rows it claims and then fail with kUnavailable, as a
+  // connection lost after the database committed the claim and before its answer came.
+  void LoseNextClaimAnswer();
 
   // A copy of the table's rows, run history and registrations (TakeSnapshot).
   struct Snapshot;
@@ -144,6 +147,7 @@ class MemoryTaskStore final : public TaskStore,
   const Clock& clock_;
   std::shared_ptr<MemoryTaskTable> table_;
   std::atomic<bool> unavailable_{false};
+  std::atomic<bool> lose_next_claim_answer_{false};
   mutable std::mutex health_mu_;
   MonoTime unavailable_since_{};  // guarded by health_mu_
   std::int64_t reconnects_ = 0;   // guarded by health_mu_

@@ -196,7 +196,7 @@ TEST_F(EngineTest, AfterAFailoverATaskReleasedSeveralTimesInTheReplayWindowIsCla
   AdvanceBy(seconds(3));
   Settle();
   const int vanished = recorder_->Count("completed", "t") - before;
-  ASSERT_GE(vanished, 3);
+  ASSERT_GE(vanished, 2);
   // The new server lacks the last runs of one task, claims and releases: each release is sent
   // again there, in turn (one batch naming the task twice is refused), each run is reported at
   // risk, and the task goes on.
@@ -205,6 +205,20 @@ TEST_F(EngineTest, AfterAFailoverATaskReleasedSeveralTimesInTheReplayWindowIsCla
   AdvanceBy(seconds(3));
   EXPECT_TRUE(recorder_->WaitFor("started", "t", started + 2));
   EXPECT_EQ(recorder_->Count("at-risk", "t"), vanished);
+}
+
+TEST_F(EngineTest, AClaimWhoseAnswerWasLostIsGivenBackWhenTheDatabaseAnswers) {
+  TaskEngine& engine = StartEngine();
+  Probe& probe = MakeProbe();
+  store_->LoseNextClaimAnswer();
+  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())).ok());
+  // The claim was committed; its answer never came. It is given back, due at once, and the run
+  // it was for starts then, not a lease later, when the row's claim would have lapsed.
+  AdvanceBy(seconds(1));
+  ASSERT_TRUE(probe.WaitCalls(1)) << "the claim was not given back";
+  Settle();
+  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(recorder_->Count("started", "t"), 1);
 }
 }  // namespace
 }  // namespace stagehand::engine_internal
