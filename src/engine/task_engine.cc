@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <utility>
@@ -741,6 +742,15 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
 
 void TaskEngine::ReportAtRisk(const std::string& task_id, const std::string& run_id,
                               std::optional<WallTime> slot, const std::string& why) {
+  {
+    std::lock_guard lock(release_mu_);
+    if (std::find(reported_at_risk_.begin(), reported_at_risk_.end(), run_id) !=
+        reported_at_risk_.end()) {
+      return;
+    }
+    if (reported_at_risk_.size() >= kMaxReportedAtRisk) reported_at_risk_.pop_front();
+    reported_at_risk_.push_back(run_id);
+  }
   logger_->Warn("Run " + run_id + " of task \"" + task_id + "\"" +
                     (slot ? " (slot " + FormatRestTime(*slot, kRestUtc) + ")" : "") +
                     " may be done twice or go unrecorded: " + why +
@@ -1260,8 +1270,9 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const std::string& id = batch[i].task->def.id;
     const ReleaseResult& result = (*released)[i];
-    if (batch[i].attempts > 1 && !result.released && result.recorded) {
-      // Neither the run's release nor its record had been written, and the row has changed.
+    if (!result.released && result.recorded) {
+      // Neither the run's release nor its record had been written (or they went with a failover),
+      // and the row has changed.
       ReportAtRisk(id, batch[i].run->run_id, batch[i].run->slot,
                    "its release could not be written before another host claimed or changed the "
                    "task");

@@ -251,7 +251,8 @@ class TaskEngine final : public DrivenEngine {
   // Reports what the new server made of one replayed batch.
   void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                              const std::vector<ReleaseResult>& replayed);
-  // Logs and reports that run `run_id` of `task_id` is at risk (see OnRunAtRisk).
+  // Logs and reports that run `run_id` of `task_id` is at risk (see OnRunAtRisk), once per run
+  // (its renewal and its release may both find its claim gone). Not under mu_.
   void ReportAtRisk(const std::string& task_id, const std::string& run_id,
                     std::optional<WallTime> slot, const std::string& why);
   // Dispatcher, after a server change: registers every global task again, in case the new server
@@ -392,6 +393,9 @@ class TaskEngine final : public DrivenEngine {
   // The claims whose answer never came (the database may have committed them): given back once it
   // answers again, so that a row this host holds without a run is free at once, not after a lease.
   std::vector<ReleaseRequest> doubtful_claims_;
+  // The last runs reported at risk, each reported once.
+  std::deque<std::string> reported_at_risk_;
+  static constexpr std::size_t kMaxReportedAtRisk = 256;
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
   bool replay_due_ = false;
   // Readiness, latched off by an outage until the claims are confirmed again (under mu_), and

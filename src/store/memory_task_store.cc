@@ -176,6 +176,9 @@ class MemoryTaskTable {
     std::lock_guard keys_lock(keys_mu_);
     std::lock_guard lock(mu_);
     rows_ = snapshot.rows;
+    for (const auto& [run_id, run] : runs_) {
+      if (!snapshot.runs.contains(run_id)) vanished_starts_.insert(run_id);
+    }
     runs_ = snapshot.runs;
     registrations_ = snapshot.registrations;
     ++server_changes_;
@@ -188,6 +191,17 @@ class MemoryTaskTable {
   auto WithKeys(Fn&& fn) {
     std::lock_guard lock(keys_mu_);
     return std::forward<Fn>(fn)(keys_);
+  }
+
+  // Which of `run_ids` had their record taken by a roll-back (a failover to a server that lacked
+  // it), forgetting them: their releases write the record whole and say so.
+  std::set<std::string, std::less<>> TakeVanishedStarts(std::span<const std::string> run_ids) {
+    std::lock_guard lock(mu_);
+    std::set<std::string, std::less<>> taken;
+    for (const std::string& run_id : run_ids) {
+      if (vanished_starts_.erase(run_id) > 0) taken.insert(run_id);
+    }
+    return taken;
   }
 
   std::int64_t server_changes() {
@@ -225,6 +239,7 @@ class MemoryTaskTable {
   std::mutex mu_;
   std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
   RunMap runs_;
+  std::set<std::string, std::less<>> vanished_starts_;  // see TakeVanishedStarts
   RegistrationMap registrations_;
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::int64_t server_changes_ = 0;
@@ -585,6 +600,9 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
   const RunHistoryLimits limits = limits_->Get();
   std::vector<ReleaseResult> results(releases.size());
   std::vector<std::string> released_ids;
+  std::vector<std::string> tickets;
+  for (const ReleaseRequest& release : releases) tickets.push_back(release.ticket);
+  const std::set<std::string, std::less<>> vanished = table_->TakeVanishedStarts(tickets);
   table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>& rows, RunMap& runs) {
     for (std::size_t i = 0; i < releases.size(); ++i) {
       const ReleaseRequest& release = releases[i];
@@ -592,7 +610,8 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
       result.db_now = now;
       auto it = rows.find(release.id);
       if (release.history) {
-        result.recorded = release.retried && !runs.contains(release.ticket);
+        result.recorded = (release.retried || vanished.contains(release.ticket)) &&
+                          !runs.contains(release.ticket);
         StartRun(runs, release.ticket, release.id, release.history->origin,
                  store_internal::ToMillis(release.history->started_at));
         if (std::optional<std::string> task = CloseRun(

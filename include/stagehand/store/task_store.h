@@ -241,7 +241,8 @@ struct ReleaseResult {
   // cannot tell (TaskStore's default ReleaseMany).
   std::optional<std::int64_t> version;
   WallTime db_now;  // the database's clock when the statement ran
-  // For a retried release with history: the run's record was missing and this call wrote it (on
+  // For a release with history that was retried, or whose run's start was recorded before a
+  // failover to another server: the run's record was missing and this call wrote it (on
   // PostgreSQL and in memory; false where the store cannot tell).
   bool recorded = false;
 };

@@ -110,7 +110,11 @@ class PostgresTaskStore final : public TaskStore,
         db_clock_(clock),
         schema_(params.search_path),
         connections_(std::move(connections)),
-        pool_(Shared().PoolFor(params, pool_options)) {}
+        pool_(Shared().PoolFor(params, pool_options)),
+        server_change_observer_(pool_->AddServerChangeObserver([this] { OnServerChanged(); })) {}
+  ~PostgresTaskStore() override { pool_->RemoveServerChangeObserver(server_change_observer_); }
+  PostgresTaskStore(const PostgresTaskStore&) = delete;
+  PostgresTaskStore& operator=(const PostgresTaskStore&) = delete;
 
   ConnectionPool& pool() { return *pool_; }
   DatabaseClock& db_clock() { return db_clock_; }
@@ -195,6 +199,11 @@ class PostgresTaskStore final : public TaskStore,
   Status RequireRegistrations();
   // Reads the run in `row` of a result with the run columns first (HistoryStatements::list_runs).
   Result<TaskRun> ReadRun(const PgResult& result, int row) const;
+  // Runs the prepared statement `pick()` names (a pair of pointers: the statement, its
+  // parameters) on a pooled session, or on the pinned one; `pick` is called once the session is
+  // acquired. Errors: see ErrorOf.
+  template <typename Pick>
+  Result<Executed> RunPicked(std::string_view operation, Pick pick);
   // Runs one prepared statement on a pooled session. Errors: see ErrorOf.
   Result<Executed> Run(std::string_view operation, const PgStatement& statement,
                        const PgParams& params);
@@ -207,9 +216,9 @@ class PostgresTaskStore final : public TaskStore,
   // Returns column `column` of read_for_cancel for `id` (1: the ticket, 3: the last run's error);
   // nullopt when it is NULL or the row does not exist. One round trip.
   Result<std::optional<std::string>> ReadColumn(const std::string& id, int column);
-  // The runs of the retried releases among `releases` (whose start this store did not record)
-  // that the history already holds: their ends close them, the others are written whole
-  // (ReleaseResult::recorded). One round trip, none when no release was retried.
+  // The runs of the retried releases among `releases`, and of those whose start was recorded
+  // before a server change, that the history holds: their ends close them, the others are
+  // written whole (ReleaseResult::recorded). One round trip, none when no release is in doubt.
   Result<std::set<std::string, std::less<>>> RecordedRetriedRuns(
       std::span<const ReleaseRequest> releases);
   // ReadColumn's ticket.
@@ -235,6 +244,22 @@ class PostgresTaskStore final : public TaskStore,
   std::optional<RingPlace> TakeRecordedPlace(const std::string& run_id);
   void RememberRecordedPlace(std::string run_id, RingPlace place);
   bool IsRecorded(const std::string& run_id);
+  // The pool reached another server (a failover), on the thread that opened the session. The
+  // starts this store recorded may be missing there, so the releases of those runs look in the
+  // history before they close a record, and write it whole where it is missing
+  // (ReleaseResult::recorded). A sweep planned before the change is held back (SweepHeld).
+  void OnServerChanged();
+  // Whether a sweep would run within kSweepHoldAfterServerChange of a server change: a poll
+  // planned with a sweep before its host learnt of the change must not sweep there, where the
+  // hosts have not confirmed their claims yet (the engine holds its sweeps a lease from then on).
+  bool SweepHeld() const;
+  // Runs the poll `plain`, or `sweeping` (with its parameters) when `sweep` is set and no server
+  // change holds sweeps back once the session is acquired. Errors: see ErrorOf.
+  Result<Executed> RunPoll(bool sweep, const PgStatement& plain, const PgParams& plain_params,
+                           const PgStatement& sweeping, const PgParams& sweeping_params);
+  // Whether `run_id`'s start was recorded before a server change (and its end not written since).
+  bool IsDoubtful(const std::string& run_id);
+  void ForgetDoubt(const std::string& run_id);
   // Parses the now() column at (row, column) and feeds it to the DatabaseClock.
   Result<WallTime> ObserveNow(const Executed& executed, int row, int column);
   Result<std::optional<WallTime>> TimeAt(const PgResult& result, int row, int column) const;
@@ -265,7 +290,14 @@ class PostgresTaskStore final : public TaskStore,
   // The runs whose start this store recorded and whose end it has not: where each one is. Bounded
   // by kMaxRecordedPlaces; a run it forgets is ended through a scan (record_ends_by_id).
   std::unordered_map<std::string, RingPlace> recorded_;  // guarded by recorded_mu_
+  // The runs whose start this store recorded on a server it no longer talks to. Same bound.
+  std::unordered_set<std::string> doubtful_;  // guarded by recorded_mu_
   static constexpr std::size_t kMaxRecordedPlaces = 1 << 16;
+  // When the pool last reached another server (MonoTime's count), or the minimum for never.
+  std::atomic<MonoTime::rep> server_changed_at_{MonoTime::min().time_since_epoch().count()};
+  static constexpr std::chrono::seconds kSweepHoldAfterServerChange{1};
+  // After pool_ and the fields the observer touches: removed first by the destructor.
+  const int server_change_observer_;
 };
 
 std::optional<RingPlace> PostgresTaskStore::TakeRecordedPlace(const std::string& run_id) {
@@ -280,6 +312,31 @@ std::optional<RingPlace> PostgresTaskStore::TakeRecordedPlace(const std::string&
 bool PostgresTaskStore::IsRecorded(const std::string& run_id) {
   std::lock_guard lock(recorded_mu_);
   return recorded_.contains(run_id);
+}
+
+void PostgresTaskStore::OnServerChanged() {
+  server_changed_at_.store(clock_.MonoNow().time_since_epoch().count());
+  std::lock_guard lock(recorded_mu_);
+  for (auto& [run_id, place] : recorded_) {
+    if (doubtful_.size() >= kMaxRecordedPlaces) break;
+    doubtful_.insert(run_id);
+  }
+  recorded_.clear();
+}
+
+bool PostgresTaskStore::SweepHeld() const {
+  const MonoTime changed{MonoTime::duration(server_changed_at_.load())};
+  return changed != MonoTime::min() && clock_.MonoNow() - changed < kSweepHoldAfterServerChange;
+}
+
+bool PostgresTaskStore::IsDoubtful(const std::string& run_id) {
+  std::lock_guard lock(recorded_mu_);
+  return doubtful_.contains(run_id);
+}
+
+void PostgresTaskStore::ForgetDoubt(const std::string& run_id) {
+  std::lock_guard lock(recorded_mu_);
+  doubtful_.erase(run_id);
 }
 
 void PostgresTaskStore::RememberRecordedPlace(std::string run_id, RingPlace place) {
@@ -311,25 +368,32 @@ Status PostgresTaskStore::ErrorOf(std::string_view operation, const PgResult& re
   return InternalError(message);
 }
 
-Result<Executed> PostgresTaskStore::Run(std::string_view operation, const PgStatement& statement,
-                                        const PgParams& params) {
+template <typename Pick>
+Result<Executed> PostgresTaskStore::RunPicked(std::string_view operation, Pick pick) {
+  std::optional<ConnectionPool::Lease> lease;
+  PgConnection* session = nullptr;
   if (pinned_session.store == this) {
-    const WallTime sent = clock_.Now();
-    PgResult result = pinned_session.connection->Execute(statement, params);
-    const WallTime received = clock_.Now();
-    if (!result.ok()) return ErrorOf(operation, result);
-    return Executed{std::move(result), sent, received};
+    session = pinned_session.connection;
+  } else {
+    Result<ConnectionPool::Lease> acquired = pool_->Acquire(schema_);
+    if (!acquired.ok()) {
+      return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, operation,
+                                          acquired.status().message()));
+    }
+    lease.emplace(*std::move(acquired));
+    session = &**lease;
   }
-  Result<ConnectionPool::Lease> lease = pool_->Acquire(schema_);
-  if (!lease.ok()) {
-    return UnavailableError(fmt::format("{}: {} failed: cannot connect: {}", where_, operation,
-                                        lease.status().message()));
-  }
+  const auto [statement, params] = pick();
   const WallTime sent = clock_.Now();
-  PgResult result = (*lease)->Execute(statement, params);
+  PgResult result = session->Execute(*statement, *params);
   const WallTime received = clock_.Now();
   if (!result.ok()) return ErrorOf(operation, result);
   return Executed{std::move(result), sent, received};
+}
+
+Result<Executed> PostgresTaskStore::Run(std::string_view operation, const PgStatement& statement,
+                                        const PgParams& params) {
+  return RunPicked(operation, [&] { return std::pair(&statement, &params); });
 }
 
 Result<std::optional<WallTime>> PostgresTaskStore::TimeAt(const PgResult& result, int row,
@@ -470,20 +534,31 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
 Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
   PgParams params;
   params.Add(TextArray(ids));
-  if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  PgParams sweeping = params;
   bool history = false;
   if (sweep_expired) {
+    sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
     Result<bool> exists = HistoryTablesExist();
     if (!exists.ok()) return exists.status();
     history = *exists;
   }
   const sql::Statements& statements = sql::TaskStatements();
-  const PgStatement& statement =
-      !sweep_expired ? statements.poll
-                     : (history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep);
-  Result<Executed> executed = Run("poll", statement, params);
+  Result<Executed> executed =
+      RunPoll(sweep_expired, statements.poll, params,
+              history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep, sweeping);
   if (!executed.ok()) return executed.status();
   return ReadPoll(*executed, ids, /*only_listed=*/false);
+}
+
+Result<Executed> PostgresTaskStore::RunPoll(bool sweep, const PgStatement& plain,
+                                            const PgParams& plain_params,
+                                            const PgStatement& sweeping,
+                                            const PgParams& sweeping_params) {
+  // Decided once the session is there: acquiring it is what finds a new server.
+  return RunPicked("poll", [&] {
+    return sweep && !SweepHeld() ? std::pair(&sweeping, &sweeping_params)
+                                 : std::pair(&plain, &plain_params);
+  });
 }
 
 Result<PollResult> PostgresTaskStore::PollChanged(
@@ -494,19 +569,19 @@ Result<PollResult> PostgresTaskStore::PollChanged(
   for (const std::optional<std::int64_t>& version : known_versions) versions.AddInt(version);
   PgParams params;
   params.Add(TextArray(ids)).Add(std::move(versions).Finish());
-  if (sweep_expired) params.Add(ErrorJson("Task timed out")).Add(channel_);
+  PgParams sweeping = params;
   bool history = false;
   if (sweep_expired) {
+    sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
     Result<bool> exists = HistoryTablesExist();
     if (!exists.ok()) return exists.status();
     history = *exists;
   }
   const sql::Statements& statements = sql::TaskStatements();
-  const PgStatement& statement = !sweep_expired
-                                     ? statements.poll_changed
-                                     : (history ? sql::RunStatements().poll_changed_and_sweep
-                                                : statements.poll_changed_and_sweep);
-  Result<Executed> executed = Run("poll", statement, params);
+  Result<Executed> executed = RunPoll(
+      sweep_expired, statements.poll_changed, params,
+      history ? sql::RunStatements().poll_changed_and_sweep : statements.poll_changed_and_sweep,
+      sweeping);
   if (!executed.ok()) return executed.status();
   return ReadPoll(*executed, ids, /*only_listed=*/true);
 }
@@ -955,7 +1030,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
       }
       finishes.Add(release.history->finish);
       origins.Add(release.history->origin, release.history->started_at);
-      written_whole[i] = release.retried;
+      written_whole[i] = release.retried || IsDoubtful(release.ticket);
     }
     std::move(finishes).AddTo(params);
     std::move(origins).AddTo(params);
@@ -971,7 +1046,10 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   ReleaseResult unreleased;
   unreleased.db_now = *now;
   std::vector<ReleaseResult> results(releases.size(), unreleased);
-  for (std::size_t i = 0; i < releases.size(); ++i) results[i].recorded = written_whole[i];
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    results[i].recorded = written_whole[i];
+    ForgetDoubt(releases[i].ticket);
+  }
   for (int row = 0; row < result.rows(); ++row) {
     if (result.IsNull(row, 0)) continue;
     const auto found = index_of.find(result.Get(row, 0));
@@ -1006,7 +1084,8 @@ Result<std::set<std::string, std::less<>>> PostgresTaskStore::RecordedRetriedRun
   std::vector<std::string> task_ids;
   std::vector<std::string> run_ids;
   for (const ReleaseRequest& release : releases) {
-    if (!release.retried || !release.history || IsRecorded(release.ticket)) continue;
+    if (!release.history || IsRecorded(release.ticket)) continue;
+    if (!release.retried && !IsDoubtful(release.ticket)) continue;
     task_ids.push_back(release.id);
     run_ids.push_back(release.ticket);
   }
