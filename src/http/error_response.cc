@@ -67,11 +67,18 @@ HttpResponse ErrorResponse(const Status& error, const HttpRequest& request, Logg
   if (!error_class.shows_message) {
     std::string log_id = NewLogId();
     message = fmt::format("An internal error occurred logId={}", log_id);
-    logger.Error(fmt::format("Request failed with status {}", error_class.status),
-                 {{"logId", log_id},
-                  {"method", request.method},
-                  {"path", request.path},
-                  {"error", error.ToString()}});
+    const LogFields fields{{"logId", log_id},
+                           {"method", request.method},
+                           {"path", request.path},
+                           {"error", error.ToString()}};
+    const std::string line = fmt::format("Request failed with status {}", error_class.status);
+    // A database that does not answer fails every request until it is back, and the engine
+    // reports the outage itself: a warning each, not an error.
+    if (error.code() == StatusCode::kUnavailable) {
+      logger.Warn(line, fields);
+    } else {
+      logger.Error(line, fields);
+    }
   }
   return ErrorBody(error_class.status, error_class.name, message, request);
 }

@@ -450,7 +450,10 @@ TEST_F(SchedulerRestRouterTest, ListingDatabaseErrorIsHidden) {
                            R"("url":"/\.backstage/scheduler/v1/tasks"\},)"
                            R"("response":\{"statusCode":503\}\})"));
   EXPECT_THAT(response->body, ::testing::Not(HasSubstr("db.internal")));
-  ASSERT_EQ(logger_->records().size(), 1u);
+  const auto records = logger_->records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].level, LogLevel::kWarn) << "an outage is not an error of the request";
+  EXPECT_THAT(Field(records[0].fields, "error"), HasSubstr("db.internal"));
 }
 
 TEST_F(SchedulerRestRouterTest, LogIdsDiffer) {
