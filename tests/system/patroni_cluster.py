@@ -11,31 +11,26 @@ The same interface as pg_cluster.PgCluster, so failover.scenario_failover drives
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import urllib.request
 
-from harness import Proxy, children_of, mono_ns, wait_for
-from pg_cluster import PASSWORD, PG_BIN, _as_owner, _free_port
+from harness import mono_ns, wait_for
+from pg_cluster import PASSWORD, PG_BIN, Node, _as_owner, _free_port, kill_tree
 
 ETCD = "/usr/bin/etcd"
 PATRONI = "/usr/bin/patroni"
 SCOPE = "stagehand"
 
 
-class PatroniNode:
-    """One node: its Patroni process, its PostgreSQL port and data directory, its proxy."""
+class PatroniNode(Node):
+    """One node: its Patroni process, its PostgreSQL port and data directory, its proxy. Reads,
+    the postmaster's pid and the kill of PostgreSQL are pg_cluster.Node's."""
 
     def __init__(self, cluster, name):
-        self.cluster = cluster
-        self.name = name
-        self.data = os.path.join(cluster.dir, name)
+        super().__init__(cluster, name)
         self.config = os.path.join(cluster.dir, f"{name}.yml")
-        self.log = os.path.join(cluster.dir, f"{name}.log")
-        self.port = _free_port()
         self.api_port = _free_port()
-        self.proxy = Proxy(self.port)
         self.process = None
 
     def write_config(self):
@@ -105,32 +100,14 @@ class PatroniNode:
         role = state.get("role")
         return "primary" if role == "master" else role  # Patroni before 3.1 says "master"
 
-    def postmaster(self):
-        """The pid of the node's postmaster (postmaster.pid's first line), or None. Patroni
-        detaches it: it is no child of Patroni's process."""
-        try:
-            with open(os.path.join(self.data, "postmaster.pid")) as f:
-                return int(f.readline())
-        except (OSError, ValueError):
-            return None
-
     def kill(self):
-        """SIGKILL of Patroni, the postmaster and every backend: a machine that died."""
-        victims = []
+        """SIGKILL of Patroni, then of the postmaster (which Patroni starts detached, no child of
+        its process) and every backend: a machine that died."""
         if self.process is not None:
-            victims += [self.process.pid] + children_of(self.process.pid)
-        postmaster = self.postmaster()
-        if postmaster is not None and os.path.exists(f"/proc/{postmaster}"):
-            victims += [postmaster] + children_of(postmaster)
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        wait_for(lambda: not any(os.path.exists(f"/proc/{v}") for v in victims), 10)
-        if self.process is not None:
+            kill_tree(self.process.pid)
             self.process.wait(10)
             self.process = None
+        super().kill()
 
     def stop(self):
         if self.process is None:
@@ -141,20 +118,6 @@ class PatroniNode:
         except subprocess.TimeoutExpired:
             self.kill()
         self.process = None
-
-    def psql(self, sql, database="postgres", timeout=10):
-        env = dict(os.environ, PGPASSWORD=PASSWORD, PGCONNECT_TIMEOUT="3")
-        out = subprocess.run([os.path.join(PG_BIN, "psql"), "-X", "-A", "-t", "-q", "-F", "\t",
-                              "-h", "127.0.0.1", "-p", str(self.port), "-U", "stagehand",
-                              "-d", database, "-c", sql], check=True, capture_output=True,
-                             text=True, env=env, timeout=timeout).stdout
-        return [line.split("\t") for line in out.splitlines() if line]
-
-    def in_recovery(self):
-        try:
-            return self.psql("select pg_is_in_recovery()")[0][0] == "t"
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            return None
 
 
 class PatroniCluster:

@@ -38,6 +38,17 @@ def _free_port():
     return port
 
 
+def kill_tree(pid):
+    """SIGKILLs `pid` and every descendant of it, and waits (up to 10 s) until they are gone."""
+    victims = [pid] + children_of(pid)
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not any(os.path.exists(f"/proc/{v}") for v in victims), 10)
+
+
 class Node:
     """One PostgreSQL server of the pair: its data directory, its own port and its proxy."""
 
@@ -104,13 +115,7 @@ class Node:
         pid = self.postmaster_pid()
         if pid is None:
             return
-        victims = [pid] + children_of(pid)
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        wait_for(lambda: not any(os.path.exists(f"/proc/{v}") for v in victims), 10)
+        kill_tree(pid)
 
     def stop(self):
         if self.postmaster_pid() is None:
