@@ -113,6 +113,19 @@ class [[nodiscard]] Result {
     }                                                               \
   } while (false)
 
+// Evaluates `expr` (a Result<T>); returns its Status from the calling function if not OK, else
+// moves the value into `lhs`, which may declare a variable (`auto row`, `const Row& row`) or name
+// one. Expands to several statements: do not use it as the body of an unbraced if or loop.
+#define STAGEHAND_ASSIGN_OR_RETURN(lhs, expr) \
+  STAGEHAND_ASSIGN_OR_RETURN_IMPL_(STAGEHAND_STATUS_CONCAT_(stagehand_result_, __LINE__), lhs, expr)
+
+#define STAGEHAND_STATUS_CONCAT_INNER_(a, b) a##b
+#define STAGEHAND_STATUS_CONCAT_(a, b) STAGEHAND_STATUS_CONCAT_INNER_(a, b)
+#define STAGEHAND_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr) \
+  auto result = (expr);                                     \
+  if (!result.ok()) return result.status();                 \
+  lhs = std::move(result).value()
+
 namespace stagehand::internal {
 inline const Status& StatusOf(const Status& s) { return s; }
 template <typename T>

@@ -17,6 +17,19 @@ Status Chain(int value, int* out) {
   return Status::Ok();
 }
 
+Result<int> Quarter(int value) {
+  STAGEHAND_ASSIGN_OR_RETURN(const int half, Half(value));
+  STAGEHAND_ASSIGN_OR_RETURN(int quarter, Half(half));
+  return quarter;
+}
+
+Result<std::string> Named(int value) {
+  std::string name = "none";
+  STAGEHAND_ASSIGN_OR_RETURN(const int quarter, Quarter(value));
+  name = "q" + std::to_string(quarter);
+  return name;
+}
+
 TEST(StatusTest, CarriesCodeAndMessage) {
   const Status status = NotFoundError("Task x does not exist");
   EXPECT_FALSE(status.ok());
@@ -42,6 +55,13 @@ TEST(ResultTest, ReturnIfErrorPropagates) {
   EXPECT_TRUE(Chain(10, &out).ok());
   EXPECT_EQ(out, 5);
   EXPECT_EQ(Chain(7, &out).message(), "odd value");
+}
+
+TEST(ResultTest, AssignOrReturnMovesTheValueOrPropagates) {
+  EXPECT_EQ(*Quarter(8), 2);
+  EXPECT_EQ(Quarter(6).status(), InvalidArgumentError("odd value"));
+  EXPECT_EQ(*Named(12), "q3");
+  EXPECT_EQ(Named(2).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ResultDeathTest, ValueOfErrorIsABug) { EXPECT_DEATH((void)Half(3).value(), "check failed"); }
