@@ -57,6 +57,7 @@ TaskEngine::TaskEngine(EngineContext context)
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   options.report_runs = history_ != nullptr;
+  history_queue_ = std::make_unique<HistoryQueue>(history_, logger_);
   std::lock_guard lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
   handle_ = runtime_->Add(this);
@@ -145,105 +146,16 @@ RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
 }
 
 void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
-  if (history_ == nullptr || history_missing_) return;
-  {
-    std::lock_guard lock(history_mu_);
-    if (start) pending_starts_.push_back(*std::move(start));
-    if (end) pending_ends_.push_back(*std::move(end));
-  }
+  if (!history_queue_->Queue(std::move(start), std::move(end))) return;
   std::lock_guard lock(mu_);
   KickLocked(/*timer=*/false, /*dispatcher=*/true);
 }
 
-void TaskEngine::QueueHistoryStart(RunStart start) {
-  if (history_ == nullptr || history_missing_) return;
-  std::lock_guard lock(history_mu_);
-  pending_starts_.push_back(std::move(start));
-}
-
 bool TaskEngine::FlushHistory(bool prune) {
-  std::vector<RunStart> starts;
-  std::vector<RunEnd> ends;
-  {
-    std::lock_guard lock(history_mu_);
-    starts.swap(pending_starts_);
-    ends.swap(pending_ends_);
-  }
-  bool unanswered = false;
-  // A database nobody migrated to this version has no history tables: said once, not per run.
-  // One that does not answer gets the records again later.
-  const auto failed = [&](const Status& status, std::size_t count, const char* what) {
-    if (status.code() == StatusCode::kFailedPrecondition) {
-      if (!history_missing_.exchange(true)) {
-        logger_->Warn("Runs are not recorded in the run history: " + status.message());
-      }
-      return false;
-    }
-    if (status.code() == StatusCode::kUnavailable) {
-      if (!unanswered && debug_logs_) {
-        logger_->Debug("Recording " + std::to_string(count) + " run " + what +
-                       "(s) in the run history failed, " + status.message() +
-                       "; recorded when the database answers");
-      }
-      unanswered = true;
-      return true;
-    }
-    logger_->Warn("Failed to record " + std::to_string(count) + " run " + what +
-                  "(s) in the run history, " + status.message());
-    return false;
-  };
-  // Starts first: a run that started and ended since the last flush is recorded, then closed.
-  if (!starts.empty()) {
-    if (Status written = history_->RecordStarts(starts);
-        written.ok() || !failed(written, starts.size(), "start")) {
-      starts.clear();
-    }
-  }
-  if (!ends.empty() && starts.empty()) {
-    if (Result<std::size_t> written = history_->RecordEnds(ends);
-        written.ok() || !failed(written.status(), ends.size(), "end")) {
-      ends.clear();
-    }
-  }
-  if (!starts.empty() || !ends.empty()) {
-    {
-      std::lock_guard lock(mu_);
-      planner_->DatabaseFailed(clock_.MonoNow());
-    }
-    std::lock_guard lock(history_mu_);
-    pending_starts_.insert(pending_starts_.begin(), std::make_move_iterator(starts.begin()),
-                           std::make_move_iterator(starts.end()));
-    pending_ends_.insert(pending_ends_.begin(), std::make_move_iterator(ends.begin()),
-                         std::make_move_iterator(ends.end()));
-    // Bounded while the database is away: the oldest records go first.
-    const std::size_t queued = pending_starts_.size() + pending_ends_.size();
-    if (queued > kMaxQueuedHistory) {
-      const std::size_t excess = queued - kMaxQueuedHistory;
-      const std::size_t from_starts = std::min(excess, pending_starts_.size());
-      pending_starts_.erase(pending_starts_.begin(),
-                            pending_starts_.begin() + static_cast<std::ptrdiff_t>(from_starts));
-      pending_ends_.erase(
-          pending_ends_.begin(),
-          pending_ends_.begin() + static_cast<std::ptrdiff_t>(excess - from_starts));
-      if (undelivered_.fetch_add(static_cast<int>(excess)) == 0) {
-        logger_->Warn("The run history keeps at most " + std::to_string(kMaxQueuedHistory) +
-                      " records while the database is unreachable; the oldest are dropped");
-      }
-    }
-    return false;
-  }
-  if (!prune || history_missing_) return true;
-  // In bounded batches, so a large backlog never holds the dispatcher for long.
-  constexpr std::size_t kPruneBatch = 1000;
-  for (int round = 0; round < 10; ++round) {
-    Result<std::size_t> pruned = history_->PruneExpired(kPruneBatch);
-    if (!pruned.ok()) {
-      logger_->Warn("Failed to prune the run history, " + pruned.status().message());
-      return true;
-    }
-    if (*pruned < kPruneBatch) return true;
-  }
-  return true;
+  if (history_queue_->Flush(prune)) return true;
+  std::lock_guard lock(mu_);
+  planner_->DatabaseFailed(clock_.MonoNow());
+  return false;
 }
 
 void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
@@ -620,7 +532,7 @@ MonoTime TaskEngine::DispatcherStep() {
     for (const auto& [task, run] : plan.start_records) {
       if (std::optional<RunStart> start = UnrecordedStart(*task, *run)) {
         run->start_recorded = true;
-        QueueHistoryStart(*std::move(start));
+        (void)history_queue_->Queue(*std::move(start), std::nullopt);
       }
     }
     prune = history_ != nullptr && planner_->PruneDue(now);
@@ -629,8 +541,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool history_left = false;
   if (history_ != nullptr) {
     if (backing_off) {
-      std::lock_guard lock(history_mu_);
-      history_left = !pending_starts_.empty() || !pending_ends_.empty();
+      history_left = history_queue_->HasQueued();
     } else {
       history_left = !FlushHistory(prune);
     }
@@ -1693,7 +1604,9 @@ TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
   return status;
 }
 
-int TaskEngine::UndeliveredWrites() const { return undelivered_.load(); }
+int TaskEngine::UndeliveredWrites() const {
+  return undelivered_.load() + history_queue_->dropped();
+}
 
 void TaskEngine::DeliverBeforeExit() {
   // The releases of the runs that returned after the dispatcher stopped, the ends of the last
@@ -1722,17 +1635,7 @@ void TaskEngine::DeliverBeforeExit() {
     left += static_cast<int>(pending_releases_.size());
     pending_releases_.clear();
   }
-  {
-    std::lock_guard lock(history_mu_);
-    const std::size_t records = pending_starts_.size() + pending_ends_.size();
-    if (records > 0) {
-      logger_->Error(std::to_string(records) +
-                     " run history record(s) could not be written to the database before exit");
-    }
-    left += static_cast<int>(records);
-    pending_starts_.clear();
-    pending_ends_.clear();
-  }
+  left += history_queue_->DropQueued();
   undelivered_ += left;
 }
 

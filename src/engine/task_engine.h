@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "engine/engine_runtime.h"
+#include "engine/history_queue.h"
 #include "engine/planner.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
@@ -307,19 +308,11 @@ class TaskEngine final : public DrivenEngine {
   // A run shorter than this makes its task's next run write its history once, at its release;
   // a run whose claim recorded no start has it recorded once it has run this long.
   static constexpr std::chrono::seconds kShortRun{1};
-  // Queues history writes that no claim or release carries (local runs; a global run whose claim
-  // was lost before its end), for the dispatcher to write (FlushHistory).
+  // Queues history writes that no claim or release carries (HistoryQueue) and wakes the
+  // dispatcher.
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
-  // Queues a start for the dispatcher's next FlushHistory without waking it: for the dispatcher
-  // itself, which flushes in the same step. May hold mu_.
-  void QueueHistoryStart(RunStart start);
-  // Dispatcher: writes the queued history, and prunes expired history when due. Records the
-  // database did not answer stay queued (up to kMaxQueuedHistory), to be written once it does.
-  // Returns whether nothing is left queued.
+  // Dispatcher: HistoryQueue::Flush, counting a database that did not answer as failing.
   bool FlushHistory(bool prune);
-  // The history records kept while the database does not answer; older ones are dropped (and
-  // counted as undelivered) past it.
-  static constexpr std::size_t kMaxQueuedHistory = 10000;
   // The releases kept for the replay window, at most; their outputs are cut to this.
   static constexpr std::size_t kMaxDeliveredReleases = 4096;
   static constexpr std::size_t kReplayOutputBytes = 1024;
@@ -402,8 +395,7 @@ class TaskEngine final : public DrivenEngine {
   // whether their confirmation was asked for since.
   bool unready_ = false;
   bool confirmation_requested_ = false;
-  // Writes given up on: history records dropped past kMaxQueuedHistory, and what Shutdown could
-  // not deliver.
+  // Writes given up on: what Shutdown could not deliver (with history_queue_'s dropped records).
   std::atomic<int> undelivered_{0};
 
   std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
@@ -412,12 +404,7 @@ class TaskEngine final : public DrivenEngine {
   TaskRegistrations* registrations_ = nullptr;
   std::string host_;
   std::int64_t pid_ = 0;
-  // History writes waiting for the dispatcher. Guarded by history_mu_, never held with mu_.
-  std::mutex history_mu_;
-  std::vector<RunStart> pending_starts_;
-  std::vector<RunEnd> pending_ends_;
-  // The database has no history tables (set by the dispatcher): nothing more is queued.
-  std::atomic<bool> history_missing_{false};
+  std::unique_ptr<HistoryQueue> history_queue_;
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
