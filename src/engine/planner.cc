@@ -471,6 +471,47 @@ bool Planner::RequireConfirmation(MonoTime now) {
   return any;
 }
 
+DatabaseHealth Planner::WithFailingCalls(DatabaseHealth health) const {
+  if (const std::optional<MonoTime> failing = DatabaseFailingSince()) {
+    if (health.reachable || *failing < health.unreachable_since) {
+      health.unreachable_since = *failing;
+    }
+    if (health.reachable) health.reason = "its statements fail";
+    health.reachable = false;
+  }
+  return health;
+}
+
+Planner::DatabaseReadiness Planner::Readiness(DatabaseHealth store_health, MonoTime now,
+                                              milliseconds grace) {
+  using State = DatabaseReadiness::State;
+  DatabaseReadiness readiness;
+  readiness.health = WithFailingCalls(std::move(store_health));
+  if (!readiness.health.reachable) {
+    readiness.down = now - readiness.health.unreachable_since;
+    if (readiness.down > grace && !unready_) {
+      unready_ = true;
+      confirmation_requested_ = false;
+    }
+    if (unready_) readiness.state = State::kUnreachable;
+    return readiness;
+  }
+  if (unready_ && ClaimsUnconfirmed()) {
+    readiness.state = State::kConfirmingClaims;
+    readiness.step_dispatcher = true;
+    return readiness;
+  }
+  if (unready_ && !std::exchange(confirmation_requested_, true) && RequireConfirmation(now)) {
+    // The outage was seen by the store alone (no call of this host failed): its claims are
+    // confirmed before the host says it is ready again.
+    readiness.state = State::kConfirmingClaims;
+    readiness.step_dispatcher = true;
+    return readiness;
+  }
+  unready_ = false;
+  return readiness;
+}
+
 bool Planner::ClaimsUnconfirmed() const {
   for (const auto& [id, task] : tasks_) {
     const RunPtr& run = task->run;

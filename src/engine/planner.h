@@ -453,6 +453,20 @@ class Planner {
   }
   // When the dispatcher's database work is tried again: the end of the backoff, or `now`.
   MonoTime DatabaseRetryAt(MonoTime now) const { return BackingOff(now) ? db_retry_at_ : now; }
+  // `health` (the store's view of its database) with this planner's failing calls folded in.
+  DatabaseHealth WithFailingCalls(DatabaseHealth health) const;
+  // This host's readiness for its database at `now` (TaskEngine::Readiness): not ready once the
+  // database (WithFailingCalls(store_health)) has been unreachable for longer than `grace`, and
+  // from then on until it answers and every claim this host holds is confirmed again.
+  struct DatabaseReadiness {
+    enum class State { kReady, kUnreachable, kConfirmingClaims };
+    State state = State::kReady;
+    DatabaseHealth health;
+    std::chrono::nanoseconds down{0};  // kUnreachable: for how long
+    bool step_dispatcher = false;      // kConfirmingClaims: the claims wait for a renewal
+  };
+  DatabaseReadiness Readiness(DatabaseHealth store_health, MonoTime now,
+                              std::chrono::milliseconds grace);
   // Whether a run of this host holds a claim not confirmed since the database came back.
   bool ClaimsUnconfirmed() const;
   // Asks every claim this host holds to be confirmed again at once (PlannedRun::unconfirmed).
@@ -567,6 +581,10 @@ class Planner {
   // The database backoff: consecutive failures, and when work is tried again.
   int db_failures_ = 0;
   MonoTime db_retry_at_{};
+  // Readiness, latched off by an outage until the claims are confirmed again, and whether their
+  // confirmation was asked for since.
+  bool unready_ = false;
+  bool confirmation_requested_ = false;
   MonoTime db_failing_since_{};
   // After a server change no expired run is swept before this: the hosts that hold claims get a
   // lease to confirm them on the new server first.

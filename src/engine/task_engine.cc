@@ -1542,65 +1542,33 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   }
 }
 
-DatabaseHealth TaskEngine::DatabaseHealthLocked(DatabaseHealth health) const {
-  if (const std::optional<MonoTime> failing = planner_->DatabaseFailingSince()) {
-    if (health.reachable || *failing < health.unreachable_since) {
-      health.unreachable_since = *failing;
-    }
-    if (health.reachable) health.reason = "its statements fail";
-    health.reachable = false;
-  }
-  return health;
-}
-
 DatabaseHealth TaskEngine::Database() const {
   if (context_.store == nullptr) return {};
   DatabaseHealth health = context_.store->Health();
   std::lock_guard lock(mu_);
-  return DatabaseHealthLocked(std::move(health));
+  return planner_->WithFailingCalls(std::move(health));
 }
 
 TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
-  DatabaseStatus status;
-  if (context_.store == nullptr) return status;
+  using State = Planner::DatabaseReadiness::State;
+  if (context_.store == nullptr) return {};
   DatabaseHealth store_health = context_.store->Health();
   const MonoTime now = clock_.MonoNow();
-  std::lock_guard lock(mu_);
-  status.health = DatabaseHealthLocked(std::move(store_health));
-  DatabaseHealth& health = status.health;
-  if (!health.reachable) {
-    const nanoseconds down = now - health.unreachable_since;
-    if (down > grace && !unready_) {
-      unready_ = true;
-      confirmation_requested_ = false;
-    }
-    if (unready_) {
-      status.ready = false;
-      status.reason = "the database of plugin '" + context_.plugin_id +
-                      "' has been unreachable for " +
-                      FormatShortDuration(std::chrono::duration_cast<milliseconds>(down)) +
-                      (health.reason.empty() ? "" : ": " + health.reason);
-    }
-    return status;
+  Planner::DatabaseReadiness readiness;
+  {
+    std::lock_guard lock(mu_);
+    readiness = planner_->Readiness(std::move(store_health), now, grace);
+    if (readiness.step_dispatcher) KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
-  if (unready_ && planner_->ClaimsUnconfirmed()) {
-    status.ready = false;
-    status.reason = "the database of plugin '" + context_.plugin_id +
-                    "' is back; this host is confirming its claims there";
-    KickLocked(/*timer=*/false, /*dispatcher=*/true);
-    return status;
+  DatabaseStatus status{readiness.state == State::kReady, "", std::move(readiness.health)};
+  const std::string database = "the database of plugin '" + context_.plugin_id + "'";
+  if (readiness.state == State::kUnreachable) {
+    status.reason = database + " has been unreachable for " +
+                    FormatShortDuration(std::chrono::duration_cast<milliseconds>(readiness.down)) +
+                    (status.health.reason.empty() ? "" : ": " + status.health.reason);
+  } else if (readiness.state == State::kConfirmingClaims) {
+    status.reason = database + " is back; this host is confirming its claims there";
   }
-  if (unready_ && !confirmation_requested_ &&
-      (confirmation_requested_ = true, planner_->RequireConfirmation(now))) {
-    // The outage was seen by the store alone (no call of the engine failed): its claims are
-    // confirmed before the host says it is ready again.
-    status.ready = false;
-    status.reason = "the database of plugin '" + context_.plugin_id +
-                    "' is back; this host is confirming its claims there";
-    KickLocked(/*timer=*/false, /*dispatcher=*/true);
-    return status;
-  }
-  unready_ = false;
   return status;
 }
 

@@ -164,9 +164,6 @@ class TaskEngine final : public DrivenEngine {
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
-  // `health` with the planner's failing calls folded in. Requires mu_.
-  DatabaseHealth DatabaseHealthLocked(DatabaseHealth health) const;
-
   // Registration steps (RegisterMany).
   void WatchCallerStop(const TaskPtr& task);
 
@@ -391,10 +388,6 @@ class TaskEngine final : public DrivenEngine {
   static constexpr std::size_t kMaxReportedAtRisk = 256;
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
   bool replay_due_ = false;
-  // Readiness, latched off by an outage until the claims are confirmed again (under mu_), and
-  // whether their confirmation was asked for since.
-  bool unready_ = false;
-  bool confirmation_requested_ = false;
   // Writes given up on: what Shutdown could not deliver (with history_queue_'s dropped records).
   std::atomic<int> undelivered_{0};
 

@@ -749,3 +749,68 @@ TEST_F(PlannerTest, ShutdownSignalsEveryRunAndStartsNothingMore) {
 
 }  // namespace
 }  // namespace stagehand::engine_internal
+
+namespace stagehand::engine_internal {
+namespace {
+
+using State = Planner::DatabaseReadiness::State;
+
+DatabaseHealth Unreachable(MonoTime since, std::string reason) {
+  DatabaseHealth health;
+  health.reachable = false;
+  health.unreachable_since = since;
+  health.reason = std::move(reason);
+  return health;
+}
+
+TEST_F(PlannerTest, ReadinessHoldsThroughAnOutageShorterThanTheGrace) {
+  Start();
+  const milliseconds grace = seconds(5);
+  Planner::DatabaseReadiness readiness =
+      planner_->Readiness(Unreachable(kT0, "refused"), kT0 + seconds(4), grace);
+  EXPECT_EQ(readiness.state, State::kReady);
+  EXPECT_FALSE(readiness.health.reachable);
+  EXPECT_EQ(planner_->Readiness({}, kT0 + seconds(4), grace).state, State::kReady);
+}
+
+TEST_F(PlannerTest, ReadinessFoldsInTheHostsOwnFailingCalls) {
+  Start();
+  planner_->DatabaseFailed(kT0);
+  Planner::DatabaseReadiness readiness = planner_->Readiness({}, kT0 + seconds(6), seconds(5));
+  EXPECT_EQ(readiness.state, State::kUnreachable);
+  EXPECT_EQ(readiness.health.reason, "its statements fail");
+  EXPECT_EQ(readiness.down, seconds(6));
+}
+
+TEST_F(PlannerTest, AfterAnOutageTheHostIsReadyOnlyOnceItsClaimsAreConfirmed) {
+  Start();
+  Register(Def("a", "PT1M"), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  const milliseconds grace = seconds(5);
+  // The store alone saw the outage: no call of this host failed.
+  EXPECT_EQ(planner_->Readiness(Unreachable(kT1, "refused"), kT1 + seconds(6), grace).state,
+            State::kUnreachable);
+  const MonoTime back = kT1 + seconds(7);
+  Planner::DatabaseReadiness readiness = planner_->Readiness({}, back, grace);
+  EXPECT_EQ(readiness.state, State::kConfirmingClaims);
+  EXPECT_TRUE(readiness.step_dispatcher);
+  EXPECT_TRUE(run->unconfirmed);
+  EXPECT_LE(run->renew_at, back) << "the claim is renewed at once";
+  EXPECT_EQ(planner_->Readiness({}, back, grace).state, State::kConfirmingClaims);
+  EXPECT_EQ(planner_->ApplyRenewal(*run, LeaseStatus::kHeld, back, back),
+            Planner::RenewalOutcome::kRenewed);
+  EXPECT_EQ(planner_->Readiness({}, back, grace).state, State::kReady);
+}
+
+TEST_F(PlannerTest, AfterAnOutageAHostWithoutClaimsIsReadyAtOnce) {
+  Start();
+  const milliseconds grace = seconds(5);
+  EXPECT_EQ(planner_->Readiness(Unreachable(kT0, "refused"), kT0 + seconds(6), grace).state,
+            State::kUnreachable);
+  EXPECT_EQ(planner_->Readiness({}, kT0 + seconds(7), grace).state, State::kReady);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
