@@ -998,6 +998,63 @@ bool Planner::OnStoreEvent(const StoreEvent& event, MonoTime now,
 // ---------------------------------------------------------------------------------------------
 // Run ends.
 
+Planner::StartVerdict Planner::StartRun(const PlannedTask& task, PlannedRun& run, MonoTime now) {
+  StartVerdict verdict = StartVerdict::kStart;
+  if (!run.ticket.empty() && (!run.ours || now >= run.fence_at)) {
+    verdict = StartVerdict::kClaimAtRisk;
+    if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
+  } else if (run.reason == StopReason::kShutdown) {
+    verdict = StartVerdict::kShuttingDown;
+  }
+  if (!run.timeout_signalled) run.timeout_at = now + task.def.timeout;
+  return verdict;
+}
+
+bool Planner::RetryNeedsRecordedAttempt(const PlannedTask& task, const PlannedRun& run,
+                                        bool failed) const {
+  return failed && RetryAfter(task.def.retry, run.reason, 1, 0).has_value();
+}
+
+Planner::GlobalRunEnd Planner::PlanGlobalRunEnd(PlannedTask& task, const PlannedRun& run,
+                                                bool started, std::optional<std::string> error,
+                                                int recorded_attempt, WallTime wall_now) {
+  GlobalRunEnd end;
+  end.error = std::move(error);
+  if (!started && run.reason == StopReason::kShutdown) {
+    // The slot it was claimed for is still to run: due at once, for another host to take.
+    end.next_in = milliseconds::zero();
+    return end;
+  }
+  if (RetryNeedsRecordedAttempt(task, run, end.error.has_value())) {
+    const int attempt = recorded_attempt + 1;
+    if (const std::optional<milliseconds> delay =
+            RetryAfter(task.def.retry, run.reason, attempt, std::hash<std::string>{}(run.run_id))) {
+      end.next_in = delay;
+      end.error = RecordRetriedAttempt(*end.error, attempt);
+      end.retried_attempt = attempt;
+      task.retry_attempt = attempt + 1;
+      return end;
+    }
+  }
+  // A duration task whose run outlasted its next slot by more than its catch-up window skips the
+  // slots it missed: the release waits for the first point of the slot grid after now (ADR 0014).
+  const TaskSettingsV2& settings = run.schedule.settings;
+  if (!task.def.catchup_window || !run.slot || settings.cadence_kind() != CadenceKind::kDuration) {
+    return end;
+  }
+  Result<HumanDuration> cadence = ParseIsoDuration(settings.cadence);
+  if (!cadence.ok()) return end;
+  const auto step = std::chrono::duration_cast<milliseconds>(
+      std::chrono::duration<double, std::milli>(ToMillisecondsCasual(*cadence)));
+  if (step <= milliseconds::zero()) return end;
+  const WallTime next_slot = *run.slot + step;
+  if (!SlotMissed(task.def.catchup_window, wall_now - next_slot)) return end;
+  const WallTime next = FirstSlotAfter(*run.slot, step, wall_now);
+  end.next_in = std::chrono::ceil<milliseconds>(next - wall_now);
+  end.skipped = GlobalRunEnd::Skipped{next_slot, wall_now - next_slot, next};
+  return end;
+}
+
 bool Planner::GlobalRunReturned(PlannedRun& run) {
   return std::exchange(run.ours, false);  // no more renewals: the release ends the claim
 }
@@ -1041,12 +1098,16 @@ bool Planner::FinishGlobalRun(PlannedTask& task, const RunPtr& run,
   return finished;
 }
 
-bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
-                             const std::optional<std::string>& error, MonoTime now,
-                             WallTime wall_now, std::optional<milliseconds> next_in) {
+Planner::LocalRunEnd Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
+                                             const std::optional<std::string>& error, MonoTime now,
+                                             WallTime wall_now) {
   RunEnded();
   task.run.reset();
   const bool finished = task.recurrence_stopped;
+  const std::optional<milliseconds> next_in =
+      error ? RetryAfter(task.def.retry, run->reason, run->attempt,
+                         std::hash<std::string>{}(run->run_id))
+            : std::nullopt;
   TaskState state;
   state.last_run_ended_at = FormatRestTime(wall_now, kRestUtc);
   state.last_run_error = error;
@@ -1067,7 +1128,7 @@ bool Planner::FinishLocalRun(PlannedTask& task, const RunPtr& run,
     }
   }
   task.local->state = std::move(state);
-  return finished;
+  return LocalRunEnd{finished, finished ? std::nullopt : next_in};
 }
 
 // ---------------------------------------------------------------------------------------------

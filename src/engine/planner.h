@@ -484,9 +484,44 @@ class Planner {
 
   // --- Run ends -------------------------------------------------------------------------------
 
+  // Whether `run` starts its function at `now` (the shell's Invoke): a global run whose claim is
+  // lost or at risk by now (the host was paused or starved between the claim and this start) does
+  // not start, since the row may be another host's, nor does a run whose claim answered after this
+  // host began to shut down. A run that starts has its timeout counted from now, as in Backstage: a
+  // run whose start a busy host delayed still gets all of it.
+  enum class StartVerdict { kStart, kClaimAtRisk, kShuttingDown };
+  StartVerdict StartRun(const PlannedTask& task, PlannedRun& run, MonoTime now);
+
   // A global run's function returned: no more renewals. Returns whether this host still held the
   // ticket (so the run is to be released).
   bool GlobalRunReturned(PlannedRun& run);
+  // Whether the end of the global run `run` (failed when `failed`) waits for the attempt its
+  // predecessor recorded in the row (RetriedAttemptOf), which the shell reads for PlanGlobalRunEnd:
+  // the run failed and its task retries such a failure.
+  bool RetryNeedsRecordedAttempt(const PlannedTask& task, const PlannedRun& run, bool failed) const;
+  // What follows the end of a global run: when its release makes the task due again, and the
+  // error it releases with.
+  struct GlobalRunEnd {
+    // The release's next start is now + this: the slot of a run that never started because the
+    // host shut down (at once), a retry, or a duration slot after the slots the run outlasted.
+    std::optional<std::chrono::milliseconds> next_in;
+    std::optional<std::string> error;  // with the retried attempt recorded (RecordRetriedAttempt)
+    int retried_attempt = 0;           // a retry is scheduled: this attempt failed (else 0)
+    // The first slot the run outlasted beyond the catch-up window: skipped, how late it was, and
+    // the slot the task waits for instead.
+    struct Skipped {
+      WallTime slot;
+      std::chrono::nanoseconds late{0};
+      WallTime next;
+    };
+    std::optional<Skipped> skipped;
+  };
+  // Decides the end of global run `run` of `task` at `wall_now`: `started` whether its function
+  // was called, `error` its failure, `recorded_attempt` the attempt its row records (when
+  // RetryNeedsRecordedAttempt). Records the retry's attempt on the task.
+  GlobalRunEnd PlanGlobalRunEnd(PlannedTask& task, const PlannedRun& run, bool started,
+                                std::optional<std::string> error, int recorded_attempt,
+                                WallTime wall_now);
   // Releases are about to be sent for `tasks`: their notifications will echo.
   void ReleasesSent(const std::vector<TaskPtr>& tasks);
   // A release of `task` wrote nothing known (failed, or the ticket no longer held the row): no
@@ -501,11 +536,15 @@ class Planner {
   bool FinishGlobalRun(PlannedTask& task, const RunPtr& run,
                        std::optional<std::int64_t> row_version, std::optional<WallTime> row_next,
                        MonoTime row_wake_at);
-  // A local run ended at `now` / `wall_now`; a failed run is retried after `next_in`
-  // (RetryAfter) rather than wait for its next slot. Returns whether the task is finished.
-  bool FinishLocalRun(PlannedTask& task, const RunPtr& run, const std::optional<std::string>& error,
-                      MonoTime now, WallTime wall_now,
-                      std::optional<std::chrono::milliseconds> next_in = std::nullopt);
+  // A local run ended at `now` / `wall_now`; a failed run that its task retries (RetryAfter) is
+  // started again after the retry's delay rather than at its next slot.
+  struct LocalRunEnd {
+    bool finished = false;  // the task is finished (its recurrence was stopped)
+    std::optional<std::chrono::milliseconds> retry_in;  // the failed run is retried after this
+  };
+  LocalRunEnd FinishLocalRun(PlannedTask& task, const RunPtr& run,
+                             const std::optional<std::string>& error, MonoTime now,
+                             WallTime wall_now);
 
   // --- Timer: local starts, timeouts and fences -------------------------------------------------
 

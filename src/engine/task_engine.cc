@@ -880,23 +880,13 @@ void TaskEngine::SubmitRun(std::function<void()> body) {
 
 TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
                                        const RunInfo& info) {
-  bool claim_at_risk = false;
-  bool shutting_down = false;
+  Planner::StartVerdict verdict;
   {
     std::lock_guard lock(mu_);
-    // A global run whose claim is lost or at risk by now (the host was paused or starved between
-    // the claim and this start) does not start at all: the row may be another host's.
-    const MonoTime now = clock_.MonoNow();
-    if (!run.ticket.empty() && (!run.ours || now >= run.fence_at)) {
-      claim_at_risk = true;
-      if (run.reason == StopReason::kNone) run.reason = StopReason::kLeaseLost;
-    }
-    // A run whose claim answered after this host began to shut down does not start either.
-    shutting_down = run.reason == StopReason::kShutdown;
-    // As in Backstage, the timeout counts from the function's start, not from the claim: a
-    // run whose start a busy host delayed still gets all of it. Its lease is renewed meanwhile.
-    if (!run.timeout_signalled) run.timeout_at = now + task.def.timeout;
+    verdict = planner_->StartRun(task, run, clock_.MonoNow());
   }
+  const bool claim_at_risk = verdict == Planner::StartVerdict::kClaimAtRisk;
+  const bool shutting_down = verdict == Planner::StartVerdict::kShuttingDown;
   // Only a run whose function is called is reported as started, and before it is inside it.
   if (!claim_at_risk && !shutting_down) observer_->OnRunStarted(info, run.lag);
   {
@@ -980,69 +970,45 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   ended.duration = duration;
   ended.error = std::move(outcome.error);
   ended.held = held;
-  if (!outcome.started && outcome.reason == StopReason::kShutdown) {
-    // The slot it was claimed for is still to run: due at once, for another host to take.
-    ended.next_in = milliseconds::zero();
-  } else if (PlanGlobalRetry(ended) && !ended.next_in) {
-    SkipSlotsMissedByARun(ended);
-  }
+  PlanGlobalRunEnd(ended, outcome.started);
   EnqueueRelease(std::move(ended));
 }
 
-void TaskEngine::SkipSlotsMissedByARun(PendingRelease& ended) {
-  const PlannedTask& task = *ended.task;
-  const TaskSettingsV2& settings = ended.run->schedule.settings;
-  if (!task.def.catchup_window || !ended.run->slot ||
-      settings.cadence_kind() != CadenceKind::kDuration) {
-    return;
-  }
-  Result<HumanDuration> cadence = ParseIsoDuration(settings.cadence);
-  if (!cadence.ok()) return;
-  const auto step = std::chrono::duration_cast<milliseconds>(
-      std::chrono::duration<double, std::milli>(ToMillisecondsCasual(*cadence)));
-  if (step <= milliseconds::zero()) return;
-  const WallTime slot = *ended.run->slot;
-  const WallTime next_slot = slot + step;
-  const WallTime now = clock_.Now();
-  if (!SlotMissed(task.def.catchup_window, now - next_slot)) return;
-  const WallTime next = FirstSlotAfter(slot, step, now);
-  ended.next_in = std::chrono::ceil<milliseconds>(next - now);
-  LogSkippedSlot(task, next_slot, now - next_slot, next);
-}
-
-bool TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
-  ended.retry_undecided = false;
-  const PlannedTask& task = *ended.task;
-  if (!ended.error || !task.def.retry) return true;
-  StopReason reason = StopReason::kNone;
+bool TaskEngine::PlanGlobalRunEnd(PendingRelease& ended, bool started) {
+  PlannedTask& task = *ended.task;
+  bool needs_attempt = false;
   {
     std::lock_guard lock(mu_);
-    reason = ended.run->reason;
+    needs_attempt = planner_->RetryNeedsRecordedAttempt(task, *ended.run, ended.error.has_value());
   }
-  if (!RetryAfter(task.def.retry, reason, 1, 0)) return true;
-  Result<std::optional<std::string>> previous = context_.store->LastRunError(task.def.id);
-  if (!previous.ok()) {
-    // Decided again before the release is sent, once the database answers.
-    if (debug_logs_) {
-      logger_->Debug("Task " + task.def.id + ": cannot read its last attempt yet, " +
-                         previous.status().message(),
-                     {{"task", task.def.id}});
+  int recorded_attempt = 0;
+  if (needs_attempt) {
+    Result<std::optional<std::string>> previous = context_.store->LastRunError(task.def.id);
+    if (!previous.ok()) {
+      // Decided again before the release is sent, once the database answers.
+      if (debug_logs_) {
+        logger_->Debug("Task " + task.def.id + ": cannot read its last attempt yet, " +
+                           previous.status().message(),
+                       {{"task", task.def.id}});
+      }
+      ended.end_undecided = true;
+      ended.started = started;
+      return false;
     }
-    ended.retry_undecided = true;
-    return false;
+    recorded_attempt = RetriedAttemptOf(*previous);
   }
-  const int attempt = RetriedAttemptOf(*previous) + 1;
-  const std::optional<milliseconds> delay =
-      RetryAfter(task.def.retry, reason, attempt, std::hash<std::string>{}(ended.run->run_id));
-  if (!delay) return true;
-  ended.next_in = delay;
-  ended.error = RecordRetriedAttempt(*ended.error, attempt);
-  ended.finish.error_json = ended.error;
+  ended.end_undecided = false;
+  Planner::GlobalRunEnd end;
   {
     std::lock_guard lock(mu_);
-    ended.task->retry_attempt = attempt + 1;
+    end = planner_->PlanGlobalRunEnd(task, *ended.run, started, std::move(ended.error),
+                                     recorded_attempt, clock_.Now());
   }
-  ReportRetry(task, ended.info, attempt, *delay);
+  ended.next_in = end.next_in;
+  ended.error = std::move(end.error);
+  ended.finish.error_json = ended.error;
+  if (end.retried_attempt > 0) ReportRetry(task, ended.info, end.retried_attempt, *end.next_in);
+  if (end.skipped) LogSkippedSlot(task, end.skipped->slot, end.skipped->late, end.skipped->next);
   return true;
 }
 
@@ -1077,7 +1043,7 @@ bool TaskEngine::ReleasePending() {
   std::vector<PendingRelease> ready;
   std::vector<PendingRelease> unsent;
   for (PendingRelease& ended : batch) {
-    if (ended.retry_undecided && !PlanGlobalRetry(ended)) {
+    if (ended.end_undecided && !PlanGlobalRunEnd(ended, ended.started)) {
       unsent.push_back(std::move(ended));
       continue;
     }
@@ -1475,23 +1441,18 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   LogFailure(*task, *run, outcome);
   const RunFinish finish = FinishOf(*run, outcome);
   QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
-  bool finished = false;
-  std::optional<milliseconds> next_in;
+  Planner::LocalRunEnd end;
   {
     std::lock_guard lock(mu_);
-    if (outcome.error) {
-      next_in = RetryAfter(task->def.retry, run->reason, run->attempt,
-                           std::hash<std::string>{}(run->run_id));
-    }
-    finished = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now(),
-                                        next_in);
+    end = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now());
     --runs_in_flight_;
     --runs_outside_fn_;
     KickLocked(/*timer=*/true, /*dispatcher=*/false);
   }
   cv_.notify_all();
   ReportRunEnd(info, duration, finish);
-  if (next_in && !finished) ReportRetry(*task, info, run->attempt, *next_in);
+  if (end.retry_in) ReportRetry(*task, info, run->attempt, *end.retry_in);
+  const bool finished = end.finished;
   if (finished) logger_->Info("Task worker finished: " + task->def.id, {{"task", task->def.id}});
 }
 

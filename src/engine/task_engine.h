@@ -207,9 +207,10 @@ class TaskEngine final : public DrivenEngine {
     // Attempts so far; from the second on the release is sent as retried (an earlier answer may
     // have been lost after it was written).
     int attempts = 0;
-    // The retry decision (PlanGlobalRetry) could not read the row: it is made again before the
-    // release is sent.
-    bool retry_undecided = false;
+    // What follows the run (PlanGlobalRunEnd) waits for the row, which could not be read: it is
+    // decided again before the release is sent. `started`: whether the function was called.
+    bool end_undecided = false;
+    bool started = true;
     // Whether this host still held the claim as far as it knew when the function returned.
     bool held = true;
     // Whether the run's end was reported (ReportGlobalRunEnds).
@@ -267,15 +268,11 @@ class TaskEngine final : public DrivenEngine {
   // their release, or at its first attempt the database did not answer.
   void ReportGlobalRunEnds(std::span<PendingRelease> ended);
   void ExecuteLocalRun(TaskPtr task, RunPtr run);
-  // Decides whether the failed global run `ended` (ours to release) is retried: reads the attempt
-  // its predecessor recorded in the row, then sets the release's retry delay and records the
-  // attempt in its error (docs/adr/0015-retries.md). Runs on the run's thread, and again on the
-  // dispatcher's when the row could not be read (ended.retry_undecided); returns false then.
-  bool PlanGlobalRetry(PendingRelease& ended);
-  // Skips, when the global run `ended` of a duration task outlasted its next slot by more than
-  // its catch-up window, the slots it missed: the release then waits for the first point of the
-  // slot grid after now (ADR 0014) rather than start at once. Runs on the run's thread.
-  void SkipSlotsMissedByARun(PendingRelease& ended);
+  // Decides what follows the global run `ended` (Planner::PlanGlobalRunEnd: a retry, skipped
+  // slots, a slot given back at shutdown), after reading the attempt its predecessor recorded in
+  // the row when a retry depends on it. Runs on the run's thread, and again on the dispatcher's
+  // when the row could not be read (ended.end_undecided); returns false then.
+  bool PlanGlobalRunEnd(PendingRelease& ended, bool started);
   // Logs and reports a retry of `run` (attempt `attempt` failed) in `delay`.
   void ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
                    std::chrono::milliseconds delay);

@@ -599,8 +599,8 @@ TEST_F(PlannerTest, LocalTasksStartWhenDueWithinTheirSlotsAndFollowTheirCadence)
   EXPECT_FALSE(kick);
 
   const MonoTime end = kT0 + seconds(5);
-  EXPECT_FALSE(
-      planner_->FinishLocalRun(*a, actions.to_start[0].run, std::nullopt, end, WallAt(end)));
+  EXPECT_FALSE(planner_->FinishLocalRun(*a, actions.to_start[0].run, std::nullopt, end, WallAt(end))
+                   .finished);
   slots_->JobReturned();
   EXPECT_EQ(a->wake_at, kT0 + minutes(1)) << "a duration cadence counts from the run's start";
   EXPECT_TRUE(a->local->state.starts_at.has_value());
@@ -627,7 +627,8 @@ TEST_F(PlannerTest, ATriggersTraceContextGoesToItsRunOnlyWhileFresh) {
     EXPECT_EQ(actions.to_start.size(), 1u);
     if (actions.to_start.empty()) return {};
     const TraceContext seen = actions.to_start[0].run->caller;
-    planner_->FinishLocalRun(*m, actions.to_start[0].run, std::nullopt, start_at, WallAt(start_at));
+    (void)planner_->FinishLocalRun(*m, actions.to_start[0].run, std::nullopt, start_at,
+                                   WallAt(start_at));
     slots_->JobReturned();
     return seen;
   };
@@ -810,6 +811,129 @@ TEST_F(PlannerTest, AfterAnOutageAHostWithoutClaimsIsReadyAtOnce) {
   EXPECT_EQ(planner_->Readiness(Unreachable(kT0, "refused"), kT0 + seconds(6), grace).state,
             State::kUnreachable);
   EXPECT_EQ(planner_->Readiness({}, kT0 + seconds(7), grace).state, State::kReady);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
+
+namespace stagehand::engine_internal {
+namespace {
+
+using Verdict = Planner::StartVerdict;
+
+EngineTask Retried(EngineTask def, int attempts) {
+  def.retry = RetryPolicy{attempts, milliseconds(1000), std::nullopt};
+  return def;
+}
+
+TEST_F(PlannerTest, AClaimedRunStartsAndItsTimeoutCountsFromItsStart) {
+  Start();
+  TaskPtr task = Register(Def("a", "PT1M", TaskScope::kGlobal, seconds(30)), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  const MonoTime start = kT1 + seconds(2);
+  EXPECT_EQ(planner_->StartRun(*task, *run, start), Verdict::kStart);
+  EXPECT_EQ(run->timeout_at, start + seconds(30));
+}
+
+TEST_F(PlannerTest, ARunWhoseClaimIsAtRiskByItsStartDoesNotStart) {
+  Start();
+  TaskPtr task = Register(Def("a", "PT1M"), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(planner_->StartRun(*task, *run, run->fence_at), Verdict::kClaimAtRisk);
+  EXPECT_EQ(run->reason, StopReason::kLeaseLost);
+}
+
+TEST_F(PlannerTest, ARunClaimedAsTheHostShutsDownDoesNotStartAndItsSlotIsGivenBack) {
+  Start();
+  TaskPtr task = Register(Retried(Def("a", "PT1M"), 3), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  (void)planner_->BeginShutdown();
+  EXPECT_EQ(planner_->StartRun(*task, *run, kT1), Verdict::kShuttingDown);
+  EXPECT_FALSE(planner_->RetryNeedsRecordedAttempt(*task, *run, /*failed=*/true));
+  const Planner::GlobalRunEnd end =
+      planner_->PlanGlobalRunEnd(*task, *run, /*started=*/false, "{}", 0, WallAt(kT1));
+  EXPECT_EQ(end.next_in, milliseconds(0)) << "due at once, for another host";
+  EXPECT_EQ(end.retried_attempt, 0);
+}
+
+TEST_F(PlannerTest, AFailedGlobalRunIsRetriedCountingFromTheAttemptItsRowRecords) {
+  Start();
+  TaskPtr task = Register(Retried(Def("a", "PT1M"), 3), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(planner_->RetryNeedsRecordedAttempt(*task, *run, /*failed=*/true));
+  EXPECT_FALSE(planner_->RetryNeedsRecordedAttempt(*task, *run, /*failed=*/false));
+  const Planner::GlobalRunEnd end = planner_->PlanGlobalRunEnd(
+      *task, *run, /*started=*/true, R"({"name":"Error","message":"boom"})", 1, WallAt(kT1));
+  EXPECT_EQ(end.retried_attempt, 2) << "another host's run was attempt 1";
+  ASSERT_TRUE(end.next_in.has_value());
+  EXPECT_GE(*end.next_in, milliseconds(1000)) << "the second retry waits a doubled backoff";
+  EXPECT_LE(*end.next_in, milliseconds(2000));
+  ASSERT_TRUE(end.error.has_value());
+  EXPECT_EQ(RetriedAttemptOf(end.error), 2);
+  EXPECT_EQ(task->retry_attempt, 3);
+}
+
+TEST_F(PlannerTest, AGlobalRunPastItsLastRetryIsNotRetried) {
+  Start();
+  TaskPtr task = Register(Retried(Def("a", "PT1M"), 2), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  const Planner::GlobalRunEnd end = planner_->PlanGlobalRunEnd(
+      *task, *run, /*started=*/true, R"({"name":"Error","message":"boom"})", 2, WallAt(kT1));
+  EXPECT_EQ(end.retried_attempt, 0);
+  EXPECT_FALSE(end.next_in.has_value());
+  EXPECT_EQ(end.error, R"({"name":"Error","message":"boom"})");
+}
+
+TEST_F(PlannerTest, AGlobalRunThatOutlastsItsSlotsBeyondTheWindowSkipsThem) {
+  Start();
+  EngineTask def = Def("a", "PT1M");
+  def.catchup_window = seconds(10);
+  TaskPtr task = Register(std::move(def), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(run->slot.has_value());
+  const WallTime slot = *run->slot;
+  const WallTime ended = slot + minutes(3) + seconds(20);
+  const Planner::GlobalRunEnd end =
+      planner_->PlanGlobalRunEnd(*task, *run, /*started=*/true, std::nullopt, 0, ended);
+  ASSERT_TRUE(end.skipped.has_value());
+  EXPECT_EQ(end.skipped->slot, slot + minutes(1));
+  EXPECT_EQ(end.skipped->next, slot + minutes(4));
+  EXPECT_EQ(end.next_in, seconds(40));
+  // Within the window the next slot runs at once, as Backstage would.
+  const Planner::GlobalRunEnd late = planner_->PlanGlobalRunEnd(
+      *task, *run, /*started=*/true, std::nullopt, 0, slot + minutes(1) + seconds(5));
+  EXPECT_FALSE(late.skipped.has_value());
+  EXPECT_FALSE(late.next_in.has_value());
+}
+
+TEST_F(PlannerTest, AFailedLocalRunIsRetriedAfterItsBackoff) {
+  Start();
+  TaskPtr task = Register(Retried(Def("l", "PT1H", TaskScope::kLocal), 1));
+  Planner::TimerActions actions;
+  bool kick = false;
+  planner_->TimerStep(kT0, kWall0, &actions, &kick);
+  ASSERT_EQ(actions.to_start.size(), 1u);
+  const RunPtr run = actions.to_start[0].run;
+  const MonoTime end = kT0 + seconds(2);
+  const Planner::LocalRunEnd failed =
+      planner_->FinishLocalRun(*task, run, R"({"message":"boom"})", end, WallAt(end));
+  slots_->JobReturned();
+  EXPECT_FALSE(failed.finished);
+  ASSERT_TRUE(failed.retry_in.has_value());
+  EXPECT_EQ(task->wake_at, end + *failed.retry_in);
+  EXPECT_EQ(task->retry_attempt, 2);
 }
 
 }  // namespace
