@@ -119,6 +119,17 @@ LogFields RunFields(const std::string& task_id, const TraceContext& trace) {
   return fields;
 }
 
+// The requests of batches[from..], in order: the ones a failed step did not send.
+std::vector<ReleaseRequest> Unsent(std::vector<std::vector<ReleaseRequest>> batches,
+                                   std::size_t from) {
+  std::vector<ReleaseRequest> unsent;
+  for (std::size_t i = from; i < batches.size(); ++i) {
+    unsent.insert(unsent.end(), std::make_move_iterator(batches[i].begin()),
+                  std::make_move_iterator(batches[i].end()));
+  }
+  return unsent;
+}
+
 }  // namespace
 
 RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
@@ -493,31 +504,20 @@ MonoTime TaskEngine::DispatcherStep() {
   }
   bool releases_left = false;
   if (!backing_off) {
-    if (replay) {
-      // The releases of the replay window go out again before anything else: the new server
-      // may lack them.
-      std::lock_guard lock(release_mu_);
-      for (const DeliveredRelease& delivered : delivered_) replays_.push_back(delivered.request);
-      delivered_.clear();
-    }
+    // The releases of the replay window go out again before anything else: the new server may
+    // lack them.
+    if (replay) releases_.ReplayDelivered();
     if (!reregister.empty()) Reregister(reregister);
     ReplayReleases();
     GiveBackDoubtfulClaims();
     releases_left = !ReleasePending();
-    std::lock_guard lock(release_mu_);
-    releases_left = releases_left || !replays_.empty() || !doubtful_claims_.empty();
+    releases_left = releases_left || releases_.HasWork(/*pending=*/false);
   } else {
     // Waiting for the backoff: the runs queued meanwhile have ended all the same.
-    std::vector<PendingRelease> waiting;
-    {
-      std::lock_guard lock(release_mu_);
-      waiting.swap(pending_releases_);
-      releases_left = !waiting.empty() || !replays_.empty() || !doubtful_claims_.empty();
-    }
+    std::vector<PendingRelease> waiting = releases_.TakePending();
+    releases_left = !waiting.empty() || releases_.HasWork(/*pending=*/false);
     ReportGlobalRunEnds(waiting);
-    std::lock_guard lock(release_mu_);
-    pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(waiting.begin()),
-                             std::make_move_iterator(waiting.end()));
+    releases_.ReturnPending(std::move(waiting));
   }
   Planner::DispatchPlan plan;
   bool prune = false;
@@ -653,15 +653,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
 
 void TaskEngine::ReportAtRisk(const std::string& task_id, const std::string& run_id,
                               std::optional<WallTime> slot, const std::string& why) {
-  {
-    std::lock_guard lock(release_mu_);
-    if (std::find(reported_at_risk_.begin(), reported_at_risk_.end(), run_id) !=
-        reported_at_risk_.end()) {
-      return;
-    }
-    if (reported_at_risk_.size() >= kMaxReportedAtRisk) reported_at_risk_.pop_front();
-    reported_at_risk_.push_back(run_id);
-  }
+  if (!releases_.FirstReportAtRisk(run_id)) return;
   logger_->Warn("Run " + run_id + " of task \"" + task_id + "\"" +
                     (slot ? " (slot " + FormatRestTime(*slot, kRestUtc) + ")" : "") +
                     " may be done twice or go unrecorded: " + why +
@@ -820,20 +812,13 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     }
     if (claimed.status().code() == StatusCode::kUnavailable) {
       // The statement may have been committed with its answer lost: its rows are given back.
-      std::lock_guard lock(release_mu_);
       for (std::size_t i = 0; i < reserved.size(); ++i) {
-        const std::string& id = reserved[i].task->def.id;
-        const auto same = [&](const ReleaseRequest& r) { return r.id == id; };
-        if (std::count_if(doubtful_claims_.begin(), doubtful_claims_.end(), same) >=
-            kMaxDoubtfulClaimsPerTask) {
-          continue;
-        }
         // Due again at once: the slot, trigger or retry it was claimed for is not lost.
         ReleaseRequest give_back{
-            id, tickets[i], reserved[i].task->def.schedule,
+            reserved[i].task->def.id, tickets[i], reserved[i].task->def.schedule,
             ErrorJson("not started: the database's answer to its claim was lost")};
         give_back.next_in = std::chrono::milliseconds(0);
-        doubtful_claims_.push_back(std::move(give_back));
+        releases_.AddDoubtfulClaim(std::move(give_back));
       }
     }
     std::lock_guard lock(mu_);
@@ -1022,10 +1007,7 @@ void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int at
 }
 
 void TaskEngine::EnqueueRelease(PendingRelease release) {
-  {
-    std::lock_guard lock(release_mu_);
-    pending_releases_.push_back(std::move(release));
-  }
+  releases_.Push(std::move(release));
   {
     std::lock_guard lock(mu_);
     KickLocked(/*timer=*/false, /*dispatcher=*/true);
@@ -1034,11 +1016,7 @@ void TaskEngine::EnqueueRelease(PendingRelease release) {
 }
 
 bool TaskEngine::ReleasePending() {
-  std::vector<PendingRelease> batch;
-  {
-    std::lock_guard lock(release_mu_);
-    batch.swap(pending_releases_);
-  }
+  std::vector<PendingRelease> batch = releases_.TakePending();
   if (batch.empty()) return true;
   std::vector<PendingRelease> ready;
   std::vector<PendingRelease> unsent;
@@ -1062,10 +1040,7 @@ bool TaskEngine::ReleasePending() {
                   std::make_move_iterator(unanswered.end()));
   }
   if (unsent.empty()) return true;
-  std::lock_guard lock(release_mu_);
-  // Older than those queued meanwhile: they go first.
-  pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(unsent.begin()),
-                           std::make_move_iterator(unsent.end()));
+  releases_.ReturnPending(std::move(unsent));
   return false;
 }
 
@@ -1082,8 +1057,7 @@ ReleaseRequest TaskEngine::RequestOf(const PendingRelease& ended) const {
   return release;
 }
 
-std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
-    std::vector<PendingRelease> batch) {
+std::vector<PendingRelease> TaskEngine::ReleaseBatch(std::vector<PendingRelease> batch) {
   std::vector<ReleaseRequest> releases;
   std::vector<TaskPtr> tasks;
   releases.reserve(batch.size());
@@ -1164,50 +1138,14 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
           {{"task", id}});
     }
   }
-  RememberDelivered(std::move(delivered));
+  releases_.RememberDelivered(std::move(delivered), clock_.MonoNow());
   FinishGlobalRuns(batch);
   return {};
 }
 
-void TaskEngine::RememberDelivered(std::vector<ReleaseRequest> requests) {
-  const MonoTime now = clock_.MonoNow();
-  std::lock_guard lock(release_mu_);
-  for (ReleaseRequest& request : requests) {
-    request.retried = true;
-    if (request.history && request.history->finish.output_tail.size() > kReplayOutputBytes) {
-      std::string& tail = request.history->finish.output_tail;
-      tail.erase(0, tail.size() - kReplayOutputBytes);
-    }
-    delivered_.push_back(DeliveredRelease{std::move(request), now});
-  }
-  while (!delivered_.empty() &&
-         (delivered_.size() > kMaxDeliveredReleases ||
-          now - delivered_.front().delivered_at > context_.options.replay_window)) {
-    delivered_.pop_front();
-  }
-}
-
-std::vector<std::vector<ReleaseRequest>> TaskEngine::BatchesNamingEachTaskOnce(
-    std::vector<ReleaseRequest> requests) {
-  std::vector<std::vector<ReleaseRequest>> batches;
-  std::set<std::string, std::less<>> ids;
-  for (ReleaseRequest& request : requests) {
-    if (batches.empty() || !ids.insert(request.id).second) {
-      batches.emplace_back();
-      ids = {request.id};
-    }
-    batches.back().push_back(std::move(request));
-  }
-  return batches;
-}
-
 void TaskEngine::ReplayReleases() {
-  std::vector<ReleaseRequest> queued;
-  {
-    std::lock_guard lock(release_mu_);
-    queued.swap(replays_);
-  }
-  std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(queued));
+  std::vector<std::vector<ReleaseRequest>> batches =
+      ReleaseQueue::BatchesNamingEachTaskOnce(releases_.TakeReplays());
   for (std::size_t next = 0; next < batches.size(); ++next) {
     // A task released twice in the replay window has its releases written in the order they
     // were first made.
@@ -1218,13 +1156,7 @@ void TaskEngine::ReplayReleases() {
         std::lock_guard lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
-      std::lock_guard lock(release_mu_);
-      auto at = replays_.begin();
-      for (std::size_t left = next; left < batches.size(); ++left) {
-        at = replays_.insert(at, std::make_move_iterator(batches[left].begin()),
-                             std::make_move_iterator(batches[left].end()));
-        at += static_cast<std::ptrdiff_t>(batches[left].size());
-      }
+      releases_.ReturnReplays(Unsent(std::move(batches), next));
       return;
     }
     if (!replayed.ok()) {
@@ -1244,12 +1176,8 @@ void TaskEngine::ReplayReleases() {
 }
 
 void TaskEngine::GiveBackDoubtfulClaims() {
-  std::vector<ReleaseRequest> doubtful;
-  {
-    std::lock_guard lock(release_mu_);
-    doubtful.swap(doubtful_claims_);
-  }
-  std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(doubtful));
+  std::vector<std::vector<ReleaseRequest>> batches =
+      ReleaseQueue::BatchesNamingEachTaskOnce(releases_.TakeDoubtfulClaims());
   for (std::size_t next = 0; next < batches.size(); ++next) {
     Result<std::vector<ReleaseResult>> given = context_.store->ReleaseMany(batches[next]);
     if (!given.ok()) {
@@ -1262,12 +1190,7 @@ void TaskEngine::GiveBackDoubtfulClaims() {
         std::lock_guard lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
-      std::lock_guard lock(release_mu_);
-      for (std::size_t left = next; left < batches.size(); ++left) {
-        doubtful_claims_.insert(doubtful_claims_.end(),
-                                std::make_move_iterator(batches[left].begin()),
-                                std::make_move_iterator(batches[left].end()));
-      }
+      releases_.ReturnDoubtfulClaims(Unsent(std::move(batches), next));
       return;
     }
     for (std::size_t i = 0; i < batches[next].size(); ++i) {
@@ -1553,16 +1476,15 @@ void TaskEngine::DeliverBeforeExit() {
   }
   int left = 0;
   {
-    std::lock_guard lock(release_mu_);
-    for (const PendingRelease& ended : pending_releases_) {
+    const std::vector<PendingRelease> pending = releases_.TakePending();
+    for (const PendingRelease& ended : pending) {
       logger_->Error("The end of run " + ended.run->run_id + " of task \"" + ended.task->def.id +
                          "\" (" + std::string(RunOutcomeName(ended.finish.outcome)) +
                          ") could not be written to the database before exit; its claim lapses "
                          "and the janitor records the run as lost",
                      {{"task", ended.task->def.id}});
     }
-    left += static_cast<int>(pending_releases_.size());
-    pending_releases_.clear();
+    left += static_cast<int>(pending.size());
   }
   left += history_queue_->DropQueued();
   undelivered_ += left;

@@ -55,6 +55,7 @@
 #include "engine/engine_runtime.h"
 #include "engine/history_queue.h"
 #include "engine/planner.h"
+#include "engine/release_queue.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
@@ -189,39 +190,6 @@ class TaskEngine final : public DrivenEngine {
   // it. Errors: kConflict for a local task; kNotFound without a store; `change`'s.
   Status ChangeInStore(const std::string& id, const std::function<Status()>& change);
   void ExecuteGlobalRun(TaskPtr task, RunPtr run);
-  // A finished global run waiting for its release.
-  struct PendingRelease {
-    TaskPtr task;
-    RunPtr run;
-    RunInfo info;
-    std::chrono::nanoseconds duration{0};
-    std::optional<std::string> error;
-    RunFinish finish;
-    // The release's next start is now + this: a retry, or a duration slot after a skipped one.
-    std::optional<std::chrono::milliseconds> next_in;
-    // The row after the release, when the store reported it: the task then waits for that next
-    // start without polling.
-    std::optional<std::int64_t> row_version;
-    std::optional<WallTime> row_next;
-    MonoTime row_wake_at = kMonoInfinity;
-    // Attempts so far; from the second on the release is sent as retried (an earlier answer may
-    // have been lost after it was written).
-    int attempts = 0;
-    // What follows the run (PlanGlobalRunEnd) waits for the row, which could not be read: it is
-    // decided again before the release is sent. `started`: whether the function was called.
-    bool end_undecided = false;
-    bool started = true;
-    // Whether this host still held the claim as far as it knew when the function returned.
-    bool held = true;
-    // Whether the run's end was reported (ReportGlobalRunEnds).
-    bool reported = false;
-  };
-  // A release delivered within the replay window: after a server change it is sent again
-  // (ReplayReleases), in case the new server lacks it.
-  struct DeliveredRelease {
-    ReleaseRequest request;  // retried, with the claim's version; its output cut short
-    MonoTime delivered_at{};
-  };
   // Queues `release` for the dispatcher and wakes it (any thread).
   void EnqueueRelease(PendingRelease release);
   // Releases every queued run in one ReleaseMany (the dispatcher, or Shutdown once it stopped).
@@ -233,8 +201,6 @@ class TaskEngine final : public DrivenEngine {
   std::vector<PendingRelease> ReleaseBatch(std::vector<PendingRelease> batch);
   // The ReleaseRequest of a finished run (retried from its second attempt).
   ReleaseRequest RequestOf(const PendingRelease& ended) const;
-  // Keeps the delivered releases of `requests` for the replay window, and forgets older ones.
-  void RememberDelivered(std::vector<ReleaseRequest> requests);
   // Dispatcher, after a server change: sends every release delivered within the replay window
   // again; one the new server lacked is written there (OnWriteReplayed), one it lacked whose row
   // another host has changed since is a run at risk (OnRunAtRisk). Kept for the next step when
@@ -244,9 +210,6 @@ class TaskEngine final : public DrivenEngine {
   // that was not committed changes nothing), due again at once, so that the slot, trigger or
   // retry they were claimed for runs; kept for the next step when the database does not answer.
   void GiveBackDoubtfulClaims();
-  // Splits `requests` into batches that name each task once (ReleaseMany's contract), in order.
-  static std::vector<std::vector<ReleaseRequest>> BatchesNamingEachTaskOnce(
-      std::vector<ReleaseRequest> requests);
   // Reports what the new server made of one replayed batch.
   void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                              const std::vector<ReleaseResult>& replayed);
@@ -307,12 +270,6 @@ class TaskEngine final : public DrivenEngine {
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
   // Dispatcher: HistoryQueue::Flush, counting a database that did not answer as failing.
   bool FlushHistory(bool prune);
-  // The releases kept for the replay window, at most; their outputs are cut to this.
-  static constexpr std::size_t kMaxDeliveredReleases = 4096;
-  static constexpr std::size_t kReplayOutputBytes = 1024;
-  // The claims without an answer kept per task to give back: the first ones of an outage (the
-  // ones that may have reached the database before it went; later ones fail to connect).
-  static constexpr std::ptrdiff_t kMaxDoubtfulClaimsPerTask = 4;
   // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'
   // heartbeat, about once an hour).
   void RefreshRegistrations(const std::vector<std::string>& ids);
@@ -371,18 +328,7 @@ class TaskEngine final : public DrivenEngine {
   int runs_in_flight_ = 0;
   int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
 
-  // Finished global runs not yet released, oldest first, and the releases delivered within the
-  // replay window. Guarded by release_mu_, which is never held together with mu_.
-  std::mutex release_mu_;
-  std::vector<PendingRelease> pending_releases_;
-  std::deque<DeliveredRelease> delivered_;
-  std::vector<ReleaseRequest> replays_;  // sent again after a server change, until answered
-  // The claims whose answer never came (the database may have committed them): given back once it
-  // answers again, so that a row this host holds without a run is free at once, not after a lease.
-  std::vector<ReleaseRequest> doubtful_claims_;
-  // The last runs reported at risk, each reported once.
-  std::deque<std::string> reported_at_risk_;
-  static constexpr std::size_t kMaxReportedAtRisk = 256;
+  ReleaseQueue releases_{context_.options.replay_window};
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
   bool replay_due_ = false;
   // Writes given up on: what Shutdown could not deliver (with history_queue_'s dropped records).
