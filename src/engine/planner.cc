@@ -846,6 +846,7 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
                             : manual_cadence    ? RunTrigger::kManual
                                                 : RunTrigger::kSchedule;
     candidates[i].attempt = candidates[i].trigger == RunTrigger::kRetry ? task.retry_attempt : 1;
+    candidates[i].record_start = options_.report_runs && !task.short_runs;
     tickets->push_back(std::move(ticket));
     reserved.push_back(std::move(candidates[i]));
   }
@@ -885,6 +886,9 @@ std::vector<Planner::Started> Planner::ApplyClaims(const std::vector<Candidate>&
     run->ticket = tickets[i];
     run->run_id = tickets[i];
     run->claimed_version = candidate.version;
+    run->claimed_at = claim.db_now;
+    run->start_recorded = candidate.record_start;
+    if (options_.report_runs && !run->start_recorded) run->record_start_at = sent + kShortRun;
     run->trigger = candidate.trigger;
     run->trace = candidate.trace;
     if (candidate.trigger == RunTrigger::kManual) {
@@ -1066,6 +1070,17 @@ void Planner::ReleasesSent(const std::vector<TaskPtr>& tasks) {
 
 void Planner::ReleaseEchoCleared(PlannedTask& task) {
   if (options_.store_notifies) task.release_echoes = 0;
+}
+
+MonoTime Planner::ApplyRelease(PlannedTask& task, const PlannedRun& run, nanoseconds duration,
+                               const ReleaseResult& result, MonoTime mono_ref) {
+  task.short_runs = duration < kShortRun;
+  if (!result.released) {
+    ReleaseEchoCleared(task);  // nothing (known) was written
+    return kMonoInfinity;
+  }
+  if (!result.version || !result.next_run_start_at) return kMonoInfinity;
+  return ReleasedRowWake(task, run, *result.next_run_start_at, result.db_now, mono_ref);
 }
 
 MonoTime Planner::ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,

@@ -194,6 +194,10 @@ inline constexpr std::chrono::milliseconds kCatchUpGrace{2000};
 bool SlotMissed(const std::optional<std::chrono::milliseconds>& window,
                 std::chrono::nanoseconds late);
 
+// A run shorter than this makes its task's next run write its history once, at its release; a
+// run whose claim recorded no start has it recorded once it has run this long.
+inline constexpr std::chrono::seconds kShortRun{1};
+
 // The resolution at which due candidates are claimed earliest first (ReserveClaims); within one,
 // each host has its own order.
 using ClaimOrderGrain = std::chrono::duration<std::int64_t, std::deci>;  // 100 ms
@@ -330,6 +334,9 @@ class Planner {
     // The run's span context, chosen by the shell before the claim (which records its trace id);
     // invalid when runs are not traced.
     TraceContext trace{};
+    // Whether the claim records the run's start in the history (set by ReserveClaims): with a
+    // history, unless the task's last run here was short (kShortRun).
+    bool record_start = false;
   };
   // What the dispatcher does in one step, in this order.
   struct DispatchPlan {
@@ -527,6 +534,11 @@ class Planner {
   // A release of `task` wrote nothing known (failed, or the ticket no longer held the row): no
   // echo will come.
   void ReleaseEchoCleared(PlannedTask& task);
+  // The database answered the release of `run` of `task`, which took `duration`, with `result`
+  // (read at mono_ref). Returns when the row it left is next due (ReleasedRowWake), kMonoInfinity
+  // when the release wrote nothing or the row's next start is unknown.
+  MonoTime ApplyRelease(PlannedTask& task, const PlannedRun& run, std::chrono::nanoseconds duration,
+                        const ReleaseResult& result, MonoTime mono_ref);
   // The monotonic time at which a released row, next due at `next` (the database's clock at
   // db_now, read at mono_ref), is to be started.
   MonoTime ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,

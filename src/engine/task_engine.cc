@@ -784,7 +784,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   for (std::size_t i = 0; i < reserved.size(); ++i) {
     ClaimRequest& claim = claims.emplace_back(ClaimRequest{
         reserved[i].task->def.id, tickets[i], reserved[i].task->def.timeout, reserved[i].version});
-    if (history_ != nullptr && !reserved[i].task->short_runs) {
+    if (reserved[i].record_start) {
       const bool slotted = reserved[i].trigger == RunTrigger::kSchedule;
       claim.history = RunOrigin{host_,
                                 pid_,
@@ -830,13 +830,6 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   {
     std::lock_guard lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
-    for (const Planner::Started& run : started) {
-      run.run->claimed_at = claimed->front().db_now;
-      run.run->start_recorded = history_ != nullptr && !run.task->short_runs;
-      if (history_ != nullptr && !run.run->start_recorded) {
-        run.run->record_start_at = sent + kShortRun;
-      }
-    }
     runs_in_flight_ += static_cast<int>(started.size());
     runs_outside_fn_ += static_cast<int>(started.size());
     if (!started.empty()) KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -1102,20 +1095,13 @@ std::vector<PendingRelease> TaskEngine::ReleaseBatch(std::vector<PendingRelease>
     for (std::size_t i = 0; i < batch.size(); ++i) {
       PendingRelease& ended = batch[i];
       const ReleaseResult& result = (*released)[i];
-      ended.task->short_runs = ended.duration < kShortRun;
-      if (!result.released) {
-        planner_->ReleaseEchoCleared(*ended.task);  // nothing (known) was written
-        continue;
-      }
+      ended.row_wake_at =
+          planner_->ApplyRelease(*ended.task, *ended.run, ended.duration, result, mono_ref);
+      if (!result.released) continue;
       delivered.push_back(releases[i]);
       if (!result.version) continue;
       ended.row_version = result.version;
       ended.row_next = result.next_run_start_at;
-      ended.row_wake_at =
-          result.next_run_start_at
-              ? planner_->ReleasedRowWake(*ended.task, *ended.run, *result.next_run_start_at,
-                                          result.db_now, mono_ref)
-              : kMonoInfinity;
     }
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {

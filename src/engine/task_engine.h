@@ -262,9 +262,6 @@ class TaskEngine final : public DrivenEngine {
   // The start of a global run whose claim did not record it, for a history write that no release
   // carries; nullopt when the claim recorded it.
   std::optional<RunStart> UnrecordedStart(const PlannedTask& task, const PlannedRun& run) const;
-  // A run shorter than this makes its task's next run write its history once, at its release;
-  // a run whose claim recorded no start has it recorded once it has run this long.
-  static constexpr std::chrono::seconds kShortRun{1};
   // Queues history writes that no claim or release carries (HistoryQueue) and wakes the
   // dispatcher.
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);

@@ -938,3 +938,58 @@ TEST_F(PlannerTest, AFailedLocalRunIsRetriedAfterItsBackoff) {
 
 }  // namespace
 }  // namespace stagehand::engine_internal
+
+namespace stagehand::engine_internal {
+namespace {
+
+TEST_F(PlannerTest, AClaimRecordsTheRunsStartUnlessTheTasksLastRunWasShort) {
+  EngineOptions options = Options();
+  options.poll_interval = hours(1);
+  Start(options);
+  TaskPtr task = Register(Def("a", "PT1M"), kWall0, 1);
+  FirstQuietPoll();
+  Planner::DispatchPlan plan = planner_->PlanDispatch(kT1);
+  std::vector<TaskPtr> lost;
+  std::vector<Planner::Started> started = Claim(plan, kT1, {true}, &lost);
+  ASSERT_EQ(started.size(), 1u);
+  const RunPtr run = started[0].run;
+  EXPECT_TRUE(run->start_recorded);
+  EXPECT_EQ(run->claimed_at, WallAt(kT1));
+  EXPECT_EQ(run->record_start_at, kMonoInfinity);
+
+  // The run took half a second: the next claim records nothing, its run is recorded whole by its
+  // release, or once it has run kShortRun.
+  (void)planner_->GlobalRunReturned(*run);
+  ReleaseResult released;
+  released.released = true;
+  released.version = 2;
+  released.next_run_start_at = kWall0 + minutes(1);
+  released.db_now = WallAt(kT1 + milliseconds(500));
+  const MonoTime wake =
+      planner_->ApplyRelease(*task, *run, milliseconds(500), released, kT1 + milliseconds(500));
+  EXPECT_EQ(wake, kT0 + minutes(1));
+  EXPECT_TRUE(task->short_runs);
+  planner_->FinishGlobalRun(*task, run, released.version, released.next_run_start_at, wake);
+  slots_->JobReturned();
+  plan = planner_->PlanDispatch(wake);
+  ASSERT_EQ(plan.candidates.size(), 1u);
+  started = Claim(plan, wake, {true}, &lost);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_FALSE(started[0].run->start_recorded);
+  EXPECT_EQ(started[0].run->record_start_at, wake + kShortRun);
+}
+
+TEST_F(PlannerTest, AReleaseThatWroteNothingLeavesTheRowsWakeUnknown) {
+  Start();
+  TaskPtr task = Register(Def("a", "PT1M"), kWall0, 1);
+  FirstQuietPoll();
+  const RunPtr run = ClaimAtT1();
+  ASSERT_NE(run, nullptr);
+  ReleaseResult refused;
+  refused.released = false;
+  EXPECT_EQ(planner_->ApplyRelease(*task, *run, seconds(5), refused, kT1), kMonoInfinity);
+  EXPECT_FALSE(task->short_runs);
+}
+
+}  // namespace
+}  // namespace stagehand::engine_internal
