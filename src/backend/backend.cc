@@ -219,35 +219,27 @@ Backend::Backend() : impl_(std::make_unique<Impl>()) {}
 Backend::~Backend() { Stop(); }
 
 Result<std::unique_ptr<Backend>> Backend::Create(BackendOptions options) {
-  Result<BackendConfig> config = ReadBackendConfig(options.config);
-  if (!config.ok()) {
-    return config.status();
-  }
-  Result<TracingConfig> tracing = ReadTracingConfig(
-      options.config, options.environment ? options.environment : ProcessEnvironment());
-  if (!tracing.ok()) {
-    return tracing.status();
-  }
+  STAGEHAND_ASSIGN_OR_RETURN(BackendConfig config, ReadBackendConfig(options.config));
+  STAGEHAND_ASSIGN_OR_RETURN(
+      TracingConfig tracing,
+      ReadTracingConfig(options.config,
+                        options.environment ? options.environment : ProcessEnvironment()));
   std::unique_ptr<OtlpHttpExporter> span_exporter;
-  if (tracing->enabled) {
+  if (tracing.enabled) {
     OtlpHttpOptions exporter_options;
-    exporter_options.endpoint = tracing->endpoint;
-    exporter_options.headers = tracing->headers;
-    exporter_options.timeout = tracing->timeout;
+    exporter_options.endpoint = tracing.endpoint;
+    exporter_options.headers = tracing.headers;
+    exporter_options.timeout = tracing.timeout;
     exporter_options.clock = options.clock;
-    exporter_options.resource = tracing->resource;
+    exporter_options.resource = tracing.resource;
     exporter_options.scope_name = std::string(kSchedulerTracerName);
-    Result<std::unique_ptr<OtlpHttpExporter>> exporter =
-        OtlpHttpExporter::Create(std::move(exporter_options));
-    if (!exporter.ok()) {
-      return exporter.status();
-    }
-    span_exporter = *std::move(exporter);
+    STAGEHAND_ASSIGN_OR_RETURN(span_exporter,
+                               OtlpHttpExporter::Create(std::move(exporter_options)));
   }
   std::unique_ptr<Backend> backend(new Backend());
   Impl& impl = *backend->impl_;
-  impl.config = std::move(*config);
-  impl.tracing = *std::move(tracing);
+  impl.config = std::move(config);
+  impl.tracing = std::move(tracing);
   impl.span_exporter = std::move(span_exporter);
   if (impl.tracing.enabled) impl.config.engine.trace_runs = impl.tracing.sampler;
   impl.clock = options.clock != nullptr ? options.clock : &SystemClock::Instance();
@@ -293,9 +285,7 @@ Status ValidatePluginId(std::string_view id) {
 }
 
 Status Backend::AddPlugin(BackendPlugin plugin) {
-  if (Status valid = ValidatePluginId(plugin.id); !valid.ok()) {
-    return valid;
-  }
+  STAGEHAND_RETURN_IF_ERROR(ValidatePluginId(plugin.id));
   if (!plugin.init) {
     return InvalidArgumentError(fmt::format("plugin '{}' has no init", plugin.id));
   }
@@ -603,9 +593,7 @@ Status Backend::Impl::DoStart() {
     }
     return std::nullopt;
   });
-  if (Status listening = server->Start(); !listening.ok()) {
-    return listening;
-  }
+  STAGEHAND_RETURN_IF_ERROR(server->Start());
   logger->Info(fmt::format("Listening on {}:{}", config.listen_host, server->port()));
   if (config.dashboard_enabled) {
     logger->Info("Dashboard", {{"path", config.dashboard_path}});

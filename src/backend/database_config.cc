@@ -407,11 +407,7 @@ bool ParseMySqlUrl(std::string_view text, DatabaseConnection& connection) {
 }
 
 Result<DatabaseConfig> ReadDatabaseConfig(const Config& root) {
-  Result<Config> database = root.GetConfig(kRootKey);
-  if (!database.ok()) {
-    return database.status();
-  }
-  const Config& db = *database;
+  STAGEHAND_ASSIGN_OR_RETURN(Config db, root.GetConfig(kRootKey));
 
   ConfigProblems problems;
   DatabaseConfig config;

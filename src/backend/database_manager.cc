@@ -75,32 +75,31 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = stores_.find(plugin_id); it != stores_.end()) return it->second;
   }
-  Result<PluginDatabase> database = Resolve(plugin_id);
-  if (!database.ok()) return database.status();
+  STAGEHAND_ASSIGN_OR_RETURN(PluginDatabase database, Resolve(plugin_id));
 
   Result<std::unique_ptr<TaskStore>> opened = InternalError("no store opened");
-  if (database->client == DatabaseClient::kSqlite) {
+  if (database.client == DatabaseClient::kSqlite) {
     // The store creates the directory of the plugin's file when it is missing, as Backstage does
     // (0700, and the file 0600, whatever the umask).
     SqliteStoreOptions options;
-    options.path = database->database;
+    options.path = database.database;
     opened = OpenSqliteTaskStore(plugin_id, options, clock_);
-  } else if (database->client == DatabaseClient::kMySql) {
-    opened = OpenMySqlTaskStore(plugin_id, MySqlOptions(*database), clock_);
+  } else if (database.client == DatabaseClient::kMySql) {
+    opened = OpenMySqlTaskStore(plugin_id, MySqlOptions(database), clock_);
   } else {
     PostgresStoreOptions options;
-    options.connection = database->server_connection;
-    options.database = database->database;
-    options.schema = database->schema;
-    options.pool_min = database->pool_min;
-    options.pool_size = database->pool_max;
-    options.idle_timeout = database->idle_timeout;
-    options.transaction_pooler = database->transaction_pooler;
-    options.notify_connection = database->notify_connection;
+    options.connection = database.server_connection;
+    options.database = database.database;
+    options.schema = database.schema;
+    options.pool_min = database.pool_min;
+    options.pool_size = database.pool_max;
+    options.idle_timeout = database.idle_timeout;
+    options.transaction_pooler = database.transaction_pooler;
+    options.notify_connection = database.notify_connection;
     options.connections = PostgresShared();
     opened = OpenPostgresTaskStore(plugin_id, options, clock_);
   }
-  if (!opened.ok()) return Describe(opened.status(), plugin_id, DisplayName(*database));
+  if (!opened.ok()) return Describe(opened.status(), plugin_id, DisplayName(database));
 
   std::shared_ptr<TaskStore> store = std::move(*opened);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -109,13 +108,11 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
 }
 
 Result<MigrationOutcome> DatabaseManager::MigrateIfNeeded(const std::string& plugin_id) {
-  Result<PluginDatabase> database = Resolve(plugin_id);
-  if (!database.ok()) return database.status();
-  if (database->skip_migrations) return MigrationOutcome::kSkipped;
-  Result<std::shared_ptr<TaskStore>> store = OpenStore(plugin_id);
-  if (!store.ok()) return store.status();
-  if (Status migrated = (*store)->Migrate(); !migrated.ok()) {
-    return Describe(migrated, plugin_id, DisplayName(*database));
+  STAGEHAND_ASSIGN_OR_RETURN(PluginDatabase database, Resolve(plugin_id));
+  if (database.skip_migrations) return MigrationOutcome::kSkipped;
+  STAGEHAND_ASSIGN_OR_RETURN(std::shared_ptr<TaskStore> store, OpenStore(plugin_id));
+  if (Status migrated = store->Migrate(); !migrated.ok()) {
+    return Describe(migrated, plugin_id, DisplayName(database));
   }
   return MigrationOutcome::kMigrated;
 }

@@ -93,29 +93,23 @@ bool IsTruthy(const ConfigNode& node) {
 }
 
 Result<CronFrequency> ReadCronFrequency(const Config& config) {
-  auto expression = config.GetString("frequency.cron");
-  if (!expression.ok()) {
-    return expression.status();
-  }
-  Result<CronExpression> parsed = CronExpression::Parse(*expression);
+  STAGEHAND_ASSIGN_OR_RETURN(auto expression, config.GetString("frequency.cron"));
+  Result<CronExpression> parsed = CronExpression::Parse(expression);
   if (!parsed.ok()) {
     return InvalidArgumentError(
         fmt::format("Invalid cron expression at '{}' in '{}': {}", config.FullKey("frequency.cron"),
                     config.Context("frequency.cron"), parsed.status().message()));
   }
-  auto time_zone = config.GetOptionalString("frequency.timeZone");
-  if (!time_zone.ok()) {
-    return time_zone.status();
-  }
-  CronFrequency frequency{*std::move(expression), "",
+  STAGEHAND_ASSIGN_OR_RETURN(auto time_zone, config.GetOptionalString("frequency.timeZone"));
+  CronFrequency frequency{std::move(expression), "",
                           std::make_shared<const CronExpression>(*std::move(parsed))};
-  if (time_zone->has_value()) {
-    if (auto zone = TimeZone::Locate(**time_zone); !zone.ok()) {
+  if (time_zone.has_value()) {
+    if (auto zone = TimeZone::Locate(*time_zone); !zone.ok()) {
       return InvalidArgumentError(
           fmt::format("Invalid time zone at '{}' in '{}': {}", config.FullKey("frequency.timeZone"),
                       config.Context("frequency.timeZone"), zone.status().message()));
     }
-    frequency.time_zone = **std::move(time_zone);
+    frequency.time_zone = *std::move(time_zone);
   }
   return frequency;
 }
@@ -129,11 +123,8 @@ Result<Frequency> ReadFrequency(const Config& config) {
   if (std::holds_alternative<ConfigNode::Object>(node->value)) {
     const ConfigNode* cron = config.Node("frequency.cron");
     if (cron != nullptr && IsTruthy(*cron)) {
-      auto frequency = ReadCronFrequency(config);
-      if (!frequency.ok()) {
-        return frequency.status();
-      }
-      return Frequency(*std::move(frequency));
+      STAGEHAND_ASSIGN_OR_RETURN(auto frequency, ReadCronFrequency(config));
+      return Frequency(std::move(frequency));
     }
     const ConfigNode* trigger = config.Node("frequency.trigger");
     if (trigger != nullptr) {
@@ -143,11 +134,8 @@ Result<Frequency> ReadFrequency(const Config& config) {
       }
     }
   }
-  auto duration = ReadDurationFromConfig(config, "frequency");
-  if (!duration.ok()) {
-    return duration.status();
-  }
-  return Frequency(*std::move(duration));
+  STAGEHAND_ASSIGN_OR_RETURN(auto duration, ReadDurationFromConfig(config, "frequency"));
+  return Frequency(std::move(duration));
 }
 
 // Reads the `retry` block of a schedule: {attempts, backoff, maxBackoff}, the durations as the
@@ -156,23 +144,19 @@ Result<Frequency> ReadFrequency(const Config& config) {
 // key.
 Result<RetryPolicy> ReadRetryPolicy(const Config& schedule) {
   RetryPolicy policy;
-  Result<double> attempts = schedule.GetNumber("retry.attempts");
-  if (!attempts.ok()) return attempts.status();
-  if (*attempts != std::floor(*attempts) || *attempts < 0 || *attempts > kMaxRetryAttempts) {
+  STAGEHAND_ASSIGN_OR_RETURN(double attempts, schedule.GetNumber("retry.attempts"));
+  if (attempts != std::floor(attempts) || attempts < 0 || attempts > kMaxRetryAttempts) {
     return InvalidArgumentError(InvalidConfigValue(
         schedule, "retry.attempts",
-        fmt::format("must be a whole number from 0 to {}, got {}", kMaxRetryAttempts, *attempts)));
+        fmt::format("must be a whole number from 0 to {}, got {}", kMaxRetryAttempts, attempts)));
   }
-  policy.attempts = static_cast<int>(*attempts);
+  policy.attempts = static_cast<int>(attempts);
   if (schedule.Has("retry.backoff")) {
-    Result<HumanDuration> backoff = ReadDurationFromConfig(schedule, "retry.backoff");
-    if (!backoff.ok()) return backoff.status();
-    policy.backoff = *std::move(backoff);
+    STAGEHAND_ASSIGN_OR_RETURN(policy.backoff, ReadDurationFromConfig(schedule, "retry.backoff"));
   }
   if (schedule.Has("retry.maxBackoff")) {
-    Result<HumanDuration> max_backoff = ReadDurationFromConfig(schedule, "retry.maxBackoff");
-    if (!max_backoff.ok()) return max_backoff.status();
-    policy.max_backoff = *std::move(max_backoff);
+    STAGEHAND_ASSIGN_OR_RETURN(policy.max_backoff,
+                               ReadDurationFromConfig(schedule, "retry.maxBackoff"));
   }
   return policy;
 }
@@ -183,11 +167,8 @@ Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_v
   if (!key.empty()) {
     const ConfigNode* node = config.Node(key);
     if (node != nullptr && std::holds_alternative<std::string>(node->value)) {
-      auto raw = config.GetString(key);
-      if (!raw.ok()) {
-        return raw.status();
-      }
-      const std::string_view value = TrimJsWhitespace(*raw);
+      STAGEHAND_ASSIGN_OR_RETURN(auto raw, config.GetString(key));
+      const std::string_view value = TrimJsWhitespace(raw);
       auto parsed = ParseDurationString(value);
       if (!parsed.ok()) {
         return InvalidArgumentError(
@@ -244,55 +225,36 @@ Result<HumanDuration> ReadDurationFromConfig(const Config& config, std::string_v
 
 Result<ScheduleDefinition> ReadScheduleDefinitionFromConfig(const Config& config) {
   ScheduleDefinition schedule;
-  auto frequency = ReadFrequency(config);
-  if (!frequency.ok()) {
-    return frequency.status();
-  }
-  schedule.frequency = *std::move(frequency);
+  STAGEHAND_ASSIGN_OR_RETURN(schedule.frequency, ReadFrequency(config));
 
-  auto timeout = ReadDurationFromConfig(config, "timeout");
-  if (!timeout.ok()) {
-    return timeout.status();
-  }
-  schedule.timeout = *std::move(timeout);
+  STAGEHAND_ASSIGN_OR_RETURN(schedule.timeout, ReadDurationFromConfig(config, "timeout"));
 
   if (config.Has("initialDelay")) {
-    auto initial_delay = ReadDurationFromConfig(config, "initialDelay");
-    if (!initial_delay.ok()) {
-      return initial_delay.status();
-    }
-    schedule.initial_delay = *std::move(initial_delay);
+    STAGEHAND_ASSIGN_OR_RETURN(schedule.initial_delay,
+                               ReadDurationFromConfig(config, "initialDelay"));
   }
   // stagehand's extensions (ADR 0014), read as the other durations are.
   for (auto [key, field] : {std::pair{"catchupWindow", &ScheduleDefinition::catchup_window},
                             std::pair{"jitter", &ScheduleDefinition::jitter}}) {
     if (!config.Has(key)) continue;
-    Result<HumanDuration> duration = ReadDurationFromConfig(config, key);
-    if (!duration.ok()) return duration.status();
-    schedule.*field = *std::move(duration);
+    STAGEHAND_ASSIGN_OR_RETURN(schedule.*field, ReadDurationFromConfig(config, key));
   }
 
-  Result<std::optional<Config>> retry = config.GetOptionalConfig("retry");
-  if (!retry.ok()) return retry.status();
-  if (*retry) {
-    Result<RetryPolicy> policy = ReadRetryPolicy(config);
-    if (!policy.ok()) return policy.status();
-    schedule.retry = *std::move(policy);
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<Config> retry, config.GetOptionalConfig("retry"));
+  if (retry) {
+    STAGEHAND_ASSIGN_OR_RETURN(schedule.retry, ReadRetryPolicy(config));
   }
 
-  auto scope = config.GetOptionalString("scope");
-  if (!scope.ok()) {
-    return scope.status();
-  }
-  if (scope->has_value()) {
-    if (**scope == "global") {
+  STAGEHAND_ASSIGN_OR_RETURN(auto scope, config.GetOptionalString("scope"));
+  if (scope.has_value()) {
+    if (*scope == "global") {
       schedule.scope = TaskScope::kGlobal;
-    } else if (**scope == "local") {
+    } else if (*scope == "local") {
       schedule.scope = TaskScope::kLocal;
     } else {
       return InvalidArgumentError(fmt::format(
           R"(Only "global" or "local" are allowed for TaskScheduleDefinition.scope, but got: {})",
-          **scope));
+          *scope));
     }
   }
 

@@ -99,11 +99,7 @@ Result<Url> ParseUrl(std::string_view text) {
     }
   }
   if (port_text) {
-    Result<std::uint16_t> port = ParsePort(*port_text);
-    if (!port.ok()) {
-      return port.status();
-    }
-    url.port = *port;
+    STAGEHAND_ASSIGN_OR_RETURN(url.port, ParsePort(*port_text));
   }
 
   if (const std::size_t hash = rest.find('#'); hash != std::string_view::npos) {

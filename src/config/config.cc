@@ -212,12 +212,10 @@ std::string_view ConfigNode::TypeName() const {
 }
 
 Result<Config> Config::FromYaml(std::string_view text, std::string context) {
-  auto tree =
-      config_internal::ParseYamlTree(text, std::make_shared<const std::string>(std::move(context)));
-  if (!tree.ok()) {
-    return tree.status();
-  }
-  return Config(*std::move(tree), "");
+  STAGEHAND_ASSIGN_OR_RETURN(auto tree,
+                             config_internal::ParseYamlTree(
+                                 text, std::make_shared<const std::string>(std::move(context))));
+  return Config(std::move(tree), "");
 }
 
 Result<Config> Config::FromYamlFile(const std::string& path) {
@@ -230,12 +228,10 @@ Result<Config> Config::FromYamlFile(const std::string& path) {
 }
 
 Result<Config> Config::FromJson(std::string_view text, std::string context) {
-  auto tree =
-      config_internal::ParseJsonTree(text, std::make_shared<const std::string>(std::move(context)));
-  if (!tree.ok()) {
-    return tree.status();
-  }
-  return Config(*std::move(tree), "");
+  STAGEHAND_ASSIGN_OR_RETURN(auto tree,
+                             config_internal::ParseJsonTree(
+                                 text, std::make_shared<const std::string>(std::move(context))));
+  return Config(std::move(tree), "");
 }
 
 Config Config::Merge(const std::vector<Config>& layers) {
@@ -297,25 +293,20 @@ std::string Config::Context(std::string_view key) const {
 
 template <typename T>
 Result<T> Config::Required(Result<std::optional<T>> value, std::string_view key) const {
-  if (!value.ok()) {
-    return value.status();
-  }
-  if (!value->has_value()) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<T> present, std::move(value));
+  if (!present.has_value()) {
     return MissingError(FullKey(key), Context());
   }
-  return **std::move(value);
+  return *std::move(present);
 }
 
 Result<std::optional<Config>> Config::GetOptionalConfig(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return std::optional<Config>();
   }
-  STAGEHAND_RETURN_IF_ERROR(CheckType(AsObject(**node) != nullptr, **node, FullKey(key), "object"));
-  return std::optional<Config>(Config(*node, FullKey(key)));
+  STAGEHAND_RETURN_IF_ERROR(CheckType(AsObject(*node) != nullptr, *node, FullKey(key), "object"));
+  return std::optional<Config>(Config(node, FullKey(key)));
 }
 
 Result<Config> Config::GetConfig(std::string_view key) const {
@@ -323,15 +314,12 @@ Result<Config> Config::GetConfig(std::string_view key) const {
 }
 
 Result<std::vector<Config>> Config::GetConfigArray(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return MissingError(FullKey(key), Context());
   }
-  const auto* items = std::get_if<ConfigNode::Array>(&(*node)->value);
-  STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, **node, FullKey(key), "object-array"));
+  const auto* items = std::get_if<ConfigNode::Array>(&node->value);
+  STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, *node, FullKey(key), "object-array"));
   std::vector<Config> configs;
   configs.reserve(items->size());
   for (std::size_t i = 0; i < items->size(); ++i) {
@@ -345,15 +333,12 @@ Result<std::vector<Config>> Config::GetConfigArray(std::string_view key) const {
 }
 
 Result<std::optional<std::string>> Config::GetOptionalString(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return std::optional<std::string>();
   }
-  STAGEHAND_RETURN_IF_ERROR(CheckType(IsNonEmptyString(**node), **node, FullKey(key), "string"));
-  return std::optional<std::string>(std::get<std::string>((*node)->value));
+  STAGEHAND_RETURN_IF_ERROR(CheckType(IsNonEmptyString(*node), *node, FullKey(key), "string"));
+  return std::optional<std::string>(std::get<std::string>(node->value));
 }
 
 Result<std::string> Config::GetString(std::string_view key) const {
@@ -361,14 +346,11 @@ Result<std::string> Config::GetString(std::string_view key) const {
 }
 
 Result<std::optional<double>> Config::GetOptionalNumber(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return std::optional<double>();
   }
-  const ConfigNode& value = **node;
+  const ConfigNode& value = *node;
   if (const auto* number = std::get_if<double>(&value.value)) {
     return std::optional<double>(*number);
   }
@@ -386,14 +368,11 @@ Result<double> Config::GetNumber(std::string_view key) const {
 }
 
 Result<std::optional<bool>> Config::GetOptionalBoolean(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return std::optional<bool>();
   }
-  const ConfigNode& value = **node;
+  const ConfigNode& value = *node;
   if (const auto* flag = std::get_if<bool>(&value.value)) {
     return std::optional<bool>(*flag);
   }
@@ -424,15 +403,12 @@ Result<bool> Config::GetBoolean(std::string_view key) const {
 }
 
 Result<std::vector<std::string>> Config::GetStringArray(std::string_view key) const {
-  auto node = ReadValue(node_, prefix_, key);
-  if (!node.ok()) {
-    return node.status();
-  }
-  if (*node == nullptr) {
+  STAGEHAND_ASSIGN_OR_RETURN(auto node, ReadValue(node_, prefix_, key));
+  if (node == nullptr) {
     return MissingError(FullKey(key), Context());
   }
-  const auto* items = std::get_if<ConfigNode::Array>(&(*node)->value);
-  STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, **node, FullKey(key), "string-array"));
+  const auto* items = std::get_if<ConfigNode::Array>(&node->value);
+  STAGEHAND_RETURN_IF_ERROR(CheckType(items != nullptr, *node, FullKey(key), "string-array"));
   std::vector<std::string> strings;
   strings.reserve(items->size());
   for (std::size_t i = 0; i < items->size(); ++i) {

@@ -187,11 +187,8 @@ class YamlConverter {
         ConfigNode::Array items;
         items.reserve(node.size());
         for (const auto& item : node) {
-          auto converted = Convert(item, depth + 1);
-          if (!converted.ok()) {
-            return converted.status();
-          }
-          items.push_back(*std::move(converted));
+          STAGEHAND_ASSIGN_OR_RETURN(auto converted, Convert(item, depth + 1));
+          items.push_back(std::move(converted));
         }
         return MakeNode(std::move(items), source_, line);
       }
@@ -209,12 +206,10 @@ class YamlConverter {
                          fmt::format("map keys must be unique; '{}' is repeated", name));
           }
           const YAML::Mark key_mark = key.Mark();
-          auto converted =
-              Convert(entry.second, depth + 1, key_mark.is_null() ? 0 : key_mark.line + 1);
-          if (!converted.ok()) {
-            return converted.status();
-          }
-          entries.emplace_back(std::move(name), *std::move(converted));
+          STAGEHAND_ASSIGN_OR_RETURN(
+              auto converted,
+              Convert(entry.second, depth + 1, key_mark.is_null() ? 0 : key_mark.line + 1));
+          entries.emplace_back(std::move(name), std::move(converted));
         }
         return MakeNode(std::move(entries), source_, line);
       }
@@ -286,11 +281,8 @@ class JsonConverter {
         ConfigNode::Array items;
         items.reserve(json.size());
         for (const auto& item : json) {
-          auto converted = Convert(item, depth + 1);
-          if (!converted.ok()) {
-            return converted.status();
-          }
-          items.push_back(*std::move(converted));
+          STAGEHAND_ASSIGN_OR_RETURN(auto converted, Convert(item, depth + 1));
+          items.push_back(std::move(converted));
         }
         return MakeNode(std::move(items), source_);
       }
@@ -298,11 +290,8 @@ class JsonConverter {
         ConfigNode::Object entries;
         entries.reserve(json.size());
         for (const auto& [key, value] : json.items()) {
-          auto converted = Convert(value, depth + 1);
-          if (!converted.ok()) {
-            return converted.status();
-          }
-          entries.emplace_back(key, *std::move(converted));
+          STAGEHAND_ASSIGN_OR_RETURN(auto converted, Convert(value, depth + 1));
+          entries.emplace_back(key, std::move(converted));
         }
         return MakeNode(std::move(entries), source_);
       }

@@ -165,14 +165,14 @@ Result<ReloadReport> DaemonReloader::Reload() {
   std::vector<LoadedPlugin> loaded;
   loaded.reserve(plugins_.size());
   for (const auto& plugin : plugins_) loaded.push_back(plugin->loaded);
-  Result<std::vector<PluginTaskChanges>> changes = DiffDaemonPlugins(loaded, *std::move(next));
-  if (!changes.ok()) return changes.status();
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<PluginTaskChanges> changes,
+                             DiffDaemonPlugins(loaded, *std::move(next)));
 
   ReloadReport report;
   for (std::size_t i = 0; i < plugins_.size(); ++i) {
     PluginReload& plugin_report = report.plugins.emplace_back();
     plugin_report.plugin_id = plugins_[i]->loaded.id;
-    if (Status applied = Apply(*plugins_[i], (*changes)[i], plugin_report); !applied.ok()) {
+    if (Status applied = Apply(*plugins_[i], changes[i], plugin_report); !applied.ok()) {
       return UnavailableError("the reload stopped part-way, in plugin '" + plugins_[i]->loaded.id +
                               "' (" + DescribeReload(report) +
                               " were applied): " + applied.message());
@@ -203,18 +203,18 @@ Status DaemonReloader::Apply(Plugin& plugin, PluginTaskChanges& changes, PluginR
     report.removed.push_back(id);
   }
   for (DaemonTask& task : changes.changed) {
-    Result<TaskDefinition> definition = MakeDaemonTaskDefinition(task, logger, *clock_);
-    if (!definition.ok()) return definition.status();
+    STAGEHAND_ASSIGN_OR_RETURN(TaskDefinition definition,
+                               MakeDaemonTaskDefinition(task, logger, *clock_));
     STAGEHAND_RETURN_IF_ERROR(
-        scheduler.RescheduleTask(*std::move(definition)).WithPrefix("task '" + task.id + "': "));
+        scheduler.RescheduleTask(std::move(definition)).WithPrefix("task '" + task.id + "': "));
     remember(task);
     report.changed.push_back(task.id);
   }
   std::vector<TaskDefinition> added;
   for (const DaemonTask& task : changes.added) {
-    Result<TaskDefinition> definition = MakeDaemonTaskDefinition(task, logger, *clock_);
-    if (!definition.ok()) return definition.status();
-    added.push_back(*std::move(definition));
+    STAGEHAND_ASSIGN_OR_RETURN(TaskDefinition definition,
+                               MakeDaemonTaskDefinition(task, logger, *clock_));
+    added.push_back(std::move(definition));
   }
   if (!added.empty()) {
     Status scheduled = scheduler.ScheduleTasks(added);

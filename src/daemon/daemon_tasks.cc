@@ -384,9 +384,9 @@ Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
   std::vector<TaskDefinition> definitions;
   definitions.reserve(tasks.size());
   for (const DaemonTask& task : tasks) {
-    Result<TaskDefinition> definition = MakeDaemonTaskDefinition(task, logger, clock);
-    if (!definition.ok()) return definition.status();
-    definitions.push_back(*std::move(definition));
+    STAGEHAND_ASSIGN_OR_RETURN(TaskDefinition definition,
+                               MakeDaemonTaskDefinition(task, logger, clock));
+    definitions.push_back(std::move(definition));
   }
   Status scheduled = services.scheduler->ScheduleTasks(std::move(definitions));
   if (!scheduled.ok() && tasks.size() == 1) {
@@ -402,15 +402,12 @@ Status ScheduleDaemonTasks(const std::vector<DaemonTask>& tasks, Clock& clock,
 Result<std::vector<DaemonPlugin>> ReadDaemonPlugins(const Config& root) {
   ConfigProblems problems;
   std::vector<DaemonPlugin> plugins;
-  Result<std::optional<Config>> block = root.GetOptionalConfig(kPluginsKey);
-  if (!block.ok()) {
-    return block.status();
-  }
-  if (!*block) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<Config> block, root.GetOptionalConfig(kPluginsKey));
+  if (!block) {
     return plugins;
   }
-  for (const std::string& id : (*block)->Keys()) {
-    if (std::optional<DaemonPlugin> plugin = ReadPlugin(**block, id, problems)) {
+  for (const std::string& id : block->Keys()) {
+    if (std::optional<DaemonPlugin> plugin = ReadPlugin(*block, id, problems)) {
       plugins.push_back(*std::move(plugin));
     }
   }

@@ -211,9 +211,9 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
   {
     std::lock_guard lock(mu_);
     for (EngineTask& def : defs) {
-      Result<TaskPtr> task = planner_->MakeTask(std::move(def), context_.plugin_id);
-      if (!task.ok()) return task.status();
-      tasks.push_back(*std::move(task));
+      STAGEHAND_ASSIGN_OR_RETURN(TaskPtr task,
+                                 planner_->MakeTask(std::move(def), context_.plugin_id));
+      tasks.push_back(std::move(task));
     }
     STAGEHAND_RETURN_IF_ERROR(planner_->Reserve(tasks, context_.plugin_id));
   }
@@ -299,9 +299,7 @@ Status TaskEngine::Redefine(EngineTask def) {
                                      std::string(TaskScopeName(current->def.scope)) +
                                      "; its scope cannot change while it is scheduled");
     }
-    Result<TaskPtr> made = planner_->MakeTask(std::move(def), context_.plugin_id);
-    if (!made.ok()) return made.status();
-    successor = *std::move(made);
+    STAGEHAND_ASSIGN_OR_RETURN(successor, planner_->MakeTask(std::move(def), context_.plugin_id));
   }
   std::optional<WallTime> row_next;
   std::optional<std::int64_t> row_version;

@@ -704,10 +704,8 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
   if (!wake.valid()) {
     return UnavailableError(fmt::format("cannot create an eventfd: {}", ErrnoText(errno)));
   }
-  Result<pid_t> shim = ForkShim(spec, shim_channel.get(), out_write.get(), err_write.get());
-  if (!shim.ok()) {
-    return shim.status();
-  }
+  STAGEHAND_ASSIGN_OR_RETURN(pid_t shim,
+                             ForkShim(spec, shim_channel.get(), out_write.get(), err_write.get()));
   shim_channel.Reset();
   out_write.Reset();
   err_write.Reset();
@@ -752,7 +750,7 @@ Status RunCommand(const CommandSpec& spec, Logger& logger, Clock& clock,
       }
     }
   }
-  std::optional<std::string> shim_end = ReapShim(*shim);
+  std::optional<std::string> shim_end = ReapShim(shim);
   DrainAfterExit(streams, sink, wake_fd);
   if (reports.exit) {
     RecordExit(spec, *reports.exit, sink, control.report.get(), logger);

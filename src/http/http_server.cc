@@ -1054,10 +1054,8 @@ Status HttpServer::Start() {
     return FailedPreconditionError("the HTTP server is already started");
   }
   Impl& impl = *impl_;
-  Result<tcp::endpoint> bound = Listen(impl.acceptor, impl.options.host, impl.options.port);
-  if (!bound.ok()) {
-    return bound.status();
-  }
+  STAGEHAND_ASSIGN_OR_RETURN(tcp::endpoint bound,
+                             Listen(impl.acceptor, impl.options.host, impl.options.port));
   rlimit files{};
   impl.max_connections = impl.options.max_connections;
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
@@ -1066,7 +1064,7 @@ Status HttpServer::Start() {
                             : files.rlim_cur / 2;
     impl.max_connections = std::min<std::size_t>(impl.max_connections, room);
   }
-  impl.bound_port.store(bound->port());
+  impl.bound_port.store(bound.port());
   impl.started = true;
   impl.handlers =
       std::make_unique<HandlerPool>(impl.options.handler_threads, impl.options.max_queued_requests);

@@ -28,17 +28,14 @@ HttpResponse JsonOk(const nlohmann::ordered_json& body) {
 // Returns the one value of query parameter `name`, or nullopt when it is absent. Errors:
 // kInvalidArgument when it is malformed or given more than once.
 Result<std::optional<std::string>> OneQueryValue(std::string_view query, std::string_view name) {
-  Result<std::vector<std::string>> values = QueryParameterValues(query, name);
-  if (!values.ok()) {
-    return values.status();
-  }
-  if (values->size() > 1) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<std::string> values, QueryParameterValues(query, name));
+  if (values.size() > 1) {
     return InvalidArgumentError(fmt::format("{} must be given at most once", name));
   }
-  if (values->empty()) {
+  if (values.empty()) {
     return std::optional<std::string>();
   }
-  return std::optional<std::string>(std::move(values->front()));
+  return std::optional<std::string>(std::move(values.front()));
 }
 
 // Returns the count `text` gives for query parameter `name`, 1 to `max`. Errors:

@@ -117,9 +117,7 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   if (Status valid = ValidateScheduleDurations(schedule); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
-  Result<TimeZone> zone = ZoneOf(task, default_zone);
-  if (!zone.ok()) return zone.status();
-  task_schedule.zone = *zone;
+  STAGEHAND_ASSIGN_OR_RETURN(task_schedule.zone, ZoneOf(task, default_zone));
   if (task.jitter)
     task_schedule.jitter_offset = JitterOffset(task.id, ToMilliseconds(*task.jitter));
 
@@ -160,11 +158,10 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   engine_tasks.reserve(tasks.size());
   descriptors.reserve(tasks.size());
   for (TaskDefinition& task : tasks) {
-    Result<engine_internal::EngineTask> engine_task =
-        ToEngineTask(std::move(task), impl_->options.default_zone);
-    if (!engine_task.ok()) return engine_task.status();
-    descriptors.push_back(DescriptorOf(*engine_task));
-    engine_tasks.push_back(*std::move(engine_task));
+    STAGEHAND_ASSIGN_OR_RETURN(engine_internal::EngineTask engine_task,
+                               ToEngineTask(std::move(task), impl_->options.default_zone));
+    descriptors.push_back(DescriptorOf(engine_task));
+    engine_tasks.push_back(std::move(engine_task));
   }
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.RegisterMany(std::move(engine_tasks)));
 
@@ -187,10 +184,10 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
 }
 
 Status PluginScheduler::RescheduleTask(TaskDefinition task) {
-  Result<engine_internal::EngineTask> engine_task = ToEngineTask(task, impl_->options.default_zone);
-  if (!engine_task.ok()) return engine_task.status();
-  TaskDescriptor descriptor = DescriptorOf(*engine_task);
-  Status redefined = impl_->engine.Redefine(*std::move(engine_task));
+  STAGEHAND_ASSIGN_OR_RETURN(engine_internal::EngineTask engine_task,
+                             ToEngineTask(task, impl_->options.default_zone));
+  TaskDescriptor descriptor = DescriptorOf(engine_task);
+  Status redefined = impl_->engine.Redefine(std::move(engine_task));
   if (redefined.code() == StatusCode::kNotFound) return ScheduleTask(std::move(task));
   STAGEHAND_RETURN_IF_ERROR(redefined);
   std::lock_guard lock(impl_->mu);
@@ -273,9 +270,8 @@ Result<std::vector<TaskListing>> PluginScheduler::ListTasks() const {
   const std::vector<TaskDescriptor> descriptors = GetScheduledTasks();
   std::map<std::string, TaskRow> rows;
   if (impl_->options.store) {
-    Result<std::vector<TaskRow>> states = impl_->options.store->States();
-    if (!states.ok()) return states.status();
-    for (TaskRow& row : *states) {
+    STAGEHAND_ASSIGN_OR_RETURN(std::vector<TaskRow> states, impl_->options.store->States());
+    for (TaskRow& row : states) {
       std::string id = row.id;
       rows.emplace(std::move(id), std::move(row));
     }
@@ -315,9 +311,8 @@ Result<RunHistory*> PluginScheduler::Impl::History() const {
                               "' keeps no run history: its kind of database does not keep one "
                               "yet");
   }
-  Result<bool> tables = history->TablesExist();
-  if (!tables.ok()) return tables.status();
-  if (!*tables) {
+  STAGEHAND_ASSIGN_OR_RETURN(bool tables, history->TablesExist());
+  if (!tables) {
     return UnimplementedError(
         "The run history of plugin '" + id +
         "' is missing: its database has no history tables. Create them by migrating the "
@@ -335,33 +330,28 @@ Result<bool> PluginScheduler::Impl::TaskExists(const std::string& task_id) const
     }
   }
   const std::string ids[] = {task_id};
-  Result<PollResult> polled = options.store->Poll(ids, /*sweep_expired=*/false);
-  if (!polled.ok()) return polled.status();
-  return polled->entries.size() == 1 && polled->entries[0].readiness != Readiness::kMissing;
+  STAGEHAND_ASSIGN_OR_RETURN(PollResult polled, options.store->Poll(ids, /*sweep_expired=*/false));
+  return polled.entries.size() == 1 && polled.entries[0].readiness != Readiness::kMissing;
 }
 
 Result<RunPage> PluginScheduler::GetTaskRuns(std::string_view task_id, int limit,
                                              const std::optional<std::string>& before) const {
-  Result<RunHistory*> history = impl_->History();
-  if (!history.ok()) return history.status();
+  STAGEHAND_ASSIGN_OR_RETURN(RunHistory * history, impl_->History());
   const std::string id(task_id);
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(id));
-  Result<RunPage> page = (*history)->ListRuns(id, limit, before);
+  Result<RunPage> page = history->ListRuns(id, limit, before);
   if (!page.ok() || !page->runs.empty()) return page;
-  Result<bool> exists = impl_->TaskExists(id);
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return NotFoundError("Task " + id + " does not exist");
+  STAGEHAND_ASSIGN_OR_RETURN(bool exists, impl_->TaskExists(id));
+  if (!exists) return NotFoundError("Task " + id + " does not exist");
   return page;
 }
 
 Result<RunDetail> PluginScheduler::GetRun(std::string_view run_id) const {
-  Result<RunHistory*> history = impl_->History();
-  if (!history.ok()) return history.status();
+  STAGEHAND_ASSIGN_OR_RETURN(RunHistory * history, impl_->History());
   const std::string id(run_id);
-  Result<TaskRun> run = (*history)->GetRun(id);
-  if (!run.ok()) return run.status();
+  STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, history->GetRun(id));
   RunDetail detail;
-  detail.run = *std::move(run);
+  detail.run = std::move(run);
   if (detail.run.finish.outcome == RunOutcome::kRunning) {
     if (std::optional<RunReport::Snapshot> live = impl_->engine.LiveRunReport(id)) {
       detail.live = true;

@@ -52,9 +52,8 @@ Status SchedulerService::PauseTask(std::string_view /*id*/, const PauseRequest& 
 
 Result<KeyedOutcome> SchedulerService::ApplyOnce(const KeyedRequest& /*request*/,
                                                  const std::function<Result<KeptAnswer>()>& apply) {
-  Result<KeptAnswer> answer = apply();
-  if (!answer.ok()) return answer.status();
-  return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+  STAGEHAND_ASSIGN_OR_RETURN(KeptAnswer answer, apply());
+  return KeyedOutcome{std::move(answer), /*replayed=*/false};
 }
 
 Status SchedulerService::ResumeTask(std::string_view /*id*/) {

@@ -27,10 +27,9 @@ Result<Config> TestConfig(const std::optional<Config>& extra, const std::string&
   yaml += directory.empty() ? "    connection: ':memory:'\n"
                             : fmt::format("    connection:\n      directory: '{}'\n", directory);
   if (!auth_configured) yaml += "  auth:\n    dangerouslyDisableDefaultAuthPolicy: true\n";
-  Result<Config> defaults = Config::FromYaml(yaml, "test backend defaults");
-  if (!defaults.ok()) return defaults.status();
-  if (!extra) return *std::move(defaults);
-  return Config::Merge({*std::move(defaults), *extra});
+  STAGEHAND_ASSIGN_OR_RETURN(Config defaults, Config::FromYaml(yaml, "test backend defaults"));
+  if (!extra) return defaults;
+  return Config::Merge({std::move(defaults), *extra});
 }
 
 Result<std::string> MakeTempDir() {
@@ -114,12 +113,9 @@ Result<TestResponse> TestBackend::Post(std::string_view path, std::string_view b
 Result<std::unique_ptr<TestBackend>> StartTestBackend(TestBackendOptions options) {
   std::unique_ptr<TestBackend> test(new TestBackend());
   if (options.sqlite_files) {
-    Result<std::string> directory = MakeTempDir();
-    if (!directory.ok()) return directory.status();
-    test->temp_dir_ = *std::move(directory);
+    STAGEHAND_ASSIGN_OR_RETURN(test->temp_dir_, MakeTempDir());
   }
-  Result<Config> config = TestConfig(options.config, test->temp_dir_);
-  if (!config.ok()) return config.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Config config, TestConfig(options.config, test->temp_dir_));
 
   TestBackend* self = test.get();
   self->shared_mock_ = options.scheduler;
@@ -127,7 +123,7 @@ Result<std::unique_ptr<TestBackend>> StartTestBackend(TestBackendOptions options
   if (mock_options.clock == nullptr) mock_options.clock = options.clock;
 
   BackendOptions backend_options;
-  backend_options.config = *std::move(config);
+  backend_options.config = std::move(config);
   backend_options.logger = options.logger;
   backend_options.clock = options.clock;
   backend_options.port_override = 0;
@@ -137,9 +133,7 @@ Result<std::unique_ptr<TestBackend>> StartTestBackend(TestBackendOptions options
     if (added) entry->second = std::make_unique<MockScheduler>(mock_options);
     return entry->second.get();
   };
-  Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(backend_options));
-  if (!backend.ok()) return backend.status();
-  self->backend_ = *std::move(backend);
+  STAGEHAND_ASSIGN_OR_RETURN(self->backend_, Backend::Create(std::move(backend_options)));
 
   bool startup_hooked = false;
   for (BackendPlugin& plugin : options.plugins) {
