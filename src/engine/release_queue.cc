@@ -116,4 +116,14 @@ std::vector<std::vector<ReleaseRequest>> ReleaseQueue::BatchesNamingEachTaskOnce
   return batches;
 }
 
+std::vector<ReleaseRequest> ReleaseQueue::Unsent(std::vector<std::vector<ReleaseRequest>> batches,
+                                                 std::size_t from) {
+  std::vector<ReleaseRequest> unsent;
+  for (std::size_t i = from; i < batches.size(); ++i) {
+    unsent.insert(unsent.end(), std::make_move_iterator(batches[i].begin()),
+                  std::make_move_iterator(batches[i].end()));
+  }
+  return unsent;
+}
+
 }  // namespace stagehand::engine_internal

@@ -88,6 +88,10 @@ class ReleaseQueue {
   static std::vector<std::vector<ReleaseRequest>> BatchesNamingEachTaskOnce(
       std::vector<ReleaseRequest> requests);
 
+  // The requests of batches[from..], in order: the ones a failed step did not send.
+  static std::vector<ReleaseRequest> Unsent(std::vector<std::vector<ReleaseRequest>> batches,
+                                            std::size_t from);
+
   static constexpr std::size_t kMaxDelivered = 4096;
   static constexpr std::size_t kReplayOutputBytes = 1024;
   static constexpr std::ptrdiff_t kMaxDoubtfulClaimsPerTask = 4;

@@ -279,6 +279,10 @@ class TaskEngine final : public DrivenEngine {
   // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
   // context.
   TraceContext TraceOf(const TraceContext& caller) const;
+  // The trace id the run history keeps: only a sampled trace's, whose spans a collector has.
+  static std::optional<std::string> HistoryTraceId(const TraceContext& trace);
+  // The fields of a log line about one run: its task, and its trace and span ids when traced.
+  static LogFields RunFields(const std::string& task_id, const TraceContext& trace);
   // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
   // tokens' callbacks are the task function's).
   static void SignalStop(PlannedRun& run, bool kill);
