@@ -146,6 +146,15 @@ class PlannerTest : public ::testing::Test {
     return started.empty() ? nullptr : started[0].run;
   }
 
+  // Registers `def` due at kWall0 and claims its run at kT1 (null when it was not claimed).
+  std::pair<TaskPtr, RunPtr> RegisterAndClaim(EngineTask def) {
+    TaskPtr task = Register(std::move(def), kWall0, 1);
+    FirstQuietPoll();
+    RunPtr run = ClaimAtT1();
+    EXPECT_NE(run, nullptr);
+    return {task, run};
+  }
+
   std::unique_ptr<FakeSlots> slots_;
   std::unique_ptr<Planner> planner_;
   int next_ticket_ = 0;
@@ -828,9 +837,7 @@ EngineTask Retried(EngineTask def, int attempts) {
 
 TEST_F(PlannerTest, AClaimedRunStartsAndItsTimeoutCountsFromItsStart) {
   Start();
-  TaskPtr task = Register(Def("a", "PT1M", TaskScope::kGlobal, seconds(30)), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Def("a", "PT1M", TaskScope::kGlobal, seconds(30)));
   ASSERT_NE(run, nullptr);
   const MonoTime start = kT1 + seconds(2);
   EXPECT_EQ(planner_->StartRun(*task, *run, start), Verdict::kStart);
@@ -839,9 +846,7 @@ TEST_F(PlannerTest, AClaimedRunStartsAndItsTimeoutCountsFromItsStart) {
 
 TEST_F(PlannerTest, ARunWhoseClaimIsAtRiskByItsStartDoesNotStart) {
   Start();
-  TaskPtr task = Register(Def("a", "PT1M"), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Def("a", "PT1M"));
   ASSERT_NE(run, nullptr);
   EXPECT_EQ(planner_->StartRun(*task, *run, run->fence_at), Verdict::kClaimAtRisk);
   EXPECT_EQ(run->reason, StopReason::kLeaseLost);
@@ -849,9 +854,7 @@ TEST_F(PlannerTest, ARunWhoseClaimIsAtRiskByItsStartDoesNotStart) {
 
 TEST_F(PlannerTest, ARunClaimedAsTheHostShutsDownDoesNotStartAndItsSlotIsGivenBack) {
   Start();
-  TaskPtr task = Register(Retried(Def("a", "PT1M"), 3), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Retried(Def("a", "PT1M"), 3));
   ASSERT_NE(run, nullptr);
   (void)planner_->BeginShutdown();
   EXPECT_EQ(planner_->StartRun(*task, *run, kT1), Verdict::kShuttingDown);
@@ -864,9 +867,7 @@ TEST_F(PlannerTest, ARunClaimedAsTheHostShutsDownDoesNotStartAndItsSlotIsGivenBa
 
 TEST_F(PlannerTest, AFailedGlobalRunIsRetriedCountingFromTheAttemptItsRowRecords) {
   Start();
-  TaskPtr task = Register(Retried(Def("a", "PT1M"), 3), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Retried(Def("a", "PT1M"), 3));
   ASSERT_NE(run, nullptr);
   ASSERT_TRUE(planner_->RetryNeedsRecordedAttempt(*task, *run, /*failed=*/true));
   EXPECT_FALSE(planner_->RetryNeedsRecordedAttempt(*task, *run, /*failed=*/false));
@@ -883,9 +884,7 @@ TEST_F(PlannerTest, AFailedGlobalRunIsRetriedCountingFromTheAttemptItsRowRecords
 
 TEST_F(PlannerTest, AGlobalRunPastItsLastRetryIsNotRetried) {
   Start();
-  TaskPtr task = Register(Retried(Def("a", "PT1M"), 2), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Retried(Def("a", "PT1M"), 2));
   ASSERT_NE(run, nullptr);
   const Planner::GlobalRunEnd end = planner_->PlanGlobalRunEnd(
       *task, *run, /*started=*/true, R"({"name":"Error","message":"boom"})", 2, WallAt(kT1));
@@ -898,9 +897,7 @@ TEST_F(PlannerTest, AGlobalRunThatOutlastsItsSlotsBeyondTheWindowSkipsThem) {
   Start();
   EngineTask def = Def("a", "PT1M");
   def.catchup_window = seconds(10);
-  TaskPtr task = Register(std::move(def), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(std::move(def));
   ASSERT_NE(run, nullptr);
   ASSERT_TRUE(run->slot.has_value());
   const WallTime slot = *run->slot;
@@ -981,9 +978,7 @@ TEST_F(PlannerTest, AClaimRecordsTheRunsStartUnlessTheTasksLastRunWasShort) {
 
 TEST_F(PlannerTest, AReleaseThatWroteNothingLeavesTheRowsWakeUnknown) {
   Start();
-  TaskPtr task = Register(Def("a", "PT1M"), kWall0, 1);
-  FirstQuietPoll();
-  const RunPtr run = ClaimAtT1();
+  const auto [task, run] = RegisterAndClaim(Def("a", "PT1M"));
   ASSERT_NE(run, nullptr);
   ReleaseResult refused;
   refused.released = false;
