@@ -381,11 +381,10 @@ Result<KeyedOutcome> MemoryTaskStore::ApplyOnce(const KeyedRequest& request,
       }
       return KeyedOutcome{found->second.answer, /*replayed=*/true};
     }
-    Result<KeptAnswer> answer = apply();
-    if (!answer.ok()) return answer.status();
+    STAGEHAND_ASSIGN_OR_RETURN(KeptAnswer answer, apply());
     STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-    keys[request.key] = KeptKey{request.fingerprint, *answer, now + request.retention};
-    return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+    keys[request.key] = KeptKey{request.fingerprint, answer, now + request.retention};
+    return KeyedOutcome{std::move(answer), /*replayed=*/false};
   });
 }
 
@@ -394,13 +393,13 @@ Status MemoryTaskStore::Migrate() { return BeginStatement(); }
 Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> insert_plan = store_internal::PlanInsertStart(schedule, now);
-  if (!insert_plan.ok()) return insert_plan.status();
-  Result<NextRunPlan> reregister_plan = store_internal::PlanReregisterStart(schedule, now);
-  if (!reregister_plan.ok()) return reregister_plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan insert_plan,
+                             store_internal::PlanInsertStart(schedule, now));
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan reregister_plan,
+                             store_internal::PlanReregisterStart(schedule, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
 
-  const store_internal::PlannedUpsert plan{*insert_plan, *reregister_plan,
+  const store_internal::PlannedUpsert plan{insert_plan, reregister_plan,
                                            schedule.settings.ToJson()};
   UpsertResult result{std::nullopt, now};
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
@@ -417,10 +416,9 @@ Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSc
 
 Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
   const WallTime now = DatabaseTime();
-  Result<std::vector<store_internal::PlannedUpsert>> planned =
-      store_internal::PlanUpserts(tasks, now);
-  if (!planned.ok()) return planned.status();
-  const std::vector<store_internal::PlannedUpsert>& plans = *planned;
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<store_internal::PlannedUpsert> planned,
+                             store_internal::PlanUpserts(tasks, now));
+  const std::vector<store_internal::PlannedUpsert>& plans = planned;
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
   table_->WithEverything(
@@ -570,13 +568,12 @@ Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& 
                                       const TaskSchedule& schedule,
                                       const std::optional<std::string>& error_json) {
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> plan = store_internal::PlanReleaseNext(schedule, now);
-  if (!plan.ok()) return plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanReleaseNext(schedule, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     return it != rows.end() &&
-           store_internal::ReleaseRow(it->second, ticket, *plan, error_json, now);
+           store_internal::ReleaseRow(it->second, ticket, plan, error_json, now);
   });
   if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return released;
@@ -592,9 +589,8 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
     if (!ids.insert(release.id).second) {
       return InvalidArgumentError("a batch of releases names task \"" + release.id + "\" twice");
     }
-    Result<NextRunPlan> plan = store_internal::PlanRelease(release, now);
-    if (!plan.ok()) return plan.status();
-    plans.push_back(*plan);
+    STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanRelease(release, now));
+    plans.push_back(plan);
   }
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const RunHistoryLimits limits = limits_->Get();
@@ -637,14 +633,13 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
 Result<SkipResult> MemoryTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,
                                              WallTime slot, const TaskSchedule& schedule) {
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, now);
-  if (!plan.ok()) return plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanSkipNext(schedule, slot, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   SkipResult result;
   result.db_now = now;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !store_internal::SkipRow(it->second, expected_version, *plan, now)) {
+    if (it == rows.end() || !store_internal::SkipRow(it->second, expected_version, plan, now)) {
       return;
     }
     result.skipped = true;

@@ -292,11 +292,10 @@ class MySqlTaskStore final : public TaskStore,
   const std::string& plugin_id() const override { return plugin_id_; }
 
   Status Migrate() override {
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
+    STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
     const store_internal::MyErrorOf error_of = ErrorOf();
-    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySql(**session, where_, error_of));
-    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySqlStagehand(**session, where_, error_of));
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySql(*session, where_, error_of));
+    STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateMySqlStagehand(*session, where_, error_of));
     change_log_ = ChangeLog::kPresent;
     history_table_ = Table::kPresent;
     registrations_table_ = Table::kPresent;
@@ -305,32 +304,29 @@ class MySqlTaskStore final : public TaskStore,
 
   Result<UpsertResult> Upsert(const std::string& id, const TaskSchedule& schedule) override {
     const TaskUpsert task{id, schedule, std::nullopt};
-    Result<std::vector<UpsertResult>> results = UpsertMany(std::span(&task, 1));
-    if (!results.ok()) return results.status();
-    return results->front();
+    STAGEHAND_ASSIGN_OR_RETURN(std::vector<UpsertResult> results, UpsertMany(std::span(&task, 1)));
+    return results.front();
   }
 
   Result<std::vector<UpsertResult>> UpsertMany(std::span<const TaskUpsert> tasks) override {
     if (tasks.empty()) return std::vector<UpsertResult>();
-    Result<std::vector<store_internal::PlannedUpsert>> planned =
-        store_internal::PlanUpserts(tasks, db_clock_.Now());
-    if (!planned.ok()) return planned.status();
+    STAGEHAND_ASSIGN_OR_RETURN(std::vector<store_internal::PlannedUpsert> planned,
+                               store_internal::PlanUpserts(tasks, db_clock_.Now()));
     std::vector<std::string> ids;
     for (const TaskUpsert& task : tasks) ids.push_back(task.id);
     return InTransaction<std::vector<UpsertResult>>(
         "registering tasks", [&](Transaction& tx) -> Result<std::vector<UpsertResult>> {
           MyConnection& session = tx.session;
-          Result<WallTime> now = NowOn(session);
-          if (!now.ok()) return now.status();
+          STAGEHAND_ASSIGN_OR_RETURN(WallTime now, NowOn(session));
           for (std::size_t first = 0; first < tasks.size(); first += kRegisterChunk) {
             const std::size_t count = std::min(kRegisterChunk, tasks.size() - first);
             MyParams params;
             for (std::size_t i = first; i < first + count; ++i) {
-              const store_internal::PlannedUpsert& plan = (*planned)[i];
+              const store_internal::PlannedUpsert& plan = planned[i];
               const std::optional<WallTime> start =
-                  StoredTime(store_internal::EvaluatePlan(plan.insert, *now, std::nullopt), *now);
-              const std::optional<WallTime> again = StoredTime(
-                  store_internal::EvaluatePlan(plan.reregister, *now, std::nullopt), *now);
+                  StoredTime(store_internal::EvaluatePlan(plan.insert, now, std::nullopt), now);
+              const std::optional<WallTime> again =
+                  StoredTime(store_internal::EvaluatePlan(plan.reregister, now, std::nullopt), now);
               params.Add(tasks[i].id).Add(plan.settings_json);
               AddTime(params, start);
               AddTime(params, again);
@@ -339,14 +335,13 @@ class MySqlTaskStore final : public TaskStore,
                 Run(session, RegisterSql(count), params, "registering tasks").status());
           }
           STAGEHAND_RETURN_IF_ERROR(RecordRegistrations(session, tasks));
-          Result<ReadRows> read = Read(session, ids, Lock::kNone);
-          if (!read.ok()) return read.status();
+          STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, ids, Lock::kNone));
           std::vector<UpsertResult> results;
           for (const TaskUpsert& task : tasks) {
             tx.Announce(StoreEvent::Kind::kUpsert, task.id);
-            const TaskRow& row = read->rows.at(task.id);
+            const TaskRow& row = read.rows.at(task.id);
             results.push_back(
-                UpsertResult{row.next_run_start_at, *now, store_internal::RowVersion(row)});
+                UpsertResult{row.next_run_start_at, now, store_internal::RowVersion(row)});
           }
           return results;
         });
@@ -358,25 +353,22 @@ class MySqlTaskStore final : public TaskStore,
       MyConnection& session = tx.session;
       PollResult result;
       if (sweep_expired) {
-        Result<std::vector<std::string>> swept = SweepOn(tx);
-        if (!swept.ok()) return swept.status();
-        result.swept_ids = std::move(*swept);
+        STAGEHAND_ASSIGN_OR_RETURN(std::vector<std::string> swept, SweepOn(tx));
+        result.swept_ids = std::move(swept);
       }
-      Result<ReadRows> read = Read(session, wanted, Lock::kNone);
-      if (!read.ok()) return read.status();
-      result.db_now = read->now;
+      STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, wanted, Lock::kNone));
+      result.db_now = read.now;
       for (const std::string& id : wanted) {
-        result.entries.push_back(Entry(id, read->rows, read->now));
+        result.entries.push_back(Entry(id, read.rows, read.now));
       }
       result.earliest_next = store_internal::EarliestIdleNext(result.entries);
       return result;
     };
     if (sweep_expired) return InTransaction<PollResult>("polling tasks", poll);
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
-    Transaction read_only{**session, {}};
+    STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
+    Transaction read_only{*session, {}};
     Result<PollResult> result = poll(read_only);
-    if (!result.ok()) DiscardIfLost(*session);
+    if (!result.ok()) DiscardIfLost(session);
     return result;
   }
 
@@ -387,9 +379,9 @@ class MySqlTaskStore final : public TaskStore,
     claim.id = id;
     claim.ticket = ticket;
     claim.timeout = timeout;
-    Result<std::vector<ClaimResult>> results = ClaimRows(std::span(&claim, 1), lease, Lock::kWait);
-    if (!results.ok()) return results.status();
-    return results->front();
+    STAGEHAND_ASSIGN_OR_RETURN(std::vector<ClaimResult> results,
+                               ClaimRows(std::span(&claim, 1), lease, Lock::kWait));
+    return results.front();
   }
 
   Result<std::vector<ClaimResult>> ClaimMany(std::span<const ClaimRequest> claims,
@@ -415,9 +407,9 @@ class MySqlTaskStore final : public TaskStore,
     release.ticket = ticket;
     release.schedule = schedule;
     release.error_json = error_json;
-    Result<std::vector<ReleaseResult>> results = ReleaseMany(std::span(&release, 1));
-    if (!results.ok()) return results.status();
-    return results->front().released;
+    STAGEHAND_ASSIGN_OR_RETURN(std::vector<ReleaseResult> results,
+                               ReleaseMany(std::span(&release, 1)));
+    return results.front().released;
   }
 
   Result<std::vector<ReleaseResult>> ReleaseMany(
@@ -426,37 +418,35 @@ class MySqlTaskStore final : public TaskStore,
     std::vector<NextRunPlan> plans;
     const WallTime estimate = db_clock_.Now();
     for (const ReleaseRequest& release : releases) {
-      Result<NextRunPlan> plan = store_internal::PlanRelease(release, estimate);
-      if (!plan.ok()) return plan.status();
-      plans.push_back(*plan);
+      STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanRelease(release, estimate));
+      plans.push_back(plan);
     }
     std::vector<std::string> ids;
     for (const ReleaseRequest& release : releases) ids.push_back(release.id);
     return InTransaction<std::vector<ReleaseResult>>(
         "releasing tasks", [&](Transaction& tx) -> Result<std::vector<ReleaseResult>> {
           MyConnection& session = tx.session;
-          Result<ReadRows> read = Read(session, ids, Lock::kWait);
-          if (!read.ok()) return read.status();
+          STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, ids, Lock::kWait));
           std::vector<ReleaseResult> results(releases.size());
           std::vector<TaskRow> changed;
           std::vector<store_internal::MyRunStart> starts;
           std::vector<store_internal::MyRunEnd> ends;
           for (std::size_t i = 0; i < releases.size(); ++i) {
             ReleaseResult& result = results[i];
-            result.db_now = read->now;
+            result.db_now = read.now;
             if (const std::optional<ReleasedRun>& run = releases[i].history) {
               starts.push_back({&releases[i].ticket, &releases[i].id, &run->origin,
                                 std::optional(run->started_at)});
-              ends.push_back({&releases[i].ticket, &run->finish, read->now});
+              ends.push_back({&releases[i].ticket, &run->finish, read.now});
             }
-            auto it = read->rows.find(releases[i].id);
-            if (it == read->rows.end()) continue;
+            auto it = read.rows.find(releases[i].id);
+            if (it == read.rows.end()) continue;
             TaskRow& row = it->second;
             if (!store_internal::ReleaseRow(row, releases[i].ticket, plans[i],
-                                            releases[i].error_json, read->now)) {
+                                            releases[i].error_json, read.now)) {
               continue;
             }
-            RoundForStorage(row, read->now);
+            RoundForStorage(row, read.now);
             tx.Announce(StoreEvent::Kind::kRelease, row.id);
             result.released = true;
             result.next_run_start_at = row.next_run_start_at;
@@ -471,14 +461,14 @@ class MySqlTaskStore final : public TaskStore,
 
   Result<SkipResult> SkipSlot(const std::string& id, std::int64_t expected_version, WallTime slot,
                               const TaskSchedule& schedule) override {
-    Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
-    if (!plan.ok()) return plan.status();
+    STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan,
+                               store_internal::PlanSkipNext(schedule, slot, db_clock_.Now()));
     return ChangeRow<SkipResult>(
         "skipping a missed slot", id, StoreEvent(StoreEvent::Kind::kRelease, id),
         [&](TaskRow* row, WallTime now) {
           SkipResult result;
           result.db_now = now;
-          if (row == nullptr || !store_internal::SkipRow(*row, expected_version, *plan, now)) {
+          if (row == nullptr || !store_internal::SkipRow(*row, expected_version, plan, now)) {
             return Result<SkipResult>(result);
           }
           RoundForStorage(*row, now);
@@ -558,15 +548,14 @@ class MySqlTaskStore final : public TaskStore,
   }
 
   Result<std::vector<TaskRow>> States() override {
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
+    STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
     Result<MyResult> result =
-        Run(**session,
+        Run(*session,
             fmt::format("SELECT {} FROM backstage_backend_tasks__tasks AS t ORDER BY t.id",
                         RowColumns()),
             {}, "listing tasks");
     if (!result.ok()) {
-      DiscardIfLost(*session);
+      DiscardIfLost(session);
       return result.status();
     }
     std::vector<TaskRow> rows;
@@ -577,10 +566,10 @@ class MySqlTaskStore final : public TaskStore,
   Status Delete(const std::string& id) override {
     return InTransaction<bool>("deleting a task",
                                [&](Transaction& tx) -> Result<bool> {
-                                 Result<MyResult> deleted = Run(
-                                     tx.session, kDelete, MyParams().Add(id), "deleting a task");
-                                 if (!deleted.ok()) return deleted.status();
-                                 if (deleted->affected() > 0)
+                                 STAGEHAND_ASSIGN_OR_RETURN(
+                                     MyResult deleted, Run(tx.session, kDelete, MyParams().Add(id),
+                                                           "deleting a task"));
+                                 if (deleted.affected() > 0)
                                    tx.Announce(StoreEvent::Kind::kDelete, id);
                                  return true;
                                })
@@ -588,10 +577,9 @@ class MySqlTaskStore final : public TaskStore,
   }
 
   Result<WallTime> DatabaseNow() override {
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
-    Result<WallTime> now = NowOn(**session);
-    if (!now.ok()) DiscardIfLost(*session);
+    STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
+    Result<WallTime> now = NowOn(*session);
+    if (!now.ok()) DiscardIfLost(session);
     return now;
   }
 
@@ -638,15 +626,14 @@ class MySqlTaskStore final : public TaskStore,
       STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kRemoveExpiredKeys, {}, kWhat).status());
       MyParams key;
       key.Add(request.key);
-      Result<MyResult> earlier = Run(tx.session, kLockKey, key, kWhat);
-      if (!earlier.ok()) return earlier.status();
-      if (earlier->rows() > 0) {
-        if (earlier->Get(0, 0) != request.fingerprint) {
+      STAGEHAND_ASSIGN_OR_RETURN(MyResult earlier, Run(tx.session, kLockKey, key, kWhat));
+      if (earlier.rows() > 0) {
+        if (earlier.Get(0, 0) != request.fingerprint) {
           return ConflictError(fmt::format(
               "the idempotency key {} was first sent with another request", request.key));
         }
         return KeyedOutcome{
-            KeptAnswer{static_cast<int>(earlier->GetInt(0, 1)), std::string(earlier->Get(0, 2))},
+            KeptAnswer{static_cast<int>(earlier.GetInt(0, 1)), std::string(earlier.Get(0, 2))},
             /*replayed=*/true};
       }
       MyParams placeholder;
@@ -654,16 +641,15 @@ class MySqlTaskStore final : public TaskStore,
           .Add(request.fingerprint)
           .Add(static_cast<std::int64_t>(request.retention.count()) * 1000);
       STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kInsertKey, placeholder, kWhat).status());
-      Result<KeptAnswer> answer = [&] {
-        pinned_ = Pinned{this, &tx};
-        const Unpin unpin;
-        return apply();
-      }();
-      if (!answer.ok()) return answer.status();
+      STAGEHAND_ASSIGN_OR_RETURN(KeptAnswer answer, ([&] {
+                                   pinned_ = Pinned{this, &tx};
+                                   const Unpin unpin;
+                                   return apply();
+                                 }()));
       MyParams answered;
-      answered.Add(answer->status).Add(answer->body).Add(request.key);
+      answered.Add(answer.status).Add(answer.body).Add(request.key);
       STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kAnswerKey, answered, kWhat).status());
-      return KeyedOutcome{*std::move(answer), /*replayed=*/false};
+      return KeyedOutcome{std::move(answer), /*replayed=*/false};
     });
   }
 
@@ -744,20 +730,20 @@ class MySqlTaskStore final : public TaskStore,
     if (task_ids.empty()) return std::size_t{0};
     return InTransaction<std::size_t>(
         "refreshing task registrations", [&](Transaction& tx) -> Result<std::size_t> {
-          Result<bool> present = RegistrationsPresent(tx.session, /*again_if_absent=*/true);
-          if (!present.ok()) return present.status();
-          if (!*present) return std::size_t{0};
+          STAGEHAND_ASSIGN_OR_RETURN(bool present,
+                                     RegistrationsPresent(tx.session, /*again_if_absent=*/true));
+          if (!present) return std::size_t{0};
           MyParams params;
           for (const std::string& id : task_ids) params.Add(id);
-          Result<MyResult> existing =
+          STAGEHAND_ASSIGN_OR_RETURN(
+              MyResult existing,
               Run(tx.session,
                   fmt::format("SELECT t.id FROM backstage_backend_tasks__tasks AS t WHERE {}",
                               IdsCondition(task_ids.size())),
-                  params, "refreshing task registrations");
-          if (!existing.ok()) return existing.status();
+                  params, "refreshing task registrations"));
           std::vector<std::pair<std::string, std::string>> registrations;
-          for (int row = 0; row < existing->rows(); ++row) {
-            registrations.emplace_back(std::string(existing->Get(row, 0)), host);
+          for (int row = 0; row < existing.rows(); ++row) {
+            registrations.emplace_back(std::string(existing.Get(row, 0)), host);
           }
           STAGEHAND_RETURN_IF_ERROR(WriteRegistrations(tx.session, registrations));
           return registrations.size();
@@ -768,10 +754,9 @@ class MySqlTaskStore final : public TaskStore,
     return OnSession<std::vector<PruneCandidate>>(
         [&](MyConnection& session) -> Result<std::vector<PruneCandidate>> {
           STAGEHAND_RETURN_IF_ERROR(RequireRegistrations(session));
-          Result<std::vector<PruneRow>> rows = PruneRows(session, std::nullopt);
-          if (!rows.ok()) return rows.status();
+          STAGEHAND_ASSIGN_OR_RETURN(std::vector<PruneRow> rows, PruneRows(session, std::nullopt));
           std::vector<PruneCandidate> candidates;
-          for (PruneRow& row : *rows) {
+          for (PruneRow& row : rows) {
             if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, row.now)) {
               continue;
             }
@@ -789,12 +774,10 @@ class MySqlTaskStore final : public TaskStore,
         "pruning tasks", [&](Transaction& tx) -> Result<std::vector<std::string>> {
           STAGEHAND_RETURN_IF_ERROR(RequireRegistrations(tx.session));
           if (task_ids.empty()) return std::vector<std::string>();
-          Result<std::vector<PruneRow>> rows = PruneRows(tx.session, task_ids);
-          if (!rows.ok()) return rows.status();
-          Result<bool> history = HistoryPresent(tx.session);
-          if (!history.ok()) return history.status();
+          STAGEHAND_ASSIGN_OR_RETURN(std::vector<PruneRow> rows, PruneRows(tx.session, task_ids));
+          STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryPresent(tx.session));
           std::vector<std::string> deleted;
-          for (const PruneRow& row : *rows) {
+          for (const PruneRow& row : rows) {
             if (!row.host && scope != PruneScope::kIncludeUnregistered) continue;
             if (!store_internal::IsPruneCandidate(row.task, row.last_seen_at, cutoff, row.now)) {
               continue;
@@ -803,7 +786,7 @@ class MySqlTaskStore final : public TaskStore,
             STAGEHAND_RETURN_IF_ERROR(Run(tx.session, kDelete, id, "pruning a task").status());
             STAGEHAND_RETURN_IF_ERROR(
                 Run(tx.session, kDeleteRegistration, id, "pruning a task").status());
-            if (*history) STAGEHAND_RETURN_IF_ERROR(Runs(tx.session).DeleteTask(row.task.id));
+            if (history) STAGEHAND_RETURN_IF_ERROR(Runs(tx.session).DeleteTask(row.task.id));
             tx.Announce(StoreEvent::Kind::kDelete, row.task.id);
             deleted.push_back(row.task.id);
           }
@@ -847,24 +830,21 @@ class MySqlTaskStore final : public TaskStore,
   Result<T> InTransaction(std::string_view what, Body&& body) {
     if (pinned_.store == this) return body(*pinned_.tx);
     for (int attempt = 1;; ++attempt) {
-      Result<MyPool::Lease> session = Borrow();
-      if (!session.ok()) return session.status();
+      STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
       last_error_ = 0;
       lost_ = false;
       Result<T> result = [&]() -> Result<T> {
-        STAGEHAND_RETURN_IF_ERROR(Run(**session, kBegin, {}, what).status());
-        Transaction tx{**session, {}};
-        Result<T> done = body(tx);
-        if (!done.ok()) return done;
-        Result<std::int64_t> first_change = Announce(tx);
-        if (!first_change.ok()) return first_change.status();
-        STAGEHAND_RETURN_IF_ERROR(Run(**session, kCommit, {}, what).status());
-        if (*first_change > 0) WakeWaiters(*first_change);
+        STAGEHAND_RETURN_IF_ERROR(Run(*session, kBegin, {}, what).status());
+        Transaction tx{*session, {}};
+        STAGEHAND_ASSIGN_OR_RETURN(T done, body(tx));
+        STAGEHAND_ASSIGN_OR_RETURN(std::int64_t first_change, Announce(tx));
+        STAGEHAND_RETURN_IF_ERROR(Run(*session, kCommit, {}, what).status());
+        if (first_change > 0) WakeWaiters(first_change);
         return done;
       }();
       if (result.ok()) return result;
       const bool deadlocked = last_error_ == kDeadlock;
-      if (lost_ || !(*session)->Execute(kRollback).ok()) session->Discard();
+      if (lost_ || !session->Execute(kRollback).ok()) session.Discard();
       if (!deadlocked || attempt == kDeadlockAttempts) return result;
     }
   }
@@ -884,11 +864,10 @@ class MySqlTaskStore final : public TaskStore,
   template <typename T, typename Body>
   Result<T> OnSession(Body&& body) {
     if (pinned_.store == this) return body(pinned_.tx->session);
-    Result<MyPool::Lease> session = Borrow();
-    if (!session.ok()) return session.status();
+    STAGEHAND_ASSIGN_OR_RETURN(MyPool::Lease session, Borrow());
     lost_ = false;
-    Result<T> result = body(**session);
-    if (!result.ok()) DiscardIfLost(*session);
+    Result<T> result = body(*session);
+    if (!result.ok()) DiscardIfLost(session);
     return result;
   }
 
@@ -901,10 +880,9 @@ class MySqlTaskStore final : public TaskStore,
   Result<bool> TablePresent(MyConnection& session, std::atomic<Table>& known, std::string_view name,
                             bool again_if_absent) {
     if (known == Table::kUnknown || (known == Table::kAbsent && again_if_absent)) {
-      Result<MyResult> found =
-          Run(session, kTableExists, MyParams().Add(name), "looking for stagehand's tables");
-      if (!found.ok()) return found.status();
-      known = found->GetInt(0, 0) > 0 ? Table::kPresent : Table::kAbsent;
+      STAGEHAND_ASSIGN_OR_RETURN(MyResult found, Run(session, kTableExists, MyParams().Add(name),
+                                                     "looking for stagehand's tables"));
+      known = found.GetInt(0, 0) > 0 ? Table::kPresent : Table::kAbsent;
     }
     return known == Table::kPresent;
   }
@@ -960,9 +938,9 @@ class MySqlTaskStore final : public TaskStore,
       if (task.registered_by) registrations.emplace_back(task.id, *task.registered_by);
     }
     if (registrations.empty()) return Status::Ok();
-    Result<bool> present = RegistrationsPresent(session, /*again_if_absent=*/false);
-    if (!present.ok()) return present.status();
-    if (!*present) return Status::Ok();
+    STAGEHAND_ASSIGN_OR_RETURN(bool present,
+                               RegistrationsPresent(session, /*again_if_absent=*/false));
+    if (!present) return Status::Ok();
     return WriteRegistrations(session, registrations);
   }
 
@@ -972,9 +950,8 @@ class MySqlTaskStore final : public TaskStore,
                             std::span<const store_internal::MyRunStart> starts,
                             std::span<const store_internal::MyRunEnd> ends) {
     if (starts.empty()) return Status::Ok();
-    Result<bool> history = HistoryPresent(session);
-    if (!history.ok()) return history.status();
-    if (!*history) return Status::Ok();
+    STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryPresent(session));
+    if (!history) return Status::Ok();
     STAGEHAND_RETURN_IF_ERROR(Runs(session).RecordStarts(starts));
     return CloseAndTrim(session, ends).status();
   }
@@ -984,12 +961,10 @@ class MySqlTaskStore final : public TaskStore,
                                    std::span<const store_internal::MyRunEnd> ends) {
     const RunHistoryLimits limits = limits_.Get();
     MyRunTable runs = Runs(session);
-    Result<std::vector<std::pair<std::string, std::string>>> closed =
-        runs.CloseRuns(ends, limits.max_output_bytes);
-    if (!closed.ok()) return closed.status();
+    STAGEHAND_ASSIGN_OR_RETURN(auto closed, runs.CloseRuns(ends, limits.max_output_bytes));
     std::vector<std::string> run_ids;
     std::vector<std::string> tasks;
-    for (auto& [run_id, task_id] : *closed) {
+    for (auto& [run_id, task_id] : closed) {
       run_ids.push_back(run_id);
       tasks.push_back(task_id);
     }
@@ -1012,19 +987,19 @@ class MySqlTaskStore final : public TaskStore,
     if (ids) {
       for (const std::string& id : *ids) params.Add(id);
     }
-    Result<MyResult> result =
+    STAGEHAND_ASSIGN_OR_RETURN(
+        MyResult result,
         Run(session,
             PruneRowsSql(ids ? IdsCondition(ids->size()) : "TRUE", ids ? Lock::kWait : Lock::kNone),
-            params, "reading tasks to prune");
-    if (!result.ok()) return result.status();
+            params, "reading tasks to prune"));
     std::vector<PruneRow> rows;
-    for (int i = 0; i < result->rows(); ++i) {
+    for (int i = 0; i < result.rows(); ++i) {
       PruneRow& row = rows.emplace_back();
-      row.now = FromMicros(result->GetInt(i, 0));
-      row.task = RowAt(*result, i, 1);
-      row.host = result->GetOptional(i, 1 + kRowColumnCount);
-      if (!result->IsNull(i, 2 + kRowColumnCount)) {
-        row.last_seen_at = FromMicros(result->GetInt(i, 2 + kRowColumnCount));
+      row.now = FromMicros(result.GetInt(i, 0));
+      row.task = RowAt(result, i, 1);
+      row.host = result.GetOptional(i, 1 + kRowColumnCount);
+      if (!result.IsNull(i, 2 + kRowColumnCount)) {
+        row.last_seen_at = FromMicros(result.GetInt(i, 2 + kRowColumnCount));
       }
     }
     std::sort(rows.begin(), rows.end(),
@@ -1035,9 +1010,8 @@ class MySqlTaskStore final : public TaskStore,
   // Whether the change log exists: known after Migrate, else looked up (once it is found).
   Result<bool> ChangeLogPresent(MyConnection& session) {
     if (change_log_ == ChangeLog::kUnknown) {
-      Result<bool> exists = store_internal::ChangeLogExists(session, ErrorOf());
-      if (!exists.ok()) return exists.status();
-      change_log_ = *exists ? ChangeLog::kPresent : ChangeLog::kAbsent;
+      STAGEHAND_ASSIGN_OR_RETURN(bool exists, store_internal::ChangeLogExists(session, ErrorOf()));
+      change_log_ = exists ? ChangeLog::kPresent : ChangeLog::kAbsent;
     }
     return change_log_ == ChangeLog::kPresent;
   }
@@ -1046,9 +1020,8 @@ class MySqlTaskStore final : public TaskStore,
   // sequence number, or 0 when nothing was appended.
   Result<std::int64_t> Announce(Transaction& tx) {
     if (tx.events.empty()) return std::int64_t{0};
-    Result<bool> present = ChangeLogPresent(tx.session);
-    if (!present.ok()) return present.status();
-    if (!*present) return std::int64_t{0};
+    STAGEHAND_ASSIGN_OR_RETURN(bool present, ChangeLogPresent(tx.session));
+    if (!present) return std::int64_t{0};
     std::vector<store_internal::ChangeRecord> records;
     records.reserve(tx.events.size());
     for (const StoreEvent& event : tx.events) records.push_back(RecordOf(event));
@@ -1068,14 +1041,12 @@ class MySqlTaskStore final : public TaskStore,
     return InTransaction<T>(what, [&](Transaction& tx) -> Result<T> {
       MyConnection& session = tx.session;
       const std::string ids[] = {id};
-      Result<ReadRows> read = Read(session, ids, Lock::kWait);
-      if (!read.ok()) return read.status();
-      auto it = read->rows.find(id);
-      if (it == read->rows.end()) return change(nullptr, read->now);
+      STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, ids, Lock::kWait));
+      auto it = read.rows.find(id);
+      if (it == read.rows.end()) return change(nullptr, read.now);
       const TaskRow before = it->second;
-      Result<T> result = change(&it->second, read->now);
-      if (!result.ok()) return result;
-      RoundForStorage(it->second, read->now);
+      STAGEHAND_ASSIGN_OR_RETURN(T result, change(&it->second, read.now));
+      RoundForStorage(it->second, read.now);
       if (it->second != before) {
         STAGEHAND_RETURN_IF_ERROR(Write(session, std::span(&it->second, 1)));
         if (announce) tx.events.push_back(*announce);
@@ -1092,35 +1063,33 @@ class MySqlTaskStore final : public TaskStore,
     return InTransaction<std::vector<
         ClaimResult>>("claiming tasks", [&](Transaction& tx) -> Result<std::vector<ClaimResult>> {
       MyConnection& session = tx.session;
-      Result<ReadRows> read = Read(session, ids, lock);
-      if (!read.ok()) return read.status();
-      std::vector<ClaimResult> results(claims.size(), ClaimResult{false, read->now, std::nullopt});
+      STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, ids, lock));
+      std::vector<ClaimResult> results(claims.size(), ClaimResult{false, read.now, std::nullopt});
       std::vector<TaskRow> claimed;
       std::vector<store_internal::MyRunStart> starts;
       for (std::size_t i = 0; i < claims.size(); ++i) {
         const ClaimRequest& claim = claims[i];
-        auto it = read->rows.find(claim.id);
-        if (it == read->rows.end() ||
+        auto it = read.rows.find(claim.id);
+        if (it == read.rows.end() ||
             !store_internal::ClaimRow(it->second, claim.ticket, claim.timeout, lease,
-                                      claim.expected_version, read->now)) {
+                                      claim.expected_version, read.now)) {
           continue;
         }
-        RoundForStorage(it->second, read->now);
+        RoundForStorage(it->second, read.now);
         results[i].claimed = true;
         results[i].expires_at = it->second.current_run_expires_at;
         if (lock == Lock::kSkipLocked) {
           tx.Announce(StoreEvent::Kind::kClaim, claim.id, claim.ticket);
         }
         if (claim.history) {
-          starts.push_back({&claim.ticket, &claim.id, &*claim.history, read->now});
+          starts.push_back({&claim.ticket, &claim.id, &*claim.history, read.now});
         }
         claimed.push_back(it->second);
       }
       STAGEHAND_RETURN_IF_ERROR(Write(session, claimed));
       if (!starts.empty()) {
-        Result<bool> history = HistoryPresent(session);
-        if (!history.ok()) return history.status();
-        if (*history) STAGEHAND_RETURN_IF_ERROR(Runs(session).RecordStarts(starts));
+        STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryPresent(session));
+        if (history) STAGEHAND_RETURN_IF_ERROR(Runs(session).RecordStarts(starts));
       }
       return results;
     });
@@ -1132,23 +1101,22 @@ class MySqlTaskStore final : public TaskStore,
     MyConnection& session = tx.session;
     // The expired rows are found by a plain read, then locked by id: a locking read of the whole
     // table would wait for, and hold up, every claim and release in flight on any row.
-    Result<MyResult> expired =
+    STAGEHAND_ASSIGN_OR_RETURN(
+        MyResult expired,
         Run(session,
             "SELECT id FROM backstage_backend_tasks__tasks WHERE current_run_expires_at < NOW(6)",
-            {}, "reading expired runs");
-    if (!expired.ok()) return expired.status();
-    if (expired->rows() == 0) return std::vector<std::string>();
+            {}, "reading expired runs"));
+    if (expired.rows() == 0) return std::vector<std::string>();
     std::vector<std::string> ids;
-    for (int row = 0; row < expired->rows(); ++row) ids.emplace_back(expired->Get(row, 0));
+    for (int row = 0; row < expired.rows(); ++row) ids.emplace_back(expired.Get(row, 0));
     std::sort(ids.begin(), ids.end());
-    Result<ReadRows> read = Read(session, ids, Lock::kWait);
-    if (!read.ok()) return read.status();
+    STAGEHAND_ASSIGN_OR_RETURN(ReadRows read, Read(session, ids, Lock::kWait));
     std::vector<std::string> swept;
     std::vector<std::string> lost_runs;
     std::vector<TaskRow> changed;
-    for (auto& [id, row] : read->rows) {
+    for (auto& [id, row] : read.rows) {
       const std::optional<std::string> ticket = row.current_run_ticket;
-      const store_internal::SweepOutcome outcome = store_internal::SweepRow(row, read->now);
+      const store_internal::SweepOutcome outcome = store_internal::SweepRow(row, read.now);
       if (outcome == store_internal::SweepOutcome::kUntouched) continue;
       if (outcome == store_internal::SweepOutcome::kSwept) {
         swept.push_back(id);
@@ -1157,17 +1125,15 @@ class MySqlTaskStore final : public TaskStore,
       tx.Announce(outcome == store_internal::SweepOutcome::kSwept ? StoreEvent::Kind::kSweep
                                                                   : StoreEvent::Kind::kRelease,
                   id);
-      RoundForStorage(row, read->now);
+      RoundForStorage(row, read.now);
       changed.push_back(row);
     }
     STAGEHAND_RETURN_IF_ERROR(Write(session, changed));
     if (!lost_runs.empty()) {
-      Result<bool> history = HistoryPresent(session);
-      if (!history.ok()) return history.status();
-      if (*history) {
-        Result<std::size_t> lost =
-            Runs(session).MarkLost(lost_runs, ErrorJson("Task timed out"), read->now);
-        if (!lost.ok()) return lost.status();
+      STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryPresent(session));
+      if (history) {
+        STAGEHAND_RETURN_IF_ERROR(
+            Runs(session).MarkLost(lost_runs, ErrorJson("Task timed out"), read.now));
       }
     }
     return swept;
@@ -1178,11 +1144,11 @@ class MySqlTaskStore final : public TaskStore,
     MyParams params;
     for (const std::string& id : ids) params.Add(id);
     const WallTime sent = clock_.Now();
-    Result<MyResult> result =
-        Run(session, ReadRowsSql(IdsCondition(ids.size()), lock), params, "reading tasks");
-    if (!result.ok()) return result.status();
-    db_clock_.Observe(sent, clock_.Now(), FromMicros(result->GetInt(0, 0)));
-    return RowsOf(*result);
+    STAGEHAND_ASSIGN_OR_RETURN(
+        MyResult result,
+        Run(session, ReadRowsSql(IdsCondition(ids.size()), lock), params, "reading tasks"));
+    db_clock_.Observe(sent, clock_.Now(), FromMicros(result.GetInt(0, 0)));
+    return RowsOf(result);
   }
 
   // The rows of a ReadRowsSql result.
@@ -1235,10 +1201,9 @@ class MySqlTaskStore final : public TaskStore,
 
   Result<WallTime> NowOn(MyConnection& session) {
     const WallTime sent = clock_.Now();
-    Result<MyResult> result =
-        Run(session, fmt::format("SELECT {}", kNowMicros), {}, "reading the database clock");
-    if (!result.ok()) return result.status();
-    const WallTime now = FromMicros(result->GetInt(0, 0));
+    STAGEHAND_ASSIGN_OR_RETURN(MyResult result, Run(session, fmt::format("SELECT {}", kNowMicros),
+                                                    {}, "reading the database clock"));
+    const WallTime now = FromMicros(result.GetInt(0, 0));
     db_clock_.Observe(sent, clock_.Now(), now);
     return now;
   }
@@ -1331,9 +1296,8 @@ Result<std::unique_ptr<TaskStore>> OpenMySqlTaskStore(const std::string& plugin_
     if (!admin.ok()) {
       return UnavailableError(fmt::format("plugin {}: {}", plugin_id, admin.status().message()));
     }
-    Result<std::string> quoted = MyConnection::QuoteIdentifier(options.database);
-    if (!quoted.ok()) return quoted.status();
-    MyResult created = (*admin)->Execute("CREATE DATABASE IF NOT EXISTS " + *quoted);
+    STAGEHAND_ASSIGN_OR_RETURN(std::string quoted, MyConnection::QuoteIdentifier(options.database));
+    MyResult created = (*admin)->Execute("CREATE DATABASE IF NOT EXISTS " + quoted);
     if (!created.ok()) {
       return UnavailableError(fmt::format("plugin {}: cannot create the MySQL database {}: {}",
                                           plugin_id, options.database, created.error()));

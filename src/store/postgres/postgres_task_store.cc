@@ -410,19 +410,17 @@ Status PostgresTaskStore::ReadTimes(
     const PgResult& result, int row,
     std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const {
   for (const auto& [column, target] : columns) {
-    Result<std::optional<WallTime>> parsed = TimeAt(result, row, column);
-    if (!parsed.ok()) return parsed.status();
-    *target = *parsed;
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> parsed, TimeAt(result, row, column));
+    *target = parsed;
   }
   return Status::Ok();
 }
 
 Result<WallTime> PostgresTaskStore::ObserveNow(const Executed& executed, int row, int column) {
-  Result<std::optional<WallTime>> now = TimeAt(executed.result, row, column);
-  if (!now.ok()) return now.status();
-  if (!now->has_value()) return InternalError(fmt::format("{}: now() returned NULL", where_));
-  db_clock_.Observe(executed.sent, executed.received, **now);
-  return **now;
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> now, TimeAt(executed.result, row, column));
+  if (!now.has_value()) return InternalError(fmt::format("{}: now() returned NULL", where_));
+  db_clock_.Observe(executed.sent, executed.received, *now);
+  return *now;
 }
 
 Status PostgresTaskStore::Migrate() {
@@ -450,30 +448,26 @@ Result<UpsertResult> PostgresTaskStore::Upsert(const std::string& id,
                                                const TaskSchedule& schedule) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
   const WallTime db_now = db_clock_.Now();
-  Result<NextRunPlan> start = store_internal::PlanInsertStart(schedule, db_now);
-  if (!start.ok()) return start.status();
-  Result<NextRunPlan> next = store_internal::PlanReregisterStart(schedule, db_now);
-  if (!next.ok()) return next.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan start, store_internal::PlanInsertStart(schedule, db_now));
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
+                             store_internal::PlanReregisterStart(schedule, db_now));
 
   PgParams params;
   params.Add(id).Add(schedule.settings.ToJson());
-  AddPlan(params, *start);
-  AddPlan(params, *next);
+  AddPlan(params, start);
+  AddPlan(params, next);
   params.Add(channel_);
-  Result<Executed> executed = Run("upsert", sql::TaskStatements().upsert, params);
-  if (!executed.ok()) return executed.status();
-  Result<std::optional<WallTime>> stored = TimeAt(executed->result, 0, 0);
-  if (!stored.ok()) return stored.status();
-  Result<WallTime> now = ObserveNow(*executed, 0, 1);
-  if (!now.ok()) return now.status();
-  return UpsertResult{*stored, *now, executed->result.GetInt(0, 3)};
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("upsert", sql::TaskStatements().upsert, params));
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> stored, TimeAt(executed.result, 0, 0));
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 1));
+  return UpsertResult{stored, now, executed.result.GetInt(0, 3)};
 }
 
 Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
   if (tasks.empty()) return std::vector<UpsertResult>();
-  Result<std::vector<store_internal::PlannedUpsert>> planned =
-      store_internal::PlanUpserts(tasks, db_clock_.Now());
-  if (!planned.ok()) return planned.status();
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<store_internal::PlannedUpsert> planned,
+                             store_internal::PlanUpserts(tasks, db_clock_.Now()));
   PgArray ids;
   PgArray settings;
   PlanArrays start;
@@ -482,9 +476,9 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
   index_of.reserve(tasks.size());
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     ids.Add(tasks[i].id);
-    settings.Add((*planned)[i].settings_json);
-    start.Add((*planned)[i].insert);
-    next.Add((*planned)[i].reregister);
+    settings.Add(planned[i].settings_json);
+    start.Add(planned[i].insert);
+    next.Add(planned[i].reregister);
     index_of.emplace(tasks[i].id, i);
   }
   PgParams params;
@@ -496,36 +490,33 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
     return task.registered_by.has_value();
   });
   if (registering) {
-    Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/false);
-    if (!exists.ok()) return exists.status();
-    registering = *exists;
+    STAGEHAND_ASSIGN_OR_RETURN(bool exists, RegistrationsTableExists(/*again_if_absent=*/false));
+    registering = exists;
   }
   if (registering) {
     PgArray hosts;
     for (const TaskUpsert& task : tasks) hosts.AddOrNull(task.registered_by);
     params.Add(std::move(hosts).Finish());
   }
-  Result<Executed> executed = Run(
-      "upsert",
-      registering ? sql::RegistrationStatements().upsert_many : sql::TaskStatements().upsert_many,
-      params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("upsert",
+                                 registering ? sql::RegistrationStatements().upsert_many
+                                             : sql::TaskStatements().upsert_many,
+                                 params));
+  const PgResult& result = executed.result;
   if (result.rows() != static_cast<int>(tasks.size())) {
     return InternalError(
         fmt::format("{}: upsert of {} tasks wrote {} rows", where_, tasks.size(), result.rows()));
   }
-  Result<WallTime> now = ObserveNow(*executed, 0, 2);
-  if (!now.ok()) return now.status();
-  std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, *now});
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 2));
+  std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
   for (int row = 0; row < result.rows(); ++row) {
     const auto found = index_of.find(result.Get(row, 0));
     if (found == index_of.end()) {
       return InternalError(fmt::format("{}: upsert returned an unknown task", where_));
     }
-    Result<std::optional<WallTime>> stored = TimeAt(result, row, 1);
-    if (!stored.ok()) return stored.status();
-    results[found->second].next_run_start_at = *stored;
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> stored, TimeAt(result, row, 1));
+    results[found->second].next_run_start_at = stored;
     results[found->second].version = result.GetInt(row, 4);
   }
   return results;
@@ -538,16 +529,15 @@ Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, boo
   bool history = false;
   if (sweep_expired) {
     sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
-    Result<bool> exists = HistoryTablesExist();
-    if (!exists.ok()) return exists.status();
-    history = *exists;
+    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
+    history = exists;
   }
   const sql::Statements& statements = sql::TaskStatements();
-  Result<Executed> executed =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
       RunPoll(sweep_expired, statements.poll, params,
-              history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep, sweeping);
-  if (!executed.ok()) return executed.status();
-  return ReadPoll(*executed, ids, /*only_listed=*/false);
+              history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep, sweeping));
+  return ReadPoll(executed, ids, /*only_listed=*/false);
 }
 
 Result<Executed> PostgresTaskStore::RunPoll(bool sweep, const PgStatement& plain,
@@ -573,17 +563,16 @@ Result<PollResult> PostgresTaskStore::PollChanged(
   bool history = false;
   if (sweep_expired) {
     sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
-    Result<bool> exists = HistoryTablesExist();
-    if (!exists.ok()) return exists.status();
-    history = *exists;
+    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
+    history = exists;
   }
   const sql::Statements& statements = sql::TaskStatements();
-  Result<Executed> executed = RunPoll(
-      sweep_expired, statements.poll_changed, params,
-      history ? sql::RunStatements().poll_changed_and_sweep : statements.poll_changed_and_sweep,
-      sweeping);
-  if (!executed.ok()) return executed.status();
-  return ReadPoll(*executed, ids, /*only_listed=*/true);
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             RunPoll(sweep_expired, statements.poll_changed, params,
+                                     history ? sql::RunStatements().poll_changed_and_sweep
+                                             : statements.poll_changed_and_sweep,
+                                     sweeping));
+  return ReadPoll(executed, ids, /*only_listed=*/true);
 }
 
 Result<PollResult> PostgresTaskStore::ReadPoll(const Executed& executed,
@@ -595,9 +584,8 @@ Result<PollResult> PostgresTaskStore::ReadPoll(const Executed& executed,
   for (int row = 0; row < result.rows(); ++row) {
     const std::string_view kind = result.Get(row, 0);
     if (kind == "clock") {
-      Result<WallTime> now = ObserveNow(executed, row, 7);
-      if (!now.ok()) return now.status();
-      poll.db_now = *now;
+      STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, row, 7));
+      poll.db_now = now;
     } else if (kind == "swept") {
       poll.swept_ids.emplace_back(result.Get(row, 1));
     } else if (kind == "missing") {
@@ -620,13 +608,11 @@ Result<PollResult> PostgresTaskStore::ReadPoll(const Executed& executed,
     PollEntry& entry = poll.entries.emplace_back();
     entry.id = id;
     const int row = found->second;
-    Result<std::optional<WallTime>> next = TimeAt(result, row, 3);
-    if (!next.ok()) return next.status();
-    Result<std::optional<WallTime>> expires = TimeAt(result, row, 5);
-    if (!expires.ok()) return expires.status();
-    entry.next_run_start_at = *next;
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> next, TimeAt(result, row, 3));
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> expires, TimeAt(result, row, 5));
+    entry.next_run_start_at = next;
     entry.running = result.GetBool(row, 4);
-    entry.current_run_expires_at = *expires;
+    entry.current_run_expires_at = expires;
     entry.version = result.GetInt(row, 8);
     if (!entry.running && entry.next_run_start_at &&
         (!poll.earliest_next || *entry.next_run_start_at < *poll.earliest_next)) {
@@ -747,13 +733,10 @@ Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::s
       .Add(ticket)
       .Add(static_cast<long long>(timeout.count()))
       .Add(static_cast<long long>(lease.count()));
-  Result<Executed> executed = Run("claim", sql::TaskStatements().claim, params);
-  if (!executed.ok()) return executed.status();
-  Result<WallTime> now = ObserveNow(*executed, 0, 0);
-  if (!now.ok()) return now.status();
-  Result<std::optional<WallTime>> expires = TimeAt(executed->result, 0, 1);
-  if (!expires.ok()) return expires.status();
-  return ClaimResult{expires->has_value(), *now, *expires};
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("claim", sql::TaskStatements().claim, params));
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 0));
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> expires, TimeAt(executed.result, 0, 1));
+  return ClaimResult{expires.has_value(), now, expires};
 }
 
 Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const ClaimRequest> claims,
@@ -782,9 +765,8 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
   bool history = std::any_of(claims.begin(), claims.end(),
                              [](const ClaimRequest& claim) { return claim.history.has_value(); });
   if (history) {
-    Result<bool> exists = HistoryTablesExist();
-    if (!exists.ok()) return exists.status();
-    history = *exists;
+    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
+    history = exists;
   }
   if (history) {
     RunOriginArrays origins(/*with_starts=*/false);
@@ -798,24 +780,22 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
     std::move(origins).AddTo(params);
     params.Add(static_cast<long long>(limits_.Get().max_runs_per_task));
   }
-  Result<Executed> executed =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
       Run("claim", history ? sql::RunStatements().claim_many : sql::TaskStatements().claim_many,
-          params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
-  Result<WallTime> now = ObserveNow(*executed, 0, 2);
-  if (!now.ok()) return now.status();
-  std::vector<ClaimResult> results(claims.size(), ClaimResult{false, *now, std::nullopt});
+          params));
+  const PgResult& result = executed.result;
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 2));
+  std::vector<ClaimResult> results(claims.size(), ClaimResult{false, now, std::nullopt});
   for (int row = 0; row < result.rows(); ++row) {
     if (result.IsNull(row, 0)) continue;
     const auto found = index_of.find(result.Get(row, 0));
     if (found == index_of.end()) {
       return InternalError(fmt::format("{}: claim returned an unknown task", where_));
     }
-    Result<std::optional<WallTime>> expires = TimeAt(result, row, 1);
-    if (!expires.ok()) return expires.status();
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> expires, TimeAt(result, row, 1));
     results[found->second].claimed = true;
-    results[found->second].expires_at = *expires;
+    results[found->second].expires_at = expires;
     if (history && !result.IsNull(row, 4)) {
       const ClaimRequest& claim = claims[found->second];
       RememberRecordedPlace(claim.ticket,
@@ -834,36 +814,35 @@ Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const s
       .Add(static_cast<long long>(timeout.count()))
       .Add(static_cast<long long>(lease.count()))
       .Add(CancelRequestedTicket(ticket));
-  Result<Executed> executed = Run("renew lease", sql::TaskStatements().renew_lease, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) {
-    Result<std::optional<std::string>> pending = PendingPauseTicket(id, ticket);
-    if (!pending.ok()) return pending.status();
-    if (!*pending) return LeaseStatus::kLost;
-    const std::string& stored = **pending;
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("renew lease", sql::TaskStatements().renew_lease, params));
+  if (executed.result.rows() == 0) {
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> pending, PendingPauseTicket(id, ticket));
+    if (!pending) return LeaseStatus::kLost;
+    const std::string& stored = *pending;
     PgParams again;
     again.Add(id)
         .Add(stored)
         .Add(static_cast<long long>(timeout.count()))
         .Add(static_cast<long long>(lease.count()))
         .Add(stored.starts_with(kCancelRequestedPrefix) ? stored : CancelRequestedTicket(stored));
-    executed = Run("renew lease", sql::TaskStatements().renew_lease, again);
-    if (!executed.ok()) return executed.status();
-    if (executed->result.rows() == 0) return LeaseStatus::kLost;
+    STAGEHAND_ASSIGN_OR_RETURN(executed,
+                               Run("renew lease", sql::TaskStatements().renew_lease, again));
+    if (executed.result.rows() == 0) return LeaseStatus::kLost;
   }
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
-  return executed->result.GetBool(0, 1) ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 0));
+  return executed.result.GetBool(0, 1) ? LeaseStatus::kCancelRequested : LeaseStatus::kHeld;
 }
 
 Result<std::optional<std::string>> PostgresTaskStore::ReadColumn(const std::string& id,
                                                                  int column) {
   PgParams params;
   params.Add(id);
-  Result<Executed> read = Run("read task", sql::TaskStatements().read_for_cancel, params);
-  if (!read.ok()) return read.status();
-  if (read->result.rows() == 0) return std::optional<std::string>();
-  if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
-  return read->result.GetOptional(0, column);
+  STAGEHAND_ASSIGN_OR_RETURN(Executed read,
+                             Run("read task", sql::TaskStatements().read_for_cancel, params));
+  if (read.result.rows() == 0) return std::optional<std::string>();
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(read, 0, 2));
+  return read.result.GetOptional(0, column);
 }
 
 Result<std::optional<std::string>> PostgresTaskStore::LastRunError(const std::string& id) {
@@ -884,16 +863,15 @@ Result<std::optional<std::string>> PostgresTaskStore::PendingPauseTicket(
 Result<ReleaseResult> PostgresTaskStore::ReleaseIntoPause(
     const std::string& id, const std::string& ticket, const NextRunPlan& next,
     const std::optional<std::string>& error_json) {
-  Result<std::optional<std::string>> stored = PendingPauseTicket(id, ticket);
-  if (!stored.ok()) return stored.status();
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, PendingPauseTicket(id, ticket));
   ReleaseResult result;
   result.db_now = db_clock_.Now();
-  if (!*stored) return result;
-  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(**stored);
+  if (!stored) return result;
+  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(*stored);
   const std::optional<store_internal::PauseAfterRun> pause =
       store_internal::PauseLeftBy(*held, result.db_now);
   PgParams params;
-  params.Add(id).Add(**stored);
+  params.Add(id).Add(*stored);
   AddPlan(params, next);
   params.Add(held->cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json)
       .Add(channel_)
@@ -904,17 +882,15 @@ Result<ReleaseResult> PostgresTaskStore::ReleaseIntoPause(
   } else {
     params.AddNull();
   }
-  Result<Executed> executed = Run("release", sql::TaskStatements().release_into_pause, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) return result;
-  Result<WallTime> now = ObserveNow(*executed, 0, 0);
-  if (!now.ok()) return now.status();
-  Result<std::optional<WallTime>> next_start = TimeAt(executed->result, 0, 2);
-  if (!next_start.ok()) return next_start.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("release", sql::TaskStatements().release_into_pause, params));
+  if (executed.result.rows() == 0) return result;
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 0));
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> next_start, TimeAt(executed.result, 0, 2));
   result.released = true;
-  result.db_now = *now;
-  result.next_run_start_at = *next_start;
-  result.version = executed->result.GetInt(0, 3);
+  result.db_now = now;
+  result.next_run_start_at = next_start;
+  result.version = executed.result.GetInt(0, 3);
   return result;
 }
 
@@ -929,37 +905,37 @@ Status PostgresTaskStore::RewriteTicket(const std::string& id, const std::string
   } else {
     params.AddNull();
   }
-  Result<Executed> executed = Run(operation, sql::TaskStatements().rewrite_ticket, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run(operation, sql::TaskStatements().rewrite_ticket, params));
+  if (executed.result.rows() == 0) {
     return ConflictError(fmt::format("Task {} changed while it was being {}; try again", id,
                                      operation == "pause" ? "paused" : "resumed"));
   }
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 0));
   return Status::Ok();
 }
 
 Result<bool> PostgresTaskStore::Release(const std::string& id, const std::string& ticket,
                                         const TaskSchedule& schedule,
                                         const std::optional<std::string>& error_json) {
-  Result<NextRunPlan> next = store_internal::PlanReleaseNext(schedule, db_clock_.Now());
-  if (!next.ok()) return next.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
+                             store_internal::PlanReleaseNext(schedule, db_clock_.Now()));
   PgParams params;
   params.Add(id).Add(ticket);
-  AddPlan(params, *next);
+  AddPlan(params, next);
   params.Add(error_json)
       .Add(channel_)
       .Add("release")
       .Add(CancelRequestedTicket(ticket))
       .Add(ErrorJson("Task was cancelled"));
-  Result<Executed> executed = Run("release", sql::TaskStatements().release, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) {
-    Result<ReleaseResult> paused = ReleaseIntoPause(id, ticket, *next, error_json);
-    if (!paused.ok()) return paused.status();
-    return paused->released;
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("release", sql::TaskStatements().release, params));
+  if (executed.result.rows() == 0) {
+    STAGEHAND_ASSIGN_OR_RETURN(ReleaseResult paused,
+                               ReleaseIntoPause(id, ticket, next, error_json));
+    return paused.released;
   }
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 0));
   return true;
 }
 
@@ -978,14 +954,13 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   const WallTime db_now = db_clock_.Now();
   for (std::size_t i = 0; i < releases.size(); ++i) {
     const ReleaseRequest& release = releases[i];
-    Result<NextRunPlan> plan = store_internal::PlanRelease(release, db_now);
-    if (!plan.ok()) return plan.status();
-    plans.push_back(*plan);
+    STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanRelease(release, db_now));
+    plans.push_back(plan);
     ids.Add(release.id);
     tickets.Add(release.ticket);
     errors.AddOrNull(release.error_json);
     marked.Add(CancelRequestedTicket(release.ticket));
-    next.Add(*plan);
+    next.Add(plan);
     index_of.emplace(release.id, i);
   }
   PgParams params;
@@ -999,9 +974,8 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     return release.history.has_value();
   });
   if (history) {
-    Result<bool> exists = HistoryTablesExist();
-    if (!exists.ok()) return exists.status();
-    history = *exists;
+    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
+    history = exists;
   }
   // The runs whose start this store recorded, or that a retried release finds recorded, closed
   // where they are once the rows are released; the others are written whole.
@@ -1009,9 +983,7 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
   std::set<std::string, std::less<>> found_recorded;
   std::vector<bool> written_whole(releases.size(), false);
   if (history) {
-    Result<std::set<std::string, std::less<>>> recorded = RecordedRetriedRuns(releases);
-    if (!recorded.ok()) return recorded.status();
-    found_recorded = *std::move(recorded);
+    STAGEHAND_ASSIGN_OR_RETURN(found_recorded, RecordedRetriedRuns(releases));
   }
   if (history) {
     const RunHistoryLimits limits = limits_.Get();
@@ -1036,15 +1008,14 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     std::move(origins).AddTo(params);
     params.Add(static_cast<long long>(limits.max_runs_per_task));
   }
-  Result<Executed> executed =
-      Run("release",
-          history ? sql::RunStatements().release_many : sql::TaskStatements().release_many, params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
-  Result<WallTime> now = ObserveNow(*executed, 0, 1);
-  if (!now.ok()) return now.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("release",
+                                                    history ? sql::RunStatements().release_many
+                                                            : sql::TaskStatements().release_many,
+                                                    params));
+  const PgResult& result = executed.result;
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 1));
   ReleaseResult unreleased;
-  unreleased.db_now = *now;
+  unreleased.db_now = now;
   std::vector<ReleaseResult> results(releases.size(), unreleased);
   for (std::size_t i = 0; i < releases.size(); ++i) {
     results[i].recorded = written_whole[i];
@@ -1056,25 +1027,23 @@ Result<std::vector<ReleaseResult>> PostgresTaskStore::ReleaseMany(
     if (found == index_of.end()) {
       return InternalError(fmt::format("{}: release returned an unknown task", where_));
     }
-    Result<std::optional<WallTime>> next_start = TimeAt(result, row, 3);
-    if (!next_start.ok()) return next_start.status();
+    STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> next_start, TimeAt(result, row, 3));
     ReleaseResult& released = results[found->second];
     released.released = true;
-    released.next_run_start_at = *next_start;
+    released.next_run_start_at = next_start;
     released.version = result.GetInt(row, 4);
   }
   if (!closes.empty()) {
-    for (RunEnd& end : closes) end.ended_at = *now;
-    Result<std::size_t> closed = RecordEnds(closes);
-    if (!closed.ok()) return closed.status();
+    for (RunEnd& end : closes) end.ended_at = now;
+    STAGEHAND_RETURN_IF_ERROR(RecordEnds(closes));
   }
   // A run whose ticket a pause marked meanwhile (rare) is released into the pause.
   for (std::size_t i = 0; i < releases.size(); ++i) {
     if (results[i].released) continue;
-    Result<ReleaseResult> paused =
-        ReleaseIntoPause(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json);
-    if (!paused.ok()) return paused.status();
-    if (paused->released) results[i] = *paused;
+    STAGEHAND_ASSIGN_OR_RETURN(
+        ReleaseResult paused,
+        ReleaseIntoPause(releases[i].id, releases[i].ticket, plans[i], releases[i].error_json));
+    if (paused.released) results[i] = paused;
   }
   return results;
 }
@@ -1093,10 +1062,10 @@ Result<std::set<std::string, std::less<>>> PostgresTaskStore::RecordedRetriedRun
   if (run_ids.empty()) return recorded;
   PgParams params;
   params.Add(TextArray(task_ids)).Add(TextArray(run_ids));
-  Result<Executed> executed = Run("release", sql::RunStatements().recorded_runs, params);
-  if (!executed.ok()) return executed.status();
-  for (int row = 0; row < executed->result.rows(); ++row) {
-    recorded.emplace(executed->result.Get(row, 0));
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("release", sql::RunStatements().recorded_runs, params));
+  for (int row = 0; row < executed.result.rows(); ++row) {
+    recorded.emplace(executed.result.Get(row, 0));
   }
   return recorded;
 }
@@ -1172,33 +1141,31 @@ Result<KeyedOutcome> PostgresTaskStore::ApplyOnce(
 
 Result<SkipResult> PostgresTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,
                                                WallTime slot, const TaskSchedule& schedule) {
-  Result<NextRunPlan> next = store_internal::PlanSkipNext(schedule, slot, db_clock_.Now());
-  if (!next.ok()) return next.status();
-  STAGEHAND_CHECK(next->kind == NextRunPlan::Kind::kInstant ||
-                  next->kind == NextRunPlan::Kind::kNull);
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
+                             store_internal::PlanSkipNext(schedule, slot, db_clock_.Now()));
+  STAGEHAND_CHECK(next.kind == NextRunPlan::Kind::kInstant ||
+                  next.kind == NextRunPlan::Kind::kNull);
   PgParams params;
   params.Add(id).Add(static_cast<long long>(expected_version));
-  if (next->kind == NextRunPlan::Kind::kInstant) {
-    params.Add(store_internal::FormatPgTimestamp(next->instant));
+  if (next.kind == NextRunPlan::Kind::kInstant) {
+    params.Add(store_internal::FormatPgTimestamp(next.instant));
   } else {
     params.AddNull();
   }
   params.Add(channel_);
-  Result<Executed> executed = Run("skip slot", sql::TaskStatements().skip_slot, params);
-  if (!executed.ok()) return executed.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("skip slot", sql::TaskStatements().skip_slot, params));
   SkipResult result;
-  if (executed->result.rows() == 0) {
+  if (executed.result.rows() == 0) {
     result.db_now = db_clock_.Now();
     return result;
   }
-  Result<std::optional<WallTime>> stored = TimeAt(executed->result, 0, 0);
-  if (!stored.ok()) return stored.status();
-  Result<WallTime> now = ObserveNow(*executed, 0, 2);
-  if (!now.ok()) return now.status();
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> stored, TimeAt(executed.result, 0, 0));
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 2));
   result.skipped = true;
-  result.next_run_start_at = *stored;
-  result.version = executed->result.GetInt(0, 1);
-  result.db_now = *now;
+  result.next_run_start_at = stored;
+  result.version = executed.result.GetInt(0, 1);
+  result.db_now = now;
   return result;
 }
 
@@ -1208,14 +1175,14 @@ Status PostgresTaskStore::Trigger(const std::string& id, const TraceContext& cal
   PgParams params;
   params.Add(id).Add(channel_);
   params.Add(caller.valid() ? FormatTraceparent(caller) : std::string()).Add(caller.trace_state);
-  Result<Executed> executed = Run("trigger", sql::TaskStatements().trigger, params);
-  if (!executed.ok()) return executed.status();
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
-  if (!executed->result.GetBool(0, 0)) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("trigger", sql::TaskStatements().trigger, params));
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 2));
+  if (!executed.result.GetBool(0, 0)) {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
-  if (!executed->result.GetBool(0, 1)) {
-    if (executed->result.GetBool(0, 3)) return store_internal::PausedError(id);
+  if (!executed.result.GetBool(0, 1)) {
+    if (executed.result.GetBool(0, 3)) return store_internal::PausedError(id);
     return ConflictError(fmt::format("Task {} is currently running", id));
   }
   return Status::Ok();
@@ -1233,39 +1200,36 @@ Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& reque
     params.AddNull();
   }
   params.Add(channel_);
-  Result<Executed> executed = Run("pause", sql::TaskStatements().pause, params);
-  if (!executed.ok()) return executed.status();
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
-  if (!executed->result.GetBool(0, 0)) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("pause", sql::TaskStatements().pause, params));
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 2));
+  if (!executed.result.GetBool(0, 0)) {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
-  if (executed->result.GetBool(0, 3)) return store_internal::PauseUntilPassedError();
-  if (executed->result.GetBool(0, 1)) return Status::Ok();
-  Result<std::optional<std::string>> stored = StoredTicket(id);
-  if (!stored.ok()) return stored.status();
+  if (executed.result.GetBool(0, 3)) return store_internal::PauseUntilPassedError();
+  if (executed.result.GetBool(0, 1)) return Status::Ok();
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredTicket(id));
   const std::optional<store_internal::HeldTicket> held =
-      *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
+      stored ? store_internal::ParseHeldTicket(*stored) : std::nullopt;
   if (!held) return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-  return RewriteTicket(id, **stored, store_internal::PausePendingTicket(*held, request), hold,
+  return RewriteTicket(id, *stored, store_internal::PausePendingTicket(*held, request), hold,
                        "pause");
 }
 
 Status PostgresTaskStore::Resume(const std::string& id) {
   PgParams params;
   params.Add(id).Add(channel_);
-  Result<Executed> executed = Run("resume", sql::TaskStatements().resume, params);
-  if (!executed.ok()) return executed.status();
-  if (Result<WallTime> now = ObserveNow(*executed, 0, 2); !now.ok()) return now.status();
-  if (!executed->result.GetBool(0, 0)) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("resume", sql::TaskStatements().resume, params));
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 2));
+  if (!executed.result.GetBool(0, 0)) {
     return NotFoundError(fmt::format("Task {} does not exist", id));
   }
-  if (executed->result.GetBool(0, 1)) return Status::Ok();
-  Result<std::optional<std::string>> stored = StoredTicket(id);
-  if (!stored.ok()) return stored.status();
+  if (executed.result.GetBool(0, 1)) return Status::Ok();
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredTicket(id));
   const std::optional<store_internal::HeldTicket> held =
-      *stored ? store_internal::ParseHeldTicket(**stored) : std::nullopt;
+      stored ? store_internal::ParseHeldTicket(*stored) : std::nullopt;
   if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-  return RewriteTicket(id, **stored, store_internal::WithoutPendingPause(*held), std::nullopt,
+  return RewriteTicket(id, *stored, store_internal::WithoutPendingPause(*held), std::nullopt,
                        "resume");
 }
 
@@ -1273,15 +1237,14 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
   const sql::Statements& statements = sql::TaskStatements();
   PgParams read_params;
   read_params.Add(id);
-  Result<Executed> read = Run("cancel", statements.read_for_cancel, read_params);
-  if (!read.ok()) return read.status();
-  if (read->result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
-  if (Result<WallTime> now = ObserveNow(*read, 0, 2); !now.ok()) return now.status();
-  const std::optional<std::string> ticket = read->result.GetOptional(0, 1);
+  STAGEHAND_ASSIGN_OR_RETURN(Executed read, Run("cancel", statements.read_for_cancel, read_params));
+  if (read.result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(read, 0, 2));
+  const std::optional<std::string> ticket = read.result.GetOptional(0, 1);
   if (!ticket || ticket->empty() || store_internal::IsPausedTicket(*ticket)) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
-  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->result.Get(0, 0));
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read.result.Get(0, 0));
   if (!settings.ok()) {
     return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,
                                             settings.status().message()));
@@ -1294,40 +1257,36 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
       .Add(CancelRequestedTicket(*ticket))
       .Add(static_cast<long long>(hold.count()))
       .Add(channel_);
-  Result<Executed> executed = Run("cancel", statements.mark_cancelled, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("cancel", statements.mark_cancelled, params));
+  if (executed.result.rows() == 0) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
-  if (Result<WallTime> observed = ObserveNow(*executed, 0, 0); !observed.ok()) {
-    return observed.status();
-  }
+  STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 0));
   return Status::Ok();
 }
 
 Result<std::vector<std::string>> PostgresTaskStore::SweepExpired() {
   PgParams params;
   params.Add(ErrorJson("Task timed out")).Add(channel_);
-  Result<bool> history = HistoryTablesExist();
-  if (!history.ok()) return history.status();
-  Result<Executed> executed =
-      Run("sweep", *history ? sql::RunStatements().sweep : sql::TaskStatements().sweep, params);
-  if (!executed.ok()) return executed.status();
+  STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryTablesExist());
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
+      Run("sweep", history ? sql::RunStatements().sweep : sql::TaskStatements().sweep, params));
   std::vector<std::string> ids;
-  ids.reserve(static_cast<size_t>(executed->result.rows()));
-  for (int row = 0; row < executed->result.rows(); ++row) {
-    ids.emplace_back(executed->result.Get(row, 0));
+  ids.reserve(static_cast<size_t>(executed.result.rows()));
+  for (int row = 0; row < executed.result.rows(); ++row) {
+    ids.emplace_back(executed.result.Get(row, 0));
   }
   if (!ids.empty()) {
-    if (Result<WallTime> now = ObserveNow(*executed, 0, 1); !now.ok()) return now.status();
+    STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 1));
   }
   return ids;
 }
 
 Result<std::vector<TaskRow>> PostgresTaskStore::States() {
-  Result<Executed> executed = Run("states", sql::TaskStatements().states, PgParams());
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("states", sql::TaskStatements().states, PgParams()));
+  const PgResult& result = executed.result;
   std::vector<TaskRow> rows;
   rows.reserve(static_cast<size_t>(result.rows()));
   for (int row = 0; row < result.rows(); ++row) {
@@ -1336,15 +1295,14 @@ Result<std::vector<TaskRow>> PostgresTaskStore::States() {
     out.settings_json = result.Get(row, 1);
     out.current_run_ticket = result.GetOptional(row, 3);
     out.last_run_error_json = result.GetOptional(row, 6);
-    const Status times = ReadTimes(result, row,
-                                   {{2, &out.next_run_start_at},
-                                    {4, &out.current_run_started_at},
-                                    {5, &out.current_run_expires_at},
-                                    {7, &out.last_run_ended_at}});
-    if (!times.ok()) return times;
+    STAGEHAND_RETURN_IF_ERROR(ReadTimes(result, row,
+                                        {{2, &out.next_run_start_at},
+                                         {4, &out.current_run_started_at},
+                                         {5, &out.current_run_expires_at},
+                                         {7, &out.last_run_ended_at}}));
   }
   if (!rows.empty()) {
-    if (Result<WallTime> now = ObserveNow(*executed, 0, 8); !now.ok()) return now.status();
+    STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 8));
   }
   return rows;
 }
@@ -1352,18 +1310,18 @@ Result<std::vector<TaskRow>> PostgresTaskStore::States() {
 Status PostgresTaskStore::Delete(const std::string& id) {
   PgParams params;
   params.Add(id).Add(channel_);
-  Result<Executed> executed = Run("delete", sql::TaskStatements().remove, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() > 0) {
-    if (Result<WallTime> now = ObserveNow(*executed, 0, 0); !now.ok()) return now.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("delete", sql::TaskStatements().remove, params));
+  if (executed.result.rows() > 0) {
+    STAGEHAND_RETURN_IF_ERROR(ObserveNow(executed, 0, 0));
   }
   return Status::Ok();
 }
 
 Result<WallTime> PostgresTaskStore::DatabaseNow() {
-  Result<Executed> executed = Run("read the clock", sql::TaskStatements().now, PgParams());
-  if (!executed.ok()) return executed.status();
-  return ObserveNow(*executed, 0, 0);
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("read the clock", sql::TaskStatements().now, PgParams()));
+  return ObserveNow(executed, 0, 0);
 }
 
 namespace {
@@ -1466,9 +1424,9 @@ Status PostgresTaskStore::RecordStarts(std::span<const RunStart> starts) {
   params.Add(std::move(run_ids).Finish()).Add(std::move(task_ids).Finish());
   std::move(origins).AddTo(params);
   params.Add(static_cast<long long>(limits_.Get().max_runs_per_task));
-  Result<Executed> executed = Run("record run starts", sql::RunStatements().record_starts, params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("record run starts", sql::RunStatements().record_starts, params));
+  const PgResult& result = executed.result;
   for (int row = 0; row < result.rows(); ++row) {
     RememberRecordedPlace(
         std::string(result.Get(row, 2)),
@@ -1522,11 +1480,11 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
     params.Add(std::move(finishes->run_ids).Finish()).Add(std::move(finishes->ended).Finish());
     std::move(finishes->finish).AddTo(params);
     const sql::HistoryStatements& statements = sql::RunStatements();
-    Result<Executed> executed =
+    STAGEHAND_ASSIGN_OR_RETURN(
+        Executed executed,
         Run("record run ends",
-            finishes == &placed ? statements.record_ends : statements.record_ends_by_id, params);
-    if (!executed.ok()) return executed.status();
-    closed += static_cast<std::size_t>(executed->result.GetInt(0, 0));
+            finishes == &placed ? statements.record_ends : statements.record_ends_by_id, params));
+    closed += static_cast<std::size_t>(executed.result.GetInt(0, 0));
   }
   return closed;
 }
@@ -1541,15 +1499,12 @@ Result<TaskRun> PostgresTaskStore::ReadRun(const PgResult& result, int row) cons
   const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
   if (!parsed_trigger) return store_internal::UnknownNameError(run.run_id, "trigger", trigger);
   run.origin.trigger = *parsed_trigger;
-  Result<std::optional<WallTime>> slot = TimeAt(result, row, 5);
-  if (!slot.ok()) return slot.status();
-  run.origin.slot = *slot;
-  Result<std::optional<WallTime>> started = TimeAt(result, row, 6);
-  if (!started.ok()) return started.status();
-  run.started_at = started->value_or(WallTime{});
-  Result<std::optional<WallTime>> ended = TimeAt(result, row, 7);
-  if (!ended.ok()) return ended.status();
-  run.ended_at = *ended;
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> slot, TimeAt(result, row, 5));
+  run.origin.slot = slot;
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> started, TimeAt(result, row, 6));
+  run.started_at = started.value_or(WallTime{});
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> ended, TimeAt(result, row, 7));
+  run.ended_at = ended;
   const std::string_view outcome = result.Get(row, 8);
   const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
   if (!parsed_outcome) return store_internal::UnknownNameError(run.run_id, "outcome", outcome);
@@ -1577,31 +1532,29 @@ Result<RunPage> PostgresTaskStore::ListRuns(const std::string& task_id, int limi
     if (!after) {
       PgParams anchor_params;
       anchor_params.Add(*before).Add(task_id);
-      Result<Executed> anchor = Run("list runs", statements.run_start, anchor_params);
-      if (!anchor.ok()) return anchor.status();
-      if (anchor->result.rows() == 0) {
+      STAGEHAND_ASSIGN_OR_RETURN(Executed anchor,
+                                 Run("list runs", statements.run_start, anchor_params));
+      if (anchor.result.rows() == 0) {
         return InvalidArgumentError(
             fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
       }
-      Result<std::optional<WallTime>> started = TimeAt(anchor->result, 0, 0);
-      if (!started.ok()) return started.status();
-      after = RunCursor{started->value_or(WallTime{}), *before};
+      STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> started, TimeAt(anchor.result, 0, 0));
+      after = RunCursor{started.value_or(WallTime{}), *before};
     }
   }
   PgParams params;
   params.Add(task_id).Add(static_cast<long long>(limit) + 1);
   if (after) params.Add(store_internal::FormatPgTimestamp(after->started_at)).Add(after->run_id);
-  Result<Executed> executed =
-      Run("list runs", after ? statements.list_runs_before : statements.list_runs, params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
+      Run("list runs", after ? statements.list_runs_before : statements.list_runs, params));
+  const PgResult& result = executed.result;
   RunPage page;
   const int count = std::min(result.rows(), limit);
   page.runs.reserve(static_cast<std::size_t>(count));
   for (int row = 0; row < count; ++row) {
-    Result<TaskRun> run = ReadRun(result, row);
-    if (!run.ok()) return run.status();
-    page.runs.push_back(std::move(*run));
+    STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(result, row));
+    page.runs.push_back(std::move(run));
   }
   if (result.rows() > limit) {
     page.next_cursor =
@@ -1613,17 +1566,16 @@ Result<RunPage> PostgresTaskStore::ListRuns(const std::string& task_id, int limi
 Result<TaskRun> PostgresTaskStore::GetRun(const std::string& run_id) {
   PgParams params;
   params.Add(run_id);
-  Result<Executed> executed = Run("get run", sql::RunStatements().get_run, params);
-  if (!executed.ok()) return executed.status();
-  if (executed->result.rows() == 0) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("get run", sql::RunStatements().get_run, params));
+  if (executed.result.rows() == 0) {
     return NotFoundError(fmt::format("Run {} does not exist", run_id));
   }
-  Result<TaskRun> run = ReadRun(executed->result, 0);
-  if (!run.ok()) return run.status();
-  if (!executed->result.IsNull(0, 15)) {
-    std::optional<std::string> output = store_internal::BytesOfHex(executed->result.Get(0, 15));
+  STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(executed.result, 0));
+  if (!executed.result.IsNull(0, 15)) {
+    std::optional<std::string> output = store_internal::BytesOfHex(executed.result.Get(0, 15));
     if (!output) return InternalError(fmt::format("{}: run {}: unreadable output", where_, run_id));
-    run->finish.output_tail = std::move(*output);
+    run.finish.output_tail = std::move(*output);
   }
   return run;
 }
@@ -1633,9 +1585,9 @@ Result<std::size_t> PostgresTaskStore::MarkLost(std::span<const std::string> run
   if (run_ids.empty()) return std::size_t{0};
   PgParams params;
   params.Add(TextArray(run_ids)).Add(error_json);
-  Result<Executed> executed = Run("mark runs lost", sql::RunStatements().mark_lost, params);
-  if (!executed.ok()) return executed.status();
-  return static_cast<std::size_t>(executed->result.affected());
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("mark runs lost", sql::RunStatements().mark_lost, params));
+  return static_cast<std::size_t>(executed.result.affected());
 }
 
 Result<std::size_t> PostgresTaskStore::PruneExpired(std::size_t max_rows) {
@@ -1644,9 +1596,9 @@ Result<std::size_t> PostgresTaskStore::PruneExpired(std::size_t max_rows) {
   params.Add(std::chrono::duration<double>(limits.max_age).count())
       .Add(static_cast<long long>(max_rows))
       .Add(static_cast<long long>(limits.max_runs_per_task));
-  Result<Executed> executed = Run("prune runs", sql::RunStatements().prune_expired, params);
-  if (!executed.ok()) return executed.status();
-  return static_cast<std::size_t>(executed->result.affected());
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("prune runs", sql::RunStatements().prune_expired, params));
+  return static_cast<std::size_t>(executed.result.affected());
 }
 
 Result<bool> PostgresTaskStore::RegistrationsTableExists(bool again_if_absent) {
@@ -1671,9 +1623,8 @@ Result<bool> PostgresTaskStore::RegistrationsTableExists(bool again_if_absent) {
 }
 
 Status PostgresTaskStore::RequireRegistrations() {
-  Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/true);
-  if (!exists.ok()) return exists.status();
-  if (*exists) return Status::Ok();
+  STAGEHAND_ASSIGN_OR_RETURN(bool exists, RegistrationsTableExists(/*again_if_absent=*/true));
+  if (exists) return Status::Ok();
   return FailedPreconditionError(
       fmt::format("{}: the database has no stagehand_task_registrations table (it was migrated by "
                   "an older stagehand); run the migrations (stagehand db migrate)",
@@ -1683,36 +1634,33 @@ Status PostgresTaskStore::RequireRegistrations() {
 Result<std::size_t> PostgresTaskStore::RefreshRegistrations(std::span<const std::string> task_ids,
                                                             const std::string& host) {
   if (task_ids.empty()) return std::size_t{0};
-  Result<bool> exists = RegistrationsTableExists(/*again_if_absent=*/true);
-  if (!exists.ok()) return exists.status();
-  if (!*exists) return std::size_t{0};
+  STAGEHAND_ASSIGN_OR_RETURN(bool exists, RegistrationsTableExists(/*again_if_absent=*/true));
+  if (!exists) return std::size_t{0};
   PgParams params;
   params.Add(TextArray(task_ids)).Add(host);
-  Result<Executed> executed =
-      Run("refresh task registrations", sql::RegistrationStatements().refresh, params);
-  if (!executed.ok()) return executed.status();
-  return static_cast<std::size_t>(executed->result.affected());
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("refresh task registrations",
+                                                    sql::RegistrationStatements().refresh, params));
+  return static_cast<std::size_t>(executed.result.affected());
 }
 
 Result<std::vector<PruneCandidate>> PostgresTaskStore::ListPruneCandidates(WallTime cutoff) {
   STAGEHAND_RETURN_IF_ERROR(RequireRegistrations());
   PgParams params;
   params.Add(store_internal::FormatPgTimestamp(cutoff));
-  Result<Executed> executed =
-      Run("list prune candidates", sql::RegistrationStatements().prune_candidates, params);
-  if (!executed.ok()) return executed.status();
-  const PgResult& result = executed->result;
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
+      Run("list prune candidates", sql::RegistrationStatements().prune_candidates, params));
+  const PgResult& result = executed.result;
   std::vector<PruneCandidate> candidates;
   candidates.reserve(static_cast<std::size_t>(result.rows()));
   for (int row = 0; row < result.rows(); ++row) {
     PruneCandidate& candidate = candidates.emplace_back();
     candidate.task_id = result.Get(row, 0);
     candidate.host = result.GetOptional(row, 1);
-    const Status times = ReadTimes(result, row,
-                                   {{2, &candidate.last_seen_at},
-                                    {3, &candidate.last_run_ended_at},
-                                    {4, &candidate.next_run_start_at}});
-    if (!times.ok()) return times;
+    STAGEHAND_RETURN_IF_ERROR(ReadTimes(result, row,
+                                        {{2, &candidate.last_seen_at},
+                                         {3, &candidate.last_run_ended_at},
+                                         {4, &candidate.next_run_start_at}}));
   }
   return candidates;
 }
@@ -1726,12 +1674,12 @@ Result<std::vector<std::string>> PostgresTaskStore::PruneTasks(
       .Add(store_internal::FormatPgTimestamp(cutoff))
       .Add(scope == PruneScope::kIncludeUnregistered)
       .Add(channel_);
-  Result<Executed> executed = Run("prune tasks", sql::RegistrationStatements().prune_tasks, params);
-  if (!executed.ok()) return executed.status();
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
+                             Run("prune tasks", sql::RegistrationStatements().prune_tasks, params));
   std::vector<std::string> deleted;
-  deleted.reserve(static_cast<std::size_t>(executed->result.rows()));
-  for (int row = 0; row < executed->result.rows(); ++row) {
-    deleted.emplace_back(executed->result.Get(row, 0));
+  deleted.reserve(static_cast<std::size_t>(executed.result.rows()));
+  for (int row = 0; row < executed.result.rows(); ++row) {
+    deleted.emplace_back(executed.result.Get(row, 0));
   }
   return deleted;
 }
@@ -1789,8 +1737,7 @@ Result<std::unique_ptr<TaskStore>> OpenPostgresTaskStore(const std::string& plug
   WallTime db_now{};
   Result<std::unique_ptr<PgConnection>> first = PgConnection::Open(params, &db_now);
   if (!first.ok() && !options.database.empty()) {
-    Status created = EnsureDatabase(params, where);
-    if (!created.ok()) return created;
+    STAGEHAND_RETURN_IF_ERROR(EnsureDatabase(params, where));
     sent = clock.Now();
     first = PgConnection::Open(params, &db_now);
   }
