@@ -1,7 +1,6 @@
 #include "stagehand/backend/database_config.h"
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "stagehand/config/config_problems.h"
+#include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/sqlite_task_store.h"
 
 namespace stagehand {
@@ -82,22 +82,12 @@ std::optional<DatabaseClient> ReadClient(const Config& config, std::string_view 
 // Parses a libpq connection string or URL into its keywords.
 bool ParsePostgresString(const std::string& text, DatabaseConnection& connection,
                          std::string& error) {
-  char* message = nullptr;
-  PQconninfoOption* options = PQconninfoParse(text.c_str(), &message);
-  if (options == nullptr) {
-    error = message != nullptr ? message : "cannot parse the connection string";
-    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) {
-      error.pop_back();
-    }
-    PQfreemem(message);
+  Result<std::map<std::string, std::string>> keywords = ParsePostgresConninfo(text);
+  if (!keywords.ok()) {
+    error = keywords.status().message();
     return false;
   }
-  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-    if (option->val != nullptr) {
-      connection[option->keyword] = option->val;
-    }
-  }
-  PQconninfoFree(options);
+  for (auto& [keyword, value] : *keywords) connection[keyword] = std::move(value);
   return true;
 }
 

@@ -13,6 +13,7 @@
 
 #include "stagehand/base/check.h"
 #include "stagehand/model/task_state.h"
+#include "store/memory_task_table.h"
 #include "store/next_run.h"
 #include "store/prune_rule.h"
 #include "store/row_rules.h"
@@ -24,231 +25,6 @@ namespace stagehand::testing {
 namespace {
 
 using store_internal::NextRunPlan;
-
-// A run as the table holds it: with its seq, the order in which its task's starts were recorded
-// (1, 2, ...), by which the count-based trim goes, as the SQL stores' does.
-struct StoredRun {
-  TaskRun run;
-  std::int64_t seq = 0;
-};
-
-// The run history of a table, by run id.
-using RunMap = std::map<std::string, StoredRun>;
-
-// A task's registration: the host that registered or refreshed it last, and when.
-struct Registration {
-  std::string host;
-  WallTime last_seen_at;
-};
-
-// The registrations of a table, by task id.
-using RegistrationMap = std::map<std::string, Registration>;
-
-// Whether `a` is newer than `b` in a task's pages (start, then run id, descending).
-bool Newer(const TaskRun& a, const TaskRun& b) {
-  return a.started_at != b.started_at ? a.started_at > b.started_at : a.run_id > b.run_id;
-}
-
-// Records a run as running unless its run id is recorded, with the next seq of its task.
-void StartRun(RunMap& runs, const std::string& run_id, const std::string& task_id,
-              const RunOrigin& origin, WallTime started_at) {
-  if (runs.contains(run_id)) return;
-  std::int64_t seq = 0;
-  for (const auto& [id, stored] : runs) {
-    if (stored.run.task_id == task_id) seq = std::max(seq, stored.seq);
-  }
-  StoredRun stored;
-  stored.run.run_id = run_id;
-  stored.run.task_id = task_id;
-  stored.run.origin = origin;
-  stored.run.started_at = started_at;
-  stored.run.finish.outcome = RunOutcome::kRunning;
-  stored.seq = seq + 1;
-  runs.emplace(run_id, std::move(stored));
-}
-
-// Closes the run `run_id` with `finish` at `at` if it is running or was closed as lost. Returns
-// its task when it did.
-std::optional<std::string> CloseRun(RunMap& runs, const std::string& run_id,
-                                    const RunFinish& finish, WallTime at,
-                                    std::size_t max_output_bytes) {
-  auto it = runs.find(run_id);
-  if (it == runs.end()) return std::nullopt;
-  TaskRun& run = it->second.run;
-  if (run.ended_at && run.finish.outcome != RunOutcome::kLost) return std::nullopt;
-  run.ended_at = at;
-  run.finish = finish;
-  run.finish.output_tail =
-      std::string(store_internal::OutputTail(finish.output_tail, max_output_bytes));
-  return run.task_id;
-}
-
-// Removes the ended runs of `task_id` beyond its `keep` newest by seq, within kRunTrimWindow below
-// that bound, but those in `closed` (the runs the caller just closed, kept until a later end as
-// the SQL stores keep them).
-void TrimTask(RunMap& runs, const std::string& task_id, int keep,
-              const std::vector<std::string>& closed) {
-  std::int64_t latest = 0;
-  for (const auto& [id, stored] : runs) {
-    if (stored.run.task_id == task_id) latest = std::max(latest, stored.seq);
-  }
-  std::erase_if(runs, [&](const auto& entry) {
-    const StoredRun& stored = entry.second;
-    const std::int64_t bound = latest - keep;
-    return stored.run.task_id == task_id && stored.seq <= bound &&
-           stored.seq > bound - kRunTrimWindow && stored.run.ended_at &&
-           std::find(closed.begin(), closed.end(), stored.run.run_id) == closed.end();
-  });
-}
-
-// Closes the running run `run_id` as lost. Returns whether it did.
-bool LoseRun(RunMap& runs, std::string_view run_id, WallTime now, const std::string& error_json) {
-  auto it = runs.find(std::string(run_id));
-  if (it == runs.end() || it->second.run.ended_at) return false;
-  it->second.run.ended_at = now;
-  it->second.run.finish = RunFinish{RunOutcome::kLost, error_json};
-  return true;
-}
-
-}  // namespace
-
-// An idempotency key as the table keeps it.
-struct KeptKey {
-  std::string fingerprint;
-  KeptAnswer answer;
-  WallTime expires_at;
-};
-using KeyMap = std::map<std::string, KeptKey, std::less<>>;
-
-struct MemoryTaskStore::Snapshot {
-  std::map<std::string, TaskRow> rows;
-  RunMap runs;
-  RegistrationMap registrations;
-  KeyMap keys;
-};
-
-// The rows of one plugin's table and the listeners of every store opened on it. Thread-safe: the
-// rows and the listener list are guarded by `mu`; each listener's handler runs under that
-// listener's own `call_mu`, never under `mu`.
-class MemoryTaskTable {
- public:
-  struct Listener {
-    std::function<void(const StoreEvent&)> handler;
-    // Held while the handler runs; recursive so that a handler whose own write notifies it again
-    // does not deadlock on itself.
-    std::recursive_mutex call_mu;
-    bool active = true;  // guarded by call_mu
-  };
-
-  // Runs `fn(rows)` under the table lock and returns its result.
-  template <typename Fn>
-  auto WithRows(Fn&& fn) {
-    std::lock_guard lock(mu_);
-    return std::forward<Fn>(fn)(rows_);
-  }
-
-  // Runs `fn(rows, runs)` under the table lock and returns its result.
-  template <typename Fn>
-  auto WithRowsAndRuns(Fn&& fn) {
-    std::lock_guard lock(mu_);
-    return std::forward<Fn>(fn)(rows_, runs_);
-  }
-
-  // Runs `fn(rows, runs, registrations)` under the table lock and returns its result.
-  template <typename Fn>
-  auto WithEverything(Fn&& fn) {
-    std::lock_guard lock(mu_);
-    return std::forward<Fn>(fn)(rows_, runs_, registrations_);
-  }
-
-  std::shared_ptr<const MemoryTaskStore::Snapshot> TakeSnapshot() {
-    std::lock_guard keys_lock(keys_mu_);
-    std::lock_guard lock(mu_);
-    auto snapshot = std::make_shared<MemoryTaskStore::Snapshot>();
-    snapshot->rows = rows_;
-    snapshot->runs = runs_;
-    snapshot->registrations = registrations_;
-    snapshot->keys = keys_;
-    return snapshot;
-  }
-
-  void RollBackTo(const MemoryTaskStore::Snapshot& snapshot) {
-    std::lock_guard keys_lock(keys_mu_);
-    std::lock_guard lock(mu_);
-    rows_ = snapshot.rows;
-    for (const auto& [run_id, run] : runs_) {
-      if (!snapshot.runs.contains(run_id)) vanished_starts_.insert(run_id);
-    }
-    runs_ = snapshot.runs;
-    registrations_ = snapshot.registrations;
-    ++server_changes_;
-    keys_ = snapshot.keys;
-  }
-
-  // Runs `fn(keys)` holding the keys' lock, which serialises the keyed requests of every store on
-  // the table (a keyed request's `apply` runs under it, as under a row lock of its key).
-  template <typename Fn>
-  auto WithKeys(Fn&& fn) {
-    std::lock_guard lock(keys_mu_);
-    return std::forward<Fn>(fn)(keys_);
-  }
-
-  // Which of `run_ids` had their record taken by a roll-back (a failover to a server that lacked
-  // it), forgetting them: their releases write the record whole and say so.
-  std::set<std::string, std::less<>> TakeVanishedStarts(std::span<const std::string> run_ids) {
-    std::lock_guard lock(mu_);
-    std::set<std::string, std::less<>> taken;
-    for (const std::string& run_id : run_ids) {
-      if (vanished_starts_.erase(run_id) > 0) taken.insert(run_id);
-    }
-    return taken;
-  }
-
-  std::int64_t server_changes() {
-    std::lock_guard lock(mu_);
-    return server_changes_;
-  }
-
-  void AddListener(std::shared_ptr<Listener> listener) {
-    std::lock_guard lock(mu_);
-    listeners_.push_back(std::move(listener));
-  }
-
-  void RemoveListener(const std::shared_ptr<Listener>& listener) {
-    std::lock_guard lock(mu_);
-    std::erase(listeners_, listener);
-  }
-
-  // Delivers `events` to every active listener, synchronously on the calling thread. Must not be
-  // called with the table lock held.
-  void Publish(const std::vector<StoreEvent>& events) {
-    if (events.empty()) return;
-    std::vector<std::shared_ptr<Listener>> targets;
-    {
-      std::lock_guard lock(mu_);
-      targets = listeners_;
-    }
-    for (const std::shared_ptr<Listener>& listener : targets) {
-      std::lock_guard call_lock(listener->call_mu);
-      if (!listener->active) continue;
-      for (const StoreEvent& event : events) listener->handler(event);
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
-  RunMap runs_;
-  std::set<std::string, std::less<>> vanished_starts_;  // see TakeVanishedStarts
-  RegistrationMap registrations_;
-  std::vector<std::shared_ptr<Listener>> listeners_;
-  std::int64_t server_changes_ = 0;
-  // Taken before mu_ where both are held (a keyed request's `apply` writes rows under it).
-  std::mutex keys_mu_;
-  KeyMap keys_;  // guarded by keys_mu_
-};
-
-namespace {
 
 // A subscription on a MemoryTaskTable. Destruction unregisters the listener, then waits for a
 // delivery in progress on another thread to finish, so no call starts or runs after it returns.
@@ -296,13 +72,6 @@ std::vector<std::string> SweepRows(std::map<std::string, TaskRow>& rows, RunMap&
     }
   }
   return swept;
-}
-
-std::vector<StoreEvent> EventsFor(StoreEvent::Kind kind, const std::vector<std::string>& ids) {
-  std::vector<StoreEvent> events;
-  events.reserve(ids.size());
-  for (const std::string& id : ids) events.push_back(StoreEvent{kind, id});
-  return events;
 }
 
 }  // namespace
@@ -368,39 +137,18 @@ WallTime MemoryTaskStore::DatabaseTime() const {
   return std::chrono::floor<std::chrono::milliseconds>(clock_.Now());
 }
 
-Result<KeyedOutcome> MemoryTaskStore::ApplyOnce(const KeyedRequest& request,
-                                                const std::function<Result<KeptAnswer>()>& apply) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  return table_->WithKeys([&](KeyMap& keys) -> Result<KeyedOutcome> {
-    const WallTime now = DatabaseTime();
-    std::erase_if(keys, [&](const auto& entry) { return entry.second.expires_at <= now; });
-    if (const auto found = keys.find(request.key); found != keys.end()) {
-      if (found->second.fingerprint != request.fingerprint) {
-        return ConflictError(
-            fmt::format("the idempotency key {} was first sent with another request", request.key));
-      }
-      return KeyedOutcome{found->second.answer, /*replayed=*/true};
-    }
-    Result<KeptAnswer> answer = apply();
-    if (!answer.ok()) return answer.status();
-    STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-    keys[request.key] = KeptKey{request.fingerprint, *answer, now + request.retention};
-    return KeyedOutcome{*std::move(answer), /*replayed=*/false};
-  });
-}
-
 Status MemoryTaskStore::Migrate() { return BeginStatement(); }
 
 Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> insert_plan = store_internal::PlanInsertStart(schedule, now);
-  if (!insert_plan.ok()) return insert_plan.status();
-  Result<NextRunPlan> reregister_plan = store_internal::PlanReregisterStart(schedule, now);
-  if (!reregister_plan.ok()) return reregister_plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan insert_plan,
+                             store_internal::PlanInsertStart(schedule, now));
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan reregister_plan,
+                             store_internal::PlanReregisterStart(schedule, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
 
-  const store_internal::PlannedUpsert plan{*insert_plan, *reregister_plan,
+  const store_internal::PlannedUpsert plan{insert_plan, reregister_plan,
                                            schedule.settings.ToJson()};
   UpsertResult result{std::nullopt, now};
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
@@ -417,10 +165,9 @@ Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSc
 
 Result<std::vector<UpsertResult>> MemoryTaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {
   const WallTime now = DatabaseTime();
-  Result<std::vector<store_internal::PlannedUpsert>> planned =
-      store_internal::PlanUpserts(tasks, now);
-  if (!planned.ok()) return planned.status();
-  const std::vector<store_internal::PlannedUpsert>& plans = *planned;
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<store_internal::PlannedUpsert> planned,
+                             store_internal::PlanUpserts(tasks, now));
+  const std::vector<store_internal::PlannedUpsert>& plans = planned;
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   std::vector<UpsertResult> results(tasks.size(), UpsertResult{std::nullopt, now});
   table_->WithEverything(
@@ -570,13 +317,12 @@ Result<bool> MemoryTaskStore::Release(const std::string& id, const std::string& 
                                       const TaskSchedule& schedule,
                                       const std::optional<std::string>& error_json) {
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> plan = store_internal::PlanReleaseNext(schedule, now);
-  if (!plan.ok()) return plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanReleaseNext(schedule, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const bool released = table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
     return it != rows.end() &&
-           store_internal::ReleaseRow(it->second, ticket, *plan, error_json, now);
+           store_internal::ReleaseRow(it->second, ticket, plan, error_json, now);
   });
   if (released) table_->Publish({StoreEvent{StoreEvent::Kind::kRelease, id}});
   return released;
@@ -592,9 +338,8 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
     if (!ids.insert(release.id).second) {
       return InvalidArgumentError("a batch of releases names task \"" + release.id + "\" twice");
     }
-    Result<NextRunPlan> plan = store_internal::PlanRelease(release, now);
-    if (!plan.ok()) return plan.status();
-    plans.push_back(*plan);
+    STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanRelease(release, now));
+    plans.push_back(plan);
   }
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const RunHistoryLimits limits = limits_->Get();
@@ -637,14 +382,13 @@ Result<std::vector<ReleaseResult>> MemoryTaskStore::ReleaseMany(
 Result<SkipResult> MemoryTaskStore::SkipSlot(const std::string& id, std::int64_t expected_version,
                                              WallTime slot, const TaskSchedule& schedule) {
   const WallTime now = DatabaseTime();
-  Result<NextRunPlan> plan = store_internal::PlanSkipNext(schedule, slot, now);
-  if (!plan.ok()) return plan.status();
+  STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan plan, store_internal::PlanSkipNext(schedule, slot, now));
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   SkipResult result;
   result.db_now = now;
   table_->WithRows([&](std::map<std::string, TaskRow>& rows) {
     auto it = rows.find(id);
-    if (it == rows.end() || !store_internal::SkipRow(it->second, expected_version, *plan, now)) {
+    if (it == rows.end() || !store_internal::SkipRow(it->second, expected_version, plan, now)) {
       return;
     }
     result.skipped = true;
@@ -766,190 +510,6 @@ Status MemoryTaskStore::Delete(const std::string& id) {
 Result<WallTime> MemoryTaskStore::DatabaseNow() {
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   return DatabaseTime();
-}
-
-void MemoryTaskStore::SetLimits(const RunHistoryLimits& limits) { limits_->Set(limits); }
-
-RunHistoryLimits MemoryTaskStore::limits() const { return limits_->Get(); }
-
-Status MemoryTaskStore::RecordStarts(std::span<const RunStart> starts) {
-  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
-    for (const RunStart& start : starts) {
-      StartRun(runs, start.run_id, start.task_id, start.origin,
-               start.started_at ? store_internal::ToMillis(*start.started_at) : now);
-    }
-  });
-  return Status::Ok();
-}
-
-Result<std::size_t> MemoryTaskStore::RecordEnds(std::span<const RunEnd> ends) {
-  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  const RunHistoryLimits limits = limits_->Get();
-  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
-    std::vector<std::string> closed;
-    std::vector<std::string> tasks;
-    for (const RunEnd& end : ends) {
-      const WallTime at = end.ended_at ? store_internal::ToMillis(*end.ended_at) : now;
-      if (std::optional<std::string> task =
-              CloseRun(runs, end.run_id, end.finish, at, limits.max_output_bytes)) {
-        closed.push_back(end.run_id);
-        tasks.push_back(std::move(*task));
-      }
-    }
-    std::sort(tasks.begin(), tasks.end());
-    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
-    for (const std::string& task : tasks) TrimTask(runs, task, limits.max_runs_per_task, closed);
-    return closed.size();
-  });
-}
-
-Result<RunPage> MemoryTaskStore::ListRuns(const std::string& task_id, int limit,
-                                          const std::optional<std::string>& before) {
-  STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  return table_->WithRowsAndRuns(
-      [&](std::map<std::string, TaskRow>&, RunMap& runs) -> Result<RunPage> {
-        std::optional<TaskRun> after;
-        if (before) {
-          if (std::optional<store_internal::RunCursor> cursor =
-                  store_internal::DecodeRunCursor(*before)) {
-            after.emplace();
-            after->started_at = cursor->started_at;
-            after->run_id = cursor->run_id;
-          } else if (auto it = runs.find(*before); it != runs.end()) {
-            after = it->second.run;
-          } else {
-            return InvalidArgumentError(
-                fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
-          }
-        }
-        std::vector<const TaskRun*> of_task;
-        for (const auto& [id, stored] : runs) {
-          const TaskRun& run = stored.run;
-          if (run.task_id == task_id && (!after || Newer(*after, run))) of_task.push_back(&run);
-        }
-        std::sort(of_task.begin(), of_task.end(),
-                  [](const TaskRun* a, const TaskRun* b) { return Newer(*a, *b); });
-        RunPage page;
-        const std::size_t count = std::min(of_task.size(), static_cast<std::size_t>(limit));
-        for (std::size_t i = 0; i < count; ++i) {
-          TaskRun& run = page.runs.emplace_back(*of_task[i]);
-          run.finish.output_tail.clear();
-        }
-        if (of_task.size() > count) {
-          page.next_cursor =
-              store_internal::EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
-        }
-        return page;
-      });
-}
-
-Result<TaskRun> MemoryTaskStore::GetRun(const std::string& run_id) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  return table_->WithRowsAndRuns(
-      [&](std::map<std::string, TaskRow>&, RunMap& runs) -> Result<TaskRun> {
-        auto it = runs.find(run_id);
-        if (it == runs.end()) return NotFoundError(fmt::format("Run {} does not exist", run_id));
-        return it->second.run;
-      });
-}
-
-Result<std::size_t> MemoryTaskStore::MarkLost(std::span<const std::string> run_ids,
-                                              const std::string& error_json) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
-    std::size_t closed = 0;
-    for (const std::string& run_id : run_ids) closed += LoseRun(runs, run_id, now, error_json);
-    return closed;
-  });
-}
-
-Result<std::size_t> MemoryTaskStore::PruneExpired(std::size_t max_rows) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime cutoff = DatabaseTime() - limits_->Get().max_age;
-  return table_->WithRowsAndRuns([&](std::map<std::string, TaskRow>&, RunMap& runs) {
-    std::vector<RunMap::iterator> expired;
-    for (auto it = runs.begin(); it != runs.end(); ++it) {
-      if (it->second.run.started_at < cutoff) expired.push_back(it);
-    }
-    std::sort(expired.begin(), expired.end(), [](RunMap::iterator a, RunMap::iterator b) {
-      return a->second.run.started_at < b->second.run.started_at;
-    });
-    const std::size_t removed = std::min(expired.size(), max_rows);
-    for (std::size_t i = 0; i < removed; ++i) runs.erase(expired[i]);
-    return removed;
-  });
-}
-
-Result<std::size_t> MemoryTaskStore::RefreshRegistrations(std::span<const std::string> task_ids,
-                                                          const std::string& host) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  return table_->WithEverything(
-      [&](std::map<std::string, TaskRow>& rows, RunMap&, RegistrationMap& registrations) {
-        std::size_t recorded = 0;
-        for (const std::string& id : task_ids) {
-          if (!rows.contains(id)) continue;
-          registrations[id] = Registration{host, now};
-          ++recorded;
-        }
-        return recorded;
-      });
-}
-
-Result<std::vector<PruneCandidate>> MemoryTaskStore::ListPruneCandidates(WallTime cutoff) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  return table_->WithEverything(
-      [&](std::map<std::string, TaskRow>& rows, RunMap&, RegistrationMap& registrations) {
-        std::vector<PruneCandidate> candidates;
-        for (const auto& [id, row] : rows) {
-          const auto registration = registrations.find(id);
-          const bool registered = registration != registrations.end();
-          const std::optional<WallTime> last_seen =
-              registered ? std::optional(registration->second.last_seen_at) : std::nullopt;
-          if (!store_internal::IsPruneCandidate(row, last_seen, cutoff, now)) continue;
-          candidates.push_back(PruneCandidate{
-              id, registered ? std::optional(registration->second.host) : std::nullopt, last_seen,
-              row.last_run_ended_at, row.next_run_start_at});
-        }
-        return candidates;
-      });
-}
-
-Result<std::vector<std::string>> MemoryTaskStore::PruneTasks(std::span<const std::string> task_ids,
-                                                             WallTime cutoff, PruneScope scope) {
-  STAGEHAND_RETURN_IF_ERROR(BeginStatement());
-  const WallTime now = DatabaseTime();
-  std::vector<std::string> deleted = table_->WithEverything(
-      [&](std::map<std::string, TaskRow>& rows, RunMap& runs, RegistrationMap& registrations) {
-        std::vector<std::string> ids;
-        for (const std::string& id : task_ids) {
-          const auto row = rows.find(id);
-          if (row == rows.end()) continue;
-          const auto registration = registrations.find(id);
-          const bool registered = registration != registrations.end();
-          if (!registered && scope != PruneScope::kIncludeUnregistered) continue;
-          const std::optional<WallTime> last_seen =
-              registered ? std::optional(registration->second.last_seen_at) : std::nullopt;
-          if (!store_internal::IsPruneCandidate(row->second, last_seen, cutoff, now)) continue;
-          rows.erase(row);
-          if (registered) registrations.erase(registration);
-          std::erase_if(runs, [&](const auto& entry) { return entry.second.run.task_id == id; });
-          ids.push_back(id);
-        }
-        std::sort(ids.begin(), ids.end());
-        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-        return ids;
-      });
-  table_->Publish(EventsFor(StoreEvent::Kind::kDelete, deleted));
-  return deleted;
 }
 
 std::unique_ptr<Notifications> MemoryTaskStore::Listen(

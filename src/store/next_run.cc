@@ -21,16 +21,15 @@ Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
   std::optional<CronExpression> parsed;
   const CronExpression* cron = CompiledCron(schedule);
   if (cron == nullptr) {
-    Result<CronExpression> result = CronExpression::Parse(schedule.settings.cadence);
-    if (!result.ok()) return result.status();
-    cron = &parsed.emplace(*std::move(result));
+    STAGEHAND_ASSIGN_OR_RETURN(CronExpression result,
+                               CronExpression::Parse(schedule.settings.cadence));
+    cron = &parsed.emplace(std::move(result));
   }
   // Shifting the grid by the offset: the fire after (now - offset), plus the offset, is the first
   // jittered slot after now.
   const auto offset = schedule.jitter_offset;
-  Result<WallTime> next = cron->NextAfter(db_now - offset, schedule.zone);
-  if (!next.ok()) return next.status();
-  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next + offset};
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime next, cron->NextAfter(db_now - offset, schedule.zone));
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, next + offset};
 }
 
 // now + `seconds` + the schedule's jitter offset; now itself when both are zero.
@@ -60,9 +59,8 @@ Result<double> IsoDurationSeconds(const std::string& iso) {
 Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_now) {
   const TaskSettingsV2& settings = schedule.settings;
   if (settings.initial_delay_duration && !settings.initial_delay_duration->empty()) {
-    Result<double> delay = IsoDurationSeconds(*settings.initial_delay_duration);
-    if (!delay.ok()) return delay.status();
-    return NowPlusJittered(schedule, *delay);
+    STAGEHAND_ASSIGN_OR_RETURN(double delay, IsoDurationSeconds(*settings.initial_delay_duration));
+    return NowPlusJittered(schedule, delay);
   }
   switch (settings.cadence_kind()) {
     case CadenceKind::kCron:
@@ -82,9 +80,8 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
-      Result<double> cadence = CadenceSeconds(schedule);
-      if (!cadence.ok()) return cadence.status();
-      return NowPlusJittered(schedule, *cadence);
+      STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+      return NowPlusJittered(schedule, cadence);
     }
   }
   return InternalError("unknown cadence kind");
@@ -97,9 +94,8 @@ Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_no
     case CadenceKind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
     case CadenceKind::kDuration: {
-      Result<double> cadence = CadenceSeconds(schedule);
-      if (!cadence.ok()) return cadence.status();
-      return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, *cadence};
+      STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+      return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, cadence};
     }
   }
   return InternalError("unknown cadence kind");
@@ -116,9 +112,8 @@ Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, Wa
   if (schedule.settings.cadence_kind() != CadenceKind::kDuration) {
     return PlanReleaseNext(schedule, db_now);
   }
-  Result<double> cadence = CadenceSeconds(schedule);
-  if (!cadence.ok()) return cadence.status();
-  const auto step = std::chrono::milliseconds(std::llround(*cadence * 1000));
+  STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+  const auto step = std::chrono::milliseconds(std::llround(cadence * 1000));
   if (step <= std::chrono::milliseconds::zero() || slot > db_now) {
     return NextRunPlan{NextRunPlan::Kind::kInstant, 0, std::max(slot, db_now)};
   }

@@ -14,9 +14,8 @@ std::string CancelRequestedTicket(std::string_view ticket) {
 }
 
 Result<std::optional<std::string>> TaskStore::LastRunError(const std::string& id) {
-  Result<std::vector<TaskRow>> rows = States();
-  if (!rows.ok()) return rows.status();
-  for (TaskRow& row : *rows) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<TaskRow> rows, States());
+  for (TaskRow& row : rows) {
     if (row.id == id) return std::move(row.last_run_error_json);
   }
   return std::optional<std::string>();
@@ -26,9 +25,8 @@ Result<std::vector<UpsertResult>> TaskStore::UpsertMany(std::span<const TaskUpse
   std::vector<UpsertResult> results;
   results.reserve(tasks.size());
   for (const TaskUpsert& task : tasks) {
-    Result<UpsertResult> upserted = Upsert(task.id, task.schedule);
-    if (!upserted.ok()) return upserted.status();
-    results.push_back(*upserted);
+    STAGEHAND_ASSIGN_OR_RETURN(UpsertResult upserted, Upsert(task.id, task.schedule));
+    results.push_back(upserted);
   }
   return results;
 }
@@ -38,9 +36,9 @@ Result<std::vector<ClaimResult>> TaskStore::ClaimMany(std::span<const ClaimReque
   std::vector<ClaimResult> results;
   results.reserve(claims.size());
   for (const ClaimRequest& claim : claims) {
-    Result<ClaimResult> claimed = Claim(claim.id, claim.ticket, claim.timeout, lease);
-    if (!claimed.ok()) return claimed.status();
-    results.push_back(*claimed);
+    STAGEHAND_ASSIGN_OR_RETURN(ClaimResult claimed,
+                               Claim(claim.id, claim.ticket, claim.timeout, lease));
+    results.push_back(claimed);
   }
   return results;
 }
@@ -57,14 +55,12 @@ Result<std::vector<ReleaseResult>> TaskStore::ReleaseMany(
   std::vector<ReleaseResult> results;
   results.reserve(releases.size());
   for (const ReleaseRequest& release : releases) {
-    Result<bool> released =
-        Release(release.id, release.ticket, release.schedule, release.error_json);
-    if (!released.ok()) return released.status();
-    Result<WallTime> now = DatabaseNow();
-    if (!now.ok()) return now.status();
+    STAGEHAND_ASSIGN_OR_RETURN(
+        bool released, Release(release.id, release.ticket, release.schedule, release.error_json));
+    STAGEHAND_ASSIGN_OR_RETURN(WallTime now, DatabaseNow());
     ReleaseResult& result = results.emplace_back();
-    result.released = *released;
-    result.db_now = *now;
+    result.released = released;
+    result.db_now = now;
   }
   return results;
 }
@@ -73,16 +69,15 @@ Result<PollResult> TaskStore::PollChanged(
     std::span<const std::string> ids, std::span<const std::optional<std::int64_t>> known_versions,
     bool sweep_expired) {
   STAGEHAND_CHECK(ids.size() == known_versions.size());
-  Result<PollResult> polled = Poll(ids, sweep_expired);
-  if (!polled.ok()) return polled.status();
+  STAGEHAND_ASSIGN_OR_RETURN(PollResult polled, Poll(ids, sweep_expired));
   std::vector<PollEntry> kept;
-  for (std::size_t i = 0; i < polled->entries.size(); ++i) {
-    PollEntry& entry = polled->entries[i];
+  for (std::size_t i = 0; i < polled.entries.size(); ++i) {
+    PollEntry& entry = polled.entries[i];
     const bool quiet = entry.readiness == Readiness::kNotReady && !entry.running &&
                        known_versions[i] == entry.version;
     if (!quiet) kept.push_back(std::move(entry));
   }
-  polled->entries = std::move(kept);
+  polled.entries = std::move(kept);
   return polled;
 }
 

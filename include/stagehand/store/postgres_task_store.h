@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -88,6 +89,11 @@ struct PostgresStoreOptions {
   // notifications and the engine relies on its poll.
   std::string notify_connection;
 };
+
+// Parses a libpq connection string or URL into the keywords it sets (keyword -> value), the way
+// libpq itself would read it; callable from any thread. Errors: kInvalidArgument with libpq's
+// reason, which may quote the text (and so a password): callers must not repeat it to users.
+Result<std::map<std::string, std::string>> ParsePostgresConninfo(const std::string& conninfo);
 
 // Opens the pool for `plugin_id`, creating the plugin database or schema when missing. Does not
 // migrate. Errors: kUnavailable naming the plugin and the database (never the password).

@@ -85,9 +85,8 @@ Result<MyResult> MyRunTable::Run(std::string_view sql, const MyParams& params,
 }
 
 Result<bool> MyRunTable::Exists() {
-  Result<MyResult> found = Run(kExists, {}, "looking for the run history");
-  if (!found.ok()) return found.status();
-  return found->GetInt(0, 0) > 0;
+  STAGEHAND_ASSIGN_OR_RETURN(MyResult found, Run(kExists, {}, "looking for the run history"));
+  return found.GetInt(0, 0) > 0;
 }
 
 Status MyRunTable::RecordStarts(std::span<const MyRunStart> starts) {
@@ -95,13 +94,13 @@ Status MyRunTable::RecordStarts(std::span<const MyRunStart> starts) {
   // A recorded run id is left as it is (a retried batch), and neither counts nor is written again.
   MyParams ids;
   for (const MyRunStart& start : starts) ids.Add(*start.run_id);
-  Result<MyResult> recorded =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult recorded,
       Run(fmt::format("SELECT run_id FROM stagehand_task_runs WHERE run_id IN {}",
                       Placeholders(starts.size())),
-          ids, "recording a run's start");
-  if (!recorded.ok()) return recorded.status();
+          ids, "recording a run's start"));
   std::set<std::string, std::less<>> seen;
-  for (int row = 0; row < recorded->rows(); ++row) seen.emplace(recorded->Get(row, 0));
+  for (int row = 0; row < recorded.rows(); ++row) seen.emplace(recorded.Get(row, 0));
   std::vector<const MyRunStart*> fresh;
   std::map<std::string, std::int64_t, std::less<>> per_task;  // task → its new runs
   for (const MyRunStart& start : starts) {
@@ -122,15 +121,15 @@ Status MyRunTable::RecordStarts(std::span<const MyRunStart> starts) {
   STAGEHAND_RETURN_IF_ERROR(Run(count_sql, counts, "recording a run's start").status());
   MyParams tasks;
   for (const auto& [task_id, added] : per_task) tasks.Add(task_id);
-  Result<MyResult> totals =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult totals,
       Run(fmt::format("SELECT task_id, runs FROM stagehand_task_run_counts WHERE task_id IN {}",
                       Placeholders(per_task.size())),
-          tasks, "recording a run's start");
-  if (!totals.ok()) return totals.status();
+          tasks, "recording a run's start"));
   std::map<std::string, std::int64_t, std::less<>> next_seq;
-  for (int row = 0; row < totals->rows(); ++row) {
-    const std::string task_id(totals->Get(row, 0));
-    next_seq[task_id] = totals->GetInt(row, 1) - per_task[task_id] + 1;
+  for (int row = 0; row < totals.rows(); ++row) {
+    const std::string task_id(totals.Get(row, 0));
+    next_seq[task_id] = totals.GetInt(row, 1) - per_task[task_id] + 1;
   }
   const std::string values = fmt::format(
       "(?, ?, ?, ?, ?, ?, {0}, coalesce({0}, UTC_TIMESTAMP(3)), 'running', ?, ?)", kDatetimeOf);
@@ -159,15 +158,15 @@ Result<std::vector<std::pair<std::string, std::string>>> MyRunTable::CloseRuns(
   if (ends.empty()) return closed;
   MyParams ids;
   for (const MyRunEnd& end : ends) ids.Add(*end.run_id);
-  Result<MyResult> open =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult open,
       Run(fmt::format("SELECT run_id, task_id FROM stagehand_task_runs WHERE run_id IN {} AND "
                       "(ended_at IS NULL OR outcome = 'lost') FOR UPDATE",
                       Placeholders(ends.size())),
-          ids, "recording a run's end");
-  if (!open.ok()) return open.status();
+          ids, "recording a run's end"));
   std::map<std::string, std::string, std::less<>> closable;
-  for (int row = 0; row < open->rows(); ++row) {
-    closable.emplace(std::string(open->Get(row, 0)), std::string(open->Get(row, 1)));
+  for (int row = 0; row < open.rows(); ++row) {
+    closable.emplace(std::string(open.Get(row, 0)), std::string(open.Get(row, 1)));
   }
   const std::string sql = fmt::format(
       "UPDATE stagehand_task_runs SET ended_at = coalesce({}, UTC_TIMESTAMP(3)), outcome = ?, "
@@ -199,9 +198,9 @@ Status MyRunTable::Trim(std::vector<std::string> tasks, int keep,
   if (tasks.empty()) return Status::Ok();
   MyParams ids;
   for (const std::string& task : tasks) ids.Add(task);
-  Result<MyResult> latest = Run(fmt::format(kLatestSeqSql, Placeholders(tasks.size())), ids,
-                                "trimming a task's run history");
-  if (!latest.ok()) return latest.status();
+  STAGEHAND_ASSIGN_OR_RETURN(MyResult latest,
+                             Run(fmt::format(kLatestSeqSql, Placeholders(tasks.size())), ids,
+                                 "trimming a task's run history"));
   std::string keep_closed;
   if (!closed.empty()) keep_closed = " AND run_id NOT IN " + Placeholders(closed.size());
   // Runs another transaction holds are left to a later trim (or the age limit): hosts ending runs
@@ -212,15 +211,14 @@ Status MyRunTable::Trim(std::vector<std::string> tasks, int keep,
       keep_closed);
   MyParams doomed;
   std::size_t count = 0;
-  for (int row = 0; row < latest->rows(); ++row) {
-    const std::int64_t bound = latest->GetInt(row, 1) - keep;
+  for (int row = 0; row < latest.rows(); ++row) {
+    const std::int64_t bound = latest.GetInt(row, 1) - keep;
     if (bound <= 0) continue;
     MyParams params;
-    params.Add(latest->Get(row, 0)).Add(bound).Add(bound - kRunTrimWindow);
+    params.Add(latest.Get(row, 0)).Add(bound).Add(bound - kRunTrimWindow);
     for (const std::string& run_id : closed) params.Add(run_id);
-    Result<MyResult> found = Run(sql, params, "trimming a task's run history");
-    if (!found.ok()) return found.status();
-    for (int i = 0; i < found->rows(); ++i, ++count) doomed.Add(found->Get(i, 0));
+    STAGEHAND_ASSIGN_OR_RETURN(MyResult found, Run(sql, params, "trimming a task's run history"));
+    for (int i = 0; i < found.rows(); ++i, ++count) doomed.Add(found.Get(i, 0));
   }
   if (count == 0) return Status::Ok();
   return Run("DELETE FROM stagehand_task_runs WHERE run_id IN " + Placeholders(count), doomed,
@@ -236,13 +234,13 @@ Result<std::size_t> MyRunTable::MarkLost(std::span<const std::string> run_ids,
   AddTime(params, at);
   params.Add(error_json);
   for (const std::string& run_id : run_ids) params.Add(run_id);
-  Result<MyResult> lost =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult lost,
       Run(fmt::format("UPDATE stagehand_task_runs SET ended_at = coalesce({}, UTC_TIMESTAMP(3)), "
                       "outcome = 'lost', error_json = ? WHERE ended_at IS NULL AND run_id IN {}",
                       kDatetimeOf, Placeholders(run_ids.size())),
-          params, "marking runs lost");
-  if (!lost.ok()) return lost.status();
-  return static_cast<std::size_t>(lost->affected());
+          params, "marking runs lost"));
+  return static_cast<std::size_t>(lost.affected());
 }
 
 Result<RunPage> MyRunTable::List(const std::string& task_id, int limit,
@@ -252,16 +250,15 @@ Result<RunPage> MyRunTable::List(const std::string& task_id, int limit,
     if (std::optional<RunCursor> cursor = DecodeRunCursor(*before)) {
       after.emplace(MicrosSinceEpoch(cursor->started_at), cursor->run_id);
     } else {
-      Result<MyResult> anchor =
-          Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE run_id = ?",
-                          MicrosOf("started_at")),
-              MyParams().Add(*before), "listing runs");
-      if (!anchor.ok()) return anchor.status();
-      if (anchor->rows() == 0) {
+      STAGEHAND_ASSIGN_OR_RETURN(
+          MyResult anchor, Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE run_id = ?",
+                                           MicrosOf("started_at")),
+                               MyParams().Add(*before), "listing runs"));
+      if (anchor.rows() == 0) {
         return InvalidArgumentError(
             fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
       }
-      after.emplace(anchor->GetInt(0, 0), *before);
+      after.emplace(anchor.GetInt(0, 0), *before);
     }
   }
   MyParams params;
@@ -272,43 +269,41 @@ Result<RunPage> MyRunTable::List(const std::string& task_id, int limit,
     params.Add(after->first).Add(after->second);
   }
   params.Add(limit + 1);
-  Result<MyResult> rows = Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE {} "
-                                          "ORDER BY started_at DESC, run_id DESC LIMIT ?",
-                                          RunColumns(), condition),
-                              params, "listing runs");
-  if (!rows.ok()) return rows.status();
+  STAGEHAND_ASSIGN_OR_RETURN(MyResult rows,
+                             Run(fmt::format("SELECT {} FROM stagehand_task_runs WHERE {} "
+                                             "ORDER BY started_at DESC, run_id DESC LIMIT ?",
+                                             RunColumns(), condition),
+                                 params, "listing runs"));
   RunPage page;
-  for (int row = 0; row < rows->rows(); ++row) {
+  for (int row = 0; row < rows.rows(); ++row) {
     if (page.runs.size() == static_cast<std::size_t>(limit)) {
       page.next_cursor = EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
       break;
     }
-    Result<TaskRun> run = ReadRun(*rows, row);
-    if (!run.ok()) return run.status();
-    page.runs.push_back(std::move(*run));
+    STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(rows, row));
+    page.runs.push_back(std::move(run));
   }
   return page;
 }
 
 Result<TaskRun> MyRunTable::Get(const std::string& run_id) {
-  Result<MyResult> found =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult found,
       Run(fmt::format("SELECT {}, output FROM stagehand_task_runs WHERE run_id = ?", RunColumns()),
-          MyParams().Add(run_id), "reading a run");
-  if (!found.ok()) return found.status();
-  if (found->rows() == 0) return NotFoundError(fmt::format("Run {} does not exist", run_id));
-  Result<TaskRun> run = ReadRun(*found, 0);
-  if (!run.ok()) return run.status();
-  run->finish.output_tail = found->GetOptional(0, kOutputColumn).value_or("");
+          MyParams().Add(run_id), "reading a run"));
+  if (found.rows() == 0) return NotFoundError(fmt::format("Run {} does not exist", run_id));
+  STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(found, 0));
+  run.finish.output_tail = found.GetOptional(0, kOutputColumn).value_or("");
   return run;
 }
 
 Result<std::size_t> MyRunTable::Prune(std::chrono::hours max_age, std::size_t max_rows) {
-  Result<MyResult> pruned =
+  STAGEHAND_ASSIGN_OR_RETURN(
+      MyResult pruned,
       Run("DELETE FROM stagehand_task_runs WHERE started_at < UTC_TIMESTAMP(3) - INTERVAL ? HOUR "
           "ORDER BY started_at LIMIT ?",
-          MyParams().Add(max_age.count()).Add(max_rows), "pruning the run history");
-  if (!pruned.ok()) return pruned.status();
-  return static_cast<std::size_t>(pruned->affected());
+          MyParams().Add(max_age.count()).Add(max_rows), "pruning the run history"));
+  return static_cast<std::size_t>(pruned.affected());
 }
 
 Status MyRunTable::DeleteTask(const std::string& task_id) {

@@ -383,9 +383,8 @@ Result<std::unique_ptr<PgConnection>> PgConnection::Open(const PgConnectParams& 
   }
   std::string search_path;
   if (!params.search_path.empty()) {
-    Result<std::string> quoted = connection->QuoteIdentifier(params.search_path);
-    if (!quoted.ok()) return quoted.status();
-    search_path = *quoted;
+    STAGEHAND_ASSIGN_OR_RETURN(std::string quoted, connection->QuoteIdentifier(params.search_path));
+    search_path = quoted;
   }
   PgParams setup;
   setup.Add(std::to_string(params.statement_timeout.count())).Add(search_path);

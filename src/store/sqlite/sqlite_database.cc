@@ -120,9 +120,8 @@ Result<bool> SqliteStatement::Step(std::string_view what) {
 
 Status SqliteStatement::Run(std::string_view what) {
   while (true) {
-    Result<bool> row = Step(what);
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
+    STAGEHAND_ASSIGN_OR_RETURN(bool row, Step(what));
+    if (!row) return Status::Ok();
   }
 }
 

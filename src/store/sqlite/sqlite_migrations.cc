@@ -19,49 +19,44 @@ namespace sql = sqlite_sql;
 
 Result<std::int64_t> QueryInt(SqliteDatabase& db, std::string_view statement, std::string_view what,
                               std::optional<std::string_view> param = {}) {
-  Result<SqliteStatement> stmt = db.Prepare(statement);
-  if (!stmt.ok()) return stmt.status();
-  if (param) stmt->Bind(1, *param);
-  Result<bool> row = stmt->Step(what);
-  if (!row.ok()) return row.status();
-  if (!*row) return db.Error(StatusCode::kFailedPrecondition, fmt::format("{}: no row", what));
-  return stmt->Int(0);
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db.Prepare(statement));
+  if (param) stmt.Bind(1, *param);
+  STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step(what));
+  if (!row) return db.Error(StatusCode::kFailedPrecondition, fmt::format("{}: no row", what));
+  return stmt.Int(0);
 }
 
 Status Run(SqliteDatabase& db, std::string_view statement, std::string_view what) {
-  Result<SqliteStatement> stmt = db.Prepare(statement);
-  if (!stmt.ok()) return stmt.status();
-  return stmt->Run(what);
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db.Prepare(statement));
+  return stmt.Run(what);
 }
 
 Status EnsureKnexTables(SqliteDatabase& db) {
-  Result<std::int64_t> has_migrations =
-      QueryInt(db, sql::kTableExists, "checking the knex tables", sql::kMigrationsTable);
-  if (!has_migrations.ok()) return has_migrations.status();
-  if (*has_migrations == 0) {
+  STAGEHAND_ASSIGN_OR_RETURN(
+      std::int64_t has_migrations,
+      QueryInt(db, sql::kTableExists, "checking the knex tables", sql::kMigrationsTable));
+  if (has_migrations == 0) {
     STAGEHAND_RETURN_IF_ERROR(db.Exec(sql::kCreateMigrationsTable));
   }
-  Result<std::int64_t> has_lock =
-      QueryInt(db, sql::kTableExists, "checking the knex tables", sql::kLockTable);
-  if (!has_lock.ok()) return has_lock.status();
-  if (*has_lock == 0) {
+  STAGEHAND_ASSIGN_OR_RETURN(
+      std::int64_t has_lock,
+      QueryInt(db, sql::kTableExists, "checking the knex tables", sql::kLockTable));
+  if (has_lock == 0) {
     STAGEHAND_RETURN_IF_ERROR(db.Exec(sql::kCreateLockTable));
   }
-  Result<std::int64_t> lock_rows = QueryInt(db, sql::kCountLockRows, "reading the migration lock");
-  if (!lock_rows.ok()) return lock_rows.status();
-  if (*lock_rows == 0) return Run(db, sql::kInsertLockRow, "creating the migration lock");
+  STAGEHAND_ASSIGN_OR_RETURN(std::int64_t lock_rows,
+                             QueryInt(db, sql::kCountLockRows, "reading the migration lock"));
+  if (lock_rows == 0) return Run(db, sql::kInsertLockRow, "creating the migration lock");
   return Status::Ok();
 }
 
 Result<std::vector<std::string>> CompletedMigrations(SqliteDatabase& db) {
-  Result<SqliteStatement> stmt = db.Prepare(sql::kCompletedMigrations);
-  if (!stmt.ok()) return stmt.status();
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db.Prepare(sql::kCompletedMigrations));
   std::vector<std::string> names;
   while (true) {
-    Result<bool> row = stmt->Step("reading the completed migrations");
-    if (!row.ok()) return row.status();
-    if (!*row) return names;
-    names.push_back(stmt->Text(0));
+    STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step("reading the completed migrations"));
+    if (!row) return names;
+    names.push_back(stmt.Text(0));
   }
 }
 
@@ -98,15 +93,14 @@ Result<std::vector<const sql::Migration*>> PendingMigrations(
 
 // Applies the pending migrations inside the caller's transaction, which holds the knex lock.
 Status ApplyPending(SqliteDatabase& db, const Clock& clock) {
-  Result<std::vector<std::string>> completed = CompletedMigrations(db);
-  if (!completed.ok()) return completed.status();
-  Result<std::vector<const sql::Migration*>> pending = PendingMigrations(db, *completed);
-  if (!pending.ok()) return pending.status();
-  if (pending->empty()) return Status::Ok();
-  Result<std::int64_t> latest_batch = QueryInt(db, sql::kLatestBatch, "reading the latest batch");
-  if (!latest_batch.ok()) return latest_batch.status();
-  const std::int64_t batch = *latest_batch + 1;
-  for (const sql::Migration* migration : *pending) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<std::string> completed, CompletedMigrations(db));
+  STAGEHAND_ASSIGN_OR_RETURN(std::vector<const sql::Migration*> pending,
+                             PendingMigrations(db, completed));
+  if (pending.empty()) return Status::Ok();
+  STAGEHAND_ASSIGN_OR_RETURN(std::int64_t latest_batch,
+                             QueryInt(db, sql::kLatestBatch, "reading the latest batch"));
+  const std::int64_t batch = latest_batch + 1;
+  for (const sql::Migration* migration : pending) {
     for (std::string_view statement : migration->statements) {
       if (Status status = db.Exec(statement); !status.ok()) {
         return status.WithPrefix(fmt::format("migration {}: ", migration->name));
@@ -115,10 +109,9 @@ Status ApplyPending(SqliteDatabase& db, const Clock& clock) {
     const auto now_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock.Now().time_since_epoch())
             .count();
-    Result<SqliteStatement> record = db.Prepare(sql::kRecordMigration);
-    if (!record.ok()) return record.status();
-    record->Bind(1, migration->name).Bind(2, batch).Bind(3, static_cast<std::int64_t>(now_ms));
-    STAGEHAND_RETURN_IF_ERROR(record->Run("recording a migration"));
+    STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement record, db.Prepare(sql::kRecordMigration));
+    record.Bind(1, migration->name).Bind(2, batch).Bind(3, static_cast<std::int64_t>(now_ms));
+    STAGEHAND_RETURN_IF_ERROR(record.Run("recording a migration"));
   }
   return Status::Ok();
 }
@@ -129,9 +122,9 @@ Result<Attempt> TryMigrate(SqliteDatabase& db, const Clock& clock) {
   SqliteTransaction transaction(db);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   STAGEHAND_RETURN_IF_ERROR(EnsureKnexTables(db));
-  Result<std::int64_t> locked = QueryInt(db, sql::kIsLocked, "reading the migration lock");
-  if (!locked.ok()) return locked.status();
-  if (*locked != 0) return Attempt::kLockHeld;
+  STAGEHAND_ASSIGN_OR_RETURN(std::int64_t locked,
+                             QueryInt(db, sql::kIsLocked, "reading the migration lock"));
+  if (locked != 0) return Attempt::kLockHeld;
   STAGEHAND_RETURN_IF_ERROR(Run(db, sql::kTakeLock, "taking the migration lock"));
   if (db.Changes() != 1) return Attempt::kLockHeld;
   STAGEHAND_RETURN_IF_ERROR(ApplyPending(db, clock));
@@ -146,13 +139,11 @@ Status ApplyHistoryMigrations(SqliteDatabase& db) {
   STAGEHAND_RETURN_IF_ERROR(db.Exec(history_sql::kCreateMigrationsTable));
   std::set<std::string, std::less<>> done;
   {
-    Result<SqliteStatement> stmt = db.Prepare(history_sql::kListMigrations);
-    if (!stmt.ok()) return stmt.status();
+    STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db.Prepare(history_sql::kListMigrations));
     while (true) {
-      Result<bool> row = stmt->Step("reading stagehand's migrations");
-      if (!row.ok()) return row.status();
-      if (!*row) break;
-      done.insert(stmt->Text(0));
+      STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step("reading stagehand's migrations"));
+      if (!row) break;
+      done.insert(stmt.Text(0));
     }
   }
   std::vector<std::string> unknown;
@@ -174,9 +165,8 @@ Status ApplyHistoryMigrations(SqliteDatabase& db) {
         return status.WithPrefix(fmt::format("migration {}: ", migration.name));
       }
     }
-    Result<SqliteStatement> record = db.Prepare(history_sql::kRecordMigration);
-    if (!record.ok()) return record.status();
-    STAGEHAND_RETURN_IF_ERROR(record->Bind(1, migration.name).Run("recording a migration"));
+    STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement record, db.Prepare(history_sql::kRecordMigration));
+    STAGEHAND_RETURN_IF_ERROR(record.Bind(1, migration.name).Run("recording a migration"));
   }
   return Status::Ok();
 }
@@ -191,9 +181,8 @@ Status MigrateSqliteHistory(SqliteDatabase& db) {
 }
 
 Status MigrateSqlite(SqliteDatabase& db, const Clock& clock) {
-  Result<Attempt> attempt = TryMigrate(db, clock);
-  if (!attempt.ok()) return attempt.status();
-  if (*attempt == Attempt::kLockHeld) {
+  STAGEHAND_ASSIGN_OR_RETURN(Attempt attempt, TryMigrate(db, clock));
+  if (attempt == Attempt::kLockHeld) {
     return db.Error(StatusCode::kUnavailable,
                     fmt::format("Migration table is already locked ({}.is_locked = 1); if no "
                                 "migration is running, set it back to 0",

@@ -13,19 +13,16 @@ namespace stagehand::store_internal {
 namespace sql = sqlite_history_sql;
 
 Result<bool> SqliteRunTable::Exists() {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kTableExists);
-  if (!stmt.ok()) return stmt.status();
-  Result<bool> row = stmt->Step("looking for the run history");
-  if (!row.ok()) return row.status();
-  return *row && stmt->Int(0) > 0;
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kTableExists));
+  STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step("looking for the run history"));
+  return row && stmt.Int(0) > 0;
 }
 
 Status SqliteRunTable::RecordStart(std::string_view run_id, std::string_view task_id,
                                    const RunOrigin& origin,
                                    const std::optional<std::string>& started_at) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kRecordStart);
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, run_id)
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kRecordStart));
+  stmt.Bind(1, run_id)
       .Bind(2, task_id)
       .Bind(3, origin.host)
       .Bind(4, origin.pid)
@@ -35,19 +32,18 @@ Status SqliteRunTable::RecordStart(std::string_view run_id, std::string_view tas
       .BindOptional(7, started_at)
       .Bind(8, static_cast<std::int64_t>(origin.attempt))
       .BindOptional(9, origin.trace_id);
-  return stmt->Run("recording a run's start");
+  return stmt.Run("recording a run's start");
 }
 
 Result<std::optional<std::string>> SqliteRunTable::CloseRun(
     std::string_view run_id, const RunFinish& finish, const std::optional<std::string>& ended_at,
     std::size_t max_output_bytes) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kCloseRun);
-  if (!stmt.ok()) return stmt.status();
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kCloseRun));
   const auto optional_int = [](std::optional<int> value) -> std::optional<std::int64_t> {
     if (!value) return std::nullopt;
     return *value;
   };
-  stmt->Bind(1, run_id)
+  stmt.Bind(1, run_id)
       .BindOptional(2, ended_at)
       .Bind(3, RunOutcomeName(finish.outcome))
       .BindOptional(4, finish.error_json)
@@ -55,19 +51,17 @@ Result<std::optional<std::string>> SqliteRunTable::CloseRun(
       .BindOptionalInt(6, optional_int(finish.signal))
       .BindOptionalInt(7, optional_int(finish.http_status))
       .BindBlob(8, OutputTail(finish.output_tail, max_output_bytes));
-  Result<bool> row = stmt->Step("recording a run's end");
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<std::string>();
-  std::string task_id = stmt->Text(0);
-  STAGEHAND_RETURN_IF_ERROR(stmt->Run("recording a run's end"));
+  STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step("recording a run's end"));
+  if (!row) return std::optional<std::string>();
+  std::string task_id = stmt.Text(0);
+  STAGEHAND_RETURN_IF_ERROR(stmt.Run("recording a run's end"));
   return std::optional<std::string>(std::move(task_id));
 }
 
 Status SqliteRunTable::Trim(std::string_view task_id, int keep,
                             std::span<const std::string> closed) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kTrimTask);
-  if (!stmt.ok()) return stmt.status();
-  return stmt->Bind(1, task_id)
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kTrimTask));
+  return stmt.Bind(1, task_id)
       .Bind(2, static_cast<std::int64_t>(keep))
       .Bind(3, JsonArray(closed))
       .Bind(4, static_cast<std::int64_t>(kRunTrimWindow))
@@ -75,16 +69,14 @@ Status SqliteRunTable::Trim(std::string_view task_id, int keep,
 }
 
 Result<bool> SqliteRunTable::MarkLost(std::string_view run_id, const std::string& error_json) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kMarkLost);
-  if (!stmt.ok()) return stmt.status();
-  STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, run_id).Bind(2, error_json).Run("marking a run lost"));
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kMarkLost));
+  STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, run_id).Bind(2, error_json).Run("marking a run lost"));
   return db_.Changes() == 1;
 }
 
 Status SqliteRunTable::MarkSweptRunsLost(const std::string& now, const std::string& error_json) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kMarkSweptRunsLost);
-  if (!stmt.ok()) return stmt.status();
-  return stmt->Bind(1, now).Bind(2, error_json).Run("marking swept runs lost");
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kMarkSweptRunsLost));
+  return stmt.Bind(1, now).Bind(2, error_json).Run("marking swept runs lost");
 }
 
 Result<RunPage> SqliteRunTable::List(const std::string& task_id, int limit,
@@ -94,54 +86,46 @@ Result<RunPage> SqliteRunTable::List(const std::string& task_id, int limit,
     if (std::optional<RunCursor> cursor = DecodeRunCursor(*before)) {
       after.emplace(FormatSqliteTime(cursor->started_at), cursor->run_id);
     } else {
-      Result<SqliteStatement> anchor = db_.Prepare(sql::kRunStart);
-      if (!anchor.ok()) return anchor.status();
-      Result<bool> row = anchor->Bind(1, *before).Step("listing runs");
-      if (!row.ok()) return row.status();
-      if (!*row) {
+      STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement anchor, db_.Prepare(sql::kRunStart));
+      STAGEHAND_ASSIGN_OR_RETURN(bool row, anchor.Bind(1, *before).Step("listing runs"));
+      if (!row) {
         return InvalidArgumentError(
             fmt::format("before: '{}' is neither a page cursor nor a run id", *before));
       }
-      after.emplace(anchor->Text(0), *before);
+      after.emplace(anchor.Text(0), *before);
     }
   }
-  Result<SqliteStatement> stmt = db_.Prepare(after ? sql::kListRunsBefore : sql::kListRuns);
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, task_id).Bind(2, static_cast<std::int64_t>(limit) + 1);
-  if (after) stmt->Bind(3, after->first).Bind(4, after->second);
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt,
+                             db_.Prepare(after ? sql::kListRunsBefore : sql::kListRuns));
+  stmt.Bind(1, task_id).Bind(2, static_cast<std::int64_t>(limit) + 1);
+  if (after) stmt.Bind(3, after->first).Bind(4, after->second);
   RunPage page;
   while (true) {
-    Result<bool> row = stmt->Step("listing runs");
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Step("listing runs"));
+    if (!row) break;
     if (page.runs.size() == static_cast<std::size_t>(limit)) {
       page.next_cursor = EncodeRunCursor(page.runs.back().started_at, page.runs.back().run_id);
       break;
     }
-    Result<TaskRun> run = ReadRun(*stmt);
-    if (!run.ok()) return run.status();
-    page.runs.push_back(std::move(*run));
+    STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(stmt));
+    page.runs.push_back(std::move(run));
   }
   return page;
 }
 
 Result<TaskRun> SqliteRunTable::Get(const std::string& run_id) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kGetRun);
-  if (!stmt.ok()) return stmt.status();
-  Result<bool> row = stmt->Bind(1, run_id).Step("reading a run");
-  if (!row.ok()) return row.status();
-  if (!*row) return NotFoundError(fmt::format("Run {} does not exist", run_id));
-  Result<TaskRun> run = ReadRun(*stmt);
-  if (!run.ok()) return run.status();
-  run->finish.output_tail = stmt->Blob(15);
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kGetRun));
+  STAGEHAND_ASSIGN_OR_RETURN(bool row, stmt.Bind(1, run_id).Step("reading a run"));
+  if (!row) return NotFoundError(fmt::format("Run {} does not exist", run_id));
+  STAGEHAND_ASSIGN_OR_RETURN(TaskRun run, ReadRun(stmt));
+  run.finish.output_tail = stmt.Blob(15);
   return run;
 }
 
 Result<std::size_t> SqliteRunTable::Prune(std::chrono::hours max_age, std::size_t max_rows) {
-  Result<SqliteStatement> stmt = db_.Prepare(sql::kPruneExpired);
-  if (!stmt.ok()) return stmt.status();
+  STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_.Prepare(sql::kPruneExpired));
   const double seconds = -std::chrono::duration<double>(max_age).count();
-  STAGEHAND_RETURN_IF_ERROR(stmt->Bind(1, SecondsModifier(seconds))
+  STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, SecondsModifier(seconds))
                                 .Bind(2, static_cast<std::int64_t>(max_rows))
                                 .Run("pruning the run history"));
   return static_cast<std::size_t>(db_.Changes());
@@ -169,17 +153,14 @@ Result<TaskRun> SqliteRunTable::ReadRun(const SqliteStatement& stmt) const {
   if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
   run.origin.trigger = *parsed_trigger;
   if (!stmt.IsNull(5)) {
-    Result<WallTime> slot = ReadTime(stmt, 5, run.run_id);
-    if (!slot.ok()) return slot.status();
-    run.origin.slot = *slot;
+    STAGEHAND_ASSIGN_OR_RETURN(WallTime slot, ReadTime(stmt, 5, run.run_id));
+    run.origin.slot = slot;
   }
-  Result<WallTime> started = ReadTime(stmt, 6, run.run_id);
-  if (!started.ok()) return started.status();
-  run.started_at = *started;
+  STAGEHAND_ASSIGN_OR_RETURN(WallTime started, ReadTime(stmt, 6, run.run_id));
+  run.started_at = started;
   if (!stmt.IsNull(7)) {
-    Result<WallTime> ended = ReadTime(stmt, 7, run.run_id);
-    if (!ended.ok()) return ended.status();
-    run.ended_at = *ended;
+    STAGEHAND_ASSIGN_OR_RETURN(WallTime ended, ReadTime(stmt, 7, run.run_id));
+    run.ended_at = ended;
   }
   const std::string outcome = stmt.Text(8);
   std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
