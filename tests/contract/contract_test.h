@@ -12,9 +12,12 @@
 
 #include "contract/store_fixture.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::contract {
+
+using ::stagehand::testing::IsOk;
 
 inline constexpr char kCancelledJson[] = R"({"name":"Error","message":"Task was cancelled"})";
 inline constexpr char kTimedOutJson[] = R"({"name":"Error","message":"Task timed out"})";
@@ -59,7 +62,7 @@ class ContractTest : public ::testing::Test {
 
   WallTime Now() {
     Result<WallTime> now = store_->DatabaseNow();
-    EXPECT_TRUE(now.ok()) << now.status().ToString();
+    EXPECT_THAT(now, IsOk());
     return now.ok() ? *now : WallTime{};
   }
 
@@ -74,7 +77,7 @@ class ContractTest : public ::testing::Test {
 
   std::optional<WallTime> Upsert(const std::string& id, const TaskSchedule& schedule) {
     Result<UpsertResult> result = store_->Upsert(id, schedule);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    EXPECT_THAT(result, IsOk()) << id;
     return result.ok() ? result->next_run_start_at : std::nullopt;
   }
 
@@ -82,20 +85,20 @@ class ContractTest : public ::testing::Test {
              std::chrono::milliseconds timeout = std::chrono::minutes(1),
              std::chrono::milliseconds lease = std::chrono::minutes(1)) {
     Result<ClaimResult> result = store_->Claim(id, ticket, timeout, lease);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    EXPECT_THAT(result, IsOk()) << id;
     return result.ok() && result->claimed;
   }
 
   bool Release(const std::string& id, const std::string& ticket, const TaskSchedule& schedule,
                const std::optional<std::string>& error_json = std::nullopt) {
     Result<bool> result = store_->Release(id, ticket, schedule, error_json);
-    EXPECT_TRUE(result.ok()) << id << ": " << result.status().ToString();
+    EXPECT_THAT(result, IsOk()) << id;
     return result.ok() && *result;
   }
 
   PollResult Poll(const std::vector<std::string>& ids, bool sweep = false) {
     Result<PollResult> result = store_->Poll(ids, sweep);
-    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    EXPECT_THAT(result, IsOk());
     return result.ok() ? std::move(*result) : PollResult{};
   }
 

@@ -13,9 +13,13 @@
 #include "contract/store_fixture.h"
 #include "stagehand/store/request_keys.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::contract {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 
@@ -48,12 +52,12 @@ TEST_F(RequestKeysContractTest, ARequestSentAgainIsAnsweredAsTheFirstWithoutBein
   int applied = 0;
   const KeptAnswer conflict{409, R"({"error":{"name":"ConflictError","message":"Task t ü"}})"};
   Result<KeyedOutcome> first = Apply(*keys_, Keyed("k-1"), applied, conflict);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_THAT(first, IsOk());
   EXPECT_FALSE(first->replayed);
   EXPECT_EQ(first->answer, conflict);
 
   Result<KeyedOutcome> again = Apply(*keys_, Keyed("k-1"), applied, KeptAnswer{200, ""});
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_THAT(again, IsOk());
   EXPECT_TRUE(again->replayed);
   EXPECT_EQ(again->answer, conflict);
   EXPECT_EQ(applied, 1);
@@ -62,25 +66,23 @@ TEST_F(RequestKeysContractTest, ARequestSentAgainIsAnsweredAsTheFirstWithoutBein
   std::unique_ptr<TaskStore> other = fixture_->OpenStore();
   ASSERT_NE(other->request_keys(), nullptr);
   Result<KeyedOutcome> elsewhere = Apply(*other->request_keys(), Keyed("k-1"), applied);
-  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status().ToString();
+  ASSERT_THAT(elsewhere, IsOk());
   EXPECT_TRUE(elsewhere->replayed);
   EXPECT_EQ(elsewhere->answer, conflict);
   EXPECT_EQ(applied, 1);
 
   // Another key is another request.
   Result<KeyedOutcome> fresh = Apply(*keys_, Keyed("k-2"), applied);
-  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_THAT(fresh, IsOk());
   EXPECT_FALSE(fresh->replayed);
   EXPECT_EQ(applied, 2);
 }
 
 TEST_F(RequestKeysContractTest, AKeySentWithAnotherRequestIsRefused) {
   int applied = 0;
-  ASSERT_TRUE(Apply(*keys_, Keyed("k", "POST /a/trigger\n"), applied).ok());
+  ASSERT_THAT(Apply(*keys_, Keyed("k", "POST /a/trigger\n"), applied), IsOk());
   Result<KeyedOutcome> other = Apply(*keys_, Keyed("k", "POST /b/trigger\n"), applied);
-  ASSERT_FALSE(other.ok());
-  EXPECT_EQ(other.status().code(), StatusCode::kConflict) << other.status().ToString();
-  EXPECT_NE(other.status().message().find("k"), std::string::npos);
+  ASSERT_THAT(other, StatusIs(StatusCode::kConflict, "k"));
   EXPECT_EQ(applied, 1);
 }
 
@@ -91,7 +93,7 @@ TEST_F(RequestKeysContractTest, TheStoresWritesInTheApplyAreCommittedWithTheKey)
     STAGEHAND_RETURN_IF_ERROR(store_->Trigger("t"));
     return KeptAnswer{200, ""};
   });
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_THAT(first, IsOk());
   const TaskRow triggered = Row("t");
   ASSERT_TRUE(triggered.next_run_start_at.has_value());
   EXPECT_LE(*triggered.next_run_start_at, before + std::chrono::seconds(1));
@@ -107,13 +109,12 @@ TEST_F(RequestKeysContractTest, AnApplyThatFailsKeepsNoKeyAndItsWritesAreRolledB
     }
     return UnavailableError("the commit's outcome is unknown");
   });
-  ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  ASSERT_THAT(failed, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(Row("t").next_run_start_at, due) << "the trigger outlived its rolled back request";
 
   // Sent again, it is applied: nothing was kept.
   Result<KeyedOutcome> again = Apply(*keys_, Keyed("k"), applied);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_THAT(again, IsOk());
   EXPECT_FALSE(again->replayed);
   EXPECT_EQ(applied, 2);
 }
@@ -122,14 +123,14 @@ TEST_F(RequestKeysContractTest, AKeyPastItsRetentionIsAppliedAgain) {
   int applied = 0;
   KeyedRequest brief = Keyed("brief");
   brief.retention = milliseconds(30);
-  ASSERT_TRUE(Apply(*keys_, brief, applied).ok());
+  ASSERT_THAT(Apply(*keys_, brief, applied), IsOk());
   LetStoredTimePass(milliseconds(60));
   Result<KeyedOutcome> later = Apply(*keys_, brief, applied, KeptAnswer{409, "later"});
-  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  ASSERT_THAT(later, IsOk());
   EXPECT_FALSE(later->replayed);
   EXPECT_EQ(applied, 2);
   Result<KeyedOutcome> kept = Apply(*keys_, Keyed("brief"), applied);
-  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  ASSERT_THAT(kept, IsOk());
   EXPECT_TRUE(kept->replayed);
   EXPECT_EQ(kept->answer, (KeptAnswer{409, "later"}));
 }

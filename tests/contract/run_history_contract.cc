@@ -24,9 +24,13 @@
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::contract {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -69,27 +73,27 @@ class RunHistoryContractTest : public ContractTest {
              std::optional<WallTime> started_at, RunOrigin origin = Origin()) {
     const std::vector<RunStart> starts = {RunStart{run_id, task_id, std::move(origin), started_at}};
     const Status status = history_->RecordStarts(starts);
-    EXPECT_TRUE(status.ok()) << run_id << ": " << status.ToString();
+    EXPECT_THAT(status, IsOk()) << run_id;
   }
 
   std::size_t End(const std::string& run_id, RunFinish finish,
                   std::optional<WallTime> ended_at = std::nullopt) {
     const std::vector<RunEnd> ends = {RunEnd{run_id, std::move(finish), ended_at}};
     Result<std::size_t> closed = history_->RecordEnds(ends);
-    EXPECT_TRUE(closed.ok()) << run_id << ": " << closed.status().ToString();
+    EXPECT_THAT(closed, IsOk()) << run_id;
     return closed.ok() ? *closed : 0;
   }
 
   TaskRun Get(const std::string& run_id) {
     Result<TaskRun> run = history_->GetRun(run_id);
-    EXPECT_TRUE(run.ok()) << run_id << ": " << run.status().ToString();
+    EXPECT_THAT(run, IsOk()) << run_id;
     return run.ok() ? std::move(*run) : TaskRun{};
   }
 
   RunPage Page(const std::string& task_id, int limit,
                const std::optional<std::string>& before = std::nullopt) {
     Result<RunPage> page = history_->ListRuns(task_id, limit, before);
-    EXPECT_TRUE(page.ok()) << task_id << ": " << page.status().ToString();
+    EXPECT_THAT(page, IsOk()) << task_id;
     return page.ok() ? std::move(*page) : RunPage{};
   }
 
@@ -104,13 +108,13 @@ class RunHistoryContractTest : public ContractTest {
 
   std::vector<ClaimResult> ClaimMany(const std::vector<ClaimRequest>& claims) {
     Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, minutes(1));
-    EXPECT_TRUE(claimed.ok()) << claimed.status().ToString();
+    EXPECT_THAT(claimed, IsOk());
     return claimed.ok() ? std::move(*claimed) : std::vector<ClaimResult>{};
   }
 
   std::vector<ReleaseResult> ReleaseMany(const std::vector<ReleaseRequest>& releases) {
     Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
-    EXPECT_TRUE(released.ok()) << released.status().ToString();
+    EXPECT_THAT(released, IsOk());
     return released.ok() ? std::move(*released) : std::vector<ReleaseResult>{};
   }
 
@@ -214,15 +218,15 @@ TEST_F(RunHistoryContractTest, DuplicateStartsAndEndsOfEndedOrUnknownRunsAreIgno
 
 TEST_F(RunHistoryContractTest, MalformedWritesAreInvalidArguments) {
   const std::vector<RunStart> no_run_id = {RunStart{"", "task", Origin(), std::nullopt}};
-  EXPECT_EQ(history_->RecordStarts(no_run_id).code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(history_->RecordStarts(no_run_id), StatusIs(StatusCode::kInvalidArgument));
   const std::vector<RunStart> no_task_id = {RunStart{"run", "", Origin(), std::nullopt}};
-  EXPECT_EQ(history_->RecordStarts(no_task_id).code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(history_->RecordStarts(no_task_id), StatusIs(StatusCode::kInvalidArgument));
   const std::vector<RunEnd> running = {RunEnd{"run", Finish(RunOutcome::kRunning), std::nullopt}};
-  EXPECT_EQ(history_->RecordEnds(running).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(history_->RecordEnds(running), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(CodeOfGet("run"), StatusCode::kNotFound) << "nothing was written";
-  EXPECT_TRUE(history_->RecordStarts({}).ok());
+  EXPECT_THAT(history_->RecordStarts({}), IsOk());
   Result<std::size_t> none = history_->RecordEnds({});
-  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  ASSERT_THAT(none, IsOk());
   EXPECT_EQ(*none, 0u);
 }
 
@@ -276,12 +280,11 @@ TEST_F(RunHistoryContractTest, PagesAreNewestFirstAndCursorsContinueThem) {
 
 TEST_F(RunHistoryContractTest, BadPageRequestsAreInvalidArguments) {
   Start("r", "task", std::nullopt);
-  EXPECT_EQ(history_->ListRuns("task", 0, std::nullopt).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(history_->ListRuns("task", kMaxRunPageSize + 1, std::nullopt).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(history_->ListRuns("task", 10, std::string("no-such-run")).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_THAT(history_->ListRuns("task", 0, std::nullopt), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(history_->ListRuns("task", kMaxRunPageSize + 1, std::nullopt),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(history_->ListRuns("task", 10, std::string("no-such-run")),
+              StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(RunIds(Page("task", kMaxRunPageSize).runs), (std::vector<std::string>{"r"}));
 }
 
@@ -350,18 +353,18 @@ TEST_F(RunHistoryContractTest, PruneExpiredRemovesRunsOlderThanTheMaxAgeInBatche
   Start("running", "t3", now - minutes(1));
 
   Result<std::size_t> pruned = history_->PruneExpired(2);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 2u);
   EXPECT_EQ(CodeOfGet("ancient-1"), StatusCode::kNotFound) << "oldest first";
   EXPECT_EQ(CodeOfGet("ancient-2"), StatusCode::kNotFound);
   EXPECT_EQ(CodeOfGet("abandoned"), StatusCode::kOk);
   pruned = history_->PruneExpired(10);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 2u) << "runs age from their start, ended or not";
   EXPECT_EQ(CodeOfGet("abandoned"), StatusCode::kNotFound);
   EXPECT_EQ(CodeOfGet("ancient-3"), StatusCode::kNotFound);
   pruned = history_->PruneExpired(10);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 0u);
   EXPECT_EQ(AllRunIds("t1"), (std::vector<std::string>{"fresh"}));
   EXPECT_EQ(AllRunIds("t2"), (std::vector<std::string>{"month-old"}));
@@ -371,7 +374,7 @@ TEST_F(RunHistoryContractTest, PruneExpiredRemovesRunsOlderThanTheMaxAgeInBatche
   limits.max_age = hours(1);
   history_->SetLimits(limits);
   pruned = history_->PruneExpired(10);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 1u);
   EXPECT_EQ(CodeOfGet("month-old"), StatusCode::kNotFound);
   EXPECT_EQ(CodeOfGet("fresh"), StatusCode::kOk);
@@ -388,15 +391,16 @@ TEST_F(RunHistoryContractTest, SweepClosesTheRunsOfTheClaimsItResetsAsLost) {
   ClaimWithHistory("alive", "t-alive");
   Upsert("pausing", Schedule("PT10M"));
   ClaimWithHistory("pausing", "t-pausing");
-  ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
-  ASSERT_TRUE(store_->Pause("pausing", PauseRequest{"alice", "", std::nullopt}, minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("marked", minutes(1)), IsOk());
+  ASSERT_THAT(store_->Pause("pausing", PauseRequest{"alice", "", std::nullopt}, minutes(1)),
+              IsOk());
   Start("local-run", "local", std::nullopt);
   ExpireRun("swept");
   ExpireRun("marked");
   ExpireRun("pausing");
 
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_THAT(swept, IsOk());
   std::sort(swept->begin(), swept->end());
   EXPECT_EQ(*swept, (std::vector<std::string>{"marked", "pausing", "swept"}));
   EXPECT_TRUE(PauseOf(Row("pausing")).has_value());
@@ -426,7 +430,7 @@ TEST_F(RunHistoryContractTest, PollsThatSweepCloseTheSweptRunsAsLost) {
   const std::vector<std::string> ids = {"by-poll-changed"};
   const std::vector<std::optional<std::int64_t>> known = {std::nullopt};
   Result<PollResult> changed = store_->PollChanged(ids, known, /*sweep_expired=*/true);
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_THAT(changed, IsOk());
   EXPECT_EQ(changed->swept_ids, ids);
   const TaskRun lost = Get("t-poll-changed");
   EXPECT_EQ(lost.finish.outcome, RunOutcome::kLost);
@@ -437,7 +441,7 @@ TEST_F(RunHistoryContractTest, TheOwnersOwnEndReplacesLost) {
   Upsert("fenced", Schedule("PT10M"));
   ClaimWithHistory("fenced", "t-fenced");
   ExpireRun("fenced");
-  ASSERT_TRUE(store_->SweepExpired().ok());
+  ASSERT_THAT(store_->SweepExpired(), IsOk());
   ASSERT_EQ(Get("t-fenced").finish.outcome, RunOutcome::kLost);
 
   // The owner comes back and releases: its ticket no longer holds the row, but its account of the
@@ -454,7 +458,7 @@ TEST_F(RunHistoryContractTest, TheOwnersOwnEndReplacesLost) {
   // So for local runs marked lost by other means.
   Start("local", "task", std::nullopt);
   Result<std::size_t> lost = history_->MarkLost(std::vector<std::string>{"local"}, kTimedOutJson);
-  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  ASSERT_THAT(lost, IsOk());
   EXPECT_EQ(*lost, 1u);
   EXPECT_EQ(End("local", Finish(RunOutcome::kSucceeded)), 1u);
   EXPECT_EQ(Get("local").finish.outcome, RunOutcome::kSucceeded);
@@ -469,7 +473,7 @@ TEST_F(RunHistoryContractTest, MarkLostClosesOnlyRunningRuns) {
   Result<std::size_t> lost =
       history_->MarkLost(std::vector<std::string>{"running", "done", "unknown"}, error);
   const WallTime after = Now();
-  ASSERT_TRUE(lost.ok()) << lost.status().ToString();
+  ASSERT_THAT(lost, IsOk());
   EXPECT_EQ(*lost, 1u);
   const TaskRun run = Get("running");
   EXPECT_EQ(run.finish.outcome, RunOutcome::kLost);
@@ -477,7 +481,7 @@ TEST_F(RunHistoryContractTest, MarkLostClosesOnlyRunningRuns) {
   EXPECT_TRUE(Within(run.ended_at, before, after));
   EXPECT_EQ(Get("done").finish.outcome, RunOutcome::kSucceeded);
   Result<std::size_t> again = history_->MarkLost(std::vector<std::string>{"running"}, error);
-  ASSERT_TRUE(again.ok());
+  ASSERT_THAT(again, IsOk());
   EXPECT_EQ(*again, 0u);
 }
 
@@ -528,7 +532,7 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
   finishes[2].exit_code = 0;
   for (std::size_t i = 0; i < finishes.size(); ++i) {
     const std::string ticket = "t-job-" + std::to_string(i);
-    ASSERT_TRUE(store_->Trigger("job").ok());
+    ASSERT_THAT(store_->Trigger("job"), IsOk());
     ClaimWithHistory("job", ticket, Origin(RunTrigger::kManual));
     const std::vector<ReleaseResult> released =
         ReleaseMany({ReleaseRequest{"job", ticket, manual, finishes[i].error_json,
@@ -543,7 +547,7 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
   EXPECT_EQ(AllRunIds("job"), (std::vector<std::string>{"t-job-2", "t-job-1"}));
 
   // A release without a finish writes no history: the run stays as the claim recorded it.
-  ASSERT_TRUE(store_->Trigger("plain").ok());
+  ASSERT_THAT(store_->Trigger("plain"), IsOk());
   ClaimWithHistory("plain", "t-plain");
   const std::vector<ReleaseResult> released =
       ReleaseMany({ReleaseRequest{"plain", "t-plain", manual, std::nullopt}});
@@ -555,7 +559,7 @@ TEST_F(RunHistoryContractTest, ReleaseManyEndsTheRunsAndTrimsTheirTasks) {
 TEST_F(RunHistoryContractTest, AReleaseWritesARunWholeWhenItsClaimRecordedNoStart) {
   const TaskSchedule manual = Schedule("manual");
   Upsert("short", manual);
-  ASSERT_TRUE(store_->Trigger("short").ok());
+  ASSERT_THAT(store_->Trigger("short"), IsOk());
   const std::vector<ClaimResult> claimed =
       ClaimMany({ClaimRequest{"short", "t-short", minutes(1), std::nullopt}});
   ASSERT_EQ(claimed.size(), 1u);
@@ -586,13 +590,13 @@ TEST_F(RunHistoryContractTest, TheTraceIdRoundTripsThroughStartsClaimsAndRelease
   const WallTime base = Millis(Now()) - minutes(10);
   const std::vector<RunStart> starts = {RunStart{"s-traced", "local", traced, base},
                                         RunStart{"s-plain", "local", untraced, base + seconds(1)}};
-  ASSERT_TRUE(history_->RecordStarts(starts).ok());
+  ASSERT_THAT(history_->RecordStarts(starts), IsOk());
 
   const TaskSchedule manual = Schedule("manual");
   Upsert("claimed", manual);
   Upsert("plain", manual);
   Upsert("short", manual);
-  for (const char* id : {"claimed", "plain", "short"}) ASSERT_TRUE(store_->Trigger(id).ok());
+  for (const char* id : {"claimed", "plain", "short"}) ASSERT_THAT(store_->Trigger(id), IsOk());
   const std::vector<ClaimResult> claimed = ClaimMany({
       ClaimRequest{"claimed", "c-traced", minutes(1), std::nullopt, traced},
       ClaimRequest{"plain", "c-plain", minutes(1), std::nullopt, untraced},
@@ -670,8 +674,8 @@ TEST_F(RunHistoryContractTest, ARunWhoseTicketACancelMarkedIsRecordedAsItsHostTe
   Upsert("late", schedule);
   ClaimWithHistory("cancelled", "t-cancelled");
   ClaimWithHistory("late", "t-late");
-  ASSERT_TRUE(store_->Cancel("cancelled", minutes(1)).ok());
-  ASSERT_TRUE(store_->Cancel("late", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("cancelled", minutes(1)), IsOk());
+  ASSERT_THAT(store_->Cancel("late", minutes(1)), IsOk());
   RunFinish stopped = Finish(RunOutcome::kCancelled);
   stopped.error_json = R"({"name":"Error","message":"cancelled: command 'x' ended by SIGTERM"})";
   stopped.signal = 15;
@@ -718,13 +722,13 @@ TEST_F(RunHistoryContractTest, TwoStoresOnOneDatabaseShareOneHistory) {
       const WallTime started = base + milliseconds(10 * (2 * i + host_index));
       const std::vector<RunStart> starts = {RunStart{run_id, "shared", Origin(), started}};
       const Status recorded = history->RecordStarts(starts);
-      EXPECT_TRUE(recorded.ok()) << run_id << ": " << recorded.ToString();
+      EXPECT_THAT(recorded, IsOk()) << run_id;
       const std::vector<RunEnd> ends = {
           RunEnd{run_id, Finish(RunOutcome::kSucceeded), started + milliseconds(5)}};
       Result<std::size_t> closed = history->RecordEnds(ends);
       EXPECT_TRUE(closed.ok() && *closed == 1) << run_id << ": " << closed.status().ToString();
       Result<RunPage> page = history->ListRuns("shared", 5, std::nullopt);
-      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      EXPECT_THAT(page, IsOk());
     }
   };
   std::thread first(host, history_, 0);
@@ -743,7 +747,7 @@ TEST_F(RunHistoryContractTest, TwoStoresOnOneDatabaseShareOneHistory) {
     EXPECT_LT(page.runs[i].started_at, page.runs[i - 1].started_at) << page.runs[i].run_id;
   }
   Result<RunPage> seen_by_other = other->history()->ListRuns("shared", 10, std::nullopt);
-  ASSERT_TRUE(seen_by_other.ok()) << seen_by_other.status().ToString();
+  ASSERT_THAT(seen_by_other, IsOk());
   EXPECT_EQ(RunIds(seen_by_other->runs), RunIds(page.runs));
 }
 

@@ -22,9 +22,12 @@
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_registrations.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::contract {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -55,25 +58,25 @@ class TaskRegistrationsContractTest : public ContractTest {
     std::vector<TaskUpsert> upserts;
     for (const std::string& id : ids) upserts.push_back(TaskUpsert{id, Schedule("manual"), host});
     Result<std::vector<UpsertResult>> upserted = store_->UpsertMany(upserts);
-    EXPECT_TRUE(upserted.ok()) << upserted.status().ToString();
+    EXPECT_THAT(upserted, IsOk());
   }
 
   std::size_t Refresh(const std::vector<std::string>& ids, const std::string& host) {
     Result<std::size_t> refreshed = registrations_->RefreshRegistrations(ids, host);
-    EXPECT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+    EXPECT_THAT(refreshed, IsOk());
     return refreshed.ok() ? *refreshed : 0;
   }
 
   std::vector<PruneCandidate> Candidates(WallTime cutoff) {
     Result<std::vector<PruneCandidate>> candidates = registrations_->ListPruneCandidates(cutoff);
-    EXPECT_TRUE(candidates.ok()) << candidates.status().ToString();
+    EXPECT_THAT(candidates, IsOk());
     return candidates.ok() ? std::move(*candidates) : std::vector<PruneCandidate>{};
   }
 
   std::vector<std::string> Prune(const std::vector<std::string>& ids, WallTime cutoff,
                                  PruneScope scope = PruneScope::kRegistered) {
     Result<std::vector<std::string>> deleted = registrations_->PruneTasks(ids, cutoff, scope);
-    EXPECT_TRUE(deleted.ok()) << deleted.status().ToString();
+    EXPECT_THAT(deleted, IsOk());
     return deleted.ok() ? std::move(*deleted) : std::vector<std::string>{};
   }
 
@@ -102,12 +105,12 @@ class TaskRegistrationsContractTest : public ContractTest {
     const std::vector<RunStart> starts = {RunStart{
         run_id, task_id, RunOrigin{"host-a", 7, RunTrigger::kSchedule, {}, 1}, started_at}};
     const Status recorded = store_->history()->RecordStarts(starts);
-    EXPECT_TRUE(recorded.ok()) << recorded.ToString();
+    EXPECT_THAT(recorded, IsOk());
   }
 
   std::vector<std::string> RunsOf(const std::string& task_id) {
     Result<RunPage> page = store_->history()->ListRuns(task_id, kMaxRunPageSize, std::nullopt);
-    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    EXPECT_THAT(page, IsOk());
     std::vector<std::string> ids;
     if (page.ok()) {
       for (const TaskRun& run : page->runs) ids.push_back(run.run_id);
@@ -142,8 +145,8 @@ TEST_F(TaskRegistrationsContractTest, CandidatesAreTheRegisteredTasksNotSeenSinc
 }
 
 TEST_F(TaskRegistrationsContractTest, ARegistrationWithoutAHostRecordsNone) {
-  ASSERT_TRUE(
-      store_->UpsertMany(std::vector<TaskUpsert>{TaskUpsert{"plain", Schedule("manual")}}).ok());
+  ASSERT_THAT(store_->UpsertMany(std::vector<TaskUpsert>{TaskUpsert{"plain", Schedule("manual")}}),
+              IsOk());
   const std::vector<PruneCandidate> candidates = Candidates(CutoffBetweenWrites());
   ASSERT_EQ(Ids(candidates), std::vector<std::string>{"plain"});
   EXPECT_FALSE(candidates[0].registered());
@@ -267,7 +270,7 @@ TEST_F(TaskRegistrationsContractTest, PruneChecksEachTaskAgainAsItDeletes) {
   ASSERT_NE(other->registrations(), nullptr);
   Result<std::size_t> refreshed =
       other->registrations()->RefreshRegistrations(std::vector<std::string>{"refreshed"}, "b");
-  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  ASSERT_THAT(refreshed, IsOk());
   Result<ClaimResult> claimed = other->Claim("claimed", "ticket-b", minutes(1), minutes(1));
   ASSERT_TRUE(claimed.ok() && claimed->claimed) << claimed.status().ToString();
   EXPECT_EQ(Prune({"refreshed", "claimed", "still-gone"}, cutoff),

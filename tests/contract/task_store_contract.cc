@@ -29,11 +29,15 @@
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::contract {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -77,12 +81,12 @@ class TaskStoreContractTest : public ContractTest {};
 // --- Schema and clock ------------------------------------------------------------------------
 
 TEST_F(TaskStoreContractTest, MigrateIsIdempotent) {
-  EXPECT_TRUE(store_->Migrate().ok());
-  EXPECT_TRUE(store_->Migrate().ok());
+  EXPECT_THAT(store_->Migrate(), IsOk());
+  EXPECT_THAT(store_->Migrate(), IsOk());
   std::unique_ptr<TaskStore> other = fixture_->OpenStore();
-  EXPECT_TRUE(other->Migrate().ok());
+  EXPECT_THAT(other->Migrate(), IsOk());
   ASSERT_TRUE(Upsert("after-migrate", Schedule("PT10M")).has_value());
-  EXPECT_TRUE(store_->Migrate().ok());
+  EXPECT_THAT(store_->Migrate(), IsOk());
   EXPECT_TRUE(fixture_->GetRawRow("after-migrate").has_value());
 }
 
@@ -101,7 +105,7 @@ TEST_F(TaskStoreContractTest, StatesAreOrderedById) {
   fixture_->PutRawRow(
       RawRow("0-raw", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})"));
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_THAT(states, IsOk());
   std::vector<std::string> ids;
   for (const TaskRow& row : *states) {
     ids.push_back(row.id);
@@ -112,7 +116,7 @@ TEST_F(TaskStoreContractTest, StatesAreOrderedById) {
 
 TEST_F(TaskStoreContractTest, StatesOfAnEmptyTableIsEmpty) {
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_THAT(states, IsOk());
   EXPECT_TRUE(states->empty());
 }
 
@@ -125,7 +129,7 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   WallTime before = Now();
   Result<UpsertResult> upsert = store_->Upsert("states", schedule);
   WallTime after = Now();
-  ASSERT_TRUE(upsert.ok()) << upsert.status().ToString();
+  ASSERT_THAT(upsert, IsOk());
   TaskRow row = Row("states");
   EXPECT_EQ(row.id, "states");
   EXPECT_EQ(row.settings_json,
@@ -141,7 +145,7 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   EXPECT_TRUE(Within(upsert->db_now, before, after));
 
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok());
+  ASSERT_THAT(states, IsOk());
   ASSERT_EQ(states->size(), 1u);
   EXPECT_EQ((*states)[0], row);
   TaskState idle;
@@ -156,11 +160,11 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   EXPECT_EQ(early.entries[0].readiness,
             early.db_now >= *row.next_run_start_at ? Readiness::kReady : Readiness::kNotReady);
   Result<ClaimResult> early_claim = store_->Claim("states", "too-early", minutes(1), minutes(1));
-  ASSERT_TRUE(early_claim.ok());
+  ASSERT_THAT(early_claim, IsOk());
   EXPECT_EQ(early_claim->claimed, early_claim->db_now >= *row.next_run_start_at);
   if (early_claim->claimed) {
     ASSERT_TRUE(Release("states", "too-early", schedule));
-    ASSERT_TRUE(store_->Trigger("states").ok());
+    ASSERT_THAT(store_->Trigger("states"), IsOk());
     row = Row("states");
   }
 
@@ -170,7 +174,7 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   before = Now();
   Result<ClaimResult> claim = store_->Claim("states", "ticket-1", minutes(1), minutes(1));
   after = Now();
-  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  ASSERT_THAT(claim, IsOk());
   ASSERT_TRUE(claim->claimed);
   TaskRow running = Row("states");
   EXPECT_EQ(running.current_run_ticket, "ticket-1");
@@ -184,7 +188,7 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
   EXPECT_EQ(ReadinessOf("states"), Readiness::kNotReady);
 
   states = store_->States();
-  ASSERT_TRUE(states.ok());
+  ASSERT_THAT(states, IsOk());
   ASSERT_EQ(states->size(), 1u);
   TaskState running_state;
   running_state.status = TaskState::Status::kRunning;
@@ -209,7 +213,7 @@ TEST_F(TaskStoreContractTest, GoesThroughTheExpectedStates) {
                      CronNext("* * * * * *", after)));
 
   states = store_->States();
-  ASSERT_TRUE(states.ok());
+  ASSERT_THAT(states, IsOk());
   ASSERT_EQ(states->size(), 1u);
   TaskState idle_again;
   idle_again.status = TaskState::Status::kIdle;
@@ -232,7 +236,7 @@ TEST_F(TaskStoreContractTest, FailedRunRecordsTheErrorAndASuccessClearsIt) {
   EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
 
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok());
+  ASSERT_THAT(states, IsOk());
   ASSERT_EQ(states->size(), 1u);
   const TaskState state = ToTaskState((*states)[0], utc);
   EXPECT_EQ(state.status, TaskState::Status::kIdle);
@@ -241,7 +245,7 @@ TEST_F(TaskStoreContractTest, FailedRunRecordsTheErrorAndASuccessClearsIt) {
             std::string::npos)
       << state.ToJson();
 
-  ASSERT_TRUE(store_->Trigger("fails").ok());
+  ASSERT_THAT(store_->Trigger("fails"), IsOk());
   ASSERT_TRUE(Claim("fails", "t2"));
   fixture_->LetTimePass(milliseconds(5));
   before = Now();
@@ -267,10 +271,10 @@ TEST_F(TaskStoreContractTest, DoesNotClobberATicketLockWhenStolen) {
   fixture_->PutRawRow(stolen);
 
   Result<bool> released = store_->Release("stolen", "mine", schedule, std::nullopt);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_FALSE(*released);
   Result<LeaseStatus> renewed = store_->RenewLease("stolen", "mine", minutes(1), minutes(1));
-  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_EQ(Row("stolen"), stolen);
 }
@@ -278,18 +282,18 @@ TEST_F(TaskStoreContractTest, DoesNotClobberATicketLockWhenStolen) {
 TEST_F(TaskStoreContractTest, GracefullyHandlesADisappearedRow) {
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("gone", schedule);
-  ASSERT_TRUE(store_->Delete("gone").ok());
+  ASSERT_THAT(store_->Delete("gone"), IsOk());
   EXPECT_FALSE(Claim("gone", "t1"));
   EXPECT_FALSE(fixture_->GetRawRow("gone").has_value());
 
   Upsert("gone", schedule);
   ASSERT_TRUE(Claim("gone", "t2"));
-  ASSERT_TRUE(store_->Delete("gone").ok());
+  ASSERT_THAT(store_->Delete("gone"), IsOk());
   Result<bool> released = store_->Release("gone", "t2", schedule, std::nullopt);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_FALSE(*released);
   Result<LeaseStatus> renewed = store_->RenewLease("gone", "t2", minutes(1), minutes(1));
-  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_FALSE(fixture_->GetRawRow("gone").has_value());
   EXPECT_EQ(ReadinessOf("gone"), Readiness::kMissing);
@@ -298,11 +302,11 @@ TEST_F(TaskStoreContractTest, GracefullyHandlesADisappearedRow) {
 TEST_F(TaskStoreContractTest, DeleteRemovesOnlyThatRowAndToleratesMissingRows) {
   Upsert("keep", Schedule("PT10M"));
   Upsert("drop", Schedule("PT10M"));
-  ASSERT_TRUE(store_->Delete("drop").ok());
+  ASSERT_THAT(store_->Delete("drop"), IsOk());
   EXPECT_FALSE(fixture_->GetRawRow("drop").has_value());
   EXPECT_TRUE(fixture_->GetRawRow("keep").has_value());
-  EXPECT_TRUE(store_->Delete("drop").ok());
-  EXPECT_TRUE(store_->Delete("never-existed").ok());
+  EXPECT_THAT(store_->Delete("drop"), IsOk());
+  EXPECT_THAT(store_->Delete("never-existed"), IsOk());
 }
 
 // --- TaskWorker.test.ts: next_run_start_at is always the min between schedule changes -------
@@ -317,7 +321,7 @@ TEST_F(TaskStoreContractTest, CronChangesNeverMoveTheNextRunLater) {
   before = Now();
   Result<UpsertResult> faster = store_->Upsert("cron", Schedule("*/2 * * * *"));
   after = Now();
-  ASSERT_TRUE(faster.ok());
+  ASSERT_THAT(faster, IsOk());
   const std::optional<WallTime> every_two = Row("cron").next_run_start_at;
   EXPECT_TRUE(Within(every_two, CronNext("*/2 * * * *", before), CronNext("*/2 * * * *", after)));
   EXPECT_LT(every_two, delayed);
@@ -383,7 +387,7 @@ TEST_F(TaskStoreContractTest, DurationChangesNeverMoveTheNextRunLaterWithInitial
 TEST_F(TaskStoreContractTest, ManualTaskNeverGetsANextRun) {
   const TaskSchedule manual = Schedule("manual");
   Result<UpsertResult> upsert = store_->Upsert("manual", manual);
-  ASSERT_TRUE(upsert.ok());
+  ASSERT_THAT(upsert, IsOk());
   EXPECT_FALSE(upsert->next_run_start_at.has_value());
   EXPECT_FALSE(Row("manual").next_run_start_at.has_value());
   EXPECT_EQ(Row("manual").settings_json,
@@ -398,7 +402,7 @@ TEST_F(TaskStoreContractTest, ManualTaskNeverGetsANextRun) {
   EXPECT_FALSE(poll.earliest_next.has_value());
   EXPECT_FALSE(Claim("manual", "not-due"));
 
-  ASSERT_TRUE(store_->Trigger("manual").ok());
+  ASSERT_THAT(store_->Trigger("manual"), IsOk());
   EXPECT_EQ(ReadinessOf("manual"), Readiness::kReady);
   ASSERT_TRUE(Claim("manual", "t1"));
   ASSERT_TRUE(Release("manual", "t1", manual));
@@ -442,7 +446,7 @@ TEST_F(TaskStoreContractTest, CadenceToManualKeepsThePendingRun) {
   const std::optional<WallTime> pending = Row("d2m").next_run_start_at;
   ASSERT_TRUE(pending.has_value());
   Result<UpsertResult> upsert = store_->Upsert("d2m", Schedule("manual"));
-  ASSERT_TRUE(upsert.ok());
+  ASSERT_THAT(upsert, IsOk());
   EXPECT_EQ(upsert->next_run_start_at, pending);
   EXPECT_EQ(Row("d2m").next_run_start_at, pending);
   EXPECT_EQ(Row("d2m").settings_json,
@@ -496,8 +500,7 @@ TEST_F(TaskStoreContractTest, UpsertRejectsInvalidSettingsWithoutWriting) {
   for (const TaskSchedule& bad : {Schedule("not a cron"), Schedule("PT10M", std::nullopt, "1 min"),
                                   Schedule("PT10M", "soon"), Schedule("0 0 30 2 *")}) {
     Result<UpsertResult> result = store_->Upsert("bad", bad);
-    ASSERT_FALSE(result.ok()) << bad.settings.ToJson();
-    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << result.status().ToString();
+    ASSERT_THAT(result, StatusIs(StatusCode::kInvalidArgument)) << bad.settings.ToJson();
   }
   EXPECT_FALSE(fixture_->GetRawRow("bad").has_value());
 }
@@ -521,7 +524,7 @@ TEST_F(TaskStoreContractTest, ClaimNeedsADueUnclaimedRow) {
 TEST_F(TaskStoreContractTest, ClaimExpiresAfterTheShorterOfLeaseAndTimeout) {
   Upsert("lease", Schedule("PT10M"));
   Result<ClaimResult> short_lease = store_->Claim("lease", "t1", minutes(1), seconds(5));
-  ASSERT_TRUE(short_lease.ok());
+  ASSERT_THAT(short_lease, IsOk());
   ASSERT_TRUE(short_lease->claimed);
   TaskRow row = Row("lease");
   ASSERT_TRUE(row.current_run_started_at.has_value());
@@ -530,7 +533,7 @@ TEST_F(TaskStoreContractTest, ClaimExpiresAfterTheShorterOfLeaseAndTimeout) {
 
   Upsert("timeout", Schedule("PT10M"));
   Result<ClaimResult> short_timeout = store_->Claim("timeout", "t2", seconds(3), minutes(1));
-  ASSERT_TRUE(short_timeout.ok());
+  ASSERT_THAT(short_timeout, IsOk());
   ASSERT_TRUE(short_timeout->claimed);
   row = Row("timeout");
   ASSERT_TRUE(row.current_run_started_at.has_value());
@@ -540,7 +543,7 @@ TEST_F(TaskStoreContractTest, ClaimExpiresAfterTheShorterOfLeaseAndTimeout) {
 TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
   Upsert("renew", Schedule("PT10M"));
   Result<ClaimResult> claim = store_->Claim("renew", "t1", seconds(2), milliseconds(100));
-  ASSERT_TRUE(claim.ok());
+  ASSERT_THAT(claim, IsOk());
   ASSERT_TRUE(claim->claimed);
   const TaskRow claimed = Row("renew");
   ASSERT_TRUE(claimed.current_run_started_at.has_value());
@@ -553,7 +556,7 @@ TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
   WallTime before = Now();
   Result<LeaseStatus> renewed = store_->RenewLease("renew", "t1", seconds(2), milliseconds(500));
   WallTime after = Now();
-  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   TaskRow row = Row("renew");
   EXPECT_TRUE(
@@ -562,29 +565,29 @@ TEST_F(TaskStoreContractTest, RenewLeaseExtendsButNeverBeyondTheTimeout) {
   EXPECT_EQ(row.current_run_started_at, claimed.current_run_started_at);
 
   renewed = store_->RenewLease("renew", "t1", seconds(2), hours(1));
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   EXPECT_TRUE(Same(Row("renew").current_run_expires_at, started + seconds(2)));
 
   const TaskRow before_wrong = Row("renew");
   renewed = store_->RenewLease("renew", "not-mine", seconds(2), hours(1));
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_EQ(Row("renew"), before_wrong);
 
   // A cancel keeps the row held: the owner still renews it, and learns of the cancel.
-  ASSERT_TRUE(store_->Cancel("renew", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("renew", minutes(1)), IsOk());
   before = Now();
   renewed = store_->RenewLease("renew", "t1", hours(1), milliseconds(500));
   after = Now();
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kCancelRequested);
   row = Row("renew");
   EXPECT_EQ(row.current_run_ticket, CancelRequestedTicket("t1"));
   EXPECT_TRUE(
       Within(row.current_run_expires_at, before + milliseconds(500), after + milliseconds(500)));
   renewed = store_->RenewLease("renew", "t2", hours(1), milliseconds(500));
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kLost);
 }
 
@@ -606,14 +609,14 @@ TEST_F(TaskStoreContractTest, ReleaseOfAnOnTimeDurationRunKeepsThePhase) {
 TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAtItsSlot) {
   const TaskSchedule schedule = Schedule("* * * * *");
   Upsert("retried", schedule);
-  ASSERT_TRUE(store_->Trigger("retried").ok());
+  ASSERT_THAT(store_->Trigger("retried"), IsOk());
   ASSERT_TRUE(Claim("retried", "t1"));
   ReleaseRequest release{"retried", "t1", schedule, ErrorJson("boom")};
   release.next_in = milliseconds(1500);
   const WallTime before = Now();
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany({&release, 1});
   const WallTime after = Now();
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   ASSERT_TRUE((*released)[0].released);
   const TaskRow row = Row("retried");
   EXPECT_TRUE(
@@ -621,10 +624,10 @@ TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAt
   EXPECT_EQ((*released)[0].next_run_start_at, row.next_run_start_at);
   EXPECT_EQ(row.last_run_error_json, ErrorJson("boom"));
   Result<std::optional<std::string>> error = store_->LastRunError("retried");
-  ASSERT_TRUE(error.ok()) << error.status().ToString();
+  ASSERT_THAT(error, IsOk());
   EXPECT_EQ(*error, ErrorJson("boom"));
   error = store_->LastRunError("nope");
-  ASSERT_TRUE(error.ok());
+  ASSERT_THAT(error, IsOk());
   EXPECT_FALSE(error->has_value());
 }
 
@@ -643,7 +646,7 @@ TEST_F(TaskStoreContractTest, ReleaseOfALateDurationRunIsDueImmediately) {
 TEST_F(TaskStoreContractTest, ReleaseOfACronRunMovesToTheNextFireTimeAfterNow) {
   const TaskSchedule every_second = Schedule("* * * * * *");
   Upsert("cron-release", every_second);
-  ASSERT_TRUE(store_->Trigger("cron-release").ok());
+  ASSERT_THAT(store_->Trigger("cron-release"), IsOk());
   ASSERT_TRUE(Claim("cron-release", "t1"));
   WallTime before = Now();
   ASSERT_TRUE(Release("cron-release", "t1", every_second));
@@ -655,7 +658,7 @@ TEST_F(TaskStoreContractTest, ReleaseOfACronRunMovesToTheNextFireTimeAfterNow) {
 
   // The release uses the settings the worker ran with (they may be newer than the row's).
   const TaskSchedule hourly = Schedule("0 0 * * * *");
-  ASSERT_TRUE(store_->Trigger("cron-release").ok());
+  ASSERT_THAT(store_->Trigger("cron-release"), IsOk());
   ASSERT_TRUE(Claim("cron-release", "t2"));
   before = Now();
   ASSERT_TRUE(Release("cron-release", "t2", hourly));
@@ -675,7 +678,7 @@ TEST_F(TaskStoreContractTest, SkipSlotMovesAMissedDurationSlotToTheNextPointOfIt
   const WallTime slot = *entry.next_run_start_at;
   const TaskRow before_row = Row("skip");
   Result<SkipResult> skipped = store_->SkipSlot("skip", entry.version, slot, schedule);
-  ASSERT_TRUE(skipped.ok()) << skipped.status().ToString();
+  ASSERT_THAT(skipped, IsOk());
   ASSERT_TRUE(skipped->skipped);
   const TaskRow row = Row("skip");
   ASSERT_TRUE(row.next_run_start_at.has_value());
@@ -694,7 +697,7 @@ TEST_F(TaskStoreContractTest, SkipSlotMovesAMissedDurationSlotToTheNextPointOfIt
 
   // The same skip again (another host's, from the same poll) changes nothing.
   Result<SkipResult> again = store_->SkipSlot("skip", entry.version, slot, schedule);
-  ASSERT_TRUE(again.ok());
+  ASSERT_THAT(again, IsOk());
   EXPECT_FALSE(again->skipped);
   EXPECT_EQ(Row("skip").next_run_start_at, row.next_run_start_at);
 }
@@ -702,7 +705,7 @@ TEST_F(TaskStoreContractTest, SkipSlotMovesAMissedDurationSlotToTheNextPointOfIt
 TEST_F(TaskStoreContractTest, SkipSlotMovesACronSlotToItsNextFireAndLeavesAHeldRowAlone) {
   const TaskSchedule hourly = Schedule("0 0 * * * *");
   Upsert("skip-cron", hourly);
-  ASSERT_TRUE(store_->Trigger("skip-cron").ok());
+  ASSERT_THAT(store_->Trigger("skip-cron"), IsOk());
   PollEntry entry = Poll({"skip-cron"}).entries.at(0);
   const WallTime before = Now();
   Result<SkipResult> skipped =
@@ -713,15 +716,15 @@ TEST_F(TaskStoreContractTest, SkipSlotMovesACronSlotToItsNextFireAndLeavesAHeldR
                      CronNext("0 0 * * * *", after)));
 
   // A claimed row is never skipped, nor is a missing one.
-  ASSERT_TRUE(store_->Trigger("skip-cron").ok());
+  ASSERT_THAT(store_->Trigger("skip-cron"), IsOk());
   entry = Poll({"skip-cron"}).entries.at(0);
   ASSERT_TRUE(Claim("skip-cron", "t1"));
   skipped = store_->SkipSlot("skip-cron", entry.version, *entry.next_run_start_at, hourly);
-  ASSERT_TRUE(skipped.ok());
+  ASSERT_THAT(skipped, IsOk());
   EXPECT_FALSE(skipped->skipped);
   EXPECT_EQ(Row("skip-cron").current_run_ticket, "t1");
   skipped = store_->SkipSlot("missing", entry.version, *entry.next_run_start_at, hourly);
-  ASSERT_TRUE(skipped.ok());
+  ASSERT_THAT(skipped, IsOk());
   EXPECT_FALSE(skipped->skipped);
 }
 
@@ -749,7 +752,7 @@ TEST_F(TaskStoreContractTest, TriggerMakesAnIdleTaskDueNow) {
   const std::string settings = Row("trigger").settings_json;
   ASSERT_EQ(ReadinessOf("trigger"), Readiness::kNotReady);
   const WallTime before = Now();
-  ASSERT_TRUE(store_->Trigger("trigger").ok());
+  ASSERT_THAT(store_->Trigger("trigger"), IsOk());
   const WallTime after = Now();
   const TaskRow row = Row("trigger");
   EXPECT_TRUE(Within(row.next_run_start_at, before, after));
@@ -759,7 +762,7 @@ TEST_F(TaskStoreContractTest, TriggerMakesAnIdleTaskDueNow) {
 
 TEST_F(TaskStoreContractTest, TriggerOfAMissingTaskIsNotFound) {
   const Status status = store_->Trigger("nope");
-  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(status.message(), "Task nope does not exist");
   EXPECT_FALSE(fixture_->GetRawRow("nope").has_value());
 }
@@ -769,7 +772,7 @@ TEST_F(TaskStoreContractTest, TriggerOfARunningTaskIsAConflict) {
   ASSERT_TRUE(Claim("busy", "t1"));
   const TaskRow running = Row("busy");
   const Status status = store_->Trigger("busy");
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task busy is currently running");
   EXPECT_EQ(Row("busy"), running);
 }
@@ -784,7 +787,7 @@ TEST_F(TaskStoreContractTest, CancelKeepsTheRowHeldUntilTheOwnerReleases) {
   ASSERT_TRUE(Claim("cancel", "t1"));
   const TaskRow claimed = Row("cancel");
   const Status status = store_->Cancel("cancel", hours(1));
-  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_THAT(status, IsOk());
   TaskRow row = Row("cancel");
   EXPECT_EQ(row.current_run_ticket, CancelRequestedTicket("t1"));
   EXPECT_EQ(row.current_run_started_at, claimed.current_run_started_at);
@@ -795,19 +798,19 @@ TEST_F(TaskStoreContractTest, CancelKeepsTheRowHeldUntilTheOwnerReleases) {
 
   // Nothing can start another run while the cancelled one is stopping.
   const Status trigger = store_->Trigger("cancel");
-  EXPECT_EQ(trigger.code(), StatusCode::kConflict);
+  EXPECT_THAT(trigger, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(trigger.message(), "Task cancel is currently running");
   EXPECT_FALSE(Claim("cancel", "t2"));
   EXPECT_NE(ReadinessOf("cancel"), Readiness::kReady);
   // A second cancel is accepted and changes nothing.
-  ASSERT_TRUE(store_->Cancel("cancel", milliseconds(1)).ok());
+  ASSERT_THAT(store_->Cancel("cancel", milliseconds(1)), IsOk());
   EXPECT_EQ(Row("cancel"), row);
 
   // The owner's release ends the run as Backstage's cancel would have, whatever its outcome.
   const WallTime before = Now();
   Result<bool> released = store_->Release("cancel", "t1", schedule, std::nullopt);
   const WallTime after = Now();
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   row = Row("cancel");
   EXPECT_FALSE(row.current_run_ticket.has_value());
@@ -816,16 +819,16 @@ TEST_F(TaskStoreContractTest, CancelKeepsTheRowHeldUntilTheOwnerReleases) {
   EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
   EXPECT_EQ(row.last_run_error_json, kCancelledJson);
   EXPECT_TRUE(Same(row.next_run_start_at, *scheduled + minutes(10)));
-  EXPECT_TRUE(store_->Trigger("cancel").ok());
+  EXPECT_THAT(store_->Trigger("cancel"), IsOk());
 }
 
 TEST_F(TaskStoreContractTest, CancelBringsTheExpiryForwardToTheHold) {
   Upsert("hold", Schedule("PT10M"));
   Result<ClaimResult> claim = store_->Claim("hold", "t1", hours(1), hours(1));
-  ASSERT_TRUE(claim.ok());
+  ASSERT_THAT(claim, IsOk());
   ASSERT_TRUE(claim->claimed);
   const WallTime before = Now();
-  ASSERT_TRUE(store_->Cancel("hold", milliseconds(300)).ok());
+  ASSERT_THAT(store_->Cancel("hold", milliseconds(300)), IsOk());
   const WallTime after = Now();
   EXPECT_TRUE(Within(Row("hold").current_run_expires_at, before + milliseconds(300),
                      after + milliseconds(300)));
@@ -833,7 +836,7 @@ TEST_F(TaskStoreContractTest, CancelBringsTheExpiryForwardToTheHold) {
   // An owner that never releases is swept once the hold has passed.
   LetStoredTimePass(milliseconds(400));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_THAT(swept, IsOk());
   EXPECT_EQ(*swept, std::vector<std::string>{"hold"});
   EXPECT_FALSE(Row("hold").current_run_ticket.has_value());
 }
@@ -841,14 +844,14 @@ TEST_F(TaskStoreContractTest, CancelBringsTheExpiryForwardToTheHold) {
 TEST_F(TaskStoreContractTest, CancelledRunReleaseRecordsTheCancelAndReschedulesACronTask) {
   const TaskSchedule schedule = Schedule("* * * * * *");
   Upsert("cancel-cron", schedule);
-  ASSERT_TRUE(store_->Trigger("cancel-cron").ok());
+  ASSERT_THAT(store_->Trigger("cancel-cron"), IsOk());
   ASSERT_TRUE(Claim("cancel-cron", "t1"));
-  ASSERT_TRUE(store_->Cancel("cancel-cron", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("cancel-cron", minutes(1)), IsOk());
   const WallTime before = Now();
   Result<bool> released =
       store_->Release("cancel-cron", "t1", schedule, ErrorJson("the function failed"));
   const WallTime after = Now();
-  ASSERT_TRUE(released.ok());
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   const TaskRow row = Row("cancel-cron");
   EXPECT_EQ(row.last_run_error_json, kCancelledJson);
@@ -858,7 +861,7 @@ TEST_F(TaskStoreContractTest, CancelledRunReleaseRecordsTheCancelAndReschedulesA
 
 TEST_F(TaskStoreContractTest, CannotCancelANonExistentTask) {
   const Status status = store_->Cancel("nope", minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(status.message(), "Task nope does not exist");
 }
 
@@ -866,7 +869,7 @@ TEST_F(TaskStoreContractTest, CannotCancelATaskThatIsNotRunning) {
   Upsert("idle", Schedule("PT10M"));
   const TaskRow idle = Row("idle");
   const Status status = store_->Cancel("idle", minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task idle is not running");
   EXPECT_EQ(Row("idle"), idle);
 }
@@ -886,7 +889,7 @@ TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
   const Status paused =
       store_->Pause("paused", PauseBy("alice", "disk \"full\"\nagain"), minutes(1));
   const WallTime after = Now();
-  ASSERT_TRUE(paused.ok()) << paused.ToString();
+  ASSERT_THAT(paused, IsOk());
 
   const TaskRow row = Row("paused");
   ASSERT_TRUE(row.current_run_ticket.has_value());
@@ -906,16 +909,16 @@ TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
   EXPECT_EQ(ReadinessOf("paused"), Readiness::kNotReady);
   EXPECT_FALSE(Claim("paused", "t1"));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(swept->empty());
   EXPECT_EQ(Row("paused"), row);
 }
 
 TEST_F(TaskStoreContractTest, APauseOfAPausedTaskReplacesItsReasonAndUntil) {
   Upsert("again", Schedule("PT10M"));
-  ASSERT_TRUE(store_->Pause("again", PauseBy("alice", "first"), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("again", PauseBy("alice", "first"), minutes(1)), IsOk());
   const WallTime until = WholeSeconds(Now()) + hours(2);
-  ASSERT_TRUE(store_->Pause("again", PauseBy("bob", "second", until), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("again", PauseBy("bob", "second", until), minutes(1)), IsOk());
   const std::optional<TaskPause> pause = PauseOf(Row("again"));
   ASSERT_TRUE(pause.has_value());
   EXPECT_EQ(pause->by, "bob");
@@ -925,7 +928,7 @@ TEST_F(TaskStoreContractTest, APauseOfAPausedTaskReplacesItsReasonAndUntil) {
 
 TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
   Status status = store_->Pause("nope", PauseBy("alice", ""), minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(status.message(), "Task nope does not exist");
   EXPECT_FALSE(fixture_->GetRawRow("nope").has_value());
 
@@ -933,17 +936,17 @@ TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
   ASSERT_TRUE(Claim("busy", "t1"));
   const TaskRow running = Row("busy");
   status = store_->Pause("busy", PauseBy("alice", "", Now() - minutes(1)), minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(Row("busy"), running);
 
   Upsert("idle", Schedule("PT10M"));
   const TaskRow idle = Row("idle");
   status = store_->Pause("idle", PauseBy("alice", "", Now() - minutes(1)), minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(status.message(), "Invalid pause: 'until' is not in the future");
   status =
       store_->Pause("idle", PauseBy("alice", std::string(kMaxPauseTextBytes + 1, 'x')), minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(status.message(), "Invalid pause: 'reason' is longer than 1024 bytes");
   EXPECT_EQ(Row("idle"), idle);
 }
@@ -951,33 +954,33 @@ TEST_F(TaskStoreContractTest, PausesThatCannotBeAreRefusedChangingNothing) {
 TEST_F(TaskStoreContractTest, ResumeClearsThePauseAndKeepsTheNextStart) {
   Upsert("resumed", Schedule("PT10M"));
   const TaskRow idle = Row("resumed");
-  ASSERT_TRUE(store_->Pause("resumed", PauseBy("alice", "maintenance"), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("resumed", PauseBy("alice", "maintenance"), minutes(1)), IsOk());
   const Status resumed = store_->Resume("resumed");
-  ASSERT_TRUE(resumed.ok()) << resumed.ToString();
+  ASSERT_THAT(resumed, IsOk());
   EXPECT_EQ(Row("resumed"), idle);
   EXPECT_EQ(ReadinessOf("resumed"), Readiness::kReady) << "a slot missed while paused runs at once";
 
   Status status = store_->Resume("resumed");
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task resumed is not paused");
   ASSERT_TRUE(Claim("resumed", "t1"));
   status = store_->Resume("resumed");
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task resumed is not paused");
   status = store_->Resume("nope");
-  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(status.message(), "Task nope does not exist");
 }
 
 TEST_F(TaskStoreContractTest, TriggersAndCancelsOfAPausedTaskAreConflictsThatSaySo) {
   Upsert("held", Schedule("PT10M", "PT1H"));
-  ASSERT_TRUE(store_->Pause("held", PauseBy("alice", ""), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("held", PauseBy("alice", ""), minutes(1)), IsOk());
   const TaskRow paused = Row("held");
   Status status = store_->Trigger("held");
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task held is paused");
   status = store_->Cancel("held", minutes(1));
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "Task held is not running");
   EXPECT_EQ(Row("held"), paused);
 }
@@ -987,17 +990,17 @@ TEST_F(TaskStoreContractTest, APauseUntilAnInstantEndsThenWithoutRecordingARun) 
   Upsert("until-polled", Schedule("PT10M"));
   const TaskRow idle = Row("until");
   const WallTime until = Now() + milliseconds(150);
-  ASSERT_TRUE(store_->Pause("until", PauseBy("alice", "", until), minutes(1)).ok());
-  ASSERT_TRUE(store_->Pause("until-polled", PauseBy("alice", "", until), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("until", PauseBy("alice", "", until), minutes(1)), IsOk());
+  ASSERT_THAT(store_->Pause("until-polled", PauseBy("alice", "", until), minutes(1)), IsOk());
   EXPECT_TRUE(Same(Row("until").current_run_expires_at, std::chrono::floor<milliseconds>(until)));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(swept->empty());
   EXPECT_TRUE(PauseOf(Row("until")).has_value());
 
   LetStoredTimePass(milliseconds(200));
   swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(swept->empty()) << "an ended pause is not a lost run";
   EXPECT_EQ(Row("until"), idle) << "no end, no error recorded";
   const PollResult poll = Poll({"until-polled"}, /*sweep=*/true);
@@ -1016,7 +1019,7 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
   const TaskRow running = Row("busy");
   const WallTime until = WholeSeconds(Now()) + hours(2);
   const Status paused = store_->Pause("busy", PauseBy("alice", "deploy", until), minutes(1));
-  ASSERT_TRUE(paused.ok()) << paused.ToString();
+  ASSERT_THAT(paused, IsOk());
 
   TaskRow row = Row("busy");
   ASSERT_TRUE(row.current_run_ticket.has_value());
@@ -1030,7 +1033,7 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
   EXPECT_EQ(pause->until, until);
 
   Result<LeaseStatus> lease = store_->RenewLease("busy", "t1", minutes(1), minutes(1));
-  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_THAT(lease, IsOk());
   EXPECT_EQ(*lease, LeaseStatus::kHeld) << "the run goes on";
   EXPECT_EQ(store_->Trigger("busy").message(), "Task busy is currently running");
   EXPECT_FALSE(Claim("busy", "t2"));
@@ -1054,7 +1057,7 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
   EXPECT_EQ(pause->until, until);
   EXPECT_EQ(store_->Trigger("busy").message(), "Task busy is paused");
 
-  ASSERT_TRUE(store_->Resume("busy").ok());
+  ASSERT_THAT(store_->Resume("busy"), IsOk());
   EXPECT_FALSE(Row("busy").current_run_ticket.has_value());
 }
 
@@ -1065,21 +1068,21 @@ TEST_F(TaskStoreContractTest, APendingPauseAndACancelInEitherOrderStopTheRunAndP
     Upsert(id, schedule);
     ASSERT_TRUE(Claim(id, "t1"));
     if (cancel_first) {
-      ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
+      ASSERT_THAT(store_->Cancel(id, minutes(1)), IsOk());
     }
-    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", ""), minutes(1)).ok());
+    ASSERT_THAT(store_->Pause(id, PauseBy("alice", ""), minutes(1)), IsOk());
     if (!cancel_first) {
-      ASSERT_TRUE(store_->Cancel(id, minutes(1)).ok());
+      ASSERT_THAT(store_->Cancel(id, minutes(1)), IsOk());
     }
     EXPECT_TRUE(Row(id).current_run_ticket->starts_with(kCancelRequestedPrefix)) << id;
     EXPECT_TRUE(PauseOf(Row(id)).has_value()) << id;
     Result<LeaseStatus> lease = store_->RenewLease(id, "t1", minutes(1), minutes(1));
-    ASSERT_TRUE(lease.ok());
+    ASSERT_THAT(lease, IsOk());
     EXPECT_EQ(*lease, LeaseStatus::kCancelRequested) << id;
 
     const ReleaseRequest release{id, "t1", schedule, ErrorJson("the function failed")};
     Result<std::vector<ReleaseResult>> released = store_->ReleaseMany({&release, 1});
-    ASSERT_TRUE(released.ok()) << released.status().ToString();
+    ASSERT_THAT(released, IsOk());
     EXPECT_TRUE((*released)[0].released) << id;
     const TaskRow row = Row(id);
     EXPECT_EQ(row.last_run_error_json, kCancelledJson) << id;
@@ -1093,10 +1096,10 @@ TEST_F(TaskStoreContractTest, ResumeOfAPendingPauseLeavesTheRunGoingAndItsReleas
   Upsert("changed-mind", schedule);
   ASSERT_TRUE(Claim("changed-mind", "t1"));
   const TaskRow running = Row("changed-mind");
-  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("alice", ""), minutes(1)).ok());
-  ASSERT_TRUE(store_->Pause("changed-mind", PauseBy("bob", "again"), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("changed-mind", PauseBy("alice", ""), minutes(1)), IsOk());
+  ASSERT_THAT(store_->Pause("changed-mind", PauseBy("bob", "again"), minutes(1)), IsOk());
   EXPECT_EQ(PauseOf(Row("changed-mind"))->by, "bob") << "a second pause replaces the first";
-  ASSERT_TRUE(store_->Resume("changed-mind").ok());
+  ASSERT_THAT(store_->Resume("changed-mind"), IsOk());
   EXPECT_EQ(Row("changed-mind"), running);
   EXPECT_EQ(store_->Resume("changed-mind").message(), "Task changed-mind is not paused");
   ASSERT_TRUE(Release("changed-mind", "t1", schedule));
@@ -1104,10 +1107,10 @@ TEST_F(TaskStoreContractTest, ResumeOfAPendingPauseLeavesTheRunGoingAndItsReleas
 
   Upsert("marked", schedule);
   ASSERT_TRUE(Claim("marked", "t1"));
-  ASSERT_TRUE(store_->Cancel("marked", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("marked", minutes(1)), IsOk());
   const TaskRow cancelled = Row("marked");
-  ASSERT_TRUE(store_->Pause("marked", PauseBy("alice", ""), minutes(1)).ok());
-  ASSERT_TRUE(store_->Resume("marked").ok());
+  ASSERT_THAT(store_->Pause("marked", PauseBy("alice", ""), minutes(1)), IsOk());
+  ASSERT_THAT(store_->Resume("marked"), IsOk());
   EXPECT_EQ(Row("marked"), cancelled) << "the cancel's mark stays";
 }
 
@@ -1117,18 +1120,18 @@ TEST_F(TaskStoreContractTest, APauseOfARunNobodyRenewsTakesEffectWithinTheHold) 
   Upsert("backstage-run", Schedule("PT10M"));
   ASSERT_TRUE(Claim("backstage-run", "t1", hours(1), hours(1)));
   const WallTime before = Now();
-  ASSERT_TRUE(store_->Pause("backstage-run", PauseBy("alice", ""), milliseconds(100)).ok());
+  ASSERT_THAT(store_->Pause("backstage-run", PauseBy("alice", ""), milliseconds(100)), IsOk());
   const WallTime after = Now();
   EXPECT_TRUE(Within(Row("backstage-run").current_run_expires_at, before + milliseconds(100),
                      after + milliseconds(100)));
   LetStoredTimePass(milliseconds(200));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_THAT(swept, IsOk());
   EXPECT_EQ(*swept, std::vector<std::string>{"backstage-run"});
   const std::optional<TaskPause> pause = PauseOf(Row("backstage-run"));
   ASSERT_TRUE(pause.has_value());
   EXPECT_FALSE(pause->pending);
-  ASSERT_TRUE(store_->Resume("backstage-run").ok());
+  ASSERT_THAT(store_->Resume("backstage-run"), IsOk());
   EXPECT_EQ(ReadinessOf("backstage-run"), Readiness::kReady);
 }
 
@@ -1136,8 +1139,8 @@ TEST_F(TaskStoreContractTest, APendingPauseWhoseUntilHasPassedWhenTheRunEndsLeav
   const TaskSchedule schedule = Schedule("PT10M");
   Upsert("brief", schedule);
   ASSERT_TRUE(Claim("brief", "t1"));
-  ASSERT_TRUE(
-      store_->Pause("brief", PauseBy("alice", "", Now() + milliseconds(100)), minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("brief", PauseBy("alice", "", Now() + milliseconds(100)), minutes(1)),
+              IsOk());
   LetStoredTimePass(milliseconds(200));
   ASSERT_TRUE(Release("brief", "t1", schedule));
   EXPECT_FALSE(Row("brief").current_run_ticket.has_value());
@@ -1148,14 +1151,14 @@ TEST_F(TaskStoreContractTest, ASweptRunWithAPendingPauseLeavesTheTaskPaused) {
     const std::string id = by_poll ? "swept-by-poll" : "swept";
     Upsert(id, Schedule("PT10M"));
     ASSERT_TRUE(Claim(id, "t-" + id, milliseconds(100), milliseconds(100)));
-    ASSERT_TRUE(store_->Pause(id, PauseBy("alice", "crash"), minutes(1)).ok());
+    ASSERT_THAT(store_->Pause(id, PauseBy("alice", "crash"), minutes(1)), IsOk());
     LetStoredTimePass(milliseconds(200));
     std::vector<std::string> swept;
     if (by_poll) {
       swept = Poll({id}, /*sweep=*/true).swept_ids;
     } else {
       Result<std::vector<std::string>> result = store_->SweepExpired();
-      ASSERT_TRUE(result.ok()) << result.status().ToString();
+      ASSERT_THAT(result, IsOk());
       swept = *result;
     }
     EXPECT_EQ(swept, std::vector<std::string>{id}) << "the lost run is reported";
@@ -1196,7 +1199,7 @@ TEST_F(TaskStoreContractTest, JanitorResetsRunsWhoseExpiryHasPassed) {
   const WallTime before = Now();
   Result<std::vector<std::string>> swept = store_->SweepExpired();
   const WallTime after = Now();
-  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_THAT(swept, IsOk());
   EXPECT_EQ(*swept, std::vector<std::string>{"expired"});
 
   const TaskRow reset = Row("expired");
@@ -1213,7 +1216,7 @@ TEST_F(TaskStoreContractTest, JanitorResetsRunsWhoseExpiryHasPassed) {
   EXPECT_EQ(ReadinessOf("expired"), Readiness::kReady);
 
   swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(swept->empty());
 }
 
@@ -1222,14 +1225,14 @@ TEST_F(TaskStoreContractTest, SweepReclaimsARunWhoseLeaseLapsed) {
   Upsert("lapsed", schedule);
   ASSERT_TRUE(Claim("lapsed", "dead-host", minutes(1), milliseconds(150)));
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(swept->empty());
   LetStoredTimePass(milliseconds(200));
   swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_EQ(*swept, std::vector<std::string>{"lapsed"});
   Result<LeaseStatus> renewed = store_->RenewLease("lapsed", "dead-host", minutes(1), minutes(1));
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kLost);
   EXPECT_TRUE(Claim("lapsed", "new-host"));
 }
@@ -1355,7 +1358,7 @@ TEST_F(TaskStoreContractTest, UpsertManyFollowsUpsertsRulesForEveryRow) {
   const WallTime before = Now();
   Result<std::vector<UpsertResult>> results = store_->UpsertMany(batch);
   const WallTime after = Now();
-  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_THAT(results, IsOk());
   ASSERT_EQ(results->size(), batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const TaskRow row = Row(batch[i].id);
@@ -1377,7 +1380,7 @@ TEST_F(TaskStoreContractTest, UpsertManyFollowsUpsertsRulesForEveryRow) {
   EXPECT_TRUE(Within(Row("new-delayed").next_run_start_at, before + hours(1), after + hours(1)));
   EXPECT_TRUE(Same(Row("new-cron").next_run_start_at, CronNext("0 0 1 1 *", before)));
   Result<std::vector<UpsertResult>> none = store_->UpsertMany({});
-  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  ASSERT_THAT(none, IsOk());
   EXPECT_TRUE(none->empty());
 }
 
@@ -1404,7 +1407,7 @@ TEST_F(TaskStoreContractTest, UpsertManyOfThousandsOfTasksWritesEveryRow) {
   const WallTime before = Now();
   Result<std::vector<UpsertResult>> results = store_->UpsertMany(batch);
   const WallTime after = Now();
-  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_THAT(results, IsOk());
   ASSERT_EQ(results->size(), batch.size());
   std::vector<std::string> ids;
   for (const TaskUpsert& task : batch) ids.push_back(task.id);
@@ -1436,19 +1439,14 @@ TEST_F(TaskStoreContractTest, UpsertManyWritesNothingWhenOneRowIsInvalid) {
   invalid.settings.timeout_after_duration = "not a duration";
   Result<std::vector<UpsertResult>> results = store_->UpsertMany(std::vector<TaskUpsert>{
       {"fresh", Schedule("PT5M")}, {"existing", Schedule("PT1M")}, {"broken", invalid}});
-  ASSERT_FALSE(results.ok());
-  EXPECT_EQ(results.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(results.status().message().find("broken"), std::string::npos)
-      << results.status().message();
+  ASSERT_THAT(results, StatusIs(StatusCode::kInvalidArgument, "broken"));
   EXPECT_FALSE(fixture_->GetRawRow("fresh").has_value());
   EXPECT_FALSE(fixture_->GetRawRow("broken").has_value());
   EXPECT_EQ(Row("existing"), existing);
 
   Result<std::vector<UpsertResult>> twice = store_->UpsertMany(
       std::vector<TaskUpsert>{{"dup", Schedule("PT5M")}, {"dup", Schedule("PT1M")}});
-  ASSERT_FALSE(twice.ok());
-  EXPECT_EQ(twice.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(twice.status().message().find("dup"), std::string::npos);
+  ASSERT_THAT(twice, StatusIs(StatusCode::kInvalidArgument, "dup"));
   EXPECT_FALSE(fixture_->GetRawRow("dup").has_value());
 }
 
@@ -1465,7 +1463,7 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
   // Nothing known yet: every row is reported, as Poll does.
   std::vector<std::optional<std::int64_t>> unknown(ids.size());
   Result<PollResult> first = store_->PollChanged(ids, unknown, false);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_THAT(first, IsOk());
   ASSERT_EQ(first->entries.size(), ids.size());
   std::vector<std::optional<std::int64_t>> known;
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -1481,7 +1479,7 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
   }
   EXPECT_NE(known[0], known[1]) << "a NULL next start has a version of its own";
   Result<UpsertResult> rewritten = store_->Upsert("manual", Schedule("manual"));
-  ASSERT_TRUE(rewritten.ok());
+  ASSERT_THAT(rewritten, IsOk());
   EXPECT_EQ(rewritten->version, *known[1]) << "Upsert reports the version Poll reports";
 
   // Unchanged: only the due, running and missing rows come back.
@@ -1491,7 +1489,7 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
     return out;
   };
   Result<PollResult> second = store_->PollChanged(ids, known, false);
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_THAT(second, IsOk());
   EXPECT_EQ(reported(*second), (std::vector<std::string>{"due", "running", "missing"}));
   EXPECT_EQ(second->entries[0].readiness, Readiness::kReady);
   EXPECT_TRUE(second->entries[1].running);
@@ -1503,16 +1501,16 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
   moved.next_run_start_at = *moved.next_run_start_at - minutes(30);
   fixture_->PutRawRow(moved);
   Result<PollResult> third = store_->PollChanged(ids, known, false);
-  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  ASSERT_THAT(third, IsOk());
   EXPECT_EQ(reported(*third), (std::vector<std::string>{"due", "running", "moved", "missing"}));
   EXPECT_EQ(third->entries[2].next_run_start_at, moved.next_run_start_at);
   EXPECT_NE(third->entries[2].version, *known[4]);
   EXPECT_EQ(third->entries[2].readiness, Readiness::kNotReady);
 
   // A trigger makes a quiet row due.
-  ASSERT_TRUE(store_->Trigger("quiet").ok());
+  ASSERT_THAT(store_->Trigger("quiet"), IsOk());
   Result<PollResult> fourth = store_->PollChanged(ids, known, false);
-  ASSERT_TRUE(fourth.ok());
+  ASSERT_THAT(fourth, IsOk());
   ASSERT_FALSE(fourth->entries.empty());
   EXPECT_EQ(fourth->entries[0].id, "quiet");
   EXPECT_EQ(fourth->entries[0].readiness, Readiness::kReady);
@@ -1522,7 +1520,7 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
   expired.current_run_expires_at = base - minutes(1);
   fixture_->PutRawRow(expired);
   Result<PollResult> swept = store_->PollChanged(ids, known, true);
-  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_THAT(swept, IsOk());
   EXPECT_EQ(swept->swept_ids, std::vector<std::string>{"running"});
   const auto running = std::find_if(swept->entries.begin(), swept->entries.end(),
                                     [](const PollEntry& e) { return e.id == "running"; });
@@ -1531,13 +1529,13 @@ TEST_F(TaskStoreContractTest, PollChangedLeavesOutOnlyQuietUnchangedRows) {
   EXPECT_EQ(running->readiness, Readiness::kReady);
 
   Result<PollResult> empty = store_->PollChanged({}, {}, false);
-  ASSERT_TRUE(empty.ok());
+  ASSERT_THAT(empty, IsOk());
   EXPECT_TRUE(empty->entries.empty());
 }
 
 TEST_F(TaskStoreContractTest, WarmUpLeavesTheStoreWorking) {
-  ASSERT_TRUE(store_->WarmUp().ok());
-  ASSERT_TRUE(store_->WarmUp().ok());
+  ASSERT_THAT(store_->WarmUp(), IsOk());
+  ASSERT_THAT(store_->WarmUp(), IsOk());
   Upsert("after-warm-up", Schedule("PT10M"));
   EXPECT_EQ(ReadinessOf("after-warm-up"), Readiness::kReady);
 }
@@ -1572,7 +1570,7 @@ TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
   for (const TaskRow& row : rows) fixture_->PutRawRow(row);
 
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_THAT(states, IsOk());
   EXPECT_EQ(*states, rows);
   const TaskState running_state = ToTaskState(running, utc);
   EXPECT_EQ(running_state.ToJson(),
@@ -1610,7 +1608,7 @@ TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
   // A Backstage worker's run is cancelled from here: its liveness check no longer finds its
   // ticket, so it aborts; the row stays held for at most the hold, then the janitor frees it.
   const WallTime before_cancel = Now();
-  ASSERT_TRUE(store_->Cancel("bs-running", seconds(20)).ok());
+  ASSERT_THAT(store_->Cancel("bs-running", seconds(20)), IsOk());
   const WallTime after_cancel = Now();
   const TaskRow cancelled = Row("bs-running");
   EXPECT_EQ(cancelled.current_run_ticket,
@@ -1621,7 +1619,7 @@ TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
   EXPECT_EQ(cancelled.current_run_started_at, running.current_run_started_at);
 
   // A Backstage manual row runs when triggered and stays without a next run.
-  ASSERT_TRUE(store_->Trigger("bs-manual").ok());
+  ASSERT_THAT(store_->Trigger("bs-manual"), IsOk());
   ASSERT_TRUE(Claim("bs-manual", "ours"));
   ASSERT_TRUE(Release("bs-manual", "ours", Schedule("manual")));
   EXPECT_FALSE(Row("bs-manual").next_run_start_at.has_value());
@@ -1653,15 +1651,15 @@ TEST_F(TaskStoreContractTest, UnparsableSettingsAreReportedNotFatal) {
   EXPECT_FALSE(poll.entries[1].settings_error.empty());
 
   const Status cancel = store_->Cancel("broken-running", minutes(1));
-  EXPECT_EQ(cancel.code(), StatusCode::kInvalidArgument) << cancel.ToString();
+  EXPECT_THAT(cancel, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(Row("broken-running"), broken_running);
 
   const Status idle_cancel = store_->Cancel("broken-idle", minutes(1));
-  EXPECT_EQ(idle_cancel.code(), StatusCode::kConflict) << idle_cancel.ToString();
+  EXPECT_THAT(idle_cancel, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(idle_cancel.message(), "Task broken-idle is not running");
 
   Result<std::vector<TaskRow>> states = store_->States();
-  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_THAT(states, IsOk());
   EXPECT_EQ(states->size(), 2u);
 }
 
@@ -1724,8 +1722,8 @@ TEST_F(TaskStoreContractTest, ATracedTriggerCarriesItsTraceContextToTheOtherHost
   Upsert("plain", Schedule("manual"));
   const TraceContext caller =
       *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1,w=2");
-  ASSERT_TRUE(store_->Trigger("traced:\xc3\xa9", caller).ok());
-  ASSERT_TRUE(store_->Trigger("plain", TraceContext{}).ok());
+  ASSERT_THAT(store_->Trigger("traced:\xc3\xa9", caller), IsOk());
+  ASSERT_THAT(store_->Trigger("plain", TraceContext{}), IsOk());
   ASSERT_TRUE(other.inbox->WaitFor(StoreEvent::Kind::kTrigger, "traced:\xc3\xa9"));
   ASSERT_TRUE(other.inbox->WaitFor(StoreEvent::Kind::kTrigger, "plain"));
   std::lock_guard lock(other.inbox->mu);
@@ -1754,10 +1752,10 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   ASSERT_TRUE(Claim("note", "t1"));
   ASSERT_TRUE(Release("note", "t1", schedule));
   EXPECT_TRUE(inbox.WaitFor(Kind::kRelease, "note"));
-  ASSERT_TRUE(store_->Trigger("note").ok());
+  ASSERT_THAT(store_->Trigger("note"), IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kTrigger, "note"));
   ASSERT_TRUE(Claim("note", "t2"));
-  ASSERT_TRUE(store_->Cancel("note", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("note", minutes(1)), IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kCancel, "note"));
 
   const WallTime base = WholeSeconds(Now());
@@ -1768,23 +1766,23 @@ TEST_F(TaskStoreContractTest, WritesFromOneHostNotifyTheOthers) {
   expired.current_run_expires_at = base - seconds(1);
   fixture_->PutRawRow(expired);
   Result<std::vector<std::string>> swept = store_->SweepExpired();
-  ASSERT_TRUE(swept.ok());
+  ASSERT_THAT(swept, IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kSweep, "note-expired"));
 
   Upsert("note-paused", schedule);
-  ASSERT_TRUE(
-      store_->Pause("note-paused", PauseRequest{"alice", "", std::nullopt}, minutes(1)).ok());
+  ASSERT_THAT(store_->Pause("note-paused", PauseRequest{"alice", "", std::nullopt}, minutes(1)),
+              IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kUpsert, "note-paused"));
-  ASSERT_TRUE(store_->Resume("note-paused").ok());
+  ASSERT_THAT(store_->Resume("note-paused"), IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kRelease, "note-paused"));
 
-  ASSERT_TRUE(store_->Delete("note").ok());
+  ASSERT_THAT(store_->Delete("note"), IsOk());
   EXPECT_TRUE(inbox.WaitFor(Kind::kDelete, "note"));
 
   // After the subscription is gone, nothing more is delivered.
   other.subscription.reset();
   const std::size_t delivered = inbox.size();
-  ASSERT_TRUE(store_->Trigger("note-expired").ok());
+  ASSERT_THAT(store_->Trigger("note-expired"), IsOk());
   Upsert("note-after", schedule);
   EXPECT_EQ(inbox.size(), delivered);
 }
@@ -1804,7 +1802,7 @@ TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
 
   // The same settings again: the version stays.
   Result<UpsertResult> same = store_->Upsert("delayed", delayed);
-  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_THAT(same, IsOk());
   EXPECT_EQ(same->version, before.entries[0].version);
 
   // Only the timeout changes: the next start stays, the version does not.
@@ -1813,7 +1811,7 @@ TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
   std::vector<std::optional<std::int64_t>> known;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     Result<UpsertResult> rewritten = store_->Upsert(ids[i], longer[i]);
-    ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+    ASSERT_THAT(rewritten, IsOk());
     EXPECT_NE(rewritten->version, before.entries[i].version) << ids[i];
     known.push_back(before.entries[i].version);
   }
@@ -1824,7 +1822,7 @@ TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
 
   // A poll with the old versions reports both rows, with their new settings.
   Result<PollResult> changed = store_->PollChanged(ids, known, false);
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_THAT(changed, IsOk());
   ASSERT_EQ(changed->entries.size(), ids.size());
   const PollResult after = Poll(ids);
   ASSERT_EQ(after.entries.size(), ids.size());
@@ -1841,7 +1839,7 @@ TEST_F(TaskStoreContractTest, SettingsOnlyReregistrationChangesTheVersion) {
 
   // With the new versions, nothing is reported.
   Result<PollResult> quiet = store_->PollChanged(ids, known, false);
-  ASSERT_TRUE(quiet.ok()) << quiet.status().ToString();
+  ASSERT_THAT(quiet, IsOk());
   EXPECT_TRUE(quiet->entries.empty());
 }
 
@@ -1867,7 +1865,7 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
   const WallTime before = Now();
   Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, seconds(5));
   const WallTime after = Now();
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_EQ(claimed->size(), claims.size());
   const std::vector<bool> expected = {true, false, false, false, false, true};
   for (std::size_t i = 0; i < claims.size(); ++i) {
@@ -1897,14 +1895,14 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
 
   // The claimed runs are ordinary runs: renewed, released one at a time, claimable again.
   Result<LeaseStatus> renewed = store_->RenewLease("due-a", "ticket-a", minutes(1), minutes(1));
-  ASSERT_TRUE(renewed.ok());
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   EXPECT_TRUE(Release("due-a", "ticket-a", Schedule("PT0S")));
   Result<std::vector<ClaimResult>> again =
       store_->ClaimMany(std::vector<ClaimRequest>{{"due-a", "ticket-a2", minutes(1), std::nullopt},
                                                   {"due-b", "t", minutes(1), std::nullopt}},
                         minutes(1));
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_THAT(again, IsOk());
   ASSERT_EQ(again->size(), 2u);
   EXPECT_TRUE((*again)[0].claimed);
   EXPECT_FALSE((*again)[1].claimed);
@@ -1912,7 +1910,7 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsEachDueFreeRowWithItsOwnTicket) {
   EXPECT_EQ(Row("due-b").current_run_ticket, "ticket-b");
 
   Result<std::vector<ClaimResult>> none = store_->ClaimMany({}, minutes(1));
-  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  ASSERT_THAT(none, IsOk());
   EXPECT_TRUE(none->empty());
 }
 
@@ -1922,9 +1920,9 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
   const TaskSchedule manual = Schedule("manual");
   Upsert("duration", duration);
   Upsert("cron", cron);
-  ASSERT_TRUE(store_->Trigger("cron").ok());
+  ASSERT_THAT(store_->Trigger("cron"), IsOk());
   Upsert("manual", manual);
-  ASSERT_TRUE(store_->Trigger("manual").ok());
+  ASSERT_THAT(store_->Trigger("manual"), IsOk());
   Upsert("cancelled", duration);
   Upsert("stolen", duration);
   const std::optional<WallTime> scheduled = Row("duration").next_run_start_at;
@@ -1935,7 +1933,7 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
   ASSERT_TRUE(Claim("cron", "t-cron"));
   ASSERT_TRUE(Claim("manual", "t-manual"));
   ASSERT_TRUE(Claim("cancelled", "t-cancelled"));
-  ASSERT_TRUE(store_->Cancel("cancelled", minutes(1)).ok());
+  ASSERT_THAT(store_->Cancel("cancelled", minutes(1)), IsOk());
   ASSERT_TRUE(Claim("stolen", "t-thief"));
   const TaskRow stolen = Row("stolen");
 
@@ -1950,7 +1948,7 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
   const WallTime before = Now();
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
   const WallTime after = Now();
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, false, true, false, true, true}));
 
   const TaskRow d = Row("duration");
@@ -1981,12 +1979,12 @@ TEST_F(TaskStoreContractTest, ReleaseManyReleasesEachRunByReleasesRules) {
 
   // Released again with the same tickets: nothing holds them any more.
   Result<std::vector<ReleaseResult>> twice = store_->ReleaseMany(releases);
-  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  ASSERT_THAT(twice, IsOk());
   EXPECT_EQ(ReleasedFlags(*twice), std::vector<bool>(releases.size(), false));
   EXPECT_EQ(Row("duration"), d);
 
   Result<std::vector<ReleaseResult>> none = store_->ReleaseMany({});
-  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  ASSERT_THAT(none, IsOk());
   EXPECT_TRUE(none->empty());
 }
 
@@ -1996,21 +1994,21 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsOnlyRowsOfTheExpectedVersion) {
   // Each row is due and free when the batch below runs; each `stale` version is one the row had
   // before something changed it.
   Result<UpsertResult> current = store_->Upsert("current", due);
-  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  ASSERT_THAT(current, IsOk());
   Upsert("plain", due);
   Upsert("held", due);
   ASSERT_TRUE(Claim("held", "other-host"));
 
   Result<UpsertResult> triggered = store_->Upsert("triggered", Schedule("PT10M", "PT1H"));
-  ASSERT_TRUE(triggered.ok()) << triggered.status().ToString();
-  ASSERT_TRUE(store_->Trigger("triggered").ok());
+  ASSERT_THAT(triggered, IsOk());
+  ASSERT_THAT(store_->Trigger("triggered"), IsOk());
 
   Result<UpsertResult> resettled = store_->Upsert("resettled", due);
-  ASSERT_TRUE(resettled.ok()) << resettled.status().ToString();
+  ASSERT_THAT(resettled, IsOk());
   Upsert("resettled", Schedule("PT10M", std::nullopt, "PT2M"));
 
   Result<UpsertResult> recycled = store_->Upsert("recycled", immediate);
-  ASSERT_TRUE(recycled.ok()) << recycled.status().ToString();
+  ASSERT_THAT(recycled, IsOk());
   ASSERT_TRUE(Claim("recycled", "earlier-run"));
   LetStoredTimePass(milliseconds(5));
   ASSERT_TRUE(Release("recycled", "earlier-run", immediate));
@@ -2038,7 +2036,7 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsOnlyRowsOfTheExpectedVersion) {
       {"missing", "t-missing", minutes(1), current->version},
   };
   Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_EQ(claimed->size(), claims.size());
   const std::vector<bool> expected = {false, true, false, true, false, false, false};
   for (std::size_t i = 0; i < claims.size(); ++i) {
@@ -2061,7 +2059,7 @@ TEST_F(TaskStoreContractTest, ClaimManyClaimsOnlyRowsOfTheExpectedVersion) {
           {"recycled", "t2-recycled", minutes(1), std::nullopt},
       },
       minutes(1));
-  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_THAT(fresh, IsOk());
   ASSERT_EQ(fresh->size(), 3u);
   for (std::size_t i = 0; i < stale_ids.size(); ++i) {
     EXPECT_TRUE((*fresh)[i].claimed) << stale_ids[i];
@@ -2075,7 +2073,7 @@ TEST_F(TaskStoreContractTest, ReleaseManyReportsEachReleasedRowsNextStartAndVers
   const TaskSchedule immediate = Schedule("PT0S");
   Upsert("duration", duration);
   Upsert("manual", manual);
-  ASSERT_TRUE(store_->Trigger("manual").ok());
+  ASSERT_THAT(store_->Trigger("manual"), IsOk());
   Upsert("again", immediate);
   Upsert("stolen", duration);
   ASSERT_TRUE(Claim("duration", "t-duration"));
@@ -2094,7 +2092,7 @@ TEST_F(TaskStoreContractTest, ReleaseManyReportsEachReleasedRowsNextStartAndVers
   const WallTime before = Now();
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
   const WallTime after = Now();
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   ASSERT_EQ(released->size(), releases.size());
   EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, false, true, false, true}));
 
@@ -2122,7 +2120,7 @@ TEST_F(TaskStoreContractTest, ReleaseManyReportsEachReleasedRowsNextStartAndVers
   Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(
       std::vector<ClaimRequest>{{"again", "t-again-2", minutes(1), (*released)[4].version}},
       minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_TRUE((*claimed)[0].claimed);
   EXPECT_EQ(Row("again").current_run_ticket, "t-again-2");
@@ -2142,10 +2140,10 @@ TEST_F(TaskStoreContractTest, ReleaseManyNotifiesEveryReleasedTask) {
       store_->ClaimMany(std::vector<ClaimRequest>{{"batch-1", "t1", minutes(1), std::nullopt},
                                                   {"batch-2", "t2", minutes(1), std::nullopt}},
                         minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(std::vector<ReleaseRequest>{
       {"batch-1", "t1", schedule, std::nullopt}, {"batch-2", "t2", schedule, std::nullopt}});
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_EQ(ReleasedFlags(*released), (std::vector<bool>{true, true}));
   EXPECT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "batch-1"));
   EXPECT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "batch-2"));
@@ -2163,17 +2161,17 @@ TEST_F(TaskStoreContractTest, ClaimManyAnnouncesEachClaimWithItsTicket) {
   Upsert("claim-1", schedule);
   Upsert(long_id, schedule);
   Upsert("held", schedule);
-  ASSERT_TRUE(store_->Claim("held", "earlier", minutes(1), minutes(1)).ok());
+  ASSERT_THAT(store_->Claim("held", "earlier", minutes(1), minutes(1)), IsOk());
   Result<std::vector<ClaimResult>> claimed =
       store_->ClaimMany(std::vector<ClaimRequest>{{"claim-1", "ticket-1", minutes(1), std::nullopt},
                                                   {long_id, "ticket:2", minutes(1), std::nullopt},
                                                   {"held", "ticket-3", minutes(1), std::nullopt}},
                         minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kClaim, "claim-1"));
   ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kClaim, long_id));
   // A release after the claims is delivered after them; then every claim event has arrived.
-  ASSERT_TRUE(store_->Release("held", "earlier", schedule, std::nullopt).ok());
+  ASSERT_THAT(store_->Release("held", "earlier", schedule, std::nullopt), IsOk());
   ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, "held"));
   std::map<std::string, std::string> tickets;
   {
@@ -2209,9 +2207,9 @@ TEST_F(TaskStoreContractTest, ReleaseManyOfManyLongIdsNotifiesEachOnce) {
     releases.push_back({id, "ticket-" + std::to_string(i), schedule, std::nullopt});
   }
   Result<std::vector<ClaimResult>> claimed = store_->ClaimMany(claims, minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   Result<std::vector<ReleaseResult>> released = store_->ReleaseMany(releases);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_EQ(ReleasedFlags(*released), std::vector<bool>(ids.size(), true));
   for (const std::string& id : ids) {
     ASSERT_TRUE(inbox.WaitFor(StoreEvent::Kind::kRelease, id)) << id.substr(0, 4);

@@ -54,7 +54,8 @@ step "cmake --install ${build_tree} --prefix ${prefix}"
 cmake --install "${build_tree}" --prefix "${prefix}" >"${work}/install.log" ||
   fail "install failed (is the tree built?); see ${work}/install.log"
 for installed in bin/stagehand include/stagehand/backend/backend.h \
-  include/stagehand/service/mock_scheduler.h lib/cmake/stagehand/stagehandConfig.cmake \
+  include/stagehand/service/mock_scheduler.h include/stagehand/testing/status_matchers.h \
+  lib/cmake/stagehand/stagehandConfig.cmake \
   lib/cmake/stagehand/stagehandConfigVersion.cmake lib/cmake/stagehand/stagehandTargets.cmake; do
   [[ -e "${prefix}/${installed}" ]] || fail "not installed: ${installed}"
 done

@@ -22,13 +22,16 @@
 
 #include "integration/executors/recording_logger.h"
 #include "stagehand/backend/backend.h"
+#include "stagehand/testing/status_matchers.h"
 #include "unit/http/loopback_client.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::stagehand::testing::LogRecord;
 using ::stagehand::testing::RecordingLogger;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -110,7 +113,7 @@ class BackendHttpTest : public ::testing::Test {
   std::unique_ptr<Backend> MakeBackend(const std::string& yaml,
                                        std::optional<std::uint16_t> port = 0) {
     Result<Config> config = Config::FromYaml(yaml, "backend_http_test.yaml");
-    EXPECT_TRUE(config.ok()) << config.status();
+    EXPECT_THAT(config, IsOk());
     if (!config.ok()) {
       return nullptr;
     }
@@ -119,12 +122,12 @@ class BackendHttpTest : public ::testing::Test {
     options.logger = logger_;
     options.port_override = port;
     Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-    EXPECT_TRUE(backend.ok()) << backend.status();
+    EXPECT_THAT(backend, IsOk());
     return backend.ok() ? std::move(*backend) : nullptr;
   }
 
   void AddPlugin(std::string id, std::function<Status(PluginServices&)> init) {
-    ASSERT_TRUE(backend_->AddPlugin(BackendPlugin{std::move(id), std::move(init)}).ok());
+    ASSERT_THAT(backend_->AddPlugin(BackendPlugin{std::move(id), std::move(init)}), IsOk());
   }
 
   Reply Send(const std::string& method, const std::string& path,
@@ -199,7 +202,7 @@ TEST_F(BackendHttpTest, PluginHandlersAreReachableUnderTheMount) {
     });
     return Status::Ok();
   });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
 
   Reply hello = Send("GET", "/api/jobs/hello");
   EXPECT_EQ(hello.status, 200);
@@ -222,7 +225,7 @@ TEST_F(BackendHttpTest, SchedulerRestApiListsTriggersAndCancels) {
     returned.Open();
     return Status::Ok();
   });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
 
   Reply listing = Tasks();
   EXPECT_EQ(listing.status, 200);
@@ -259,7 +262,7 @@ TEST_F(BackendHttpTest, SchedulerRestApiListsTriggersAndCancels) {
 TEST_F(BackendHttpTest, PluginRoutesNeedTheBearerToken) {
   Create();
   AddPlugin("jobs", [](PluginServices&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
 
   Reply anonymous = Tasks(std::nullopt);
   EXPECT_EQ(anonymous.status, 401);
@@ -288,7 +291,7 @@ TEST_F(BackendHttpTest, DisabledAuthLogsOneWarningAndLetsRequestsThrough) {
   Create(Yaml(/*auth_disabled=*/true));
   AddPlugin("jobs", [](PluginServices&) { return Status::Ok(); });
   AddPlugin("more", [](PluginServices&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
 
   EXPECT_EQ(CountLogged(LogLevel::kWarn, "AUTHENTICATION IS DISABLED"), 1);
   EXPECT_EQ(CountLogged(LogLevel::kWarn, "local development only"), 1);
@@ -317,7 +320,7 @@ TEST_F(BackendHttpTest, ReadinessIsUnavailableUntilStartupHooksFinish) {
 
   release.Open();
   ASSERT_EQ(start.wait_for(kDeadline), std::future_status::ready);
-  EXPECT_TRUE(start.get().ok());
+  EXPECT_THAT(start.get(), IsOk());
   EXPECT_EQ(Readiness().status, 200);
 }
 
@@ -329,7 +332,7 @@ TEST_F(BackendHttpTest, ReadinessIsUnavailableOnceStopBegins) {
     in_hook.Open();
     release.WaitOpen();
   });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   EXPECT_EQ(Readiness().status, 200);
 
   std::future<void> stop = std::async(std::launch::async, [this] { backend_->Stop(); });
@@ -345,7 +348,7 @@ TEST_F(BackendHttpTest, ReadinessIsUnavailableOnceStopBegins) {
 TEST_F(BackendHttpTest, MetricsShowACompletedRunAfterATrigger) {
   Create();
   AddJobsPluginWithTask("quick", [](const std::stop_token&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
 
   Reply first = Send("GET", "/metrics", std::nullopt);
   EXPECT_EQ(first.status, 200);
@@ -378,7 +381,7 @@ TEST_F(BackendHttpTest, RunHistoryAndEventStreamAreServedBehindTheToken) {
     control.report->AppendOutput("quick: done\n");
     return Status::Ok();
   });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   const std::string runs = "/api/jobs/.stagehand/v1/tasks/quick/runs";
   EXPECT_EQ(Send("GET", runs, std::nullopt).status, 401);
   EXPECT_EQ(Send("GET", "/.stagehand/v1/events", std::nullopt).status, 401);
@@ -419,7 +422,7 @@ TEST_F(BackendHttpTest, PluginListIsInRegistrationOrder) {
   Create();
   AddPlugin("zeta", [](PluginServices&) { return Status::Ok(); });
   AddPlugin("alpha", [](PluginServices&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   Reply list = Send("GET", "/.stagehand/v1/plugins");
   EXPECT_EQ(list.status, 200);
   EXPECT_THAT(list.content_type, HasSubstr("application/json"));
@@ -432,7 +435,7 @@ TEST_F(BackendHttpTest, PluginListIsInRegistrationOrder) {
 TEST_F(BackendHttpTest, TheDashboardIsServedAtItsPathAfterEveryOtherRoute) {
   Create(Yaml() + "  dashboard: { path: /ops/scheduler }\n");
   AddPlugin("jobs", [](PluginServices&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   Reply page = Send("GET", "/ops/scheduler/", std::nullopt);
   EXPECT_EQ(page.status, 200);
   EXPECT_THAT(page.content_type, HasSubstr("text/html"));
@@ -453,14 +456,14 @@ TEST_F(BackendHttpTest, TheDashboardIsServedAtItsPathAfterEveryOtherRoute) {
 
 TEST_F(BackendHttpTest, ADisabledDashboardIsNotServed) {
   Create(Yaml(/*auth_disabled=*/true) + "  dashboard: { enabled: false }\n");
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   EXPECT_EQ(Send("GET", "/", std::nullopt).status, 404);
   EXPECT_EQ(Send("GET", "/app.js", std::nullopt).status, 404);
 }
 
 TEST_F(BackendHttpTest, PortInUseIsUnavailableAndStopsWhatStarted) {
   Create();
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   const std::uint16_t taken = backend_->port();
 
   std::unique_ptr<Backend> second = MakeBackend(Yaml(), taken);
@@ -477,15 +480,14 @@ TEST_F(BackendHttpTest, PortInUseIsUnavailableAndStopsWhatStarted) {
                                             }})
                   .ok());
   Status status = second->Start();
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(taken)));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "127.0.0.1:" + std::to_string(taken)));
   EXPECT_TRUE(shut_down);
   ASSERT_NE(scheduler, nullptr);
   TaskDefinition task;
   task.id = "late";
   task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) { return Status::Ok(); };
-  EXPECT_EQ(scheduler->ScheduleTask(std::move(task)).code(), StatusCode::kUnavailable);
+  EXPECT_THAT(scheduler->ScheduleTask(std::move(task)), StatusIs(StatusCode::kUnavailable));
   // The first backend is unaffected.
   EXPECT_EQ(Readiness().status, 200);
 }
@@ -500,19 +502,19 @@ TEST_F(BackendHttpTest, StopWaitsForARunningTaskAndReleasesItsTicket) {
     returned.store(true);
     return CancelledError("stopped");
   });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   ASSERT_EQ(Send("POST", "/api/jobs/.backstage/scheduler/v1/tasks/long/trigger").status, 200);
   ASSERT_TRUE(started.WaitOpen());
   ASSERT_NE(store_, nullptr);
   Result<std::vector<TaskRow>> running = store_->States();
-  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_THAT(running, IsOk());
   ASSERT_EQ(running->size(), 1U);
   EXPECT_TRUE(running->front().current_run_ticket.has_value());
 
   backend_->Stop();
   EXPECT_TRUE(returned.load());
   Result<std::vector<TaskRow>> after = store_->States();
-  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_THAT(after, IsOk());
   ASSERT_EQ(after->size(), 1U);
   EXPECT_FALSE(after->front().current_run_ticket.has_value());
   EXPECT_EQ(backend_->port(), 0);
@@ -526,7 +528,7 @@ TEST_F(BackendHttpTest, SqliteDirectoryHoldsOneFilePerPlugin) {
                          "' } }"));
   AddJobsPluginWithTask("quick", [](const std::stop_token&) { return Status::Ok(); });
   AddPlugin("other", [](PluginServices&) { return Status::Ok(); });
-  ASSERT_TRUE(backend_->Start().ok());
+  ASSERT_THAT(backend_->Start(), IsOk());
   EXPECT_TRUE(std::filesystem::exists(directory / "jobs.sqlite"));
   EXPECT_TRUE(std::filesystem::exists(directory / "other.sqlite"));
   EXPECT_THAT(Tasks().body, HasSubstr(R"("taskId":"quick")"));

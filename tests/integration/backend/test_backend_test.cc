@@ -19,12 +19,16 @@
 #include <vector>
 
 #include "stagehand/config/config.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand::testing {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A plugin that counts the runs of its tasks and serves the counts at GET /counts
 // ({"<task>": n, ...}) and echoes POST /echo. Its tasks: `every-hour` (runs at startup),
@@ -92,13 +96,13 @@ TEST(TestBackendTest, NonManualTasksRunOnceAtStartupAndATriggerThroughTheMockRun
   TestBackendOptions options;
   options.plugins.push_back(counting.plugin());
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
 
   EXPECT_EQ(counting.runs("every-hour"), 1);
   EXPECT_EQ(counting.runs("by-hand"), 0);
   EXPECT_EQ(counting.runs("later"), 0);
   Result<TestResponse> counts = (*backend)->Get("/api/counting/counts");
-  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  ASSERT_THAT(counts, IsOk());
   EXPECT_EQ(counts->status, 200);
   EXPECT_EQ(counts->body, R"({"by-hand":0,"every-hour":1,"later":0})");
 
@@ -111,10 +115,10 @@ TEST(TestBackendTest, NonManualTasksRunOnceAtStartupAndATriggerThroughTheMockRun
 
   MockScheduler* mock = (*backend)->scheduler("counting");
   ASSERT_NE(mock, nullptr);
-  ASSERT_TRUE(mock->TriggerTask("every-hour").ok());
-  ASSERT_TRUE(mock->TriggerTask("by-hand").ok());
+  ASSERT_THAT(mock->TriggerTask("every-hour"), IsOk());
+  ASSERT_THAT(mock->TriggerTask("by-hand"), IsOk());
   counts = (*backend)->Get("/api/counting/counts");
-  ASSERT_TRUE(counts.ok());
+  ASSERT_THAT(counts, IsOk());
   EXPECT_EQ(counts->body, R"({"by-hand":1,"every-hour":2,"later":0})");
 }
 
@@ -123,10 +127,10 @@ TEST(TestBackendTest, TheSchedulerRestApiListsAndTriggersTheMocksTasks) {
   TestBackendOptions options;
   options.plugins.push_back(counting.plugin());
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
 
   Result<TestResponse> tasks = (*backend)->Get("/api/counting/.backstage/scheduler/v1/tasks");
-  ASSERT_TRUE(tasks.ok());
+  ASSERT_THAT(tasks, IsOk());
   EXPECT_EQ(tasks->status, 200);
   EXPECT_THAT(tasks->body, HasSubstr(R"("taskId":"by-hand")"));
   EXPECT_THAT(tasks->body, HasSubstr(R"("taskId":"later")"));
@@ -135,22 +139,22 @@ TEST(TestBackendTest, TheSchedulerRestApiListsAndTriggersTheMocksTasks) {
 
   Result<TestResponse> triggered =
       (*backend)->Post("/api/counting/.backstage/scheduler/v1/tasks/by-hand/trigger");
-  ASSERT_TRUE(triggered.ok());
+  ASSERT_THAT(triggered, IsOk());
   EXPECT_EQ(triggered->status, 200);
   EXPECT_EQ(counting.runs("by-hand"), 1);
 
   Result<TestResponse> runs = (*backend)->Get("/api/counting/.stagehand/v1/tasks/by-hand/runs");
-  ASSERT_TRUE(runs.ok());
+  ASSERT_THAT(runs, IsOk());
   EXPECT_EQ(runs->status, 200);
   EXPECT_THAT(runs->body, HasSubstr(R"("outcome":"succeeded")"));
 
   Result<TestResponse> unknown =
       (*backend)->Post("/api/counting/.backstage/scheduler/v1/tasks/nope/trigger");
-  ASSERT_TRUE(unknown.ok());
+  ASSERT_THAT(unknown, IsOk());
   EXPECT_EQ(unknown->status, 404);
 
   Result<TestResponse> echoed = (*backend)->Post("/api/counting/echo", R"({"a":1})");
-  ASSERT_TRUE(echoed.ok());
+  ASSERT_THAT(echoed, IsOk());
   EXPECT_EQ(echoed->body, R"({"a":1})");
 }
 
@@ -162,7 +166,7 @@ TEST(TestBackendTest, EachPluginHasItsOwnMockUnlessTheTestSharesOne) {
     options.plugins.push_back(first.plugin());
     options.plugins.push_back(second.plugin());
     Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    ASSERT_THAT(backend, IsOk());
     ASSERT_NE((*backend)->scheduler("first"), nullptr);
     EXPECT_NE((*backend)->scheduler("first"), (*backend)->scheduler("second"));
     EXPECT_EQ((*backend)->scheduler("third"), nullptr);
@@ -183,7 +187,7 @@ TEST(TestBackendTest, EachPluginHasItsOwnMockUnlessTheTestSharesOne) {
   options.plugins.push_back(fourth.plugin());
   options.scheduler = &shared;
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
   EXPECT_EQ((*backend)->scheduler("third"), &shared);
   EXPECT_EQ((*backend)->scheduler("fourth"), &shared);
   EXPECT_EQ(third.runs("every-hour") + fourth.runs("every-hour"), 1);
@@ -198,12 +202,12 @@ TEST(TestBackendTest, TheMocksRunOnTheGivenClockAndItsOptionsApply) {
   options.clock = &clock;
   options.mock.include_manual_tasks_on_startup = true;
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
   EXPECT_EQ(counting.runs("by-hand"), 1);
   EXPECT_EQ(counting.runs("later"), 0);
 
   Result<RunPage> runs = (*backend)->scheduler("counting")->GetTaskRuns("by-hand", 10, {});
-  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_THAT(runs, IsOk());
   ASSERT_EQ(runs->runs.size(), 1u);
   EXPECT_EQ(runs->runs[0].started_at, clock.Now());
 }
@@ -220,19 +224,19 @@ backend:
           subject: tests
 )",
                                            "test config");
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_THAT(config, IsOk());
   TestBackendOptions options;
   options.plugins.push_back(counting.plugin());
   options.config = *config;
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
 
   Result<TestResponse> refused = (*backend)->Get("/api/counting/counts");
-  ASSERT_TRUE(refused.ok());
+  ASSERT_THAT(refused, IsOk());
   EXPECT_EQ(refused->status, 401);
   Result<TestResponse> allowed =
       (*backend)->Get("/api/counting/counts", {{"Authorization", "Bearer test-token"}});
-  ASSERT_TRUE(allowed.ok());
+  ASSERT_THAT(allowed, IsOk());
   EXPECT_EQ(allowed->status, 200);
 }
 
@@ -256,7 +260,7 @@ TEST(TestBackendTest, SqliteFilesLiveInATemporaryDirectoryThatGoesWithTheBackend
   } else {
     ::unsetenv("TMPDIR");
   }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_THAT(backend, IsOk());
 
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(scratch)) {
@@ -276,14 +280,13 @@ TEST(TestBackendTest, AFailingInitFailsTheStartNamingThePlugin) {
   options.plugins.push_back(
       {"broken", [](PluginServices&) { return InvalidArgumentError("no widgets configured"); }});
   Result<std::unique_ptr<TestBackend>> backend = StartTestBackend(std::move(options));
-  ASSERT_FALSE(backend.ok());
+  ASSERT_THAT(backend, Not(IsOk()));
   EXPECT_THAT(backend.status().message(), HasSubstr("plugin 'broken' init: no widgets configured"));
 
   TestBackendOptions bad_id;
   bad_id.plugins.push_back({"Not An Id", [](PluginServices&) { return Status::Ok(); }});
   backend = StartTestBackend(std::move(bad_id));
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(backend, StatusIs(StatusCode::kInvalidArgument));
 }
 
 }  // namespace

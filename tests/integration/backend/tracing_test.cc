@@ -18,13 +18,16 @@
 #include "integration/otlp_receiver.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/http/otlp_http_exporter.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
 
 using nlohmann::json;
+using ::stagehand::testing::IsOk;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using test_otlp::Attribute;
 using test_otlp::OtlpReceiver;
@@ -40,7 +43,7 @@ class TracingTest : public ::testing::Test {
         "  database: { client: better-sqlite3, connection: ':memory:' }\n"
         "  auth: { dangerouslyDisableDefaultAuthPolicy: true }\n",
         "tracing_test.yaml");
-    ASSERT_TRUE(config.ok()) << config.status();
+    ASSERT_THAT(config, IsOk());
     BackendOptions options;
     options.config = *config;
     options.port_override = 0;
@@ -50,7 +53,7 @@ class TracingTest : public ::testing::Test {
       return found->second;
     };
     Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-    ASSERT_TRUE(backend.ok()) << backend.status();
+    ASSERT_THAT(backend, IsOk());
     backend_ = std::move(*backend);
     ASSERT_TRUE(backend_
                     ->AddPlugin({"jobs",
@@ -67,7 +70,7 @@ class TracingTest : public ::testing::Test {
                                    return services.scheduler->ScheduleTask(std::move(task));
                                  }})
                     .ok());
-    ASSERT_TRUE(backend_->Start().ok());
+    ASSERT_THAT(backend_->Start(), IsOk());
   }
 
   int Trigger(const std::string& traceparent) {
@@ -174,7 +177,7 @@ TEST(OtlpHttpExporterTest, AfterAnUnansweredRequestItBacksOffWithoutEncodingOrCo
   options.endpoint = "http://127.0.0.1:" + std::to_string(closed_port) + "/v1/traces";
   options.clock = &clock;
   Result<std::unique_ptr<OtlpHttpExporter>> exporter = OtlpHttpExporter::Create(options);
-  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  ASSERT_THAT(exporter, IsOk());
   const std::vector<SpanData> batch(1);
   EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("failed"));
   EXPECT_THAT((*exporter)->Export(batch).message(), HasSubstr("skipped"));
@@ -189,9 +192,9 @@ TEST(OtlpHttpExporterTest, AfterAnUnansweredRequestItBacksOffWithoutEncodingOrCo
   OtlpHttpOptions answered = options;
   answered.endpoint = "http://127.0.0.1:" + std::to_string(back.port()) + "/v1/traces";
   Result<std::unique_ptr<OtlpHttpExporter>> working = OtlpHttpExporter::Create(answered);
-  ASSERT_TRUE(working.ok());
-  EXPECT_TRUE((*working)->Export(batch).ok());
-  EXPECT_TRUE((*working)->Export(batch).ok());
+  ASSERT_THAT(working, IsOk());
+  EXPECT_THAT((*working)->Export(batch), IsOk());
+  EXPECT_THAT((*working)->Export(batch), IsOk());
 }
 
 TEST_F(TracingTest, BadTracingSettingsFailTheStartNamingTheVariable) {
@@ -199,7 +202,7 @@ TEST_F(TracingTest, BadTracingSettingsFailTheStartNamingTheVariable) {
       "backend:\n  listen: { host: 127.0.0.1 }\n"
       "  database: { client: better-sqlite3, connection: ':memory:' }\n",
       "t.yaml");
-  ASSERT_TRUE(config.ok());
+  ASSERT_THAT(config, IsOk());
   BackendOptions options;
   options.config = *config;
   options.environment = [](const std::string& name) -> std::optional<std::string> {
@@ -207,7 +210,7 @@ TEST_F(TracingTest, BadTracingSettingsFailTheStartNamingTheVariable) {
     return std::nullopt;
   };
   Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-  ASSERT_FALSE(backend.ok());
+  ASSERT_THAT(backend, Not(IsOk()));
   EXPECT_THAT(backend.status().message(), HasSubstr("only http is supported"));
 }
 

@@ -23,10 +23,12 @@
 #include "integration/cli/cli_fixture.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::ContainsRegex;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
@@ -124,12 +126,12 @@ class CliHistoryTest : public ::testing::Test {
     const int index = static_cast<int>(backends_.size());
     Result<Config> config =
         Config::FromYaml(Yaml(true, database) + extra_yaml, "cli_history_test.yaml");
-    EXPECT_TRUE(config.ok()) << config.status();
+    EXPECT_THAT(config, IsOk());
     BackendOptions options;
     options.config = *config;
     options.port_override = 0;
     Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-    EXPECT_TRUE(backend.ok()) << backend.status();
+    EXPECT_THAT(backend, IsOk());
     backends_.push_back(std::move(*backend));
     EXPECT_TRUE(backends_.back()
                     ->AddPlugin({"history",
@@ -139,7 +141,7 @@ class CliHistoryTest : public ::testing::Test {
                                  }})
                     .ok());
     Status started = backends_.back()->Start();
-    EXPECT_TRUE(started.ok()) << started;
+    EXPECT_THAT(started, IsOk());
     return "http://127.0.0.1:" + std::to_string(backends_.back()->port());
   }
 
@@ -168,7 +170,7 @@ class CliHistoryTest : public ::testing::Test {
   // Triggers `task` and waits until its newest run has ended; returns that run's id.
   std::string RunToEnd(const std::string& task) {
     const std::size_t before = Runs(task).size();
-    EXPECT_TRUE(Scheduler().TriggerTask(task).ok());
+    EXPECT_THAT(Scheduler().TriggerTask(task), IsOk());
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     while (std::chrono::steady_clock::now() < deadline) {
       nlohmann::json runs = Runs(task);
@@ -274,7 +276,7 @@ TEST_F(CliHistoryTest, LogsPrintsTheNewestOrTheGivenRun) {
 }
 
 TEST_F(CliHistoryTest, LogsFollowPrintsEachByteOnceUntilTheRunEnds) {
-  ASSERT_TRUE(Scheduler().TriggerTask("streams").ok());
+  ASSERT_THAT(Scheduler().TriggerTask("streams"), IsOk());
   ASSERT_TRUE(tasks_.streams_started.WaitOpen());
   std::future<Outcome> follow = std::async(std::launch::async, [this] {
     return Cli({"logs", "history", "streams", "--follow"});
@@ -318,7 +320,7 @@ TEST_F(CliHistoryTest, TriggerWaitExitsWithTheOutcomeOfTheRun) {
     return Cli({"trigger", "history", "blocks", "--wait"});
   });
   ASSERT_TRUE(tasks_.blocks_started.WaitOpen());
-  ASSERT_TRUE(Scheduler().CancelTask("blocks").ok());
+  ASSERT_THAT(Scheduler().CancelTask("blocks"), IsOk());
   ASSERT_EQ(waiting.wait_for(kDeadline), std::future_status::ready);
   Outcome cancelled = waiting.get();
   EXPECT_EQ(cancelled.exit_code, kExitRunCancelled) << cancelled.err;
@@ -335,17 +337,17 @@ TEST_F(CliHistoryTest, TriggerWaitGivesUpAtTheTimeoutAndTheRunGoesOn) {
                                     " is still running ('stagehand logs history blocks " + run_id +
                                     " --follow' follows it)\n"));
   EXPECT_EQ(Runs("blocks")[0]["outcome"], "running");
-  ASSERT_TRUE(Scheduler().CancelTask("blocks").ok());
+  ASSERT_THAT(Scheduler().CancelTask("blocks"), IsOk());
 }
 
 TEST_F(CliHistoryTest, TriggerWaitOfARunningTaskIsAConflict) {
-  ASSERT_TRUE(Scheduler().TriggerTask("blocks").ok());
+  ASSERT_THAT(Scheduler().TriggerTask("blocks"), IsOk());
   ASSERT_TRUE(tasks_.blocks_started.WaitOpen());
   Outcome outcome = Cli({"trigger", "history", "blocks", "--wait"});
   EXPECT_EQ(outcome.exit_code, kExitConflict);
   EXPECT_EQ(outcome.err,
             "stagehand: cannot trigger history/blocks: Task blocks is currently running (409)\n");
-  ASSERT_TRUE(Scheduler().CancelTask("blocks").ok());
+  ASSERT_THAT(Scheduler().CancelTask("blocks"), IsOk());
 }
 
 TEST_F(CliHistoryTest, TasksShowTheLastOutcomeAndDuration) {
@@ -414,7 +416,7 @@ TEST_F(CliHistoryTest, LogsOfARunOnAnotherHostWaitsForItsEnd) {
   std::filesystem::create_directories(dir);
   const std::string database = "{ directory: '" + dir.string() + "' }";
   const std::vector<std::string> urls = {StartBackend(database), StartBackend(database)};
-  ASSERT_TRUE(Scheduler(0).TriggerTask("blocks").ok());
+  ASSERT_THAT(Scheduler(0).TriggerTask("blocks"), IsOk());
   ASSERT_TRUE(tasks_.blocks_started.WaitOpen());
   const int runner = tasks_.blocks_ran_on;
   ASSERT_TRUE(runner == 0 || runner == 1);
@@ -424,7 +426,7 @@ TEST_F(CliHistoryTest, LogsOfARunOnAnotherHostWaitsForItsEnd) {
     return RunCli({"logs", "history", "blocks", "--follow"}, other_url, kToken);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  ASSERT_TRUE(Scheduler(static_cast<std::size_t>(runner)).CancelTask("blocks").ok());
+  ASSERT_THAT(Scheduler(static_cast<std::size_t>(runner)).CancelTask("blocks"), IsOk());
   ASSERT_EQ(follow.wait_for(kDeadline), std::future_status::ready);
   Outcome outcome = follow.get();
   EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;

@@ -25,11 +25,13 @@
 #include "integration/cli/cli_fixture.h"
 #include "stagehand/backend/backend.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
@@ -50,12 +52,12 @@ class CliVerbsTest : public ::testing::Test {
   // `mail` (one local cron task, in Berlin).
   void Start(bool with_token = true) {
     Result<Config> config = Config::FromYaml(Yaml(with_token), "cli_verbs_test.yaml");
-    ASSERT_TRUE(config.ok()) << config.status();
+    ASSERT_THAT(config, IsOk());
     BackendOptions options;
     options.config = *config;
     options.port_override = 0;
     Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-    ASSERT_TRUE(backend.ok()) << backend.status();
+    ASSERT_THAT(backend, IsOk());
     backend_ = std::move(*backend);
     ASSERT_TRUE(
         backend_
@@ -99,7 +101,7 @@ class CliVerbsTest : public ::testing::Test {
                                  }})
                     .ok());
     Status started = backend_->Start();
-    ASSERT_TRUE(started.ok()) << started;
+    ASSERT_THAT(started, IsOk());
     url_ = "http://127.0.0.1:" + std::to_string(backend_->port());
   }
 
@@ -134,17 +136,17 @@ class CliVerbsTest : public ::testing::Test {
 
   // Starts `report` through the scheduler and waits until its function runs.
   void StartReport() {
-    ASSERT_TRUE(backend_->scheduler("jobs")->TriggerTask("report").ok());
+    ASSERT_THAT(backend_->scheduler("jobs")->TriggerTask("report"), IsOk());
     ASSERT_TRUE(report_started_.WaitOpen());
   }
 
   // Triggers `fails` and waits until the listing records its error.
   void RunFailingTask() {
-    ASSERT_TRUE(backend_->scheduler("jobs")->TriggerTask("fails").ok());
+    ASSERT_THAT(backend_->scheduler("jobs")->TriggerTask("fails"), IsOk());
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     while (std::chrono::steady_clock::now() < deadline) {
       Result<std::vector<TaskListing>> listing = backend_->scheduler("jobs")->ListTasks();
-      ASSERT_TRUE(listing.ok()) << listing.status();
+      ASSERT_THAT(listing, IsOk());
       for (const TaskListing& task : *listing) {
         if (task.descriptor.id == "fails" && task.task_state && task.task_state->last_run_error) {
           return;

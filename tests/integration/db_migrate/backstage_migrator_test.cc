@@ -19,9 +19,12 @@
 #include "integration/backstage_peer.h"
 #include "integration/postgres/test_server.h"
 #include "stagehand/store/postgres_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::minutes;
 
@@ -59,10 +62,10 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     options.pool_size = 2;
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_THAT(store, IsOk());
     if (!store.ok()) return nullptr;
     const Status migrated = (*store)->Migrate();
-    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    EXPECT_THAT(migrated, IsOk());
     RunHistory* history = (*store)->history();
     EXPECT_NE(history, nullptr);
     if (!migrated.ok() || history == nullptr) return nullptr;
@@ -70,12 +73,12 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     schedule.settings.cadence = "manual";
     schedule.settings.timeout_after_duration = "PT1M";
     const std::vector<TaskUpsert> upserts = {{"task", schedule, "host"}};
-    EXPECT_TRUE((*store)->UpsertMany(upserts).ok());
+    EXPECT_THAT((*store)->UpsertMany(upserts), IsOk());
     const std::vector<RunStart> starts = {RunStart{"ended", "task", RunOrigin{"host", 1}},
                                           RunStart{"running", "task", RunOrigin{"host", 1}}};
-    EXPECT_TRUE(history->RecordStarts(starts).ok());
+    EXPECT_THAT(history->RecordStarts(starts), IsOk());
     const std::vector<RunEnd> ends = {RunEnd{"ended", RunFinish{RunOutcome::kFailed}}};
-    EXPECT_TRUE(history->RecordEnds(ends).ok());
+    EXPECT_THAT(history->RecordEnds(ends), IsOk());
     return std::move(*store);
   }
 
@@ -117,14 +120,14 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     ASSERT_NE(store.registrations(), nullptr);
     Result<std::vector<PruneCandidate>> registered =
         store.registrations()->ListPruneCandidates(std::chrono::system_clock::now() + minutes(1));
-    ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+    ASSERT_THAT(registered, IsOk());
     ASSERT_EQ(registered->size(), 1u);
     EXPECT_EQ((*registered)[0].host, "host");
     Result<RunPage> page = store.history()->ListRuns("task", 10, std::nullopt);
-    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_THAT(page, IsOk());
     EXPECT_EQ(page->runs.size(), 2u);
     Result<TaskRun> ended = store.history()->GetRun("ended");
-    ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+    ASSERT_THAT(ended, IsOk());
     EXPECT_EQ(ended->finish.outcome, RunOutcome::kFailed);
   }
 
@@ -139,7 +142,7 @@ TEST_F(BackstageMigratorTest, RunsCleanlyOnADatabaseWhereStagehandCreatedItsHist
   EXPECT_EQ(KnexRows(), knex);
   ExpectHistoryIntact(*store);
   // And stagehand migrates again after Backstage, finding nothing to do either.
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   EXPECT_EQ(KnexRows(), knex);
   ExpectHistoryIntact(*store);
 }

@@ -24,9 +24,12 @@
 #include "stagehand/engine/engine_options.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::engine_integration {
+
+using ::stagehand::testing::IsOk;
 
 using Steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -186,13 +189,13 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     auto a = MakeScheduler(options);
     auto b = MakeScheduler(options);
-    EXPECT_TRUE(
-        b->ScheduleTask(GlobalTask("manual", ManualFrequency{}, log.Working("b", {}))).ok());
+    EXPECT_THAT(b->ScheduleTask(GlobalTask("manual", ManualFrequency{}, log.Working("b", {}))),
+                IsOk());
     // B's dispatcher polls once at registration; let it park before the trigger.
     std::this_thread::sleep_for(milliseconds(100));
     const Steady::time_point triggered = Steady::now();
     Status status = a->TriggerTask("manual");
-    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_THAT(status, IsOk());
     std::optional<Steady::time_point> started = log.WaitStarted("b");
     if (!started) return std::nullopt;
     return *started - triggered;
@@ -204,15 +207,16 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     auto a = MakeScheduler(options);
     auto b = MakeScheduler(options);
-    EXPECT_TRUE(b->ScheduleTask(GlobalTask("blocking", ManualFrequency{}, log.Blocking("b"))).ok());
-    EXPECT_TRUE(b->TriggerTask("blocking").ok());
+    EXPECT_THAT(b->ScheduleTask(GlobalTask("blocking", ManualFrequency{}, log.Blocking("b"))),
+                IsOk());
+    EXPECT_THAT(b->TriggerTask("blocking"), IsOk());
     if (!log.WaitStarted("b")) {
       ADD_FAILURE() << "the task did not start on B";
       return std::nullopt;
     }
     const Steady::time_point cancelled = Steady::now();
     Status status = a->CancelTask("blocking");
-    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_THAT(status, IsOk());
     std::optional<Steady::time_point> stopped = log.WaitStopped();
     if (!stopped) return std::nullopt;
     return *stopped - cancelled;
@@ -227,15 +231,15 @@ class EngineIntegrationTest : public ::testing::Test {
     {
       std::shared_ptr<TaskStore> dead = OpenStore();
       Result<UpsertResult> upsert = dead->Upsert("orphan", schedule);
-      EXPECT_TRUE(upsert.ok()) << upsert.status();
+      EXPECT_THAT(upsert, IsOk());
       claimed = Steady::now();
       Result<ClaimResult> claim =
           dead->Claim("orphan", NewUuidV4(), std::chrono::minutes(1), options.lease);
       EXPECT_TRUE(claim.ok() && claim->claimed) << "the dying host could not claim the row";
     }
     auto b = MakeScheduler(options);
-    EXPECT_TRUE(
-        b->ScheduleTask(GlobalTask("orphan", std::chrono::hours(1), log.Working("b", {}))).ok());
+    EXPECT_THAT(b->ScheduleTask(GlobalTask("orphan", std::chrono::hours(1), log.Working("b", {}))),
+                IsOk());
     std::optional<Steady::time_point> started = log.WaitStarted("b", 1, milliseconds(4000));
     if (!started) return std::nullopt;
     return *started - claimed;
@@ -248,14 +252,15 @@ class EngineIntegrationTest : public ::testing::Test {
     RunLog log;
     options.lease = seconds(5);
     auto a = MakeScheduler(options);
-    EXPECT_TRUE(a->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Blocking("a"))).ok());
+    EXPECT_THAT(a->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Blocking("a"))),
+                IsOk());
     if (!log.WaitStarted("a")) {
       ADD_FAILURE() << "the task did not start on A";
       return std::nullopt;
     }
     auto b = MakeScheduler(options);
-    EXPECT_TRUE(
-        b->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Working("b", {}))).ok());
+    EXPECT_THAT(b->ScheduleTask(GlobalTask("handover", milliseconds(100), log.Working("b", {}))),
+                IsOk());
     a->Shutdown();
     const Steady::time_point shut_down = Steady::now();
     EXPECT_TRUE(log.WaitStopped(milliseconds(0)).has_value()) << "A's run was not signalled";

@@ -9,10 +9,13 @@
 #include "engine_integration.h"
 #include "integration/postgres/test_server.h"
 #include "stagehand/store/postgres_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand::engine_integration {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 class PostgresEngineTest : public EngineIntegrationTest {
  protected:
@@ -39,10 +42,10 @@ class PostgresEngineTest : public EngineIntegrationTest {
     options.pool_size = 2;
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(store, IsOk());
     if (!store.ok()) return nullptr;
     Status migrated = (*store)->Migrate();
-    EXPECT_TRUE(migrated.ok()) << migrated;
+    EXPECT_THAT(migrated, IsOk());
     return std::shared_ptr<TaskStore>(std::move(*store));
   }
 

@@ -9,10 +9,13 @@
 
 #include "engine_integration.h"
 #include "stagehand/store/sqlite_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand::engine_integration {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 class SqliteEngineTest : public EngineIntegrationTest {
  protected:
@@ -33,10 +36,10 @@ class SqliteEngineTest : public EngineIntegrationTest {
     options.path = SqlitePluginDatabasePath(dir_.string(), kPluginId);
     Result<std::unique_ptr<TaskStore>> store =
         OpenSqliteTaskStore(kPluginId, options, SystemClock::Instance());
-    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(store, IsOk());
     if (!store.ok()) return nullptr;
     Status migrated = (*store)->Migrate();
-    EXPECT_TRUE(migrated.ok()) << migrated;
+    EXPECT_THAT(migrated, IsOk());
     return std::shared_ptr<TaskStore>(std::move(*store));
   }
 

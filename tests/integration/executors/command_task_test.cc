@@ -28,6 +28,7 @@
 #include "integration/executors/recording_logger.h"
 #include "stagehand/model/run_report.h"
 #include "stagehand/model/task_run.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
@@ -35,8 +36,10 @@ extern char** environ;  // NOLINT(readability-redundant-declaration)
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::stagehand::testing::LogRecord;
 using ::stagehand::testing::RecordingLogger;
+using ::stagehand::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -91,7 +94,7 @@ long ResidentKib() {
 
 class CommandTaskTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { ASSERT_TRUE(BecomeChildSubreaper().ok()); }
+  static void SetUpTestSuite() { ASSERT_THAT(BecomeChildSubreaper(), IsOk()); }
 
   void SetUp() override {
     std::string pattern = (std::filesystem::temp_directory_path() / "stagehand-cmd-XXXXXX");
@@ -163,7 +166,7 @@ class CommandTaskTest : public ::testing::Test {
 
 TEST_F(CommandTaskTest, SucceedsAndLogsStdoutLines) {
   Status status = Run(Shell("echo hello; echo world"));
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("hello", "world"));
   for (const LogRecord& record : logger_.Records()) {
     if (record.Field("stream") != "stdout") {
@@ -176,7 +179,7 @@ TEST_F(CommandTaskTest, SucceedsAndLogsStdoutLines) {
 
 TEST_F(CommandTaskTest, NonZeroExitFailsWithCodeAndStderrLines) {
   Status status = Run(Shell("echo first >&2; echo second >&2; exit 3"));
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(status.message(), AllOf(HasSubstr("exited with code 3"), HasSubstr("first\nsecond")));
   EXPECT_THAT(logger_.Lines("stderr"), ElementsAre("first", "second"));
   for (const LogRecord& record : logger_.Records()) {
@@ -188,22 +191,21 @@ TEST_F(CommandTaskTest, NonZeroExitFailsWithCodeAndStderrLines) {
 
 TEST_F(CommandTaskTest, FailureMessageKeepsOnlyTheLastTenStderrLines) {
   Status status = Run(Shell("for i in $(seq 1 25); do echo line$i >&2; done; exit 1"));
-  ASSERT_FALSE(status.ok());
+  ASSERT_THAT(status, Not(IsOk()));
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("line16\n"), HasSubstr("line25"), Not(HasSubstr("line15\n"))));
 }
 
 TEST_F(CommandTaskTest, FailureMessageKeepsAtMostOneKibOfStderr) {
   Status status = Run(Shell("for i in 1 2 3; do printf '%0600d\\n' $i >&2; done; exit 1"));
-  ASSERT_FALSE(status.ok());
+  ASSERT_THAT(status, Not(IsOk()));
   EXPECT_LE(status.message().size(), 1024U + 100U);
   EXPECT_THAT(status.message(), HasSubstr("3"));
 }
 
 TEST_F(CommandTaskTest, SignalDeathIsReported) {
   Status status = Run(Shell("kill -USR1 $$"));
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("signal 10 (SIGUSR1)"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "signal 10 (SIGUSR1)"));
 }
 
 TEST_F(CommandTaskTest, AppliesEnvironmentAndWorkingDirectory) {
@@ -212,7 +214,7 @@ TEST_F(CommandTaskTest, AppliesEnvironmentAndWorkingDirectory) {
   spec.env = {{"FOO", "bar baz"}, {"HOME_SEEN", "${HOME}"}};
   spec.working_directory = dir.string();
   Status status = Run(spec);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("bar baz", "${HOME}", dir.string()));
 }
 
@@ -224,7 +226,7 @@ TEST_F(CommandTaskTest, ATracedRunGivesTheCommandItsTraceContext) {
   CommandSpec spec = Shell("echo \"$TRACEPARENT\"; echo \"$TRACESTATE\"");
   Status status = RunCommand(spec, logger_, SystemClock::Instance(),
                              RunControl{stop_.get_token(), kill_.get_token(), nullptr, trace});
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_THAT(logger_.Lines("stdout"),
               ElementsAre("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1"));
   for (const LogRecord& record : logger_.Records()) {
@@ -241,7 +243,7 @@ TEST_F(CommandTaskTest, ARunGivesTheCommandItsRunAndTaskIds) {
   RunControl control{stop_.get_token(), kill_.get_token()};
   control.run_id = "8a52dc8f-3626-4da7-a80a-3088a0411b3c";
   Status status = RunCommand(spec, logger_, SystemClock::Instance(), control);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("report 8a52dc8f-3626-4da7-a80a-3088a0411b3c"));
 }
 
@@ -345,7 +347,7 @@ TEST_F(CommandTaskTest, CommandSeesACleanEnvironmentWithoutTheDaemonsSecrets) {
   spec.env = {{"FOO", "bar baz"}};
   spec.inherit_env = {"STAGEHAND_EXECUTOR_TEST_VAR"};
   Status status = Run(spec);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::vector<std::string> seen = logger_.Lines("stdout");
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, CommandEnvironment(spec, environ));
@@ -360,7 +362,7 @@ TEST_F(CommandTaskTest, ProcEnvironOfTheCommandHoldsNoSecret) {
   ScopedEnv token("STAGEHAND_TOKEN", "secret-token-4b1d");
   std::string file = (dir_ / "environ").string();
   Status status = Run(Shell(fmt::format("cat /proc/self/environ > '{}'", file)));
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::ifstream in(file, std::ios::binary);
   std::string environ_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(environ_bytes, HasSubstr("PATH="));
@@ -371,7 +373,7 @@ TEST_F(CommandTaskTest, CapsLoggedOutputAndNotesTheTruncation) {
   CommandSpec spec = Shell("seq 1 5000; echo done >&2");
   spec.output_cap_bytes = 100;
   Status status = Run(spec);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::size_t bytes = 0;
   int lines = 0;
   int notes = 0;
@@ -393,7 +395,7 @@ TEST_F(CommandTaskTest, MissingProgramNamesItAndTheErrno) {
   CommandSpec spec;
   spec.argv = {"/nonexistent/stagehand-no-such-program", "x"};
   Status status = Run(spec);
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_THAT(status.message(), AllOf(HasSubstr("/nonexistent/stagehand-no-such-program"),
                                       HasSubstr("No such file or directory")));
 }
@@ -401,22 +403,21 @@ TEST_F(CommandTaskTest, MissingProgramNamesItAndTheErrno) {
 TEST_F(CommandTaskTest, ProgramIsLookedUpInPath) {
   CommandSpec spec;
   spec.argv = {"stagehand-no-such-program-in-path"};
-  EXPECT_EQ(Run(spec).code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Run(spec), StatusIs(StatusCode::kFailedPrecondition));
   spec.argv = {"true"};
-  EXPECT_TRUE(Run(spec).ok());
+  EXPECT_THAT(Run(spec), IsOk());
 }
 
 TEST_F(CommandTaskTest, MissingWorkingDirectoryIsNamed) {
   CommandSpec spec = Shell("true");
   spec.working_directory = "/nonexistent/stagehand-dir";
   Status status = Run(spec);
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("/nonexistent/stagehand-dir"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, "/nonexistent/stagehand-dir"));
 }
 
 TEST_F(CommandTaskTest, EmptyArgvIsRejected) {
-  EXPECT_EQ(Run(CommandSpec{}).code(), StatusCode::kInvalidArgument);
-  EXPECT_FALSE(MakeCommandTask(CommandSpec{}, nullptr, SystemClock::Instance()).ok());
+  EXPECT_THAT(Run(CommandSpec{}), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(MakeCommandTask(CommandSpec{}, nullptr, SystemClock::Instance()), Not(IsOk()));
 }
 
 TEST_F(CommandTaskTest, StopSendsSigtermToTheGroup) {
@@ -428,7 +429,7 @@ TEST_F(CommandTaskTest, StopSendsSigtermToTheGroup) {
   stop_.request_stop();
   Status status = run.get();
   auto elapsed = std::chrono::steady_clock::now() - stopped_at;
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(status.message(), "command 'sleep' ended by SIGTERM");
   EXPECT_LT(elapsed, std::chrono::seconds(1));
   EXPECT_TRUE(GroupGone(pgid));
@@ -439,7 +440,7 @@ TEST_F(CommandTaskTest, ExitCodeAfterSigtermIsNamed) {
   ASSERT_TRUE(logger_.WaitFor("ready").has_value());
   stop_.request_stop();
   Status status = run.get();
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(status.message(), "command '/bin/sh' exited with code 7 after SIGTERM");
 }
 
@@ -465,8 +466,7 @@ TEST_F(CommandTaskTest, ChildOfAThreadBlockingSigtermStillDiesOnSigterm) {
   }
   Status status = run.get();
   EXPECT_TRUE(ended) << "the child ignored SIGTERM";
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("signal 15 (SIGTERM)"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "signal 15 (SIGTERM)"));
   EXPECT_TRUE(GroupGone(pid));
 }
 
@@ -480,7 +480,7 @@ TEST_F(CommandTaskTest, ProgramIgnoringSigtermIsKilledAfterTheGrace) {
   stop_.request_stop();
   Status status = run.get();
   auto elapsed = std::chrono::steady_clock::now() - stopped_at;
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(status.message(), "command '/bin/sh' was killed after ignoring SIGTERM for 200ms");
   EXPECT_GE(elapsed, std::chrono::milliseconds(200));
   EXPECT_LT(elapsed, std::chrono::milliseconds(1500));
@@ -501,8 +501,7 @@ TEST_F(CommandTaskTest, GraceDeadlineFollowsTheInjectedClock) {
   EXPECT_EQ(run.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
   clock.Advance(std::chrono::hours(1));
   Status status = run.get();
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
-  EXPECT_THAT(status.message(), HasSubstr("was killed after ignoring SIGTERM for 1h"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled, "was killed after ignoring SIGTERM for 1h"));
   EXPECT_TRUE(GroupGone(pgid));
 }
 
@@ -517,7 +516,7 @@ TEST_F(CommandTaskTest, KillTokenEndsATermIgnoringCommandAtOnce) {
   kill_.request_stop();
   Status status = Within(run, pgid);
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(1));
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(status.message(), "command '/bin/sh' was killed at once (SIGKILL)");
   EXPECT_TRUE(GroupGone(pgid));
 }
@@ -535,7 +534,7 @@ TEST_F(CommandTaskTest, KillTokenDuringTheGraceEndsTheCommandAtOnce) {
   kill_.request_stop();
   Status status = Within(run, pgid);
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(1));
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_THAT(status.message(),
               MatchesRegex("command '/bin/sh' was killed at once \\(SIGKILL\\) [0-9.]+m?s "
                            "after SIGTERM"));
@@ -549,14 +548,14 @@ TEST_F(CommandTaskTest, StopKillsGrandchildrenInTheGroup) {
   ASSERT_TRUE(echoed.has_value());
   auto grandchild = static_cast<pid_t>(std::stol(echoed->message));
   stop_.request_stop();
-  EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
+  EXPECT_THAT(run.get(), StatusIs(StatusCode::kCancelled));
   EXPECT_TRUE(GroupGone(pgid));
   EXPECT_TRUE(kill(grandchild, 0) != 0 && errno == ESRCH);
 }
 
 TEST_F(CommandTaskTest, BackgroundProcessesDoNotOutliveASuccessfulRun) {
   Status status = Run(Shell("sleep 30 & echo $!"));
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::vector<std::string> lines = logger_.Lines("stdout");
   ASSERT_EQ(lines.size(), 1U);
   auto grandchild = static_cast<pid_t>(std::stol(lines.front()));
@@ -569,7 +568,7 @@ TEST_F(CommandTaskTest, StopReachesASetsidGrandchild) {
   pid_t grandchild = WaitForPidFile(PidFile());
   ASSERT_GT(grandchild, 0);
   stop_.request_stop();
-  EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
+  EXPECT_THAT(run.get(), StatusIs(StatusCode::kCancelled));
   EXPECT_TRUE(Gone(grandchild));
   if (!Gone(grandchild)) {
     kill(grandchild, SIGKILL);
@@ -599,7 +598,7 @@ TEST_F(CommandTaskTest, DaemonLeftBehindBySuccessfulRunIsKilled) {
   Status status = Run(Shell(
       fmt::format("(setsid sh -c 'echo $$ > {0}; exec sleep 300' &); until [ -s {0} ]; do :; done",
                   PidFile())));
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   pid_t daemon = WaitForPidFile(PidFile());
   ASSERT_GT(daemon, 0);
   EXPECT_TRUE(Gone(daemon));
@@ -670,7 +669,7 @@ TEST_F(CommandTaskTest, FloodFromAProcessLeftBehindDoesNotHoldTheRun) {
   }
   Status status = run.get();
   EXPECT_TRUE(returned);
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(status, IsOk());
 }
 
 TEST_F(CommandTaskTest, CommandGetsOnlyTheStandardDescriptors) {
@@ -679,7 +678,7 @@ TEST_F(CommandTaskTest, CommandGetsOnlyTheStandardDescriptors) {
   ASSERT_GE(leaked, 0);
   Status status = Run(Shell("ls /proc/$$/fd"));
   close(leaked);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("0", "1", "2"));
 }
 
@@ -694,7 +693,7 @@ TEST_F(CommandTaskTest, BothChildSourcesFindTheWholeTree) {
   std::size_t scanned = executors_internal::SignalDescendants(getpid(), 0, ChildSource::kParentScan,
                                                               from_scan.data(), from_scan.size());
   stop_.request_stop();
-  EXPECT_EQ(run.get().code(), StatusCode::kCancelled);
+  EXPECT_THAT(run.get(), StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(executors_internal::DetectChildSource(), ChildSource::kChildrenFiles);
   // The supervisor, the shell and its two sleeps.
   ASSERT_EQ(files, 4U);
@@ -708,7 +707,7 @@ TEST_F(CommandTaskTest, StopRequestedBeforeTheRunStartsNothing) {
   stop_.request_stop();
   Status status =
       RunCommand(Shell("echo never"), logger_, SystemClock::Instance(), stop_.get_token());
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
   EXPECT_EQ(status.message(), "command '/bin/sh' not started");
   EXPECT_TRUE(logger_.Lines("stdout").empty());
 }
@@ -717,8 +716,8 @@ TEST_F(CommandTaskTest, MakeCommandTaskRunsTheCommand) {
   auto logger = std::make_shared<RecordingLogger>();
   Result<TaskFunction> task =
       MakeCommandTask(Shell("echo via task"), logger, SystemClock::Instance());
-  ASSERT_TRUE(task.ok()) << task.status();
-  EXPECT_TRUE((*task)(std::stop_token()).ok());
+  ASSERT_THAT(task, IsOk());
+  EXPECT_THAT((*task)(std::stop_token()), IsOk());
   EXPECT_THAT(logger->Lines("stdout"), ElementsAre("via task"));
 }
 
@@ -727,7 +726,7 @@ TEST_F(CommandTaskTest, MakeCommandTaskPassesTheKillToken) {
   spec.kill_grace = std::chrono::hours(1);
   auto logger = std::make_shared<RecordingLogger>();
   Result<TaskFunction> task = MakeCommandTask(spec, logger, SystemClock::Instance());
-  ASSERT_TRUE(task.ok()) << task.status();
+  ASSERT_THAT(task, IsOk());
   std::future<Status> run = std::async(std::launch::async, [&] {
     return (*task)(RunControl{stop_.get_token(), kill_.get_token()});
   });
@@ -766,7 +765,7 @@ class CommandReportTest : public CommandTaskTest {
 TEST_F(CommandReportTest, OutputOfBothStreamsGoesToTheReportInArrivalOrder) {
   Status status =
       RunReported(Shell("echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; printf out2; exit 3"));
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(status.message(), AllOf(HasSubstr("exited with code 3"), HasSubstr("stderr:\nerr1")));
   RunReport::Snapshot report = report_->Read();
   EXPECT_EQ(report.output_tail, "out1\nerr1\nout2");
@@ -779,7 +778,7 @@ TEST_F(CommandReportTest, OutputOfBothStreamsGoesToTheReportInArrivalOrder) {
 }
 
 TEST_F(CommandReportTest, TheLogKeepsOneRecordPerRun) {
-  ASSERT_TRUE(RunReported(Shell("echo backing up; echo 'backup done'")).ok());
+  ASSERT_THAT(RunReported(Shell("echo backing up; echo 'backup done'")), IsOk());
   std::vector<LogRecord> ends = EndRecords();
   ASSERT_EQ(ends.size(), 1U);
   EXPECT_EQ(ends[0].message, "command exited with code 0");
@@ -796,7 +795,7 @@ TEST_F(CommandReportTest, TheLogKeepsOneRecordPerRun) {
 }
 
 TEST_F(CommandReportTest, SilentRunHasNoLastLine) {
-  ASSERT_TRUE(RunReported(Shell("true")).ok());
+  ASSERT_THAT(RunReported(Shell("true")), IsOk());
   std::vector<LogRecord> ends = EndRecords();
   ASSERT_EQ(ends.size(), 1U);
   EXPECT_EQ(ends[0].Field("output_bytes"), "0");
@@ -806,7 +805,8 @@ TEST_F(CommandReportTest, SilentRunHasNoLastLine) {
 
 TEST_F(CommandReportTest, LastLineIsCutWithoutSplittingACharacter) {
   // 150 two-byte characters: 300 bytes, cut at 200.
-  ASSERT_TRUE(RunReported(Shell("for i in $(seq 1 150); do printf '\\303\\251'; done; echo")).ok());
+  ASSERT_THAT(RunReported(Shell("for i in $(seq 1 150); do printf '\\303\\251'; done; echo")),
+              IsOk());
   std::vector<LogRecord> ends = EndRecords();
   ASSERT_EQ(ends.size(), 1U);
   std::string expected;
@@ -843,7 +843,7 @@ TEST_F(CommandReportTest, OutputIsInTheReportWhileTheCommandRuns) {
   EXPECT_EQ(report_->Read().output_tail, "first\n");
   EXPECT_FALSE(report_->Read().exit_code.has_value());
   stop_.request_stop();
-  EXPECT_EQ(Within(run, group).code(), StatusCode::kCancelled);
+  EXPECT_THAT(Within(run, group), StatusIs(StatusCode::kCancelled));
   RunReport::Snapshot report = report_->Read();
   EXPECT_EQ(report.signal, SIGTERM);
   EXPECT_FALSE(report.exit_code.has_value());
@@ -852,7 +852,7 @@ TEST_F(CommandReportTest, OutputIsInTheReportWhileTheCommandRuns) {
 TEST_F(CommandReportTest, ReportKeepsTheTailAndCountsEveryByte) {
   report_ = std::make_shared<RunReport>(1000);
   // seq 1 100000 prints 588,895 bytes.
-  ASSERT_TRUE(RunReported(Shell("seq 1 100000")).ok());
+  ASSERT_THAT(RunReported(Shell("seq 1 100000")), IsOk());
   RunReport::Snapshot report = report_->Read();
   EXPECT_EQ(report.output_bytes, 588895U);
   ASSERT_EQ(report.output_tail.size(), 1000U);
@@ -865,7 +865,7 @@ TEST_F(CommandReportTest, ReportKeepsTheTailAndCountsEveryByte) {
 }
 
 TEST_F(CommandTaskTest, WithoutAReportTheLinesAndTheEndAreLogged) {
-  ASSERT_TRUE(Run(Shell("echo hello; echo world")).ok());
+  ASSERT_THAT(Run(Shell("echo hello; echo world")), IsOk());
   EXPECT_THAT(logger_.Lines("stdout"), ElementsAre("hello", "world"));
   std::optional<LogRecord> end = logger_.WaitFor("command exited with code 0");
   ASSERT_TRUE(end.has_value());

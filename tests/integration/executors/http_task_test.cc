@@ -24,12 +24,15 @@
 #include "integration/executors/recording_logger.h"
 #include "stagehand/model/run_report.h"
 #include "stagehand/model/task_run.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::stagehand::testing::LogRecord;
 using ::stagehand::testing::RecordingLogger;
+using ::stagehand::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -196,7 +199,7 @@ TEST_F(HttpTaskTest, SucceedsOn200AndSendsBodyAndHeaders) {
   spec.body = R"({"a":1})";
   spec.headers = {{"X-Token", "secret"}, {"Content-Type", "application/json"}};
   Status status = Run(spec);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_EQ(last_method_, "POST");
   EXPECT_EQ(last_body_, R"({"a":1})");
@@ -209,13 +212,13 @@ TEST_F(HttpTaskTest, ATracedRunSendsTraceparentAndTracestate) {
       *ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
   Status status = RunHttpTask(Spec("/ok"), logger_, SystemClock::Instance(),
                               RunControl{std::stop_token(), std::stop_token(), nullptr, trace});
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_EQ(last_traceparent_, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     EXPECT_EQ(last_tracestate_, "v=1");
   }
-  ASSERT_TRUE(Run(Spec("/ok")).ok());
+  ASSERT_THAT(Run(Spec("/ok")), IsOk());
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_EQ(last_traceparent_, "") << "an untraced run sends none";
 }
@@ -256,7 +259,7 @@ TEST_F(HttpTaskTest, ASampledRunsRequestIsAClientSpanNamedInItsTraceparent) {
   Status status =
       RunHttpTask(spec, logger_, SystemClock::Instance(),
                   RunControl{std::stop_token(), std::stop_token(), nullptr, run, &sink});
-  ASSERT_EQ(status.code(), StatusCode::kUnavailable) << status;
+  ASSERT_THAT(status, StatusIs(StatusCode::kUnavailable));
 
   const std::vector<SpanData> spans = sink.spans();
   ASSERT_EQ(spans.size(), 1u);
@@ -297,7 +300,7 @@ TEST_F(HttpTaskTest, UsesTheConfiguredMethod) {
   HttpTaskSpec spec = Spec("/ok");
   spec.method = "put";
   Status status = Run(spec);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_EQ(last_method_, "PUT");
 }
@@ -306,7 +309,7 @@ TEST_F(HttpTaskTest, UsesTheConfiguredMethod) {
 // anything secret.
 TEST_F(HttpTaskTest, ServerErrorFailsWithStatusAndReasonButNoBody) {
   Status status = Run(Spec("/fail"));
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(status.message(), AllOf(HasSubstr("status 500 Internal Server Error (expected 2xx)"),
                                       Not(HasSubstr("boom")), Not(HasSubstr("body"))));
 }
@@ -315,7 +318,7 @@ TEST_F(HttpTaskTest, ServerErrorQuotesTheBodyWhenAskedTo) {
   HttpTaskSpec spec = Spec("/fail");
   spec.include_body_in_error = true;
   Status status = Run(spec);
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(status.message(),
               AllOf(HasSubstr("status 500"), HasSubstr("expected 2xx"), HasSubstr("boom: xxx")));
   std::string body_excerpt = status.message().substr(status.message().find("boom"));
@@ -347,7 +350,7 @@ TEST_F(HttpTaskTest, HugeResponseIsCutAtTheCapAndMemoryStaysBounded) {
   HttpTaskResponse response;
   Status status = RunHttpTask(spec, logger_, SystemClock::Instance(), std::stop_token(), &response);
   long peak_kb = peak_reset ? ProcStatusKb("VmHWM:") : ProcStatusKb("VmRSS:");
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body.size(), kMiB);
   EXPECT_TRUE(response.body_truncated);
@@ -376,7 +379,7 @@ TEST_F(HttpTaskTest, GzipBombIsNotInflated) {
   HttpTaskResponse response;
   Status status = RunHttpTask(spec, logger_, SystemClock::Instance(), std::stop_token(), &response);
   long peak_kb = peak_reset ? ProcStatusKb("VmHWM:") : ProcStatusKb("VmRSS:");
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_EQ(response.body.size(), bomb.size());
   EXPECT_TRUE(response.body == bomb);
   EXPECT_FALSE(response.body_truncated);
@@ -426,14 +429,14 @@ TEST_F(HttpTaskTest, NotFoundFails) {
 TEST_F(HttpTaskTest, ExpectStatusIsHonoured) {
   HttpTaskSpec spec = Spec("/created");
   spec.expect_status = 201;
-  EXPECT_TRUE(Run(spec).ok());
+  EXPECT_THAT(Run(spec), IsOk());
   spec.expect_status = 200;
   Status status = Run(spec);
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(status.message(), AllOf(HasSubstr("status 201"), HasSubstr("expected 200")));
   spec = Spec("/fail");
   spec.expect_status = 500;
-  EXPECT_TRUE(Run(spec).ok());
+  EXPECT_THAT(Run(spec), IsOk());
 }
 
 TEST_F(HttpTaskTest, ConnectionRefusedFails) {
@@ -450,8 +453,7 @@ TEST_F(HttpTaskTest, ConnectionRefusedFails) {
   HttpTaskSpec spec;
   spec.url = "http://127.0.0.1:" + std::to_string(unused_port) + "/";
   Status status = Run(spec);
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("Connection"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "Connection"));
 }
 
 TEST_F(HttpTaskTest, StopDuringASlowResponseReturnsPromptly) {
@@ -464,7 +466,7 @@ TEST_F(HttpTaskTest, StopDuringASlowResponseReturnsPromptly) {
   stop.request_stop();
   Status status = run.get();
   EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::milliseconds(500));
-  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_THAT(status, StatusIs(StatusCode::kCancelled));
 }
 
 TEST_F(HttpTaskTest, TotalTimeoutEndsASlowResponse) {
@@ -473,8 +475,7 @@ TEST_F(HttpTaskTest, TotalTimeoutEndsASlowResponse) {
   auto started = std::chrono::steady_clock::now();
   Status status = Run(spec);
   auto elapsed = std::chrono::steady_clock::now() - started;
-  EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(status.message(), HasSubstr("200 ms"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kDeadlineExceeded, "200 ms"));
   EXPECT_GE(elapsed, std::chrono::milliseconds(200));
   EXPECT_LT(elapsed, std::chrono::milliseconds(1000));
 }
@@ -482,17 +483,17 @@ TEST_F(HttpTaskTest, TotalTimeoutEndsASlowResponse) {
 TEST_F(HttpTaskTest, MakeHttpTaskValidatesAtConstruction) {
   HttpTaskSpec spec = Spec("/ok");
   spec.url = "ftp://127.0.0.1/";
-  EXPECT_EQ(MakeHttpTask(spec, nullptr, SystemClock::Instance()).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_THAT(MakeHttpTask(spec, nullptr, SystemClock::Instance()),
+              StatusIs(StatusCode::kInvalidArgument));
   spec = Spec("/ok");
   spec.method = "PO ST";
-  EXPECT_FALSE(MakeHttpTask(spec, nullptr, SystemClock::Instance()).ok());
+  EXPECT_THAT(MakeHttpTask(spec, nullptr, SystemClock::Instance()), Not(IsOk()));
   spec = Spec("/ok");
   spec.headers = {{"X-Bad", "a\r\nInjected: 1"}};
-  EXPECT_FALSE(MakeHttpTask(spec, nullptr, SystemClock::Instance()).ok());
+  EXPECT_THAT(MakeHttpTask(spec, nullptr, SystemClock::Instance()), Not(IsOk()));
   Result<TaskFunction> task = MakeHttpTask(Spec("/ok"), nullptr, SystemClock::Instance());
-  ASSERT_TRUE(task.ok()) << task.status();
-  EXPECT_TRUE((*task)(std::stop_token()).ok());
+  ASSERT_THAT(task, IsOk());
+  EXPECT_THAT((*task)(std::stop_token()), IsOk());
 }
 
 // Issue 16: the run history shows an HTTP task's status and the start of the body it got.
@@ -500,7 +501,7 @@ TEST_F(HttpTaskTest, ReportGetsTheStatusAndTheBody) {
   auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
   Status status = RunHttpTask(Spec("/ok"), logger_, SystemClock::Instance(),
                               RunControl{std::stop_token(), std::stop_token(), report});
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   RunReport::Snapshot snapshot = report->Read();
   EXPECT_EQ(snapshot.http_status, 200);
   EXPECT_EQ(snapshot.output_tail, "fine");
@@ -511,7 +512,7 @@ TEST_F(HttpTaskTest, ReportGetsTheStatusOfAFailure) {
   auto report = std::make_shared<RunReport>(kDefaultRunOutputTailBytes);
   Status status = RunHttpTask(Spec("/fail"), logger_, SystemClock::Instance(),
                               RunControl{std::stop_token(), std::stop_token(), report});
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   RunReport::Snapshot snapshot = report->Read();
   EXPECT_EQ(snapshot.http_status, 500);
   EXPECT_EQ(snapshot.output_tail, "boom: " + std::string(300, 'x'));
@@ -524,7 +525,7 @@ TEST_F(HttpTaskTest, ReportGetsOnlyTheFirstBytesOfALongBody) {
   spec.max_response_bytes = 4 * kDefaultRunOutputTailBytes;
   Status status = RunHttpTask(spec, logger_, SystemClock::Instance(),
                               RunControl{std::stop_token(), std::stop_token(), report});
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   RunReport::Snapshot snapshot = report->Read();
   EXPECT_EQ(snapshot.http_status, 200);
   EXPECT_EQ(snapshot.output_bytes, kDefaultRunOutputTailBytes);
@@ -537,7 +538,7 @@ TEST_F(HttpTaskTest, NoAnswerLeavesTheReportEmpty) {
   server_.stop();
   Status status = RunHttpTask(spec, logger_, SystemClock::Instance(),
                               RunControl{std::stop_token(), std::stop_token(), report});
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   RunReport::Snapshot snapshot = report->Read();
   EXPECT_FALSE(snapshot.http_status.has_value());
   EXPECT_EQ(snapshot.output_bytes, 0U);

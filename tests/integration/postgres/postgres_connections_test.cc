@@ -15,10 +15,13 @@
 
 #include "integration/postgres/test_server.h"
 #include "stagehand/store/postgres_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -79,9 +82,9 @@ class PostgresConnectionsTest : public pg_test::ServerTest {
     options.idle_timeout = seconds(5);
     options.connections = std::move(connections);
     Result<std::unique_ptr<TaskStore>> store = OpenPostgresTaskStore(plugin, options, clock_);
-    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_THAT(store, IsOk());
     if (!store.ok()) return nullptr;
-    EXPECT_TRUE((*store)->Migrate().ok());
+    EXPECT_THAT((*store)->Migrate(), IsOk());
     return std::move(*store);
   }
 
@@ -117,7 +120,7 @@ class PostgresConnectionsTest : public pg_test::ServerTest {
 
   static TaskSchedule Schedule() {
     Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(kSettings);
-    EXPECT_TRUE(settings.ok());
+    EXPECT_THAT(settings, IsOk());
     TaskSchedule schedule;
     if (settings.ok()) schedule.settings = *settings;
     return schedule;
@@ -132,7 +135,7 @@ TEST_F(PostgresConnectionsTest, IdleStatementSessionsCloseAfterTheIdleTimeoutAnd
   const std::string database = NewDatabase();
   std::unique_ptr<TaskStore> store = Open("jobs", database, "", shared);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Upsert("a", Schedule()).ok());
+  ASSERT_THAT(store->Upsert("a", Schedule()), IsOk());
   EXPECT_GE(shared->StatementConnections(), 1);
   EXPECT_GE(StatementSessions(database), 1);
 
@@ -145,7 +148,7 @@ TEST_F(PostgresConnectionsTest, IdleStatementSessionsCloseAfterTheIdleTimeoutAnd
   EXPECT_EQ(shared->StatementConnections(), 0);
   EXPECT_EQ(StatementSessionsSettled(database, 0), 0);
 
-  ASSERT_TRUE(store->Trigger("a").ok());  // opens one again
+  ASSERT_THAT(store->Trigger("a"), IsOk());  // opens one again
   EXPECT_EQ(shared->StatementConnections(), 1);
   EXPECT_EQ(StatementSessions(database), 1);
 }
@@ -156,7 +159,7 @@ TEST_F(PostgresConnectionsTest,
   const std::string database = NewDatabase();
   std::unique_ptr<TaskStore> store = Open("jobs", database, "", shared);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Upsert("a", Schedule()).ok());
+  ASSERT_THAT(store->Upsert("a", Schedule()), IsOk());
   ASSERT_TRUE(clock_.BlockUntilWaiters(1));
   EXPECT_GE(shared->StatementConnections(), 1);
   clock_.Advance(seconds(5));
@@ -177,9 +180,9 @@ TEST_F(PostgresConnectionsTest, TheCapHoldsAcrossStoresByClosingAnotherStoresIdl
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(first->Upsert("a", Schedule()).ok());
+    ASSERT_THAT(first->Upsert("a", Schedule()), IsOk());
     EXPECT_EQ(shared->StatementConnections(), 1);
-    ASSERT_TRUE(second->Upsert("b", Schedule()).ok());
+    ASSERT_THAT(second->Upsert("b", Schedule()), IsOk());
     EXPECT_EQ(shared->StatementConnections(), 1);
     EXPECT_EQ(StatementSessions(first_database) + StatementSessions(second_database), 1);
   }
@@ -193,8 +196,8 @@ TEST_F(PostgresConnectionsTest, SchemaModeStoresShareOneListenSessionAndEachHear
   std::unique_ptr<TaskStore> reports = Open("reports", database, "reports", shared);
   ASSERT_NE(jobs, nullptr);
   ASSERT_NE(reports, nullptr);
-  ASSERT_TRUE(jobs->Upsert("a", Schedule()).ok());
-  ASSERT_TRUE(reports->Upsert("a", Schedule()).ok());
+  ASSERT_THAT(jobs->Upsert("a", Schedule()), IsOk());
+  ASSERT_THAT(reports->Upsert("a", Schedule()), IsOk());
   EventLog jobs_events;
   EventLog reports_events;
   std::unique_ptr<Notifications> jobs_listen = jobs->Listen(jobs_events.Handler());
@@ -202,8 +205,8 @@ TEST_F(PostgresConnectionsTest, SchemaModeStoresShareOneListenSessionAndEachHear
   EXPECT_EQ(shared->ListenConnections(), 1);
   EXPECT_EQ(ListenSessions(database), 1);
 
-  ASSERT_TRUE(reports->Trigger("a").ok());
-  ASSERT_TRUE(jobs->Trigger("a").ok());
+  ASSERT_THAT(reports->Trigger("a"), IsOk());
+  ASSERT_THAT(jobs->Trigger("a"), IsOk());
   EXPECT_TRUE(jobs_events.WaitFor(StoreEvent::Kind::kTrigger, "a"));
   EXPECT_TRUE(reports_events.WaitFor(StoreEvent::Kind::kTrigger, "a"));
 
@@ -221,7 +224,7 @@ TEST_F(PostgresConnectionsTest, ATriggerOnOneHostWakesAnotherWhoseStatementSessi
   std::unique_ptr<TaskStore> b = Open("jobs", database, "", host_b);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->Upsert("nightly", Schedule()).ok());
+  ASSERT_THAT(b->Upsert("nightly", Schedule()), IsOk());
   EventLog b_events;
   std::unique_ptr<Notifications> listen = b->Listen(b_events.Handler());
 
@@ -230,7 +233,7 @@ TEST_F(PostgresConnectionsTest, ATriggerOnOneHostWakesAnotherWhoseStatementSessi
   EXPECT_EQ(host_b->StatementConnections(), 0);
   EXPECT_EQ(host_b->ListenConnections(), 1);
 
-  ASSERT_TRUE(a->Trigger("nightly").ok());
+  ASSERT_THAT(a->Trigger("nightly"), IsOk());
   EXPECT_TRUE(b_events.WaitFor(StoreEvent::Kind::kTrigger, "nightly"));
   EXPECT_EQ(host_b->StatementConnections(), 0) << "hearing a notification needs no statement";
 }

@@ -22,9 +22,13 @@
 #include "integration/postgres/test_server.h"
 #include "integration/tcp_proxy.h"
 #include "stagehand/store/postgres_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -119,10 +123,10 @@ class PostgresFaultTest : public pg_test::ServerTest {
     options.connect_timeout = seconds(2);
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_THAT(store, IsOk());
     if (!store.ok()) return nullptr;
     const Status migrated = (*store)->Migrate();
-    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    EXPECT_THAT(migrated, IsOk());
     return std::move(*store);
   }
 
@@ -166,10 +170,7 @@ TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAnd
   options.connect_timeout = seconds(2);
   Result<std::unique_ptr<TaskStore>> store =
       OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
-  EXPECT_NE(store.status().message().find("'catalog'"), std::string::npos)
-      << store.status().message();
+  ASSERT_THAT(store, StatusIs(StatusCode::kUnavailable, "'catalog'"));
   EXPECT_NE(store.status().message().find("backstage_plugin_catalog"), std::string::npos)
       << store.status().message();
   EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
@@ -177,10 +178,7 @@ TEST_F(PostgresFaultTest, UnreachableServerAtStartupIsUnavailableNamingPluginAnd
   // Without a plugin database the connection's own database is named.
   options.database.clear();
   store = OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(store.status().message().find("database 'postgres'"), std::string::npos)
-      << store.status().message();
+  ASSERT_THAT(store, StatusIs(StatusCode::kUnavailable, "database 'postgres'"));
   EXPECT_EQ(store.status().message().find(secret), std::string::npos);
 }
 
@@ -240,9 +238,9 @@ TEST_F(PostgresFaultTest, AMultiHostUrlReachesTheNextHostWhenTheFirstClosesTheCo
   options.connect_timeout = seconds(2);
   Result<std::unique_ptr<TaskStore>> store =
       OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_TRUE((*store)->Migrate().ok());
-  EXPECT_TRUE((*store)->DatabaseNow().ok());
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT((*store)->Migrate(), IsOk());
+  EXPECT_THAT((*store)->DatabaseNow(), IsOk());
   EXPECT_GE(dead.accepted(), 1);
 }
 
@@ -260,8 +258,8 @@ TEST_F(PostgresFaultTest, AMultiHostUrlDoesNotWaitOutAFirstHostThatNeverAnswers)
   Result<std::unique_ptr<TaskStore>> store =
       OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
   const auto took = std::chrono::steady_clock::now() - started;
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_TRUE((*store)->DatabaseNow().ok());
+  ASSERT_THAT(store, IsOk());
+  EXPECT_THAT((*store)->DatabaseNow(), IsOk());
   EXPECT_LT(took, seconds(5)) << "waited for the silent host's connect timeout";
 }
 
@@ -275,9 +273,7 @@ TEST_F(PostgresFaultTest, MalformedConnectionStringIsUnavailableWithoutShowingTh
     options.database = "backstage_plugin_catalog";
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore("catalog", options, SystemClock::Instance());
-    ASSERT_FALSE(store.ok());
-    EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
-    EXPECT_NE(store.status().message().find("backstage_plugin_catalog"), std::string::npos);
+    ASSERT_THAT(store, StatusIs(StatusCode::kUnavailable, "backstage_plugin_catalog"));
     EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
   }
 }
@@ -296,9 +292,7 @@ TEST_F(PostgresFaultTest, WrongPasswordIsUnavailableWithoutShowingIt) {
   options.database = "backstage_plugin_secret";
   Result<std::unique_ptr<TaskStore>> store =
       OpenPostgresTaskStore("secret", options, SystemClock::Instance());
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status().ToString();
-  EXPECT_NE(store.status().message().find("backstage_plugin_secret"), std::string::npos);
+  ASSERT_THAT(store, StatusIs(StatusCode::kUnavailable, "backstage_plugin_secret"));
   EXPECT_EQ(store.status().message().find(secret), std::string::npos) << store.status().message();
 }
 
@@ -308,7 +302,7 @@ TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStays
     // statement can take longer than the short timeout under test.
     std::unique_ptr<TaskStore> direct = OpenFresh();
     ASSERT_NE(direct, nullptr);
-    ASSERT_TRUE(direct->Upsert("locked", Every10Minutes()).ok());
+    ASSERT_THAT(direct->Upsert("locked", Every10Minutes()), IsOk());
   }
   PostgresStoreOptions options;
   options.connection = url();
@@ -317,7 +311,7 @@ TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStays
   options.statement_timeout = seconds(1);
   Result<std::unique_ptr<TaskStore>> opened =
       OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_THAT(opened, IsOk());
   TaskStore& store = **opened;
 
   // Another session holds the row lock, so the claim waits until its statement timeout.
@@ -331,7 +325,7 @@ TEST_F(PostgresFaultTest, StatementPastTheTimeoutIsUnavailableAndTheSessionStays
 
   // The pool's only session was not lost: the next statements run on it.
   claim = store.Claim("locked", "t1", minutes(1), minutes(1));
-  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  ASSERT_THAT(claim, IsOk());
   EXPECT_TRUE(claim->claimed);
 }
 
@@ -352,12 +346,12 @@ TEST_F(PostgresFaultTest, BlackholedConnectionFailsWithinTheCallTimeout) {
   options.connect_timeout = seconds(2);
   Result<std::unique_ptr<TaskStore>> opened =
       OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_THAT(opened, IsOk());
   TaskStore& store = **opened;
   constexpr milliseconds kBound(400);
   store.SetCallTimeout(kBound);
   const TaskSchedule schedule = Every10Minutes();
-  ASSERT_TRUE(store.Upsert("t", schedule).ok());
+  ASSERT_THAT(store.Upsert("t", schedule), IsOk());
   Result<ClaimResult> claim = store.Claim("t", "t1", minutes(1), minutes(1));
   ASSERT_TRUE(claim.ok() && claim->claimed) << claim.status().ToString();
 
@@ -389,9 +383,9 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
   auto inbox = std::make_shared<Inbox>();
   std::unique_ptr<Notifications> subscription =
       other->Listen([inbox](const StoreEvent& event) { inbox->Add(event); });
-  ASSERT_TRUE(store->Upsert("before", schedule).ok());
+  ASSERT_THAT(store->Upsert("before", schedule), IsOk());
   ASSERT_TRUE(inbox->WaitFor(StoreEvent::Kind::kUpsert, "before"));
-  ASSERT_TRUE(store->Upsert("running", schedule).ok());
+  ASSERT_THAT(store->Upsert("running", schedule), IsOk());
   Result<ClaimResult> claimed = store->Claim("running", "t1", minutes(1), minutes(1));
   ASSERT_TRUE(claimed.ok() && claimed->claimed);
 
@@ -416,23 +410,23 @@ TEST_F(PostgresFaultTest, StoppedServerIsUnavailableAndRestartedServerWorksAgain
   // Broken sessions were dropped while the server was down: the first call after the restart
   // already works.
   Result<WallTime> now = store->DatabaseNow();
-  EXPECT_TRUE(now.ok()) << now.status().ToString();
+  EXPECT_THAT(now, IsOk());
   Result<LeaseStatus> renewed = store->RenewLease("running", "t1", minutes(1), minutes(1));
-  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  ASSERT_THAT(renewed, IsOk());
   EXPECT_EQ(*renewed, LeaseStatus::kHeld);
   Result<bool> released = store->Release("running", "t1", schedule, std::nullopt);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   Result<PollResult> poll = store->Poll(ids, true);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kReady);
   EXPECT_EQ(poll->entries[1].readiness, Readiness::kNotReady);
 
   // The listener reconnected: it asks for a resync, then delivers new writes again.
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kResync, "", before_restart));
-  ASSERT_TRUE(store->Upsert("after", schedule).ok());
+  ASSERT_THAT(store->Upsert("after", schedule), IsOk());
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kUpsert, "after", before_restart));
-  ASSERT_TRUE(other->Trigger("after").ok());
+  ASSERT_THAT(other->Trigger("after"), IsOk());
   EXPECT_TRUE(inbox->WaitFor(StoreEvent::Kind::kTrigger, "after", before_restart));
 }
 
@@ -452,14 +446,14 @@ TEST_F(PostgresFaultTest, AStoreNotToldOfATransactionPoolerStillWorksThroughIt) 
   options.pool_size = kWorkers;
   Result<std::unique_ptr<TaskStore>> opened =
       OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_THAT(opened, IsOk());
   std::unique_ptr<TaskStore> store = std::move(*opened);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
   schedule.settings.cadence = "PT0S";
   schedule.settings.timeout_after_duration = "PT1M";
   for (int w = 0; w < kWorkers; ++w) {
-    ASSERT_TRUE(store->Upsert("pooled-" + std::to_string(w), schedule).ok());
+    ASSERT_THAT(store->Upsert("pooled-" + std::to_string(w), schedule), IsOk());
   }
   std::mutex mu;
   std::map<std::string, int> failures;  // guarded by mu
@@ -506,7 +500,7 @@ TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
     return s;
   }();
   for (int w = 0; w < kWorkers; ++w) {
-    ASSERT_TRUE(store->Upsert("load-" + std::to_string(w), schedule).ok());
+    ASSERT_THAT(store->Upsert("load-" + std::to_string(w), schedule), IsOk());
   }
 
   std::mutex mu;
@@ -557,7 +551,7 @@ TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
   // A worker that claimed before the restart and lost its release leaves a run that only the
   // sweep can reset; the rows are all still there and readable.
   Result<std::vector<TaskRow>> rows = store->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   EXPECT_EQ(rows->size(), static_cast<size_t>(kWorkers));
 }
 

@@ -22,10 +22,14 @@
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/store/postgres_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -222,7 +226,7 @@ class PostgresSchemaTest : public pg_test::ServerTest {
   std::unique_ptr<TaskStore> Open(const std::string& schema = "") {
     Result<std::unique_ptr<TaskStore>> store =
         OpenPostgresTaskStore(kPluginId, Options(schema), SystemClock::Instance());
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_THAT(store, IsOk());
     return store.ok() ? std::move(*store) : nullptr;
   }
 
@@ -240,14 +244,14 @@ class PostgresSchemaTest : public pg_test::ServerTest {
     TaskSchedule schedule;
     schedule.settings.cadence = "manual";
     schedule.settings.timeout_after_duration = "PT1M";
-    ASSERT_TRUE(store->Upsert("a", schedule).ok());
-    ASSERT_TRUE(store->Upsert("b", schedule).ok());
+    ASSERT_THAT(store->Upsert("a", schedule), IsOk());
+    ASSERT_THAT(store->Upsert("b", schedule), IsOk());
     int ticket = 0;
     const auto run_both = [&] {
       std::vector<ClaimRequest> claims;
       std::vector<ReleaseRequest> releases;
       for (const char* id : {"a", "b"}) {
-        ASSERT_TRUE(store->Trigger(id).ok());
+        ASSERT_THAT(store->Trigger(id), IsOk());
         const std::string run = fmt::format("{}-{}", id, ++ticket);
         claims.push_back({id, run, minutes(1), std::nullopt});
         releases.push_back({id, run, schedule, std::nullopt});
@@ -257,10 +261,10 @@ class PostgresSchemaTest : public pg_test::ServerTest {
         }
       }
       Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
-      ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+      ASSERT_THAT(claimed, IsOk());
       for (const ClaimResult& claim : *claimed) ASSERT_TRUE(claim.claimed);
       Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
-      ASSERT_TRUE(released.ok()) << released.status().ToString();
+      ASSERT_THAT(released, IsOk());
       for (const ReleaseResult& release : *released) ASSERT_TRUE(release.released);
     };
     for (int i = 0; i < 12; ++i) ASSERT_NO_FATAL_FAILURE(run_both());
@@ -294,7 +298,7 @@ class PostgresSchemaTest : public pg_test::ServerTest {
     std::unique_ptr<TaskStore> store = Open(schema);
     if (store == nullptr) return nullptr;
     const Status migrated = store->Migrate();
-    EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+    EXPECT_THAT(migrated, IsOk());
     return migrated.ok() ? std::move(store) : nullptr;
   }
 
@@ -340,7 +344,7 @@ TEST_F(PostgresSchemaTest, MigrationWritesKnexBookkeepingAndIsIdempotent) {
             "0");
 
   const std::string knex_rows = KnexRows(db);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   ASSERT_NE(OpenMigrated(), nullptr);
   Bookkeeping again = ReadBookkeeping(db);
   EXPECT_EQ(again.names, first.names);
@@ -383,9 +387,9 @@ TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
   TaskSchedule schedule;
   schedule.settings.cadence = "PT10M";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("on-knex", schedule).ok());
+  ASSERT_THAT(store->Upsert("on-knex", schedule), IsOk());
   Result<ClaimResult> claim = store->Claim("on-knex", "t", minutes(1), minutes(1));
-  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  ASSERT_THAT(claim, IsOk());
   EXPECT_TRUE(claim->claimed);
 }
 
@@ -409,8 +413,7 @@ TEST_F(PostgresSchemaTest, UnknownMigrationIsAFailedPreconditionNamingIt) {
       "VALUES ('20990101000000_future.js', 2, now())");
 
   const Status status = store->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
-  EXPECT_NE(status.message().find("20990101000000_future.js"), std::string::npos);
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, "20990101000000_future.js"));
   EXPECT_NE(status.message().find(kPluginId), std::string::npos);
   EXPECT_NE(status.message().find(database_), std::string::npos);
   // Nothing was recorded and knex's lock is free again.
@@ -425,11 +428,10 @@ TEST_F(PostgresSchemaTest, MigrationLockHeldByAnotherMigratorIsUnavailable) {
   db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1");
 
   const Status status = store->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_NE(status.message().find("locked"), std::string::npos) << status.message();
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "locked"));
 
   db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0");
-  EXPECT_TRUE(store->Migrate().ok());
+  EXPECT_THAT(store->Migrate(), IsOk());
 }
 
 TEST_F(PostgresSchemaTest, ThreeMigratorsOnAFreshDatabaseAllSucceed) {
@@ -447,7 +449,7 @@ TEST_F(PostgresSchemaTest, ThreeMigratorsOnAFreshDatabaseAllSucceed) {
       });
     }
   }
-  for (const Status& outcome : outcomes) EXPECT_TRUE(outcome.ok()) << outcome.ToString();
+  for (const Status& outcome : outcomes) EXPECT_THAT(outcome, IsOk());
   pg_test::RawConnection db(url(), database_);
   const Bookkeeping after = ReadBookkeeping(db);
   EXPECT_EQ(after.names, kAllMigrations);
@@ -475,7 +477,7 @@ TEST_F(PostgresSchemaTest, MigratorsOfTwoSchemasAtOnceEachMigrateTheirHistoryOnc
       });
     }
   }
-  for (const Status& outcome : outcomes) EXPECT_TRUE(outcome.ok()) << outcome.ToString();
+  for (const Status& outcome : outcomes) EXPECT_THAT(outcome, IsOk());
   pg_test::RawConnection db(url(), database_);
   for (const std::string& schema : schemas) {
     db.Exec("SET search_path = " + schema);
@@ -497,8 +499,7 @@ TEST_F(PostgresSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnex
   const std::string knex_rows = KnexRows(db);
 
   const Status status = store->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
-  EXPECT_NE(status.message().find("9999_from_the_future"), std::string::npos) << status.message();
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, "9999_from_the_future"));
   EXPECT_NE(status.message().find("stagehand_migrations"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find(database_), std::string::npos) << status.message();
   EXPECT_EQ(KnexRows(db), knex_rows);
@@ -511,7 +512,7 @@ TEST_F(PostgresSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
   {
     std::unique_ptr<TaskStore> store = OpenMigrated();
     ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->history()->RecordStarts(old).ok());
+    ASSERT_THAT(store->history()->RecordStarts(old), IsOk());
   }
   pg_test::RawConnection db(url(), database_);
   db.Exec(
@@ -539,23 +540,23 @@ TEST_F(PostgresSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHi
   TaskSchedule schedule;
   schedule.settings.cadence = "PT10M";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("task", schedule).ok());
+  ASSERT_THAT(store->Upsert("task", schedule), IsOk());
   const std::vector<ClaimRequest> claims = {
       {"task", "ticket", minutes(1), std::nullopt, RunOrigin{"host", 1}}};
   Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   EXPECT_TRUE((*claimed)[0].claimed);
-  ASSERT_TRUE(store->SweepExpired().ok());
+  ASSERT_THAT(store->SweepExpired(), IsOk());
   Result<PollResult> polled = store->Poll(std::vector<std::string>{"task"}, true);
-  ASSERT_TRUE(polled.ok()) << polled.status().ToString();
+  ASSERT_THAT(polled, IsOk());
   const std::vector<ReleaseRequest> releases = {
       {"task", "ticket", schedule, std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
   Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE((*released)[0].released);
   ASSERT_NE(store->history(), nullptr);
-  EXPECT_EQ(store->history()->ListRuns("task", 10, std::nullopt).status().code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store->history()->ListRuns("task", 10, std::nullopt),
+              StatusIs(StatusCode::kFailedPrecondition));
   pg_test::RawConnection db(url(), database_);
   EXPECT_FALSE(HasRunsTable(db));
 }
@@ -583,8 +584,8 @@ TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) 
   TaskSchedule schedule;
   schedule.settings.cadence = "PT10M";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(a->Upsert("only-in-a", schedule).ok());
-  ASSERT_TRUE(b->Upsert("only-in-b", schedule).ok());
+  ASSERT_THAT(a->Upsert("only-in-a", schedule), IsOk());
+  ASSERT_THAT(b->Upsert("only-in-b", schedule), IsOk());
   {
     std::unique_lock lock(mu);
     ASSERT_TRUE(changed.wait_for(lock, seconds(10), [&] { return seen.size() >= 2; }));
@@ -606,9 +607,9 @@ TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) 
   ASSERT_NE(a->history(), nullptr);
   ASSERT_NE(b->history(), nullptr);
   const std::vector<RunStart> starts = {RunStart{"run-a", "only-in-a", RunOrigin{"host", 1}}};
-  ASSERT_TRUE(a->history()->RecordStarts(starts).ok());
-  EXPECT_TRUE(a->history()->GetRun("run-a").ok());
-  EXPECT_EQ(b->history()->GetRun("run-a").status().code(), StatusCode::kNotFound);
+  ASSERT_THAT(a->history()->RecordStarts(starts), IsOk());
+  EXPECT_THAT(a->history()->GetRun("run-a"), IsOk());
+  EXPECT_THAT(b->history()->GetRun("run-a"), StatusIs(StatusCode::kNotFound));
 
   pg_test::RawConnection db(url(), database_);
   db.Exec("SET search_path = plugin_a");
@@ -631,15 +632,15 @@ TEST_F(PostgresSchemaTest, IdentifiersAndIdsNeedNoCareFromCallers) {
   schedule.settings.timeout_after_duration = "PT1M";
   const std::vector<std::string> ids = {"a\"b", "c\\d", "e,f", "{g}", "h'); DROP TABLE x; --",
                                         "NULL", ""};
-  for (const std::string& id : ids) ASSERT_TRUE(store->Upsert(id, schedule).ok()) << id;
+  for (const std::string& id : ids) ASSERT_THAT(store->Upsert(id, schedule), IsOk()) << id;
   Result<PollResult> poll = store->Poll(ids, true);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), ids.size());
   for (const PollEntry& entry : poll->entries) {
     EXPECT_EQ(entry.readiness, Readiness::kReady) << entry.id;
   }
   Result<PollResult> missing = store->Poll(std::vector<std::string>{"a", "a\"b"}, false);
-  ASSERT_TRUE(missing.ok());
+  ASSERT_THAT(missing, IsOk());
   EXPECT_EQ(missing->entries[0].readiness, Readiness::kMissing);
   EXPECT_EQ(missing->entries[1].readiness, Readiness::kReady);
 }
@@ -675,18 +676,18 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
       {"bs-duration", kSettingsPT10M});
 
   Result<std::vector<TaskRow>> rows = store->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].id, "bs-cron");
   EXPECT_EQ((*rows)[0].settings_json, cron_settings);
   Result<WallTime> expected_cron = ParseIsoInstant("2099-11-30T23:59:59Z");
-  ASSERT_TRUE(expected_cron.ok());
+  ASSERT_THAT(expected_cron, IsOk());
   EXPECT_EQ((*rows)[0].next_run_start_at, *expected_cron);
   EXPECT_EQ(ToTaskState((*rows)[0], TimeZone::Utc()).starts_at, "2099-11-30T23:59:59.000+00:00");
 
   // We see Backstage's duration row as due, claim it, and release it with an error.
   Result<PollResult> poll = store->Poll(std::vector<std::string>{"bs-cron", "bs-duration"}, false);
-  ASSERT_TRUE(poll.ok());
+  ASSERT_THAT(poll, IsOk());
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kNotReady);
   EXPECT_EQ(poll->entries[1].readiness, Readiness::kReady);
   Result<ClaimResult> claim = store->Claim("bs-duration", "ours", minutes(1), minutes(1));
@@ -732,7 +733,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
       {"theirs", "bs-duration"});
   ASSERT_STREQ(PQcmdTuples(claimed.get()), "1");
   rows = store->States();
-  ASSERT_TRUE(rows.ok());
+  ASSERT_THAT(rows, IsOk());
   const TaskState running = ToTaskState((*rows)[1], TimeZone::Utc());
   EXPECT_EQ(running.status, TaskState::Status::kRunning);
   EXPECT_EQ(running.last_run_error, error);
@@ -742,7 +743,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   // Our cancel of a Backstage worker's run marks its ticket (the worker's liveness check then
   // fails and its release matches nothing) and shortens the expiry to the hold, after which
   // Backstage's own janitor frees the row.
-  ASSERT_TRUE(store->Cancel("bs-duration", milliseconds(1)).ok());
+  ASSERT_THAT(store->Cancel("bs-duration", milliseconds(1)), IsOk());
   pg_test::RawResult their_release = backstage.Exec(
       "update \"backstage_backend_tasks__tasks\" set \"next_run_start_at\" = "
       "greatest(next_run_start_at + interval '600 seconds', now()), \"current_run_ticket\" = "
@@ -754,7 +755,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   EXPECT_EQ(backstage.Scalar("SELECT current_run_ticket FROM backstage_backend_tasks__tasks "
                              "WHERE id = 'bs-duration'"),
             "cancel:theirs");
-  EXPECT_EQ(store->Trigger("bs-duration").code(), StatusCode::kConflict);
+  EXPECT_THAT(store->Trigger("bs-duration"), StatusIs(StatusCode::kConflict));
   backstage.Exec("SELECT pg_sleep(0.01)");
   pg_test::RawResult their_janitor = backstage.Exec(
       "update \"backstage_backend_tasks__tasks\" set \"current_run_ticket\" = null, "
@@ -765,7 +766,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   ASSERT_EQ(PQntuples(their_janitor.get()), 1);
 
   // Backstage's janitor resets a run of ours whose expiry passed.
-  ASSERT_TRUE(store->Trigger("bs-duration").ok());
+  ASSERT_THAT(store->Trigger("bs-duration"), IsOk());
   claim = store->Claim("bs-duration", "short", milliseconds(1), milliseconds(1));
   ASSERT_TRUE(claim.ok() && claim->claimed);
   backstage.Exec("SELECT pg_sleep(0.01)");
@@ -777,7 +778,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
       {R"({"name":"Error","message":"Task timed out"})"});
   ASSERT_EQ(PQntuples(janitor.get()), 1);
   Result<bool> late = store->Release("bs-duration", "short", schedule, std::nullopt);
-  ASSERT_TRUE(late.ok());
+  ASSERT_THAT(late, IsOk());
   EXPECT_FALSE(*late);
 }
 
@@ -801,7 +802,7 @@ TEST_F(PostgresSchemaTest, RegistrationsAndReleasesOfTheSameRowsAtOnceNeverDeadl
     upserts.push_back({id, schedule});
     releases.push_back({id, "not-held", schedule, std::nullopt});
   }
-  ASSERT_TRUE(registering->UpsertMany(upserts).ok());
+  ASSERT_THAT(registering->UpsertMany(upserts), IsOk());
   std::vector<Status> failures;
   std::mutex failures_mu;
   std::barrier start(2);
@@ -870,9 +871,9 @@ TEST_F(PostgresSchemaTest, NoStatementIsCompiledByTheJit) {
       "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = "
       "current_database()), 0)");
 
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   Result<TaskRun> run = store->history()->GetRun("bulk-77");
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_THAT(run, IsOk());
   EXPECT_EQ(run->task_id, "other-77");
 
   pg_test::RawResult compiled = db.Exec(
@@ -896,10 +897,10 @@ TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest
   TaskSchedule schedule;
   schedule.settings.cadence = "manual";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("a", schedule).ok());
+  ASSERT_THAT(store->Upsert("a", schedule), IsOk());
   int ticket = 0;
   const auto run_once = [&](bool record_start) {
-    ASSERT_TRUE(store->Trigger("a").ok());
+    ASSERT_THAT(store->Trigger("a"), IsOk());
     const std::string run = fmt::format("a-{}", ++ticket);
     std::vector<ClaimRequest> claims = {{"a", run, minutes(1), std::nullopt}};
     if (record_start) claims[0].history = RunOrigin{"host", 1};
@@ -921,7 +922,7 @@ TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest
             "0:9:a-9:9 1:10:a-10:10 2:7:a-7:7 3:8:a-8:8");
   EXPECT_EQ(db.Scalar("SELECT runs FROM stagehand_task_run_counts WHERE task_id = 'a'"), "10");
   Result<RunPage> page = store->history()->ListRuns("a", 100, std::nullopt);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_THAT(page, IsOk());
   std::vector<std::string> ids;
   for (const TaskRun& run : page->runs) ids.push_back(run.run_id);
   EXPECT_EQ(ids, (std::vector<std::string>{"a-10", "a-9", "a-8", "a-7"}));
@@ -934,7 +935,7 @@ TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest
                       "WHERE task_id = 'a'"),
             "a-11 a-10 a-7 a-8");
   Result<std::size_t> pruned = store->history()->PruneExpired(100);
-  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 2u);
   EXPECT_EQ(db.Scalar("SELECT string_agg(run_id, ' ' ORDER BY slot) FROM stagehand_task_runs "
                       "WHERE task_id = 'a'"),

@@ -11,12 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "store/postgres/pg_notifications.h"
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
 
 namespace stagehand::store_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::testing::Not;
 
 using std::chrono::microseconds;
 using std::chrono::seconds;
@@ -46,7 +50,7 @@ TEST(PgTimeTest, ParsesServerOutputWithAnyFractionAndOffset) {
   EXPECT_EQ(*ParsePgTimestamp("294276-12-31 23:59:59+00"), WallTime::max());
   for (const char* bad : {"", "2026-11-30", "2026-11-30T23:59:59Z", "2026-13-01 00:00:00+00",
                           "2026-11-30 23:59:59.+00", "2026-11-30 23:59:59+00 junk"}) {
-    EXPECT_FALSE(ParsePgTimestamp(bad).ok()) << bad;
+    EXPECT_THAT(ParsePgTimestamp(bad), Not(IsOk())) << bad;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/store/sqlite_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "store/sqlite/sqlite_time.h"
 
 namespace stagehand {
@@ -21,11 +22,14 @@ namespace {
 
 using sqlite_test::RawDb;
 using sqlite_test::TempDir;
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Rows = std::vector<std::vector<std::string>>;
 
@@ -33,7 +37,7 @@ constexpr char kSettings[] = R"({"version":2,"cadence":"PT10M","timeoutAfterDura
 
 WallTime At(const char* text) {
   Result<WallTime> t = store_internal::ParseSqliteTime(text);
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_THAT(t, IsOk());
   return t.ok() ? *t : WallTime{};
 }
 
@@ -51,9 +55,9 @@ class SqliteCompatTest : public ::testing::Test {
     path_ = dir_.File("myplugin.sqlite");
     Result<std::unique_ptr<TaskStore>> store =
         OpenSqliteTaskStore("myplugin", SqliteStoreOptions{path_}, SystemClock::Instance());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_THAT(store, IsOk());
     store_ = std::move(*store);
-    ASSERT_TRUE(store_->Migrate().ok());
+    ASSERT_THAT(store_->Migrate(), IsOk());
     raw_ = std::make_unique<RawDb>(path_);
   }
 
@@ -80,7 +84,7 @@ TEST_F(SqliteCompatTest, ReadsTheRowsOfTheSpecsListingExample) {
       "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) values "
       "('man', '{\"version\":2,\"cadence\":\"manual\",\"timeoutAfterDuration\":\"PT1M\"}', NULL);");
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 2u);
   const TimeZone utc = TimeZone::Utc();
   EXPECT_EQ((*rows)[0].next_run_start_at, At("2026-11-30 04:18:13"));
@@ -107,31 +111,31 @@ TEST_F(SqliteCompatTest, ReadsARunClaimedByBackstage) {
 
   const std::vector<std::string> ids = {"bs"};
   Result<PollResult> poll = store_->Poll(ids, false);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), 1u);
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kNotReady);
   EXPECT_TRUE(poll->entries[0].running);
   ASSERT_TRUE(poll->entries[0].current_run_expires_at.has_value());
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_TRUE(rows.ok());
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   const TaskRow& row = (*rows)[0];
   ASSERT_TRUE(row.current_run_started_at.has_value());
   EXPECT_EQ(row.current_run_expires_at, *row.current_run_started_at + seconds(60));
   Result<ClaimResult> claim = store_->Claim("bs", "ours", minutes(1), minutes(1));
-  ASSERT_TRUE(claim.ok());
+  ASSERT_THAT(claim, IsOk());
   EXPECT_FALSE(claim->claimed);
-  EXPECT_TRUE(store_->Cancel("bs", minutes(1)).ok());
+  EXPECT_THAT(store_->Cancel("bs", minutes(1)), IsOk());
 }
 
 TEST_F(SqliteCompatTest, BackstageStatementsWorkOnRowsStagehandWrote) {
-  ASSERT_TRUE(store_->Upsert("ours", Schedule("PT10M")).ok());
+  ASSERT_THAT(store_->Upsert("ours", Schedule("PT10M")), IsOk());
   // Stagehand writes UTC text with milliseconds.
   const std::string next = Column("next_run_start_at", "ours");
   EXPECT_THAT(next,
               MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}"));
   Result<ClaimResult> claim = store_->Claim("ours", "ticket", minutes(1), minutes(1));
-  ASSERT_TRUE(claim.ok());
+  ASSERT_THAT(claim, IsOk());
   ASSERT_TRUE(claim->claimed);
 
   // Backstage's liveness check and release (spec §4.2, §4.6) on that row.
@@ -151,14 +155,14 @@ TEST_F(SqliteCompatTest, BackstageStatementsWorkOnRowsStagehandWrote) {
             store_internal::FormatSqliteTime(At(next.c_str()) + minutes(10)).substr(0, 19));
 
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].next_run_start_at,
             std::chrono::floor<seconds>(At(next.c_str()) + minutes(10)));
   EXPECT_TRUE((*rows)[0].last_run_ended_at.has_value());
 
   // Backstage's readiness query compares our text with CURRENT_TIMESTAMP as strings.
-  ASSERT_TRUE(store_->Trigger("ours").ok());
+  ASSERT_THAT(store_->Trigger("ours"), IsOk());
   EXPECT_EQ(raw_->Query("SELECT CASE WHEN next_run_start_at <= datetime('now', '+1 seconds') AND "
                         "current_run_ticket IS NULL THEN TRUE ELSE FALSE END FROM "
                         "backstage_backend_tasks__tasks WHERE id IN (?)",
@@ -175,7 +179,7 @@ TEST_F(SqliteCompatTest, CronTimeWrittenByBackstageIsReadAsUtc) {
        "2026-11-30T23:59:59.000+02:00"});
   EXPECT_EQ(Column("next_run_start_at", "cron"), "2026-11-30 21:59:59");
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_TRUE(rows.ok());
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].next_run_start_at, At("2026-11-30 21:59:59"));
 }
@@ -186,7 +190,7 @@ TEST_F(SqliteCompatTest, IntegerEpochMillisecondsAreReadDefensively) {
       "(?, ?, 1796013746000)",
       {"int", kSettings});
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].last_run_ended_at, At("2026-11-30 04:42:26"));
 }
@@ -196,18 +200,17 @@ TEST_F(SqliteCompatTest, UnparsableSettingsAreReportedPerTask) {
       "insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at, "
       "current_run_ticket) values (?, ?, '2020-01-01 00:00:00', 't')",
       {"broken", "{\"version\":2,"});
-  ASSERT_TRUE(store_->Upsert("fine", Schedule("PT10M")).ok());
+  ASSERT_THAT(store_->Upsert("fine", Schedule("PT10M")), IsOk());
   const std::vector<std::string> ids = {"broken", "fine"};
   Result<PollResult> poll = store_->Poll(ids, false);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), 2u);
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kInvalidSettings);
   EXPECT_FALSE(poll->entries[0].settings_error.empty());
   EXPECT_EQ(poll->entries[1].readiness, Readiness::kReady);
 
   const Status cancel = store_->Cancel("broken", minutes(1));
-  EXPECT_EQ(cancel.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(cancel.message(), HasSubstr("plugin 'myplugin'"));
+  EXPECT_THAT(cancel, StatusIs(StatusCode::kInvalidArgument, "plugin 'myplugin'"));
   EXPECT_THAT(cancel.message(), HasSubstr(path_));
   EXPECT_THAT(cancel.message(), HasSubstr("'broken'"));
   EXPECT_EQ(Column("current_run_ticket", "broken"), "t");
@@ -224,10 +227,10 @@ TEST_F(SqliteCompatTest, PollHandlesIdsThatNeedEscapingAndRepeats) {
                                         "[1]",
                                         "quote\"d"};
   for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-    ASSERT_TRUE(store_->Upsert(ids[i], Schedule("PT10M")).ok()) << ids[i];
+    ASSERT_THAT(store_->Upsert(ids[i], Schedule("PT10M")), IsOk()) << ids[i];
   }
   Result<PollResult> poll = store_->Poll(ids, false);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(poll->entries[i].id, ids[i]);
@@ -235,7 +238,7 @@ TEST_F(SqliteCompatTest, PollHandlesIdsThatNeedEscapingAndRepeats) {
   }
   const std::vector<std::string> missing = {"quote"};
   poll = store_->Poll(missing, false);
-  ASSERT_TRUE(poll.ok());
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), 1u);
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kMissing);
 }
@@ -246,9 +249,7 @@ TEST_F(SqliteCompatTest, UnreadableTimestampNamesTaskColumnPluginAndFile) {
       "(?, ?, 'tomorrow')",
       {"odd", kSettings});
   Result<std::vector<TaskRow>> rows = store_->States();
-  ASSERT_FALSE(rows.ok());
-  EXPECT_EQ(rows.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(rows.status().message(), HasSubstr("plugin 'myplugin'"));
+  ASSERT_THAT(rows, StatusIs(StatusCode::kFailedPrecondition, "plugin 'myplugin'"));
   EXPECT_THAT(rows.status().message(), HasSubstr(path_));
   EXPECT_THAT(rows.status().message(), HasSubstr("'odd'"));
   EXPECT_THAT(rows.status().message(), HasSubstr("next_run_start_at"));
@@ -256,23 +257,19 @@ TEST_F(SqliteCompatTest, UnreadableTimestampNamesTaskColumnPluginAndFile) {
 
   const std::vector<std::string> ids = {"odd"};
   Result<PollResult> poll = store_->Poll(ids, false);
-  ASSERT_FALSE(poll.ok());
-  EXPECT_EQ(poll.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(poll.status().message(), HasSubstr("next_run_start_at"));
+  ASSERT_THAT(poll, StatusIs(StatusCode::kFailedPrecondition, "next_run_start_at"));
 }
 
 TEST_F(SqliteCompatTest, BusyDatabaseIsUnavailableAfterTheTimeout) {
   Result<std::unique_ptr<TaskStore>> impatient = OpenSqliteTaskStore(
       "myplugin", SqliteStoreOptions{path_, milliseconds(50)}, SystemClock::Instance());
-  ASSERT_TRUE(impatient.ok());
+  ASSERT_THAT(impatient, IsOk());
   raw_->Exec("BEGIN IMMEDIATE");
   Result<UpsertResult> upsert = (*impatient)->Upsert("blocked", Schedule("PT10M"));
   raw_->Exec("ROLLBACK");
-  ASSERT_FALSE(upsert.ok());
-  EXPECT_EQ(upsert.status().code(), StatusCode::kUnavailable);
-  EXPECT_THAT(upsert.status().message(), HasSubstr("plugin 'myplugin'"));
+  ASSERT_THAT(upsert, StatusIs(StatusCode::kUnavailable, "plugin 'myplugin'"));
   EXPECT_THAT(upsert.status().message(), HasSubstr("locked"));
-  EXPECT_TRUE((*impatient)->Upsert("blocked", Schedule("PT10M")).ok());
+  EXPECT_THAT((*impatient)->Upsert("blocked", Schedule("PT10M")), IsOk());
 }
 
 TEST(SqliteOpenTest, UnopenablePathsAreUnavailableNamingPluginAndFile) {
@@ -285,8 +282,7 @@ TEST(SqliteOpenTest, UnopenablePathsAreUnavailableNamingPluginAndFile) {
                                   dir.File("a-directory.sqlite")}) {
     Result<std::unique_ptr<TaskStore>> store =
         OpenSqliteTaskStore("catalog", SqliteStoreOptions{path}, SystemClock::Instance());
-    ASSERT_FALSE(store.ok()) << path;
-    EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+    ASSERT_THAT(store, StatusIs(StatusCode::kUnavailable)) << path;
     EXPECT_THAT(store.status().message(),
                 StartsWith("plugin 'catalog': cannot open SQLite database '" + path + "': "));
   }
@@ -297,8 +293,8 @@ TEST(SqliteOpenTest, CreatesTheDirectoryLikeBackstage) {
   const std::string path = SqlitePluginDatabasePath(dir.File("nested/dir"), "catalog");
   Result<std::unique_ptr<TaskStore>> store =
       OpenSqliteTaskStore("catalog", SqliteStoreOptions{path}, SystemClock::Instance());
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_TRUE((*store)->Migrate().ok());
+  ASSERT_THAT(store, IsOk());
+  EXPECT_THAT((*store)->Migrate(), IsOk());
   EXPECT_TRUE(std::filesystem::exists(path));
 }
 
@@ -306,12 +302,10 @@ TEST(SqliteOpenTest, UnmigratedDatabaseFailsCleanly) {
   TempDir dir;
   Result<std::unique_ptr<TaskStore>> store = OpenSqliteTaskStore(
       "catalog", SqliteStoreOptions{dir.File("catalog.sqlite")}, SystemClock::Instance());
-  ASSERT_TRUE(store.ok());
+  ASSERT_THAT(store, IsOk());
   const std::vector<std::string> ids = {"x"};
   Result<PollResult> poll = (*store)->Poll(ids, true);
-  ASSERT_FALSE(poll.ok());
-  EXPECT_EQ(poll.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(poll.status().message(), HasSubstr("no such table"));
+  ASSERT_THAT(poll, StatusIs(StatusCode::kFailedPrecondition, "no such table"));
   EXPECT_THAT(poll.status().message(), HasSubstr("plugin 'catalog'"));
 }
 
@@ -333,7 +327,7 @@ TEST(SqliteTimeTest, ParsesBackstageAndStagehandForms) {
   for (const char* bad :
        {"", "2026-11-30", "2026-11-30 04:42", "2026-13-01 00:00:00", "2026-02-30 00:00:00",
         "2026-11-30 24:00:00", "2026-11-30 04:42:26.", "2026-11-30 04:42:26+01:00", "tomorrow"}) {
-    EXPECT_FALSE(store_internal::ParseSqliteTime(bad).ok()) << bad;
+    EXPECT_THAT(store_internal::ParseSqliteTime(bad), Not(IsOk())) << bad;
   }
 }
 

@@ -12,9 +12,12 @@
 
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using sqlite_test::Child;
 using sqlite_test::RawDb;
@@ -84,9 +87,9 @@ TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {
     // The database exists, migrated and in WAL mode, before any child opens it. The connection is
     // closed before forking: SQLite connections must not cross a fork.
     Result<std::unique_ptr<TaskStore>> setup = OpenStore(path);
-    ASSERT_TRUE(setup.ok()) << setup.status().ToString();
-    ASSERT_TRUE((*setup)->Migrate().ok());
-    ASSERT_TRUE((*setup)->Upsert("race", schedule).ok());
+    ASSERT_THAT(setup, IsOk());
+    ASSERT_THAT((*setup)->Migrate(), IsOk());
+    ASSERT_THAT((*setup)->Upsert("race", schedule), IsOk());
   }
 
   std::vector<std::unique_ptr<Child>> children;
@@ -105,7 +108,7 @@ TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {
     }));
   }
   Result<std::unique_ptr<TaskStore>> store = OpenStore(path);
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_THAT(store, IsOk());
 
   int bad_rounds = 0;
   int failed_claims = 0;

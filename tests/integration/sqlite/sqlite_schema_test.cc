@@ -15,6 +15,7 @@
 #include "integration/trace_id_migration.h"
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
@@ -23,6 +24,8 @@ using sqlite_test::RawDb;
 using sqlite_test::SchemaDump;
 using sqlite_test::StagehandSchemaDump;
 using sqlite_test::TempDir;
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 using Rows = std::vector<std::vector<std::string>>;
 
@@ -59,7 +62,7 @@ std::string ReadFile(const std::string& path) {
 std::unique_ptr<TaskStore> Open(const std::string& path, const std::string& plugin = "sched") {
   Result<std::unique_ptr<TaskStore>> store =
       OpenSqliteTaskStore(plugin, SqliteStoreOptions{path}, SystemClock::Instance());
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_THAT(store, IsOk());
   return store.ok() ? std::move(*store) : nullptr;
 }
 
@@ -107,7 +110,7 @@ TEST(SqliteSchemaTest, MigratedDatabaseMatchesTheCheckedInDump) {
   const std::string path = dir.File("sched.sqlite");
   std::unique_ptr<TaskStore> store = Open(path);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   RawDb db(path);
   EXPECT_EQ(SchemaDump(db),
             ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
@@ -122,7 +125,7 @@ TEST(SqliteSchemaTest, FreshDatabaseRecordsAllMigrationsAsBatchOneLikeKnex) {
   TempDir dir;
   const std::string path = dir.File("sched.sqlite");
   const auto before = std::chrono::system_clock::now();
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   const auto after = std::chrono::system_clock::now();
   RawDb db(path);
   EXPECT_EQ(MigrationRows(db),
@@ -151,17 +154,17 @@ TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
   TempDir dir;
   const std::string path = dir.File("sched.sqlite");
   std::unique_ptr<TaskStore> store = Open(path);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
   schedule.settings.cadence = "PT10M";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("kept", schedule).ok());
+  ASSERT_THAT(store->Upsert("kept", schedule), IsOk());
   RawDb db(path);
   const std::string dump = SchemaDump(db);
   const std::string stagehand_dump = StagehandSchemaDump(db);
   const Rows knex = KnexBookkeeping(db);
-  ASSERT_TRUE(store->Migrate().ok());
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   EXPECT_EQ(SchemaDump(db), dump);
   EXPECT_EQ(StagehandSchemaDump(db), stagehand_dump);
   EXPECT_EQ(KnexBookkeeping(db), knex);
@@ -198,7 +201,7 @@ TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
   // them (so its migrator finds nothing to do and no name it does not know); stagehand's own
   // tables are added beside them.
   std::unique_ptr<TaskStore> store = Open(path);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   EXPECT_EQ(SchemaDump(db), dump);
   EXPECT_EQ(KnexBookkeeping(db), bookkeeping);
   EXPECT_EQ(
@@ -206,9 +209,9 @@ TEST(SqliteSchemaTest, DatabaseCreatedByBackstageIsUsedAsIs) {
       ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/stagehand_schema.txt"));
   EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
   ASSERT_NE(store->history(), nullptr);
-  EXPECT_TRUE(store->history()->ListRuns("bs", 10, std::nullopt).ok());
+  EXPECT_THAT(store->history()->ListRuns("bs", 10, std::nullopt), IsOk());
   Result<std::vector<TaskRow>> rows = store->States();
-  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].id, "bs");
 }
@@ -229,7 +232,7 @@ TEST(SqliteSchemaTest, DatabaseFromAnOlderBackstageGetsTheMissingMigrationsAsThe
         "'{\"version\":2,\"cadence\":\"PT10M\",\"timeoutAfterDuration\":\"PT1M\"}', "
         "'2026-11-30 04:18:13', 'tick', '2026-11-30 04:18:14', '2026-11-30 04:19:14')");
   }
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   RawDb db(path);
   EXPECT_EQ(SchemaDump(db),
             ReadFile(STAGEHAND_SOURCE_DIR "/tests/integration/sqlite/fixtures/schema.txt"));
@@ -246,7 +249,7 @@ TEST(SqliteSchemaTest, DatabaseFromAnOlderBackstageGetsTheMissingMigrationsAsThe
 TEST(SqliteSchemaTest, UnknownMigrationIsAFailedPreconditionNamingPluginFileAndMigration) {
   TempDir dir;
   const std::string path = dir.File("catalog.sqlite");
-  ASSERT_TRUE(Open(path, "catalog")->Migrate().ok());
+  ASSERT_THAT(Open(path, "catalog")->Migrate(), IsOk());
   RawDb db(path);
   db.Exec(
       "insert into backstage_backend_tasks__knex_migrations (name, batch, migration_time) "
@@ -254,8 +257,7 @@ TEST(SqliteSchemaTest, UnknownMigrationIsAFailedPreconditionNamingPluginFileAndM
   const std::string dump = SchemaDump(db);
 
   const Status status = Open(path, "catalog")->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
-  EXPECT_THAT(status.message(), HasSubstr("plugin 'catalog'"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, "plugin 'catalog'"));
   EXPECT_THAT(status.message(), HasSubstr(path));
   EXPECT_THAT(status.message(), HasSubstr("20990101000000_future.js"));
   EXPECT_EQ(SchemaDump(db), dump);
@@ -276,14 +278,13 @@ TEST(SqliteSchemaTest, MigrationRecordedOutOfOrderIsRefused) {
         "('20250411000000_last_run.js', 1, 1)");
   }
   const Status status = Open(path)->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
-  EXPECT_THAT(status.message(), HasSubstr(kNullableNextRun));
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, kNullableNextRun));
 }
 
 TEST(SqliteSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnexIsLeftAlone) {
   TempDir dir;
   const std::string path = dir.File("catalog.sqlite");
-  ASSERT_TRUE(Open(path, "catalog")->Migrate().ok());
+  ASSERT_THAT(Open(path, "catalog")->Migrate(), IsOk());
   RawDb db(path);
   db.Exec(
       "INSERT INTO stagehand_migrations (name, migrated_at) "
@@ -291,8 +292,7 @@ TEST(SqliteSchemaTest, UnknownStagehandMigrationIsAFailedPreconditionAndKnexIsLe
   const Rows knex = KnexBookkeeping(db);
 
   const Status status = Open(path, "catalog")->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
-  EXPECT_THAT(status.message(), HasSubstr("plugin 'catalog'"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kFailedPrecondition, "plugin 'catalog'"));
   EXPECT_THAT(status.message(), HasSubstr("9999_from_the_future"));
   EXPECT_THAT(status.message(), HasSubstr("stagehand_migrations"));
   EXPECT_EQ(KnexBookkeeping(db), knex);
@@ -310,21 +310,21 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistor
   }
   std::unique_ptr<TaskStore> store = Open(path);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Upsert("task", TenMinutes()).ok());
+  ASSERT_THAT(store->Upsert("task", TenMinutes()), IsOk());
   const std::vector<ClaimRequest> claims = {
       {"task", "ticket", std::chrono::minutes(1), std::nullopt, RunOrigin{"host", 1}}};
   Result<std::vector<ClaimResult>> claimed = store->ClaimMany(claims, std::chrono::minutes(1));
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_THAT(claimed, IsOk());
   EXPECT_TRUE((*claimed)[0].claimed);
-  ASSERT_TRUE(store->SweepExpired().ok());
+  ASSERT_THAT(store->SweepExpired(), IsOk());
   const std::vector<ReleaseRequest> releases = {
       {"task", "ticket", TenMinutes(), std::nullopt, ReleasedRun{{}, RunOrigin{"host", 1}}}};
   Result<std::vector<ReleaseResult>> released = store->ReleaseMany(releases);
-  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE((*released)[0].released);
   ASSERT_NE(store->history(), nullptr);
-  EXPECT_EQ(store->history()->ListRuns("task", 10, std::nullopt).status().code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store->history()->ListRuns("task", 10, std::nullopt),
+              StatusIs(StatusCode::kFailedPrecondition));
   RawDb db(path);
   EXPECT_FALSE(HasRunsTable(db));
 }
@@ -335,7 +335,7 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHistor
 TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheRegistrationsTableRegistersWithoutThem) {
   TempDir dir;
   const std::string path = dir.File("sched.sqlite");
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   {
     RawDb db(path);
     db.Exec(
@@ -345,16 +345,15 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheRegistrationsTableRegistersWith
   std::unique_ptr<TaskStore> store = Open(path);
   ASSERT_NE(store, nullptr);
   const std::vector<TaskUpsert> upserts = {{"task", TenMinutes(), "host-a"}};
-  ASSERT_TRUE(store->UpsertMany(upserts).ok());
+  ASSERT_THAT(store->UpsertMany(upserts), IsOk());
   ASSERT_NE(store->registrations(), nullptr);
   const std::vector<std::string> ids = {"task"};
   Result<std::size_t> refreshed = store->registrations()->RefreshRegistrations(ids, "host-a");
-  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  ASSERT_THAT(refreshed, IsOk());
   EXPECT_EQ(*refreshed, 0u);
   const Result<std::vector<PruneCandidate>> listed =
       store->registrations()->ListPruneCandidates(std::chrono::system_clock::now());
-  EXPECT_EQ(listed.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(listed.status().message(), HasSubstr("stagehand db migrate"));
+  EXPECT_THAT(listed, StatusIs(StatusCode::kFailedPrecondition, "stagehand db migrate"));
   EXPECT_EQ(store->registrations()
                 ->PruneTasks(ids, std::chrono::system_clock::now(), PruneScope::kRegistered)
                 .status()
@@ -362,11 +361,11 @@ TEST(SqliteSchemaTest, StoreOnADatabaseWithoutTheRegistrationsTableRegistersWith
             StatusCode::kFailedPrecondition);
 
   // Another host migrates; this one's next refresh finds the table.
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   RawDb db(path);
   EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
   refreshed = store->registrations()->RefreshRegistrations(ids, "host-a");
-  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  ASSERT_THAT(refreshed, IsOk());
   EXPECT_EQ(*refreshed, 1u);
   EXPECT_EQ(db.Query("SELECT task_id, host FROM stagehand_task_registrations"),
             (Rows{{"task", "host-a"}}));
@@ -379,7 +378,7 @@ TEST(SqliteSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
   const std::string path = dir.File("sched.sqlite");
   {
     std::unique_ptr<TaskStore> store = Open(path);
-    ASSERT_TRUE(store->Migrate().ok());
+    ASSERT_THAT(store->Migrate(), IsOk());
   }
   {
     RawDb db(path);
@@ -394,7 +393,7 @@ TEST(SqliteSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
               (Rows{{"0"}}));
   }
   std::unique_ptr<TaskStore> store = Open(path);
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
   RawDb db(path);
   EXPECT_EQ(StagehandMigrationNames(db), kStagehandMigrations);
   EXPECT_EQ(db.Query("SELECT type, \"notnull\" FROM pragma_table_info('stagehand_task_runs') "
@@ -406,29 +405,28 @@ TEST(SqliteSchemaTest, ADatabaseMigratedBeforeTheTraceIdGetsTheColumn) {
 TEST(SqliteSchemaTest, HeldKnexLockIsUnavailable) {
   TempDir dir;
   const std::string path = dir.File("sched.sqlite");
-  ASSERT_TRUE(Open(path)->Migrate().ok());
+  ASSERT_THAT(Open(path)->Migrate(), IsOk());
   RawDb db(path);
   db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 1");
   const Status status = Open(path)->Migrate();
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_THAT(status.message(), HasSubstr("already locked"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "already locked"));
   EXPECT_THAT(status.message(), HasSubstr(path));
   db.Exec("UPDATE backstage_backend_tasks__knex_migrations_lock SET is_locked = 0");
-  EXPECT_TRUE(Open(path)->Migrate().ok());
+  EXPECT_THAT(Open(path)->Migrate(), IsOk());
 }
 
 TEST(SqliteSchemaTest, InMemoryDatabaseMigratesAndWorks) {
   std::unique_ptr<TaskStore> store = Open(":memory:");
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Migrate().ok());
-  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_THAT(store->Migrate(), IsOk());
+  ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
   schedule.settings.cadence = "PT10M";
   schedule.settings.timeout_after_duration = "PT1M";
-  ASSERT_TRUE(store->Upsert("mem", schedule).ok());
+  ASSERT_THAT(store->Upsert("mem", schedule), IsOk());
   const std::vector<std::string> ids = {"mem"};
   Result<PollResult> poll = store->Poll(ids, true);
-  ASSERT_TRUE(poll.ok()) << poll.status().ToString();
+  ASSERT_THAT(poll, IsOk());
   ASSERT_EQ(poll->entries.size(), 1u);
   EXPECT_EQ(poll->entries[0].readiness, Readiness::kReady);
 }
@@ -442,7 +440,7 @@ TEST(SqliteFilePermissionsTest, NewDirectoriesAre0700AndDatabaseFiles0600Whateve
   std::unique_ptr<TaskStore> store = Open(path);
   const Status migrated = store ? store->Migrate() : InternalError("not opened");
   ::umask(old_umask);
-  ASSERT_TRUE(migrated.ok()) << migrated;
+  ASSERT_THAT(migrated, IsOk());
   const auto mode = [](const std::filesystem::path& p) {
     struct stat info {};
     EXPECT_EQ(::stat(p.c_str(), &info), 0) << p;

@@ -13,9 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -70,11 +74,11 @@ class AppConfigTest : public ::testing::Test {
   std::string LoadError(const std::vector<std::string>& paths,
                         const std::map<std::string, std::string>& env = {}) {
     Result<Config> config = Load(paths, env);
-    EXPECT_FALSE(config.ok());
+    EXPECT_THAT(config, Not(IsOk()));
     if (config.ok()) {
       return "";
     }
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(config, StatusIs(StatusCode::kInvalidArgument));
     return config.status().message();
   }
 
@@ -86,7 +90,7 @@ class AppConfigTest : public ::testing::Test {
               "backend:\n  database:\n    client: better-sqlite3\n    connection: ':memory:'\n"),
         Write("app-config.yaml", yaml)};
     Result<Config> config = Load(paths, env);
-    EXPECT_TRUE(config.ok()) << config.status();
+    EXPECT_THAT(config, IsOk());
     if (!config.ok()) {
       return config.status();
     }
@@ -96,17 +100,17 @@ class AppConfigTest : public ::testing::Test {
   BackendConfig ReadBackendOk(const std::string& yaml,
                               const std::map<std::string, std::string>& env = {}) {
     Result<BackendConfig> config = ReadBackend(yaml, env);
-    EXPECT_TRUE(config.ok()) << config.status();
+    EXPECT_THAT(config, IsOk());
     return config.ok() ? *config : BackendConfig{};
   }
 
   std::string ReadBackendError(const std::string& yaml) {
     Result<BackendConfig> config = ReadBackend(yaml);
-    EXPECT_FALSE(config.ok());
+    EXPECT_THAT(config, Not(IsOk()));
     if (config.ok()) {
       return "";
     }
-    EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(config, StatusIs(StatusCode::kInvalidArgument));
     return config.status().message();
   }
 
@@ -119,7 +123,7 @@ class AppConfigTest : public ::testing::Test {
 
 TEST_F(AppConfigTest, NoFilesGiveAnEmptyConfig) {
   Result<Config> config = Load({});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_TRUE(config->Keys().empty());
 }
 
@@ -130,7 +134,7 @@ TEST_F(AppConfigTest, MergesFilesInOrderLaterWinning) {
   const std::string b = Write("b.yaml", "app:\n  title: B\n  list: [3]\n");
   const std::string c = Write("c.yaml", "app:\n  title: C\n  extra: true\n");
   Result<Config> config = Load({a, b, c});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("app.title"), "C");
   EXPECT_EQ(*config->GetNumber("app.keep"), 1);
   EXPECT_TRUE(*config->GetBoolean("app.extra"));
@@ -142,7 +146,7 @@ TEST_F(AppConfigTest, MergesFilesInOrderLaterWinning) {
   EXPECT_EQ(config->Context("app.keep"), a);
 
   Result<Config> reversed = Load({c, b, a});
-  ASSERT_TRUE(reversed.ok());
+  ASSERT_THAT(reversed, IsOk());
   EXPECT_EQ(*reversed->GetString("app.title"), "A");
 }
 
@@ -154,7 +158,7 @@ TEST_F(AppConfigTest, SubstitutesInEveryStringValueButNotInKeys) {
                                  "'${A}': key-untouched\n"
                                  "number: 5\n");
   Result<Config> config = Load({path}, {{"A", "alpha"}, {"B", "beta"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("top"), "alpha");
   EXPECT_EQ(*config->GetString("nested.deeper.value"), "pre-beta-post");
   const auto& list = std::get<ConfigNode::Array>(config->Node("list")->value);
@@ -171,7 +175,7 @@ TEST_F(AppConfigTest, SubstitutesInEveryStringValueButNotInKeys) {
 TEST_F(AppConfigTest, SubstitutedNumbersStillReadAsNumbers) {
   const std::string path = Write("app-config.yaml", "backend:\n  listen:\n    port: ${PORT}\n");
   Result<Config> config = Load({path}, {{"PORT", "7010"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetNumber("backend.listen.port"), 7010);
 }
 
@@ -179,7 +183,7 @@ TEST_F(AppConfigTest, DoubleDollarIsALiteralReference) {
   const std::string path =
       Write("app-config.yaml", "a: '$${HOME}'\nb: 'x $${A} ${A}'\nc: '$$ and $ alone'\n");
   Result<Config> config = Load({path}, {{"A", "1"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("a"), "${HOME}");
   EXPECT_EQ(*config->GetString("b"), "x ${A} 1");
   EXPECT_EQ(*config->GetString("c"), "$$ and $ alone");
@@ -188,14 +192,14 @@ TEST_F(AppConfigTest, DoubleDollarIsALiteralReference) {
 TEST_F(AppConfigTest, ValuesFromTheEnvironmentAreNotScannedAgain) {
   const std::string path = Write("app-config.yaml", "a: ${A}\n");
   Result<Config> config = Load({path}, {{"A", "${B}"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("a"), "${B}");
 }
 
 TEST_F(AppConfigTest, SpacesInsideAReferenceAreIgnored) {
   const std::string path = Write("app-config.yaml", "a: '${ A }'\n");
   Result<Config> config = Load({path}, {{"A", "v"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("a"), "v");
 }
 
@@ -252,13 +256,13 @@ TEST_F(AppConfigTest, EveryProblemOfEveryFileIsReported) {
 TEST(SubstituteEnvironmentTest, ReplacesEveryReference) {
   Result<std::string> value = SubstituteEnvironment("${A}-${ B }-$${C}", "k", "f",
                                                     FakeEnvironment({{"A", "1"}, {"B", "2"}}));
-  ASSERT_TRUE(value.ok()) << value.status();
+  ASSERT_THAT(value, IsOk());
   EXPECT_EQ(*value, "1-2-${C}");
 }
 
 TEST(SubstituteEnvironmentTest, WithoutALineNamesOnlyTheFile) {
   Result<std::string> value = SubstituteEnvironment("${A}", "k", "f", FakeEnvironment({}));
-  ASSERT_FALSE(value.ok());
+  ASSERT_THAT(value, Not(IsOk()));
   EXPECT_EQ(value.status().message(),
             "Environment variable 'A' is not set; it is used by config key 'k' in 'f'");
 }
@@ -278,9 +282,9 @@ TEST_F(AppConfigTest, DatabaseValuesAreSubstituted) {
             "backend:\n  database:\n    client: pg\n    connection:\n      host: ${PGHOST}\n"
             "      port: ${PGPORT}\n      password: 'x${SECRET}y'\n      user: '$${literal}'\n");
   Result<Config> config = Load({path}, {{"PGHOST", "db"}, {"PGPORT", "7000"}, {"SECRET", "s"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   Result<DatabaseConfig> database = ReadDatabaseConfig(*config);
-  ASSERT_TRUE(database.ok()) << database.status();
+  ASSERT_THAT(database, IsOk());
   EXPECT_EQ(database->connection.at("host"), "db");
   EXPECT_EQ(database->connection.at("port"), "7000");
   EXPECT_EQ(database->connection.at("password"), "xsy");
@@ -292,9 +296,9 @@ TEST_F(AppConfigTest, DatabaseConnectionStringIsSubstituted) {
       Write("app-config.yaml",
             "backend:\n  database:\n    client: pg\n    connection: ${DATABASE_URL}\n");
   Result<Config> config = Load({path}, {{"DATABASE_URL", "postgresql://a@b:1/c"}});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   Result<DatabaseConfig> database = ReadDatabaseConfig(*config);
-  ASSERT_TRUE(database.ok()) << database.status();
+  ASSERT_THAT(database, IsOk());
   EXPECT_EQ(database->connection.at("host"), "b");
   EXPECT_EQ(database->connection.at("user"), "a");
 }
@@ -640,9 +644,9 @@ TEST_F(AppConfigTest, EveryBackendProblemIsReportedWithItsFile) {
                                    "backend:\n  auth:\n    externalAccess:\n      - type: legacy\n"
                                    "stagehand:\n  scheduler:\n    maxConcurrency: 0\n");
   Result<Config> config = Load({first, second});
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   Result<BackendConfig> backend = ReadBackendConfig(*config);
-  ASSERT_FALSE(backend.ok());
+  ASSERT_THAT(backend, Not(IsOk()));
   const std::vector<std::string> lines = Lines(backend.status().message());
   ASSERT_EQ(lines.size(), 4u) << backend.status().message();
   EXPECT_THAT(lines[0], HasSubstr("'backend.listen' in '" + first + "' at line 2"));
@@ -654,9 +658,9 @@ TEST_F(AppConfigTest, EveryBackendProblemIsReportedWithItsFile) {
 TEST_F(AppConfigTest, DatabaseBlockIsRequired) {
   const std::string path = Write("only.yaml", "backend:\n  listen: 7007\n");
   Result<Config> config = Load({path});
-  ASSERT_TRUE(config.ok());
+  ASSERT_THAT(config, IsOk());
   Result<BackendConfig> backend = ReadBackendConfig(*config);
-  ASSERT_FALSE(backend.ok());
+  ASSERT_THAT(backend, Not(IsOk()));
   EXPECT_EQ(backend.status().message(),
             "Missing required config value at 'backend.database' in '" + path + "'");
 }
@@ -664,9 +668,9 @@ TEST_F(AppConfigTest, DatabaseBlockIsRequired) {
 TEST_F(AppConfigTest, BackendThatIsNotAnObject) {
   const std::string path = Write("odd.yaml", "backend: 5\nstagehand: [1]\n");
   Result<Config> config = Load({path});
-  ASSERT_TRUE(config.ok());
+  ASSERT_THAT(config, IsOk());
   Result<BackendConfig> backend = ReadBackendConfig(*config);
-  ASSERT_FALSE(backend.ok());
+  ASSERT_THAT(backend, Not(IsOk()));
   EXPECT_THAT(backend.status().message(),
               HasSubstr("Invalid type in config for key 'backend' in '" + path +
                         "', got number, wanted object"));
@@ -692,25 +696,25 @@ TEST_F(AppConfigTest, MisspeltStagehandSectionsNameTheKeyMeant) {
 
 TEST_F(AppConfigTest, TheDashboardIsOnAtTheRootUnlessConfiguredOtherwise) {
   Result<BackendConfig> plain = ReadBackend("");
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_THAT(plain, IsOk());
   EXPECT_TRUE(plain->dashboard_enabled);
   EXPECT_EQ(plain->dashboard_path, "/");
 
   Result<BackendConfig> moved =
       ReadBackend("stagehand:\n  dashboard: { enabled: false, path: /ops/scheduler }\n");
-  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_THAT(moved, IsOk());
   EXPECT_FALSE(moved->dashboard_enabled);
   EXPECT_EQ(moved->dashboard_path, "/ops/scheduler/");
 }
 
 TEST_F(AppConfigTest, TheDashboardTraceUrlIsReadAndCheckedNamingTheKey) {
   Result<BackendConfig> plain = ReadBackend("");
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_THAT(plain, IsOk());
   EXPECT_EQ(plain->dashboard_trace_url, "");
 
   Result<BackendConfig> linked =
       ReadBackend("stagehand:\n  dashboard:\n    traceUrl: http://jaeger:16686/trace/{traceId}\n");
-  ASSERT_TRUE(linked.ok()) << linked.status();
+  ASSERT_THAT(linked, IsOk());
   EXPECT_EQ(linked->dashboard_trace_url, "http://jaeger:16686/trace/{traceId}");
 
   const std::string file = File("app-config.yaml");
@@ -763,8 +767,8 @@ TEST_F(AppConfigTest, IgnoredBackendKeysAreWarningsNotProblems) {
             "    ensureExists: false\n    knexConfig: {debug: true}\n"
             "    plugin:\n      jobs: {skipMigrations: true, role: owner, clinet: pg}\n");
   Result<Config> config = Load({path});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_TRUE(ReadBackendConfig(*config).ok());
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(ReadBackendConfig(*config), IsOk());
   EXPECT_THAT(BackendConfigWarnings(*config),
               ElementsAre("Ignoring config key 'backend.baseUrl' in '" + path +
                               "': a Backstage setting that stagehand does not use",
@@ -798,8 +802,8 @@ TEST_F(AppConfigTest, UsedBackendKeysGiveNoWarnings) {
       "stagehand:\n  server: {maxRequestBodySize: 1mb, requestTimeout: 5s}\n"
       "  scheduler: {lease: 10s}\n  plugins: {}\n");
   Result<Config> config = Load({path});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_TRUE(ReadBackendConfig(*config).ok());
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(ReadBackendConfig(*config), IsOk());
   EXPECT_THAT(BackendConfigWarnings(*config), ::testing::IsEmpty());
   EXPECT_THAT(BackendConfigWarnings(Config::Empty()), ::testing::IsEmpty());
 }

@@ -19,14 +19,18 @@
 
 #include "integration/executors/recording_logger.h"
 #include "stagehand/backend/database_config.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::stagehand::testing::LogRecord;
 using ::stagehand::testing::RecordingLogger;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr auto kDeadline = std::chrono::seconds(20);
 
@@ -44,7 +48,7 @@ custom:
 
 Config ParseConfig(const std::string& yaml) {
   Result<Config> config = Config::FromYaml(yaml, "backend_test.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
@@ -56,7 +60,7 @@ class BackendTest : public ::testing::Test {
     options.logger = logger_;
     options.port_override = 0;
     Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-    EXPECT_TRUE(backend.ok()) << backend.status();
+    EXPECT_THAT(backend, IsOk());
     return backend.ok() ? std::move(*backend) : nullptr;
   }
 
@@ -84,9 +88,7 @@ TEST_F(BackendTest, CreateRejectsAnInvalidConfig) {
   BackendOptions options;
   options.config = ParseConfig("backend:\n  listen: { port: not-a-port }\n");
   Result<std::unique_ptr<Backend>> backend = Backend::Create(std::move(options));
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend.status().message(), HasSubstr("backend.listen.port"));
+  ASSERT_THAT(backend, StatusIs(StatusCode::kInvalidArgument, "backend.listen.port"));
 }
 
 TEST_F(BackendTest, ConfigIsReadAtCreate) {
@@ -103,11 +105,11 @@ TEST_F(BackendTest, AddPluginRejectsInvalidIds) {
   ASSERT_NE(backend, nullptr);
   for (const char* id : {"", "Jobs", "1jobs", "-jobs", "jobs_2", "jobs/x", "jöbs", "jobs "}) {
     Status status = backend->AddPlugin(Plugin(id));
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << "'" << id << "'";
-    EXPECT_THAT(status.message(), HasSubstr("is not a valid plugin id"));
+    EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument, "is not a valid plugin id"))
+        << "'" << id;
   }
-  EXPECT_TRUE(backend->AddPlugin(Plugin("j")).ok());
-  EXPECT_TRUE(backend->AddPlugin(Plugin("jobs-2")).ok());
+  EXPECT_THAT(backend->AddPlugin(Plugin("j")), IsOk());
+  EXPECT_THAT(backend->AddPlugin(Plugin("jobs-2")), IsOk());
 }
 
 // Issue 14: ids had no length limit although PostgreSQL truncates database names at 63 bytes.
@@ -115,39 +117,38 @@ TEST_F(BackendTest, PluginIdsAreLimitedSoTheirDatabaseNameFitsPostgres) {
   EXPECT_EQ(kMaxPluginIdLength, 46u);
   EXPECT_EQ(DatabaseConfig{}.prefix.size() + kMaxPluginIdLength, 63u);
   const std::string longest = "j" + std::string(kMaxPluginIdLength - 1, 'x');
-  EXPECT_TRUE(ValidatePluginId(longest).ok());
+  EXPECT_THAT(ValidatePluginId(longest), IsOk());
   const std::string too_long = longest + "x";
   const Status status = ValidatePluginId(too_long);
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(),
-              HasSubstr("plugin id '" + too_long + "' is 47 characters long; the limit is 46"));
+  EXPECT_THAT(status,
+              StatusIs(StatusCode::kInvalidArgument,
+                       "plugin id '" + too_long + "' is 47 characters long; the limit is 46"));
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  EXPECT_EQ(backend->AddPlugin(Plugin(too_long)).code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(backend->AddPlugin(Plugin(longest)).ok());
+  EXPECT_THAT(backend->AddPlugin(Plugin(too_long)), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(backend->AddPlugin(Plugin(longest)), IsOk());
 }
 
 TEST_F(BackendTest, AddPluginRejectsADuplicateId) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->AddPlugin(Plugin("jobs")).ok());
+  ASSERT_THAT(backend->AddPlugin(Plugin("jobs")), IsOk());
   Status status = backend->AddPlugin(Plugin("jobs"));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("'jobs' is already registered"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument, "'jobs' is already registered"));
 }
 
 TEST_F(BackendTest, AddPluginRejectsAPluginWithoutInit) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  EXPECT_EQ(backend->AddPlugin(BackendPlugin{"jobs", nullptr}).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend->AddPlugin(BackendPlugin{"jobs", nullptr}),
+              StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST_F(BackendTest, AddPluginAfterStartIsAFailedPrecondition) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->Start().ok());
-  EXPECT_EQ(backend->AddPlugin(Plugin("late")).code(), StatusCode::kFailedPrecondition);
+  ASSERT_THAT(backend->Start(), IsOk());
+  EXPECT_THAT(backend->AddPlugin(Plugin("late")), StatusIs(StatusCode::kFailedPrecondition));
 }
 
 TEST_F(BackendTest, InitReceivesEveryService) {
@@ -166,7 +167,7 @@ TEST_F(BackendTest, InitReceivesEveryService) {
                                        return Status::Ok();
                                      }))
                   .ok());
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
 
   EXPECT_EQ(seen.plugin_id, "jobs");
   ASSERT_NE(seen.config, nullptr);
@@ -178,7 +179,7 @@ TEST_F(BackendTest, InitReceivesEveryService) {
   ASSERT_NE(seen.database, nullptr);
   EXPECT_EQ(seen.database->plugin_id(), "jobs");
   // Migrated: the task table exists.
-  EXPECT_TRUE(seen.database->States().ok());
+  EXPECT_THAT(seen.database->States(), IsOk());
   EXPECT_NE(seen.scheduler, nullptr);
   EXPECT_EQ(seen.scheduler, backend->scheduler("jobs"));
   EXPECT_NE(seen.router, nullptr);
@@ -194,9 +195,9 @@ TEST_F(BackendTest, EachPluginGetsItsOwnDatabaseAndScheduler) {
     seen.push_back(services);
     return Status::Ok();
   };
-  ASSERT_TRUE(backend->AddPlugin(Plugin("alpha", record)).ok());
-  ASSERT_TRUE(backend->AddPlugin(Plugin("beta", record)).ok());
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->AddPlugin(Plugin("alpha", record)), IsOk());
+  ASSERT_THAT(backend->AddPlugin(Plugin("beta", record)), IsOk());
+  ASSERT_THAT(backend->Start(), IsOk());
   ASSERT_EQ(seen.size(), 2U);
   EXPECT_EQ(seen[0].plugin_id, "alpha");
   EXPECT_EQ(seen[1].plugin_id, "beta");
@@ -208,9 +209,9 @@ TEST_F(BackendTest, EachPluginGetsItsOwnDatabaseAndScheduler) {
 TEST_F(BackendTest, SchedulerIsNullUntilStartedAndForUnknownPlugins) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->AddPlugin(Plugin("jobs")).ok());
+  ASSERT_THAT(backend->AddPlugin(Plugin("jobs")), IsOk());
   EXPECT_EQ(backend->scheduler("jobs"), nullptr);
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   EXPECT_NE(backend->scheduler("jobs"), nullptr);
   EXPECT_EQ(backend->scheduler("other"), nullptr);
 }
@@ -219,7 +220,7 @@ TEST_F(BackendTest, PortIsBoundAfterStartAndReleasedByStop) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
   EXPECT_EQ(backend->port(), 0);
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   EXPECT_NE(backend->port(), 0);
   EXPECT_TRUE(Logged("Listening on 127.0.0.1:" + std::to_string(backend->port())));
   backend->Stop();
@@ -256,8 +257,7 @@ TEST_F(BackendTest, InitFailureNamesThePluginAndStopsWhatStarted) {
                   .ok());
 
   Status status = backend->Start();
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("'second'"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "'second'"));
   EXPECT_THAT(status.message(), HasSubstr("the widget service is down"));
   EXPECT_TRUE(first_shut_down);
   EXPECT_FALSE(third_initialized);
@@ -267,9 +267,9 @@ TEST_F(BackendTest, InitFailureNamesThePluginAndStopsWhatStarted) {
   task.id = "after-failure";
   task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) { return Status::Ok(); };
-  EXPECT_EQ(first_scheduler->ScheduleTask(std::move(task)).code(), StatusCode::kUnavailable);
+  EXPECT_THAT(first_scheduler->ScheduleTask(std::move(task)), StatusIs(StatusCode::kUnavailable));
   // A failed backend cannot be started again; stopping it is harmless.
-  EXPECT_EQ(backend->Start().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(backend->Start(), StatusIs(StatusCode::kFailedPrecondition));
   backend->Stop();
 }
 
@@ -292,7 +292,7 @@ TEST_F(BackendTest, DatabaseFailureNamesThePluginAndTheDatabase) {
                   .ok());
   Status status = backend->Start();
   std::filesystem::remove(blocker);
-  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status, Not(IsOk()));
   EXPECT_THAT(status.message(), HasSubstr("'jobs'"));
   EXPECT_THAT(status.message(), HasSubstr(directory + "/jobs.sqlite"));
   EXPECT_FALSE(initialized);
@@ -320,7 +320,7 @@ TEST_F(BackendTest, StartupHooksRunRootFirstThenPluginsInOrder) {
   }
   backend->root_lifecycle().AddStartupHook(hook("root 1"));
   backend->root_lifecycle().AddStartupHook(hook("root 2"));
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   EXPECT_THAT(order, ElementsAre("init alpha", "init beta", "root 1", "root 2", "alpha", "beta"));
 }
 
@@ -344,8 +344,7 @@ TEST_F(BackendTest, StartupHookFailureFailsStartAndStopsEverything) {
                                      }))
                   .ok());
   Status status = backend->Start();
-  EXPECT_EQ(status.code(), StatusCode::kInternal);
-  EXPECT_THAT(status.message(), HasSubstr("'jobs'"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kInternal, "'jobs'"));
   EXPECT_THAT(status.message(), HasSubstr("cache warm-up failed"));
   EXPECT_FALSE(later_hook_ran);
   EXPECT_TRUE(shut_down);
@@ -371,7 +370,7 @@ TEST_F(BackendTest, ShutdownHooksRunInReverseOrderPluginsBeforeRoot) {
   }
   backend->root_lifecycle().AddShutdownHook([&] { order.emplace_back("root1"); });
   backend->root_lifecycle().AddShutdownHook([&] { order.emplace_back("root2"); });
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   backend->Stop();
   EXPECT_THAT(order, ElementsAre("beta2", "beta1", "alpha2", "alpha1", "root2", "root1"));
   backend->Stop();
@@ -391,7 +390,7 @@ TEST_F(BackendTest, HooksThatCallStopDoNotDeadlock) {
     ++shutdown_runs;
     raw->Stop();
   });
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   backend->Stop();
   EXPECT_EQ(shutdown_runs, 1);
 }
@@ -401,14 +400,14 @@ TEST_F(BackendTest, StopBeforeStartIsHarmlessAndPreventsAStart) {
   ASSERT_NE(backend, nullptr);
   backend->Stop();
   backend->Stop();
-  EXPECT_EQ(backend->Start().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(backend->Start(), StatusIs(StatusCode::kFailedPrecondition));
 }
 
 TEST_F(BackendTest, StopLogsTheShutdownSteps) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->AddPlugin(Plugin("jobs")).ok());
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->AddPlugin(Plugin("jobs")), IsOk());
+  ASSERT_THAT(backend->Start(), IsOk());
   EXPECT_TRUE(Logged("Plugin initialization started"));
   EXPECT_TRUE(Logged("Plugin initialization complete"));
   backend->Stop();
@@ -432,7 +431,7 @@ TEST_F(BackendTest, DestroyingAStartedBackendStopsIt) {
   ASSERT_NE(backend, nullptr);
   bool shut_down = false;
   backend->root_lifecycle().AddShutdownHook([&] { shut_down = true; });
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   backend.reset();
   EXPECT_TRUE(shut_down);
 }
@@ -454,14 +453,14 @@ TEST_F(BackendTest, StopFromAnotherThreadEndsRunUntilShutdownSignal) {
   BlockShutdownSignals();
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   std::future<Status> run =
       std::async(std::launch::async, [&] { return backend->RunUntilShutdownSignal(); });
   ASSERT_TRUE(
       logger_->WaitFor("Waiting for SIGTERM, SIGINT, SIGHUP or SIGQUIT", kDeadline).has_value());
   backend->Stop();
   ASSERT_EQ(run.wait_for(kDeadline), std::future_status::ready);
-  EXPECT_TRUE(run.get().ok());
+  EXPECT_THAT(run.get(), IsOk());
   EXPECT_EQ(backend->port(), 0);
 }
 
@@ -472,12 +471,12 @@ TEST_F(BackendTest, SigtermEndsRunUntilShutdownSignalWithAStop) {
   ASSERT_NE(backend, nullptr);
   std::promise<void> shut_down;
   backend->root_lifecycle().AddShutdownHook([&] { shut_down.set_value(); });
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   const pthread_t waiter = pthread_self();
   // Sent to this thread only, so the test process cannot be killed by it; it stays pending until
   // the sigwait in RunUntilShutdownSignal takes it.
   ASSERT_EQ(pthread_kill(waiter, SIGTERM), 0);  // NOLINT(bugprone-bad-signal-to-kill-thread)
-  EXPECT_TRUE(backend->RunUntilShutdownSignal().ok());
+  EXPECT_THAT(backend->RunUntilShutdownSignal(), IsOk());
   EXPECT_EQ(shut_down.get_future().wait_for(std::chrono::seconds(0)), std::future_status::ready);
   EXPECT_TRUE(Logged("Received SIGTERM, shutting down"));
   EXPECT_EQ(backend->port(), 0);
@@ -488,18 +487,18 @@ TEST_F(BackendTest, SigintAlsoEndsRunUntilShutdownSignal) {
   BlockShutdownSignals();
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   ASSERT_EQ(pthread_kill(pthread_self(), SIGINT), 0);
-  EXPECT_TRUE(backend->RunUntilShutdownSignal().ok());
+  EXPECT_THAT(backend->RunUntilShutdownSignal(), IsOk());
   EXPECT_TRUE(Logged("Received SIGINT, shutting down"));
 }
 
 TEST_F(BackendTest, RunUntilShutdownSignalAfterStopReturnsAtOnce) {
   std::unique_ptr<Backend> backend = MakeBackend();
   ASSERT_NE(backend, nullptr);
-  ASSERT_TRUE(backend->Start().ok());
+  ASSERT_THAT(backend->Start(), IsOk());
   backend->Stop();
-  EXPECT_TRUE(backend->RunUntilShutdownSignal().ok());
+  EXPECT_THAT(backend->RunUntilShutdownSignal(), IsOk());
 }
 
 }  // namespace

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "stagehand/config/config.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -18,29 +21,29 @@ constexpr char kFile[] = "app-config.yaml";
 
 Result<DatabaseConfig> Read(const std::string& yaml) {
   Result<Config> config = Config::FromYaml(yaml, kFile);
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   return ReadDatabaseConfig(*config);
 }
 
 DatabaseConfig ReadOk(const std::string& yaml) {
   Result<DatabaseConfig> config = Read(yaml);
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : DatabaseConfig{};
 }
 
 std::string ReadError(const std::string& yaml) {
   Result<DatabaseConfig> config = Read(yaml);
-  EXPECT_FALSE(config.ok());
+  EXPECT_THAT(config, Not(IsOk()));
   if (config.ok()) {
     return "";
   }
-  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(config, StatusIs(StatusCode::kInvalidArgument));
   return config.status().message();
 }
 
 PluginDatabase Resolve(const DatabaseConfig& config, const std::string& plugin) {
   Result<PluginDatabase> database = ResolvePluginDatabase(config, plugin);
-  EXPECT_TRUE(database.ok()) << database.status();
+  EXPECT_THAT(database, IsOk());
   return database.ok() ? *database : PluginDatabase{};
 }
 
@@ -169,9 +172,7 @@ TEST(DatabaseConfigTest, DatabaseNameLongerThanPostgresAllowsIsRejected) {
   const std::string fits(63 - config.prefix.size(), 'p');
   EXPECT_EQ(Resolve(config, fits).database.size(), 63u);
   Result<PluginDatabase> too_long = ResolvePluginDatabase(config, fits + "q");
-  ASSERT_FALSE(too_long.ok());
-  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(too_long.status().message(), HasSubstr("'" + config.prefix + fits + "q'"));
+  ASSERT_THAT(too_long, StatusIs(StatusCode::kInvalidArgument, "'" + config.prefix + fits + "q'"));
   EXPECT_THAT(too_long.status().message(), HasSubstr("64 bytes long; PostgreSQL's limit is 63"));
 }
 
@@ -278,7 +279,7 @@ TEST(DatabaseConfigTest, ErrorsNameTheFileTheValueCameFrom) {
       Config::FromYaml("backend:\n  database:\n    client: cockroach\n", "local.yaml");
   ASSERT_TRUE(base.ok() && local.ok());
   Result<DatabaseConfig> config = ReadDatabaseConfig(Config::Merge({*base, *local}));
-  ASSERT_FALSE(config.ok());
+  ASSERT_THAT(config, Not(IsOk()));
   EXPECT_THAT(config.status().message(), HasSubstr("'backend.database.client' in 'local.yaml'"));
 }
 
@@ -418,7 +419,7 @@ TEST(DatabaseConfigTest, MySqlHasNoSchemaMode) {
       "backend:\n  database:\n    client: mysql2\n    pluginDivisionMode: schema\n"
       "    connection: { host: h }\n");
   Result<PluginDatabase> database = ResolvePluginDatabase(config, "catalog");
-  ASSERT_FALSE(database.ok());
+  ASSERT_THAT(database, Not(IsOk()));
   EXPECT_THAT(database.status().message(), HasSubstr("pluginDivisionMode"));
   EXPECT_THAT(database.status().message(), HasSubstr("PostgreSQL only"));
 }
@@ -429,7 +430,7 @@ TEST(DatabaseConfigTest, MySqlDatabaseNamesAreAtMost64Characters) {
              "_\n    connection: { host: h }\n");
   EXPECT_EQ(Resolve(config, "abc").database.size(), 64u);
   Result<PluginDatabase> database = ResolvePluginDatabase(config, "abcd");
-  ASSERT_FALSE(database.ok());
+  ASSERT_THAT(database, Not(IsOk()));
   EXPECT_THAT(database.status().message(), HasSubstr("MySQL's limit is 64"));
 }
 

@@ -8,10 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using std::chrono::milliseconds;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr const char* kUnitList =
@@ -19,23 +24,23 @@ constexpr const char* kUnitList =
 
 Config Json(std::string_view text, std::string context = "mock-config") {
   auto config = Config::FromJson(text, std::move(context));
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
 Config Yaml(std::string_view text, std::string context = "app-config.yaml") {
   auto config = Config::FromYaml(text, std::move(context));
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
 template <typename T>
 std::string ErrorOf(const Result<T>& result) {
-  EXPECT_FALSE(result.ok());
+  EXPECT_THAT(result, Not(IsOk()));
   if (result.ok()) {
     return "<ok>";
   }
-  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result, StatusIs(StatusCode::kInvalidArgument));
   return result.status().message();
 }
 
@@ -87,11 +92,11 @@ TEST(ReadDurationFromConfigTest, MatchesEveryReferenceVector) {
     const Config config = Json(R"({"frequency":)" + input + "}");
     const auto result = ReadDurationFromConfig(config, "frequency");
     if (vector.contains("error")) {
-      ASSERT_FALSE(result.ok()) << input;
-      EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << input;
+      ASSERT_THAT(result, Not(IsOk())) << input;
+      EXPECT_THAT(result, StatusIs(StatusCode::kInvalidArgument)) << input;
       EXPECT_EQ(result.status().message(), vector.at("error").get<std::string>()) << input;
     } else {
-      ASSERT_TRUE(result.ok()) << input << ": " << result.status().ToString();
+      ASSERT_THAT(result, IsOk()) << input;
       EXPECT_EQ(*result, FromVector(vector.at("result"))) << input;
     }
     ++checked;
@@ -168,7 +173,7 @@ TEST(ReadScheduleDefinitionTest, AllValidValues) {
     "scope": "global"
   })");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_EQ(std::get<CronFrequency>(schedule->frequency), (CronFrequency{"0 30 * * * *", ""}));
   EXPECT_EQ(std::get<HumanDuration>(schedule->timeout), Minutes(3));
   ASSERT_TRUE(schedule->initial_delay.has_value());
@@ -181,7 +186,7 @@ TEST(ReadScheduleDefinitionTest, AllValidValues) {
 TEST(ReadScheduleDefinitionTest, AllValidRequiredValues) {
   const Config config = Json(R"({"frequency": {"minutes": 15}, "timeout": "PT3M"})");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_EQ(std::get<HumanDuration>(schedule->frequency), Minutes(15));
   HumanDuration three_minutes;
   three_minutes.minutes = 3;
@@ -237,7 +242,7 @@ TEST(ReadScheduleDefinitionTest, ReadsLocalScopeAndStringDurations) {
   const Config config = Json(
       R"({"frequency": "10m", "timeout": "PT1M", "initialDelay": "30 seconds", "scope": "local"})");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_EQ(std::get<HumanDuration>(schedule->frequency), Minutes(10));
   HumanDuration thirty_seconds;
   thirty_seconds.seconds = 30;
@@ -248,7 +253,7 @@ TEST(ReadScheduleDefinitionTest, ReadsLocalScopeAndStringDurations) {
 TEST(ReadScheduleDefinitionTest, ReadsManualTrigger) {
   auto schedule = ReadScheduleDefinitionFromConfig(
       Json(R"({"frequency": {"trigger": "manual"}, "timeout": {"hours": 1}})"));
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_TRUE(std::holds_alternative<ManualFrequency>(schedule->frequency));
 }
 
@@ -315,14 +320,14 @@ TEST(ReadScheduleDefinitionTest, InvalidTimeoutAndInitialDelay) {
 TEST(ReadScheduleDefinitionTest, ReadsCatchUpWindowAndJitterOutsideTheStoredSettings) {
   auto schedule = ReadScheduleDefinitionFromConfig(Json(
       R"({"frequency": "10m", "timeout": "1m", "catchupWindow": "0s", "jitter": {"seconds": 30}})"));
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   ASSERT_TRUE(schedule->catchup_window.has_value());
   EXPECT_EQ(ToMilliseconds(*schedule->catchup_window), std::chrono::milliseconds(0));
   ASSERT_TRUE(schedule->jitter.has_value());
   EXPECT_EQ(ToMilliseconds(*schedule->jitter), std::chrono::seconds(30));
   // Backstage's settings_json is byte-identical with or without them.
   auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
-  ASSERT_TRUE(plain.ok());
+  ASSERT_THAT(plain, IsOk());
   EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
 }
 
@@ -345,19 +350,19 @@ frequency: { minutes: 10 }
 timeout: 1m
 retry: { attempts: 2, backoff: 1s, maxBackoff: { minutes: 5 } }
 )"));
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   ASSERT_TRUE(schedule->retry.has_value());
   EXPECT_EQ(schedule->retry->attempts, 2);
   EXPECT_EQ(ToMilliseconds(schedule->retry->backoff), std::chrono::seconds(1));
   ASSERT_TRUE(schedule->retry->max_backoff.has_value());
   EXPECT_EQ(ToMilliseconds(*schedule->retry->max_backoff), std::chrono::minutes(5));
   auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
-  ASSERT_TRUE(plain.ok());
+  ASSERT_THAT(plain, IsOk());
   EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
 
   auto defaults = ReadScheduleDefinitionFromConfig(
       Json(R"({"frequency": "10m", "timeout": "1m", "retry": {"attempts": 3}})"));
-  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  ASSERT_THAT(defaults, IsOk());
   EXPECT_EQ(ToMilliseconds(defaults->retry->backoff), std::chrono::seconds(1));
   EXPECT_FALSE(defaults->retry->max_backoff.has_value());
 }
@@ -388,7 +393,7 @@ frequency:
 timeout: { minutes: 10 }
 )");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_EQ(std::get<CronFrequency>(schedule->frequency),
             (CronFrequency{"0 9 * * 1-5", "Europe/Berlin"}));
   // The expression comes parsed, so the scheduler does not parse it again.
@@ -440,18 +445,18 @@ catalog:
 )",
                              "app-config.production.yaml");
   auto github = config.GetConfig("catalog.providers.github.schedule");
-  ASSERT_TRUE(github.ok());
+  ASSERT_THAT(github, IsOk());
   EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(*github)),
             "Failed to read duration from config, Error: Unable to convert config value for key "
             "'catalog.providers.github.schedule.frequency.minutes' in "
             "'app-config.production.yaml' to a number");
   auto gitlab = config.GetConfig("catalog.providers.gitlab.schedule");
-  ASSERT_TRUE(gitlab.ok());
+  ASSERT_THAT(gitlab, IsOk());
   EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(*gitlab)),
             "Missing required config value at 'catalog.providers.gitlab.schedule.frequency' in "
             "'app-config.production.yaml'");
   auto ldap = config.GetConfig("catalog.providers.ldap.schedule");
-  ASSERT_TRUE(ldap.ok());
+  ASSERT_THAT(ldap, IsOk());
   EXPECT_THAT(ErrorOf(ReadScheduleDefinitionFromConfig(*ldap)),
               StartsWith("Invalid cron expression at "
                          "'catalog.providers.ldap.schedule.frequency.cron' in "
@@ -465,9 +470,9 @@ timeout: { minutes: 3 }
 initialDelay: 10s
 )");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
-  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  ASSERT_THAT(schedule, IsOk());
   const TaskSettingsV2 settings = BuildTaskSettings(*schedule);
-  EXPECT_TRUE(settings.Validate().ok());
+  EXPECT_THAT(settings.Validate(), IsOk());
   EXPECT_EQ(
       settings.ToJson(),
       R"({"version":2,"cadence":"*/5 * * * *","initialDelayDuration":"PT10S","timeoutAfterDuration":"PT3M"})");
@@ -536,7 +541,7 @@ TEST(ReadScheduleDefinitionTest, RejectsNegativeInitialDelaysAndAcceptsZero) {
     const Config config =
         Json(std::string(R"({"frequency": "1h", "timeout": "1m", "initialDelay": )") + zero + "}");
     auto schedule = ReadScheduleDefinitionFromConfig(config);
-    ASSERT_TRUE(schedule.ok()) << zero << ": " << schedule.status();
+    ASSERT_THAT(schedule, IsOk()) << zero;
     EXPECT_EQ(ToMilliseconds(*schedule->initial_delay), milliseconds(0)) << zero;
   }
 }
@@ -551,7 +556,7 @@ jobs:
 )",
                              "app.yaml");
   auto schedule = config.GetConfig("jobs.schedule");
-  ASSERT_TRUE(schedule.ok());
+  ASSERT_THAT(schedule, IsOk());
   EXPECT_EQ(ErrorOf(ReadScheduleDefinitionFromConfig(*schedule)),
             "Invalid config value for key 'jobs.schedule.frequency' in 'app.yaml': must be longer "
             "than zero, got PT-1M\n"
@@ -578,7 +583,7 @@ std::vector<std::string> ScheduleKeyProblems(const std::string& yaml, bool expec
       "stagehand:\n  plugins:\n    jobs:\n      tasks:\n        t:\n          schedule:\n" + yaml,
       "app.yaml");
   auto schedule = config.GetConfig("stagehand.plugins.jobs.tasks.t.schedule");
-  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  EXPECT_THAT(schedule, IsOk());
   ConfigProblems problems;
   EXPECT_EQ(CheckScheduleKeys(*schedule, problems), expect_known);
   return problems.lines();

@@ -16,11 +16,13 @@
 
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -353,16 +355,17 @@ TEST(SchedulerMetricsTest, PluginSchedulerRunsAreCounted) {
   options.observer = forwarding;
   options.default_zone = TimeZone::Utc();
   PluginScheduler scheduler(std::move(options));
-  ASSERT_TRUE(
-      scheduler.ScheduleTask(ManualTask("works", TaskScope::kGlobal, [](std::stop_token) {})).ok());
+  ASSERT_THAT(
+      scheduler.ScheduleTask(ManualTask("works", TaskScope::kGlobal, [](std::stop_token) {})),
+      IsOk());
   ASSERT_TRUE(scheduler
                   .ScheduleTask(ManualTask(
                       "throws", TaskScope::kGlobal,
                       [](std::stop_token) -> Status { throw std::runtime_error("boom"); }))
                   .ok());
 
-  ASSERT_TRUE(scheduler.TriggerTask("works").ok());
-  ASSERT_TRUE(scheduler.TriggerTask("throws").ok());
+  ASSERT_THAT(scheduler.TriggerTask("works"), IsOk());
+  ASSERT_THAT(scheduler.TriggerTask("throws"), IsOk());
   ASSERT_TRUE(forwarding->WaitForEnds(2));
   scheduler.Shutdown();
 

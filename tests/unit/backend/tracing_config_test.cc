@@ -8,15 +8,19 @@
 #include <map>
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
 Config Yaml(std::string_view text) {
   Result<Config> config = Config::FromYaml(text, "app-config.yaml");
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
@@ -37,7 +41,7 @@ std::string Attribute(const TracingConfig& config, std::string_view key) {
 
 TEST(TracingConfigTest, OffUntilAnEndpointIsGiven) {
   Result<TracingConfig> config = ReadTracingConfig(Config::Empty(), Env({}));
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->enabled);
   EXPECT_EQ(Attribute(*config, "service.name"), "stagehand");
   EXPECT_EQ(config->sampler.kind, SamplerKind::kParentBasedAlwaysOn);
@@ -46,31 +50,31 @@ TEST(TracingConfigTest, OffUntilAnEndpointIsGiven) {
 TEST(TracingConfigTest, TheBaseEndpointGetsTheTracesPathAndTheTracesEndpointIsKeptAsGiven) {
   Result<TracingConfig> base =
       ReadTracingConfig(Config::Empty(), Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/"}}));
-  ASSERT_TRUE(base.ok());
+  ASSERT_THAT(base, IsOk());
   EXPECT_TRUE(base->enabled);
   EXPECT_EQ(base->endpoint, "http://c:4318/v1/traces");
 
   Result<TracingConfig> traces = ReadTracingConfig(
       Config::Empty(), Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"},
                             {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9999/custom"}}));
-  ASSERT_TRUE(traces.ok());
+  ASSERT_THAT(traces, IsOk());
   EXPECT_EQ(traces->endpoint, "http://t:9999/custom");
 
   Result<TracingConfig> from_config = ReadTracingConfig(
       Yaml("stagehand:\n  tracing:\n    endpoint: http://from-config:4318\n"), Env({}));
-  ASSERT_TRUE(from_config.ok());
+  ASSERT_THAT(from_config, IsOk());
   EXPECT_TRUE(from_config->enabled);
   EXPECT_EQ(from_config->endpoint, "http://from-config:4318/v1/traces");
 
   Result<TracingConfig> variable_wins = ReadTracingConfig(
       Yaml("stagehand:\n  tracing:\n    tracesEndpoint: http://from-config:4318/v1/traces\n"),
       Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"}}));
-  ASSERT_TRUE(variable_wins.ok());
+  ASSERT_THAT(variable_wins, IsOk());
   EXPECT_EQ(variable_wins->endpoint, "http://env:4318/v1/traces");
 
   Result<TracingConfig> enabled_default =
       ReadTracingConfig(Yaml("stagehand:\n  tracing:\n    enabled: true\n"), Env({}));
-  ASSERT_TRUE(enabled_default.ok());
+  ASSERT_THAT(enabled_default, IsOk());
   EXPECT_TRUE(enabled_default->enabled);
   EXPECT_EQ(enabled_default->endpoint, "http://localhost:4318/v1/traces");
 }
@@ -79,11 +83,11 @@ TEST(TracingConfigTest, TheSdkDisabledVariableWinsAndEmptyMeansUnset) {
   Result<TracingConfig> config = ReadTracingConfig(
       Config::Empty(),
       Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"}, {"OTEL_SDK_DISABLED", "TRUE"}}));
-  ASSERT_TRUE(config.ok());
+  ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->enabled);
   Result<TracingConfig> empty =
       ReadTracingConfig(Config::Empty(), Env({{"OTEL_EXPORTER_OTLP_ENDPOINT", " "}}));
-  ASSERT_TRUE(empty.ok());
+  ASSERT_THAT(empty, IsOk());
   EXPECT_FALSE(empty->enabled);
 }
 
@@ -91,7 +95,7 @@ TEST(TracingConfigTest, EnabledFalseTurnsTracingOffWhateverElseIsSet) {
   Result<TracingConfig> config = ReadTracingConfig(
       Yaml("stagehand:\n  tracing:\n    enabled: false\n    endpoint: http://c:4318\n"),
       Env({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://d:4318/v1/traces"}}));
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->enabled);
 }
 
@@ -108,7 +112,7 @@ TEST(TracingConfigTest, HeadersServiceAndResourceAttributes) {
            {"OTEL_BSP_SCHEDULE_DELAY", "200"},
            {"OTEL_BSP_MAX_QUEUE_SIZE", "100"},
            {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "10"}}));
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_THAT(config, IsOk());
   EXPECT_THAT(config->headers,
               ::testing::ElementsAre(Pair("api-key", "secret value"), Pair("x-tenant", "acme")));
   EXPECT_EQ(Attribute(*config, "service.name"), "scheduler-eu");
@@ -135,7 +139,7 @@ stagehand:
     sampler: always_off
 )"),
                                                         Env({}));
-  ASSERT_TRUE(from_config.ok()) << from_config.status().ToString();
+  ASSERT_THAT(from_config, IsOk());
   EXPECT_THAT(from_config->headers, ::testing::ElementsAre(Pair("authorization", "Bearer abc")));
   EXPECT_EQ(Attribute(*from_config, "service.name"), "from-config");
   EXPECT_EQ(Attribute(*from_config, "team"), "platform");
@@ -151,8 +155,7 @@ TEST(TracingConfigTest, EveryProblemIsNamed) {
            {"OTEL_EXPORTER_OTLP_TIMEOUT", "ten"},
            {"OTEL_TRACES_SAMPLER", "parentbased_traceidratio"},
            {"OTEL_BSP_MAX_QUEUE_SIZE", "-1"}}));
-  ASSERT_FALSE(config.ok());
-  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(config, StatusIs(StatusCode::kInvalidArgument));
   const std::string message(config.status().message());
   EXPECT_THAT(message, HasSubstr("'stagehand.tracing.endpiont'"));
   EXPECT_THAT(message, HasSubstr("did you mean 'endpoint'?"));

@@ -12,8 +12,13 @@
 #include <string>
 #include <thread>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -60,56 +65,56 @@ int AwaitDescriptorNaming(const fs::path& target, int except) {
 
 TEST_F(FileTest, ReadsTheWholeFileByteForByte) {
   const std::string bytes = std::string("a\0b\r\n", 5) + std::string(200'000, 'x');
-  ASSERT_TRUE(WriteFileAtomically((dir_ / "f").string(), bytes).ok());
+  ASSERT_THAT(WriteFileAtomically((dir_ / "f").string(), bytes), IsOk());
   Result<std::string> read = ReadFile((dir_ / "f").string());
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_THAT(read, IsOk());
   EXPECT_EQ(*read, bytes);
 }
 
 TEST_F(FileTest, ReadsAnEmptyFile) {
-  ASSERT_TRUE(WriteFileAtomically((dir_ / "empty").string(), "").ok());
+  ASSERT_THAT(WriteFileAtomically((dir_ / "empty").string(), ""), IsOk());
   Result<std::string> read = ReadFile((dir_ / "empty").string());
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_THAT(read, IsOk());
   EXPECT_EQ(*read, "");
 }
 
 TEST_F(FileTest, ReadsProcFilesWhoseSizeReadsZero) {
   Result<std::string> read = ReadFile("/proc/self/status");
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_THAT(read, IsOk());
   EXPECT_NE(read->find("Pid:"), std::string::npos);
 }
 
 TEST_F(FileTest, MissingFileIsNotFoundWithTheReason) {
   Result<std::string> read = ReadFile((dir_ / "missing").string());
-  EXPECT_EQ(read.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(read, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(read.status().message(), "No such file or directory");
 }
 
 TEST_F(FileTest, DirectoryIsUnavailable) {
   Result<std::string> read = ReadFile(dir_.string());
-  EXPECT_EQ(read.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(read, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(read.status().message(), "Is a directory");
 }
 
 TEST_F(FileTest, FileOfMaxBytesIsReadAndOneByteMoreIsRefused) {
-  ASSERT_TRUE(WriteFileAtomically((dir_ / "f").string(), "12345").ok());
+  ASSERT_THAT(WriteFileAtomically((dir_ / "f").string(), "12345"), IsOk());
   Result<std::string> fits = ReadFile((dir_ / "f").string(), 5);
-  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_THAT(fits, IsOk());
   EXPECT_EQ(*fits, "12345");
   Result<std::string> over = ReadFile((dir_ / "f").string(), 4);
-  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(over, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(over.status().message(), "larger than 4 bytes");
 }
 
 TEST_F(FileTest, UnboundedStreamIsRefusedAtMaxBytes) {
   Result<std::string> read = ReadFile("/dev/zero", 100'000);
-  EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(read, StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST_F(FileTest, WriteReplacesTheFileAndLeavesNoTemporary) {
   const std::string path = (dir_ / "ready").string();
-  ASSERT_TRUE(WriteFileAtomically(path, "old contents\n").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "new\n").ok());
+  ASSERT_THAT(WriteFileAtomically(path, "old contents\n"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(path, "new\n"), IsOk());
   EXPECT_EQ(ReadFile(path).value(), "new\n");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
@@ -118,7 +123,7 @@ TEST_F(FileTest, WriteCreatesTheFileWithTheUmasksMode) {
   const mode_t previous = ::umask(027);
   const Status written = WriteFileAtomically((dir_ / "f").string(), "x");
   ::umask(previous);
-  ASSERT_TRUE(written.ok()) << written;
+  ASSERT_THAT(written, IsOk());
   struct stat info {};
   ASSERT_EQ(::stat((dir_ / "f").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0640U);
@@ -126,14 +131,14 @@ TEST_F(FileTest, WriteCreatesTheFileWithTheUmasksMode) {
 
 TEST_F(FileTest, WriteIntoAMissingDirectoryIsUnavailable) {
   const Status written = WriteFileAtomically((dir_ / "no" / "f").string(), "x");
-  EXPECT_EQ(written.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(written, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(written.message(), "No such file or directory");
 }
 
 TEST_F(FileTest, FailedRenameRemovesTheTemporary) {
   fs::create_directories(dir_ / "occupied" / "child");
   const Status written = WriteFileAtomically((dir_ / "occupied").string(), "x");
-  EXPECT_EQ(written.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(written, StatusIs(StatusCode::kUnavailable));
   EXPECT_FALSE(fs::exists(dir_ / "occupied.tmp"));
 }
 
@@ -151,7 +156,7 @@ TEST_F(FileTest, ReadDescriptorIsCloseOnExec) {
   reader.join();
   ASSERT_GE(fd, 0) << "ReadFile's descriptor was not found";
   EXPECT_NE(flags & FD_CLOEXEC, 0) << "ReadFile's descriptor " << fd;
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_THAT(read, IsOk());
   EXPECT_EQ(*read, "fifo");
 }
 
@@ -175,7 +180,7 @@ TEST_F(FileTest, WriteDescriptorIsCloseOnExec) {
   writer.join();
   ASSERT_GE(fd, 0) << "WriteFileAtomically's descriptor was not found";
   EXPECT_NE(flags & FD_CLOEXEC, 0) << "WriteFileAtomically's descriptor " << fd;
-  EXPECT_TRUE(written.ok()) << written;
+  EXPECT_THAT(written, IsOk());
   EXPECT_EQ(drained.size(), contents.size());
 }
 

@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 Result<int> Half(int value) {
   if (value % 2 != 0) return InvalidArgumentError("odd value");
@@ -32,8 +37,7 @@ Result<std::string> Named(int value) {
 
 TEST(StatusTest, CarriesCodeAndMessage) {
   const Status status = NotFoundError("Task x does not exist");
-  EXPECT_FALSE(status.ok());
-  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status, StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(status.message(), "Task x does not exist");
   EXPECT_EQ(status.ToString(), "NOT_FOUND: Task x does not exist");
   EXPECT_EQ(Status::Ok().ToString(), "OK");
@@ -41,18 +45,18 @@ TEST(StatusTest, CarriesCodeAndMessage) {
 
 TEST(StatusTest, WithPrefixKeepsTheCode) {
   const Status status = UnavailableError("down").WithPrefix("plugin 'p': ");
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(status.message(), "plugin 'p': down");
 }
 
 TEST(ResultTest, HoldsValueOrStatus) {
   EXPECT_EQ(*Half(8), 4);
-  EXPECT_EQ(Half(3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(Half(3), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST(ResultTest, ReturnIfErrorPropagates) {
   int out = 0;
-  EXPECT_TRUE(Chain(10, &out).ok());
+  EXPECT_THAT(Chain(10, &out), IsOk());
   EXPECT_EQ(out, 5);
   EXPECT_EQ(Chain(7, &out).message(), "odd value");
 }
@@ -61,7 +65,7 @@ TEST(ResultTest, AssignOrReturnMovesTheValueOrPropagates) {
   EXPECT_EQ(*Quarter(8), 2);
   EXPECT_EQ(Quarter(6).status(), InvalidArgumentError("odd value"));
   EXPECT_EQ(*Named(12), "q3");
-  EXPECT_EQ(Named(2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(Named(2), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST(ResultDeathTest, ValueOfErrorIsABug) { EXPECT_DEATH((void)Half(3).value(), "check failed"); }

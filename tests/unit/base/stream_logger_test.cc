@@ -11,9 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::string_literals;
@@ -232,8 +235,7 @@ TEST(LogOptionTest, ParsesFormats) {
   EXPECT_EQ(*ParseLogFormat("text"), LogFormat::kText);
   EXPECT_EQ(*ParseLogFormat("json"), LogFormat::kJson);
   Result<LogFormat> bad = ParseLogFormat("yaml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(bad.status().message(), "Invalid log format 'yaml', expected one of: text, json");
 }
 
@@ -243,8 +245,7 @@ TEST(LogOptionTest, ParsesLevels) {
   EXPECT_EQ(*ParseLogLevel("warn"), LogLevel::kWarn);
   EXPECT_EQ(*ParseLogLevel("error"), LogLevel::kError);
   Result<LogLevel> bad = ParseLogLevel("verbose");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(bad, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(bad.status().message(),
             "Invalid log level 'verbose', expected one of: debug, info, warn, error");
 }

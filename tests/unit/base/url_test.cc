@@ -5,24 +5,29 @@
 
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Url Parsed(const std::string& text) {
   Result<Url> url = ParseUrl(text);
-  EXPECT_TRUE(url.ok()) << text << ": " << url.status();
+  EXPECT_THAT(url, IsOk()) << text;
   return url.ok() ? *url : Url{};
 }
 
 std::string ErrorOf(const std::string& text) {
   Result<Url> url = ParseUrl(text);
-  EXPECT_FALSE(url.ok()) << text;
+  EXPECT_THAT(url, Not(IsOk())) << text;
   if (url.ok()) {
     return "";
   }
-  EXPECT_EQ(url.status().code(), StatusCode::kInvalidArgument) << text;
+  EXPECT_THAT(url, StatusIs(StatusCode::kInvalidArgument)) << text;
   return url.status().message();
 }
 

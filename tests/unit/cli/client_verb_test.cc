@@ -17,11 +17,13 @@
 
 #include "cli/rest_client.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -54,7 +56,7 @@ TEST(ParseServerUrlTest, RejectsWhatItCannotReach) {
         "http://h:70000", "http://h:7x", "http://h:", "http://h/a?b", "http://h/#x", "http://[::1",
         "h:7007?x", "http://[::1]x", "http://[zz]:7007"}) {
     Result<ServerUrl> url = ParseServerUrl(bad);
-    EXPECT_FALSE(url.ok()) << bad;
+    EXPECT_THAT(url, Not(IsOk())) << bad;
     if (!url.ok()) {
       EXPECT_THAT(url.status().message(), HasSubstr("invalid --url")) << bad;
     }
@@ -68,7 +70,7 @@ TEST(ParseServerUrlTest, RefusesWhatTheUrlParserRefuses) {
   for (const char* bad : {"http://user@127.0.0.1:7007", "http://::1:7007", "::1:7007",
                           "http://a b:7007", "http://h!:7007", "http://h:7007:1"}) {
     Result<ServerUrl> url = ParseServerUrl(bad);
-    EXPECT_FALSE(url.ok()) << bad;
+    EXPECT_THAT(url, Not(IsOk())) << bad;
     if (!url.ok()) {
       EXPECT_THAT(url.status().message(), HasSubstr("invalid --url '" + std::string(bad) + "'"));
     }

@@ -7,12 +7,14 @@
 
 #include "cli/command.h"
 #include "stagehand/cli/cli.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -101,7 +103,7 @@ TEST(CronNextCommandTest, AcceptsPresets) {
 TEST(CronNextCommandTest, DefaultsToFiveTimesFromTheClockInTheDefaultZone) {
   testing::ManualClock clock(testing::ManualClock::DefaultStart());
   Result<TimeZone> tokyo = TimeZone::Locate("Asia/Tokyo");
-  ASSERT_TRUE(tokyo.ok()) << tokyo.status().ToString();
+  ASSERT_THAT(tokyo, IsOk());
   std::ostringstream out;
   std::ostringstream err;
   int exit_code =

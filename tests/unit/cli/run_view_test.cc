@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "stagehand/cli/cli.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -37,7 +39,7 @@ constexpr const char* kPage = R"({"runs":[
 
 TEST(ParseRunPageTest, ReadsEveryField) {
   Result<RunPage> page = ParseRunPage(kPage, "the runs of jobs/backup");
-  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 2U);
   EXPECT_EQ(page->next_cursor, "MjAyNi0xMi0wMVQwMzowMDowMC4wMTJafDBiOWQ");
   const RunRecord& failed = page->runs[0];
@@ -68,7 +70,7 @@ TEST(ParseRunPageTest, ReadsEveryField) {
 
 TEST(ParseRunPageTest, LastPageHasNoCursor) {
   Result<RunPage> page = ParseRunPage(R"({"runs":[],"nextCursor":null})", "the runs");
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   EXPECT_TRUE(page->runs.empty());
   EXPECT_FALSE(page->next_cursor.has_value());
 }
@@ -86,7 +88,7 @@ TEST(ParseRunDetailTest, ReadsTheOutputAndWhetherItIsLive) {
           "startedAt":"2026-12-01T15:00:00.000Z","endedAt":null,"durationMs":null,
           "output":"backing up\n","outputBytes":70011,"live":true})",
       "run r1");
-  ASSERT_TRUE(detail.ok()) << detail.status();
+  ASSERT_THAT(detail, IsOk());
   EXPECT_EQ(detail->run.run_id, "r1");
   EXPECT_EQ(detail->run.outcome, "running");
   EXPECT_FALSE(detail->run.ended_at.has_value());
@@ -99,7 +101,7 @@ TEST(ParseRunDetailTest, ReadsTheOutputAndWhetherItIsLive) {
 TEST(ParseRunDetailTest, NeedsARunId) {
   EXPECT_EQ(ParseRunDetail(R"({"output":""})", "run r1 of plugin 'jobs'").status().message(),
             "run r1 of plugin 'jobs' has no \"runId\"");
-  EXPECT_FALSE(ParseRunDetail("[]", "run r1").ok());
+  EXPECT_THAT(ParseRunDetail("[]", "run r1"), Not(IsOk()));
 }
 
 TEST(FormatExitTest, ExitCodeSignalOrHttpStatus) {
@@ -138,7 +140,7 @@ TEST(ExitCodeForOutcomeTest, EachOutcomeHasItsCode) {
 TEST(RenderRunTableTest, AlignsEveryColumnInTheViewersZone) {
   const std::vector<RunRecord> runs = ParseRunPage(kPage, "runs").value().runs;
   Result<TimeZone> berlin = TimeZone::Locate("Europe/Berlin");
-  ASSERT_TRUE(berlin.ok());
+  ASSERT_THAT(berlin, IsOk());
   EXPECT_EQ(RenderRunTable(runs, At("2026-12-01T15:01:00Z"), *berlin, /*colour=*/false),
             "STARTED             HOST   TRIGGER   OUTCOME    DURATION  LAG   EXIT  RUN ID        "
             "                        ERROR\n"

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::cli {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -142,7 +144,7 @@ constexpr const char* kListing = R"({"tasks":[
 
 TEST(ParseTaskListingTest, ReadsEveryField) {
   Result<std::vector<TaskRow>> rows = ParseTaskListing("myplugin", kListing);
-  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 4U);
   const TaskRow& g1 = (*rows)[0];
   EXPECT_EQ(g1.plugin_id, "myplugin");
@@ -162,11 +164,11 @@ TEST(ParseTaskListingTest, ReadsEveryField) {
 }
 
 TEST(ParseTaskListingTest, RejectsBodiesThatAreNotAListing) {
-  EXPECT_FALSE(ParseTaskListing("jobs", "not json").ok());
-  EXPECT_FALSE(ParseTaskListing("jobs", "[]").ok());
-  EXPECT_FALSE(ParseTaskListing("jobs", R"({"tasks":{}})").ok());
+  EXPECT_THAT(ParseTaskListing("jobs", "not json"), Not(IsOk()));
+  EXPECT_THAT(ParseTaskListing("jobs", "[]"), Not(IsOk()));
+  EXPECT_THAT(ParseTaskListing("jobs", R"({"tasks":{}})"), Not(IsOk()));
   Result<std::vector<TaskRow>> empty = ParseTaskListing("jobs", R"({"tasks":[]})");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_THAT(empty, IsOk());
   EXPECT_TRUE(empty->empty());
 }
 

@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+
 Config Yaml(const char* text, const char* file) {
   Result<Config> config = Config::FromYaml(text, file);
-  EXPECT_TRUE(config.ok()) << config.status().message();
+  EXPECT_THAT(config, IsOk());
   return *config;
 }
 

@@ -5,14 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 TEST(ConfigProblemsTest, EmptyIsOk) {
   ConfigProblems problems;
   problems.Add(Status::Ok());
   EXPECT_TRUE(problems.empty());
-  EXPECT_TRUE(problems.ToStatus().ok());
+  EXPECT_THAT(problems.ToStatus(), IsOk());
 }
 
 TEST(ConfigProblemsTest, EachLineOfAStatusIsOneProblem) {
@@ -21,15 +26,15 @@ TEST(ConfigProblemsTest, EachLineOfAStatusIsOneProblem) {
   problems.Add("third");
   EXPECT_EQ(problems.lines(), (std::vector<std::string>{"first", "second", "third"}));
   const Status status = problems.ToStatus();
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(status.message(), "first\nsecond\nthird");
 }
 
 TEST(ConfigProblemsTest, InvalidConfigValueNamesKeyAndFile) {
   Result<Config> config = Config::FromYaml("backend:\n  listen:\n    port: 99999\n", "app.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   Result<Config> backend = config->GetConfig("backend");
-  ASSERT_TRUE(backend.ok());
+  ASSERT_THAT(backend, IsOk());
   EXPECT_EQ(InvalidConfigValue(*backend, "listen.port", "too large"),
             "Invalid config value for key 'backend.listen.port' in 'app.yaml': too large");
 }

@@ -15,22 +15,26 @@
 
 #include "config/config_internal.h"
 #include "stagehand/config/config_problems.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 Config Yaml(std::string_view text, std::string context = "app-config.yaml") {
   auto config = Config::FromYaml(text, std::move(context));
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
 Config Json(std::string_view text, std::string context = "mock-config") {
   auto config = Config::FromJson(text, std::move(context));
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
@@ -41,11 +45,11 @@ std::string TypeOf(const Config& config, std::string_view key) {
 
 template <typename T>
 std::string ErrorOf(const Result<T>& result) {
-  EXPECT_FALSE(result.ok());
+  EXPECT_THAT(result, Not(IsOk()));
   if (result.ok()) {
     return "<ok>";
   }
-  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result, StatusIs(StatusCode::kInvalidArgument));
   return result.status().message();
 }
 
@@ -211,7 +215,7 @@ TEST(ConfigYamlTest, BoundsNestingDepth) {
     deep += "]";
   }
   const auto result = Config::FromYaml("a: " + deep + "\n", "deep.yaml");
-  EXPECT_FALSE(result.ok());
+  EXPECT_THAT(result, Not(IsOk()));
 }
 
 TEST(ConfigYamlTest, BoundsAliasExpansion) {
@@ -245,7 +249,7 @@ TEST(ConfigYamlTest, ReadsFiles) {
     out << "scheduler:\n  timeout: 10m\n";
   }
   auto config = Config::FromYamlFile(path.string());
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_THAT(config, IsOk());
   EXPECT_EQ(*config->GetString("scheduler.timeout"), "10m");
   EXPECT_EQ(config->Context("scheduler.timeout"), path.string());
   EXPECT_EQ(ErrorOf(config->GetNumber("scheduler.missing")),
@@ -300,13 +304,13 @@ TEST(ConfigGetterTest, MissingValuesNameFullKeyAndContext) {
 TEST(ConfigGetterTest, SubviewsReportKeysFromTheRoot) {
   const Config root = Json(R"({"a":{"b":{"c":true,"s":""}}})");
   auto a = root.GetConfig("a");
-  ASSERT_TRUE(a.ok());
+  ASSERT_THAT(a, IsOk());
   EXPECT_EQ(a->FullKey(), "a");
   EXPECT_EQ(a->FullKey("b"), "a.b");
   EXPECT_EQ(ErrorOf(a->GetString("b")),
             "Invalid type in config for key 'a.b' in 'mock-config', got object, wanted string");
   auto b = a->GetConfig("b");
-  ASSERT_TRUE(b.ok());
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(ErrorOf(b->GetNumber("c")),
             "Invalid type in config for key 'a.b.c' in 'mock-config', got boolean, wanted number");
   EXPECT_EQ(ErrorOf(b->GetString("missing")),
@@ -430,7 +434,7 @@ TEST(ConfigGetterTest, StringArrays) {
 TEST(ConfigGetterTest, ConfigArraysIndexTheirKeys) {
   const Config config = Json(R"({"tasks":[{"id":"a"},{"id":5}],"mixed":[{},"x"]})");
   auto tasks = config.GetConfigArray("tasks");
-  ASSERT_TRUE(tasks.ok());
+  ASSERT_THAT(tasks, IsOk());
   ASSERT_EQ(tasks->size(), 2u);
   EXPECT_EQ(*(*tasks)[0].GetString("id"), "a");
   EXPECT_EQ((*tasks)[1].FullKey("id"), "tasks[1].id");
@@ -526,7 +530,7 @@ TEST(ConfigTransformTest, ReplacesEveryStringValueButNoKey) {
     return out;
   };
   Result<Config> transformed = config.TransformStrings(upper);
-  ASSERT_TRUE(transformed.ok()) << transformed.status().ToString();
+  ASSERT_THAT(transformed, IsOk());
   EXPECT_EQ(keys,
             (std::vector<std::string>{"up", "nested.up", "nested.list[0]", "nested.list[1].up"}));
   EXPECT_EQ(*transformed->GetString("up"), "A");
@@ -546,7 +550,7 @@ TEST(ConfigTransformTest, KeepsSourcesAndLines) {
       [](const std::string&, const std::string&, const ConfigNode&) -> Result<std::string> {
         return std::string("y");
       });
-  ASSERT_TRUE(transformed.ok());
+  ASSERT_THAT(transformed, IsOk());
   const ConfigNode* node = transformed->Node("a.b");
   ASSERT_NE(node, nullptr);
   EXPECT_EQ(std::get<std::string>(node->value), "y");
@@ -564,8 +568,7 @@ TEST(ConfigTransformTest, ReportsEveryFailureInDocumentOrder) {
     return value;
   };
   Result<Config> transformed = config.TransformStrings(fail_bad);
-  ASSERT_FALSE(transformed.ok());
-  EXPECT_EQ(transformed.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(transformed, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(transformed.status().message(), "a@1\nc[0]@3");
 }
 
@@ -578,7 +581,7 @@ TEST(ConfigTransformTest, SubviewKeysAreFull) {
         seen = full_key;
         return value;
       });
-  ASSERT_TRUE(transformed.ok());
+  ASSERT_THAT(transformed, IsOk());
   EXPECT_EQ(seen, "outer.inner");
   EXPECT_EQ(transformed->FullKey("inner"), "outer.inner");
 }
@@ -634,7 +637,7 @@ stagehand:
 )",
                              "app.yaml");
   auto schedule = config.GetConfig("stagehand.schedule");
-  ASSERT_TRUE(schedule.ok());
+  ASSERT_THAT(schedule, IsOk());
   ConfigProblems problems;
   EXPECT_FALSE(AddUnknownKeys(*schedule, kScheduleKeys, problems));
   EXPECT_THAT(problems.lines(),
@@ -648,7 +651,7 @@ stagehand:
 TEST(AddUnknownKeysTest, KeysThatCannotBePartOfAPathNameTheObject) {
   const Config config = Json(R"({"block": {"a.b": 1, "": 2, "scope": 3}})");
   auto block = config.GetConfig("block");
-  ASSERT_TRUE(block.ok());
+  ASSERT_THAT(block, IsOk());
   ConfigProblems problems;
   EXPECT_FALSE(AddUnknownKeys(*block, kScheduleKeys, problems));
   EXPECT_THAT(problems.lines(),

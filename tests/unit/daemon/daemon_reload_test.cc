@@ -6,14 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+
 std::vector<DaemonPlugin> Read(const std::string& yaml) {
   Result<Config> config = Config::FromYaml(yaml, "app-config.yaml");
-  EXPECT_TRUE(config.ok()) << config.status().message();
+  EXPECT_THAT(config, IsOk());
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(*config);
-  EXPECT_TRUE(plugins.ok()) << plugins.status().message();
+  EXPECT_THAT(plugins, IsOk());
   return *plugins;
 }
 
@@ -55,7 +60,7 @@ stagehand:
         other-command: { schedule: { frequency: { minutes: 1 }, timeout: 10s }, command: [/bin/false] }
         new: { schedule: { frequency: { minutes: 1 }, timeout: 10s }, command: [/bin/true] }
 )"));
-  ASSERT_TRUE(changes.ok()) << changes.status().message();
+  ASSERT_THAT(changes, IsOk());
   ASSERT_EQ(changes->size(), 1u);
   const PluginTaskChanges& jobs = changes->front();
   EXPECT_EQ(jobs.plugin_id, "jobs");
@@ -82,8 +87,7 @@ stagehand:
         t: { schedule: { frequency: { minutes: 1 }, timeout: 10s, scope: local }, command: [/bin/true] }
     fresh: {}
 )"));
-  ASSERT_FALSE(changes.ok());
-  EXPECT_EQ(changes.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(changes, StatusIs(StatusCode::kInvalidArgument));
   const std::string& message = changes.status().message();
   EXPECT_NE(message.find("'stagehand.plugins.fresh' is a new plugin"), std::string::npos)
       << message;

@@ -10,32 +10,36 @@
 
 #include "stagehand/base/logger.h"
 #include "stagehand/service/mock_scheduler.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::Not;
 using ::testing::Pair;
 
 Config Yaml(std::string_view text) {
   Result<Config> config = Config::FromYaml(text, "app.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : Config::Empty();
 }
 
 std::vector<DaemonPlugin> ReadOk(std::string_view text) {
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(Yaml(text));
-  EXPECT_TRUE(plugins.ok()) << plugins.status();
+  EXPECT_THAT(plugins, IsOk());
   return plugins.ok() ? *plugins : std::vector<DaemonPlugin>{};
 }
 
 // Returns the problems of a failed read, one per line.
 std::vector<std::string> Problems(std::string_view text) {
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(Yaml(text));
-  EXPECT_FALSE(plugins.ok());
+  EXPECT_THAT(plugins, Not(IsOk()));
   if (plugins.ok()) return {};
-  EXPECT_EQ(plugins.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(plugins, StatusIs(StatusCode::kInvalidArgument));
   std::vector<std::string> lines;
   std::string_view rest = plugins.status().message();
   while (true) {
@@ -480,7 +484,7 @@ stagehand:
                                             "overlay.yaml");
   ASSERT_TRUE(base.ok() && overlay.ok());
   Result<std::vector<DaemonPlugin>> plugins = ReadDaemonPlugins(Config::Merge({*base, *overlay}));
-  ASSERT_FALSE(plugins.ok());
+  ASSERT_THAT(plugins, Not(IsOk()));
   EXPECT_THAT(plugins.status().message(), ::testing::HasSubstr("in 'overlay.yaml'"));
   EXPECT_THAT(plugins.status().message(), ::testing::HasSubstr("both 'command' and 'http'"));
 }
@@ -602,10 +606,10 @@ stagehand:
 
 TEST(ValidatePluginIdTest, AcceptsBackstageStyleIds) {
   for (const char* id : {"a", "jobs", "my-jobs-2", "a1b2", "x-1", "a-", "a--b"}) {
-    EXPECT_TRUE(ValidatePluginId(id).ok()) << id;
+    EXPECT_THAT(ValidatePluginId(id), IsOk()) << id;
   }
   for (const char* id : {"", "A", "1a", "-a", "a_b", "a.b", "a b", "jöbs", "aB"}) {
-    EXPECT_EQ(ValidatePluginId(id).code(), StatusCode::kInvalidArgument) << id;
+    EXPECT_THAT(ValidatePluginId(id), StatusIs(StatusCode::kInvalidArgument)) << id;
   }
 }
 
@@ -632,7 +636,7 @@ stagehand:
   services.plugin_id = "jobs";
   services.logger = NullLogger();
   services.scheduler = &scheduler;
-  ASSERT_TRUE(plugin.init(services).ok());
+  ASSERT_THAT(plugin.init(services), IsOk());
 
   std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
   ASSERT_EQ(tasks.size(), 2u);
@@ -644,13 +648,12 @@ stagehand:
   EXPECT_EQ(tasks[1].settings.cadence, "manual");
 
   std::shared_future<Status> ok_run = scheduler.WaitForTask("ok");
-  ASSERT_TRUE(scheduler.TriggerTask("ok").ok());
-  EXPECT_TRUE(ok_run.get().ok()) << ok_run.get();
+  ASSERT_THAT(scheduler.TriggerTask("ok"), IsOk());
+  EXPECT_THAT(ok_run.get(), IsOk());
 
   std::shared_future<Status> failed_run = scheduler.WaitForTask("fails");
-  ASSERT_TRUE(scheduler.TriggerTask("fails").ok());
-  EXPECT_EQ(failed_run.get().code(), StatusCode::kUnavailable);
-  EXPECT_THAT(failed_run.get().message(), ::testing::HasSubstr("3"));
+  ASSERT_THAT(scheduler.TriggerTask("fails"), IsOk());
+  EXPECT_THAT(failed_run.get(), StatusIs(StatusCode::kUnavailable, "3"));
   EXPECT_THAT(failed_run.get().message(), ::testing::HasSubstr("boom"));
 }
 
@@ -681,7 +684,7 @@ stagehand:
   PluginServices services;
   services.scheduler = &scheduler;
   Status status = plugin.init(services);
-  EXPECT_EQ(status.code(), StatusCode::kConflict);
+  EXPECT_THAT(status, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(status.message(), "task 'hello': already registered");
 }
 

@@ -8,9 +8,12 @@
 #include <optional>
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -49,7 +52,7 @@ TEST(DashboardPathTest, BadPathsAreRefusedSayingWhy) {
   EXPECT_THAT(NormalizeDashboardPath("/.stagehand/ui").status().message(),
               HasSubstr("/.stagehand"));
   EXPECT_THAT(NormalizeDashboardPath("/metrics").status().message(), HasSubstr("/metrics"));
-  EXPECT_TRUE(NormalizeDashboardPath("/apis").ok()) << "only whole segments collide";
+  EXPECT_THAT(NormalizeDashboardPath("/apis"), IsOk()) << "only whole segments collide";
 }
 
 TEST(DashboardTest, ThePageAtTheRootIsToldTheRootAndTheAuthMode) {
@@ -62,7 +65,7 @@ TEST(DashboardTest, ThePageAtTheRootIsToldTheRootAndTheAuthMode) {
   EXPECT_THAT(page->body, ContainsRegex("stagehand-auth\"[^>]*content=\"token\""));
   EXPECT_THAT(page->body, Not(HasSubstr("%STAGEHAND_")));
   EXPECT_THAT(Get(handler, "/index.html"),
-              Optional(testing::Field(&HttpResponse::body, page->body)));
+              Optional(::testing::Field(&HttpResponse::body, page->body)));
 
   const HttpHandler open = MakeDashboardHandler({"/", false, ""});
   EXPECT_THAT(Get(open, "/")->body, ContainsRegex("stagehand-auth\"[^>]*content=\"development\""));
@@ -82,8 +85,8 @@ TEST(DashboardTest, ThePageIsToldTheTraceUrlEscapedOrNoneWithoutOne) {
 }
 
 TEST(DashboardTraceUrlTest, NeedsAnHttpUrlWithTheTraceId) {
-  EXPECT_TRUE(CheckDashboardTraceUrl("http://jaeger:16686/trace/{traceId}").ok());
-  EXPECT_TRUE(CheckDashboardTraceUrl("https://grafana/explore?trace={traceId}&x=1").ok());
+  EXPECT_THAT(CheckDashboardTraceUrl("http://jaeger:16686/trace/{traceId}"), IsOk());
+  EXPECT_THAT(CheckDashboardTraceUrl("https://grafana/explore?trace={traceId}&x=1"), IsOk());
   EXPECT_THAT(CheckDashboardTraceUrl("http://jaeger:16686/trace/").message(),
               HasSubstr("{traceId}"));
   EXPECT_THAT(CheckDashboardTraceUrl("ftp://jaeger/{traceId}").message(),

@@ -12,9 +12,12 @@
 #include <thread>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -175,7 +178,7 @@ TEST_F(EngineTest, TasksDueTogetherAreClaimedInOneStatementAndReleasedInBatches)
   for (int i = 0; i < 5; ++i) {
     tasks.push_back(Task("due-" + std::to_string(i), Schedule("PT1M"), probe.Fn()));
   }
-  ASSERT_TRUE(engine.RegisterMany(std::move(tasks)).ok());
+  ASSERT_THAT(engine.RegisterMany(std::move(tasks)), IsOk());
   ASSERT_TRUE(probe.WaitCalls(5));
   EXPECT_EQ(counting->claim_batches(), std::vector<std::size_t>{5});
 
@@ -199,7 +202,7 @@ TEST_F(EngineTest, AnEventThatArrivesWhileTheEngineSubscribesConcernsNoTaskAndIs
   counting->DeliverOnListen(StoreEvent{StoreEvent::Kind::kTrigger, "other-host-task"});
   TaskEngine& engine = StartEngine(counting, Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("due", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("due", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
 }
 
@@ -209,12 +212,12 @@ TEST_F(EngineTest, AnotherHostsReleaseIsPickedUpAfterTheReleasePollDelay) {
   TaskEngine& a = StartEngine(store_, options);
   Probe& probe_a = MakeProbe();
   probe_a.Hold();
-  ASSERT_TRUE(a.Register(Task("shared", Schedule("PT0S"), probe_a.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("shared", Schedule("PT0S"), probe_a.Fn())), IsOk());
   ASSERT_TRUE(probe_a.WaitCalls(1));
 
   TaskEngine& b = StartEngine(OtherHostStore(), options);
   Probe& probe_b = MakeProbe();
-  ASSERT_TRUE(b.Register(Task("shared", Schedule("PT0S"), probe_b.Fn())).ok());
+  ASSERT_THAT(b.Register(Task("shared", Schedule("PT0S"), probe_b.Fn())), IsOk());
   Settle();
   EXPECT_EQ(probe_b.calls(), 0);
 
@@ -237,7 +240,7 @@ TEST_F(EngineTest, ATaskThisHostReleasedIsClaimedWhenDueWithoutAPoll) {
   options.janitor_interval = hours(1);
   TaskEngine& engine = StartEngine(counting, options);
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   counting->ClearPolls();
@@ -257,7 +260,7 @@ TEST_F(EngineTest, ARowChangedUnannouncedIsPolledBeforeItRunsWithTheNewSettings)
   options.janitor_interval = hours(1);
   TaskEngine& engine = StartEngine(store_, options);
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
 
@@ -281,7 +284,7 @@ TEST_F(EngineTest, ARunWhoseClaimAnsweredAfterShutdownBeganNeverStartsAndStaysDu
   Probe& probe = MakeProbe();
   probe.Hold();  // runs until released or stopped
   gated->HoldClaims();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(gated->WaitClaimHeld());
 
   std::promise<void> stopped;
@@ -318,7 +321,7 @@ class ClaimAtRiskBeforeStartTest : public EngineTest {
   // Registers "t" with its first claim held until `meanwhile` has run, the whole lease later.
   void ClaimThenWakeAfterTheLease(const std::function<void()>& meanwhile) {
     gated_->HoldClaims();
-    ASSERT_TRUE(engine_.Register(Task("t", Schedule("PT1M"), probe_.Fn())).ok());
+    ASSERT_THAT(engine_.Register(Task("t", Schedule("PT1M"), probe_.Fn())), IsOk());
     ASSERT_TRUE(gated_->WaitClaimHeld());
     clock_.Advance(seconds(11));  // lease 10 s
     meanwhile();
@@ -373,7 +376,7 @@ TEST_F(EngineTest, ATimeoutCountsFromTheRunsStartNotFromItsClaim) {
   Probe& probe = MakeProbe();
   probe.Hold();
   gated->HoldClaims();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())), IsOk());
   ASSERT_TRUE(gated->WaitClaimHeld());
   clock_.Advance(seconds(5));  // the claim is answered 5 s late, well within its 10 s lease
   gated->ReleaseClaims();
@@ -391,7 +394,7 @@ TEST_F(EngineTest, AFailedPollIsRetriedAfterABackoffThatGrowsToRetryBackoff) {
   auto counting = std::make_shared<CountingStore>(store_, /*notifies=*/false);
   TaskEngine& engine = StartEngine(counting, Options());  // retry_backoff 1 s
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   store_->SetUnavailable(true);
   counting->ClearPolls();
@@ -415,7 +418,7 @@ TEST_F(EngineTest, ATaskClaimedElsewhereIsNotClaimedHereUntilItsReleaseIsAnnounc
   auto counting = std::make_shared<CountingStore>(store_);
   TaskEngine& engine = StartEngine(counting, Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   // The other host (say, after a trigger this host has not polled yet) claims a run, and
@@ -426,7 +429,7 @@ TEST_F(EngineTest, ATaskClaimedElsewhereIsNotClaimedHereUntilItsReleaseIsAnnounc
   counting->ClearPolls();
   Result<std::vector<ClaimResult>> claimed = elsewhere->ClaimMany(
       std::vector<ClaimRequest>{{"t", "theirs", seconds(90), std::nullopt}}, seconds(90));
-  ASSERT_TRUE(claimed.ok());
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_TRUE((*claimed)[0].claimed);
   Settle();
   EXPECT_EQ(counting->polled_ids(), std::vector<std::string>{})
@@ -448,7 +451,7 @@ TEST_F(EngineTest, WithoutNotificationsTheSafetyNetPollKeepsItsInterval) {
   auto silent = std::make_shared<CountingStore>(store_, /*notifies=*/false);
   TaskEngine& engine = StartEngine(silent, Options());  // poll_interval 5 s
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("idle", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("idle", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   silent->ClearPolls();
   for (int i = 0; i < 120; ++i) {

@@ -8,9 +8,12 @@
 
 #include "engine_harness.h"
 #include "stagehand/model/schedule.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -27,7 +30,7 @@ TEST_F(EngineTest, ARestartedTaskWithAZeroWindowSkipsItsMissedSlotsAndRunsAtItsN
   {
     TaskEngine& first = StartEngine();
     Probe& probe = MakeProbe();
-    ASSERT_TRUE(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())).ok());
+    ASSERT_THAT(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())), IsOk());
     Settle();
     first.Shutdown();  // every host is down
   }
@@ -58,14 +61,14 @@ TEST_F(EngineTest, WithoutAWindowAMissedSlotRunsOnceAtOnceAsInBackstage) {
   {
     TaskEngine& first = StartEngine();
     Probe& probe = MakeProbe();
-    ASSERT_TRUE(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())).ok());
+    ASSERT_THAT(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())), IsOk());
     Settle();
     first.Shutdown();
   }
   clock_.Advance(minutes(3) + seconds(20));
   TaskEngine& second = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(second.Register(Task("c", Schedule("* * * * *"), probe.Fn())).ok());
+  ASSERT_THAT(second.Register(Task("c", Schedule("* * * * *"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "c", 1));
   Settle();
   EXPECT_EQ(probe.calls(), 1);
@@ -76,15 +79,15 @@ TEST_F(EngineTest, ASlotLateByLessThanTheWindowRuns) {
   {
     TaskEngine& first = StartEngine();
     Probe& probe = MakeProbe();
-    ASSERT_TRUE(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())).ok());
+    ASSERT_THAT(first.Register(Task("c", Schedule("* * * * *"), probe.Fn())), IsOk());
     Settle();
     first.Shutdown();
   }
   clock_.Advance(minutes(1) + seconds(30));  // the first slot is 30 s or less late
   TaskEngine& second = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(
-      second.Register(WithWindow(Task("c", Schedule("* * * * *"), probe.Fn()), minutes(5))).ok());
+  ASSERT_THAT(second.Register(WithWindow(Task("c", Schedule("* * * * *"), probe.Fn()), minutes(5))),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "c", 1));
   Settle();
   EXPECT_EQ(recorder_->Count("skipped", "c"), 0);
@@ -97,7 +100,7 @@ TEST_F(EngineTest, ATriggerIsNeverSkipped) {
       engine.Register(WithWindow(Task("m", Schedule("0 0 1 1 *"), probe.Fn()), milliseconds(0)))
           .ok());
   Settle();
-  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_THAT(engine.Trigger("m"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   EXPECT_EQ(recorder_->Count("skipped", "m"), 0);
 }
@@ -156,7 +159,7 @@ TEST_F(EngineTest, AJitteredDurationTaskStartsAtItsOffsetAndKeepsIt) {
   schedule.jitter_offset = JitterOffset("j", seconds(30));
   ASSERT_GT(schedule.jitter_offset, milliseconds(0));
   const WallTime registered = clock_.Now();
-  ASSERT_TRUE(engine.Register(Task("j", schedule, probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("j", schedule, probe.Fn())), IsOk());
   Settle();
   EXPECT_EQ(Row("j")->next_run_start_at, registered + schedule.jitter_offset);
   EXPECT_EQ(probe.calls(), 0);

@@ -18,9 +18,12 @@
 
 #include "engine/task_engine.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand::engine_internal {
+
+using ::stagehand::testing::IsOk;
 
 // Counts engine events per kind and task; tests wait on them with a bounded real timeout.
 class Recorder final : public SchedulerObserver {
@@ -221,10 +224,10 @@ inline TaskSchedule Schedule(std::string cadence, std::string timeout = "PT1M",
 // The newest run of `task` in `store`'s history, with its output.
 inline std::optional<TaskRun> LatestRun(TaskStore& store, const std::string& task) {
   Result<RunPage> page = store.history()->ListRuns(task, 1, std::nullopt);
-  EXPECT_TRUE(page.ok()) << page.status().message();
+  EXPECT_THAT(page, IsOk());
   if (!page.ok() || page->runs.empty()) return std::nullopt;
   Result<TaskRun> run = store.history()->GetRun(page->runs[0].run_id);
-  EXPECT_TRUE(run.ok());
+  EXPECT_THAT(run, IsOk());
   return run.ok() ? std::optional(*run) : std::nullopt;
 }
 
@@ -325,7 +328,7 @@ class EngineTest : public ::testing::Test {
 
   std::optional<TaskRow> Row(const std::string& id) {
     Result<std::vector<TaskRow>> rows = store_->States();
-    EXPECT_TRUE(rows.ok());
+    EXPECT_THAT(rows, IsOk());
     for (const TaskRow& row : *rows) {
       if (row.id == id) return row;
     }

@@ -8,9 +8,12 @@
 #include <string>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -20,7 +23,7 @@ TEST_F(EngineTest, ARunThatEndsWhileTheDatabaseIsAwayIsReleasedWhenItAnswers) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   const WallTime expiry = *Row("t")->current_run_expires_at;
@@ -44,7 +47,7 @@ TEST_F(EngineTest, ARunThatEndsWhileTheDatabaseIsAwayIsReleasedWhenItAnswers) {
 TEST_F(EngineTest, ReadinessFailsAfterTheGraceOfAnOutageAndReturnsWhenTheDatabaseAnswers) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   EXPECT_TRUE(engine.Readiness(seconds(2)).ready);
   store_->SetUnavailable(true);
@@ -65,7 +68,7 @@ TEST_F(EngineTest, AHostWithARunIsReadyAgainOnlyOnceItsClaimIsConfirmed) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   store_->SetUnavailable(true);
@@ -85,7 +88,7 @@ TEST_F(EngineTest, AfterAFailoverThatLostItsClaimARunTakesTheTaskAgainAndGoesOn)
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())), IsOk());
   Settle();
   const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> before_claim =
       store_->TakeSnapshot();
@@ -108,7 +111,7 @@ TEST_F(EngineTest, AfterAFailoverARunWhoseTaskAnotherHostTookIsStoppedAndReporte
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H", "PT10S"), probe.Fn())), IsOk());
   Settle();
   const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> before_claim =
       store_->TakeSnapshot();
@@ -122,7 +125,7 @@ TEST_F(EngineTest, AfterAFailoverARunWhoseTaskAnotherHostTookIsStoppedAndReporte
   std::shared_ptr<testing::MemoryTaskStore> elsewhere = OtherHostStore();
   Result<std::vector<ClaimResult>> claimed = elsewhere->ClaimMany(
       std::vector<ClaimRequest>{{"t", "theirs", hours(1), std::nullopt}}, seconds(10));
-  ASSERT_TRUE(claimed.ok());
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_TRUE((*claimed)[0].claimed);
   store_->SetUnavailable(false);
   AdvanceBy(seconds(1));
@@ -137,7 +140,7 @@ TEST_F(EngineTest, AfterAFailoverThatLostARunsReleaseTheReleaseIsWrittenAgain) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> while_running =
@@ -164,8 +167,8 @@ TEST_F(EngineTest, AfterAFailoverTasksKeepRunningAndRunsKeepTheirClaims) {
   Probe& probe = MakeProbe();
   Probe& held = MakeProbe();
   held.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1S"), probe.Fn())).ok());
-  ASSERT_TRUE(engine.Register(Task("long", Schedule("PT1S", "PT1M"), held.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1S"), probe.Fn())), IsOk());
+  ASSERT_THAT(engine.Register(Task("long", Schedule("PT1S", "PT1M"), held.Fn())), IsOk());
   ASSERT_TRUE(held.WaitCalls(1));
   AdvanceBy(seconds(3));
   const std::shared_ptr<const testing::MemoryTaskStore::Snapshot> snapshot = store_->TakeSnapshot();
@@ -188,7 +191,7 @@ TEST_F(EngineTest, AfterAFailoverTasksKeepRunningAndRunsKeepTheirClaims) {
 TEST_F(EngineTest, AfterAFailoverATaskReleasedSeveralTimesInTheReplayWindowIsClaimedAgain) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1S"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   // A run inside its function, or whose end is not reported yet, counts as settled: every run
   // started by then is waited for, so that the counts match the snapshot.
@@ -221,7 +224,7 @@ TEST_F(EngineTest, AClaimWhoseAnswerWasLostIsGivenBackWhenTheDatabaseAnswers) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   store_->LoseNextClaimAnswer();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())), IsOk());
   // The claim was committed; its answer never came. It is given back, due at once, and the run
   // it was for starts then, not a lease later, when the row's claim would have lapsed.
   AdvanceBy(seconds(1));

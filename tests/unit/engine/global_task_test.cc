@@ -8,9 +8,13 @@
 #include <vector>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -19,7 +23,7 @@ using std::chrono::seconds;
 TEST_F(EngineTest, DurationTaskRunsAtOnceThenOncePerCadence) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   EXPECT_EQ(recorder_->Count("started", "t"), 1);
@@ -41,7 +45,7 @@ TEST_F(EngineTest, DurationTaskRunsAtOnceThenOncePerCadence) {
 TEST_F(EngineTest, CronEverySecondRunsEverySlotWithoutLag) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("c", Schedule("* * * * * *"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("c", Schedule("* * * * * *"), probe.Fn())), IsOk());
   // Registration sets the first run to the next slot.
   Settle();
   ASSERT_TRUE(clock_.AdvanceToNextDeadline());
@@ -121,12 +125,14 @@ TEST_F(EngineTest, ThePluginsOfARuntimeShareItsBoundOnRunningTasks) {
                                    Options(), runtime, "two");
   Probe& held = MakeProbe();
   held.Hold();
-  ASSERT_TRUE(first.Register(Task("held", Schedule("manual"), held.Fn(), TaskScope::kLocal)).ok());
-  ASSERT_TRUE(first.Trigger("held").ok());
+  ASSERT_THAT(first.Register(Task("held", Schedule("manual"), held.Fn(), TaskScope::kLocal)),
+              IsOk());
+  ASSERT_THAT(first.Trigger("held"), IsOk());
   ASSERT_TRUE(held.WaitCalls(1));
   Probe& probe = MakeProbe();  // both tasks of the second plugin, which allows 32 at once
-  ASSERT_TRUE(second.Register(Task("global", Schedule("PT1M"), probe.Fn())).ok());
-  ASSERT_TRUE(second.Register(Task("local", Schedule("PT1M"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(second.Register(Task("global", Schedule("PT1M"), probe.Fn())), IsOk());
+  ASSERT_THAT(second.Register(Task("local", Schedule("PT1M"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   Settle();
   EXPECT_EQ(probe.calls(), 0) << "the one slot is the other plugin's";
 
@@ -141,13 +147,13 @@ TEST_F(EngineTest, ThePluginsOfARuntimeShareItsBoundOnRunningTasks) {
 TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("m", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   clock_.Advance(std::chrono::hours(1));
   Settle();
   EXPECT_EQ(probe.calls(), 0);
 
-  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_THAT(engine.Trigger("m"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
   EXPECT_EQ(recorder_->Count("started", "m"), 1);
@@ -158,12 +164,12 @@ TEST_F(EngineTest, ManualTaskRunsOnlyWhenTriggered) {
 TEST_F(EngineTest, APausedTaskMissesItsSlotsAndRunsOnceWhenResumed) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("p", Schedule("* * * * *"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("p", Schedule("* * * * *"), probe.Fn())), IsOk());
   Settle();
   clock_.Advance(std::chrono::minutes(1));  // past the first slot
   ASSERT_TRUE(recorder_->WaitFor("completed", "p", 1));
   Settle();
-  ASSERT_TRUE(engine.Pause("p", PauseRequest{"alice", "maintenance", std::nullopt}).ok());
+  ASSERT_THAT(engine.Pause("p", PauseRequest{"alice", "maintenance", std::nullopt}), IsOk());
   Settle();
   for (int minute = 0; minute < 3; ++minute) {
     clock_.Advance(std::chrono::minutes(1));
@@ -173,7 +179,7 @@ TEST_F(EngineTest, APausedTaskMissesItsSlotsAndRunsOnceWhenResumed) {
   EXPECT_EQ(engine.Trigger("p"), ConflictError("Task p is paused"));
   EXPECT_EQ(engine.Resume("q"), NotFoundError("Task q does not exist"));
 
-  ASSERT_TRUE(engine.Resume("p").ok());
+  ASSERT_THAT(engine.Resume("p"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "p", 2));
   Settle();
   EXPECT_EQ(probe.calls(), 2) << "the missed slots run once, not three times";
@@ -185,9 +191,9 @@ TEST_F(EngineTest, APauseOfARunningTaskLetsTheRunEndThenHoldsTheTask) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
-  ASSERT_TRUE(engine.Pause("busy", PauseRequest{"alice", "deploy", std::nullopt}).ok());
+  ASSERT_THAT(engine.Pause("busy", PauseRequest{"alice", "deploy", std::nullopt}), IsOk());
   for (int step = 0; step < 8; ++step) {  // lease renewals find the run still holding the row
     clock_.Advance(std::chrono::seconds(5));
     Settle();
@@ -205,7 +211,7 @@ TEST_F(EngineTest, APauseOfARunningTaskLetsTheRunEndThenHoldsTheTask) {
     Settle();
   }
   EXPECT_EQ(probe.calls(), 1) << "a paused task ran";
-  ASSERT_TRUE(engine.Resume("busy").ok());
+  ASSERT_THAT(engine.Resume("busy"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 2));
 }
 
@@ -213,47 +219,45 @@ TEST_F(EngineTest, APauseThatCancelsStopsTheRunAndHoldsTheTask) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())).ok());
-  ASSERT_TRUE(engine.Register(Task("idle", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("busy", Schedule("PT1M"), probe.Fn())), IsOk());
+  ASSERT_THAT(engine.Register(Task("idle", Schedule("manual"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   PauseRequest pause{"alice", "", std::nullopt};
   pause.cancel_run = true;
-  ASSERT_TRUE(engine.Pause("busy", pause).ok());
+  ASSERT_THAT(engine.Pause("busy", pause), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
   Settle();
   EXPECT_EQ(probe.stopped_by_token(), 1);
   EXPECT_TRUE(Row("busy")->current_run_ticket->starts_with(kPausedPrefix));
-  EXPECT_TRUE(engine.Pause("idle", pause).ok()) << "nothing to cancel is not an error";
+  EXPECT_THAT(engine.Pause("idle", pause), IsOk()) << "nothing to cancel is not an error";
   EXPECT_TRUE(Row("idle")->current_run_ticket->starts_with(kPausedPrefix));
 }
 
 TEST_F(EngineTest, OnlyGlobalTasksCanBePaused) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(
-      engine.Register(Task("local", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("local", Schedule("manual"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   const Status local = engine.Pause("local", PauseRequest{"alice", "", std::nullopt});
-  EXPECT_EQ(local.code(), StatusCode::kConflict);
-  EXPECT_NE(local.message().find("only global tasks can be paused"), std::string::npos)
-      << local.message();
+  EXPECT_THAT(local, StatusIs(StatusCode::kConflict, "only global tasks can be paused"));
 }
 
 TEST_F(EngineTest, TriggerAndCancelReportBackstageErrors) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("manual"), probe.Fn())), IsOk());
 
   EXPECT_EQ(engine.Trigger("nope"), NotFoundError("Task nope does not exist"));
   EXPECT_EQ(engine.Cancel("nope"), NotFoundError("Task nope does not exist"));
   EXPECT_EQ(engine.Cancel("t"), ConflictError("Task t is not running"));
 
-  ASSERT_TRUE(engine.Trigger("t").ok());
+  ASSERT_THAT(engine.Trigger("t"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   EXPECT_EQ(engine.Trigger("t"), ConflictError("Task t is currently running"));
   EXPECT_EQ(engine.WorkerState("t"), WorkerStatus::kRunning);
 
-  ASSERT_TRUE(engine.Cancel("t").ok());
+  ASSERT_THAT(engine.Cancel("t"), IsOk());
   ASSERT_TRUE(probe.WaitInactive());
   EXPECT_EQ(probe.stopped_by_token(), 1);
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
@@ -268,7 +272,7 @@ TEST_F(EngineTest, TimeoutSignalsTheStopToken) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT30S"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   AdvanceBy(seconds(29));
   EXPECT_EQ(probe.active(), 1);
@@ -282,7 +286,7 @@ TEST_F(EngineTest, FailingRunIsRecordedAndTheTaskKeepsRunning) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Throw();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "t", 1));
   Settle();
   EXPECT_EQ(Row("t")->last_run_error_json, R"({"name":"Error","message":"boom"})");
@@ -294,7 +298,7 @@ TEST_F(EngineTest, ErrorStatusFailsTheRunWithItsMessage) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.FailWith(UnavailableError("upstream down"));
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "t", 1));
   Settle();
   EXPECT_EQ(Row("t")->last_run_error_json, R"({"name":"Error","message":"upstream down"})");
@@ -304,7 +308,7 @@ TEST_F(EngineTest, LongRunCatchesUpOnceWithoutPilingUp) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT10S", "PT10M"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT10S", "PT10M"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   AdvanceBy(seconds(35));  // three and a half cadences late
   probe.Release();
@@ -319,7 +323,7 @@ TEST_F(EngineTest, LongRunCatchesUpOnceWithoutPilingUp) {
 TEST_F(EngineTest, InitialDelayHoldsTheFirstPoll) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1M", "PT1M", "PT30S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1M", "PT1M", "PT30S"), probe.Fn())), IsOk());
   Settle();
   EXPECT_EQ(engine.WorkerState("t"), WorkerStatus::kInitialWait);
   clock_.Advance(seconds(29));
@@ -333,7 +337,7 @@ TEST_F(EngineTest, LeaseIsRenewedWhileTheTaskRuns) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   const WallTime first_expiry = *Row("t")->current_run_expires_at;
@@ -354,7 +358,7 @@ TEST_F(EngineTest, FencesItselfBeforeTheLeaseLapsesWhenRenewalsFail) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   const WallTime expiry = *Row("t")->current_run_expires_at;
@@ -381,7 +385,7 @@ TEST_F(EngineTest, StopTokenOfTheCallerEndsTheRecurrence) {
   std::stop_source caller;
   EngineTask task = Task("t", Schedule("PT10S"), probe.Fn());
   task.stop = caller.get_token();
-  ASSERT_TRUE(engine.Register(std::move(task)).ok());
+  ASSERT_THAT(engine.Register(std::move(task)), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   caller.request_stop();
@@ -390,15 +394,15 @@ TEST_F(EngineTest, StopTokenOfTheCallerEndsTheRecurrence) {
   Settle();
   EXPECT_EQ(recorder_->Count("started", "t"), 1);
   // A finished task may be registered again.
-  EXPECT_TRUE(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())).ok());
+  EXPECT_THAT(engine.Register(Task("t", Schedule("PT10S"), probe.Fn())), IsOk());
 }
 
 TEST_F(EngineTest, DuplicateActiveIdIsAConflict) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("manual"), probe.Fn())), IsOk());
   const Status again = engine.Register(Task("t", Schedule("manual"), probe.Fn()));
-  EXPECT_EQ(again.code(), StatusCode::kConflict);
+  EXPECT_THAT(again, StatusIs(StatusCode::kConflict));
   EXPECT_EQ(again.message(), "Task t is already scheduled in this process");
 }
 
@@ -407,10 +411,10 @@ TEST_F(EngineTest, UnavailableStoreFailsRegistrationAndRegistersNothing) {
   Probe& probe = MakeProbe();
   store_->SetUnavailable(true);
   const Status status = engine.Register(Task("t", Schedule("PT1M"), probe.Fn()));
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(engine.WorkerState("t"), std::nullopt);
   store_->SetUnavailable(false);
-  EXPECT_TRUE(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  EXPECT_THAT(engine.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
 }
 
 TEST_F(EngineTest, NeverClaimsWithoutAFreeSlot) {
@@ -420,9 +424,9 @@ TEST_F(EngineTest, NeverClaimsWithoutAFreeSlot) {
   Probe& first = MakeProbe();
   Probe& second = MakeProbe();
   first.Hold();
-  ASSERT_TRUE(engine.Register(Task("a", Schedule("PT1M", "PT1H"), first.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("a", Schedule("PT1M", "PT1H"), first.Fn())), IsOk());
   ASSERT_TRUE(first.WaitCalls(1));
-  ASSERT_TRUE(engine.Register(Task("b", Schedule("PT1M"), second.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("b", Schedule("PT1M"), second.Fn())), IsOk());
   Settle();
   EXPECT_EQ(second.calls(), 0);
   EXPECT_FALSE(Row("b")->current_run_ticket.has_value());
@@ -435,12 +439,12 @@ TEST_F(EngineTest, TaskStopsWhenItsRowDisappearsOrItsSettingsBreak) {
   TaskEngine& engine = StartEngine();
   Probe& gone = MakeProbe();
   Probe& broken = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("gone", Schedule("PT10S"), gone.Fn())).ok());
-  ASSERT_TRUE(engine.Register(Task("broken", Schedule("PT10S"), broken.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("gone", Schedule("PT10S"), gone.Fn())), IsOk());
+  ASSERT_THAT(engine.Register(Task("broken", Schedule("PT10S"), broken.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "gone", 1));
   ASSERT_TRUE(recorder_->WaitFor("completed", "broken", 1));
   Settle();
-  ASSERT_TRUE(store_->Delete("gone").ok());
+  ASSERT_THAT(store_->Delete("gone"), IsOk());
   TaskRow row = *Row("broken");
   row.settings_json = R"({"version":1})";
   store_->PutRow(row);
@@ -453,7 +457,7 @@ TEST_F(EngineTest, TaskStopsWhenItsRowDisappearsOrItsSettingsBreak) {
 TEST_F(EngineTest, RowMovedEarlierByASilentWriterIsSeenAtTheNextSafetyPoll) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   // Another writer (say, a Backstage host) moves the next run to 20 s from now and notifies
@@ -471,13 +475,13 @@ TEST_F(EngineTest, RowMovedEarlierByASilentWriterIsSeenAtTheNextSafetyPoll) {
 TEST_F(EngineTest, RegisterManyIsAllOrNothingAndWritesOnce) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("taken", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("taken", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   std::vector<EngineTask> clash;
   clash.push_back(Task("a", Schedule("PT1M"), probe.Fn()));
   clash.push_back(Task("taken", Schedule("PT1M"), probe.Fn()));
   const Status conflict = engine.RegisterMany(std::move(clash));
-  EXPECT_EQ(conflict.code(), StatusCode::kConflict);
+  EXPECT_THAT(conflict, StatusIs(StatusCode::kConflict));
   EXPECT_FALSE(Row("a").has_value());
 
   std::vector<EngineTask> batch;
@@ -486,7 +490,7 @@ TEST_F(EngineTest, RegisterManyIsAllOrNothingAndWritesOnce) {
   }
   batch.push_back(Task("a", Schedule("PT1M"), probe.Fn()));
   const std::uint64_t before = store_->statement_count();
-  ASSERT_TRUE(engine.RegisterMany(std::move(batch)).ok());
+  ASSERT_THAT(engine.RegisterMany(std::move(batch)), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "a", 1));
   Settle();
   // One write for the 51 rows, then one poll and the run of "a" (claim, release, poll).
@@ -498,8 +502,8 @@ TEST_F(EngineTest, IdleTasksBackOffTheSafetyNetPollUntilAChangeWasNotAnnounced) 
   TaskEngine& engine = StartEngine();  // poll_interval 5 s, max_poll_interval 60 s
   Probe& probe = MakeProbe();
   for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(
-        engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())).ok());
+    ASSERT_THAT(engine.Register(Task("idle-" + std::to_string(i), Schedule("manual"), probe.Fn())),
+                IsOk());
   }
   Settle();
   const auto statements_over = [&](int seconds_to_pass) {
@@ -537,15 +541,15 @@ TEST_F(EngineTest, ShutdownSignalsRunsAndReleasesTheirTickets) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   engine.Shutdown();
   EXPECT_EQ(probe.stopped_by_token(), 1);
   const std::optional<TaskRow> row = Row("t");
   EXPECT_FALSE(row->current_run_ticket.has_value());
   EXPECT_TRUE(row->last_run_ended_at.has_value());
-  EXPECT_EQ(engine.Register(Task("u", Schedule("manual"), probe.Fn())).code(),
-            StatusCode::kUnavailable);
+  EXPECT_THAT(engine.Register(Task("u", Schedule("manual"), probe.Fn())),
+              StatusIs(StatusCode::kUnavailable));
 }
 
 }  // namespace

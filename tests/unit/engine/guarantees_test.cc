@@ -12,9 +12,13 @@
 #include <thread>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -283,9 +287,9 @@ TEST_F(GuaranteesTest, StubbornRunKeepsItsClaimPastTheTimeoutAndRunsOnce) {
   TaskEngine& a = StartEngine();
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   Worker& worker = MakeWorker("t");
-  ASSERT_TRUE(a.Register(Task("t", Schedule("manual", "PT2S"), worker.Stubborn())).ok());
-  ASSERT_TRUE(b.Register(Task("t", Schedule("manual", "PT2S"), worker.Stubborn())).ok());
-  ASSERT_TRUE(a.Trigger("t").ok());
+  ASSERT_THAT(a.Register(Task("t", Schedule("manual", "PT2S"), worker.Stubborn())), IsOk());
+  ASSERT_THAT(b.Register(Task("t", Schedule("manual", "PT2S"), worker.Stubborn())), IsOk());
+  ASSERT_THAT(a.Trigger("t"), IsOk());
   ASSERT_TRUE(worker.WaitStarts(1));
   // Far past its timeout and past several leases, the run is still going and still holds the row:
   // no host sweeps it, no other run starts, a trigger is refused.
@@ -295,11 +299,11 @@ TEST_F(GuaranteesTest, StubbornRunKeepsItsClaimPastTheTimeoutAndRunsOnce) {
   std::optional<TaskRow> row = Row("t");
   ASSERT_TRUE(row->current_run_ticket.has_value());
   EXPECT_GT(*row->current_run_expires_at, clock_.Now());
-  EXPECT_EQ(b.Trigger("t").code(), StatusCode::kConflict);
+  EXPECT_THAT(b.Trigger("t"), StatusIs(StatusCode::kConflict));
   EXPECT_EQ(recorder_->Count("reclaimed", "t"), 0);
   EXPECT_EQ(recorder_->Count("overdue", "t"), 1);  // once, a lease after the timeout
   // A cancel of a run that is already stopping kills it.
-  ASSERT_TRUE(b.Cancel("t").ok());
+  ASSERT_THAT(b.Cancel("t"), IsOk());
   Pass(seconds(1));
   ASSERT_TRUE(worker.WaitInactive());
   WaitEndsReported();
@@ -346,7 +350,7 @@ TEST_F(GuaranteesTest, TimedOutRunIsNamedAndTheNextRunFollowsTheCadence) {
 TEST_F(GuaranteesTest, RunIsKilledBeforeItsLeaseLapsesWhenRenewalsFail) {
   TaskEngine& engine = StartEngine();
   Worker& worker = MakeWorker("t");
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), worker.Stubborn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), worker.Stubborn())), IsOk());
   ASSERT_TRUE(worker.WaitStarts(1));
   Settle();
   const WallTime expiry = *Row("t")->current_run_expires_at;
@@ -365,7 +369,7 @@ TEST_F(GuaranteesTest, RunIsKilledBeforeItsLeaseLapsesWhenRenewalsFail) {
 TEST_F(GuaranteesTest, ShutdownKillsARunThatIgnoresItsStopAndReleasesIt) {
   TaskEngine& engine = StartEngine();
   Worker& worker = MakeWorker("t");
-  ASSERT_TRUE(engine.Register(Task("t", Schedule("PT1H", "PT1H"), worker.Stubborn())).ok());
+  ASSERT_THAT(engine.Register(Task("t", Schedule("PT1H", "PT1H"), worker.Stubborn())), IsOk());
   ASSERT_TRUE(worker.WaitStarts(1));
   ShutdownWhileTimePasses(engine);
   EXPECT_EQ(worker.active(), 0);
@@ -384,7 +388,7 @@ TEST_F(GuaranteesTest, BackstageEarlyRegistrationSlotStartsAtTheSlot) {
   const WallTime slot = FirstSlotAfter("*/10 * * * * *", clock_.Now());
   BackstageRegistration("c", "*/10 * * * * *");
   ASSERT_EQ(Row("c")->next_run_start_at, slot - seconds(1));
-  ASSERT_TRUE(engine.Register(Task("c", Schedule("*/10 * * * * *"), worker.Fn(instant))).ok());
+  ASSERT_THAT(engine.Register(Task("c", Schedule("*/10 * * * * *"), worker.Fn(instant))), IsOk());
   Pass(seconds(40));
   const std::vector<WallTime> starts = worker.starts();
   ASSERT_EQ(starts.size(), 4U);
@@ -397,15 +401,15 @@ TEST_F(GuaranteesTest, AHostJoiningOrRestartingNeverStartsASlotTwice) {
   Worker& worker = MakeWorker("c");
   const auto instant = [] { return std::pair(milliseconds(1), milliseconds(0)); };
   TaskEngine* a = &StartEngine();
-  ASSERT_TRUE(a->Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))).ok());
+  ASSERT_THAT(a->Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))), IsOk());
   Pass(seconds(12));
   // A join between two slots re-registers the task.
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
-  ASSERT_TRUE(b.Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))).ok());
+  ASSERT_THAT(b.Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))), IsOk());
   Pass(seconds(11));
   ShutdownWhileTimePasses(*a);
   a = &StartEngine(OtherHostStore(), Options());
-  ASSERT_TRUE(a->Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))).ok());
+  ASSERT_THAT(a->Register(Task("c", Schedule("*/5 * * * * *"), worker.Fn(instant))), IsOk());
   Pass(seconds(20));
   const std::vector<WallTime> starts = worker.starts();
   ASSERT_GE(starts.size(), 8U);
@@ -440,7 +444,8 @@ TEST_F(GuaranteesTest, PropertyEachCronSlotStartsAtMostOnceThroughADayOfChurn) {
     const auto start_host = [&] {
       std::shared_ptr<TaskStore> store = OtherHostStore();
       TaskEngine& engine = StartEngine(store, Options());
-      EXPECT_TRUE(engine.Register(Task(id, Schedule("* * * * *", "PT1M"), worker.Fn(plan))).ok());
+      EXPECT_THAT(engine.Register(Task(id, Schedule("* * * * *", "PT1M"), worker.Fn(plan))),
+                  IsOk());
       return &engine;
     };
     std::vector<TaskEngine*> hosts = {start_host()};

@@ -11,10 +11,12 @@
 #include <string>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
@@ -36,7 +38,7 @@ TEST_F(EngineTest, AGlobalRunIsRecordedWithItsHostSlotOutcomeAndOutput) {
   engines_.push_back(std::make_unique<TaskEngine>(std::move(context)));
   TaskEngine& engine = *engines_.back();
   const WallTime registered = clock_.Now();
-  ASSERT_TRUE(engine.Register(Task("job", Schedule("PT1M"), Command(3))).ok());
+  ASSERT_THAT(engine.Register(Task("job", Schedule("PT1M"), Command(3))), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "job", 1));
   Settle();
 
@@ -58,9 +60,9 @@ TEST_F(EngineTest, AGlobalRunIsRecordedWithItsHostSlotOutcomeAndOutput) {
 
 TEST_F(EngineTest, ATriggeredRunIsManualAndHasNoSlot) {
   TaskEngine& engine = StartEngine();
-  ASSERT_TRUE(engine.Register(Task("m", Schedule("manual"), Command(0))).ok());
+  ASSERT_THAT(engine.Register(Task("m", Schedule("manual"), Command(0))), IsOk());
   Settle();
-  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_THAT(engine.Trigger("m"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
   std::optional<TaskRun> run = LatestRun(*store_, "m");
@@ -74,11 +76,11 @@ TEST_F(EngineTest, ATriggeredRunIsManualAndHasNoSlot) {
 TEST_F(EngineTest, AnotherHostsTriggerMakesTheRunThisHostClaimsManual) {
   EngineOptions options = Options();
   TaskEngine& a = StartEngine(store_, options);
-  ASSERT_TRUE(a.Register(Task("m", Schedule("manual"), Command(0))).ok());
+  ASSERT_THAT(a.Register(Task("m", Schedule("manual"), Command(0))), IsOk());
   Settle();
   // A second stagehand host triggers it through its own store; the memory table announces it.
   auto other = OtherHostStore();
-  ASSERT_TRUE(other->Trigger("m").ok());
+  ASSERT_THAT(other->Trigger("m"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
   std::optional<TaskRun> run = LatestRun(*store_, "m");
@@ -91,7 +93,7 @@ TEST_F(EngineTest, ATimedOutRunIsRecordedAsTimedOut) {
   Probe& probe = MakeProbe();
   probe.Hold();
   probe.FailWith(InternalError("interrupted"));
-  ASSERT_TRUE(engine.Register(Task("slow", Schedule("PT1M", "PT2S"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("slow", Schedule("PT1M", "PT2S"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   std::optional<TaskRun> running = LatestRun(*store_, "slow");
@@ -111,11 +113,11 @@ TEST_F(EngineTest, ACancelledRunIsRecordedAsCancelled) {
   Probe& probe = MakeProbe();
   probe.Hold();
   probe.FailWith(InternalError("stopped"));
-  ASSERT_TRUE(engine.Register(Task("c", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("c", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
-  ASSERT_TRUE(engine.Trigger("c").ok());
+  ASSERT_THAT(engine.Trigger("c"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
-  ASSERT_TRUE(engine.Cancel("c").ok());
+  ASSERT_THAT(engine.Cancel("c"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "c", 1));
   Settle();
   std::optional<TaskRun> run = LatestRun(*store_, "c");
@@ -133,22 +135,22 @@ TEST_F(EngineTest, ACancelledRunIsRecordedAsCancelled) {
 TEST_F(EngineTest, TheRunAfterAShortOneIsWrittenAtItsEndOrOnceItHasRunASecond) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("m", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   // The runs recorded, newest first (both start at the same manual-clock time, so by run id).
   const auto runs = [&] {
     Result<RunPage> page = store_->history()->ListRuns("m", 10, std::nullopt);
-    EXPECT_TRUE(page.ok()) << page.status().message();
+    EXPECT_THAT(page, IsOk());
     return page.ok() ? page->runs : std::vector<TaskRun>{};
   };
-  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_THAT(engine.Trigger("m"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   Settle();
   ASSERT_EQ(runs().size(), 1u);
   const std::string first = runs()[0].run_id;
 
   probe.Hold();
-  ASSERT_TRUE(engine.Trigger("m").ok());
+  ASSERT_THAT(engine.Trigger("m"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(2));
   Settle();
   EXPECT_EQ(runs().size(), 1u) << "the claim recorded no start";
@@ -179,7 +181,8 @@ TEST_F(EngineTest, LocalRunsAreRecordedWhileRunningAndWhenTheyEnd) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("local", Schedule("PT1M"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("local", Schedule("PT1M"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   std::optional<TaskRun> running = LatestRun(*store_, "local");
@@ -213,7 +216,7 @@ TEST_F(EngineTest, TheOutputOfARunStillGoingCanBeRead) {
                                  }))
                   .ok());
   Settle();
-  ASSERT_TRUE(engine.Trigger("follow").ok());
+  ASSERT_THAT(engine.Trigger("follow"), IsOk());
   {
     std::unique_lock lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, seconds(10), [&] { return printed; }));

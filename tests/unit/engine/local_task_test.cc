@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -31,8 +35,8 @@ TEST_F(EngineTest, LocalCronTaskRunsAtOnceThenAtTheNextSlot) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
   clock_.SetWallTime(testing::ManualClock::DefaultStart() + milliseconds(300));
-  ASSERT_TRUE(
-      engine.Register(Task("l", Schedule("* * * * * *"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("* * * * * *"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
   AdvanceBy(milliseconds(699));
   EXPECT_EQ(probe.calls(), 1);
@@ -44,8 +48,8 @@ TEST_F(EngineTest, LocalSpacingIsStartToStart) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(
-      engine.Register(Task("l", Schedule("PT10S", "PT1H"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("PT10S", "PT1H"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   AdvanceBy(seconds(4));
   probe.Release();
@@ -61,10 +65,11 @@ TEST_F(EngineTest, LocalSpacingIsStartToStart) {
 TEST_F(EngineTest, LocalManualTaskRunsOnlyWhenTriggered) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   AdvanceBy(seconds(30));
   EXPECT_EQ(probe.calls(), 0);
-  ASSERT_TRUE(engine.Trigger("l").ok());
+  ASSERT_THAT(engine.Trigger("l"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
   AdvanceBy(seconds(30));
   EXPECT_EQ(probe.calls(), 1);
@@ -78,7 +83,7 @@ TEST_F(EngineTest, LocalTriggerDuringTheWaitRunsAtOnce) {
           .ok());
   Settle();
   EXPECT_EQ(engine.WorkerState("l"), WorkerStatus::kInitialWait);
-  ASSERT_TRUE(engine.Trigger("l").ok());
+  ASSERT_THAT(engine.Trigger("l"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
 }
 
@@ -86,12 +91,13 @@ TEST_F(EngineTest, LocalTriggerAndCancelConflicts) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   EXPECT_EQ(engine.Cancel("l"), ConflictError("Task l is not running"));
-  ASSERT_TRUE(engine.Trigger("l").ok());
+  ASSERT_THAT(engine.Trigger("l"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   EXPECT_EQ(engine.Trigger("l"), ConflictError("Task l is currently running"));
-  ASSERT_TRUE(engine.Cancel("l").ok());
+  ASSERT_THAT(engine.Cancel("l"), IsOk());
   ASSERT_TRUE(probe.WaitInactive());
   EXPECT_EQ(probe.stopped_by_token(), 1);
   // Without a database, an unknown id is simply not found.
@@ -146,8 +152,8 @@ TEST_F(EngineTest, LocalTaskStatesFollowBackstage) {
 TEST_F(EngineTest, GlobalTaskNeedsADatabase) {
   TaskEngine& engine = StartEngine(nullptr, Options());
   Probe& probe = MakeProbe();
-  EXPECT_EQ(engine.Register(Task("g", Schedule("PT1M"), probe.Fn())).code(),
-            StatusCode::kUnavailable);
+  EXPECT_THAT(engine.Register(Task("g", Schedule("PT1M"), probe.Fn())),
+              StatusIs(StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::seconds;
 
@@ -14,8 +17,8 @@ TEST_F(EngineTest, TwoHostsNeverOverlapAGlobalTask) {
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(a.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())).ok());
-  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())), IsOk());
+  ASSERT_THAT(b.Register(Task("t", Schedule("PT1S", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   for (int i = 0; i < 20; ++i) {
     AdvanceBy(seconds(1));
@@ -40,10 +43,10 @@ TEST_F(EngineTest, AnotherHostTakesTheNextRunWhenTheLastRunnerStops) {
   std::stop_source a_stops;
   EngineTask on_a = Task("t", Schedule("PT1M"), probe.Fn());
   on_a.stop = a_stops.get_token();
-  ASSERT_TRUE(a.Register(std::move(on_a)).ok());
+  ASSERT_THAT(a.Register(std::move(on_a)), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
-  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1M"), probe.Fn())).ok());
+  ASSERT_THAT(b.Register(Task("t", Schedule("PT1M"), probe.Fn())), IsOk());
   AdvanceBy(seconds(60));
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 2));
   a_stops.request_stop();  // A no longer runs the task
@@ -56,9 +59,9 @@ TEST_F(EngineTest, TriggerOnOneHostRunsTheTaskRegisteredOnAnother) {
   TaskEngine& a = StartEngine();
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(a.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("m", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
-  ASSERT_TRUE(b.Trigger("m").ok());
+  ASSERT_THAT(b.Trigger("m"), IsOk());
   // The other host hears about it through the store's notification: no time has to pass.
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 1));
   EXPECT_EQ(probe.calls(), 1);
@@ -69,10 +72,10 @@ TEST_F(EngineTest, CancelOnOneHostStopsTheRunOnAnother) {
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(a.Register(Task("m", Schedule("manual", "PT1H"), probe.Fn())).ok());
-  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_THAT(a.Register(Task("m", Schedule("manual", "PT1H"), probe.Fn())), IsOk());
+  ASSERT_THAT(a.Trigger("m"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
-  ASSERT_TRUE(b.Cancel("m").ok());
+  ASSERT_THAT(b.Cancel("m"), IsOk());
   ASSERT_TRUE(probe.WaitInactive());
   EXPECT_EQ(probe.stopped_by_token(), 1);
   // The owner releases the run itself, recording the cancel.
@@ -82,7 +85,7 @@ TEST_F(EngineTest, CancelOnOneHostStopsTheRunOnAnother) {
   const TaskRow row = *Row("m");
   EXPECT_EQ(row.last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
   EXPECT_FALSE(row.current_run_ticket.has_value());
-  EXPECT_TRUE(b.Trigger("m").ok());
+  EXPECT_THAT(b.Trigger("m"), IsOk());
 }
 
 // A task function that keeps running after its stop token fires, until the test lets it return
@@ -144,16 +147,16 @@ TEST_F(EngineTest, CancelFollowedByTriggerNeverOverlapsARunThatIsSlowToStop) {
   TaskEngine& a = StartEngine();
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   SlowToStop fn;
-  ASSERT_TRUE(b.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())).ok());
-  ASSERT_TRUE(b.Trigger("m").ok());
+  ASSERT_THAT(b.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())), IsOk());
+  ASSERT_THAT(b.Trigger("m"), IsOk());
   ASSERT_TRUE(fn.WaitCalls(1));
-  ASSERT_TRUE(a.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("m", Schedule("manual", "PT1H"), fn.Fn())), IsOk());
   Settle();
 
-  ASSERT_TRUE(a.Cancel("m").ok());
+  ASSERT_THAT(a.Cancel("m"), IsOk());
   ASSERT_TRUE(fn.WaitStopSeen());
   EXPECT_EQ(a.Trigger("m"), ConflictError("Task m is currently running"));
-  EXPECT_TRUE(a.Cancel("m").ok());  // idempotent while the run stops
+  EXPECT_THAT(a.Cancel("m"), IsOk());  // idempotent while the run stops
   // The owner keeps renewing the held row for as long as its function takes to return.
   AdvanceBy(seconds(35));
   EXPECT_EQ(a.Trigger("m"), ConflictError("Task m is currently running"));
@@ -169,7 +172,7 @@ TEST_F(EngineTest, CancelFollowedByTriggerNeverOverlapsARunThatIsSlowToStop) {
   const TaskRow row = *Row("m");
   EXPECT_FALSE(row.current_run_ticket.has_value());
   EXPECT_EQ(row.last_run_error_json, R"({"name":"Error","message":"Task was cancelled"})");
-  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_THAT(a.Trigger("m"), IsOk());
   ASSERT_TRUE(fn.WaitCalls(2));
   ASSERT_TRUE(recorder_->WaitFor("completed", "m", 2));
   EXPECT_EQ(fn.max_active(), 1);
@@ -178,7 +181,7 @@ TEST_F(EngineTest, CancelFollowedByTriggerNeverOverlapsARunThatIsSlowToStop) {
 TEST_F(EngineTest, DeadHostsRunIsTakenOverAfterTheLease) {
   TaskEngine& b = StartEngine();
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(b.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(b.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "t", 1));
   Settle();
   // Another host claimed the task and died: its row holds a ticket that expires in one lease.
@@ -203,7 +206,7 @@ TEST_F(EngineTest, HostThatLosesItsTicketToTheJanitorStopsTheRun) {
   TaskEngine& a = StartEngine();
   Probe& probe = MakeProbe();
   probe.Hold();
-  ASSERT_TRUE(a.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("t", Schedule("PT1H", "PT1H"), probe.Fn())), IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
   Settle();
   // Another writer (say, a Backstage janitor) resets the run.
@@ -225,8 +228,8 @@ TEST_F(EngineTest, ConcurrentTriggersAndCancelsKeepOneRunAtATime) {
   TaskEngine& a = StartEngine();
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
   Probe& probe = MakeProbe();
-  ASSERT_TRUE(a.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
-  ASSERT_TRUE(b.Register(Task("m", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(a.Register(Task("m", Schedule("manual"), probe.Fn())), IsOk());
+  ASSERT_THAT(b.Register(Task("m", Schedule("manual"), probe.Fn())), IsOk());
   std::vector<std::jthread> callers;
   std::atomic<int> unexpected{0};
   for (int t = 0; t < 4; ++t) {
@@ -246,7 +249,7 @@ TEST_F(EngineTest, ConcurrentTriggersAndCancelsKeepOneRunAtATime) {
   Settle();
   // The triggers may all have been cancelled or refused; one more, on a free row, runs.
   const int before = probe.calls();
-  ASSERT_TRUE(a.Trigger("m").ok());
+  ASSERT_THAT(a.Trigger("m"), IsOk());
   ASSERT_TRUE(probe.WaitCalls(before + 1));
   Settle();
   EXPECT_EQ(probe.max_active(), 1);

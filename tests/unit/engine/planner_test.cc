@@ -13,9 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand::engine_internal {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -90,8 +93,8 @@ class PlannerTest : public ::testing::Test {
   TaskPtr Register(EngineTask def, std::optional<WallTime> row_next = std::nullopt,
                    std::int64_t version = 1, MonoTime now = kT0) {
     Result<TaskPtr> task = planner_->MakeTask(std::move(def), "plugin");
-    EXPECT_TRUE(task.ok()) << task.status().message();
-    EXPECT_TRUE(planner_->Reserve({*task}, "plugin").ok());
+    EXPECT_THAT(task, IsOk());
+    EXPECT_THAT(planner_->Reserve({*task}, "plugin"), IsOk());
     planner_->Activate(**task, row_next, version, WallAt(now), now, now, WallAt(now));
     return *task;
   }

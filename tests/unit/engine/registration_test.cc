@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "engine_harness.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::hours;
 using std::chrono::milliseconds;
@@ -23,7 +26,7 @@ std::optional<PruneCandidate> RegistrationOf(TaskStore& store, const std::string
                                              WallTime now) {
   Result<std::vector<PruneCandidate>> candidates =
       store.registrations()->ListPruneCandidates(now + milliseconds(1));
-  EXPECT_TRUE(candidates.ok()) << candidates.status().message();
+  EXPECT_THAT(candidates, IsOk());
   if (!candidates.ok()) return std::nullopt;
   for (const PruneCandidate& candidate : *candidates) {
     if (candidate.task_id == task && candidate.registered()) return candidate;
@@ -41,9 +44,9 @@ TEST_F(EngineTest, ARegistrationRecordsTheHostAndTheHourlyRefreshKeepsItFresh) {
   engines_.push_back(std::make_unique<TaskEngine>(std::move(context)));
   TaskEngine& engine = *engines_.back();
   const WallTime registered = clock_.Now();
-  ASSERT_TRUE(engine.Register(Task("report", Schedule("manual"), Nothing())).ok());
-  ASSERT_TRUE(
-      engine.Register(Task("local", Schedule("manual"), Nothing(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("report", Schedule("manual"), Nothing())), IsOk());
+  ASSERT_THAT(engine.Register(Task("local", Schedule("manual"), Nothing(), TaskScope::kLocal)),
+              IsOk());
   Settle();
   std::optional<PruneCandidate> first = RegistrationOf(*store_, "report", clock_.Now());
   ASSERT_TRUE(first.has_value());

@@ -8,9 +8,12 @@
 
 #include "engine_harness.h"
 #include "stagehand/model/schedule.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -30,8 +33,8 @@ TEST_F(EngineTest, AFailingGlobalTaskRunsThreeTimesThenWaitsForItsSlot) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.FailWith(InternalError("disk full"));
-  ASSERT_TRUE(
-      engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))).ok());
+  ASSERT_THAT(engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   Settle();
   EXPECT_EQ(recorder_->Count("retry", "r"), 1);
@@ -67,8 +70,8 @@ TEST_F(EngineTest, TheHistoryRecordsEachRetryWithItsAttempt) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.FailWith(InternalError("disk full"));
-  ASSERT_TRUE(
-      engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))).ok());
+  ASSERT_THAT(engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   AdvanceBy(seconds(1));
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 2));
@@ -79,7 +82,7 @@ TEST_F(EngineTest, TheHistoryRecordsEachRetryWithItsAttempt) {
   ASSERT_TRUE(recorder_->WaitFor("completed", "r", 1));
   Settle();
   Result<RunPage> page = store_->history()->ListRuns("r", 10, std::nullopt);
-  ASSERT_TRUE(page.ok()) << page.status().message();
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 4U);
   // Newest first: the next regular slot, the two retries, the first run.
   EXPECT_EQ(page->runs[0].origin.trigger, RunTrigger::kSchedule) << "not a retry any more";
@@ -99,8 +102,8 @@ TEST_F(EngineTest, ASuccessEndsTheRetriesAndTheNextFailureStartsCountingAgain) {
   TaskEngine& engine = StartEngine();
   Probe& probe = MakeProbe();
   probe.FailWith(InternalError("flaky"));
-  ASSERT_TRUE(
-      engine.Register(WithRetry(Task("r", Schedule("PT1M"), probe.Fn()), 3, seconds(1))).ok());
+  ASSERT_THAT(engine.Register(WithRetry(Task("r", Schedule("PT1M"), probe.Fn()), 3, seconds(1))),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   probe.FailWith(Status::Ok());
   AdvanceBy(seconds(1));
@@ -118,12 +121,14 @@ TEST_F(EngineTest, AnotherHostRunsTheRetryAndKeepsCounting) {
   TaskEngine& a = StartEngine();
   Probe& probe = MakeProbe();
   probe.FailWith(InternalError("boom"));
-  ASSERT_TRUE(a.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 1, seconds(1))).ok());
+  ASSERT_THAT(a.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 1, seconds(1))),
+              IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   Settle();
   a.Shutdown();  // the host that scheduled the retry dies
   TaskEngine& b = StartEngine(OtherHostStore(), Options());
-  ASSERT_TRUE(b.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 1, seconds(1))).ok());
+  ASSERT_THAT(b.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 1, seconds(1))),
+              IsOk());
   AdvanceBy(seconds(1));
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 2));
   Settle();
@@ -137,10 +142,10 @@ TEST_F(EngineTest, ACancelledRunIsNotRetried) {
   Probe& probe = MakeProbe();
   probe.Hold();
   probe.FailWith(InternalError("stopped"));
-  ASSERT_TRUE(
-      engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))).ok());
+  ASSERT_THAT(engine.Register(WithRetry(Task("r", Schedule("PT1H"), probe.Fn()), 2, seconds(1))),
+              IsOk());
   ASSERT_TRUE(probe.WaitCalls(1));
-  ASSERT_TRUE(engine.Cancel("r").ok());
+  ASSERT_THAT(engine.Cancel("r"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   Settle();
   EXPECT_EQ(recorder_->Count("retry", "r"), 0);

@@ -12,9 +12,12 @@
 
 #include "engine_harness.h"
 #include "integration/executors/recording_logger.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
 
 constexpr char kCaller[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -52,9 +55,9 @@ TEST_F(EngineTest, TheEnginesLinesAboutATracedRunCarryItsTraceAndSpanIds) {
   retry.attempts = 1;
   retry.backoff = std::chrono::seconds(1);
   task.retry = retry;
-  ASSERT_TRUE(engine.Register(std::move(task)).ok());
+  ASSERT_THAT(engine.Register(std::move(task)), IsOk());
   Settle();
-  ASSERT_TRUE(engine.Trigger("r", *ParseTraceparent(kCaller, "")).ok());
+  ASSERT_THAT(engine.Trigger("r", *ParseTraceparent(kCaller, "")), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 1));
   Settle();
   ASSERT_EQ(probe.seen().size(), 1u);
@@ -77,17 +80,18 @@ TEST_F(EngineTest, ATracedRunIsAChildOfItsCallerOrTheRootOfANewTrace) {
   TaskEngine& engine = StartEngine(store_, options);
   TraceProbe global;
   TraceProbe local;
-  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), global.Fn())).ok());
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), local.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("g", Schedule("manual"), global.Fn())), IsOk());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("manual"), local.Fn(), TaskScope::kLocal)),
+              IsOk());
   Settle();
   const TraceContext caller = *ParseTraceparent(kCaller, "vendor=1");
 
-  ASSERT_TRUE(engine.Trigger("g", caller).ok());
+  ASSERT_THAT(engine.Trigger("g", caller), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
-  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_THAT(engine.Trigger("l", caller), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
   Settle();
-  ASSERT_TRUE(engine.Trigger("g").ok());
+  ASSERT_THAT(engine.Trigger("g"), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 2));
 
   for (const char* id : {"g", "l"}) {
@@ -118,10 +122,10 @@ TEST_F(EngineTest, AnotherHostsTracedTriggerMakesThisHostsRunItsChild) {
   TaskEngine& triggering = StartEngine(store_, options);
   TaskEngine& running = StartEngine(OtherHostStore(), options);
   TraceProbe probe;
-  ASSERT_TRUE(running.Register(Task("g", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(running.Register(Task("g", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
   const TraceContext caller = *ParseTraceparent(kCaller, "vendor=1");
-  ASSERT_TRUE(triggering.Trigger("g", caller).ok());
+  ASSERT_THAT(triggering.Trigger("g", caller), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
   ASSERT_EQ(probe.seen().size(), 1u);
   EXPECT_EQ(probe.seen()[0].trace_id, caller.trace_id);
@@ -133,10 +137,11 @@ TEST_F(EngineTest, AnUnsampledCallerMakesAnUnsampledRunUnderTheParentBasedSample
   options.trace_runs = SamplerConfig{};
   TaskEngine& engine = StartEngine(store_, options);
   TraceProbe probe;
-  ASSERT_TRUE(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)).ok());
+  ASSERT_THAT(engine.Register(Task("l", Schedule("manual"), probe.Fn(), TaskScope::kLocal)),
+              IsOk());
   TraceContext caller = *ParseTraceparent(kCaller);
   caller.flags = 0;
-  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_THAT(engine.Trigger("l", caller), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
   ASSERT_EQ(probe.seen().size(), 1u);
   EXPECT_TRUE(probe.seen()[0].valid());
@@ -146,9 +151,9 @@ TEST_F(EngineTest, AnUnsampledCallerMakesAnUnsampledRunUnderTheParentBasedSample
 TEST_F(EngineTest, RunsCarryNoTraceContextUnlessTracingIsOn) {
   TaskEngine& engine = StartEngine();
   TraceProbe probe;
-  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), probe.Fn())).ok());
+  ASSERT_THAT(engine.Register(Task("g", Schedule("manual"), probe.Fn())), IsOk());
   Settle();
-  ASSERT_TRUE(engine.Trigger("g", *ParseTraceparent(kCaller)).ok());
+  ASSERT_THAT(engine.Trigger("g", *ParseTraceparent(kCaller)), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
   ASSERT_EQ(probe.seen().size(), 1u);
   EXPECT_FALSE(probe.seen()[0].valid());
@@ -162,7 +167,7 @@ TEST_F(EngineTest, TheHistoryKeepsTheTraceIdOfASampledRunOnly) {
   EngineOptions options = Options();
   options.trace_runs = SamplerConfig{};
   TaskEngine& engine = StartEngine(store_, options);
-  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})).ok());
+  ASSERT_THAT(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})), IsOk());
   ASSERT_TRUE(engine
                   .Register(Task(
                       "l", Schedule("manual"), [](const RunControl&) {}, TaskScope::kLocal))
@@ -171,18 +176,18 @@ TEST_F(EngineTest, TheHistoryKeepsTheTraceIdOfASampledRunOnly) {
   const TraceContext caller = *ParseTraceparent(kCaller);
   TraceContext unsampled = caller;
   unsampled.flags = 0;
-  ASSERT_TRUE(engine.Trigger("g", caller).ok());
-  ASSERT_TRUE(engine.Trigger("l", caller).ok());
+  ASSERT_THAT(engine.Trigger("g", caller), IsOk());
+  ASSERT_THAT(engine.Trigger("l", caller), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 1));
   Settle();
-  ASSERT_TRUE(engine.Trigger("l", unsampled).ok());
+  ASSERT_THAT(engine.Trigger("l", unsampled), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "l", 2));
   Settle();
 
   const auto runs_of = [this](const std::string& task) {
     Result<RunPage> page = store_->history()->ListRuns(task, 10, std::nullopt);
-    EXPECT_TRUE(page.ok()) << page.status();
+    EXPECT_THAT(page, IsOk());
     return page.ok() ? page->runs : std::vector<TaskRun>{};
   };
   const std::vector<TaskRun> global = runs_of("g");
@@ -208,13 +213,13 @@ TEST_F(EngineTest, TheHistoryKeepsTheTraceIdOfASampledRunOnly) {
 
 TEST_F(EngineTest, AnUntracedRunHasNoTraceIdInTheHistory) {
   TaskEngine& engine = StartEngine();
-  ASSERT_TRUE(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})).ok());
+  ASSERT_THAT(engine.Register(Task("g", Schedule("manual"), [](const RunControl&) {})), IsOk());
   Settle();
-  ASSERT_TRUE(engine.Trigger("g", *ParseTraceparent(kCaller)).ok());
+  ASSERT_THAT(engine.Trigger("g", *ParseTraceparent(kCaller)), IsOk());
   ASSERT_TRUE(recorder_->WaitFor("completed", "g", 1));
   Settle();
   Result<RunPage> page = store_->history()->ListRuns("g", 10, std::nullopt);
-  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 1u);
   EXPECT_FALSE(page->runs[0].origin.trace_id.has_value());
 }

@@ -4,25 +4,29 @@
 #include <string>
 
 #include "stagehand/executors/http_task.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 HttpTaskUrl Parsed(const std::string& url) {
   Result<HttpTaskUrl> parsed = ParseHttpTaskUrl(url);
-  EXPECT_TRUE(parsed.ok()) << url << ": " << parsed.status();
+  EXPECT_THAT(parsed, IsOk()) << url;
   return parsed.ok() ? *parsed : HttpTaskUrl{};
 }
 
 std::string ErrorOf(const std::string& url) {
   Result<HttpTaskUrl> parsed = ParseHttpTaskUrl(url);
-  EXPECT_FALSE(parsed.ok()) << url;
+  EXPECT_THAT(parsed, Not(IsOk())) << url;
   if (parsed.ok()) {
     return "";
   }
-  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument));
   return parsed.status().message();
 }
 
@@ -53,10 +57,10 @@ TEST(ParseHttpTaskUrlTest, AcceptsBracketedIpv6) {
 TEST(ParseHttpTaskUrlTest, HttpsDependsOnTheBuild) {
   Result<HttpTaskUrl> parsed = ParseHttpTaskUrl("https://example.com/");
   if (HttpsSupported()) {
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    ASSERT_THAT(parsed, IsOk());
     EXPECT_EQ(parsed->port, 443);
   } else {
-    ASSERT_FALSE(parsed.ok());
+    ASSERT_THAT(parsed, Not(IsOk()));
     EXPECT_THAT(parsed.status().message(), HasSubstr("https is not supported in this build"));
   }
 }

@@ -19,6 +19,7 @@
 #include "stagehand/http/http_server.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
 #include "unit/http/loopback_client.h"
@@ -30,6 +31,7 @@ namespace {
 using http_testing::Client;
 using http_testing::Get;
 using service_testing::TaskProbe;
+using ::stagehand::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -101,7 +103,7 @@ class EventStreamTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(std::move(options));
     server_->Mount("/.stagehand/v1/events",
                    RequireBearerToken(events_->AsHandler(), {StaticAccessToken{kToken, "test"}}));
-    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_THAT(server_->Start(), IsOk());
   }
 
   // Connects a client and waits until it is subscribed.
@@ -165,8 +167,8 @@ TEST_F(EventStreamTest, ARunsEventsArriveWithTheirFields) {
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
   task.fn = probe->Returning(InternalError("exit status 3"));
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
-  ASSERT_TRUE(scheduler_->TriggerTask("report").ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
+  ASSERT_THAT(scheduler_->TriggerTask("report"), IsOk());
 
   const std::string raw = client->ReadUntil(R"("httpStatus":null})"
                                             "\n\n");
@@ -212,7 +214,7 @@ TEST_F(EventStreamTest, ARunsEventsArriveWithTheirFields) {
   EXPECT_EQ(ended["signal"], nullptr);
   EXPECT_EQ(ended["httpStatus"], nullptr);
   Result<RunPage> page = scheduler_->GetTaskRuns("report", 1, std::nullopt);
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 1U);
   EXPECT_EQ(ended["runId"], page->runs[0].run_id);
 }

@@ -29,6 +29,7 @@
 
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/mock_scheduler.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "unit/http/loopback_client.h"
 
@@ -40,6 +41,8 @@ using http_testing::Exchange;
 using http_testing::Get;
 using http_testing::Post;
 using http_testing::RawResponse;
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -129,7 +132,7 @@ class HttpServerTest : public ::testing::Test {
     return options;
   }
   void StartServer() {
-    ASSERT_TRUE(server_.Start().ok());
+    ASSERT_THAT(server_.Start(), IsOk());
     ASSERT_NE(server_.port(), 0);
   }
   std::uint16_t port() const { return server_.port(); }
@@ -234,7 +237,7 @@ TEST_F(HttpServerTest, ServesSchedulerRouterUnderPluginMount) {
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) {};
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(task)), IsOk());
   SchedulerRestRouter router("myplugin", scheduler);
   server_.Mount("/api/myplugin", router.AsHandler());
   StartServer();
@@ -442,7 +445,7 @@ TEST_F(HttpServerTest, SuccessfulProbesAndQuietRoutesAreLoggedAtDebug) {
   server.Mount("/scrape", answer(200));
   server.Mount("/scrape-failing", answer(500));
   server.Mount("/api/jobs", answer(200));
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   const std::vector<std::pair<std::string, LogLevel>> expected = {
       {"/.backstage/health/v1/liveness", LogLevel::kDebug},
       {"/.backstage/health/v1/readiness", LogLevel::kInfo},  // 503: not ready
@@ -564,7 +567,7 @@ TEST(HttpServerOnRequestTest, DurationIsMeasuredOnTheServersClock) {
     clock.Advance(std::chrono::milliseconds(250));
     return std::optional<HttpResponse>(HttpResponse{});
   });
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   ASSERT_EQ(Get(server.port(), "/api/slow/x").status, 200);
   const std::vector<RequestRecorder::Record> records = requests->WaitFor(1);
   ASSERT_EQ(records.size(), 1u);
@@ -613,7 +616,7 @@ TEST(HttpServerTimeoutTest, StalledHeadIsAnswered408AfterTheHeadTimeout) {
   options.port = 0;
   options.head_timeout = std::chrono::milliseconds(200);
   HttpServer server(options);
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   timeval timeout{};
@@ -641,7 +644,7 @@ TEST(HttpServerTimeoutTest, StalledHeadIsAnswered408AfterTheHeadTimeout) {
 
 TEST_F(HttpServerTest, StartTwiceFailsAndStopIsIdempotent) {
   StartServer();
-  EXPECT_EQ(server_.Start().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server_.Start(), StatusIs(StatusCode::kFailedPrecondition));
   server_.Stop();
   server_.Stop();
   EXPECT_EQ(server_.port(), 0);
@@ -653,8 +656,7 @@ TEST_F(HttpServerTest, BusyPortIsUnavailable) {
   options.port = port();
   HttpServer second(options);
   const Status status = second.Start();
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(port())));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "127.0.0.1:" + std::to_string(port())));
   EXPECT_EQ(second.port(), 0);
 }
 
@@ -748,7 +750,7 @@ TEST(HttpServerLimitsTest, AHeadStillComingAtItsDeadlineIs408) {
   options.port = 0;
   options.head_timeout = std::chrono::milliseconds(300);
   HttpServer server(options);
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client slow(server.port());
   ASSERT_TRUE(slow.Send("GET / HTTP/1.1\r\n"));
   // The client keeps sending, a header line every 50 ms for up to 2 s: only a deadline for the
@@ -769,7 +771,7 @@ TEST(HttpServerLimitsTest, IdleConnectionIsClosedAfterTheKeepAliveTimeout) {
   options.port = 0;
   options.keep_alive_timeout = std::chrono::milliseconds(200);
   HttpServer server(options);
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client idle(server.port());
   ASSERT_TRUE(idle.connected());
   EXPECT_TRUE(idle.ClosedByServer());
@@ -785,7 +787,7 @@ TEST(HttpServerLimitsTest, AClientAtItsCapDisplacesItsOldestWaitingConnection) {
   options.port = 0;
   options.max_connections_per_client = 3;
   HttpServer server(options);
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client oldest(server.port());
   Client second(server.port());
   ASSERT_TRUE(second.Send("GET / HTTP/1.1\r\n"));
@@ -809,7 +811,7 @@ TEST(HttpServerLimitsTest, AtTheCapWithEveryConnectionBusyANewOneGets503) {
   options.max_connections = 2;
   HttpServer server(options);
   server.Mount("/api/p", gate.Handler());
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client first(server.port());
   Client second(server.port());
   ASSERT_TRUE(first.Send("GET /api/p/x HTTP/1.1\r\n\r\n"));
@@ -831,7 +833,7 @@ TEST(HttpServerLimitsTest, HealthIsAnsweredWhileEveryHandlerIsBusyAndAFullQueueI
   options.max_queued_requests = 1;
   HttpServer server(options);
   server.Mount("/api/p", gate.Handler());
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client running(server.port());
   ASSERT_TRUE(running.Send("GET /api/p/x HTTP/1.1\r\n\r\n"));
   gate.WaitForWaiting(1);
@@ -989,7 +991,7 @@ TEST(HttpServerStreamTest, AStreamWhoseClientStopsReadingIsClosedAndAGoneClientT
   HttpServer server(options);
   StreamCollector streams;
   server.Mount("/api/p", streams.Handler());
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   // One stream after the other, so that writers[0] is the stalled client's.
   auto stalled = std::make_unique<Client>(server.port());
   ASSERT_TRUE(stalled->Send("GET /api/p/events HTTP/1.1\r\n\r\n"));
@@ -1024,7 +1026,7 @@ TEST(HttpServerLimitsTest, BodiesBeyondTheBufferedBudgetAre503BeforeTheyAreRead)
     response.body = std::to_string(request.body.size());
     return std::optional<HttpResponse>(response);
   });
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   Client first(server.port());
   ASSERT_TRUE(
       first.Send("POST /api/p/x HTTP/1.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"));

@@ -18,11 +18,13 @@
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::HasSubstr;
 
 constexpr const char* kTasks = "/.backstage/scheduler/v1/tasks";
@@ -172,7 +174,7 @@ TEST(KeyedRequestOnPluginSchedulerTest, PauseAndResumeAreAppliedOncePerKeyForThe
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) {};
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(task)), IsOk());
   RunHistoryRouter router("myplugin", scheduler);
   const auto send = [&](std::string action, std::string key) {
     std::optional<HttpResponse> response =

@@ -9,11 +9,13 @@
 #include <string>
 
 #include "stagehand/http/http_server.h"
+#include "stagehand/testing/status_matchers.h"
 #include "unit/http/loopback_client.h"
 
 namespace stagehand::http_internal {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -110,7 +112,7 @@ TEST(ResponseCompressionTest, TheServerSendsTheGzippedBodyWithItsLength) {
   options.port = 0;
   HttpServer server(options);
   server.Mount("/big", [](const HttpRequest&) { return std::optional<HttpResponse>(Json(50000)); });
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_THAT(server.Start(), IsOk());
   const http_testing::RawResponse plain =
       http_testing::Exchange(server.port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
   ASSERT_EQ(plain.status, 200);

@@ -19,6 +19,7 @@
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/duration.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
@@ -32,6 +33,7 @@ using http_testing::Exchange;
 using http_testing::Get;
 using http_testing::RawResponse;
 using service_testing::TaskProbe;
+using ::stagehand::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -39,7 +41,7 @@ constexpr const char* kRuns = "/api/jobs/.stagehand/v1/tasks/nightly/runs";
 
 WallTime At(std::string_view iso) {
   Result<WallTime> instant = ParseIsoInstant(iso);
-  EXPECT_TRUE(instant.ok()) << iso;
+  EXPECT_THAT(instant, IsOk()) << iso;
   return instant.ok() ? *instant : WallTime{};
 }
 
@@ -114,7 +116,7 @@ class RunHistoryRouterTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(server_options);
     server_->Mount("/api/jobs",
                    [this](const HttpRequest& request) { return router_->Handle(request); });
-    EXPECT_TRUE(server_->Start().ok());
+    EXPECT_THAT(server_->Start(), IsOk());
   }
 
   ~RunHistoryRouterTest() override {
@@ -129,12 +131,12 @@ class RunHistoryRouterTest : public ::testing::Test {
   void Start(const std::string& run_id, const std::string& task_id, RunOrigin origin,
              WallTime started_at) {
     RunStart start{run_id, task_id, std::move(origin), started_at};
-    ASSERT_TRUE(store_->RecordStarts({&start, 1}).ok());
+    ASSERT_THAT(store_->RecordStarts({&start, 1}), IsOk());
   }
 
   void End(const std::string& run_id, RunFinish finish, WallTime ended_at) {
     RunEnd end{run_id, std::move(finish), ended_at};
-    ASSERT_TRUE(store_->RecordEnds({&end, 1}).ok());
+    ASSERT_THAT(store_->RecordEnds({&end, 1}), IsOk());
   }
 
   // Records `count` ended runs of `task_id`, a minute apart, named run-0, run-1, ...
@@ -252,7 +254,7 @@ TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachC
                          : Frequency(CronFrequency{"0 4 * * *", ""});
     task.timeout = std::chrono::minutes(1);
     task.fn = probe->Returning();
-    ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+    ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   }
   const RawResponse listed = Fetch("/api/jobs/.stagehand/v1/tasks");
   ASSERT_EQ(listed.status, 200);
@@ -299,7 +301,7 @@ TEST_F(RunHistoryRouterTest, TheListingGivesEachTasksNextStartsWhenAsked) {
     // An interval task without an initial delay is due at once and may be running when listed.
     if (name == "every-6h") task.initial_delay = std::chrono::milliseconds(std::chrono::hours(1));
     task.fn = probe->Returning();
-    ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+    ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   }
   EXPECT_THAT(Fetch("/api/jobs/.stagehand/v1/tasks").body, Not(HasSubstr("upcoming")));
 
@@ -341,7 +343,7 @@ TEST_F(RunHistoryRouterTest, PauseAndResumeAGlobalTaskAndTheListingShowsThePause
   task.frequency = Frequency(CronFrequency{"0 3 * * *", ""});
   task.timeout = std::chrono::minutes(1);
   task.fn = probe->Returning();
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   const auto post = [&](const std::string& path, const std::string& body) {
     return Exchange(server_->port(), "POST " + path +
                                          " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -411,7 +413,7 @@ TEST_F(RunHistoryRouterTest, AnUnknownTaskIs404AndAKnownOneWithoutRunsAnEmptyPag
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
   task.fn = probe->Returning();
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
 
   const RawResponse unknown = Fetch("/api/jobs/.stagehand/v1/tasks/nope/runs");
   EXPECT_EQ(unknown.status, 404);
@@ -453,8 +455,8 @@ TEST_F(RunHistoryRouterTest, ARunStillGoingHereIsLiveWithItsOutputSoFar) {
   task.frequency = ManualFrequency{};
   task.timeout = std::chrono::minutes(1);
   task.fn = probe->BlockingWithOutput("report: started\n");
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
-  ASSERT_TRUE(scheduler_->TriggerTask("report").ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
+  ASSERT_THAT(scheduler_->TriggerTask("report"), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
   const std::vector<std::string> ids =
       RunIdsOf(Fetch("/api/jobs/.stagehand/v1/tasks/report/runs").body);

@@ -13,11 +13,13 @@
 #include "stagehand/http/scheduler_router.h"
 #include "stagehand/service/plugin_scheduler.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
 using ::testing::MatchesRegex;
 
 constexpr const char* kTasks = "/.backstage/scheduler/v1/tasks";
@@ -40,7 +42,7 @@ class SchedulerRouterOnPluginSchedulerTest : public ::testing::Test {
     task.frequency = ManualFrequency{};
     task.timeout = std::chrono::minutes(1);
     task.fn = [](const std::stop_token&) {};
-    ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+    ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   }
 
   HttpResponse Send(std::string method, std::string path) {

@@ -12,13 +12,17 @@
 
 #include "stagehand/http/error_response.h"
 #include "stagehand/service/mock_scheduler.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 using ::testing::Pair;
 
 // A scheduler whose answers the test sets: a fixed listing, and per-id results for trigger and
@@ -244,7 +248,7 @@ TEST_F(SchedulerRestRouterTest, ListingFromMockScheduler) {
   task.frequency = std::chrono::minutes(10);
   task.timeout = std::chrono::minutes(1);
   task.fn = [](const std::stop_token&) {};
-  ASSERT_TRUE(mock.ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(mock.ScheduleTask(std::move(task)), IsOk());
   SchedulerRestRouter router("myplugin", mock);
   std::optional<HttpResponse> response = router.Handle(Request("GET", kTasks));
   ASSERT_TRUE(response.has_value());
@@ -496,9 +500,9 @@ TEST(DecodeUriComponentTest, RejectsWhatJavaScriptRejects) {
   for (const char* bad : {"%", "%2", "a%g0", "%zz", "%80", "%C3", "%C3%28", "%C0%AF", "%ED%A0%80",
                           "%F4%90%80%80", "%FF", "%E2%82"}) {
     Result<std::string> decoded = DecodeUriComponent(bad);
-    EXPECT_FALSE(decoded.ok()) << bad;
+    EXPECT_THAT(decoded, Not(IsOk())) << bad;
     if (!decoded.ok()) {
-      EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_THAT(decoded, StatusIs(StatusCode::kInvalidArgument));
     }
   }
 }

@@ -6,9 +6,13 @@
 #include <string>
 
 #include "stagehand/base/hash.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
 
@@ -85,7 +89,7 @@ TEST(ValidateScheduleDurationsTest, NamesEachFieldThatCannotWork) {
   minus_five.seconds = -5;
   schedule.initial_delay = minus_five;
   const Status status = ValidateScheduleDurations(schedule);
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(status.message(),
             "frequency must be longer than zero, got PT0S; timeout must be longer than zero, got "
             "PT-1S; initialDelay cannot be negative, got PT-5S");
@@ -96,14 +100,14 @@ TEST(ValidateScheduleDurationsTest, AcceptsWorkableSchedules) {
   cron.frequency = CronFrequency{"* * * * *", ""};
   cron.timeout = milliseconds(1);
   cron.initial_delay = milliseconds(0);
-  EXPECT_TRUE(ValidateScheduleDurations(cron).ok());
+  EXPECT_THAT(ValidateScheduleDurations(cron), IsOk());
   ScheduleDefinition manual;
   manual.timeout = Minutes(1);
-  EXPECT_TRUE(ValidateScheduleDurations(manual).ok());
+  EXPECT_THAT(ValidateScheduleDurations(manual), IsOk());
   ScheduleDefinition every;
   every.frequency = Minutes(0.5);
   every.timeout = Minutes(1);
-  EXPECT_TRUE(ValidateScheduleDurations(every).ok());
+  EXPECT_THAT(ValidateScheduleDurations(every), IsOk());
   // The timeout is required: its default (zero) is refused.
   EXPECT_EQ(ValidateScheduleDurations(ScheduleDefinition{}),
             InvalidArgumentError("timeout must be longer than zero, got PT0S"));
@@ -129,7 +133,7 @@ TEST(ValidateScheduleDurationsTest, JitterMustBeShorterThanADurationFrequency) {
   EXPECT_EQ(ValidateScheduleDurations(schedule).message(),
             "jitter must be shorter than the frequency PT60S, got PT60S");
   schedule.jitter = std::chrono::milliseconds(59999);
-  EXPECT_TRUE(ValidateScheduleDurations(schedule).ok());
+  EXPECT_THAT(ValidateScheduleDurations(schedule), IsOk());
   schedule.catchup_window = std::chrono::milliseconds(-1);
   EXPECT_EQ(ValidateScheduleDurations(schedule).message(),
             "catchupWindow cannot be negative, got PT-0.001S");

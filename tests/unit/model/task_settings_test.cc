@@ -5,10 +5,15 @@
 
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(ClassifyCadenceTest, FollowsBackstageRule) {
@@ -53,7 +58,7 @@ TEST(TaskSettingsToJsonTest, RoundTripsThroughFromJson) {
            TaskSettingsV2{"P1Y2M3W4DT5H6M7.8S", "", ""},
        }) {
     auto parsed = TaskSettingsV2::FromJson(settings.ToJson());
-    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    ASSERT_THAT(parsed, IsOk());
     EXPECT_EQ(*parsed, settings);
   }
 }
@@ -61,18 +66,18 @@ TEST(TaskSettingsToJsonTest, RoundTripsThroughFromJson) {
 TEST(TaskSettingsFromJsonTest, ReadsRowsBackstageWrites) {
   auto cron = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"*/2 * * * * *","initialDelayDuration":"PT3S","timeoutAfterDuration":"PT1M"})");
-  ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+  ASSERT_THAT(cron, IsOk());
   EXPECT_EQ(*cron, (TaskSettingsV2{"*/2 * * * * *", "PT3S", "PT1M"}));
   EXPECT_EQ(cron->cadence_kind(), CadenceKind::kCron);
 
   auto manual =
       TaskSettingsV2::FromJson(R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
-  ASSERT_TRUE(manual.ok()) << manual.status().ToString();
+  ASSERT_THAT(manual, IsOk());
   EXPECT_EQ(*manual, (TaskSettingsV2{"manual", std::nullopt, "PT1M"}));
 
   auto duration = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"PT5M","initialDelayDuration":"PT0S","timeoutAfterDuration":"PT3600S"})");
-  ASSERT_TRUE(duration.ok()) << duration.status().ToString();
+  ASSERT_THAT(duration, IsOk());
   EXPECT_EQ(*duration, (TaskSettingsV2{"PT5M", "PT0S", "PT3600S"}));
   EXPECT_EQ(duration->cadence_kind(), CadenceKind::kDuration);
 }
@@ -80,14 +85,14 @@ TEST(TaskSettingsFromJsonTest, ReadsRowsBackstageWrites) {
 TEST(TaskSettingsFromJsonTest, AcceptsWhitespaceReorderedKeysAndFloatVersion) {
   auto settings = TaskSettingsV2::FromJson(
       " {\"timeoutAfterDuration\": \"PT1M\", \"cadence\": \"0 * * * *\", \"version\": 2.0}\n");
-  ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+  ASSERT_THAT(settings, IsOk());
   EXPECT_EQ(*settings, (TaskSettingsV2{"0 * * * *", std::nullopt, "PT1M"}));
 }
 
 TEST(TaskSettingsFromJsonTest, IgnoresUnknownKeys) {
   auto settings = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"PT1H","timeoutAfterDuration":"PT1M","extra":{"x":[1]},"note":"hi"})");
-  ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+  ASSERT_THAT(settings, IsOk());
   EXPECT_EQ(*settings, (TaskSettingsV2{"PT1H", std::nullopt, "PT1M"}));
 }
 
@@ -95,17 +100,16 @@ TEST(TaskSettingsFromJsonTest, AcceptsSchemaQuirks) {
   // zod's union lets an empty cadence and empty durations through.
   auto empty = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"","initialDelayDuration":"","timeoutAfterDuration":""})");
-  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  ASSERT_THAT(empty, IsOk());
   auto bare_p = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"P","initialDelayDuration":"PT","timeoutAfterDuration":"-PT5M"})");
-  ASSERT_TRUE(bare_p.ok()) << bare_p.status().ToString();
+  ASSERT_THAT(bare_p, IsOk());
 }
 
 TEST(TaskSettingsFromJsonTest, RejectsVersionOne) {
   auto v1 = TaskSettingsV2::FromJson(
       R"({"version":1,"recurringAtMostEveryDuration":"PT1M","timeoutAfterDuration":"PT1M"})");
-  ASSERT_FALSE(v1.ok());
-  EXPECT_EQ(v1.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_THAT(v1, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(v1.status().message(),
             "Invalid settings: version: Invalid input: expected 2; cadence: Invalid input: "
             "expected string, received undefined");
@@ -155,8 +159,8 @@ TEST(TaskSettingsFromJsonTest, RejectsInvalidSettingsNamingTheKey) {
   };
   for (const BadSettings& c : cases) {
     auto result = TaskSettingsV2::FromJson(c.json);
-    ASSERT_FALSE(result.ok()) << c.json;
-    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << c.json;
+    ASSERT_THAT(result, Not(IsOk())) << c.json;
+    EXPECT_THAT(result, StatusIs(StatusCode::kInvalidArgument)) << c.json;
     EXPECT_EQ(result.status().message(), c.message) << c.json;
   }
 }
@@ -164,7 +168,7 @@ TEST(TaskSettingsFromJsonTest, RejectsInvalidSettingsNamingTheKey) {
 TEST(TaskSettingsFromJsonTest, RejectsCronThatNeverFires) {
   auto never = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"0 0 30 2 *","timeoutAfterDuration":"PT1M"})");
-  ASSERT_FALSE(never.ok());
+  ASSERT_THAT(never, Not(IsOk()));
   EXPECT_EQ(never.status().message(), "Invalid settings: cadence: Invalid cron");
 }
 

@@ -4,19 +4,22 @@
 
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+
 TEST(FormatRestTimeTest, ZoneTimesHaveAnOffsetAndUtcTimesAZ) {
   Result<WallTime> instant = ParseIsoInstant("2026-03-08T07:00:00.250Z");
-  ASSERT_TRUE(instant.ok());
+  ASSERT_THAT(instant, IsOk());
   EXPECT_EQ(FormatRestTime(*instant, kRestUtc), "2026-03-08T07:00:00.250Z");
   const TimeZone utc = TimeZone::Utc();
   EXPECT_EQ(FormatRestTime(*instant, &utc), "2026-03-08T07:00:00.250+00:00");
   Result<TimeZone> new_york = TimeZone::Locate("America/New_York");
-  ASSERT_TRUE(new_york.ok());
+  ASSERT_THAT(new_york, IsOk());
   EXPECT_EQ(FormatRestTime(*instant, &*new_york), "2026-03-08T03:00:00.250-04:00");
 }
 

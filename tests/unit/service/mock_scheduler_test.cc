@@ -15,16 +15,20 @@
 #include <thread>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "unit/service/task_probe.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::MockScheduler;
 using testing::MockSchedulerOptions;
+using ::testing::Not;
 
 using service_testing::kRealTimeout;
 using service_testing::TaskProbe;
@@ -71,12 +75,12 @@ bool IsReady(const std::shared_future<Status>& future) {
 TEST(MockSchedulerTest, RunsATaskOnlyWhenTriggered) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
   EXPECT_EQ(probe->starts(), 0U);
 
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 1U);
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 2U);
   EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
 }
@@ -88,11 +92,11 @@ TEST(MockSchedulerTest, ScheduleTasksRegistersEachTaskInOrder) {
   std::vector<TaskDefinition> tasks;
   tasks.push_back(Task("a", a->Returning()));
   tasks.push_back(Task("b", b->Returning()));
-  ASSERT_TRUE(scheduler.ScheduleTasks(std::move(tasks)).ok());
+  ASSERT_THAT(scheduler.ScheduleTasks(std::move(tasks)), IsOk());
   ASSERT_EQ(scheduler.GetScheduledTasks().size(), 2U);
   EXPECT_EQ(scheduler.GetScheduledTasks()[0].id, "a");
   EXPECT_EQ(scheduler.GetScheduledTasks()[1].id, "b");
-  ASSERT_TRUE(scheduler.TriggerTask("b").ok());
+  ASSERT_THAT(scheduler.TriggerTask("b"), IsOk());
   EXPECT_EQ(b->starts(), 1U);
   EXPECT_EQ(a->starts(), 0U);
 }
@@ -103,14 +107,15 @@ TEST(MockSchedulerTest, RunStartupRunsPlainAndLocalTasksButNotDelayedOrManualOne
   auto local = std::make_shared<TaskProbe>();
   auto delayed = std::make_shared<TaskProbe>();
   auto manual = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("plain", plain->Returning())), IsOk());
   TaskDefinition local_task = Task("local", local->Returning());
   local_task.scope = TaskScope::kLocal;
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(local_task)).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(local_task)), IsOk());
   TaskDefinition delayed_task = Task("delayed", delayed->Returning());
   delayed_task.initial_delay = std::chrono::minutes(1);
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(delayed_task)), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})),
+              IsOk());
 
   scheduler.RunStartup();
 
@@ -124,34 +129,34 @@ TEST(MockSchedulerTest, RunStartupRunsPlainAndLocalTasksButNotDelayedOrManualOne
 TEST(MockSchedulerTest, APausedTaskIsNotTriggeredNorRunAtStartupUntilResumed) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
   TaskDefinition local = Task("local", probe->Returning());
   local.scope = TaskScope::kLocal;
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(local)).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(local)), IsOk());
   const PauseRequest pause{"alice", "maintenance", std::nullopt};
 
-  ASSERT_TRUE(scheduler.PauseTask("a", pause).ok());
+  ASSERT_THAT(scheduler.PauseTask("a", pause), IsOk());
   EXPECT_EQ(scheduler.TriggerTask("a"), ConflictError("Task a is paused"));
   Result<std::vector<TaskListing>> listed = scheduler.ListTasks();
-  ASSERT_TRUE(listed.ok());
+  ASSERT_THAT(listed, IsOk());
   ASSERT_TRUE((*listed)[0].pause.has_value());
   EXPECT_EQ((*listed)[0].pause->reason, "maintenance");
-  EXPECT_EQ(scheduler.PauseTask("local", pause).code(), StatusCode::kConflict);
+  EXPECT_THAT(scheduler.PauseTask("local", pause), StatusIs(StatusCode::kConflict));
   EXPECT_EQ(scheduler.PauseTask("nope", pause), NotFoundError("Task nope not found"));
 
   scheduler.RunStartup();
   EXPECT_EQ(probe->starts(), 1U) << "only the local task ran";
 
-  ASSERT_TRUE(scheduler.ResumeTask("a").ok());
+  ASSERT_THAT(scheduler.ResumeTask("a"), IsOk());
   EXPECT_EQ(scheduler.ResumeTask("a"), ConflictError("Task a is not paused"));
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 2U);
 }
 
 TEST(MockSchedulerTest, RunStartupDoesNothingWhenSkipped) {
   MockScheduler scheduler(MockSchedulerOptions{.skip_task_run_on_startup = true});
   auto plain = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("plain", plain->Returning())), IsOk());
 
   scheduler.RunStartup();
 
@@ -164,11 +169,12 @@ TEST(MockSchedulerTest, RunStartupRunsEveryTaskWhenConfigured) {
   auto plain = std::make_shared<TaskProbe>();
   auto delayed = std::make_shared<TaskProbe>();
   auto manual = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("plain", plain->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("plain", plain->Returning())), IsOk());
   TaskDefinition delayed_task = Task("delayed", delayed->Returning());
   delayed_task.initial_delay = std::chrono::minutes(1);
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(delayed_task)), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})),
+              IsOk());
 
   scheduler.RunStartup();
 
@@ -183,8 +189,9 @@ TEST(MockSchedulerTest, RunStartupIncludesOnlyTheKindItIsToldTo) {
   auto manual = std::make_shared<TaskProbe>();
   TaskDefinition delayed_task = Task("delayed", delayed->Returning());
   delayed_task.initial_delay = std::chrono::minutes(1);
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(delayed_task)).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(delayed_task)), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("manual", manual->Returning(), ManualFrequency{})),
+              IsOk());
 
   scheduler.RunStartup();
 
@@ -208,8 +215,8 @@ TEST(MockSchedulerTest, RunStartupRunsTasksInParallelAndWaitsForAll) {
     if (!cv.wait_for(lock, kRealTimeout, [&] { return started == 2; })) met = false;
     ++finished;
   };
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("one", rendezvous)).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("two", rendezvous)).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("one", rendezvous)), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("two", rendezvous)), IsOk());
 
   scheduler.RunStartup();
 
@@ -221,27 +228,27 @@ TEST(MockSchedulerTest, RunStartupRunsTasksInParallelAndWaitsForAll) {
 TEST(MockSchedulerTest, WaitForTaskResolvesWithTheNextCompletedRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
 
   std::shared_future<Status> done = scheduler.WaitForTask("a");
   EXPECT_FALSE(IsReady(done));
   EXPECT_FALSE(IsReady(scheduler.WaitForTask("a")));
 
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   ASSERT_TRUE(IsReady(done));
-  EXPECT_TRUE(done.get().ok());
+  EXPECT_THAT(done.get(), IsOk());
 
   std::shared_future<Status> next = scheduler.WaitForTask("a");
   EXPECT_FALSE(IsReady(next));
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_TRUE(IsReady(next));
 }
 
 TEST(MockSchedulerTest, WaitForTaskResolvesWhenARunInProgressCompletes) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   std::shared_future<Status> done = scheduler.WaitForTask("a");
@@ -249,17 +256,17 @@ TEST(MockSchedulerTest, WaitForTaskResolvesWhenARunInProgressCompletes) {
   probe->ReleaseAll();
 
   ASSERT_EQ(done.wait_for(kRealTimeout), std::future_status::ready);
-  EXPECT_TRUE(done.get().ok());
+  EXPECT_THAT(done.get(), IsOk());
 }
 
 TEST(MockSchedulerTest, WaitForTaskHoldsTheErrorOfAFailingRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(
-      scheduler.ScheduleTask(Task("a", probe->Returning(UnavailableError("no upstream")))).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning(UnavailableError("no upstream")))),
+              IsOk());
   std::shared_future<Status> done = scheduler.WaitForTask("a");
 
-  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_THAT(scheduler.TriggerTask("a"), IsOk());
 
   ASSERT_TRUE(IsReady(done));
   EXPECT_EQ(done.get(), UnavailableError("no upstream"));
@@ -268,13 +275,13 @@ TEST(MockSchedulerTest, WaitForTaskHoldsTheErrorOfAFailingRun) {
 TEST(MockSchedulerTest, WaitForTaskHoldsTheErrorOfAThrowingRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Throwing("it broke"))).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Throwing("it broke"))), IsOk());
   std::shared_future<Status> done = scheduler.WaitForTask("a");
 
-  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_THAT(scheduler.TriggerTask("a"), IsOk());
 
   ASSERT_TRUE(IsReady(done));
-  EXPECT_FALSE(done.get().ok());
+  EXPECT_THAT(done.get(), Not(IsOk()));
   EXPECT_EQ(done.get().message(), "it broke");
 }
 
@@ -288,17 +295,17 @@ TEST(MockSchedulerTest, WaitForTaskOfAnUnknownTaskIsNotFound) {
 TEST(MockSchedulerTest, CancelStopsARunningTaskAndTheNextTriggerGetsAFreshToken) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
 
-  ASSERT_TRUE(scheduler.CancelTask("a").ok());
+  ASSERT_THAT(scheduler.CancelTask("a"), IsOk());
   ASSERT_TRUE(probe->WaitForReturns(1));
   trigger.Join();
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
 
   probe->ReleaseAll();
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false, false));
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true, false));
 }
@@ -306,24 +313,24 @@ TEST(MockSchedulerTest, CancelStopsARunningTaskAndTheNextTriggerGetsAFreshToken)
 TEST(MockSchedulerTest, APauseOfARunningTaskIsPendingUntilItsRunEndsAndCanCancelIt) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
-  ASSERT_TRUE(scheduler.PauseTask("a", PauseRequest{"alice", "", std::nullopt}).ok());
+  ASSERT_THAT(scheduler.PauseTask("a", PauseRequest{"alice", "", std::nullopt}), IsOk());
   Result<std::vector<TaskListing>> listed = scheduler.ListTasks();
-  ASSERT_TRUE(listed.ok());
+  ASSERT_THAT(listed, IsOk());
   ASSERT_TRUE((*listed)[0].pause.has_value());
   EXPECT_TRUE((*listed)[0].pause->pending);
   EXPECT_THAT(probe->stopped_at_start(), ElementsAre(false)) << "the run goes on";
 
   PauseRequest cancelling{"alice", "", std::nullopt};
   cancelling.cancel_run = true;
-  ASSERT_TRUE(scheduler.PauseTask("a", cancelling).ok());
+  ASSERT_THAT(scheduler.PauseTask("a", cancelling), IsOk());
   ASSERT_TRUE(probe->WaitForReturns(1));
   trigger.Join();
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
   listed = scheduler.ListTasks();
-  ASSERT_TRUE(listed.ok());
+  ASSERT_THAT(listed, IsOk());
   ASSERT_TRUE((*listed)[0].pause.has_value());
   EXPECT_FALSE((*listed)[0].pause->pending);
   EXPECT_EQ(scheduler.TriggerTask("a"), ConflictError("Task a is paused"));
@@ -332,11 +339,11 @@ TEST(MockSchedulerTest, APauseOfARunningTaskIsPendingUntilItsRunEndsAndCanCancel
 TEST(MockSchedulerTest, TriggerWhileRunningReturnsAtOnceWithoutASecondRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
 
-  EXPECT_TRUE(scheduler.TriggerTask("a").ok());
+  EXPECT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 1U);
 
   probe->ReleaseAll();
@@ -348,13 +355,13 @@ TEST(MockSchedulerTest, ListTasksShowsRunningAndIdleWorkers) {
   MockScheduler scheduler;
   auto busy = std::make_shared<TaskProbe>();
   auto idle = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("busy", busy->Blocking())).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("idle", idle->Returning())).ok());
-  Background trigger(busy, [&] { EXPECT_TRUE(scheduler.TriggerTask("busy").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("busy", busy->Blocking())), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("idle", idle->Returning())), IsOk());
+  Background trigger(busy, [&] { EXPECT_THAT(scheduler.TriggerTask("busy"), IsOk()); });
   ASSERT_TRUE(busy->WaitForStarts(1));
 
   Result<std::vector<TaskListing>> listing = scheduler.ListTasks();
-  ASSERT_TRUE(listing.ok());
+  ASSERT_THAT(listing, IsOk());
   ASSERT_EQ(listing->size(), 2U);
   EXPECT_EQ((*listing)[0].descriptor.id, "busy");
   EXPECT_EQ((*listing)[0].worker_state, WorkerStatus::kRunning);
@@ -368,8 +375,8 @@ TEST(MockSchedulerTest, ListTasksShowsRunningAndIdleWorkers) {
 TEST(MockSchedulerTest, ShutdownSignalsRunningTasks) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   scheduler.Shutdown();
@@ -382,10 +389,10 @@ TEST(MockSchedulerTest, ShutdownSignalsRunningTasks) {
 TEST(MockSchedulerTest, ShutdownSignalsTheTokensOfIdleTasks) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
 
   scheduler.Shutdown();
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
 
   EXPECT_THAT(probe->stopped_at_start(), ElementsAre(true));
 }
@@ -399,21 +406,21 @@ TEST(MockSchedulerTest, UnknownTasksAreNotFound) {
 TEST(MockSchedulerTest, CancellingAnIdleTaskIsAConflict) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("x", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("x", probe->Returning())), IsOk());
   EXPECT_EQ(scheduler.CancelTask("x"), ConflictError("Task x is not running"));
-  ASSERT_TRUE(scheduler.TriggerTask("x").ok());
+  ASSERT_THAT(scheduler.TriggerTask("x"), IsOk());
   EXPECT_EQ(scheduler.CancelTask("x"), ConflictError("Task x is not running"));
 }
 
 TEST(MockSchedulerTest, GetScheduledTasksListsEachIdOnceInRegistrationOrder) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("b", probe->Returning())).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("b", probe->Returning())), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
   TaskDefinition again = Task("b", probe->Returning(), std::chrono::seconds(5));
   again.scope = TaskScope::kLocal;
-  ASSERT_TRUE(scheduler.ScheduleTask(std::move(again)).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("c", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(std::move(again)), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("c", probe->Returning())), IsOk());
 
   const std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
   EXPECT_THAT(IdsOf(tasks), ElementsAre("b", "a", "c"));
@@ -427,10 +434,10 @@ TEST(MockSchedulerTest, ReRegistrationReplacesTheFunction) {
   MockScheduler scheduler;
   auto first = std::make_shared<TaskProbe>();
   auto second = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", first->Returning())).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", second->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", first->Returning())), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", second->Returning())), IsOk());
 
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
 
   EXPECT_EQ(first->starts(), 0U);
   EXPECT_EQ(second->starts(), 1U);
@@ -445,7 +452,7 @@ TEST(MockSchedulerTest, ScheduledTaskRunnerRegistersWithTheRunnersSchedule) {
   schedule.scope = TaskScope::kLocal;
   ScheduledTaskRunner runner = scheduler.CreateScheduledTaskRunner(schedule);
 
-  ASSERT_TRUE(runner.Run(TaskInvocation{"a", probe->Returning(), {}}).ok());
+  ASSERT_THAT(runner.Run(TaskInvocation{"a", probe->Returning(), {}}), IsOk());
 
   const std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
   ASSERT_EQ(tasks.size(), 1U);
@@ -453,7 +460,7 @@ TEST(MockSchedulerTest, ScheduledTaskRunnerRegistersWithTheRunnersSchedule) {
   EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
   EXPECT_EQ(tasks[0].settings.cadence, "*/5 * * * *");
   EXPECT_EQ(tasks[0].settings.timeout_after_duration, "PT30S");
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 1U);
 }
 
@@ -475,17 +482,17 @@ TEST(MockSchedulerRunsTest, RecordsEachRunWithItsTriggerOutcomeErrorAndDuration)
       scheduler
           .ScheduleTask(Task("a", [&](std::stop_token) { clock.Advance(std::chrono::seconds(3)); }))
           .ok());
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   auto failing = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(
-      scheduler.ScheduleTask(Task("a", failing->Returning(InternalError("it broke")))).ok());
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", failing->Returning(InternalError("it broke")))),
+              IsOk());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   auto throwing = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", throwing->Throwing("it threw"))).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", throwing->Throwing("it threw"))), IsOk());
   scheduler.RunStartup();
 
   Result<RunPage> page = scheduler.GetTaskRuns("a", 10, std::nullopt);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 3U);
   EXPECT_FALSE(page->next_cursor.has_value());
   EXPECT_THAT(OutcomesOf(*page),
@@ -509,16 +516,16 @@ TEST(MockSchedulerRunsTest, ARunStoppedByCancelOrShutdownThatFailsIsCancelled) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
   probe->SetOutcome(InternalError("stopped early"));
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Blocking())).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Blocking())), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
-  ASSERT_TRUE(scheduler.CancelTask("a").ok());
+  ASSERT_THAT(scheduler.CancelTask("a"), IsOk());
   trigger.Join();
   scheduler.Shutdown();
-  ASSERT_TRUE(scheduler.TriggerTask("a").ok());
+  ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
 
   Result<RunPage> page = scheduler.GetTaskRuns("a", 10, std::nullopt);
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 2U);
   EXPECT_EQ(page->runs[0].finish.outcome, RunOutcome::kCancelled);
   EXPECT_EQ(page->runs[0].finish.error_json,
@@ -531,18 +538,18 @@ TEST(MockSchedulerRunsTest, ARunStoppedByCancelOrShutdownThatFailsIsCancelled) {
 TEST(MockSchedulerRunsTest, GetRunShowsARunningRunLiveAndKeepsItsOutput) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->BlockingWithOutput("half way\n"))).ok());
-  Background trigger(probe, [&] { EXPECT_TRUE(scheduler.TriggerTask("a").ok()); });
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->BlockingWithOutput("half way\n"))), IsOk());
+  Background trigger(probe, [&] { EXPECT_THAT(scheduler.TriggerTask("a"), IsOk()); });
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   Result<RunPage> page = scheduler.GetTaskRuns("a", 1, std::nullopt);
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 1U);
   EXPECT_EQ(page->runs[0].finish.outcome, RunOutcome::kRunning);
   EXPECT_FALSE(page->runs[0].ended_at.has_value());
   const std::string run_id = page->runs[0].run_id;
   Result<RunDetail> live = scheduler.GetRun(run_id);
-  ASSERT_TRUE(live.ok());
+  ASSERT_THAT(live, IsOk());
   EXPECT_TRUE(live->live);
   EXPECT_EQ(live->run.finish.outcome, RunOutcome::kRunning);
   EXPECT_EQ(live->run.finish.output_tail, "half way\n");
@@ -551,38 +558,38 @@ TEST(MockSchedulerRunsTest, GetRunShowsARunningRunLiveAndKeepsItsOutput) {
   probe->ReleaseAll();
   trigger.Join();
   Result<RunDetail> ended = scheduler.GetRun(run_id);
-  ASSERT_TRUE(ended.ok());
+  ASSERT_THAT(ended, IsOk());
   EXPECT_FALSE(ended->live);
   EXPECT_EQ(ended->run.finish.outcome, RunOutcome::kSucceeded);
   EXPECT_EQ(ended->run.finish.output_tail, "half way\n");
   EXPECT_EQ(ended->output_bytes, 9U);
   Result<RunPage> listed = scheduler.GetTaskRuns("a", 1, std::nullopt);
-  ASSERT_TRUE(listed.ok());
+  ASSERT_THAT(listed, IsOk());
   EXPECT_EQ(listed->runs[0].finish.output_tail, "");
 }
 
 TEST(MockSchedulerRunsTest, PagesNewestFirstWithRunIdsAsCursors) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("b", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("b", probe->Returning())), IsOk());
   std::vector<std::string> ids;  // of task a, oldest first
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(scheduler.TriggerTask("a").ok());
-    ASSERT_TRUE(scheduler.TriggerTask("b").ok());
+    ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
+    ASSERT_THAT(scheduler.TriggerTask("b"), IsOk());
     Result<RunPage> newest = scheduler.GetTaskRuns("a", 1, std::nullopt);
-    ASSERT_TRUE(newest.ok());
+    ASSERT_THAT(newest, IsOk());
     ids.push_back(newest->runs[0].run_id);
   }
 
   Result<RunPage> first = scheduler.GetTaskRuns("a", 2, std::nullopt);
-  ASSERT_TRUE(first.ok());
+  ASSERT_THAT(first, IsOk());
   ASSERT_EQ(first->runs.size(), 2U);
   EXPECT_EQ(first->runs[0].run_id, ids[2]);
   EXPECT_EQ(first->runs[1].run_id, ids[1]);
   ASSERT_EQ(first->next_cursor, ids[1]);
   Result<RunPage> second = scheduler.GetTaskRuns("a", 2, first->next_cursor);
-  ASSERT_TRUE(second.ok());
+  ASSERT_THAT(second, IsOk());
   ASSERT_EQ(second->runs.size(), 1U);
   EXPECT_EQ(second->runs[0].run_id, ids[0]);
   EXPECT_FALSE(second->next_cursor.has_value());
@@ -591,15 +598,15 @@ TEST(MockSchedulerRunsTest, PagesNewestFirstWithRunIdsAsCursors) {
 TEST(MockSchedulerRunsTest, ErrorsNameTheParameterOrTheUnknownTaskOrRun) {
   MockScheduler scheduler;
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler.ScheduleTask(Task("a", probe->Returning())).ok());
+  ASSERT_THAT(scheduler.ScheduleTask(Task("a", probe->Returning())), IsOk());
 
   Result<RunPage> none = scheduler.GetTaskRuns("a", 20, std::nullopt);
-  ASSERT_TRUE(none.ok());
+  ASSERT_THAT(none, IsOk());
   EXPECT_TRUE(none->runs.empty());
   EXPECT_EQ(scheduler.GetTaskRuns("a", 0, std::nullopt).status(),
             InvalidArgumentError("limit must be between 1 and 1000, got 0"));
-  EXPECT_EQ(scheduler.GetTaskRuns("a", 1001, std::nullopt).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_THAT(scheduler.GetTaskRuns("a", 1001, std::nullopt),
+              StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(scheduler.GetTaskRuns("a", 1, "nope").status().message(), HasSubstr("before"));
   EXPECT_EQ(scheduler.GetTaskRuns("x", 1, std::nullopt).status(),
             NotFoundError("Task x not found"));

@@ -22,6 +22,7 @@
 
 #include "stagehand/base/host_name.h"
 #include "stagehand/store/memory_task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
 #include "unit/service/task_probe.h"
@@ -29,11 +30,14 @@
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // How long a test waits for something an engine thread does before it gives up and fails.
 using service_testing::kRealTimeout;
@@ -366,7 +370,7 @@ class PluginSchedulerTest : public ::testing::Test {
 
 TEST(ValidateTaskIdTest, AcceptsBackstagesValidIds) {
   for (const char* id : {"a", "a_b", "ab123c_2", "a!", "A", "a-b", "a.b", "_a", "a_", "a/b c"}) {
-    EXPECT_TRUE(ValidateTaskId(id).ok()) << id;
+    EXPECT_THAT(ValidateTaskId(id), IsOk()) << id;
   }
 }
 
@@ -375,7 +379,7 @@ TEST(ValidateTaskIdTest, RejectsEmptyAndBlankIds) {
             InvalidArgumentError(" is not a valid ID, expected non-empty string"));
   EXPECT_EQ(ValidateTaskId("  "),
             InvalidArgumentError("   is not a valid ID, expected non-empty string"));
-  EXPECT_EQ(ValidateTaskId("\t\n").code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(ValidateTaskId("\t\n"), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST_F(PluginSchedulerTest, RejectsAnInvalidIdBeforeAnythingElse) {
@@ -397,8 +401,7 @@ TEST_F(PluginSchedulerTest, RejectsAnInvalidCronNamingTheExpression) {
     TaskDefinition task = Global("t", CronFrequency{"61 * * * *", ""}, probe->Returning());
     task.scope = scope;
     const Status status = scheduler_->ScheduleTask(std::move(task));
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
-    EXPECT_THAT(status.message(), HasSubstr("61 * * * *"));
+    EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument, "61 * * * *"));
   }
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   EXPECT_FALSE(Row("t").has_value());
@@ -410,7 +413,7 @@ TEST_F(PluginSchedulerTest, RejectsACronThatNeverFires) {
     TaskDefinition task = Global("t", CronFrequency{"0 0 30 2 *", ""}, probe->Returning());
     task.scope = scope;
     const Status status = scheduler_->ScheduleTask(std::move(task));
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+    EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   }
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   EXPECT_EQ(probe->starts(), 0U);
@@ -420,8 +423,7 @@ TEST_F(PluginSchedulerTest, RejectsAnUnknownTimeZone) {
   auto probe = std::make_shared<TaskProbe>();
   const Status status = scheduler_->ScheduleTask(
       Global("t", CronFrequency{"* * * * *", "Mars/Olympus_Mons"}, probe->Returning()));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("Mars/Olympus_Mons"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument, "Mars/Olympus_Mons"));
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   EXPECT_FALSE(Row("t").has_value());
 }
@@ -439,21 +441,21 @@ TEST_F(PluginSchedulerTest, AcceptsACronWithAKnownTimeZone) {
 
 TEST_F(PluginSchedulerTest, RejectsATaskWithoutAFunction) {
   const Status status = scheduler_->ScheduleTask(Global("t", minutes(1), TaskFunction()));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
 }
 
 TEST_F(PluginSchedulerTest, RejectsASecondActiveRegistrationOfTheSameId) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Returning())).ok());
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Returning())), IsOk());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())), IsOk());
 
-  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(5), probe->Returning())).code(),
-            StatusCode::kConflict);
-  EXPECT_EQ(scheduler_->ScheduleTask(Local("g", minutes(5), probe->Returning())).code(),
-            StatusCode::kConflict);
-  EXPECT_EQ(scheduler_->ScheduleTask(Local("l", minutes(5), probe->Returning())).code(),
-            StatusCode::kConflict);
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("g", minutes(5), probe->Returning())),
+              StatusIs(StatusCode::kConflict));
+  EXPECT_THAT(scheduler_->ScheduleTask(Local("g", minutes(5), probe->Returning())),
+              StatusIs(StatusCode::kConflict));
+  EXPECT_THAT(scheduler_->ScheduleTask(Local("l", minutes(5), probe->Returning())),
+              StatusIs(StatusCode::kConflict));
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g", "l"));
   ASSERT_TRUE(Row("g").has_value());
   EXPECT_THAT(Row("g")->settings_json, HasSubstr("\"PT600S\""));
@@ -464,13 +466,13 @@ TEST_F(PluginSchedulerTest, AllowsReRegistrationOnceTheCallerStoppedTheTask) {
   std::stop_source stop;
   TaskDefinition task = Global("g", ManualFrequency{}, probe->Returning());
   task.stop = stop.get_token();
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
-  ASSERT_EQ(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).code(),
-            StatusCode::kConflict);
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())),
+              StatusIs(StatusCode::kConflict));
 
   stop.request_stop();
 
-  EXPECT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())), IsOk());
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g", "g"));
 }
 
@@ -480,12 +482,11 @@ TEST_F(PluginSchedulerTest, StoreUnavailableAtRegistrationRegistersNothing) {
 
   const Status status = scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning()));
 
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
-  EXPECT_THAT(status.message(), HasSubstr("Failed to persist task"));
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable, "Failed to persist task"));
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   store_->SetUnavailable(false);
   EXPECT_FALSE(Row("g").has_value());
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())), IsOk());
   EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
 }
 
@@ -493,9 +494,9 @@ TEST_F(PluginSchedulerTest, GlobalTasksNeedAStoreButLocalTasksDoNot) {
   Start(nullptr);
   auto probe = std::make_shared<TaskProbe>();
 
-  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).code(),
-            StatusCode::kUnavailable);
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())).ok());
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())),
+              StatusIs(StatusCode::kUnavailable));
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())), IsOk());
 
   EXPECT_TRUE(probe->WaitForStarts(1));
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("l"));
@@ -506,10 +507,10 @@ TEST_F(PluginSchedulerTest, GlobalTasksNeedAStoreButLocalTasksDoNot) {
 TEST_F(PluginSchedulerTest, ScheduleTaskAfterShutdownIsUnavailable) {
   auto probe = std::make_shared<TaskProbe>();
   scheduler_->Shutdown();
-  EXPECT_EQ(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())).code(),
-            StatusCode::kUnavailable);
-  EXPECT_EQ(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())).code(),
-            StatusCode::kUnavailable);
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("g", minutes(1), probe->Returning())),
+              StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(scheduler_->ScheduleTask(Local("l", minutes(1), probe->Returning())),
+              StatusIs(StatusCode::kUnavailable));
   EXPECT_TRUE(scheduler_->GetScheduledTasks().empty());
   scheduler_->Shutdown();
 }
@@ -524,7 +525,7 @@ TEST_F(PluginSchedulerTest, ScheduleTasksWritesEveryGlobalTaskInOneStatement) {
   auto counting = std::make_shared<SlowPollStore>(store_, clock_);
   Start(counting);
 
-  ASSERT_TRUE(scheduler_->ScheduleTasks(std::move(tasks)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTasks(std::move(tasks)), IsOk());
 
   EXPECT_EQ(counting->registration_statements.load(), 1);
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("g1", "l1", "g2", "g3"));
@@ -535,13 +536,13 @@ TEST_F(PluginSchedulerTest, ScheduleTasksWritesEveryGlobalTaskInOneStatement) {
   EXPECT_FALSE(Row("g2")->next_run_start_at.has_value());
   EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g1"));
   EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g3"));
-  ASSERT_TRUE(scheduler_->TriggerTask("g2").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("g2"), IsOk());
   EXPECT_TRUE(events_->WaitFor(EventKind::kCompleted, "g2"));
 }
 
 TEST_F(PluginSchedulerTest, ScheduleTasksRegistersNothingWhenOneTaskIsBad) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("taken", minutes(10), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("taken", minutes(10), probe->Returning())), IsOk());
   const auto batch = [&](TaskDefinition odd_one) {
     std::vector<TaskDefinition> tasks;
     tasks.push_back(Global("a", minutes(10), probe->Returning()));
@@ -554,25 +555,23 @@ TEST_F(PluginSchedulerTest, ScheduleTasksRegistersNothingWhenOneTaskIsBad) {
 
   const Status invalid =
       scheduler_->ScheduleTasks(batch(Global("c", bad_cron, probe->Returning())));
-  EXPECT_EQ(invalid.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(invalid.message(), HasSubstr("task c"));
+  EXPECT_THAT(invalid, StatusIs(StatusCode::kInvalidArgument, "task c"));
   const Status duplicate =
       scheduler_->ScheduleTasks(batch(Global("a", minutes(1), probe->Returning())));
-  EXPECT_EQ(duplicate.code(), StatusCode::kConflict);
-  EXPECT_THAT(duplicate.message(), HasSubstr("Task a "));
+  EXPECT_THAT(duplicate, StatusIs(StatusCode::kConflict, "Task a "));
   const Status conflict =
       scheduler_->ScheduleTasks(batch(Local("taken", minutes(1), probe->Returning())));
-  EXPECT_EQ(conflict.code(), StatusCode::kConflict);
-  EXPECT_THAT(conflict.message(), HasSubstr("Task taken "));
+  EXPECT_THAT(conflict, StatusIs(StatusCode::kConflict, "Task taken "));
   store_->SetUnavailable(true);
   const Status down = scheduler_->ScheduleTasks(batch(Global("c", minutes(1), probe->Returning())));
-  EXPECT_EQ(down.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(down, StatusIs(StatusCode::kUnavailable));
   store_->SetUnavailable(false);
 
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("taken"));
   EXPECT_FALSE(Row("a").has_value());
   EXPECT_FALSE(Row("c").has_value());
-  ASSERT_TRUE(scheduler_->ScheduleTasks(batch(Global("c", minutes(1), probe->Returning()))).ok());
+  ASSERT_THAT(scheduler_->ScheduleTasks(batch(Global("c", minutes(1), probe->Returning()))),
+              IsOk());
   EXPECT_THAT(IdsOf(scheduler_->GetScheduledTasks()), ElementsAre("taken", "a", "b", "c"));
 }
 
@@ -609,7 +608,7 @@ TEST_F(PluginSchedulerTest, ScheduledTaskRunnerRunsTheHappyPath) {
   schedule.timeout = minute;
   ScheduledTaskRunner runner = scheduler_->CreateScheduledTaskRunner(schedule);
 
-  ASSERT_TRUE(runner.Run(TaskInvocation{"r", probe->Returning(), {}}).ok());
+  ASSERT_THAT(runner.Run(TaskInvocation{"r", probe->Returning(), {}}), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "r"));
   EXPECT_EQ(probe->starts(), 1U);
@@ -623,7 +622,7 @@ TEST_F(PluginSchedulerTest, ScheduledTaskRunnerRunsTheHappyPath) {
 
 TEST_F(PluginSchedulerTest, GlobalDurationTaskRunsAtOnceThenEveryCadence) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
   std::optional<TaskRow> row = Row("g");
@@ -673,7 +672,7 @@ TEST_F(PluginSchedulerTest, TimePassingDuringAPollDoesNotDelayTheNextRun) {
   Start(slow);
   auto probe = std::make_shared<TaskProbe>();
   slow->AdvanceDuringPollSeeing("g", At(seconds(5)), seconds(5));
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", Seconds(5), probe->Returning())), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g", 2));
   EXPECT_EQ(Row("g")->next_run_start_at, At(seconds(10)));
@@ -691,8 +690,8 @@ TEST_F(PluginSchedulerTest, FailingGlobalRunIsRecordedWithBackstagesErrorJson) {
                                         throwing->Throwing("it \"really\" broke")))
                   .ok());
 
-  ASSERT_TRUE(scheduler_->TriggerTask("returns").ok());
-  ASSERT_TRUE(scheduler_->TriggerTask("throws").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("returns"), IsOk());
+  ASSERT_THAT(scheduler_->TriggerTask("throws"), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "returns"));
   ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "throws"));
@@ -706,12 +705,12 @@ TEST_F(PluginSchedulerTest, FailingGlobalRunIsRecordedWithBackstagesErrorJson) {
 
 TEST_F(PluginSchedulerTest, TriggerRunsAManualGlobalTask) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
   ASSERT_TRUE(Row("m").has_value());
   EXPECT_FALSE(Row("m")->next_run_start_at.has_value());
   EXPECT_EQ(probe->starts(), 0U);
 
-  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("m"), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
   EXPECT_EQ(probe->starts(), 1U);
@@ -722,10 +721,10 @@ TEST_F(PluginSchedulerTest, TriggerRunsAGlobalTaskLongBeforeItsNextTime) {
   auto probe = std::make_shared<TaskProbe>();
   HumanDuration year;
   year.years = 1;
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("y", year, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("y", year, probe->Returning())), IsOk());
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "y"));
 
-  ASSERT_TRUE(scheduler_->TriggerTask("y").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("y"), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "y", 2));
   EXPECT_EQ(probe->starts(), 2U);
@@ -741,8 +740,8 @@ TEST_F(PluginSchedulerTest, TriggerOfAMissingTaskIsNotFound) {
 // told of the trigger before the engine can start the run, and of its outcome after.
 TEST_F(PluginSchedulerTest, ATriggerIsAnnouncedBeforeTheEngineCanStartItsRun) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
-  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
+  ASSERT_THAT(scheduler_->TriggerTask("m"), IsOk());
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
   std::vector<EventKind> kinds = events_->KindsOf("m");
   ASSERT_GE(kinds.size(), 5U);
@@ -756,7 +755,7 @@ TEST_F(PluginSchedulerTest, ATriggerIsAnnouncedBeforeTheEngineCanStartItsRun) {
 
 TEST_F(PluginSchedulerTest, TriggerOfARunningGlobalTaskIsAConflict) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   EXPECT_EQ(scheduler_->TriggerTask("g"), ConflictError("Task g is currently running"));
@@ -768,10 +767,10 @@ TEST_F(PluginSchedulerTest, TriggerOfARunningGlobalTaskIsAConflict) {
 
 TEST_F(PluginSchedulerTest, TriggerWithTheStoreDownIsUnavailable) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
   store_->SetUnavailable(true);
-  EXPECT_EQ(scheduler_->TriggerTask("m").code(), StatusCode::kUnavailable);
-  EXPECT_EQ(scheduler_->CancelTask("m").code(), StatusCode::kUnavailable);
+  EXPECT_THAT(scheduler_->TriggerTask("m"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(scheduler_->CancelTask("m"), StatusIs(StatusCode::kUnavailable));
   store_->SetUnavailable(false);
 }
 
@@ -779,7 +778,7 @@ TEST_F(PluginSchedulerTest, TriggerWithTheStoreDownIsUnavailable) {
 
 TEST_F(PluginSchedulerTest, LocalDurationTaskRunsAtOnceThenEveryCadence) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", Seconds(5), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", Seconds(5), probe->Returning())), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
   clock_.Advance(seconds(5));
@@ -800,7 +799,7 @@ TEST_F(PluginSchedulerTest, LocalCronTaskRunsAtOnceThenAtTheNextSlot) {
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "c"));
   Result<TaskListing> listing = Listing("c");
-  ASSERT_TRUE(listing.ok());
+  ASSERT_THAT(listing, IsOk());
   ASSERT_TRUE(listing->task_state.has_value());
   EXPECT_EQ(listing->task_state->starts_at,
             FormatIsoInstant(At(seconds(10)), TimeZone::ProcessDefault()));
@@ -812,12 +811,12 @@ TEST_F(PluginSchedulerTest, LocalCronTaskRunsAtOnceThenAtTheNextSlot) {
 
 TEST_F(PluginSchedulerTest, TriggerRunsAManualLocalTask) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("m", ManualFrequency{}, probe->Returning())), IsOk());
   EXPECT_EQ(probe->starts(), 0U);
 
-  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("m"), IsOk());
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
-  ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("m"), IsOk());
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m", 2));
 
   EXPECT_EQ(probe->starts(), 2U);
@@ -829,9 +828,9 @@ TEST_F(PluginSchedulerTest, TriggerEndsTheInitialWaitOfALocalTask) {
   HumanDuration year;
   year.years = 1;
   task.initial_delay = year;
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
 
-  ASSERT_TRUE(scheduler_->TriggerTask("l").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("l"), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
   EXPECT_EQ(probe->starts(), 1U);
@@ -839,13 +838,13 @@ TEST_F(PluginSchedulerTest, TriggerEndsTheInitialWaitOfALocalTask) {
 
 TEST_F(PluginSchedulerTest, TriggerOfAMissingLocalIdFallsThroughToTheStore) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())), IsOk());
   EXPECT_EQ(scheduler_->TriggerTask("x"), NotFoundError("Task x does not exist"));
 }
 
 TEST_F(PluginSchedulerTest, TriggerOfARunningLocalTaskIsAConflict) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   EXPECT_EQ(scheduler_->TriggerTask("l"), ConflictError("Task l is currently running"));
@@ -859,7 +858,7 @@ TEST_F(PluginSchedulerTest, LocalRunIsStoppedAtItsTimeout) {
   auto probe = std::make_shared<TaskProbe>();
   TaskDefinition task = Local("l", minutes(10), probe->Blocking());
   task.timeout = seconds(30);
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   clock_.Advance(seconds(30));
@@ -872,8 +871,8 @@ TEST_F(PluginSchedulerTest, LocalRunIsStoppedAtItsTimeout) {
 
 TEST_F(PluginSchedulerTest, GetScheduledTasksReturnsGlobalAndLocalTasksInOrder) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("task2", Seconds(5), probe->Returning())).ok());
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("task1", Seconds(5), probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("task2", Seconds(5), probe->Returning())), IsOk());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("task1", Seconds(5), probe->Returning())), IsOk());
 
   const std::vector<TaskDescriptor> tasks = scheduler_->GetScheduledTasks();
 
@@ -890,10 +889,10 @@ TEST_F(PluginSchedulerTest, GetScheduledTasksReturnsGlobalAndLocalTasksInOrder) 
 
 TEST_F(PluginSchedulerTest, CancelStopsARunningLocalTask) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
-  EXPECT_TRUE(scheduler_->CancelTask("l").ok());
+  EXPECT_THAT(scheduler_->CancelTask("l"), IsOk());
 
   ASSERT_TRUE(probe->WaitForReturns(1));
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
@@ -903,17 +902,17 @@ TEST_F(PluginSchedulerTest, CancelStopsARunningLocalTask) {
 
 TEST_F(PluginSchedulerTest, CancelOfAnIdleLocalTaskIsAConflict) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", ManualFrequency{}, probe->Returning())), IsOk());
   EXPECT_EQ(scheduler_->CancelTask("l"), ConflictError("Task l is not running"));
 }
 
 TEST_F(PluginSchedulerTest, CancelStopsARunningGlobalTaskAndRecordsIt) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
   ASSERT_TRUE(Row("g")->current_run_ticket.has_value());
 
-  EXPECT_TRUE(scheduler_->CancelTask("g").ok());
+  EXPECT_THAT(scheduler_->CancelTask("g"), IsOk());
 
   ASSERT_TRUE(probe->WaitForReturns(1));
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
@@ -933,7 +932,7 @@ TEST_F(PluginSchedulerTest, CancelOfAMissingGlobalTaskIsNotFound) {
 
 TEST_F(PluginSchedulerTest, CancelOfAnIdleGlobalTaskIsAConflict) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())), IsOk());
   EXPECT_EQ(scheduler_->CancelTask("g"), ConflictError("Task g is not running"));
 }
 
@@ -942,8 +941,8 @@ TEST_F(PluginSchedulerTest, CancelOfAnIdleGlobalTaskIsAConflict) {
 TEST_F(PluginSchedulerTest, ShutdownSignalsRunningTasksAndReleasesTheirTickets) {
   auto global = std::make_shared<TaskProbe>();
   auto local = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), global->Blocking())).ok());
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("l", minutes(10), local->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), global->Blocking())), IsOk());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("l", minutes(10), local->Blocking())), IsOk());
   ASSERT_TRUE(global->WaitForStarts(1));
   ASSERT_TRUE(local->WaitForStarts(1));
 
@@ -962,7 +961,7 @@ TEST_F(PluginSchedulerTest, CallerStopTokenEndsTheRecurrenceAndStopsTheRun) {
   std::stop_source stop;
   TaskDefinition task = Global("g", Seconds(5), probe->Blocking());
   task.stop = stop.get_token();
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   stop.request_stop();
@@ -972,7 +971,7 @@ TEST_F(PluginSchedulerTest, CallerStopTokenEndsTheRecurrenceAndStopsTheRun) {
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "g"));
   // The recurrence ended, so the id is free again.
   auto again = std::make_shared<TaskProbe>();
-  EXPECT_TRUE(scheduler_->ScheduleTask(Global("g", Seconds(5), again->Returning())).ok());
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("g", Seconds(5), again->Returning())), IsOk());
 }
 
 // --- REST listing -------------------------------------------------------------------------------
@@ -985,15 +984,16 @@ TEST_F(PluginSchedulerTest, ListTasksShowsSettingsAndWaitingStates) {
   hour.hours = 1;
   TaskDefinition delayed = Global("g1", ten_minutes, probe->Returning());
   delayed.initial_delay = hour;
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(delayed)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(delayed)), IsOk());
   TaskDefinition local = Local("l1", ten_minutes, probe->Returning());
   local.initial_delay = hour;
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(local)).ok());
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("man", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(local)), IsOk());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("man", ManualFrequency{}, probe->Returning())),
+              IsOk());
 
   Result<std::vector<TaskListing>> listing = scheduler_->ListTasks();
 
-  ASSERT_TRUE(listing.ok());
+  ASSERT_THAT(listing, IsOk());
   ASSERT_EQ(listing->size(), 3U);
   const TaskListing& g1 = (*listing)[0];
   EXPECT_EQ(g1.descriptor.id, "g1");
@@ -1019,12 +1019,12 @@ TEST_F(PluginSchedulerTest, ListTasksShowsSettingsAndWaitingStates) {
 
 TEST_F(PluginSchedulerTest, ListTasksShowsARunningGlobalTaskFromItsRow) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   Result<TaskListing> running = Listing("g");
 
-  ASSERT_TRUE(running.ok());
+  ASSERT_THAT(running, IsOk());
   ASSERT_TRUE(running->task_state.has_value());
   // The row's expiry is the lease (10 s by default), renewed while the run lasts, not the timeout.
   EXPECT_EQ(running->task_state->ToJson(),
@@ -1036,7 +1036,7 @@ TEST_F(PluginSchedulerTest, ListTasksShowsARunningGlobalTaskFromItsRow) {
   probe->ReleaseAll();
   ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "g"));
   Result<TaskListing> idle = Listing("g");
-  ASSERT_TRUE(idle.ok());
+  ASSERT_THAT(idle, IsOk());
   EXPECT_EQ(idle->task_state->ToJson(),
             R"({"status":"idle","startsAt":"2026-01-01T00:10:00.000+00:00",)"
             R"("lastRunEndedAt":"2026-01-01T00:00:00.000+00:00",)"
@@ -1048,11 +1048,11 @@ TEST_F(PluginSchedulerTest, ListTasksFollowsALocalTaskThroughItsRuns) {
   auto probe = std::make_shared<TaskProbe>();
   TaskDefinition task = Local("l", minutes(1), probe->Blocking());
   task.timeout = seconds(30);
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
   Result<TaskListing> running = Listing("l");
-  ASSERT_TRUE(running.ok());
+  ASSERT_THAT(running, IsOk());
   ASSERT_TRUE(running->task_state.has_value());
   EXPECT_EQ(running->task_state->ToJson(),
             R"({"status":"running","startedAt":"2026-01-01T00:00:00.000Z",)"
@@ -1063,7 +1063,7 @@ TEST_F(PluginSchedulerTest, ListTasksFollowsALocalTaskThroughItsRuns) {
   probe->ReleaseAll();
   ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "l"));
   Result<TaskListing> failed = Listing("l");
-  ASSERT_TRUE(failed.ok());
+  ASSERT_THAT(failed, IsOk());
   TaskState expected;
   expected.starts_at = FormatIsoInstant(At(minutes(1)), TimeZone::ProcessDefault());
   expected.last_run_ended_at = "2026-01-01T00:00:00.000Z";
@@ -1075,7 +1075,7 @@ TEST_F(PluginSchedulerTest, ListTasksFollowsALocalTaskThroughItsRuns) {
   clock_.Advance(minutes(1));
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "l"));
   Result<TaskListing> succeeded = Listing("l");
-  ASSERT_TRUE(succeeded.ok());
+  ASSERT_THAT(succeeded, IsOk());
   expected.starts_at = FormatIsoInstant(At(minutes(2)), TimeZone::ProcessDefault());
   expected.last_run_ended_at = "2026-01-01T00:01:00.000Z";
   expected.last_run_error.reset();
@@ -1084,21 +1084,21 @@ TEST_F(PluginSchedulerTest, ListTasksFollowsALocalTaskThroughItsRuns) {
 
 TEST_F(PluginSchedulerTest, ListTasksShowsNoStateForAGlobalTaskWithoutARow) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
-  ASSERT_TRUE(store_->Delete("g").ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())), IsOk());
+  ASSERT_THAT(store_->Delete("g"), IsOk());
 
   Result<TaskListing> listing = Listing("g");
 
-  ASSERT_TRUE(listing.ok());
+  ASSERT_THAT(listing, IsOk());
   EXPECT_FALSE(listing->task_state.has_value());
   EXPECT_TRUE(listing->worker_state.has_value());
 }
 
 TEST_F(PluginSchedulerTest, ListTasksWithTheStoreDownIsUnavailable) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", ManualFrequency{}, probe->Returning())), IsOk());
   store_->SetUnavailable(true);
-  EXPECT_EQ(scheduler_->ListTasks().status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(scheduler_->ListTasks(), StatusIs(StatusCode::kUnavailable));
   store_->SetUnavailable(false);
 }
 
@@ -1110,7 +1110,7 @@ TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancell
   row.settings_json = R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})";
   store_->PutRow(row);
 
-  ASSERT_TRUE(scheduler_->TriggerTask("elsewhere").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("elsewhere"), IsOk());
   EXPECT_EQ(Row("elsewhere")->next_run_start_at, At(seconds(0)));
   EXPECT_EQ(scheduler_->CancelTask("elsewhere"), ConflictError("Task elsewhere is not running"));
 
@@ -1123,7 +1123,7 @@ TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancell
             ConflictError("Task elsewhere is currently running"));
 
   // The other host's run is asked to stop; its row stays held until that host releases it.
-  ASSERT_TRUE(scheduler_->CancelTask("elsewhere").ok());
+  ASSERT_THAT(scheduler_->CancelTask("elsewhere"), IsOk());
   std::optional<TaskRow> cancelled = Row("elsewhere");
   ASSERT_TRUE(cancelled.has_value());
   EXPECT_EQ(cancelled->current_run_ticket, CancelRequestedTicket("ticket-of-another-host"));
@@ -1132,7 +1132,7 @@ TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancell
   Result<bool> released = store_->Release(
       "elsewhere", "ticket-of-another-host",
       TaskSchedule{*TaskSettingsV2::FromJson(row.settings_json), TimeZone::Utc()}, std::nullopt);
-  ASSERT_TRUE(released.ok());
+  ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   cancelled = Row("elsewhere");
   EXPECT_FALSE(cancelled->current_run_ticket.has_value());
@@ -1143,9 +1143,9 @@ TEST_F(PluginSchedulerTest, TaskRegisteredOnlyInTheStoreCanBeTriggeredAndCancell
 TEST_F(PluginSchedulerTest, TriggerOnAnotherHostStartsTheTaskHere) {
   testing::MemoryTaskStore other_host("myplugin", clock_, store_->table());
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
 
-  ASSERT_TRUE(other_host.Trigger("m").ok());
+  ASSERT_THAT(other_host.Trigger("m"), IsOk());
 
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m"));
   EXPECT_EQ(probe->starts(), 1U);
@@ -1154,10 +1154,10 @@ TEST_F(PluginSchedulerTest, TriggerOnAnotherHostStartsTheTaskHere) {
 TEST_F(PluginSchedulerTest, CancelOnAnotherHostStopsTheRunHere) {
   testing::MemoryTaskStore other_host("myplugin", clock_, store_->table());
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("g", minutes(10), probe->Blocking())), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 
-  ASSERT_TRUE(other_host.Cancel("g", minutes(1)).ok());
+  ASSERT_THAT(other_host.Cancel("g", minutes(1)), IsOk());
 
   ASSERT_TRUE(probe->WaitForReturns(1));
   EXPECT_THAT(probe->stopped_at_return(), ElementsAre(true));
@@ -1208,7 +1208,7 @@ TEST_F(PluginSchedulerTest, AZeroInitialDelayMeansNoDelay) {
   auto probe = std::make_shared<TaskProbe>();
   TaskDefinition task = Global("t", minutes(1), probe->Returning());
   task.initial_delay = milliseconds(0);
-  ASSERT_TRUE(scheduler_->ScheduleTask(std::move(task)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
 }
 
@@ -1219,17 +1219,18 @@ TEST_F(PluginSchedulerTest, ObserverHearsTheRegistrationsTriggersAndCancelsThatS
   std::vector<TaskDefinition> tasks;
   tasks.push_back(Global("a", ManualFrequency{}, probe->Blocking()));
   tasks.push_back(Local("b", ManualFrequency{}, probe->Returning()));
-  ASSERT_TRUE(scheduler_->ScheduleTasks(std::move(tasks)).ok());
+  ASSERT_THAT(scheduler_->ScheduleTasks(std::move(tasks)), IsOk());
   EXPECT_EQ(events_->Count(EventKind::kRegistered, "a"), 1U);
   EXPECT_EQ(events_->Count(EventKind::kRegistered, "b"), 1U);
-  EXPECT_FALSE(scheduler_->ScheduleTask(Global("a", ManualFrequency{}, probe->Returning())).ok());
+  EXPECT_THAT(scheduler_->ScheduleTask(Global("a", ManualFrequency{}, probe->Returning())),
+              Not(IsOk()));
   EXPECT_EQ(events_->Count(EventKind::kRegistered, "a"), 1U);
 
-  EXPECT_FALSE(scheduler_->TriggerTask("x").ok());
-  EXPECT_FALSE(scheduler_->CancelTask("a").ok());
-  ASSERT_TRUE(scheduler_->TriggerTask("a").ok());
+  EXPECT_THAT(scheduler_->TriggerTask("x"), Not(IsOk()));
+  EXPECT_THAT(scheduler_->CancelTask("a"), Not(IsOk()));
+  ASSERT_THAT(scheduler_->TriggerTask("a"), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
-  ASSERT_TRUE(scheduler_->CancelTask("a").ok());
+  ASSERT_THAT(scheduler_->CancelTask("a"), IsOk());
   ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "a"));
 
   EXPECT_EQ(events_->Count(EventKind::kTriggered, "x"), 0U);
@@ -1239,15 +1240,15 @@ TEST_F(PluginSchedulerTest, ObserverHearsTheRegistrationsTriggersAndCancelsThatS
 
 TEST_F(PluginSchedulerTest, GetTaskRunsPagesTheRunsOfATaskNewestFirst) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
   for (std::size_t i = 1; i <= 3; ++i) {
-    ASSERT_TRUE(scheduler_->TriggerTask("m").ok());
+    ASSERT_THAT(scheduler_->TriggerTask("m"), IsOk());
     ASSERT_TRUE(events_->WaitFor(EventKind::kCompleted, "m", i));
     clock_.Advance(seconds(1));
   }
 
   Result<RunPage> first = scheduler_->GetTaskRuns("m", 2, std::nullopt);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_THAT(first, IsOk());
   ASSERT_EQ(first->runs.size(), 2U);
   EXPECT_EQ(first->runs[0].started_at, At(seconds(2)));
   EXPECT_EQ(first->runs[1].started_at, At(seconds(1)));
@@ -1260,48 +1261,48 @@ TEST_F(PluginSchedulerTest, GetTaskRunsPagesTheRunsOfATaskNewestFirst) {
   EXPECT_EQ(newest.run_id, events_->Of(EventKind::kCompleted, "m")[2].ticket);
 
   Result<RunPage> second = scheduler_->GetTaskRuns("m", 2, first->next_cursor);
-  ASSERT_TRUE(second.ok());
+  ASSERT_THAT(second, IsOk());
   ASSERT_EQ(second->runs.size(), 1U);
   EXPECT_EQ(second->runs[0].started_at, At(seconds(0)));
   EXPECT_FALSE(second->next_cursor.has_value());
   Result<RunPage> before_run = scheduler_->GetTaskRuns("m", 20, newest.run_id);
-  ASSERT_TRUE(before_run.ok());
+  ASSERT_THAT(before_run, IsOk());
   EXPECT_EQ(before_run->runs.size(), 2U);
 }
 
 TEST_F(PluginSchedulerTest, GetTaskRunsNamesABadLimitOrCursor) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Global("m", ManualFrequency{}, probe->Returning())), IsOk());
   for (const int limit : {0, -1, kMaxRunPageSize + 1}) {
     const Status status = scheduler_->GetTaskRuns("m", limit, std::nullopt).status();
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << limit;
+    EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument)) << limit;
     EXPECT_THAT(status.message(), HasSubstr("limit")) << limit;
   }
   const Status status = scheduler_->GetTaskRuns("m", 20, "not-a-cursor").status();
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("before"));
-  EXPECT_TRUE(scheduler_->GetTaskRuns("m", kMaxRunPageSize, std::nullopt).ok());
+  EXPECT_THAT(status, StatusIs(StatusCode::kInvalidArgument, "before"));
+  EXPECT_THAT(scheduler_->GetTaskRuns("m", kMaxRunPageSize, std::nullopt), IsOk());
 }
 
 TEST_F(PluginSchedulerTest, GetTaskRunsOfATaskKnownNowhereIsNotFound) {
   auto probe = std::make_shared<TaskProbe>();
-  ASSERT_TRUE(scheduler_->ScheduleTask(Local("here", ManualFrequency{}, probe->Returning())).ok());
+  ASSERT_THAT(scheduler_->ScheduleTask(Local("here", ManualFrequency{}, probe->Returning())),
+              IsOk());
   TaskRow row;
   row.id = "elsewhere";
   row.settings_json = R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})";
   store_->PutRow(row);
   RunStart start{"run-1", "gone", RunOrigin{}, At(seconds(0))};
-  ASSERT_TRUE(store_->RecordStarts({&start, 1}).ok());
+  ASSERT_THAT(store_->RecordStarts({&start, 1}), IsOk());
 
   EXPECT_EQ(scheduler_->GetTaskRuns("nope", 20, std::nullopt).status(),
             NotFoundError("Task nope does not exist"));
   for (const char* known : {"here", "elsewhere"}) {
     Result<RunPage> page = scheduler_->GetTaskRuns(known, 20, std::nullopt);
-    ASSERT_TRUE(page.ok()) << known << ": " << page.status().ToString();
+    ASSERT_THAT(page, IsOk()) << known;
     EXPECT_TRUE(page->runs.empty());
   }
   Result<RunPage> gone = scheduler_->GetTaskRuns("gone", 20, std::nullopt);
-  ASSERT_TRUE(gone.ok());
+  ASSERT_THAT(gone, IsOk());
   EXPECT_EQ(gone->runs.size(), 1U);
 }
 
@@ -1309,26 +1310,25 @@ TEST_F(PluginSchedulerTest, GetTaskRunsOfATaskKnownNowhereIsNotFound) {
 TEST_F(PluginSchedulerTest, RunHistoryOffOrMissingIsUnimplementedSayingHowToTurnItOn) {
   Start(nullptr);
   Status status = scheduler_->GetTaskRuns("m", 20, std::nullopt).status();
-  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(),
-              HasSubstr("Plugin 'myplugin' keeps no run history: it has no database"));
-  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnimplemented,
+                               "Plugin 'myplugin' keeps no run history: it has no database"));
+  EXPECT_THAT(scheduler_->GetRun("r"), StatusIs(StatusCode::kUnimplemented));
 
   auto history_less = std::make_shared<SlowPollStore>(store_, clock_);
   Start(history_less);
   status = scheduler_->GetRun("r").status();
-  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(),
-              HasSubstr("Plugin 'myplugin' keeps no run history: its kind of database does not "
-                        "keep one yet"));
+  EXPECT_THAT(status,
+              StatusIs(StatusCode::kUnimplemented,
+                       "Plugin 'myplugin' keeps no run history: its kind of database does not "
+                       "keep one yet"));
 
   MissingTablesHistory missing(*store_);
   history_less->SetHistory(&missing);
   status = scheduler_->GetRun("r").status();
-  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(),
-              HasSubstr("The run history of plugin 'myplugin' is missing: its database has no "
-                        "history tables. Create them by migrating the database"));
+  EXPECT_THAT(status,
+              StatusIs(StatusCode::kUnimplemented,
+                       "The run history of plugin 'myplugin' is missing: its database has no "
+                       "history tables. Create them by migrating the database"));
 
   scheduler_.reset();
   PluginSchedulerOptions options;
@@ -1338,11 +1338,10 @@ TEST_F(PluginSchedulerTest, RunHistoryOffOrMissingIsUnimplementedSayingHowToTurn
   options.engine.record_history = false;
   scheduler_ = std::make_unique<PluginScheduler>(std::move(options));
   status = scheduler_->GetTaskRuns("m", 20, std::nullopt).status();
-  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(),
-              HasSubstr("The run history of plugin 'myplugin' is disabled: its runs are not "
-                        "recorded. Turn it on with stagehand.history.enabled: true"));
-  EXPECT_EQ(scheduler_->GetRun("r").status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status, StatusIs(StatusCode::kUnimplemented,
+                               "The run history of plugin 'myplugin' is disabled: its runs are not "
+                               "recorded. Turn it on with stagehand.history.enabled: true"));
+  EXPECT_THAT(scheduler_->GetRun("r"), StatusIs(StatusCode::kUnimplemented));
 }
 
 TEST_F(PluginSchedulerTest, GetRunOfARunningRunShowsWhatItReportedSoFar) {
@@ -1352,15 +1351,15 @@ TEST_F(PluginSchedulerTest, GetRunOfARunningRunShowsWhatItReportedSoFar) {
       scheduler_->ScheduleTask(Global("r", ManualFrequency{}, probe->BlockingWithOutput(output)))
           .ok());
   probe->SetOutcome(InternalError("it broke"));
-  ASSERT_TRUE(scheduler_->TriggerTask("r").ok());
+  ASSERT_THAT(scheduler_->TriggerTask("r"), IsOk());
   ASSERT_TRUE(probe->WaitForStarts(1));
   Result<RunPage> page = scheduler_->GetTaskRuns("r", 1, std::nullopt);
-  ASSERT_TRUE(page.ok());
+  ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->runs.size(), 1U);
   const std::string run_id = page->runs[0].run_id;
 
   Result<RunDetail> live = scheduler_->GetRun(run_id);
-  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_THAT(live, IsOk());
   EXPECT_TRUE(live->live);
   EXPECT_EQ(live->run.task_id, "r");
   EXPECT_EQ(live->run.finish.outcome, RunOutcome::kRunning);
@@ -1371,7 +1370,7 @@ TEST_F(PluginSchedulerTest, GetRunOfARunningRunShowsWhatItReportedSoFar) {
   probe->ReleaseAll();
   ASSERT_TRUE(events_->WaitFor(EventKind::kFailed, "r"));
   Result<RunDetail> ended = scheduler_->GetRun(run_id);
-  ASSERT_TRUE(ended.ok());
+  ASSERT_THAT(ended, IsOk());
   EXPECT_FALSE(ended->live);
   EXPECT_EQ(ended->run.finish.outcome, RunOutcome::kFailed);
   EXPECT_EQ(ended->run.finish.error_json, R"({"name":"Error","message":"it broke"})");

@@ -7,14 +7,17 @@
 
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+
 WallTime At(std::string_view iso) {
   Result<WallTime> t = ParseIsoInstant(iso);
-  EXPECT_TRUE(t.ok()) << iso;
+  EXPECT_THAT(t, IsOk()) << iso;
   return t.ok() ? *t : WallTime{};
 }
 
@@ -89,7 +92,7 @@ TEST(ToTaskStateTest, EmptyErrorCountsAsAbsent) {
 
 TEST(ToTaskStateTest, FormatsInTheGivenZone) {
   Result<TimeZone> new_york = TimeZone::Locate("America/New_York");
-  ASSERT_TRUE(new_york.ok());
+  ASSERT_THAT(new_york, IsOk());
   EXPECT_EQ(ToTaskState(IdleRow(), *new_york).starts_at, "2026-11-29T23:42:26.000-05:00");
 }
 

@@ -11,10 +11,15 @@
 #include <thread>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
 namespace stagehand::testing {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Not;
 
 using std::chrono::milliseconds;
 using std::chrono::minutes;
@@ -30,23 +35,23 @@ class MemoryTaskStoreTest : public ::testing::Test {
 };
 
 TEST_F(MemoryTaskStoreTest, CountsOneStatementPerRoundTrip) {
-  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
-  ASSERT_TRUE(store_.Upsert("b", Schedule("manual")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("PT10M")), IsOk());
+  ASSERT_THAT(store_.Upsert("b", Schedule("manual")), IsOk());
   std::uint64_t count = store_.statement_count();
 
   const std::vector<std::string> ids = {"a", "b", "missing"};
-  ASSERT_TRUE(store_.Poll(ids, /*sweep_expired=*/true).ok());
+  ASSERT_THAT(store_.Poll(ids, /*sweep_expired=*/true), IsOk());
   EXPECT_EQ(store_.statement_count(), count + 1);
 
-  ASSERT_TRUE(store_.Claim("a", "t", minutes(1), minutes(1)).ok());
+  ASSERT_THAT(store_.Claim("a", "t", minutes(1), minutes(1)), IsOk());
   EXPECT_EQ(store_.statement_count(), count + 2);
   // Cancel reads, then writes.
-  ASSERT_TRUE(store_.Cancel("a", minutes(1)).ok());
+  ASSERT_THAT(store_.Cancel("a", minutes(1)), IsOk());
   EXPECT_EQ(store_.statement_count(), count + 4);
 
   // Rejected before reaching the table.
   count = store_.statement_count();
-  EXPECT_FALSE(store_.Upsert("c", Schedule("not a cron")).ok());
+  EXPECT_THAT(store_.Upsert("c", Schedule("not a cron")), Not(IsOk()));
   // Written behind the store's back.
   TaskRow raw;
   raw.id = "raw";
@@ -56,14 +61,14 @@ TEST_F(MemoryTaskStoreTest, CountsOneStatementPerRoundTrip) {
 }
 
 TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsEveryOperationAndTouchesNothing) {
-  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("PT10M")), IsOk());
   const std::vector<TaskRow> rows = *store_.States();
   const std::uint64_t count = store_.statement_count();
   store_.SetUnavailable(true);
 
   const std::string message = "plugin plugin-a: database unavailable (simulated)";
   auto expect_unavailable = [&](const Status& status) {
-    EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+    EXPECT_THAT(status, StatusIs(StatusCode::kUnavailable));
     EXPECT_EQ(status.message(), message);
   };
   const std::vector<std::string> ids = {"a"};
@@ -84,60 +89,60 @@ TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsEveryOperationAndTouchesNothing
   // Another host on the same table still reaches it.
   MemoryTaskStore other("plugin-a", clock_, store_.table());
   Result<std::vector<TaskRow>> seen = other.States();
-  ASSERT_TRUE(seen.ok());
+  ASSERT_THAT(seen, IsOk());
   EXPECT_EQ(*seen, rows);
 
   store_.SetUnavailable(false);
-  EXPECT_TRUE(store_.Trigger("a").ok());
+  EXPECT_THAT(store_.Trigger("a"), IsOk());
 }
 
 // The run history rides on the claim and the release: a payload adds no statement.
 TEST_F(MemoryTaskStoreTest, HistoryPayloadsAddNoStatementAndHistoryCallsCountOneEach) {
-  ASSERT_TRUE(store_.Upsert("a", Schedule("PT0S")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("PT0S")), IsOk());
   std::uint64_t count = store_.statement_count();
   const std::vector<ClaimRequest> claims = {
       {"a", "t", minutes(1), std::nullopt, RunOrigin{"host", 7}}};
   Result<std::vector<ClaimResult>> claimed = store_.ClaimMany(claims, minutes(1));
-  ASSERT_TRUE(claimed.ok());
+  ASSERT_THAT(claimed, IsOk());
   ASSERT_TRUE((*claimed)[0].claimed);
   EXPECT_EQ(store_.statement_count(), count + 1);
   const std::vector<ReleaseRequest> releases = {
       {"a", "t", Schedule("PT0S"), std::nullopt,
        ReleasedRun{RunFinish{RunOutcome::kSucceeded}, RunOrigin{"host", 7}}}};
-  ASSERT_TRUE(store_.ReleaseMany(releases).ok());
+  ASSERT_THAT(store_.ReleaseMany(releases), IsOk());
   EXPECT_EQ(store_.statement_count(), count + 2);
   Result<TaskRun> run = store_.GetRun("t");
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_THAT(run, IsOk());
   EXPECT_EQ(run->finish.outcome, RunOutcome::kSucceeded);
   EXPECT_EQ(run->origin.pid, 7);
 
   count = store_.statement_count();
   const std::vector<RunStart> starts = {RunStart{"local", "a", RunOrigin{"host", 7}}};
-  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  ASSERT_THAT(store_.RecordStarts(starts), IsOk());
   const std::vector<RunEnd> ends = {RunEnd{"local", RunFinish{RunOutcome::kFailed}}};
-  ASSERT_TRUE(store_.RecordEnds(ends).ok());
-  ASSERT_TRUE(store_.ListRuns("a", 10, std::nullopt).ok());
-  ASSERT_TRUE(store_.MarkLost(std::vector<std::string>{"local"}, "{}").ok());
-  ASSERT_TRUE(store_.PruneExpired(10).ok());
+  ASSERT_THAT(store_.RecordEnds(ends), IsOk());
+  ASSERT_THAT(store_.ListRuns("a", 10, std::nullopt), IsOk());
+  ASSERT_THAT(store_.MarkLost(std::vector<std::string>{"local"}, "{}"), IsOk());
+  ASSERT_THAT(store_.PruneExpired(10), IsOk());
   EXPECT_EQ(store_.statement_count(), count + 5);
   EXPECT_EQ(store_.history(), &store_);
 }
 
 TEST_F(MemoryTaskStoreTest, UnavailableStoreFailsHistoryOperationsAndWritesNone) {
   const std::vector<RunStart> starts = {RunStart{"run", "a", RunOrigin{"host", 1}}};
-  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  ASSERT_THAT(store_.RecordStarts(starts), IsOk());
   store_.SetUnavailable(true);
   const std::vector<RunEnd> ends = {RunEnd{"run", RunFinish{RunOutcome::kFailed}}};
-  EXPECT_EQ(store_.RecordStarts(starts).code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store_.RecordEnds(ends).status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store_.ListRuns("a", 10, std::nullopt).status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store_.GetRun("run").status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store_.MarkLost(std::vector<std::string>{"run"}, "{}").status().code(),
-            StatusCode::kUnavailable);
-  EXPECT_EQ(store_.PruneExpired(10).status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(store_.RecordStarts(starts), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_.RecordEnds(ends), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_.ListRuns("a", 10, std::nullopt), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_.GetRun("run"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_.MarkLost(std::vector<std::string>{"run"}, "{}"),
+              StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_.PruneExpired(10), StatusIs(StatusCode::kUnavailable));
   store_.SetUnavailable(false);
   Result<TaskRun> run = store_.GetRun("run");
-  ASSERT_TRUE(run.ok());
+  ASSERT_THAT(run, IsOk());
   EXPECT_EQ(run->finish.outcome, RunOutcome::kRunning);
 }
 
@@ -146,12 +151,12 @@ TEST_F(MemoryTaskStoreTest, HistoryTimesAreTheInjectedClocksInMilliseconds) {
   clock_.Advance(std::chrono::nanoseconds(1'234'567'891));
   const WallTime now = ManualClock::DefaultStart() + milliseconds(1234);
   const std::vector<RunStart> starts = {RunStart{"run", "a", RunOrigin{"host", 1}}};
-  ASSERT_TRUE(store_.RecordStarts(starts).ok());
+  ASSERT_THAT(store_.RecordStarts(starts), IsOk());
   clock_.Advance(milliseconds(2500));
   const std::vector<RunEnd> ends = {RunEnd{"run", RunFinish{RunOutcome::kSucceeded}}};
-  ASSERT_TRUE(store_.RecordEnds(ends).ok());
+  ASSERT_THAT(store_.RecordEnds(ends), IsOk());
   Result<TaskRun> run = store_.GetRun("run");
-  ASSERT_TRUE(run.ok());
+  ASSERT_THAT(run, IsOk());
   EXPECT_EQ(run->started_at, now);
   EXPECT_EQ(run->ended_at, now + milliseconds(2500));
   EXPECT_EQ(run->duration(), milliseconds(2500));
@@ -159,23 +164,23 @@ TEST_F(MemoryTaskStoreTest, HistoryTimesAreTheInjectedClocksInMilliseconds) {
   // Past the max age after its start by the manual clock, the run is pruned.
   clock_.Advance(RunHistoryLimits{}.max_age - milliseconds(2500));
   Result<std::size_t> pruned = store_.PruneExpired(10);
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 0u);
   clock_.Advance(milliseconds(1));
   pruned = store_.PruneExpired(10);
-  ASSERT_TRUE(pruned.ok());
+  ASSERT_THAT(pruned, IsOk());
   EXPECT_EQ(*pruned, 1u);
 }
 
 TEST_F(MemoryTaskStoreTest, StoresTimesAtMillisecondPrecision) {
   clock_.Advance(std::chrono::nanoseconds(1'234'567'891));
   Result<WallTime> now = store_.DatabaseNow();
-  ASSERT_TRUE(now.ok());
+  ASSERT_THAT(now, IsOk());
   EXPECT_EQ(*now, ManualClock::DefaultStart() + milliseconds(1234));
   Result<UpsertResult> upsert = store_.Upsert("a", Schedule("PT0.0005S"));
-  ASSERT_TRUE(upsert.ok());
+  ASSERT_THAT(upsert, IsOk());
   EXPECT_EQ(upsert->next_run_start_at, *now);
-  ASSERT_TRUE(store_.Claim("a", "t", milliseconds(1500), minutes(1)).ok());
+  ASSERT_THAT(store_.Claim("a", "t", milliseconds(1500), minutes(1)), IsOk());
   EXPECT_EQ(store_.States()->at(0).current_run_expires_at, *now + milliseconds(1500));
 }
 
@@ -187,7 +192,7 @@ TEST_F(MemoryTaskStoreTest, ListenersOfEveryStoreOnTheTableHearEveryWriteSynchro
   auto theirs_sub = other.Listen([&](const StoreEvent& e) { theirs.push_back(e); });
   ASSERT_NE(mine_sub, nullptr);
 
-  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("PT10M")), IsOk());
   ASSERT_EQ(theirs.size(), 1u);
   EXPECT_EQ(theirs[0].kind, StoreEvent::Kind::kUpsert);
   EXPECT_EQ(theirs[0].task_id, "a");
@@ -196,8 +201,8 @@ TEST_F(MemoryTaskStoreTest, ListenersOfEveryStoreOnTheTableHearEveryWriteSynchro
   // Neither a claim, a lost release, a failed trigger nor a missing delete announces anything.
   ASSERT_TRUE(store_.Claim("a", "t", minutes(1), minutes(1))->claimed);
   ASSERT_FALSE(*store_.Release("a", "other", Schedule("PT10M"), std::nullopt));
-  ASSERT_FALSE(store_.Trigger("a").ok());
-  ASSERT_TRUE(store_.Delete("missing").ok());
+  ASSERT_THAT(store_.Trigger("a"), Not(IsOk()));
+  ASSERT_THAT(store_.Delete("missing"), IsOk());
   EXPECT_EQ(theirs.size(), 1u);
 
   ASSERT_TRUE(*store_.Release("a", "t", Schedule("PT10M"), std::nullopt));
@@ -206,29 +211,29 @@ TEST_F(MemoryTaskStoreTest, ListenersOfEveryStoreOnTheTableHearEveryWriteSynchro
 }
 
 TEST_F(MemoryTaskStoreTest, HandlerMayWriteToTheStore) {
-  ASSERT_TRUE(store_.Upsert("a", Schedule("PT10M")).ok());
-  ASSERT_TRUE(store_.Upsert("b", Schedule("manual")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("PT10M")), IsOk());
+  ASSERT_THAT(store_.Upsert("b", Schedule("manual")), IsOk());
   std::vector<StoreEvent> events;
   auto sub = store_.Listen([&](const StoreEvent& e) {
     events.push_back(e);
     if (e.kind == StoreEvent::Kind::kTrigger && e.task_id == "a") {
-      EXPECT_TRUE(store_.Trigger("b").ok());
+      EXPECT_THAT(store_.Trigger("b"), IsOk());
     }
   });
-  ASSERT_TRUE(store_.Trigger("a").ok());
+  ASSERT_THAT(store_.Trigger("a"), IsOk());
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1].task_id, "b");
 }
 
 TEST_F(MemoryTaskStoreTest, NoDeliveryAfterTheSubscriptionIsDestroyed) {
-  ASSERT_TRUE(store_.Upsert("a", Schedule("manual")).ok());
+  ASSERT_THAT(store_.Upsert("a", Schedule("manual")), IsOk());
   std::atomic<bool> stop{false};
   std::atomic<int> late_calls{0};
   std::atomic<int> calls{0};
   MemoryTaskStore writer("plugin-a", clock_, store_.table());
   std::jthread writing([&] {
     while (!stop) {
-      EXPECT_TRUE(writer.Trigger("a").ok());
+      EXPECT_THAT(writer.Trigger("a"), IsOk());
       std::this_thread::yield();
     }
   });

@@ -10,18 +10,22 @@
 #include <utility>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::store_internal {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Kind = NextRunPlan::Kind;
 
 WallTime At(std::string_view iso) {
   Result<WallTime> t = ParseIsoInstant(iso);
-  EXPECT_TRUE(t.ok()) << iso;
+  EXPECT_THAT(t, IsOk()) << iso;
   return t.ok() ? *t : WallTime{};
 }
 
@@ -63,7 +67,7 @@ TEST(PlanInsertStartTest, CronStartsAtItsFirstFireTime) {
 
 TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
   Result<TimeZone> berlin = TimeZone::Locate("Europe/Berlin");
-  ASSERT_TRUE(berlin.ok());
+  ASSERT_THAT(berlin, IsOk());
   // 00:30Z is 01:30 in Berlin; the next local midnight is 23:00Z.
   EXPECT_EQ(
       *PlanInsertStart(Schedule("0 0 * * *", std::nullopt, *berlin), At("2026-01-01T00:30:00Z")),
@@ -73,11 +77,10 @@ TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
 TEST(PlanInsertStartTest, RejectsBadCadencesAndDelays) {
   const WallTime now = At("2026-03-01T10:00:00Z");
   Result<NextRunPlan> bad_cron = PlanInsertStart(Schedule("not a cron"), now);
-  ASSERT_FALSE(bad_cron.ok());
-  EXPECT_EQ(bad_cron.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_FALSE(PlanInsertStart(Schedule("0 0 30 2 *"), now).ok());
+  ASSERT_THAT(bad_cron, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(PlanInsertStart(Schedule("0 0 30 2 *"), now), Not(IsOk()));
   Result<NextRunPlan> bad_delay = PlanInsertStart(Schedule("PT10M", "soon"), now);
-  ASSERT_FALSE(bad_delay.ok());
+  ASSERT_THAT(bad_delay, Not(IsOk()));
   EXPECT_THAT(bad_delay.status().message(), HasSubstr("soon"));
 }
 
@@ -118,7 +121,7 @@ TEST(PlanReleaseNextTest, DurationIsAnchoredOnTheScheduledTime) {
 // Returns `schedule` carrying the compiled program of `expression`, as PluginScheduler builds it.
 TaskSchedule WithProgram(TaskSchedule schedule, std::string_view expression) {
   Result<CronExpression> cron = CronExpression::Parse(expression);
-  EXPECT_TRUE(cron.ok()) << expression;
+  EXPECT_THAT(cron, IsOk()) << expression;
   if (cron.ok()) schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
   return schedule;
 }
@@ -139,7 +142,7 @@ TEST(CompiledCronTest, IsUsedOnlyForItsOwnCadence) {
 }
 
 TEST(ValidateTaskScheduleTest, ChecksTheDurationsBesideACompiledCadence) {
-  EXPECT_TRUE(ValidateTaskSchedule(WithProgram(Schedule("0 * * * *"), "0 * * * *")).ok());
+  EXPECT_THAT(ValidateTaskSchedule(WithProgram(Schedule("0 * * * *"), "0 * * * *")), IsOk());
   TaskSchedule bad_timeout = WithProgram(Schedule("0 * * * *"), "0 * * * *");
   bad_timeout.settings.timeout_after_duration = "1 minute";
   EXPECT_EQ(ValidateTaskSchedule(bad_timeout),
@@ -148,7 +151,7 @@ TEST(ValidateTaskScheduleTest, ChecksTheDurationsBesideACompiledCadence) {
   EXPECT_EQ(ValidateTaskSchedule(bad_timeout), bad_timeout.settings.Validate());
   // Without a program the cadence is checked as well.
   EXPECT_EQ(ValidateTaskSchedule(Schedule("0 * * *")), Schedule("0 * * *").settings.Validate());
-  EXPECT_FALSE(ValidateTaskSchedule(Schedule("0 * * *")).ok());
+  EXPECT_THAT(ValidateTaskSchedule(Schedule("0 * * *")), Not(IsOk()));
 }
 
 TEST(IsoDurationSecondsTest, ConvertsCasually) {
@@ -163,9 +166,7 @@ TEST(IsoDurationSecondsTest, ConvertsCasually) {
 
 TEST(IsoDurationSecondsTest, NamesTheBadText) {
   Result<double> bad = IsoDurationSeconds("5 minutes");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("'5 minutes'"));
+  ASSERT_THAT(bad, StatusIs(StatusCode::kInvalidArgument, "'5 minutes'"));
 }
 
 TEST(DatabaseClockTest, FollowsTheHostClockUntilItObservesTheDatabase) {
@@ -255,7 +256,7 @@ TEST(PlanUpsertsTest, TasksOfEqualSettingsButOtherJitterArePlannedApart) {
   tasks.push_back(TaskUpsert{"a", Jittered("PT10M", std::chrono::seconds(1))});
   tasks.push_back(TaskUpsert{"b", Jittered("PT10M", std::chrono::seconds(2))});
   Result<std::vector<PlannedUpsert>> planned = PlanUpserts(tasks, At("2026-03-01T10:00:00Z"));
-  ASSERT_TRUE(planned.ok());
+  ASSERT_THAT(planned, IsOk());
   EXPECT_EQ((*planned)[0].insert, Plan(Kind::kNowPlus, 1));
   EXPECT_EQ((*planned)[1].insert, Plan(Kind::kNowPlus, 2));
   EXPECT_EQ((*planned)[0].settings_json, (*planned)[1].settings_json);

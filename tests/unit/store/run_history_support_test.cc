@@ -10,9 +10,14 @@
 
 #include "stagehand/model/task_run.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::store_internal {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Not;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -90,17 +95,17 @@ TEST(TaskRunTest, StartLagAndDurationComeFromItsTimes) {
 }
 
 TEST(ValidationTest, RejectsEmptyIdsRunningEndsAndPagesOutOfRange) {
-  EXPECT_TRUE(ValidateStarts(std::vector<RunStart>{RunStart{"r", "t"}}).ok());
-  EXPECT_EQ(ValidateStarts(std::vector<RunStart>{RunStart{"r", ""}}).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateEnds(std::vector<RunEnd>{RunEnd{"", RunFinish{}}}).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateEnds(std::vector<RunEnd>{RunEnd{"r", RunFinish{RunOutcome::kRunning}}}).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_TRUE(ValidatePageSize(1).ok());
-  EXPECT_TRUE(ValidatePageSize(kMaxRunPageSize).ok());
-  EXPECT_FALSE(ValidatePageSize(0).ok());
-  EXPECT_FALSE(ValidatePageSize(kMaxRunPageSize + 1).ok());
+  EXPECT_THAT(ValidateStarts(std::vector<RunStart>{RunStart{"r", "t"}}), IsOk());
+  EXPECT_THAT(ValidateStarts(std::vector<RunStart>{RunStart{"r", ""}}),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateEnds(std::vector<RunEnd>{RunEnd{"", RunFinish{}}}),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateEnds(std::vector<RunEnd>{RunEnd{"r", RunFinish{RunOutcome::kRunning}}}),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidatePageSize(1), IsOk());
+  EXPECT_THAT(ValidatePageSize(kMaxRunPageSize), IsOk());
+  EXPECT_THAT(ValidatePageSize(0), Not(IsOk()));
+  EXPECT_THAT(ValidatePageSize(kMaxRunPageSize + 1), Not(IsOk()));
 }
 
 }  // namespace

@@ -19,11 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::testing::Not;
 
 using std::chrono::seconds;
 
@@ -289,7 +293,7 @@ class Oracle {
 
 TimeZone Zone(const char* name) {
   Result<TimeZone> zone = TimeZone::Locate(name);
-  EXPECT_TRUE(zone.ok()) << zone.status().ToString();
+  EXPECT_THAT(zone, IsOk());
   return zone.ok() ? *zone : TimeZone::Utc();
 }
 
@@ -322,11 +326,11 @@ TEST(CronPropertyTest, RandomExpressionsParseUnlessTheyNeverFire) {
     Result<CronExpression> cron = CronExpression::Parse(g.text);
     if (NeverFires(g)) {
       ++never;
-      ASSERT_FALSE(cron.ok());
+      ASSERT_THAT(cron, Not(IsOk()));
       EXPECT_EQ(cron.status().message(),
                 "Something went wrong. No execution date was found in the next 8 years.");
     } else {
-      ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+      ASSERT_THAT(cron, IsOk());
     }
   }
   EXPECT_GT(never, 0);
@@ -349,13 +353,13 @@ TEST(CronPropertyTest, FireTimesIncreaseAndMatch) {
     }
     SCOPED_TRACE(g.text);
     Result<CronExpression> cron = CronExpression::Parse(g.text);
-    ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+    ASSERT_THAT(cron, IsOk());
     const TimeZone& zone = zones[static_cast<std::size_t>(i) % zones.size()];
     const Oracle oracle(g, zone);
     WallTime previous = starts[static_cast<std::size_t>(i / 3) % starts.size()];
     for (int n = 0; n < 8; ++n) {
       Result<WallTime> next = cron->NextAfter(previous, zone);
-      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      ASSERT_THAT(next, IsOk());
       ASSERT_GT(*next, previous);
       ASSERT_EQ(*next, std::chrono::floor<seconds>(*next));
       ASSERT_TRUE(cron->Matches(*next, zone)) << FormatIsoInstantUtc(*next) << " " << zone.name();
@@ -391,7 +395,7 @@ TEST(CronPropertyTest, JumpInstantsFollowTheOracle) {
     }
     SCOPED_TRACE(g.text);
     Result<CronExpression> cron = CronExpression::Parse(g.text);
-    ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+    ASSERT_THAT(cron, IsOk());
     for (std::size_t z = 0; z < zones.size(); ++z) {
       const Oracle oracle(g, zones[z]);
       const WallTime jump{seconds(jumps[z])};
@@ -399,7 +403,7 @@ TEST(CronPropertyTest, JumpInstantsFollowTheOracle) {
       firing += fires ? 1 : 0;
       ASSERT_EQ(cron->Matches(jump, zones[z]), fires) << zones[z].name();
       Result<WallTime> next = cron->NextAfter(jump - seconds(1), zones[z]);
-      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      ASSERT_THAT(next, IsOk());
       ASSERT_EQ(*next == jump, fires) << zones[z].name() << " " << FormatIsoInstantUtc(*next);
     }
   }
@@ -437,7 +441,7 @@ TEST(CronPropertyTest, NoFireTimeIsSkippedAroundDstChanges) {
       }
       SCOPED_TRACE(g.text + " in " + window.zone + " from " + window.start);
       Result<CronExpression> cron = CronExpression::Parse(g.text);
-      ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+      ASSERT_THAT(cron, IsOk());
       const Oracle oracle(g, zone);
       const std::int64_t begin = Oracle::Seconds(At(window.start)) - (e == 0 ? 86400 : 0);
       const std::int64_t end = begin + (e == 0 ? kLongWindowSeconds : window.length_seconds);
@@ -455,7 +459,7 @@ TEST(CronPropertyTest, NoFireTimeIsSkippedAroundDstChanges) {
       WallTime instant(seconds(begin - 1));
       for (;;) {
         Result<WallTime> next = cron->NextAfter(instant, zone);
-        ASSERT_TRUE(next.ok()) << next.status().ToString();
+        ASSERT_THAT(next, IsOk());
         if (Oracle::Seconds(*next) >= end) {
           break;
         }

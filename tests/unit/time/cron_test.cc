@@ -6,22 +6,26 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::ElementsAre;
+using ::testing::Not;
 
 WallTime At(const std::string& iso) {
   Result<WallTime> parsed = ParseIsoInstant(iso);
-  EXPECT_TRUE(parsed.ok()) << iso << ": " << parsed.status().ToString();
+  EXPECT_THAT(parsed, IsOk()) << iso;
   return parsed.ok() ? *parsed : WallTime{};
 }
 
 TimeZone Zone(const std::string& name) {
   Result<TimeZone> zone = TimeZone::Locate(name);
-  EXPECT_TRUE(zone.ok()) << zone.status().ToString();
+  EXPECT_THAT(zone, IsOk());
   return zone.ok() ? *zone : TimeZone::Utc();
 }
 
@@ -29,7 +33,7 @@ TimeZone Zone(const std::string& name) {
 std::vector<std::string> Next(const std::string& expression, const std::string& from, int count,
                               const TimeZone& zone = TimeZone::Utc()) {
   Result<CronExpression> cron = CronExpression::Parse(expression);
-  EXPECT_TRUE(cron.ok()) << expression << ": " << cron.status().ToString();
+  EXPECT_THAT(cron, IsOk()) << expression;
   if (!cron.ok()) {
     return {};
   }
@@ -37,7 +41,7 @@ std::vector<std::string> Next(const std::string& expression, const std::string& 
   WallTime instant = At(from);
   for (int i = 0; i < count; ++i) {
     Result<WallTime> next = cron->NextAfter(instant, zone);
-    EXPECT_TRUE(next.ok()) << next.status().ToString();
+    EXPECT_THAT(next, IsOk());
     if (!next.ok()) {
       break;
     }
@@ -52,7 +56,7 @@ std::string ParseError(const std::string& expression) {
   if (cron.ok()) {
     return "<valid>";
   }
-  EXPECT_EQ(cron.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(cron, StatusIs(StatusCode::kInvalidArgument));
   return cron.status().message();
 }
 
@@ -73,7 +77,7 @@ TEST(CronExpressionTest, AcceptsTheValidExamplesOfTheSpec) {
                                  "0 0 1 * mon"}) {
     SCOPED_TRACE(expression);
     Result<CronExpression> cron = CronExpression::Parse(expression);
-    ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+    ASSERT_THAT(cron, IsOk());
     EXPECT_EQ(cron->source(), expression);
   }
 }
@@ -201,7 +205,7 @@ TEST(CronExpressionTest, LeapDayIsFoundAcrossTheSkippedLeapYear2100) {
 
 TEST(CronExpressionTest, AcceptsUnicodeSpacesBetweenFields) {
   Result<CronExpression> cron = CronExpression::Parse("0\u00a00 * *\u3000*");
-  ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+  ASSERT_THAT(cron, IsOk());
   EXPECT_THAT(Next("0\u00a00 * *\u3000*", "2026-03-07T12:00:00Z", 1),
               ElementsAre("2026-03-08T00:00:00"));
 }
@@ -267,7 +271,7 @@ TEST(CronExpressionTest, KeepsDaylightSavingTimeAfter2037) {
 TEST(CronExpressionTest, MatchesFollowsTheFireTimes) {
   const TimeZone new_york = Zone("America/New_York");
   Result<CronExpression> cron = CronExpression::Parse("30 2 * * *");
-  ASSERT_TRUE(cron.ok());
+  ASSERT_THAT(cron, IsOk());
   EXPECT_TRUE(cron->Matches(At("2026-03-08T07:00:00Z"), new_york));      // the jump
   EXPECT_TRUE(cron->Matches(At("2026-03-08T07:00:00.999Z"), new_york));  // same second
   EXPECT_FALSE(cron->Matches(At("2026-03-08T07:00:01Z"), new_york));
@@ -276,7 +280,7 @@ TEST(CronExpressionTest, MatchesFollowsTheFireTimes) {
   EXPECT_TRUE(cron->Matches(At("2026-03-09T02:30:00Z"), TimeZone::Utc()));
 
   Result<CronExpression> half_hourly = CronExpression::Parse("*/30 * * * *");
-  ASSERT_TRUE(half_hourly.ok());
+  ASSERT_THAT(half_hourly, IsOk());
   EXPECT_TRUE(half_hourly->Matches(At("2026-11-01T05:30:00Z"), new_york));   // 01:30 EDT
   EXPECT_FALSE(half_hourly->Matches(At("2026-11-01T06:30:00Z"), new_york));  // 01:30 EST again
   EXPECT_TRUE(half_hourly->Matches(At("2026-11-01T07:00:00Z"), new_york));   // 02:00 EST
@@ -289,9 +293,9 @@ TEST(CronExpressionTest, FindsRareDatesWithinTheHorizon) {
 
 TEST(CronExpressionTest, NextAfterFailsBeyondRepresentableTime) {
   Result<CronExpression> cron = CronExpression::Parse("0 0 1 1 *");
-  ASSERT_TRUE(cron.ok());
+  ASSERT_THAT(cron, IsOk());
   const WallTime late = WallTime::max() - std::chrono::hours(24 * 30);
-  EXPECT_FALSE(cron->NextAfter(late, TimeZone::Utc()).ok());
+  EXPECT_THAT(cron->NextAfter(late, TimeZone::Utc()), Not(IsOk()));
 }
 
 }  // namespace

@@ -12,12 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::StartsWith;
 
 struct Vector {
@@ -86,17 +89,17 @@ TEST(CronVectorsTest, ValidExpressionsFireAtTheSameFiveTimes) {
     }
     SCOPED_TRACE(Describe(v));
     Result<TimeZone> zone = TimeZone::Locate(v.zone);
-    ASSERT_TRUE(zone.ok()) << zone.status().ToString();
+    ASSERT_THAT(zone, IsOk());
     Result<WallTime> from = ParseIsoInstant(v.from);
-    ASSERT_TRUE(from.ok()) << from.status().ToString();
+    ASSERT_THAT(from, IsOk());
     Result<CronExpression> cron = CronExpression::Parse(v.expression);
-    ASSERT_TRUE(cron.ok()) << cron.status().ToString();
+    ASSERT_THAT(cron, IsOk());
 
     std::vector<std::string> actual;
     WallTime instant = *from;
     for (std::size_t i = 0; i < v.next.size(); ++i) {
       Result<WallTime> next = cron->NextAfter(instant, *zone);
-      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      ASSERT_THAT(next, IsOk());
       instant = *next;
       actual.push_back(FormatIsoInstantUtc(instant));
     }
@@ -117,8 +120,7 @@ TEST(CronVectorsTest, InvalidExpressionsFailWithTheSameMessage) {
     }
     SCOPED_TRACE(Describe(v));
     Result<CronExpression> cron = CronExpression::Parse(v.expression);
-    ASSERT_FALSE(cron.ok());
-    EXPECT_EQ(cron.status().code(), StatusCode::kInvalidArgument);
+    ASSERT_THAT(cron, StatusIs(StatusCode::kInvalidArgument));
     if (v.error.rfind(never_fires, 0) == 0) {
       EXPECT_THAT(v.error, StartsWith(cron.status().message()));
       EXPECT_EQ(cron.status().message(), never_fires);

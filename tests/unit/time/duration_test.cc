@@ -15,8 +15,14 @@
 #include <string_view>
 #include <utility>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Not;
 
 using std::chrono::milliseconds;
 
@@ -75,15 +81,15 @@ std::string Describe(const HumanDuration& d) {
 
 void ExpectParsesTo(const Result<HumanDuration>& got, const HumanDuration& want,
                     std::string_view input) {
-  ASSERT_TRUE(got.ok()) << "'" << input << "': " << got.status().ToString();
+  ASSERT_THAT(got, IsOk()) << "'" << input;
   EXPECT_TRUE(*got == want) << "'" << input << "': got " << Describe(*got) << ", want "
                             << Describe(want);
 }
 
 void ExpectInvalid(const Result<HumanDuration>& got, std::string_view message,
                    std::string_view input) {
-  ASSERT_FALSE(got.ok()) << "'" << input << "' parsed as " << Describe(*got);
-  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << input;
+  ASSERT_THAT(got, Not(IsOk())) << "'" << input << "' parsed as " << Describe(*got);
+  EXPECT_THAT(got, StatusIs(StatusCode::kInvalidArgument)) << input;
   EXPECT_EQ(got.status().message(), message) << input;
 }
 
@@ -432,11 +438,11 @@ TEST(ParseDurationStringTest, MsFormErrors) {
 
 TEST(ParseDurationStringTest, MsFormIsLimitedToOneHundredCharacters) {
   std::string ok = "1" + std::string(96, '0') + "ms";  // 99 characters.
-  ASSERT_TRUE(ParseDurationString(ok).ok());
+  ASSERT_THAT(ParseDurationString(ok), IsOk());
   std::string too_long = "1" + std::string(98, '0') + "ms";  // 101 characters.
   ExpectInvalid(ParseDurationString(too_long), kNotDurationError, too_long);
   // Trimming happens first.
-  ASSERT_TRUE(ParseDurationString("   " + ok + "   ").ok());
+  ASSERT_THAT(ParseDurationString(" " + ok + " "), IsOk());
 }
 
 TEST(TrimJsWhitespaceTest, TrimsWhatJavaScriptTrims) {
@@ -490,11 +496,11 @@ TEST(DurationRoundTripTest, FormatParseFormatIsStable) {
     }
     const std::string first = FormatIsoDuration(d);
     Result<HumanDuration> parsed = ParseIsoDuration(first);
-    ASSERT_TRUE(parsed.ok()) << Describe(d) << " -> " << first;
+    ASSERT_THAT(parsed, IsOk()) << Describe(d) << " -> " << first;
     EXPECT_EQ(FormatIsoDuration(*parsed), first) << Describe(d);
 
     Result<HumanDuration> config = ParseDurationString(first);
-    ASSERT_TRUE(config.ok()) << first << ": " << config.status().ToString();
+    ASSERT_THAT(config, IsOk()) << first;
     EXPECT_EQ(FormatIsoDuration(*config), first) << Describe(d);
   }
 }
@@ -507,7 +513,7 @@ TEST(DurationRoundTripTest, ConfigStringsSurviveFormatting) {
   };
   for (const auto& [text, iso] : cases) {
     Result<HumanDuration> parsed = ParseDurationString(text);
-    ASSERT_TRUE(parsed.ok()) << text;
+    ASSERT_THAT(parsed, IsOk()) << text;
     EXPECT_EQ(FormatIsoDuration(*parsed), iso) << text;
   }
 }

@@ -10,10 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {
 namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Not;
 
 using nlohmann::json;
 
@@ -104,7 +109,7 @@ TEST(DurationVectorsTest, HumanDurationsFormatAndMeasureLikeLuxon) {
     // The stored text reads back: the same text again, and the same length up to the
     // whole milliseconds that toISO rounds to.
     Result<HumanDuration> parsed = ParseIsoDuration(iso);
-    ASSERT_TRUE(parsed.ok()) << v.dump();
+    ASSERT_THAT(parsed, IsOk()) << v.dump();
     EXPECT_EQ(FormatIsoDuration(*parsed), WithoutZeroSeconds(iso)) << v.dump();
     EXPECT_NEAR(ToMillisecondsCasual(*parsed), ms, 1.0) << v.dump();
     ++checked;
@@ -126,7 +131,7 @@ TEST(DurationVectorsTest, IsoStringsParseLikeLuxon) {
     if (valid) {
       EXPECT_EQ(ToMillisecondsCasual(*parsed), v["milliseconds"].get<double>()) << v.dump();
     } else {
-      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument));
       EXPECT_EQ(parsed.status().message(),
                 "Invalid ISO format, expected a value similar to 'P2DT6H' (2 days 6 hours) or "
                 "'PT1M' (1 minute)");
@@ -153,11 +158,11 @@ TEST(DurationVectorsTest, ConfigStringsParseLikeReadDurationFromConfig) {
       const std::string quoted = "Invalid duration '" + std::string(TrimJsWhitespace(input)) +
                                  "' in config at 'frequency'";
       EXPECT_EQ(error.substr(0, at), quoted) << v.dump();
-      ASSERT_FALSE(parsed.ok()) << v.dump() << " parsed as " << Describe(*parsed);
-      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << v.dump();
+      ASSERT_THAT(parsed, Not(IsOk())) << v.dump() << " parsed as " << Describe(*parsed);
+      EXPECT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument)) << v.dump();
       EXPECT_EQ(parsed.status().message(), error.substr(at + kErrorMarker.size())) << v.dump();
     } else {
-      ASSERT_TRUE(parsed.ok()) << v.dump() << ": " << parsed.status().ToString();
+      ASSERT_THAT(parsed, IsOk()) << v.dump();
       const HumanDuration want = FromJson(v["result"]);
       EXPECT_TRUE(*parsed == want) << v.dump() << ": got " << Describe(*parsed);
     }

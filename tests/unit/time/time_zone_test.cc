@@ -7,16 +7,18 @@
 #include <optional>
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
 #include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
 
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using ::testing::HasSubstr;
 using time_internal::LookupSpan;
 using time_internal::ParsePosixRule;
 using time_internal::PosixDate;
@@ -27,7 +29,7 @@ WallTime FromUnixSeconds(std::int64_t s) { return WallTime(seconds(s)); }
 
 TimeZone Zone(const std::string& name) {
   Result<TimeZone> zone = TimeZone::Locate(name);
-  EXPECT_TRUE(zone.ok()) << zone.status().ToString();
+  EXPECT_THAT(zone, IsOk());
   return zone.ok() ? *zone : TimeZone::Utc();
 }
 
@@ -48,9 +50,7 @@ TEST(TimeZoneTest, LocateRejectsUnknownNames) {
   for (const char* name : {"Mars/Olympus_Mons", "", "europe/berlin", "Europe/Berlin "}) {
     SCOPED_TRACE(name);
     Result<TimeZone> zone = TimeZone::Locate(name);
-    ASSERT_FALSE(zone.ok());
-    EXPECT_EQ(zone.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_THAT(zone.status().message(), HasSubstr(std::string("'") + name + "'"));
+    ASSERT_THAT(zone, StatusIs(StatusCode::kInvalidArgument, std::string("'") + name + "'"));
   }
 }
 
@@ -169,7 +169,7 @@ TEST(TimeZoneTest, UnsetTzUsesTheSystemZone) {
   // Whatever /etc/localtime says on this machine, the result is a usable zone.
   const TimeZone zone = ResolveProcessZone(std::nullopt);
   EXPECT_FALSE(zone.name().empty());
-  EXPECT_TRUE(TimeZone::Locate(zone.name()).ok());
+  EXPECT_THAT(TimeZone::Locate(zone.name()), IsOk());
 }
 
 TEST(TimeZoneTest, ProcessDefaultIsStable) {
@@ -225,8 +225,7 @@ TEST(ParseIsoInstantTest, RejectsMalformedText) {
         "2026-03-07X12:00:00Z", "9999-03-07T12:00:00Z"}) {
     SCOPED_TRACE(text);
     Result<WallTime> parsed = ParseIsoInstant(text);
-    ASSERT_FALSE(parsed.ok());
-    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    ASSERT_THAT(parsed, StatusIs(StatusCode::kInvalidArgument));
   }
 }
 

@@ -6,16 +6,21 @@
 #include <set>
 #include <string>
 
+#include "stagehand/testing/status_matchers.h"
+
 namespace stagehand {
 namespace {
 
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kExample[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 TEST(TraceparentTest, ParsesTheSpecsExampleAndFormatsItBack) {
   Result<TraceContext> context = ParseTraceparent(kExample, "congo=t61rcWkgMzE");
-  ASSERT_TRUE(context.ok()) << context.status().ToString();
+  ASSERT_THAT(context, IsOk());
   EXPECT_TRUE(context->valid());
   EXPECT_TRUE(context->sampled());
   EXPECT_EQ(HexOf(context->trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
@@ -27,7 +32,7 @@ TEST(TraceparentTest, ParsesTheSpecsExampleAndFormatsItBack) {
 TEST(TraceparentTest, AnUnsampledParentKeepsItsFlags) {
   Result<TraceContext> context =
       ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
-  ASSERT_TRUE(context.ok());
+  ASSERT_THAT(context, IsOk());
   EXPECT_FALSE(context->sampled());
   EXPECT_EQ(FormatTraceparent(*context), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
 }
@@ -49,8 +54,7 @@ TEST(TraceparentTest, RejectsWhatTheSpecRejectsSayingWhy) {
   };
   for (const auto& c : cases) {
     Result<TraceContext> context = ParseTraceparent(c.header);
-    ASSERT_FALSE(context.ok()) << c.header;
-    EXPECT_EQ(context.status().code(), StatusCode::kInvalidArgument);
+    ASSERT_THAT(context, StatusIs(StatusCode::kInvalidArgument)) << c.header;
     EXPECT_THAT(context.status().message(), HasSubstr(c.why)) << c.header;
   }
 }
@@ -58,14 +62,15 @@ TEST(TraceparentTest, RejectsWhatTheSpecRejectsSayingWhy) {
 TEST(TraceparentTest, ALaterVersionIsReadByItsFirstFields) {
   Result<TraceContext> context =
       ParseTraceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future");
-  ASSERT_TRUE(context.ok()) << context.status().ToString();
+  ASSERT_THAT(context, IsOk());
   EXPECT_EQ(HexOf(context->span_id), "00f067aa0ba902b7");
-  EXPECT_FALSE(ParseTraceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x").ok());
+  EXPECT_THAT(ParseTraceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x"),
+              Not(IsOk()));
 }
 
 TEST(TraceparentTest, ATraceStateLongerThanTheLimitIsDropped) {
   Result<TraceContext> context = ParseTraceparent(kExample, std::string(513, 'a'));
-  ASSERT_TRUE(context.ok());
+  ASSERT_THAT(context, IsOk());
   EXPECT_EQ(context->trace_state, "");
 }
 
