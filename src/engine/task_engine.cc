@@ -57,7 +57,7 @@ TaskEngine::TaskEngine(EngineContext context)
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   options.report_runs = history_ != nullptr;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
   handle_ = runtime_->Add(this);
 }
@@ -147,17 +147,17 @@ RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
 void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
   if (history_ == nullptr || history_missing_) return;
   {
-    std::lock_guard lock(history_mu_);
+    MutexLock lock(history_mu_);
     if (start) pending_starts_.push_back(*std::move(start));
     if (end) pending_ends_.push_back(*std::move(end));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KickLocked(/*timer=*/false, /*dispatcher=*/true);
 }
 
 void TaskEngine::QueueHistoryStart(RunStart start) {
   if (history_ == nullptr || history_missing_) return;
-  std::lock_guard lock(history_mu_);
+  MutexLock lock(history_mu_);
   pending_starts_.push_back(std::move(start));
 }
 
@@ -165,7 +165,7 @@ bool TaskEngine::FlushHistory(bool prune) {
   std::vector<RunStart> starts;
   std::vector<RunEnd> ends;
   {
-    std::lock_guard lock(history_mu_);
+    MutexLock lock(history_mu_);
     starts.swap(pending_starts_);
     ends.swap(pending_ends_);
   }
@@ -207,10 +207,10 @@ bool TaskEngine::FlushHistory(bool prune) {
   }
   if (!starts.empty() || !ends.empty()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       planner_->DatabaseFailed(clock_.MonoNow());
     }
-    std::lock_guard lock(history_mu_);
+    MutexLock lock(history_mu_);
     pending_starts_.insert(pending_starts_.begin(), std::make_move_iterator(starts.begin()),
                            std::make_move_iterator(starts.end()));
     pending_ends_.insert(pending_ends_.begin(), std::make_move_iterator(ends.begin()),
@@ -259,7 +259,7 @@ void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
 std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& run_id) const {
   std::shared_ptr<RunReport> report;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [task, run] : planner_->Runs()) {
       if (run->run_id == run_id) report = run->report;
     }
@@ -286,7 +286,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
   std::vector<TaskPtr> tasks;
   tasks.reserve(defs.size());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (EngineTask& def : defs) {
       Result<TaskPtr> task = planner_->MakeTask(std::move(def), context_.plugin_id);
       if (!task.ok()) return task.status();
@@ -295,7 +295,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     STAGEHAND_RETURN_IF_ERROR(planner_->Reserve(tasks, context_.plugin_id));
   }
   const auto unreserve = [&] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->Unreserve(tasks);
   };
 
@@ -331,7 +331,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
         {{"task", task->def.id}});
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime now = clock_.MonoNow();
     const WallTime wall_now = clock_.Now();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -348,7 +348,7 @@ void TaskEngine::StopRecurrence(const std::string& id) {
   RunPtr run;
   bool finished_now = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     run = planner_->StopRecurrence(id, &finished_now);
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -361,7 +361,7 @@ Status TaskEngine::Redefine(EngineTask def) {
   const std::string id = def.id;
   TaskPtr successor;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (planner_->shutting_down()) {
       return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
                               "' is shutting down");
@@ -394,9 +394,9 @@ Status TaskEngine::Redefine(EngineTask def) {
   }
   const std::string settings = successor->def.schedule.settings.ToJson();
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     // A claim in flight reads its tasks' definitions outside the lock.
-    cv_.wait(lock, [&] { return !claiming_; });
+    cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return !claiming_; });
     PlannedTask* current = planner_->Find(id);
     if (current == nullptr || current->phase == PlannedTask::Phase::kFinished) {
       return NotFoundError("Task " + id + " is not scheduled in this process");
@@ -414,7 +414,7 @@ Status TaskEngine::Retire(const std::string& id) {
   bool found = false;
   bool finished_now = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     found = planner_->Retire(id, &finished_now);
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -428,7 +428,7 @@ Status TaskEngine::Retire(const std::string& id) {
 
 Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     switch (planner_->TriggerLocal(id, clock_.MonoNow(), caller)) {
       case Planner::LocalRequest::kShuttingDown:
         return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
@@ -447,12 +447,12 @@ Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
   {
     // Before the store's trigger: this host may claim the run before Trigger returns. An
     // untraced trigger clears an earlier caller whose run another host took.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->NoteTriggerCaller(id, caller, clock_.MonoNow());
   }
   STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id, caller));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (planner_->TriggeredInStore(id)) KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
@@ -482,7 +482,7 @@ Status TaskEngine::ChangeInStore(const std::string& id, const std::function<Stat
   STAGEHAND_RETURN_IF_ERROR(change());
   {
     // The row changed under what this host knows of it: it is polled before any claim.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const std::optional<MonoTime> parked =
         dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
     if (planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
@@ -498,7 +498,7 @@ Status TaskEngine::Cancel(const std::string& id) {
   RunPtr run;
   bool kill = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     switch (planner_->CancelLocal(id, &run, &kill)) {
       case Planner::LocalRequest::kNotRunning:
         return ConflictError("Task " + id + " is not running");
@@ -516,7 +516,7 @@ Status TaskEngine::Cancel(const std::string& id) {
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
   STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, context_.options.lease));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     run = planner_->CancelledInStore(id, &kill);
   }
   if (run) SignalStop(*run, kill);
@@ -524,20 +524,20 @@ Status TaskEngine::Cancel(const std::string& id) {
 }
 
 bool TaskEngine::HasLocalTask(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   return task != nullptr && !task->global();
 }
 
 std::optional<TaskState> TaskEngine::LocalTaskState(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   if (task == nullptr || task->global()) return std::nullopt;
   return task->local->state;
 }
 
 std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   if (task == nullptr) return std::nullopt;
   switch (task->phase) {
@@ -570,7 +570,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool backing_off = false;
   std::vector<TaskPtr> reregister;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     const MonoTime now = clock_.MonoNow();
     backing_off = planner_->BackingOff(now);
@@ -584,7 +584,7 @@ MonoTime TaskEngine::DispatcherStep() {
     if (replay) {
       // The releases of the replay window go out again before anything else: the new server
       // may lack them.
-      std::lock_guard lock(release_mu_);
+      MutexLock lock(release_mu_);
       for (const DeliveredRelease& delivered : delivered_) replays_.push_back(delivered.request);
       delivered_.clear();
     }
@@ -592,18 +592,18 @@ MonoTime TaskEngine::DispatcherStep() {
     ReplayReleases();
     GiveBackDoubtfulClaims();
     releases_left = !ReleasePending();
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     releases_left = releases_left || !replays_.empty() || !doubtful_claims_.empty();
   } else {
     // Waiting for the backoff: the runs queued meanwhile have ended all the same.
     std::vector<PendingRelease> waiting;
     {
-      std::lock_guard lock(release_mu_);
+      MutexLock lock(release_mu_);
       waiting.swap(pending_releases_);
       releases_left = !waiting.empty() || !replays_.empty() || !doubtful_claims_.empty();
     }
     ReportGlobalRunEnds(waiting);
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(waiting.begin()),
                              std::make_move_iterator(waiting.end()));
   }
@@ -611,7 +611,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool prune = false;
   std::vector<std::string> refresh;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     dispatcher_parked_ = false;
     kicked_dispatcher_ = false;
@@ -629,7 +629,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool history_left = false;
   if (history_ != nullptr) {
     if (backing_off) {
-      std::lock_guard lock(history_mu_);
+      MutexLock lock(history_mu_);
       history_left = !pending_starts_.empty() || !pending_ends_.empty();
     } else {
       history_left = !FlushHistory(prune);
@@ -641,7 +641,7 @@ MonoTime TaskEngine::DispatcherStep() {
     if (!plan.candidates.empty()) SkipMissedSlots(plan);
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   dispatcher_deadline_ = planner_->NextDispatcherWake();
   if (releases_left || history_left) {
     // Writes the database did not take are sent again once the backoff allows.
@@ -660,7 +660,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
     milliseconds hold{0};
     bool after_server_change = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hold = planner_->RenewalHold(*task, *run, sent);
       after_server_change = run->server_changed;
     }
@@ -668,7 +668,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
         context_.store->RenewLease(id, run->ticket, hold, context_.options.lease);
     Planner::RenewalOutcome outcome{};
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       outcome = planner_->ApplyRenewal(*run, renewed, sent, clock_.MonoNow());
       if (outcome == Planner::RenewalOutcome::kStale) continue;
       KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -680,7 +680,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
       const MonoTime again = clock_.MonoNow();
       Result<bool> held = context_.store->Reclaim(id, run->ticket, run->claimed_version, hold,
                                                   context_.options.lease);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       outcome = planner_->ApplyReclaim(*run, held, again, clock_.MonoNow());
       reclaimed = outcome == Planner::RenewalOutcome::kRenewed;
       KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -743,7 +743,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
 void TaskEngine::ReportAtRisk(const std::string& task_id, const std::string& run_id,
                               std::optional<WallTime> slot, const std::string& why) {
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     if (std::find(reported_at_risk_.begin(), reported_at_risk_.end(), run_id) !=
         reported_at_risk_.end()) {
       return;
@@ -770,14 +770,14 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
       context_.store->PollChanged(plan.poll_ids, plan.known_versions, plan.sweep);
   if (!polled.ok()) {
     logger_->Warn("Task state poll failed, " + polled.status().message());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->PollFailed(plan, mono_ref);
     return false;
   }
   const std::size_t known_candidates = plan.candidates.size();
   Planner::PollOutcome outcome;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outcome = planner_->ApplyPoll(plan, *polled, mono_ref);
   }
   for (const std::string& id : outcome.finished_missing) {
@@ -807,7 +807,7 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
 void TaskEngine::SkipMissedSlots(Planner::DispatchPlan& plan) {
   std::vector<Planner::Skip> skips;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     skips = planner_->TakeMissedSlots(plan);
     std::vector<TaskPtr> tasks;
     for (const Planner::Skip& skip : skips) tasks.push_back(skip.task);
@@ -819,7 +819,7 @@ void TaskEngine::SkipMissedSlots(Planner::DispatchPlan& plan) {
     Result<SkipResult> skipped =
         context_.store->SkipSlot(id, skip.version, skip.slot, skip.schedule);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!skipped.ok() || !skipped->skipped) planner_->ReleaseEchoCleared(*skip.task);
       if (std::optional<Planner::Candidate> run = planner_->ApplySkip(skip, skipped, mono_ref)) {
         plan.candidates.push_back(*std::move(run));
@@ -854,7 +854,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   std::vector<std::string> tickets;
   std::vector<Planner::Candidate> reserved;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reserved = planner_->ReserveClaims(std::move(candidates), NewUuidV4, &tickets);
     if (reserved.empty()) return;
     // Chosen before the claim, which records the run's start with its trace id.
@@ -870,7 +870,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     TaskEngine* engine;
     ~ClaimDone() {
       {
-        std::lock_guard lock(engine->mu_);
+        MutexLock lock(engine->mu_);
         engine->claiming_ = false;
       }
       engine->cv_.notify_all();
@@ -909,7 +909,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     }
     if (claimed.status().code() == StatusCode::kUnavailable) {
       // The statement may have been committed with its answer lost: its rows are given back.
-      std::lock_guard lock(release_mu_);
+      MutexLock lock(release_mu_);
       for (std::size_t i = 0; i < reserved.size(); ++i) {
         const std::string& id = reserved[i].task->def.id;
         const auto same = [&](const ReleaseRequest& r) { return r.id == id; };
@@ -925,14 +925,14 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
         doubtful_claims_.push_back(std::move(give_back));
       }
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ClaimFailed(reserved, clock_.MonoNow());
     return;
   }
   std::vector<Planner::Started> started;
   std::vector<TaskPtr> lost;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
     for (const Planner::Started& run : started) {
       run.run->claimed_at = claimed->front().db_now;
@@ -956,12 +956,12 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
 
 void TaskEngine::SubmitRun(std::function<void()> body) {
   {
-    std::lock_guard lock(jobs_->mu);
+    MutexLock lock(jobs_->mu);
     ++jobs_->active;
   }
   runtime_->SubmitRun([jobs = jobs_, body = std::move(body)] {
     body();
-    std::lock_guard lock(jobs->mu);
+    MutexLock lock(jobs->mu);
     --jobs->active;
     jobs->cv.notify_all();
   });
@@ -972,7 +972,7 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
   bool claim_at_risk = false;
   bool shutting_down = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // A global run whose claim is lost or at risk by now (the host was paused or starved between
     // the claim and this start) does not start at all: the row may be another host's.
     const MonoTime now = clock_.MonoNow();
@@ -989,14 +989,14 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
   // Only a run whose function is called is reported as started, and before it is inside it.
   if (!claim_at_risk && !shutting_down) observer_->OnRunStarted(info, run.lag);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --runs_outside_fn_;
   }
   cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {
     TaskEngine* engine;
     ~BackOutside() {
-      std::lock_guard lock(engine->mu_);
+      MutexLock lock(engine->mu_);
       ++engine->runs_outside_fn_;
     }
   } back_outside{this};
@@ -1023,7 +1023,7 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outcome.reason = run.reason;
   }
   if (!message) return outcome;
@@ -1055,7 +1055,7 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   LogFailure(*task, *run, outcome);
   bool held = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     held = planner_->GlobalRunReturned(*run);
   }
   // Every run is released, whether or not this host still knew its claim to hold: the release is
@@ -1105,7 +1105,7 @@ bool TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
   if (!ended.error || !task.def.retry) return true;
   StopReason reason = StopReason::kNone;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reason = ended.run->reason;
   }
   if (!RetryAfter(task.def.retry, reason, 1, 0)) return true;
@@ -1128,7 +1128,7 @@ bool TaskEngine::PlanGlobalRetry(PendingRelease& ended) {
   ended.error = RecordRetriedAttempt(*ended.error, attempt);
   ended.finish.error_json = ended.error;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ended.task->retry_attempt = attempt + 1;
   }
   ReportRetry(task, ended.info, attempt, *delay);
@@ -1146,11 +1146,11 @@ void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int at
 
 void TaskEngine::EnqueueRelease(PendingRelease release) {
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     pending_releases_.push_back(std::move(release));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
@@ -1159,7 +1159,7 @@ void TaskEngine::EnqueueRelease(PendingRelease release) {
 bool TaskEngine::ReleasePending() {
   std::vector<PendingRelease> batch;
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     batch.swap(pending_releases_);
   }
   if (batch.empty()) return true;
@@ -1174,7 +1174,7 @@ bool TaskEngine::ReleasePending() {
   }
   if (!unsent.empty()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       planner_->DatabaseFailed(clock_.MonoNow());
     }
     ReportGlobalRunEnds(unsent);
@@ -1185,7 +1185,7 @@ bool TaskEngine::ReleasePending() {
                   std::make_move_iterator(unanswered.end()));
   }
   if (unsent.empty()) return true;
-  std::lock_guard lock(release_mu_);
+  MutexLock lock(release_mu_);
   // Older than those queued meanwhile: they go first.
   pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(unsent.begin()),
                            std::make_move_iterator(unsent.end()));
@@ -1217,7 +1217,7 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
     tasks.push_back(ended.task);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ReleasesSent(tasks);
   }
   // Read before the statement: a wake-up computed from it can only be early, never late.
@@ -1225,7 +1225,7 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
   Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
   if (!released.ok()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       planner_->DatabaseFailed(clock_.MonoNow());
       for (const PendingRelease& ended : batch) planner_->ReleaseEchoCleared(*ended.task);
     }
@@ -1247,7 +1247,7 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
   }
   std::vector<ReleaseRequest> delivered;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       PendingRelease& ended = batch[i];
       const ReleaseResult& result = (*released)[i];
@@ -1294,7 +1294,7 @@ std::vector<TaskEngine::PendingRelease> TaskEngine::ReleaseBatch(
 
 void TaskEngine::RememberDelivered(std::vector<ReleaseRequest> requests) {
   const MonoTime now = clock_.MonoNow();
-  std::lock_guard lock(release_mu_);
+  MutexLock lock(release_mu_);
   for (ReleaseRequest& request : requests) {
     request.retried = true;
     if (request.history && request.history->finish.output_tail.size() > kReplayOutputBytes) {
@@ -1327,7 +1327,7 @@ std::vector<std::vector<ReleaseRequest>> TaskEngine::BatchesNamingEachTaskOnce(
 void TaskEngine::ReplayReleases() {
   std::vector<ReleaseRequest> queued;
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     queued.swap(replays_);
   }
   std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(queued));
@@ -1338,10 +1338,10 @@ void TaskEngine::ReplayReleases() {
     Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
     if (!replayed.ok() && replayed.status().code() == StatusCode::kUnavailable) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
-      std::lock_guard lock(release_mu_);
+      MutexLock lock(release_mu_);
       auto at = replays_.begin();
       for (std::size_t left = next; left < batches.size(); ++left) {
         at = replays_.insert(at, std::make_move_iterator(batches[left].begin()),
@@ -1369,7 +1369,7 @@ void TaskEngine::ReplayReleases() {
 void TaskEngine::GiveBackDoubtfulClaims() {
   std::vector<ReleaseRequest> doubtful;
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     doubtful.swap(doubtful_claims_);
   }
   std::vector<std::vector<ReleaseRequest>> batches = BatchesNamingEachTaskOnce(std::move(doubtful));
@@ -1382,10 +1382,10 @@ void TaskEngine::GiveBackDoubtfulClaims() {
         continue;
       }
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
-      std::lock_guard lock(release_mu_);
+      MutexLock lock(release_mu_);
       for (std::size_t left = next; left < batches.size(); ++left) {
         doubtful_claims_.insert(doubtful_claims_.end(),
                                 std::make_move_iterator(batches[left].begin()),
@@ -1423,7 +1423,7 @@ void TaskEngine::ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                    "host has claimed or changed the task since");
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const std::string& id : polled) {
     planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
                            std::nullopt);
@@ -1433,7 +1433,7 @@ void TaskEngine::ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
 void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
   std::vector<TaskUpsert> upserts;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     upserts.reserve(tasks.size());
     for (const TaskPtr& task : tasks) {
       upserts.push_back(TaskUpsert{task->def.id, task->def.schedule, host_});
@@ -1441,7 +1441,7 @@ void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
   }
   Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
   if (!upserted.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ReregistrationFailed();
     planner_->DatabaseFailed(clock_.MonoNow());
     return;
@@ -1453,7 +1453,7 @@ void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
 void TaskEngine::FinishGlobalRuns(std::span<PendingRelease> ended) {
   std::vector<bool> finished(ended.size());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (std::size_t i = 0; i < ended.size(); ++i) {
       const PendingRelease& run = ended[i];
       finished[i] = planner_->FinishGlobalRun(*run.task, run.run, run.row_version, run.row_next,
@@ -1474,7 +1474,7 @@ void TaskEngine::ReportGlobalRunEnds(std::span<PendingRelease> ended) {
   for (const PendingRelease& run : ended) newly += run.reported ? 0 : 1;
   if (newly == 0) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runs_in_flight_ -= newly;
     runs_outside_fn_ -= newly;
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
@@ -1504,7 +1504,7 @@ MonoTime TaskEngine::TimerStep() {
   std::vector<RunStart> local_starts;
   MonoTime next = kMonoInfinity;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     timer_parked_ = false;
     kicked_timer_ = false;
@@ -1549,7 +1549,7 @@ MonoTime TaskEngine::TimerStep() {
       ExecuteLocalRun(task, run);
     });
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   timer_deadline_ = next;
   timer_parked_ = true;
   cv_.notify_all();
@@ -1567,7 +1567,7 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   bool finished = false;
   std::optional<milliseconds> next_in;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (outcome.error) {
       next_in = RetryAfter(task->def.retry, run->reason, run->attempt,
                            std::hash<std::string>{}(run->run_id));
@@ -1587,7 +1587,7 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
 bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
   const MonoTime deadline = real.MonoNow() + real_timeout;
-  const auto engine_idle = [&] {
+  const auto engine_idle = [&]() STAGEHAND_REQUIRES(mu_) {
     if (threads_stopping_) return true;
     const MonoTime now = clock_.MonoNow();
     return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
@@ -1598,21 +1598,21 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   while (true) {
     std::shared_ptr<EngineRuntime> runtime;
     {
-      std::unique_lock lock(mu_);
-      if (!real.WaitUntil(lock, cv_, deadline, {}, engine_idle)) return false;
+      MutexLock lock(mu_);
+      if (!real.WaitUntil(lock.unique_lock(), cv_, deadline, {}, engine_idle)) return false;
       if (threads_stopping_) return true;
       runtime = runtime_;
     }
     const auto left = std::chrono::ceil<milliseconds>(deadline - real.MonoNow());
     if (left.count() <= 0 || !runtime->WaitIdleForTesting(left)) return false;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (engine_idle()) return true;
   }
 }
 
 void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Events can come while the constructor still builds the planner (the subscription delivers
     // other hosts' notifications at once); no task is registered yet, so none concerns this host.
     if (planner_ == nullptr) return;
@@ -1645,7 +1645,7 @@ DatabaseHealth TaskEngine::DatabaseHealthLocked(DatabaseHealth health) const {
 DatabaseHealth TaskEngine::Database() const {
   if (context_.store == nullptr) return {};
   DatabaseHealth health = context_.store->Health();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return DatabaseHealthLocked(std::move(health));
 }
 
@@ -1654,7 +1654,7 @@ TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
   if (context_.store == nullptr) return status;
   DatabaseHealth store_health = context_.store->Health();
   const MonoTime now = clock_.MonoNow();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   status.health = DatabaseHealthLocked(std::move(store_health));
   DatabaseHealth& health = status.health;
   if (!health.reachable) {
@@ -1704,14 +1704,14 @@ void TaskEngine::DeliverBeforeExit() {
     bool done = ReleasePending();
     if (history_ != nullptr) done = FlushHistory(/*prune=*/false) && done;
     if (done) return;
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime retry_at = planner_->DatabaseRetryAt(clock_.MonoNow());
     if (retry_at >= give_up) break;
-    clock_.WaitUntil(lock, cv_, retry_at, {}, [] { return false; });
+    clock_.WaitUntil(lock.unique_lock(), cv_, retry_at, {}, [] { return false; });
   }
   int left = 0;
   {
-    std::lock_guard lock(release_mu_);
+    MutexLock lock(release_mu_);
     for (const PendingRelease& ended : pending_releases_) {
       logger_->Error("The end of run " + ended.run->run_id + " of task \"" + ended.task->def.id +
                          "\" (" + std::string(RunOutcomeName(ended.finish.outcome)) +
@@ -1723,7 +1723,7 @@ void TaskEngine::DeliverBeforeExit() {
     pending_releases_.clear();
   }
   {
-    std::lock_guard lock(history_mu_);
+    MutexLock lock(history_mu_);
     const std::size_t records = pending_starts_.size() + pending_ends_.size();
     if (records > 0) {
       logger_->Error(std::to_string(records) +
@@ -1739,12 +1739,12 @@ void TaskEngine::DeliverBeforeExit() {
 void TaskEngine::Shutdown() {
   std::vector<RunPtr> to_signal;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     // A claim in flight ends within the store's call timeout; the runs it claims never start
     // (released for another host at once).
     planner_->StopClaiming();
-    cv_.wait(lock, [&] { return !claiming_; });
+    cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return !claiming_; });
     to_signal = planner_->BeginShutdown();
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -1755,17 +1755,19 @@ void TaskEngine::Shutdown() {
   std::vector<std::pair<TaskPtr, RunPtr>> to_kill;
   std::vector<std::pair<TaskPtr, RunPtr>> abandoned;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.shutdown_grace;
-    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
+    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
+                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
       to_kill = planner_->Runs();
     }
   }
   for (const auto& [task, run] : to_kill) SignalStop(*run, /*kill=*/true);
   if (!to_kill.empty()) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.lease / 5;
-    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
+    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
+                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
       abandoned = planner_->Runs();
     }
   }
@@ -1776,29 +1778,30 @@ void TaskEngine::Shutdown() {
                   RunFields(task->def.id, run->trace));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     threads_stopping_ = true;
   }
   notifications_.reset();
   cv_.notify_all();
   std::shared_ptr<EngineRuntime> runtime;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runtime = runtime_;
   }
   if (runtime != nullptr) runtime->Remove(handle_);
   // The runs' jobs use this engine until they return (an abandoned one, with the process).
   {
-    std::unique_lock lock(jobs_->mu);
-    jobs_->cv.wait(lock, [&] { return jobs_->active == 0; });
+    MutexLock lock(jobs_->mu);
+    jobs_->cv.wait(lock.unique_lock(),
+                   [&]() STAGEHAND_REQUIRES(jobs_->mu) { return jobs_->active == 0; });
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
   DeliverBeforeExit();
   runtime.reset();  // an engine's own runtime joins its threads here
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stopped_ = true;
 }
 

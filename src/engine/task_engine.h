@@ -45,7 +45,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -55,6 +54,7 @@
 #include "engine/engine_runtime.h"
 #include "engine/planner.h"
 #include "stagehand/base/logger.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
 #include "stagehand/engine/observer.h"
@@ -163,8 +163,8 @@ class TaskEngine final : public DrivenEngine {
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
-  // `health` with the planner's failing calls folded in. Requires mu_.
-  DatabaseHealth DatabaseHealthLocked(DatabaseHealth health) const;
+  // `health` with the planner's failing calls folded in.
+  DatabaseHealth DatabaseHealthLocked(DatabaseHealth health) const STAGEHAND_REQUIRES(mu_);
 
   // Registration steps (RegisterMany).
   void WatchCallerStop(const TaskPtr& task);
@@ -331,8 +331,8 @@ class TaskEngine final : public DrivenEngine {
   void RefreshRegistrations(const std::vector<std::string>& ids);
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
-  // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
-  void KickLocked(bool timer, bool dispatcher);
+  // Marks lanes as kicked and wakes the runtime for them.
+  void KickLocked(bool timer, bool dispatcher) STAGEHAND_REQUIRES(mu_);
   RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
   // Returns a starting run's span context when runs are traced (EngineOptions::trace_runs): a
   // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
@@ -356,9 +356,9 @@ class TaskEngine final : public DrivenEngine {
   // The run jobs of this engine on the shared executor; Shutdown waits for them. Shared with the
   // jobs, so that the last one's count outlives the engine's wait.
   struct Jobs {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    int active = 0;
+    int active STAGEHAND_GUARDED_BY(mu) = 0;
   };
 
   EngineContext context_;
@@ -367,41 +367,45 @@ class TaskEngine final : public DrivenEngine {
   std::shared_ptr<SchedulerObserver> observer_;
   const bool debug_logs_;  // whether debug records are kept (skip building them otherwise)
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
   RuntimeSlots slots_{*this};
-  std::unique_ptr<Planner> planner_;  // guarded by mu_
-  bool kicked_dispatcher_ = false;
-  bool kicked_timer_ = false;
+  std::unique_ptr<Planner> planner_ STAGEHAND_GUARDED_BY(mu_);
+  bool kicked_dispatcher_ STAGEHAND_GUARDED_BY(mu_) = false;
+  bool kicked_timer_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Each lane's next due time while it is parked (not stepping); for wake-ups and the test hook.
-  bool dispatcher_parked_ = false;
-  bool timer_parked_ = false;
-  MonoTime dispatcher_deadline_{};
-  MonoTime timer_deadline_{};
-  bool stopped_ = false;
-  bool threads_stopping_ = false;  // Shutdown is stopping the dispatcher and the timer
-  bool claiming_ = false;          // the dispatcher has a claim in flight (Shutdown waits for it)
-  int runs_in_flight_ = 0;
-  int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
+  bool dispatcher_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
+  bool timer_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
+  MonoTime dispatcher_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
+  MonoTime timer_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
+  bool stopped_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // Shutdown is stopping the dispatcher and the timer.
+  bool threads_stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // The dispatcher has a claim in flight (Shutdown waits for it).
+  bool claiming_ STAGEHAND_GUARDED_BY(mu_) = false;
+  int runs_in_flight_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  // Runs starting or finishing (not inside the task function).
+  int runs_outside_fn_ STAGEHAND_GUARDED_BY(mu_) = 0;
 
   // Finished global runs not yet released, oldest first, and the releases delivered within the
   // replay window. Guarded by release_mu_, which is never held together with mu_.
-  std::mutex release_mu_;
-  std::vector<PendingRelease> pending_releases_;
-  std::deque<DeliveredRelease> delivered_;
-  std::vector<ReleaseRequest> replays_;  // sent again after a server change, until answered
+  Mutex release_mu_;
+  std::vector<PendingRelease> pending_releases_ STAGEHAND_GUARDED_BY(release_mu_);
+  std::deque<DeliveredRelease> delivered_ STAGEHAND_GUARDED_BY(release_mu_);
+  // Sent again after a server change, until answered.
+  std::vector<ReleaseRequest> replays_ STAGEHAND_GUARDED_BY(release_mu_);
   // The claims whose answer never came (the database may have committed them): given back once it
   // answers again, so that a row this host holds without a run is free at once, not after a lease.
-  std::vector<ReleaseRequest> doubtful_claims_;
+  std::vector<ReleaseRequest> doubtful_claims_ STAGEHAND_GUARDED_BY(release_mu_);
   // The last runs reported at risk, each reported once.
-  std::deque<std::string> reported_at_risk_;
+  std::deque<std::string> reported_at_risk_ STAGEHAND_GUARDED_BY(release_mu_);
   static constexpr std::size_t kMaxReportedAtRisk = 256;
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
-  bool replay_due_ = false;
+  bool replay_due_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Readiness, latched off by an outage until the claims are confirmed again (under mu_), and
   // whether their confirmation was asked for since.
-  bool unready_ = false;
-  bool confirmation_requested_ = false;
+  bool unready_ STAGEHAND_GUARDED_BY(mu_) = false;
+  bool confirmation_requested_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Writes given up on: history records dropped past kMaxQueuedHistory, and what Shutdown could
   // not deliver.
   std::atomic<int> undelivered_{0};
@@ -413,9 +417,9 @@ class TaskEngine final : public DrivenEngine {
   std::string host_;
   std::int64_t pid_ = 0;
   // History writes waiting for the dispatcher. Guarded by history_mu_, never held with mu_.
-  std::mutex history_mu_;
-  std::vector<RunStart> pending_starts_;
-  std::vector<RunEnd> pending_ends_;
+  Mutex history_mu_;
+  std::vector<RunStart> pending_starts_ STAGEHAND_GUARDED_BY(history_mu_);
+  std::vector<RunEnd> pending_ends_ STAGEHAND_GUARDED_BY(history_mu_);
   // The database has no history tables (set by the dispatcher): nothing more is queued.
   std::atomic<bool> history_missing_{false};
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
