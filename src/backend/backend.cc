@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -22,6 +21,7 @@
 #include "stagehand/backend/run_spans.h"
 #include "stagehand/backend/scheduler_metrics.h"
 #include "stagehand/base/host_name.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/config/config_problems.h"
 #include "stagehand/dashboard/dashboard.h"
 #include "stagehand/http/auth.h"
@@ -52,12 +52,12 @@ bool IsGet(const HttpRequest& request) {
 class HookList final : public Lifecycle {
  public:
   void AddStartupHook(std::function<Status()> hook) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     startup_.push_back(std::move(hook));
   }
 
   void AddShutdownHook(std::function<void()> hook) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shutdown_.push_back(std::move(hook));
   }
 
@@ -65,7 +65,7 @@ class HookList final : public Lifecycle {
   Status RunStartup() {
     std::vector<std::function<Status()>> hooks;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hooks = startup_;
     }
     for (std::size_t i = 0; i < hooks.size(); ++i) {
@@ -80,7 +80,7 @@ class HookList final : public Lifecycle {
   void RunShutdown() {
     std::vector<std::function<void()>> hooks;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hooks.swap(shutdown_);
     }
     std::reverse(hooks.begin(), hooks.end());
@@ -90,9 +90,9 @@ class HookList final : public Lifecycle {
   }
 
  private:
-  std::mutex mu_;
-  std::vector<std::function<Status()>> startup_;  // guarded by mu_
-  std::vector<std::function<void()>> shutdown_;   // guarded by mu_
+  Mutex mu_;
+  std::vector<std::function<Status()>> startup_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> shutdown_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 // A plugin's handlers, replaced as a whole on each Use so requests read them without a lock held
@@ -100,7 +100,7 @@ class HookList final : public Lifecycle {
 class HandlerList final : public PluginRouter {
  public:
   void Use(HttpHandler handler) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto next = std::make_shared<std::vector<HttpHandler>>(*handlers_);
     next->push_back(std::move(handler));
     handlers_ = std::move(next);
@@ -109,7 +109,7 @@ class HandlerList final : public PluginRouter {
   std::optional<HttpResponse> Handle(const HttpRequest& request) const {
     std::shared_ptr<const std::vector<HttpHandler>> handlers;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       handlers = handlers_;
     }
     for (const HttpHandler& handler : *handlers) {
@@ -121,8 +121,8 @@ class HandlerList final : public PluginRouter {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const std::vector<HttpHandler>> handlers_ =  // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<const std::vector<HttpHandler>> handlers_ STAGEHAND_GUARDED_BY(mu_) =
       std::make_shared<const std::vector<HttpHandler>>();
 };
 
@@ -201,17 +201,18 @@ struct Backend::Impl {
   std::unique_ptr<OtlpHttpExporter> span_exporter;  // with tracing on; created by Create
   std::shared_ptr<BatchSpanProcessor> spans;        // with tracing on; from DoStart to Teardown
 
-  mutable std::mutex mu;
+  mutable Mutex mu;
   std::condition_variable cv;
-  State state = State::kCreated;                      // guarded by mu
-  std::vector<std::unique_ptr<PluginEntry>> plugins;  // guarded by mu until Start; fixed after
+  State state STAGEHAND_GUARDED_BY(mu) = State::kCreated;
+  // Guarded by mu until Start; fixed after (read without mu then, so not annotated).
+  std::vector<std::unique_ptr<PluginEntry>> plugins;
   // The thread running Start or Stop: a hook on it that calls Stop must not wait for itself.
-  std::optional<std::thread::id> busy_thread;  // guarded by mu
-  std::optional<pthread_t> signal_waiter;      // guarded by mu
+  std::optional<std::thread::id> busy_thread STAGEHAND_GUARDED_BY(mu);
+  std::optional<pthread_t> signal_waiter STAGEHAND_GUARDED_BY(mu);
 
   ReloadHandler reload;  // set before Start, then fixed
   // Held for a whole reload, so that two never interleave; never taken with mu held.
-  std::mutex reload_mu;
+  Mutex reload_mu;
 };
 
 Backend::Backend() : impl_(std::make_unique<Impl>()) {}
@@ -289,7 +290,7 @@ Status Backend::AddPlugin(BackendPlugin plugin) {
   if (!plugin.init) {
     return InvalidArgumentError(fmt::format("plugin '{}' has no init", plugin.id));
   }
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (impl_->state != Impl::State::kCreated) {
     return FailedPreconditionError(
         fmt::format("cannot add plugin '{}': the backend has already started", plugin.id));
@@ -306,7 +307,7 @@ Status Backend::AddPlugin(BackendPlugin plugin) {
 }
 
 Status Backend::SetReloadHandler(ReloadHandler handler) {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (impl_->state != Impl::State::kCreated) {
     return FailedPreconditionError(
         "cannot set the reload handler: the backend has already started");
@@ -332,13 +333,13 @@ Result<ReloadReport> Backend::Reload() { return impl_->Reload(); }
 
 Result<ReloadReport> Backend::Impl::Reload() {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (!reload || state != State::kStarted) {
       return FailedPreconditionError(reload ? "the backend is not running"
                                             : "this backend cannot reload its config");
     }
   }
-  std::lock_guard reloading(reload_mu);
+  MutexLock reloading(reload_mu);
   logger->Info("Reloading the config");
   Result<ReloadReport> report = reload();
   RecordReload(report.ok());
@@ -648,7 +649,7 @@ void Backend::Impl::Teardown() {
 
 Status Backend::Start() {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->state != Impl::State::kCreated) {
       return FailedPreconditionError("the backend has already been started");
     }
@@ -661,7 +662,7 @@ Status Backend::Start() {
     impl_->Teardown();
   }
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->state = started.ok() ? Impl::State::kStarted : Impl::State::kStopped;
     impl_->busy_thread.reset();
   }
@@ -671,11 +672,11 @@ Status Backend::Start() {
 
 void Backend::Stop() {
   {
-    std::unique_lock lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->busy_thread == std::this_thread::get_id()) {
       return;
     }
-    impl_->cv.wait(lock, [this] {
+    impl_->cv.wait(lock.unique_lock(), [this]() STAGEHAND_REQUIRES(impl_->mu) {
       return impl_->state != Impl::State::kStarting && impl_->state != Impl::State::kStopping;
     });
     if (impl_->state == Impl::State::kCreated) {
@@ -694,7 +695,7 @@ void Backend::Stop() {
   impl_->logger->Info("Backend shutting down");
   impl_->Teardown();
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->state = Impl::State::kStopped;
     impl_->busy_thread.reset();
   }
@@ -715,7 +716,7 @@ Status Backend::RunUntilShutdownSignal() {
   pthread_sigmask(SIG_BLOCK, &signals, &previous);
   bool wait = false;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->state == Impl::State::kStarted) {
       impl_->signal_waiter = pthread_self();
       wait = true;
@@ -730,7 +731,7 @@ Status Backend::RunUntilShutdownSignal() {
       }
       if (signal != SIGHUP || !impl_->reload) break;
       {
-        std::lock_guard lock(impl_->mu);
+        MutexLock lock(impl_->mu);
         if (impl_->state != Impl::State::kStarted) break;
       }
       impl_->logger->Info("Received SIGHUP, reloading the config");
@@ -738,7 +739,7 @@ Status Backend::RunUntilShutdownSignal() {
     }
     bool woken_by_stop = false;
     {
-      std::lock_guard lock(impl_->mu);
+      MutexLock lock(impl_->mu);
       impl_->signal_waiter.reset();
       woken_by_stop = impl_->state != Impl::State::kStarted;
     }
@@ -760,7 +761,7 @@ Status Backend::RunUntilShutdownSignal() {
 std::uint16_t Backend::port() const { return impl_->server->port(); }
 
 SchedulerService* Backend::scheduler(const std::string& plugin_id) {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (impl_->state == Impl::State::kCreated || impl_->state == Impl::State::kStarting) {
     return nullptr;
   }

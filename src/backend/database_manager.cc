@@ -49,7 +49,7 @@ DatabaseManager::DatabaseManager(DatabaseConfig config, const Clock& clock)
     : config_(std::move(config)), clock_(clock) {}
 
 std::shared_ptr<PostgresConnections> DatabaseManager::PostgresShared() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (!postgres_) {
     PostgresConnections::Options options;
     options.max_statement_connections = config_.max_statement_connections;
@@ -72,7 +72,7 @@ std::string DatabaseManager::DisplayName(const PluginDatabase& database) {
 
 Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string& plugin_id) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto it = stores_.find(plugin_id); it != stores_.end()) return it->second;
   }
   STAGEHAND_ASSIGN_OR_RETURN(PluginDatabase database, Resolve(plugin_id));
@@ -102,7 +102,7 @@ Result<std::shared_ptr<TaskStore>> DatabaseManager::OpenStore(const std::string&
   if (!opened.ok()) return Describe(opened.status(), plugin_id, DisplayName(database));
 
   std::shared_ptr<TaskStore> store = std::move(*opened);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   auto [it, inserted] = stores_.emplace(plugin_id, std::move(store));
   return it->second;
 }

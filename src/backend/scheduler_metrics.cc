@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -195,7 +194,7 @@ DatabaseMetrics::DatabaseMetrics(MetricsRegistry& registry)
 
 void DatabaseMetrics::Update(std::string_view plugin_id, const DatabaseHealth& health) {
   const std::vector<std::string> labels = {std::string(plugin_id)};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   up_.Set(labels, health.reachable ? 1 : 0);
   Seen& seen = seen_[labels.front()];
   if (health.reconnects > seen.reconnects) {

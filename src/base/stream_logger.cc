@@ -3,11 +3,11 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "stagehand/base/json_string.h"
+#include "stagehand/base/mutex.h"
 
 namespace stagehand {
 namespace {
@@ -82,7 +82,7 @@ class StreamLogger final : public Logger {
     const std::string line = format_ == LogFormat::kJson ? JsonLine(level, message, fields)
                                                          : TextLine(level, message, fields);
     // One fwrite per line under the mutex: lines from concurrent callers never interleave.
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     std::fwrite(line.data(), 1, line.size(), stream_);
     std::fflush(stream_);
   }
@@ -128,10 +128,11 @@ class StreamLogger final : public Logger {
     return line;
   }
 
+  // Written only with mutex_ held (the analysis cannot check that: fwrite takes the pointer).
   std::FILE* const stream_;
   const LogFormat format_;
   const LogLevel min_level_;
-  std::mutex mutex_;
+  Mutex mutex_;
 };
 
 }  // namespace

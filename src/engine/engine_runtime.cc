@@ -25,12 +25,12 @@ EngineRuntime::EngineRuntime(Clock& clock, int dispatcher_threads, int max_runs)
 
 EngineRuntime::~EngineRuntime() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     STAGEHAND_CHECK(entries_.empty());
   }
   for (std::jthread& thread : threads_) thread.request_stop();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (std::condition_variable_any& cv : lane_cv_) cv.notify_all();
   }
   for (std::jthread& thread : threads_) thread.join();
@@ -39,7 +39,7 @@ EngineRuntime::~EngineRuntime() {
 EngineRuntime::Handle EngineRuntime::Add(DrivenEngine* engine) {
   Handle handle = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     handle = next_handle_++;
     Entry& entry = entries_.emplace_back();
     entry.handle = handle;
@@ -54,7 +54,7 @@ EngineRuntime::Handle EngineRuntime::Add(DrivenEngine* engine) {
 
 void EngineRuntime::Wake(Handle handle, bool timer, bool dispatcher) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Entry* entry = Find(handle);
     if (entry == nullptr) return;
     const bool lanes[2] = {timer, dispatcher};
@@ -68,11 +68,11 @@ void EngineRuntime::Wake(Handle handle, bool timer, bool dispatcher) {
 }
 
 void EngineRuntime::Remove(Handle handle) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   Entry* entry = Find(handle);
   if (entry == nullptr) return;
   entry->removed = true;
-  state_cv_.wait(lock, [&] {
+  state_cv_.wait(lock.unique_lock(), [&] {
     return !entry->lanes[DrivenEngine::kTimer].stepping &&
            !entry->lanes[DrivenEngine::kDispatcher].stepping;
   });
@@ -81,25 +81,27 @@ void EngineRuntime::Remove(Handle handle) {
 
 bool EngineRuntime::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
-  std::unique_lock lock(mu_);
-  return real.WaitUntil(lock, state_cv_, real.MonoNow() + real_timeout, {}, [&] {
-    for (const Waiting& thread : waiting_) {
-      if (!thread.waiting || thread.seen != changes_[thread.lane]) return false;
-    }
-    const MonoTime now = clock_.MonoNow();
-    for (const Entry& entry : entries_) {
-      if (entry.removed) continue;
-      for (const LaneState& state : entry.lanes) {
-        if (state.stepping || state.woken || state.due <= now) return false;
-      }
-    }
-    return true;
-  });
+  MutexLock lock(mu_);
+  return real.WaitUntil(lock.unique_lock(), state_cv_, real.MonoNow() + real_timeout, {},
+                        [&]() STAGEHAND_REQUIRES(mu_) {
+                          for (const Waiting& thread : waiting_) {
+                            if (!thread.waiting || thread.seen != changes_[thread.lane])
+                              return false;
+                          }
+                          const MonoTime now = clock_.MonoNow();
+                          for (const Entry& entry : entries_) {
+                            if (entry.removed) continue;
+                            for (const LaneState& state : entry.lanes) {
+                              if (state.stepping || state.woken || state.due <= now) return false;
+                            }
+                          }
+                          return true;
+                        });
 }
 
 bool EngineRuntime::TryTakeRunSlot(Handle handle) {
   // Under mu_, so that a slot freeing between the refusal and the record wakes this engine.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (executor_.TryReserve()) return true;
   if (std::find(waiting_for_slots_.begin(), waiting_for_slots_.end(), handle) ==
       waiting_for_slots_.end()) {
@@ -109,7 +111,7 @@ bool EngineRuntime::TryTakeRunSlot(Handle handle) {
 }
 
 bool EngineRuntime::RunSlotAvailable(Handle handle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (executor_.busy() < executor_.max_threads()) return true;
   if (std::find(waiting_for_slots_.begin(), waiting_for_slots_.end(), handle) ==
       waiting_for_slots_.end()) {
@@ -125,7 +127,7 @@ void EngineRuntime::SubmitRun(std::function<void()> job) { executor_.Submit(std:
 void EngineRuntime::WakeEnginesWaitingForSlots() {
   std::vector<Handle> waiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     waiting.swap(waiting_for_slots_);
   }
   for (Handle handle : waiting) Wake(handle, /*timer=*/true, /*dispatcher=*/true);
@@ -139,7 +141,7 @@ EngineRuntime::Entry* EngineRuntime::Find(Handle handle) {
 }
 
 void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
     const MonoTime now = clock_.MonoNow();
     Entry* pick = nullptr;
@@ -166,8 +168,8 @@ void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_t
       // clock.
       waiting_[index] = {lane, true, seen};
       state_cv_.notify_all();
-      clock_.WaitUntil(lock, lane_cv_[lane], earliest, stop,
-                       [&] { return changes_[lane] != seen; });
+      clock_.WaitUntil(lock.unique_lock(), lane_cv_[lane], earliest, stop,
+                       [&]() STAGEHAND_REQUIRES(mu_) { return changes_[lane] != seen; });
       waiting_[index].waiting = false;
       continue;
     }
@@ -175,9 +177,9 @@ void EngineRuntime::Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_t
     state.stepping = true;
     state.woken = false;
     DrivenEngine* engine = pick->engine;
-    lock.unlock();
+    lock.Unlock();
     const MonoTime next = engine->Step(lane);
-    lock.lock();
+    lock.Lock();
     // The entry is still there: Remove waits for its steps before erasing it.
     state.stepping = false;
     state.due = next;

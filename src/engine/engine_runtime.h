@@ -11,12 +11,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
 
 #include "engine/executor.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand::engine_internal {
@@ -84,27 +84,28 @@ class EngineRuntime {
   };
 
   void Loop(DrivenEngine::Lane lane, std::size_t index, std::stop_token stop);
-  Entry* Find(Handle handle);  // requires mu_
+  Entry* Find(Handle handle) STAGEHAND_REQUIRES(mu_);
   void WakeEnginesWaitingForSlots();
 
   Clock& clock_;
-  std::mutex mu_;
+  Mutex mu_;
   // A lane's threads wait on its own condition variable, so that a wake-up of one lane does not
   // wake the other's threads; Remove and WaitIdleForTesting wait on state_cv_.
   std::condition_variable_any lane_cv_[2];
   std::condition_variable_any state_cv_;
-  std::list<Entry> entries_;       // guarded by mu_
-  Handle next_handle_ = 1;         // guarded by mu_
-  std::uint64_t changes_[2] = {};  // guarded by mu_; per lane: wakes, adds and finished steps
-  std::size_t next_pick_[2] = {};  // guarded by mu_; where each lane's next scan starts
-  // Per thread: whether it waits on the clock, and the changes_ it had seen then. Guarded by mu_.
+  std::list<Entry> entries_ STAGEHAND_GUARDED_BY(mu_);
+  Handle next_handle_ STAGEHAND_GUARDED_BY(mu_) = 1;
+  // Per lane: wakes, adds and finished steps.
+  std::uint64_t changes_[2] STAGEHAND_GUARDED_BY(mu_) = {};
+  std::size_t next_pick_[2] STAGEHAND_GUARDED_BY(mu_) = {};  // where each lane's next scan starts
+  // Per thread: whether it waits on the clock, and the changes_ it had seen then.
   struct Waiting {
     DrivenEngine::Lane lane = DrivenEngine::kTimer;
     bool waiting = false;
     std::uint64_t seen = 0;
   };
-  std::vector<Waiting> waiting_;
-  std::vector<Handle> waiting_for_slots_;  // guarded by mu_
+  std::vector<Waiting> waiting_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<Handle> waiting_for_slots_ STAGEHAND_GUARDED_BY(mu_);
   std::vector<std::jthread> threads_;
   // Last: its threads end (and stop calling back) before the rest is destroyed.
   Executor executor_;

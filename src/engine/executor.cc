@@ -19,7 +19,7 @@ Executor::Executor(int max_threads, std::function<void()> on_slot_freed,
 Executor::~Executor() { Stop(); }
 
 bool Executor::TryReserve() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopped_ || busy_ >= max_threads_) return false;
   ++busy_;
   return true;
@@ -27,7 +27,7 @@ bool Executor::TryReserve() {
 
 void Executor::CancelReservation() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     STAGEHAND_CHECK(busy_ > 0);
     --busy_;
   }
@@ -35,7 +35,7 @@ void Executor::CancelReservation() {
 }
 
 void Executor::Submit(std::function<void()> job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   STAGEHAND_CHECK(busy_ > 0);
   queue_.push_back(std::move(job));
   // Idle threads that were notified but have not taken their job yet still count as idle, so
@@ -61,14 +61,14 @@ void Executor::StartWorker() {
 }
 
 int Executor::busy() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return busy_;
 }
 
 void Executor::Stop() {
   std::list<Worker> workers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     workers.swap(workers_);
   }
@@ -80,11 +80,12 @@ void Executor::Stop() {
 }
 
 void Executor::WorkerLoop(std::stop_token stop, Worker* self) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     ++idle_threads_;
     const bool has_work =
-        work_available_.wait_for(lock, stop, idle_lifetime_, [&] { return !queue_.empty(); });
+        work_available_.wait_for(lock.unique_lock(), stop, idle_lifetime_,
+                                 [&]() STAGEHAND_REQUIRES(mu_) { return !queue_.empty(); });
     --idle_threads_;
     if (!has_work) {
       self->exited = true;
@@ -92,13 +93,13 @@ void Executor::WorkerLoop(std::stop_token stop, Worker* self) {
     }
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     job();
-    lock.lock();
+    lock.Lock();
     --busy_;
-    lock.unlock();
+    lock.Unlock();
     if (on_slot_freed_) on_slot_freed_();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -8,9 +8,10 @@
 #include <deque>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "stagehand/base/mutex.h"
 
 namespace stagehand::engine_internal {
 
@@ -50,20 +51,20 @@ class Executor {
     std::jthread thread;
     bool exited = false;  // guarded by mu_; set as its loop returns
   };
-  // Starts a worker, after joining the ones that have ended. Requires mu_.
-  void StartWorker();
+  // Starts a worker, after joining the ones that have ended.
+  void StartWorker() STAGEHAND_REQUIRES(mu_);
   void WorkerLoop(std::stop_token stop, Worker* self);
 
   const int max_threads_;
   const std::chrono::milliseconds idle_lifetime_;
   std::function<void()> on_slot_freed_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any work_available_;
-  std::deque<std::function<void()>> queue_;
-  std::list<Worker> workers_;
-  int busy_ = 0;
-  int idle_threads_ = 0;
-  bool stopped_ = false;
+  std::deque<std::function<void()>> queue_ STAGEHAND_GUARDED_BY(mu_);
+  std::list<Worker> workers_ STAGEHAND_GUARDED_BY(mu_);
+  int busy_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  int idle_threads_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  bool stopped_ STAGEHAND_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagehand::engine_internal

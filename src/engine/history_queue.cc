@@ -14,14 +14,14 @@ HistoryQueue::HistoryQueue(RunHistory* history, std::shared_ptr<Logger> logger)
 
 bool HistoryQueue::Queue(std::optional<RunStart> start, std::optional<RunEnd> end) {
   if (!enabled() || (!start && !end)) return false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (start) starts_.push_back(*std::move(start));
   if (end) ends_.push_back(*std::move(end));
   return true;
 }
 
 bool HistoryQueue::HasQueued() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !starts_.empty() || !ends_.empty();
 }
 
@@ -53,7 +53,7 @@ bool HistoryQueue::Flush(bool prune) {
   std::vector<RunStart> starts;
   std::vector<RunEnd> ends;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     starts.swap(starts_);
     ends.swap(ends_);
   }
@@ -89,7 +89,7 @@ bool HistoryQueue::Flush(bool prune) {
 }
 
 void HistoryQueue::Requeue(std::vector<RunStart> starts, std::vector<RunEnd> ends) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   starts_.insert(starts_.begin(), std::make_move_iterator(starts.begin()),
                  std::make_move_iterator(starts.end()));
   ends_.insert(ends_.begin(), std::make_move_iterator(ends.begin()),
@@ -108,7 +108,7 @@ void HistoryQueue::Requeue(std::vector<RunStart> starts, std::vector<RunEnd> end
 }
 
 int HistoryQueue::DropQueued() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::size_t records = starts_.size() + ends_.size();
   if (records > 0) {
     logger_->Error(std::to_string(records) +

@@ -8,11 +8,11 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "stagehand/base/logger.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/store/run_history.h"
 
 namespace stagehand::engine_internal {
@@ -53,9 +53,9 @@ class HistoryQueue {
   // The database has no history tables (found by Flush): nothing more is queued.
   std::atomic<bool> missing_{false};
   std::atomic<int> dropped_{0};
-  mutable std::mutex mu_;
-  std::vector<RunStart> starts_;
-  std::vector<RunEnd> ends_;
+  mutable Mutex mu_;
+  std::vector<RunStart> starts_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<RunEnd> ends_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::engine_internal

@@ -19,22 +19,22 @@ void PrependTo(std::vector<T>& queue, std::vector<T> front) {
 }  // namespace
 
 void ReleaseQueue::Push(PendingRelease release) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   pending_.push_back(std::move(release));
 }
 
 std::vector<PendingRelease> ReleaseQueue::TakePending() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(pending_, {});
 }
 
 void ReleaseQueue::ReturnPending(std::vector<PendingRelease> releases) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PrependTo(pending_, std::move(releases));
 }
 
 void ReleaseQueue::RememberDelivered(std::vector<ReleaseRequest> requests, MonoTime now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (ReleaseRequest& request : requests) {
     request.retried = true;
     if (request.history && request.history->finish.output_tail.size() > kReplayOutputBytes) {
@@ -50,23 +50,23 @@ void ReleaseQueue::RememberDelivered(std::vector<ReleaseRequest> requests, MonoT
 }
 
 void ReleaseQueue::ReplayDelivered() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (DeliveredRelease& delivered : delivered_) replays_.push_back(std::move(delivered.request));
   delivered_.clear();
 }
 
 std::vector<ReleaseRequest> ReleaseQueue::TakeReplays() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(replays_, {});
 }
 
 void ReleaseQueue::ReturnReplays(std::vector<ReleaseRequest> replays) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PrependTo(replays_, std::move(replays));
 }
 
 void ReleaseQueue::AddDoubtfulClaim(ReleaseRequest give_back) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto same = [&](const ReleaseRequest& r) { return r.id == give_back.id; };
   if (std::count_if(doubtful_claims_.begin(), doubtful_claims_.end(), same) >=
       kMaxDoubtfulClaimsPerTask) {
@@ -76,23 +76,23 @@ void ReleaseQueue::AddDoubtfulClaim(ReleaseRequest give_back) {
 }
 
 std::vector<ReleaseRequest> ReleaseQueue::TakeDoubtfulClaims() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(doubtful_claims_, {});
 }
 
 void ReleaseQueue::ReturnDoubtfulClaims(std::vector<ReleaseRequest> claims) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   doubtful_claims_.insert(doubtful_claims_.end(), std::make_move_iterator(claims.begin()),
                           std::make_move_iterator(claims.end()));
 }
 
 bool ReleaseQueue::HasWork(bool pending) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return (pending && !pending_.empty()) || !replays_.empty() || !doubtful_claims_.empty();
 }
 
 bool ReleaseQueue::FirstReportAtRisk(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (std::find(reported_at_risk_.begin(), reported_at_risk_.end(), run_id) !=
       reported_at_risk_.end()) {
     return false;

@@ -9,12 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/planner.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/engine/observer.h"
 #include "stagehand/store/task_store.h"
 
@@ -104,12 +104,12 @@ class ReleaseQueue {
   };
 
   const std::chrono::milliseconds replay_window_;
-  mutable std::mutex mu_;
-  std::vector<PendingRelease> pending_;
-  std::deque<DeliveredRelease> delivered_;
-  std::vector<ReleaseRequest> replays_;
-  std::vector<ReleaseRequest> doubtful_claims_;
-  std::deque<std::string> reported_at_risk_;
+  mutable Mutex mu_;
+  std::vector<PendingRelease> pending_ STAGEHAND_GUARDED_BY(mu_);
+  std::deque<DeliveredRelease> delivered_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<ReleaseRequest> replays_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<ReleaseRequest> doubtful_claims_ STAGEHAND_GUARDED_BY(mu_);
+  std::deque<std::string> reported_at_risk_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::engine_internal

@@ -57,7 +57,7 @@ TaskEngine::TaskEngine(EngineContext context)
   }
   options.report_runs = history_ != nullptr;
   history_queue_ = std::make_unique<HistoryQueue>(history_, logger_);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
   handle_ = runtime_->Add(this);
 }
@@ -140,13 +140,13 @@ RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
 
 void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
   if (!history_queue_->Queue(std::move(start), std::move(end))) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KickLocked(/*timer=*/false, /*dispatcher=*/true);
 }
 
 bool TaskEngine::FlushHistory(bool prune) {
   if (history_queue_->Flush(prune)) return true;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   planner_->DatabaseFailed(clock_.MonoNow());
   return false;
 }
@@ -164,7 +164,7 @@ void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
 std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& run_id) const {
   std::shared_ptr<RunReport> report;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [task, run] : planner_->Runs()) {
       if (run->run_id == run_id) report = run->report;
     }
@@ -191,7 +191,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
   std::vector<TaskPtr> tasks;
   tasks.reserve(defs.size());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (EngineTask& def : defs) {
       STAGEHAND_ASSIGN_OR_RETURN(TaskPtr task,
                                  planner_->MakeTask(std::move(def), context_.plugin_id));
@@ -200,7 +200,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     STAGEHAND_RETURN_IF_ERROR(planner_->Reserve(tasks, context_.plugin_id));
   }
   const auto unreserve = [&] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->Unreserve(tasks);
   };
 
@@ -236,7 +236,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
         {{"task", task->def.id}});
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime now = clock_.MonoNow();
     const WallTime wall_now = clock_.Now();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -253,7 +253,7 @@ void TaskEngine::StopRecurrence(const std::string& id) {
   RunPtr run;
   bool finished_now = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     run = planner_->StopRecurrence(id, &finished_now);
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -266,7 +266,7 @@ Status TaskEngine::Redefine(EngineTask def) {
   const std::string id = def.id;
   TaskPtr successor;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (planner_->shutting_down()) {
       return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
                               "' is shutting down");
@@ -297,9 +297,9 @@ Status TaskEngine::Redefine(EngineTask def) {
   }
   const std::string settings = successor->def.schedule.settings.ToJson();
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     // A claim in flight reads its tasks' definitions outside the lock.
-    cv_.wait(lock, [&] { return !claiming_; });
+    cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return !claiming_; });
     PlannedTask* current = planner_->Find(id);
     if (current == nullptr || current->phase == PlannedTask::Phase::kFinished) {
       return NotFoundError("Task " + id + " is not scheduled in this process");
@@ -317,7 +317,7 @@ Status TaskEngine::Retire(const std::string& id) {
   bool found = false;
   bool finished_now = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     found = planner_->Retire(id, &finished_now);
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -331,7 +331,7 @@ Status TaskEngine::Retire(const std::string& id) {
 
 Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     switch (planner_->TriggerLocal(id, clock_.MonoNow(), caller)) {
       case Planner::LocalRequest::kShuttingDown:
         return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
@@ -350,12 +350,12 @@ Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
   {
     // Before the store's trigger: this host may claim the run before Trigger returns. An
     // untraced trigger clears an earlier caller whose run another host took.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->NoteTriggerCaller(id, caller, clock_.MonoNow());
   }
   STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id, caller));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (planner_->TriggeredInStore(id)) KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
@@ -385,7 +385,7 @@ Status TaskEngine::ChangeInStore(const std::string& id, const std::function<Stat
   STAGEHAND_RETURN_IF_ERROR(change());
   {
     // The row changed under what this host knows of it: it is polled before any claim.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const std::optional<MonoTime> parked =
         dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
     if (planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
@@ -401,7 +401,7 @@ Status TaskEngine::Cancel(const std::string& id) {
   RunPtr run;
   bool kill = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     switch (planner_->CancelLocal(id, &run, &kill)) {
       case Planner::LocalRequest::kNotRunning:
         return ConflictError("Task " + id + " is not running");
@@ -419,7 +419,7 @@ Status TaskEngine::Cancel(const std::string& id) {
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
   STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, context_.options.lease));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     run = planner_->CancelledInStore(id, &kill);
   }
   if (run) SignalStop(*run, kill);
@@ -427,20 +427,20 @@ Status TaskEngine::Cancel(const std::string& id) {
 }
 
 bool TaskEngine::HasLocalTask(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   return task != nullptr && !task->global();
 }
 
 std::optional<TaskState> TaskEngine::LocalTaskState(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   if (task == nullptr || task->global()) return std::nullopt;
   return task->local->state;
 }
 
 std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const PlannedTask* task = planner_->Find(id);
   if (task == nullptr) return std::nullopt;
   switch (task->phase) {
@@ -456,7 +456,7 @@ std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const
 bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   SystemClock& real = SystemClock::Instance();
   const MonoTime deadline = real.MonoNow() + real_timeout;
-  const auto engine_idle = [&] {
+  const auto engine_idle = [&]() STAGEHAND_REQUIRES(mu_) {
     if (threads_stopping_) return true;
     const MonoTime now = clock_.MonoNow();
     return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
@@ -467,21 +467,21 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   while (true) {
     std::shared_ptr<EngineRuntime> runtime;
     {
-      std::unique_lock lock(mu_);
-      if (!real.WaitUntil(lock, cv_, deadline, {}, engine_idle)) return false;
+      MutexLock lock(mu_);
+      if (!real.WaitUntil(lock.unique_lock(), cv_, deadline, {}, engine_idle)) return false;
       if (threads_stopping_) return true;
       runtime = runtime_;
     }
     const auto left = std::chrono::ceil<milliseconds>(deadline - real.MonoNow());
     if (left.count() <= 0 || !runtime->WaitIdleForTesting(left)) return false;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (engine_idle()) return true;
   }
 }
 
 void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Events can come while the constructor still builds the planner (the subscription delivers
     // other hosts' notifications at once); no task is registered yet, so none concerns this host.
     if (planner_ == nullptr) return;
@@ -503,7 +503,7 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
 DatabaseHealth TaskEngine::Database() const {
   if (context_.store == nullptr) return {};
   DatabaseHealth health = context_.store->Health();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return planner_->WithFailingCalls(std::move(health));
 }
 
@@ -514,7 +514,7 @@ TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
   const MonoTime now = clock_.MonoNow();
   Planner::DatabaseReadiness readiness;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     readiness = planner_->Readiness(std::move(store_health), now, grace);
     if (readiness.step_dispatcher) KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
@@ -543,10 +543,10 @@ void TaskEngine::DeliverBeforeExit() {
     bool done = ReleasePending();
     if (history_ != nullptr) done = FlushHistory(/*prune=*/false) && done;
     if (done) return;
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime retry_at = planner_->DatabaseRetryAt(clock_.MonoNow());
     if (retry_at >= give_up) break;
-    clock_.WaitUntil(lock, cv_, retry_at, {}, [] { return false; });
+    clock_.WaitUntil(lock.unique_lock(), cv_, retry_at, {}, [] { return false; });
   }
   int left = 0;
   {
@@ -567,12 +567,12 @@ void TaskEngine::DeliverBeforeExit() {
 void TaskEngine::Shutdown() {
   std::vector<RunPtr> to_signal;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     // A claim in flight ends within the store's call timeout; the runs it claims never start
     // (released for another host at once).
     planner_->StopClaiming();
-    cv_.wait(lock, [&] { return !claiming_; });
+    cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return !claiming_; });
     to_signal = planner_->BeginShutdown();
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -583,17 +583,19 @@ void TaskEngine::Shutdown() {
   std::vector<std::pair<TaskPtr, RunPtr>> to_kill;
   std::vector<std::pair<TaskPtr, RunPtr>> abandoned;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.shutdown_grace;
-    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
+    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
+                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
       to_kill = planner_->Runs();
     }
   }
   for (const auto& [task, run] : to_kill) SignalStop(*run, /*kill=*/true);
   if (!to_kill.empty()) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.lease / 5;
-    if (!clock_.WaitUntil(lock, cv_, deadline, {}, [&] { return runs_in_flight_ == 0; })) {
+    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
+                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
       abandoned = planner_->Runs();
     }
   }
@@ -604,29 +606,30 @@ void TaskEngine::Shutdown() {
                   RunFields(task->def.id, run->trace));
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     threads_stopping_ = true;
   }
   notifications_.reset();
   cv_.notify_all();
   std::shared_ptr<EngineRuntime> runtime;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runtime = runtime_;
   }
   if (runtime != nullptr) runtime->Remove(handle_);
   // The runs' jobs use this engine until they return (an abandoned one, with the process).
   {
-    std::unique_lock lock(jobs_->mu);
-    jobs_->cv.wait(lock, [&] { return jobs_->active == 0; });
+    MutexLock lock(jobs_->mu);
+    jobs_->cv.wait(lock.unique_lock(),
+                   [&]() STAGEHAND_REQUIRES(jobs_->mu) { return jobs_->active == 0; });
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
   DeliverBeforeExit();
   runtime.reset();  // an engine's own runtime joins its threads here
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stopped_ = true;
 }
 

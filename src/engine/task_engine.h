@@ -45,7 +45,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -57,6 +56,7 @@
 #include "engine/planner.h"
 #include "engine/release_queue.h"
 #include "stagehand/base/logger.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/engine/engine_options.h"
 #include "stagehand/engine/observer.h"
@@ -272,8 +272,8 @@ class TaskEngine final : public DrivenEngine {
   void RefreshRegistrations(const std::vector<std::string>& ids);
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
-  // Marks lanes as kicked and wakes the runtime for them. Requires mu_.
-  void KickLocked(bool timer, bool dispatcher);
+  // Marks lanes as kicked and wakes the runtime for them.
+  void KickLocked(bool timer, bool dispatcher) STAGEHAND_REQUIRES(mu_);
   RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
   // Returns a starting run's span context when runs are traced (EngineOptions::trace_runs): a
   // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
@@ -301,9 +301,9 @@ class TaskEngine final : public DrivenEngine {
   // The run jobs of this engine on the shared executor; Shutdown waits for them. Shared with the
   // jobs, so that the last one's count outlives the engine's wait.
   struct Jobs {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    int active = 0;
+    int active STAGEHAND_GUARDED_BY(mu) = 0;
   };
 
   EngineContext context_;
@@ -312,26 +312,29 @@ class TaskEngine final : public DrivenEngine {
   std::shared_ptr<SchedulerObserver> observer_;
   const bool debug_logs_;  // whether debug records are kept (skip building them otherwise)
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
   RuntimeSlots slots_{*this};
-  std::unique_ptr<Planner> planner_;  // guarded by mu_
-  bool kicked_dispatcher_ = false;
-  bool kicked_timer_ = false;
+  std::unique_ptr<Planner> planner_ STAGEHAND_GUARDED_BY(mu_);
+  bool kicked_dispatcher_ STAGEHAND_GUARDED_BY(mu_) = false;
+  bool kicked_timer_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Each lane's next due time while it is parked (not stepping); for wake-ups and the test hook.
-  bool dispatcher_parked_ = false;
-  bool timer_parked_ = false;
-  MonoTime dispatcher_deadline_{};
-  MonoTime timer_deadline_{};
-  bool stopped_ = false;
-  bool threads_stopping_ = false;  // Shutdown is stopping the dispatcher and the timer
-  bool claiming_ = false;          // the dispatcher has a claim in flight (Shutdown waits for it)
-  int runs_in_flight_ = 0;
-  int runs_outside_fn_ = 0;  // runs starting or finishing (not inside the task function)
+  bool dispatcher_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
+  bool timer_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
+  MonoTime dispatcher_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
+  MonoTime timer_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
+  bool stopped_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // Shutdown is stopping the dispatcher and the timer.
+  bool threads_stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // The dispatcher has a claim in flight (Shutdown waits for it).
+  bool claiming_ STAGEHAND_GUARDED_BY(mu_) = false;
+  int runs_in_flight_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  // Runs starting or finishing (not inside the task function).
+  int runs_outside_fn_ STAGEHAND_GUARDED_BY(mu_) = 0;
 
   ReleaseQueue releases_{context_.options.replay_window};
   // Set by a server change (under mu_): the dispatcher replays the delivered releases.
-  bool replay_due_ = false;
+  bool replay_due_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Writes given up on: what Shutdown could not deliver (with history_queue_'s dropped records).
   std::atomic<int> undelivered_{0};
 

@@ -33,7 +33,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool backing_off = false;
   std::vector<TaskPtr> reregister;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     const MonoTime now = clock_.MonoNow();
     backing_off = planner_->BackingOff(now);
@@ -63,7 +63,7 @@ MonoTime TaskEngine::DispatcherStep() {
   bool prune = false;
   std::vector<std::string> refresh;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     dispatcher_parked_ = false;
     kicked_dispatcher_ = false;
@@ -92,7 +92,7 @@ MonoTime TaskEngine::DispatcherStep() {
     if (!plan.candidates.empty()) SkipMissedSlots(plan);
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   dispatcher_deadline_ = planner_->NextDispatcherWake();
   if (releases_left || history_left) {
     // Writes the database did not take are sent again once the backoff allows.
@@ -111,7 +111,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
     milliseconds hold{0};
     bool after_server_change = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hold = planner_->RenewalHold(*task, *run, sent);
       after_server_change = run->server_changed;
     }
@@ -119,7 +119,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
         context_.store->RenewLease(id, run->ticket, hold, context_.options.lease);
     Planner::RenewalOutcome outcome{};
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       outcome = planner_->ApplyRenewal(*run, renewed, sent, clock_.MonoNow());
       if (outcome == Planner::RenewalOutcome::kStale) continue;
       KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -131,7 +131,7 @@ void TaskEngine::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due)
       const MonoTime again = clock_.MonoNow();
       Result<bool> held = context_.store->Reclaim(id, run->ticket, run->claimed_version, hold,
                                                   context_.options.lease);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       outcome = planner_->ApplyReclaim(*run, held, again, clock_.MonoNow());
       reclaimed = outcome == Planner::RenewalOutcome::kRenewed;
       KickLocked(/*timer=*/true, /*dispatcher=*/false);
@@ -213,14 +213,14 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
       context_.store->PollChanged(plan.poll_ids, plan.known_versions, plan.sweep);
   if (!polled.ok()) {
     logger_->Warn("Task state poll failed, " + polled.status().message());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->PollFailed(plan, mono_ref);
     return false;
   }
   const std::size_t known_candidates = plan.candidates.size();
   Planner::PollOutcome outcome;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outcome = planner_->ApplyPoll(plan, *polled, mono_ref);
   }
   for (const std::string& id : outcome.finished_missing) {
@@ -250,7 +250,7 @@ bool TaskEngine::Poll(Planner::DispatchPlan& plan) {
 void TaskEngine::SkipMissedSlots(Planner::DispatchPlan& plan) {
   std::vector<Planner::Skip> skips;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     skips = planner_->TakeMissedSlots(plan);
     std::vector<TaskPtr> tasks;
     for (const Planner::Skip& skip : skips) tasks.push_back(skip.task);
@@ -262,7 +262,7 @@ void TaskEngine::SkipMissedSlots(Planner::DispatchPlan& plan) {
     Result<SkipResult> skipped =
         context_.store->SkipSlot(id, skip.version, skip.slot, skip.schedule);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!skipped.ok() || !skipped->skipped) planner_->ReleaseEchoCleared(*skip.task);
       if (std::optional<Planner::Candidate> run = planner_->ApplySkip(skip, skipped, mono_ref)) {
         plan.candidates.push_back(*std::move(run));
@@ -297,7 +297,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   std::vector<std::string> tickets;
   std::vector<Planner::Candidate> reserved;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reserved = planner_->ReserveClaims(std::move(candidates), NewUuidV4, &tickets);
     if (reserved.empty()) return;
     // Chosen before the claim, which records the run's start with its trace id.
@@ -313,7 +313,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     TaskEngine* engine;
     ~ClaimDone() {
       {
-        std::lock_guard lock(engine->mu_);
+        MutexLock lock(engine->mu_);
         engine->claiming_ = false;
       }
       engine->cv_.notify_all();
@@ -361,14 +361,14 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
         releases_.AddDoubtfulClaim(std::move(give_back));
       }
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ClaimFailed(reserved, clock_.MonoNow());
     return;
   }
   std::vector<Planner::Started> started;
   std::vector<TaskPtr> lost;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     started = planner_->ApplyClaims(reserved, tickets, *claimed, sent, &lost);
     runs_in_flight_ += static_cast<int>(started.size());
     runs_outside_fn_ += static_cast<int>(started.size());
@@ -385,12 +385,12 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
 
 void TaskEngine::SubmitRun(std::function<void()> body) {
   {
-    std::lock_guard lock(jobs_->mu);
+    MutexLock lock(jobs_->mu);
     ++jobs_->active;
   }
   runtime_->SubmitRun([jobs = jobs_, body = std::move(body)] {
     body();
-    std::lock_guard lock(jobs->mu);
+    MutexLock lock(jobs->mu);
     --jobs->active;
     jobs->cv.notify_all();
   });

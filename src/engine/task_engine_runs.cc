@@ -18,7 +18,7 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
                                        const RunInfo& info) {
   Planner::StartVerdict verdict;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     verdict = planner_->StartRun(task, run, clock_.MonoNow());
   }
   const bool claim_at_risk = verdict == Planner::StartVerdict::kClaimAtRisk;
@@ -26,14 +26,14 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
   // Only a run whose function is called is reported as started, and before it is inside it.
   if (!claim_at_risk && !shutting_down) observer_->OnRunStarted(info, run.lag);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --runs_outside_fn_;
   }
   cv_.notify_all();  // WaitIdleForTesting may be waiting for this run to be inside its function
   struct BackOutside {
     TaskEngine* engine;
     ~BackOutside() {
-      std::lock_guard lock(engine->mu_);
+      MutexLock lock(engine->mu_);
       ++engine->runs_outside_fn_;
     }
   } back_outside{this};
@@ -60,7 +60,7 @@ TaskEngine::Outcome TaskEngine::Invoke(const PlannedTask& task, PlannedRun& run,
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outcome.reason = run.reason;
   }
   if (!message) return outcome;
@@ -92,7 +92,7 @@ void TaskEngine::ExecuteGlobalRun(TaskPtr task, RunPtr run) {
   LogFailure(*task, *run, outcome);
   bool held = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     held = planner_->GlobalRunReturned(*run);
   }
   // Every run is released, whether or not this host still knew its claim to hold: the release is
@@ -114,7 +114,7 @@ bool TaskEngine::PlanGlobalRunEnd(PendingRelease& ended, bool started) {
   PlannedTask& task = *ended.task;
   bool needs_attempt = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     needs_attempt = planner_->RetryNeedsRecordedAttempt(task, *ended.run, ended.error.has_value());
   }
   int recorded_attempt = 0;
@@ -136,7 +136,7 @@ bool TaskEngine::PlanGlobalRunEnd(PendingRelease& ended, bool started) {
   ended.end_undecided = false;
   Planner::GlobalRunEnd end;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     end = planner_->PlanGlobalRunEnd(task, *ended.run, started, std::move(ended.error),
                                      recorded_attempt, clock_.Now());
   }
@@ -160,7 +160,7 @@ void TaskEngine::ReportRetry(const PlannedTask& task, const RunInfo& run, int at
 void TaskEngine::EnqueueRelease(PendingRelease release) {
   releases_.Push(std::move(release));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
@@ -180,7 +180,7 @@ bool TaskEngine::ReleasePending() {
   }
   if (!unsent.empty()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       planner_->DatabaseFailed(clock_.MonoNow());
     }
     ReportGlobalRunEnds(unsent);
@@ -219,7 +219,7 @@ std::vector<PendingRelease> TaskEngine::ReleaseBatch(std::vector<PendingRelease>
     tasks.push_back(ended.task);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ReleasesSent(tasks);
   }
   // Read before the statement: a wake-up computed from it can only be early, never late.
@@ -227,7 +227,7 @@ std::vector<PendingRelease> TaskEngine::ReleaseBatch(std::vector<PendingRelease>
   Result<std::vector<ReleaseResult>> released = context_.store->ReleaseMany(releases);
   if (!released.ok()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       planner_->DatabaseFailed(clock_.MonoNow());
       for (const PendingRelease& ended : batch) planner_->ReleaseEchoCleared(*ended.task);
     }
@@ -249,7 +249,7 @@ std::vector<PendingRelease> TaskEngine::ReleaseBatch(std::vector<PendingRelease>
   }
   std::vector<ReleaseRequest> delivered;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       PendingRelease& ended = batch[i];
       const ReleaseResult& result = (*released)[i];
@@ -297,7 +297,7 @@ void TaskEngine::ReplayReleases() {
     Result<std::vector<ReleaseResult>> replayed = context_.store->ReleaseMany(batch);
     if (!replayed.ok() && replayed.status().code() == StatusCode::kUnavailable) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
       releases_.ReturnReplays(ReleaseQueue::Unsent(std::move(batches), next));
@@ -331,7 +331,7 @@ void TaskEngine::GiveBackDoubtfulClaims() {
         continue;
       }
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         planner_->DatabaseFailed(clock_.MonoNow());
       }
       releases_.ReturnDoubtfulClaims(ReleaseQueue::Unsent(std::move(batches), next));
@@ -367,7 +367,7 @@ void TaskEngine::ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                    "host has claimed or changed the task since");
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const std::string& id : polled) {
     planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
                            std::nullopt);
@@ -377,7 +377,7 @@ void TaskEngine::ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
 void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
   std::vector<TaskUpsert> upserts;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     upserts.reserve(tasks.size());
     for (const TaskPtr& task : tasks) {
       upserts.push_back(TaskUpsert{task->def.id, task->def.schedule, host_});
@@ -385,7 +385,7 @@ void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
   }
   Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
   if (!upserted.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     planner_->ReregistrationFailed();
     planner_->DatabaseFailed(clock_.MonoNow());
     return;
@@ -397,7 +397,7 @@ void TaskEngine::Reregister(const std::vector<TaskPtr>& tasks) {
 void TaskEngine::FinishGlobalRuns(std::span<PendingRelease> ended) {
   std::vector<bool> finished(ended.size());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (std::size_t i = 0; i < ended.size(); ++i) {
       const PendingRelease& run = ended[i];
       finished[i] = planner_->FinishGlobalRun(*run.task, run.run, run.row_version, run.row_next,
@@ -418,7 +418,7 @@ void TaskEngine::ReportGlobalRunEnds(std::span<PendingRelease> ended) {
   for (const PendingRelease& run : ended) newly += run.reported ? 0 : 1;
   if (newly == 0) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     runs_in_flight_ -= newly;
     runs_outside_fn_ -= newly;
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
@@ -448,7 +448,7 @@ MonoTime TaskEngine::TimerStep() {
   std::vector<RunStart> local_starts;
   MonoTime next = kMonoInfinity;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
     timer_parked_ = false;
     kicked_timer_ = false;
@@ -493,7 +493,7 @@ MonoTime TaskEngine::TimerStep() {
       ExecuteLocalRun(task, run);
     });
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   timer_deadline_ = next;
   timer_parked_ = true;
   cv_.notify_all();
@@ -510,7 +510,7 @@ void TaskEngine::ExecuteLocalRun(TaskPtr task, RunPtr run) {
   QueueHistory(std::nullopt, RunEnd{run->run_id, finish, clock_.Now()});
   Planner::LocalRunEnd end;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     end = planner_->FinishLocalRun(*task, run, outcome.error, clock_.MonoNow(), clock_.Now());
     --runs_in_flight_;
     --runs_outside_fn_;

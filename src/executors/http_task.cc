@@ -10,10 +10,10 @@
 #include <cctype>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/url.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/trace/span.h"
@@ -142,7 +142,7 @@ class Exchange {
         error = httplib::Error::Success;
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         done_ = true;
         ok_ = ok;
         error_ = error;
@@ -154,26 +154,27 @@ class Exchange {
 
   // Returns whether the exchange finished before `deadline` or `stop`.
   bool Wait(Clock& clock, MonoTime deadline, const std::stop_token& stop) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return clock.WaitUntil(lock, cv_, deadline, stop, [this] { return done_; });
+    MutexLock lock(mu_);
+    return clock.WaitUntil(lock.unique_lock(), cv_, deadline, stop,
+                           [this]() STAGEHAND_REQUIRES(mu_) { return done_; });
   }
 
   // Shuts the connection down until the helper thread has finished, then joins it.
   void Abort(Clock& clock) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (!done_) {
       // The client's stop() only reaches a connected socket; shutting down a connecting one
       // fails its connect at once instead of at the connect timeout.
       if (socket_copy_ >= 0) {
         shutdown(socket_copy_, SHUT_RDWR);
       }
-      lock.unlock();
+      lock.Unlock();
       client_.stop();
-      lock.lock();
-      clock.WaitUntil(lock, cv_, clock.MonoNow() + kAbortRetry, std::stop_token(),
-                      [this] { return done_; });
+      lock.Lock();
+      clock.WaitUntil(lock.unique_lock(), cv_, clock.MonoNow() + kAbortRetry, std::stop_token(),
+                      [this]() STAGEHAND_REQUIRES(mu_) { return done_; });
     }
-    lock.unlock();
+    lock.Unlock();
     worker_.join();
   }
 
@@ -191,7 +192,7 @@ class Exchange {
   // Abort can shut it down; a copy, so that the number is not reused while it is held.
   void Track(socket_t sock) {
     int copy = fcntl(sock, F_DUPFD_CLOEXEC, 0);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (socket_copy_ >= 0) {
       close(socket_copy_);
     }
@@ -200,16 +201,18 @@ class Exchange {
 
   httplib::Client client_;
   httplib::Request request_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable_any cv_;
-  bool done_ = false;
+  bool done_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // Written by the helper thread with mu_ held before done_; read without it once done_ was seen
+  // or the helper was joined, so not annotated.
   bool ok_ = false;
   httplib::Error error_ = httplib::Error::Success;
   httplib::Response response_;
   std::size_t max_body_bytes_ = 0;
   std::string body_;
   bool body_truncated_ = false;
-  int socket_copy_ = -1;
+  int socket_copy_ STAGEHAND_GUARDED_BY(mu_) = -1;
   std::jthread worker_;
 };
 

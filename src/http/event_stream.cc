@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "http/path_match.h"
 #include "http/run_json.h"
 #include "stagehand/base/host_name.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/uuid.h"
 #include "stagehand/model/schedule.h"
 
@@ -72,7 +72,7 @@ struct SchedulerEventStream::Hub {
 
   // Returns the subscribed writers as they are now.
   std::shared_ptr<const Writers> Snapshot() const {
-    std::lock_guard lock(clients_mu);
+    MutexLock lock(clients_mu);
     return clients;
   }
 
@@ -86,7 +86,7 @@ struct SchedulerEventStream::Hub {
     }
     {
       // Under publish_mu, so that no event falls between the catch-up and the live ones.
-      std::lock_guard publish_lock(hub->publish_mu);
+      MutexLock publish_lock(hub->publish_mu);
       hub->recording.store(true, std::memory_order_release);
       if (last_event_id) {
         std::string missed = hub->CatchUpLocked(*last_event_id);
@@ -94,7 +94,7 @@ struct SchedulerEventStream::Hub {
           return;
         }
       }
-      std::lock_guard lock(hub->clients_mu);
+      MutexLock lock(hub->clients_mu);
       if (!hub->stopped) {
         auto next = std::make_shared<Writers>(*hub->clients);
         next->push_back(writer);
@@ -110,7 +110,7 @@ struct SchedulerEventStream::Hub {
     });
     bool stopped = false;
     {
-      std::lock_guard lock(hub->clients_mu);
+      MutexLock lock(hub->clients_mu);
       stopped = hub->stopped;
     }
     if (stopped) {
@@ -119,7 +119,7 @@ struct SchedulerEventStream::Hub {
   }
 
   void Unsubscribe(const HttpBodyWriter* writer) {
-    std::lock_guard lock(clients_mu);
+    MutexLock lock(clients_mu);
     auto next = std::make_shared<Writers>();
     next->reserve(clients->size());
     for (const auto& client : *clients) {
@@ -139,7 +139,7 @@ struct SchedulerEventStream::Hub {
       return;
     }
     std::string data = http_internal::DumpJson(make_data());
-    std::lock_guard lock(publish_mu);
+    MutexLock lock(publish_mu);
     if (!triggers_in_flight.empty()) {
       TaskKey key(plugin_id, task_id);
       if (triggers_in_flight.count(key) != 0) {
@@ -153,7 +153,7 @@ struct SchedulerEventStream::Hub {
   // Numbers, records and sends one event, with publish_mu held, so that every client sees the
   // events in the order of their ids. Never with clients_mu held: a failing Write unsubscribes its
   // client on this thread.
-  void SendLocked(std::string_view name, std::string_view data) {
+  void SendLocked(std::string_view name, std::string_view data) STAGEHAND_REQUIRES(publish_mu) {
     const std::uint64_t number = next_number++;
     std::string message =
         fmt::format("id: {}-{}\nevent: {}\ndata: {}\n\n", stream_name, number, name, data);
@@ -169,7 +169,7 @@ struct SchedulerEventStream::Hub {
     }
   }
 
-  void DropExpiredLocked(MonoTime now) {
+  void DropExpiredLocked(MonoTime now) STAGEHAND_REQUIRES(publish_mu) {
     while (!ring.empty() && now - ring.front().at > options.replay_window) {
       ring.pop_front();
     }
@@ -177,7 +177,7 @@ struct SchedulerEventStream::Hub {
 
   // Returns the events after `last_event_id`, or a reset when some of them are gone or the id is
   // not one of this stream's; with publish_mu held.
-  std::string CatchUpLocked(const std::string& last_event_id) {
+  std::string CatchUpLocked(const std::string& last_event_id) STAGEHAND_REQUIRES(publish_mu) {
     DropExpiredLocked(clock.MonoNow());
     const std::uint64_t latest = next_number - 1;
     std::optional<std::uint64_t> number;
@@ -219,7 +219,7 @@ struct SchedulerEventStream::Hub {
   }
 
   void BeginTrigger(std::string_view plugin_id, std::string_view task_id) {
-    std::lock_guard lock(publish_mu);
+    MutexLock lock(publish_mu);
     ++triggers_in_flight[TaskKey(plugin_id, task_id)];
   }
 
@@ -231,7 +231,7 @@ struct SchedulerEventStream::Hub {
     if (triggered && recording.load(std::memory_order_acquire)) {
       data = http_internal::DumpJson(TaskEvent(plugin_id, task_id));
     }
-    std::lock_guard lock(publish_mu);
+    MutexLock lock(publish_mu);
     if (!data.empty()) {
       SendLocked("task.triggered", data);
     }
@@ -271,19 +271,19 @@ struct SchedulerEventStream::Hub {
   }
 
   void KeepAlive(const std::stop_token& stop) {
-    std::unique_lock lock(wait_mu);
+    MutexLock lock(wait_mu);
     while (!stop.stop_requested()) {
       const MonoTime next = clock.MonoNow() + options.keepalive_interval;
-      if (clock.WaitUntil(lock, wait_cv, next, stop, [] { return false; }) ||
+      if (clock.WaitUntil(lock.unique_lock(), wait_cv, next, stop, [] { return false; }) ||
           stop.stop_requested()) {
         continue;
       }
-      lock.unlock();
+      lock.Unlock();
       const std::shared_ptr<const Writers> writers = Snapshot();
       for (const auto& writer : *writers) {
         writer->Write(": keepalive\n\n");
       }
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -292,28 +292,29 @@ struct SchedulerEventStream::Hub {
   const std::string host;
   const std::string stream_name;
 
-  mutable std::mutex clients_mu;
-  std::shared_ptr<const Writers> clients = std::make_shared<Writers>();  // guarded by clients_mu
-  bool stopped = false;                                                  // guarded by clients_mu
+  mutable Mutex clients_mu;
+  std::shared_ptr<const Writers> clients STAGEHAND_GUARDED_BY(clients_mu) =
+      std::make_shared<Writers>();
+  bool stopped STAGEHAND_GUARDED_BY(clients_mu) = false;
 
   // Taken before clients_mu when both are held.
-  std::mutex publish_mu;
+  Mutex publish_mu;
   // Events are numbered, recorded and built only from the first client on: a process nobody
   // watches pays nothing for its stream.
-  std::atomic<bool> recording{false};         // set with publish_mu held, read without it
-  std::uint64_t next_number = 1;              // guarded by publish_mu
-  std::deque<Recorded> ring;                  // guarded by publish_mu; oldest first
-  std::map<TaskKey, int> triggers_in_flight;  // guarded by publish_mu
-  std::map<TaskKey, std::vector<Held>> held;  // guarded by publish_mu
+  std::atomic<bool> recording{false};  // set with publish_mu held, read without it
+  std::uint64_t next_number STAGEHAND_GUARDED_BY(publish_mu) = 1;
+  std::deque<Recorded> ring STAGEHAND_GUARDED_BY(publish_mu);  // oldest first
+  std::map<TaskKey, int> triggers_in_flight STAGEHAND_GUARDED_BY(publish_mu);
+  std::map<TaskKey, std::vector<Held>> held STAGEHAND_GUARDED_BY(publish_mu);
 
   // When each run still going started, by run id, so that its run.ended names the same start as
   // its run.started.
-  std::mutex starts_mu;
-  std::map<std::string, WallTime, std::less<>> starts;  // guarded by starts_mu
+  Mutex starts_mu;
+  std::map<std::string, WallTime, std::less<>> starts STAGEHAND_GUARDED_BY(starts_mu);
 
-  std::mutex lifecycle_mu;
-  std::jthread keepalive;  // guarded by lifecycle_mu
-  std::mutex wait_mu;
+  Mutex lifecycle_mu;
+  std::jthread keepalive STAGEHAND_GUARDED_BY(lifecycle_mu);
+  Mutex wait_mu;
   std::condition_variable_any wait_cv;
 };
 
@@ -323,12 +324,12 @@ SchedulerEventStream::SchedulerEventStream(EventStreamOptions options)
 SchedulerEventStream::~SchedulerEventStream() { Stop(); }
 
 void SchedulerEventStream::Start() {
-  std::lock_guard lock(hub_->lifecycle_mu);
+  MutexLock lock(hub_->lifecycle_mu);
   if (hub_->keepalive.joinable()) {
     return;
   }
   {
-    std::lock_guard clients_lock(hub_->clients_mu);
+    MutexLock clients_lock(hub_->clients_mu);
     if (hub_->stopped) {
       return;
     }
@@ -340,7 +341,7 @@ void SchedulerEventStream::Start() {
 void SchedulerEventStream::Stop() {
   std::shared_ptr<const Writers> clients;
   {
-    std::lock_guard lock(hub_->clients_mu);
+    MutexLock lock(hub_->clients_mu);
     hub_->stopped = true;
     clients = std::exchange(hub_->clients, std::make_shared<Writers>());
   }
@@ -348,7 +349,7 @@ void SchedulerEventStream::Stop() {
     writer->Close();
   }
   std::jthread keepalive;  // requested to stop and joined as it goes out of scope
-  std::lock_guard lock(hub_->lifecycle_mu);
+  MutexLock lock(hub_->lifecycle_mu);
   keepalive = std::move(hub_->keepalive);
 }
 
@@ -376,7 +377,7 @@ std::size_t SchedulerEventStream::client_count() const { return hub_->Snapshot()
 void SchedulerEventStream::OnRunStarted(const RunInfo& run, std::chrono::nanoseconds /*lag*/) {
   const WallTime started_at = hub_->clock.Now();
   {
-    std::lock_guard lock(hub_->starts_mu);
+    MutexLock lock(hub_->starts_mu);
     hub_->starts.insert_or_assign(std::string(run.run_id), started_at);
   }
   hub_->Publish(run.plugin_id, run.task_id, "run.started",
@@ -389,7 +390,7 @@ void SchedulerEventStream::OnRunFinished(const RunInfo& run, const RunFinish& fi
   const auto duration_ms = std::chrono::floor<std::chrono::milliseconds>(duration);
   WallTime started_at = ended_at - duration_ms;
   {
-    std::lock_guard lock(hub_->starts_mu);
+    MutexLock lock(hub_->starts_mu);
     if (auto it = hub_->starts.find(run.run_id); it != hub_->starts.end()) {
       started_at = it->second;
       hub_->starts.erase(it);

@@ -26,7 +26,6 @@
 #include <exception>
 #include <future>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -38,6 +37,7 @@
 #include "http/request_reader.h"
 #include "http/response_compression.h"
 #include "stagehand/base/json_string.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/http/error_response.h"
 
 namespace stagehand {
@@ -147,7 +147,7 @@ class HandlerPool {
   // Queues `job`. Returns false when max_queued jobs are already waiting.
   bool TrySubmit(std::function<void()> job) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (jobs_.size() >= max_queued_ || stopping_) {
         return false;
       }
@@ -160,7 +160,7 @@ class HandlerPool {
   // Runs what is queued, then joins the threads.
   void Join() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
@@ -177,8 +177,9 @@ class HandlerPool {
     for (;;) {
       std::function<void()> job;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        MutexLock lock(mu_);
+        cv_.wait(lock.unique_lock(),
+                 [&]() STAGEHAND_REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
         if (jobs_.empty()) {
           return;
         }
@@ -190,10 +191,10 @@ class HandlerPool {
   }
 
   const std::size_t max_queued_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
+  std::deque<std::function<void()>> jobs_ STAGEHAND_GUARDED_BY(mu_);
+  bool stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -239,7 +240,7 @@ struct ServerCore {
     HttpHandler handler;
     std::optional<std::string_view> relative;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       for (const auto& [prefix, mounted] : mounts) {
         relative = http_internal::StripMount(request.path, prefix);
         if (relative) {
@@ -276,7 +277,7 @@ struct ServerCore {
         return std::string(health);
       }
     }
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (const auto& [prefix, mounted] : mounts) {
       if (http_internal::StripMount(path, prefix)) {
         return prefix;
@@ -332,8 +333,8 @@ struct ServerCore {
   http_internal::RequestLimits limits;
   Clock* clock;
   std::shared_ptr<Logger> logger;
-  std::mutex mu;
-  std::vector<std::pair<std::string, HttpHandler>> mounts;  // guarded by mu
+  Mutex mu;
+  std::vector<std::pair<std::string, HttpHandler>> mounts STAGEHAND_GUARDED_BY(mu);
   std::atomic<bool> ready{false};
   std::function<std::optional<std::string>()> readiness_check;  // set before Start
   std::atomic<std::uint16_t> bound_port{0};
@@ -344,8 +345,8 @@ struct ServerCore {
   asio::steady_timer accept_pause{io};
   std::unique_ptr<HandlerPool> handlers;
   std::thread io_thread;
-  bool started = false;  // guarded by start_mu
-  std::mutex start_mu;
+  Mutex start_mu;
+  bool started STAGEHAND_GUARDED_BY(start_mu) = false;
 
   // I/O thread only.
   std::unordered_map<Connection*, std::shared_ptr<Connection>> connections;
@@ -371,36 +372,43 @@ class StreamWriter final : public HttpBodyWriter {
   bool Write(std::string data) override;
   void Close() override;
   bool closed() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return closed_;
   }
   void OnClose(std::function<void()> callback) override {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (!closed_) {
       on_close_.push_back(std::move(callback));
       return;
     }
-    lock.unlock();
+    lock.Unlock();
     callback();
   }
 
   // Marks the stream closed because the connection closed. I/O thread.
-  void Detach() { MarkClosed(std::unique_lock(mu_)); }
+  void Detach() {
+    MutexLock lock(mu_);
+    std::vector<std::function<void()>> callbacks = MarkClosed();
+    lock.Unlock();
+    RunCallbacks(callbacks);
+  }
   // Gives back backlog once `bytes` were written. I/O thread.
   void Sent(std::size_t bytes) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     backlog_ -= std::min(backlog_, bytes);
   }
 
  private:
-  // Closes the stream (once) and runs the close callbacks after releasing `lock`.
-  void MarkClosed(std::unique_lock<std::mutex> lock) {
+  // Closes the stream (once) and returns the close callbacks, for the caller to run once it has
+  // released mu_ (none if it was closed already).
+  std::vector<std::function<void()>> MarkClosed() STAGEHAND_REQUIRES(mu_) {
     if (closed_) {
-      return;
+      return {};
     }
     closed_ = true;
-    std::vector<std::function<void()>> callbacks = std::move(on_close_);
-    lock.unlock();
+    return std::move(on_close_);
+  }
+  static void RunCallbacks(const std::vector<std::function<void()>>& callbacks) {
     for (const std::function<void()>& callback : callbacks) {
       callback();
     }
@@ -419,10 +427,10 @@ class StreamWriter final : public HttpBodyWriter {
   asio::io_context& io_;
   std::weak_ptr<Connection> connection_;
   const std::size_t max_backlog_;
-  mutable std::mutex mu_;
-  bool closed_ = false;                          // guarded by mu_
-  std::size_t backlog_ = 0;                      // guarded by mu_
-  std::vector<std::function<void()>> on_close_;  // guarded by mu_
+  mutable Mutex mu_;
+  bool closed_ STAGEHAND_GUARDED_BY(mu_) = false;
+  std::size_t backlog_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  std::vector<std::function<void()>> on_close_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 // One client connection, driven by the I/O thread: waits for a request (idle, then its head),
@@ -840,13 +848,15 @@ class Connection final : public std::enable_shared_from_this<Connection> {
 };
 
 bool StreamWriter::Write(std::string data) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) {
     return false;
   }
   if (backlog_ + data.size() > max_backlog_) {
     OnConnection([](Connection& connection) { connection.Close(); });
-    MarkClosed(std::move(lock));
+    std::vector<std::function<void()>> callbacks = MarkClosed();
+    lock.Unlock();
+    RunCallbacks(callbacks);
     return false;
   }
   backlog_ += data.size();
@@ -857,12 +867,14 @@ bool StreamWriter::Write(std::string data) {
 }
 
 void StreamWriter::Close() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) {
     return;
   }
   OnConnection([](Connection& connection) { connection.EndStream(); });
-  MarkClosed(std::move(lock));
+  std::vector<std::function<void()>> callbacks = MarkClosed();
+  lock.Unlock();
+  RunCallbacks(callbacks);
 }
 
 void ServerCore::AwaitConnections() {
@@ -991,7 +1003,7 @@ void HttpServer::Mount(std::string prefix, HttpHandler handler) {
   while (!prefix.empty() && prefix.back() == '/') {
     prefix.pop_back();
   }
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   for (auto& [existing, mounted] : impl_->mounts) {
     if (EqualsIgnoreCase(existing, prefix)) {
       mounted = std::move(handler);
@@ -1049,11 +1061,11 @@ Result<tcp::endpoint> Listen(tcp::acceptor& acceptor, const std::string& host, s
 }  // namespace
 
 Status HttpServer::Start() {
-  std::lock_guard lock(impl_->start_mu);
-  if (impl_->started) {
+  Impl& impl = *impl_;
+  MutexLock lock(impl.start_mu);
+  if (impl.started) {
     return FailedPreconditionError("the HTTP server is already started");
   }
-  Impl& impl = *impl_;
   STAGEHAND_ASSIGN_OR_RETURN(tcp::endpoint bound,
                              Listen(impl.acceptor, impl.options.host, impl.options.port));
   rlimit files{};
@@ -1078,8 +1090,8 @@ Status HttpServer::Start() {
 }
 
 void HttpServer::Stop() {
-  std::lock_guard lock(impl_->start_mu);
   Impl& impl = *impl_;
+  MutexLock lock(impl.start_mu);
   if (!impl.started || !impl.io_thread.joinable()) {
     return;
   }

@@ -8,11 +8,11 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "stagehand/base/check.h"
+#include "stagehand/base/mutex.h"
 
 namespace stagehand {
 namespace {
@@ -178,7 +178,7 @@ class FamilyBase {
     out += ' ';
     out += TypeName(type_);
     out += '\n';
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     RenderSeries(out);
   }
 
@@ -187,14 +187,14 @@ class FamilyBase {
   void CheckLabelCount(const std::vector<std::string>& label_values) const {
     STAGEHAND_CHECK(label_values.size() == label_names_.size());
   }
-  // Appends the series lines; called with mu_ held.
-  virtual void RenderSeries(std::string& out) const = 0;
+  // Appends the series lines.
+  virtual void RenderSeries(std::string& out) const STAGEHAND_REQUIRES(mu_) = 0;
 
   const MetricType type_;
   const std::string name_;
   const std::string help_;
   const std::vector<std::string> label_names_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
 };
 
 // One double per label set: the storage and rendering counters and gauges share.
@@ -204,25 +204,25 @@ class ScalarFamily : public FamilyBase {
 
   void AddToSeries(const std::vector<std::string>& label_values, double delta) {
     CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     series_.FindOrInsert(label_values, 0.0) += delta;
   }
 
   void SetSeries(const std::vector<std::string>& label_values, double value) {
     CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     series_.FindOrInsert(label_values, 0.0) = value;
   }
 
   double SeriesValue(const std::vector<std::string>& label_values) const {
     CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const double* value = series_.Find(label_values);
     return value == nullptr ? 0.0 : *value;
   }
 
  private:
-  void RenderSeries(std::string& out) const override {
+  void RenderSeries(std::string& out) const override STAGEHAND_REQUIRES(mu_) {
     for (const auto& entry : series_.entries()) {
       AppendSeriesHead(out, name_, "", label_names_, *entry.label_values);
       AppendNumber(out, entry.value);
@@ -230,7 +230,7 @@ class ScalarFamily : public FamilyBase {
     }
   }
 
-  SeriesTable<double> series_;  // guarded by mu_
+  SeriesTable<double> series_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 class CounterImpl final : public ScalarFamily, public CounterFamily {
@@ -287,7 +287,7 @@ class HistogramImpl final : public FamilyBase, public HistogramFamily {
             ? bounds_.size()
             : static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
                                        bounds_.begin());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Data& data = series_.FindOrInsert(
         label_values, Data{std::vector<unsigned long long>(bounds_.size() + 1, 0ULL)});
     ++data.buckets[bucket];
@@ -297,7 +297,7 @@ class HistogramImpl final : public FamilyBase, public HistogramFamily {
 
   unsigned long long Count(const std::vector<std::string>& label_values) const override {
     CheckLabelCount(label_values);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const Data* data = series_.Find(label_values);
     return data == nullptr ? 0 : data->count;
   }
@@ -309,7 +309,7 @@ class HistogramImpl final : public FamilyBase, public HistogramFamily {
     unsigned long long count = 0;
   };
 
-  void RenderSeries(std::string& out) const override {
+  void RenderSeries(std::string& out) const override STAGEHAND_REQUIRES(mu_) {
     for (const auto& entry : series_.entries()) {
       const Data& data = entry.value;
       unsigned long long cumulative = 0;
@@ -328,7 +328,7 @@ class HistogramImpl final : public FamilyBase, public HistogramFamily {
   }
 
   const std::vector<double> bounds_;
-  SeriesTable<Data> series_;  // guarded by mu_
+  SeriesTable<Data> series_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 void CheckNames(std::string_view name, const std::vector<std::string>& label_names) {
@@ -346,7 +346,7 @@ void CheckNames(std::string_view name, const std::vector<std::string>& label_nam
 struct MetricsRegistry::Impl {
   // Returns the family named `name` after checking it has `type` and `label_names`, or null.
   FamilyBase* Existing(const std::string& name, MetricType type,
-                       const std::vector<std::string>& label_names) {
+                       const std::vector<std::string>& label_names) STAGEHAND_REQUIRES(mu) {
     const auto it = by_name.find(name);
     if (it == by_name.end()) {
       return nullptr;
@@ -357,16 +357,16 @@ struct MetricsRegistry::Impl {
   }
 
   template <typename Family>
-  Family& Add(std::string name, std::unique_ptr<Family> family) {
+  Family& Add(std::string name, std::unique_ptr<Family> family) STAGEHAND_REQUIRES(mu) {
     Family& result = *family;
     by_name.emplace(std::move(name), family.get());
     families.push_back(std::move(family));
     return result;
   }
 
-  mutable std::mutex mu;
-  std::vector<std::unique_ptr<FamilyBase>> families;     // creation order; guarded by mu
-  std::unordered_map<std::string, FamilyBase*> by_name;  // guarded by mu
+  mutable Mutex mu;
+  std::vector<std::unique_ptr<FamilyBase>> families STAGEHAND_GUARDED_BY(mu);  // creation order
+  std::unordered_map<std::string, FamilyBase*> by_name STAGEHAND_GUARDED_BY(mu);
 };
 
 MetricsRegistry::MetricsRegistry() : impl_(std::make_unique<Impl>()) {}
@@ -377,7 +377,7 @@ CounterFamily& MetricsRegistry::Counter(std::string name, std::string help,
                                         std::vector<std::string> label_names) {
   CheckNames(name, label_names);
   STAGEHAND_CHECK(name.size() > 6 && name.substr(name.size() - 6) == "_total");
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (FamilyBase* existing = impl_->Existing(name, MetricType::kCounter, label_names)) {
     return static_cast<CounterImpl&>(*existing);
   }
@@ -388,7 +388,7 @@ CounterFamily& MetricsRegistry::Counter(std::string name, std::string help,
 GaugeFamily& MetricsRegistry::Gauge(std::string name, std::string help,
                                     std::vector<std::string> label_names) {
   CheckNames(name, label_names);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (FamilyBase* existing = impl_->Existing(name, MetricType::kGauge, label_names)) {
     return static_cast<GaugeImpl&>(*existing);
   }
@@ -405,7 +405,7 @@ HistogramFamily& MetricsRegistry::Histogram(std::string name, std::string help,
     STAGEHAND_CHECK(std::isfinite(bucket_bounds[i]));
     STAGEHAND_CHECK(i == 0 || bucket_bounds[i - 1] < bucket_bounds[i]);
   }
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (FamilyBase* existing = impl_->Existing(name, MetricType::kHistogram, label_names)) {
     auto& histogram = static_cast<HistogramImpl&>(*existing);
     STAGEHAND_CHECK(histogram.bounds() == bucket_bounds);
@@ -419,7 +419,7 @@ HistogramFamily& MetricsRegistry::Histogram(std::string name, std::string help,
 std::string MetricsRegistry::RenderPrometheusText() const {
   std::vector<const FamilyBase*> families;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     families.reserve(impl_->families.size());
     for (const auto& family : impl_->families) {
       families.push_back(family.get());

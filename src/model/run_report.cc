@@ -5,7 +5,7 @@ namespace stagehand {
 RunReport::RunReport(std::size_t max_output_bytes) : max_output_bytes_(max_output_bytes) {}
 
 void RunReport::AppendOutput(std::string_view bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_.output_bytes += bytes.size();
   if (bytes.size() >= max_output_bytes_) {
     state_.output_tail.assign(bytes.substr(bytes.size() - max_output_bytes_));
@@ -19,22 +19,22 @@ void RunReport::AppendOutput(std::string_view bytes) {
 }
 
 void RunReport::SetExitCode(int code) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_.exit_code = code;
 }
 
 void RunReport::SetSignal(int signal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_.signal = signal;
 }
 
 void RunReport::SetHttpStatus(int status) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_.http_status = status;
 }
 
 RunReport::Snapshot RunReport::Read() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 

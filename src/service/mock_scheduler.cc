@@ -38,7 +38,7 @@ Status MockScheduler::ScheduleTask(TaskDefinition task) {
   schedule.scope = task.scope;
   entry->settings = BuildTaskSettings(schedule);
   entry->task = std::move(task);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::string id = entry->task.id;
   if (tasks_.find(id) == tasks_.end()) order_.push_back(id);
   tasks_[id] = std::move(entry);
@@ -53,7 +53,7 @@ Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
   std::shared_ptr<RunReport> report;
   std::string run_id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
     entry = it->second;
@@ -92,7 +92,7 @@ Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
   RunReport::Snapshot reported = report->Read();
   std::shared_ptr<std::promise<Status>> waiter;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     entry->running = false;
     if (entry->pause && entry->pause->pending) {
       entry->pause->pending = false;
@@ -130,7 +130,7 @@ Status MockScheduler::Run(std::string_view id, RunTrigger trigger) {
 Status MockScheduler::CancelTask(std::string_view id) {
   std::stop_source to_signal;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = tasks_.find(id);
     if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
     if (!it->second->running) return ConflictError("Task " + std::string(id) + " is not running");
@@ -142,7 +142,7 @@ Status MockScheduler::CancelTask(std::string_view id) {
 }
 
 std::vector<TaskDescriptor> MockScheduler::GetScheduledTasks() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TaskDescriptor> descriptors;
   for (const std::string& id : order_) {
     const Entry& entry = *tasks_.at(id);
@@ -152,7 +152,7 @@ std::vector<TaskDescriptor> MockScheduler::GetScheduledTasks() const {
 }
 
 Result<std::vector<TaskListing>> MockScheduler::ListTasks() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<TaskListing> listing;
   for (const std::string& id : order_) {
     const Entry& entry = *tasks_.at(id);
@@ -166,7 +166,7 @@ Result<std::vector<TaskListing>> MockScheduler::ListTasks() const {
 }
 
 Status MockScheduler::PauseTask(std::string_view id, const PauseRequest& request) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
   Entry& entry = *it->second;
@@ -180,13 +180,13 @@ Status MockScheduler::PauseTask(std::string_view id, const PauseRequest& request
   if (!running || !request.cancel_run) return Status::Ok();
   entry.cancelled = true;
   std::stop_source to_signal = std::exchange(entry.stop, std::stop_source());
-  lock.unlock();
+  lock.Unlock();
   to_signal.request_stop();
   return Status::Ok();
 }
 
 Status MockScheduler::ResumeTask(std::string_view id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return NotFoundError("Task " + std::string(id) + " not found");
   if (!it->second->pause) return ConflictError("Task " + std::string(id) + " is not paused");
@@ -195,7 +195,7 @@ Status MockScheduler::ResumeTask(std::string_view id) {
 }
 
 std::shared_future<Status> MockScheduler::WaitForTask(std::string_view id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end()) {
     std::promise<Status> missing;
@@ -214,7 +214,7 @@ void MockScheduler::RunStartup() {
   if (options_.skip_task_run_on_startup) return;
   std::vector<std::string> ids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const std::string& id : order_) {
       const TaskDefinition& task = tasks_.at(id)->task;
       if (task.initial_delay && !options_.include_initial_delayed_tasks_on_startup) continue;
@@ -235,7 +235,7 @@ void MockScheduler::RunStartup() {
 void MockScheduler::Shutdown() {
   std::vector<std::stop_source> to_signal;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     shut_down_ = true;
     for (auto& [id, entry] : tasks_) to_signal.push_back(entry->stop);
   }
@@ -255,7 +255,7 @@ Result<RunPage> MockScheduler::GetTaskRuns(std::string_view task_id, int limit,
     return InvalidArgumentError("limit must be between 1 and " + std::to_string(kMaxRunPageSize) +
                                 ", got " + std::to_string(limit));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::size_t end = runs_.size();  // runs_[end - 1] is the newest candidate
   if (before) {
     std::optional<std::size_t> anchor = FindRunLocked(*before);
@@ -287,7 +287,7 @@ Result<RunDetail> MockScheduler::GetRun(std::string_view run_id) const {
   std::shared_ptr<RunReport> report;
   RunDetail detail;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::optional<std::size_t> index = FindRunLocked(run_id);
     if (!index) return NotFoundError("Run " + std::string(run_id) + " does not exist");
     detail.run = runs_[*index];

@@ -2,11 +2,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "engine/task_engine.h"
 #include "stagehand/base/host_name.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/service/task_row_state.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
@@ -59,8 +59,8 @@ struct PluginScheduler::Impl {
 
   PluginSchedulerOptions options;
   Clock* clock;
-  mutable std::mutex mu;
-  std::vector<TaskDescriptor> descriptors;
+  mutable Mutex mu;
+  std::vector<TaskDescriptor> descriptors STAGEHAND_GUARDED_BY(mu);
   engine_internal::TaskEngine engine;
 };
 
@@ -168,7 +168,7 @@ Status PluginScheduler::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   std::vector<std::string> ids;
   ids.reserve(descriptors.size());
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->descriptors.reserve(impl_->descriptors.size() + descriptors.size());
     for (TaskDescriptor& descriptor : descriptors) {
       ids.push_back(descriptor.id);
@@ -190,7 +190,7 @@ Status PluginScheduler::RescheduleTask(TaskDefinition task) {
   Status redefined = impl_->engine.Redefine(std::move(engine_task));
   if (redefined.code() == StatusCode::kNotFound) return ScheduleTask(std::move(task));
   STAGEHAND_RETURN_IF_ERROR(redefined);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   for (TaskDescriptor& known : impl_->descriptors) {
     if (known.id == descriptor.id) {
       known = std::move(descriptor);
@@ -204,7 +204,7 @@ Status PluginScheduler::RescheduleTask(TaskDefinition task) {
 Status PluginScheduler::UnscheduleTask(std::string_view id) {
   const std::string task_id(id);
   STAGEHAND_RETURN_IF_ERROR(impl_->engine.Retire(task_id));
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   std::erase_if(impl_->descriptors,
                 [&](const TaskDescriptor& descriptor) { return descriptor.id == task_id; });
   return Status::Ok();
@@ -262,7 +262,7 @@ Result<KeyedOutcome> PluginScheduler::ApplyOnce(const KeyedRequest& request,
 }
 
 std::vector<TaskDescriptor> PluginScheduler::GetScheduledTasks() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->descriptors;
 }
 
@@ -324,7 +324,7 @@ Result<RunHistory*> PluginScheduler::Impl::History() const {
 
 Result<bool> PluginScheduler::Impl::TaskExists(const std::string& task_id) const {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (const TaskDescriptor& descriptor : descriptors) {
       if (descriptor.id == task_id) return true;
     }

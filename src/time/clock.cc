@@ -1,12 +1,14 @@
 #include "stagehand/time/clock.h"
 
+#include "stagehand/base/mutex.h"
+
 namespace stagehand {
 
 bool Clock::SleepUntil(MonoTime deadline, std::stop_token stop) {
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  WaitUntil(lock, cv, deadline, stop, [] { return false; });
+  MutexLock lock(mu);
+  WaitUntil(lock.unique_lock(), cv, deadline, stop, [] { return false; });
   return !stop.stop_requested() && MonoNow() >= deadline;
 }
 

@@ -16,19 +16,19 @@ ManualClock::ManualClock(WallTime wall_start)
     : wall_(wall_start), mono_(MonoTime(std::chrono::hours(1))) {}
 
 ManualClock::~ManualClock() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   STAGEHAND_CHECK(waiters_.empty());
 }
 
 WallTime ManualClock::DefaultStart() { return WallTime(kDefaultStartEpoch); }
 
 WallTime ManualClock::Now() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return wall_;
 }
 
 MonoTime ManualClock::MonoNow() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return mono_;
 }
 
@@ -37,12 +37,12 @@ bool ManualClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_v
                             const std::function<bool()>& done) {
   STAGEHAND_CHECK(lock.owns_lock());
   auto deadline_reached = [&] {
-    std::lock_guard clock_lock(mu_);
+    MutexLock clock_lock(mu_);
     return mono_ >= deadline;
   };
   std::list<Waiter>::iterator self;
   {
-    std::lock_guard clock_lock(mu_);
+    MutexLock clock_lock(mu_);
     self = waiters_.insert(waiters_.end(),
                            Waiter{lock.mutex(), &cv, deadline, std::this_thread::get_id(), 0});
   }
@@ -54,8 +54,9 @@ bool ManualClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_v
   // entry while doing so. Release the caller's mutex so it can finish, then leave.
   lock.unlock();
   {
-    std::unique_lock clock_lock(mu_);
-    waiters_changed_.wait(clock_lock, [&] { return self->pins == 0; });
+    MutexLock clock_lock(mu_);
+    waiters_changed_.wait(clock_lock.unique_lock(),
+                          [&]() STAGEHAND_REQUIRES(mu_) { return self->pins == 0; });
     waiters_.erase(self);
   }
   waiters_changed_.notify_all();
@@ -66,7 +67,7 @@ bool ManualClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_v
 void ManualClock::Advance(std::chrono::nanoseconds delta) {
   STAGEHAND_CHECK(delta.count() >= 0);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     mono_ += std::chrono::duration_cast<MonoTime::duration>(delta);
     wall_ += std::chrono::duration_cast<WallTime::duration>(delta);
   }
@@ -76,7 +77,7 @@ void ManualClock::Advance(std::chrono::nanoseconds delta) {
 void ManualClock::AdvanceTo(MonoTime deadline) {
   std::chrono::nanoseconds delta{0};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (deadline > mono_) delta = deadline - mono_;
   }
   Advance(delta);
@@ -90,23 +91,23 @@ bool ManualClock::AdvanceToNextDeadline() {
 }
 
 void ManualClock::SetWallTime(WallTime wall) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   wall_ = wall;
 }
 
 std::size_t ManualClock::NumWaiters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return waiters_.size();
 }
 
 bool ManualClock::IsWaiting(std::thread::id thread) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::any_of(waiters_.begin(), waiters_.end(),
                      [&](const Waiter& waiter) { return waiter.thread == thread; });
 }
 
 std::optional<MonoTime> ManualClock::NextDeadline() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<MonoTime> next;
   for (const Waiter& waiter : waiters_) {
     if (waiter.deadline == kMonoInfinity) continue;
@@ -117,14 +118,16 @@ std::optional<MonoTime> ManualClock::NextDeadline() const {
 
 bool ManualClock::BlockUntilWaiters(std::size_t count,
                                     std::chrono::milliseconds real_timeout) const {
-  std::unique_lock lock(mu_);
-  return waiters_changed_.wait_for(lock, real_timeout, [&] { return waiters_.size() >= count; });
+  MutexLock lock(mu_);
+  return waiters_changed_.wait_for(lock.unique_lock(), real_timeout, [&]() STAGEHAND_REQUIRES(mu_) {
+    return waiters_.size() >= count;
+  });
 }
 
 void ManualClock::WakeDueWaiters() {
   std::vector<std::list<Waiter>::iterator> due;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
       if (it->deadline <= mono_) {
         ++it->pins;
@@ -140,7 +143,7 @@ void ManualClock::WakeDueWaiters() {
       std::lock_guard waiter_lock(*it->mutex);
       it->cv->notify_all();
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --it->pins;
   }
   if (!due.empty()) waiters_changed_.notify_all();

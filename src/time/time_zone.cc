@@ -11,13 +11,13 @@
 #include <exception>
 #include <iterator>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "stagehand/base/file.h"
+#include "stagehand/base/mutex.h"
 #include "time/civil.h"
 #include "time/posix_tz.h"
 #include "time/time_zone_internal.h"
@@ -305,14 +305,17 @@ const PosixRule* PosixRuleOf(const TimeZone& zone) {
     return cached_rule;
   }
 
-  static std::mutex& mu = *new std::mutex;
-  static auto& rules = *new std::unordered_map<const void*, std::optional<PosixRule>>;
+  struct RuleCache {
+    Mutex mu;
+    std::unordered_map<const void*, std::optional<PosixRule>> rules STAGEHAND_GUARDED_BY(mu);
+  };
+  static RuleCache& cache = *new RuleCache;
   const PosixRule* rule = nullptr;
   {
-    std::lock_guard lock(mu);
-    auto it = rules.find(zone.native());
-    if (it == rules.end()) {
-      it = rules.emplace(zone.native(), LoadPosixRule(zone.name())).first;
+    MutexLock lock(cache.mu);
+    auto it = cache.rules.find(zone.native());
+    if (it == cache.rules.end()) {
+      it = cache.rules.emplace(zone.native(), LoadPosixRule(zone.name())).first;
     }
     rule = it->second ? &*it->second : nullptr;
   }

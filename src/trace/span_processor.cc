@@ -18,10 +18,10 @@ BatchSpanProcessor::BatchSpanProcessor(Clock& clock, SpanExportFunction export_b
 BatchSpanProcessor::~BatchSpanProcessor() { Shutdown(); }
 
 void BatchSpanProcessor::OnEnd(SpanData span) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_ || queue_.size() >= options_.max_queue_size) {
     ++counts_.dropped;
-    lock.unlock();
+    lock.Unlock();
     if (options_.on_counted) options_.on_counted("dropped", 1);
     return;
   }
@@ -33,17 +33,17 @@ void BatchSpanProcessor::OnEnd(SpanData span) {
 }
 
 bool BatchSpanProcessor::ForceFlush(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (shut_down_) return queue_.empty();
   const std::uint64_t ticket = ++flush_requested_;
   cv_.notify_all();
-  return clock_.WaitUntil(lock, cv_, clock_.MonoNow() + timeout, {},
-                          [&] { return flush_done_ >= ticket; });
+  return clock_.WaitUntil(lock.unique_lock(), cv_, clock_.MonoNow() + timeout, {},
+                          [&]() STAGEHAND_REQUIRES(mu_) { return flush_done_ >= ticket; });
 }
 
 void BatchSpanProcessor::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     ++flush_requested_;
@@ -54,20 +54,21 @@ void BatchSpanProcessor::Shutdown() {
 }
 
 SpanCounts BatchSpanProcessor::counts() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return counts_;
 }
 
 void BatchSpanProcessor::Loop(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     const MonoTime deadline =
         queue_.empty() ? kMonoInfinity : oldest_queued_at_ + options_.schedule_delay;
-    const auto ready = [&] {
+    const auto ready = [&]() STAGEHAND_REQUIRES(mu_) {
       return queue_.size() >= options_.max_export_batch_size || flush_done_ < flush_requested_ ||
              (deadline == kMonoInfinity && !queue_.empty());
     };
-    clock_.WaitUntil(lock, cv_, deadline, shut_down_ ? std::stop_token() : stop, ready);
+    clock_.WaitUntil(lock.unique_lock(), cv_, deadline, shut_down_ ? std::stop_token() : stop,
+                     ready);
     // Everything queued up to the flush being served goes out, a batch at a time.
     const std::uint64_t serving = flush_requested_;
     const bool flushing = flush_done_ < serving;
@@ -80,10 +81,10 @@ void BatchSpanProcessor::Loop(std::stop_token stop) {
                                   std::make_move_iterator(queue_.begin() + static_cast<long>(n)));
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
       oldest_queued_at_ = queue_.empty() ? kMonoInfinity : clock_.MonoNow();
-      lock.unlock();
+      lock.Unlock();
       const Status exported = export_batch_(batch);
       if (options_.on_counted) options_.on_counted(exported.ok() ? "exported" : "failed", n);
-      lock.lock();
+      lock.Lock();
       (exported.ok() ? counts_.exported : counts_.failed) += n;
       if (!flushing && queue_.size() < options_.max_export_batch_size) break;
     }

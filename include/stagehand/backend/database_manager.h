@@ -6,10 +6,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "stagehand/backend/database_config.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "stagehand/store/task_store.h"
@@ -62,9 +62,9 @@ class DatabaseManager {
   DatabaseConfig config_;
   const Clock& clock_;
   Clock* waitable_clock_ = nullptr;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<TaskStore>> stores_;  // guarded by mutex_
-  std::shared_ptr<PostgresConnections> postgres_;             // guarded by mutex_
+  Mutex mutex_;
+  std::map<std::string, std::shared_ptr<TaskStore>> stores_ STAGEHAND_GUARDED_BY(mutex_);
+  std::shared_ptr<PostgresConnections> postgres_ STAGEHAND_GUARDED_BY(mutex_);
 };
 
 }  // namespace stagehand

@@ -33,10 +33,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/engine/observer.h"
 #include "stagehand/http/http_server.h"
 #include "stagehand/metrics/metrics_registry.h"
@@ -78,8 +78,8 @@ class DatabaseMetrics {
   GaugeFamily& up_;
   CounterFamily& reconnects_;
   CounterFamily& server_changes_;
-  std::mutex mu_;
-  std::map<std::string, Seen> seen_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Seen> seen_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 // Returns a request observer for HttpServerOptions::on_request that records each answered request

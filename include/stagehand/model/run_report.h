@@ -6,10 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "stagehand/base/mutex.h"
 
 namespace stagehand {
 
@@ -36,8 +37,8 @@ class RunReport {
 
  private:
   const std::size_t max_output_bytes_;
-  mutable std::mutex mu_;
-  Snapshot state_;
+  mutable Mutex mu_;
+  Snapshot state_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand

@@ -9,11 +9,11 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/service/scheduler.h"
 #include "stagehand/time/clock.h"
@@ -85,16 +85,17 @@ class MockScheduler final : public SchedulerService {
   struct Entry;
   // Runs the task inline, recording the run with `trigger`. Errors: kNotFound.
   Status Run(std::string_view id, RunTrigger trigger);
-  // Returns the index in runs_ of `run_id`, or nullopt. Requires mu_.
-  std::optional<std::size_t> FindRunLocked(std::string_view run_id) const;
+  // Returns the index in runs_ of `run_id`, or nullopt.
+  std::optional<std::size_t> FindRunLocked(std::string_view run_id) const STAGEHAND_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   MockSchedulerOptions options_;
   Clock& clock_;
-  std::vector<std::string> order_;
-  std::map<std::string, std::shared_ptr<Entry>, std::less<>> tasks_;
-  std::vector<TaskRun> runs_;  // oldest start first
-  bool shut_down_ = false;
+  std::vector<std::string> order_ STAGEHAND_GUARDED_BY(mu_);
+  // An entry's run state (running, pause, stop, waiter, report) is also read and written under mu_.
+  std::map<std::string, std::shared_ptr<Entry>, std::less<>> tasks_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<TaskRun> runs_ STAGEHAND_GUARDED_BY(mu_);  // oldest start first
+  bool shut_down_ STAGEHAND_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagehand::testing

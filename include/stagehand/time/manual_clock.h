@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/time/clock.h"
 
 namespace stagehand::testing {
@@ -59,13 +60,13 @@ class ManualClock final : public Clock {
     std::thread::id thread;
     int pins;  // Notifications in flight; the entry is not erased while > 0.
   };
-  void WakeDueWaiters();
+  void WakeDueWaiters() STAGEHAND_EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable waiters_changed_;
-  WallTime wall_;
-  MonoTime mono_;
-  std::list<Waiter> waiters_;
+  WallTime wall_ STAGEHAND_GUARDED_BY(mu_);
+  MonoTime mono_ STAGEHAND_GUARDED_BY(mu_);
+  std::list<Waiter> waiters_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::testing

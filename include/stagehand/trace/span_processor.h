@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/trace/span.h"
@@ -66,14 +66,14 @@ class BatchSpanProcessor final : public SpanSink {
   Clock& clock_;
   SpanExportFunction export_batch_;
   BatchSpanOptions options_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::deque<SpanData> queue_;                 // guarded by mu_
-  MonoTime oldest_queued_at_ = kMonoInfinity;  // guarded by mu_
-  std::uint64_t flush_requested_ = 0;          // guarded by mu_: flushes asked for
-  std::uint64_t flush_done_ = 0;               // guarded by mu_: flushes completed
-  bool shut_down_ = false;                     // guarded by mu_
-  SpanCounts counts_;                          // guarded by mu_
+  std::deque<SpanData> queue_ STAGEHAND_GUARDED_BY(mu_);
+  MonoTime oldest_queued_at_ STAGEHAND_GUARDED_BY(mu_) = kMonoInfinity;
+  std::uint64_t flush_requested_ STAGEHAND_GUARDED_BY(mu_) = 0;  // flushes asked for
+  std::uint64_t flush_done_ STAGEHAND_GUARDED_BY(mu_) = 0;       // flushes completed
+  bool shut_down_ STAGEHAND_GUARDED_BY(mu_) = false;
+  SpanCounts counts_ STAGEHAND_GUARDED_BY(mu_);
   std::jthread thread_;
 };
 
