@@ -89,18 +89,21 @@ bool HistoryQueue::Flush(bool prune) {
 }
 
 void HistoryQueue::Requeue(std::vector<RunStart> starts, std::vector<RunEnd> ends) {
-  MutexLock lock(mu_);
-  starts_.insert(starts_.begin(), std::make_move_iterator(starts.begin()),
-                 std::make_move_iterator(starts.end()));
-  ends_.insert(ends_.begin(), std::make_move_iterator(ends.begin()),
-               std::make_move_iterator(ends.end()));
-  // Bounded while the database is away: the oldest records go first.
-  const std::size_t queued = starts_.size() + ends_.size();
-  if (queued <= kMaxQueued) return;
-  const std::size_t excess = queued - kMaxQueued;
-  const std::size_t from_starts = std::min(excess, starts_.size());
-  starts_.erase(starts_.begin(), starts_.begin() + static_cast<std::ptrdiff_t>(from_starts));
-  ends_.erase(ends_.begin(), ends_.begin() + static_cast<std::ptrdiff_t>(excess - from_starts));
+  std::size_t excess = 0;
+  {
+    MutexLock lock(mu_);
+    starts_.insert(starts_.begin(), std::make_move_iterator(starts.begin()),
+                   std::make_move_iterator(starts.end()));
+    ends_.insert(ends_.begin(), std::make_move_iterator(ends.begin()),
+                 std::make_move_iterator(ends.end()));
+    // Bounded while the database is away: the oldest records go first.
+    const std::size_t queued = starts_.size() + ends_.size();
+    if (queued <= kMaxQueued) return;
+    excess = queued - kMaxQueued;
+    const std::size_t from_starts = std::min(excess, starts_.size());
+    starts_.erase(starts_.begin(), starts_.begin() + static_cast<std::ptrdiff_t>(from_starts));
+    ends_.erase(ends_.begin(), ends_.begin() + static_cast<std::ptrdiff_t>(excess - from_starts));
+  }
   if (dropped_.fetch_add(static_cast<int>(excess)) == 0) {
     logger_->Warn("The run history keeps at most " + std::to_string(kMaxQueued) +
                   " records while the database is unreachable; the oldest are dropped");
@@ -108,14 +111,17 @@ void HistoryQueue::Requeue(std::vector<RunStart> starts, std::vector<RunEnd> end
 }
 
 int HistoryQueue::DropQueued() {
-  MutexLock lock(mu_);
-  const std::size_t records = starts_.size() + ends_.size();
+  std::size_t records = 0;
+  {
+    MutexLock lock(mu_);
+    records = starts_.size() + ends_.size();
+    starts_.clear();
+    ends_.clear();
+  }
   if (records > 0) {
     logger_->Error(std::to_string(records) +
                    " run history record(s) could not be written to the database before exit");
   }
-  starts_.clear();
-  ends_.clear();
   return static_cast<int>(records);
 }
 
