@@ -113,7 +113,7 @@ struct StoreRun {
 // Runs kConnections threads claiming and releasing their own rows for `duration`.
 StoreRun RunStore(TaskStore& store, steady_clock::duration duration) {
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT0S";
+  schedule.settings.cadence = Cadence::Every(std::chrono::milliseconds(0));
   schedule.settings.timeout_after_duration = "PT1M";
   std::atomic<bool> stop{false};
   std::atomic<long long> pairs{0};
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT0S";
+  schedule.settings.cadence = Cadence::Every(std::chrono::milliseconds(0));
   schedule.settings.timeout_after_duration = "PT1M";
   for (int row = 0; row < kConnections * std::max(kRowsPerConnection, batch); ++row) {
     if (Result<UpsertResult> r = store.Upsert(std::to_string(row), schedule); !r.ok()) {

@@ -11,6 +11,7 @@
 #include "cli/run_view.h"
 #include "cli/text_table.h"
 #include "stagehand/base/text.h"
+#include "stagehand/model/cadence.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand::cli {
@@ -104,25 +105,21 @@ std::string FormatSpan(std::chrono::milliseconds span, std::size_t max_units) {
   return text;
 }
 
-std::string FormatCadence(std::string_view cadence, std::string_view time_zone) {
-  if (cadence.empty()) {
-    return "-";
+std::string FormatCadence(std::string_view text, std::string_view time_zone) {
+  if (text.empty()) return "-";
+  const Result<Cadence> cadence = Cadence::Parse(text);
+  if (!cadence.ok()) return std::string(text);
+  switch (cadence->kind()) {
+    case Cadence::Kind::kManual:
+      break;
+    case Cadence::Kind::kCron:
+      if (!time_zone.empty()) return fmt::format("{} ({})", text, time_zone);
+      break;
+    case Cadence::Kind::kDuration:
+      if (cadence->period().count() > 0) return "every " + FormatSpan(cadence->period(), 5);
+      break;
   }
-  if (cadence.front() != 'P') {
-    if (cadence == "manual" || time_zone.empty()) {
-      return std::string(cadence);
-    }
-    return fmt::format("{} ({})", cadence, time_zone);
-  }
-  Result<HumanDuration> duration = ParseIsoDuration(cadence);
-  if (!duration.ok()) {
-    return std::string(cadence);
-  }
-  std::chrono::milliseconds span = ToChronoMilliseconds(*duration);
-  if (span.count() <= 0) {
-    return std::string(cadence);
-  }
-  return "every " + FormatSpan(span, 5);
+  return std::string(text);
 }
 
 std::string FormatLocalTime(WallTime when, WallTime now, const TimeZone& zone) {

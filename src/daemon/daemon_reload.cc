@@ -61,8 +61,9 @@ std::string DaemonTaskFingerprint(const DaemonTask& task) {
              {"backoffMs", ToMilliseconds(schedule.retry->backoff).count()},
              {"maxBackoffMs", millis(schedule.retry->max_backoff)}};
   }
+  const Result<TaskSettingsV2> settings = BuildTaskSettings(schedule);
   const nlohmann::json fingerprint = {
-      {"settings", BuildTaskSettings(schedule).ToJson()},
+      {"settings", settings.ok() ? settings->ToJson() : settings.status().message()},
       {"scope", TaskScopeName(schedule.scope.value_or(TaskScope::kGlobal))},
       {"zone", cron != nullptr ? cron->time_zone : ""},
       {"catchupWindowMs", millis(schedule.catchup_window)},

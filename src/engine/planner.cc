@@ -123,25 +123,7 @@ Result<TaskPtr> Planner::MakeTask(EngineTask def, const std::string& plugin_id) 
   }
   auto task = std::make_shared<PlannedTask>();
   task->def = std::move(def);
-  const TaskSettingsV2& settings = task->def.schedule.settings;
-  if (const CronExpression* compiled = CompiledCron(task->def.schedule)) {
-    task->cron = *compiled;
-  } else if (settings.cadence_kind() == CadenceKind::kCron) {
-    Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
-    if (!cron.ok()) return InvalidArgumentError("Invalid cron: " + cron.status().message());
-    task->cron = *std::move(cron);
-  }
-  if (!global) {
-    task->local = std::make_unique<PlannedTask::Local>();
-    if (std::optional<double> seconds = CompiledDurationSeconds(task->def.schedule)) {
-      task->local->cadence =
-          std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(*seconds * 1000)));
-    } else if (settings.cadence_kind() == CadenceKind::kDuration) {
-      Result<HumanDuration> duration = ParseIsoDuration(settings.cadence);
-      if (!duration.ok()) return InvalidArgumentError(duration.status().message());
-      task->local->cadence = ToChronoMilliseconds(*duration);
-    }
-  }
+  if (!global) task->local = std::make_unique<PlannedTask::Local>();
   return task;
 }
 
@@ -191,7 +173,7 @@ void Planner::Activate(PlannedTask& task, const std::optional<WallTime>& row_nex
     task.wake_at =
         row_next ? MonoFromDb(RowStart(task, *row_next), db_now, mono_ref) : kMonoInfinity;
   } else {
-    const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+    const bool manual = task.def.schedule.settings.cadence.is_manual();
     task.wake_at = manual ? kMonoInfinity : now + task.def.schedule.jitter_offset;
   }
 }
@@ -345,9 +327,9 @@ std::vector<RunPtr> Planner::BeginShutdown() {
 }
 
 WallTime Planner::RowStart(const PlannedTask& task, WallTime next) const {
-  const bool own_cadence =
-      !task.known_settings || task.known_settings->cadence == task.def.schedule.settings.cadence;
-  return SlotStart(own_cadence && task.cron ? &*task.cron : nullptr, task.def.schedule.zone, next,
+  const Cadence& own = task.def.schedule.settings.cadence;
+  const bool own_cadence = !task.known_settings || task.known_settings->cadence == own;
+  return SlotStart(own_cadence ? own.cron() : nullptr, task.def.schedule.zone, next,
                    task.def.schedule.jitter_offset);
 }
 

@@ -153,11 +153,8 @@ struct PlannedTask {
   // A new definition of the task (Redefine) waiting for its run to end; built by MakeTask.
   std::shared_ptr<PlannedTask> successor;
   std::shared_ptr<PlannedRun> run;
-  // The compiled cadence of a cron task (its own settings').
-  std::optional<CronExpression> cron;
   // What only local tasks have (kept apart: a process may hold many thousands of global tasks).
   struct Local {
-    std::optional<std::chrono::milliseconds> cadence;  // duration cadence
     TaskState state;
   };
   std::unique_ptr<Local> local;

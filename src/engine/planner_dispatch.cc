@@ -481,7 +481,7 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
         task.retry_attempt > 1 && task.retry_due && candidates[i].due == task.retry_due;
     // A manual task's row is due only when a trigger made it so, whether or not this host has
     // heard of that trigger yet (another host's, or its notification still on its way).
-    const bool manual_cadence = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+    const bool manual_cadence = task.def.schedule.settings.cadence.is_manual();
     candidates[i].trigger = task.manual_pending ? RunTrigger::kManual
                             : retry             ? RunTrigger::kRetry
                             : manual_cadence    ? RunTrigger::kManual

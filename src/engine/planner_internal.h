@@ -48,8 +48,6 @@ inline void AdoptSuccessor(PlannedTask& task) {
   task.def.initial_delay = next.def.initial_delay;
   task.def.has_initial_delay = next.def.has_initial_delay;
   task.def.fn = std::move(next.def.fn);
-  task.cron = std::move(next.cron);
-  if (task.local && next.local) task.local->cadence = next.local->cadence;
   task.known_settings.reset();
   task.successor.reset();
 }

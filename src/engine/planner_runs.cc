@@ -63,13 +63,8 @@ Planner::GlobalRunEnd Planner::PlanGlobalRunEnd(PlannedTask& task, const Planned
   // A duration task whose run outlasted its next slot by more than its catch-up window skips the
   // slots it missed: the release waits for the first point of the slot grid after now (ADR 0014).
   const TaskSettingsV2& settings = run.schedule.settings;
-  if (!task.def.catchup_window || !run.slot || settings.cadence_kind() != CadenceKind::kDuration) {
-    return end;
-  }
-  Result<HumanDuration> cadence = ParseIsoDuration(settings.cadence);
-  if (!cadence.ok()) return end;
-  const auto step = std::chrono::duration_cast<milliseconds>(
-      std::chrono::duration<double, std::milli>(ToMillisecondsCasual(*cadence)));
+  if (!task.def.catchup_window || !run.slot || !settings.cadence.is_duration()) return end;
+  const milliseconds step = settings.cadence.period();
   if (step <= milliseconds::zero()) return end;
   const WallTime next_slot = *run.slot + step;
   if (!SlotMissed(task.def.catchup_window, wall_now - next_slot)) return end;
@@ -105,9 +100,10 @@ MonoTime Planner::ApplyRelease(PlannedTask& task, const PlannedRun& run, nanosec
 
 MonoTime Planner::ReleasedRowWake(const PlannedTask& task, const PlannedRun& run, WallTime next,
                                   WallTime db_now, MonoTime mono_ref) const {
-  const bool own_cadence = run.schedule.settings.cadence == task.def.schedule.settings.cadence;
-  return MonoFromDb(SlotStart(own_cadence && task.cron ? &*task.cron : nullptr,
-                              task.def.schedule.zone, next, task.def.schedule.jitter_offset),
+  const Cadence& own = task.def.schedule.settings.cadence;
+  const bool own_cadence = run.schedule.settings.cadence == own;
+  return MonoFromDb(SlotStart(own_cadence ? own.cron() : nullptr, task.def.schedule.zone, next,
+                              task.def.schedule.jitter_offset),
                     db_now, mono_ref);
 }
 
@@ -172,14 +168,15 @@ Planner::LocalRunEnd Planner::FinishLocalRun(PlannedTask& task, const RunPtr& ru
 MonoTime Planner::LocalNextWake(const PlannedTask& task, MonoTime run_started, MonoTime now,
                                 WallTime wall_now) const {
   const milliseconds offset = task.def.schedule.jitter_offset;
-  if (task.local->cadence) {
-    const MonoTime slot = run_started + *task.local->cadence;
+  const Cadence& cadence = task.def.schedule.settings.cadence;
+  if (cadence.is_duration()) {
+    const MonoTime slot = run_started + cadence.period();
     // With a catch-up window a missed slot is kept, for the timer to run or skip it.
     if (task.def.catchup_window && slot < now) return slot;
     return std::max(now + offset, slot);
   }
-  if (task.cron) {
-    Result<WallTime> next = task.cron->NextAfter(wall_now - offset, task.def.schedule.zone);
+  if (const CronExpression* cron = cadence.cron()) {
+    Result<WallTime> next = cron->NextAfter(wall_now - offset, task.def.schedule.zone);
     if (!next.ok()) return kMonoInfinity;
     return now + (*next + offset - wall_now);
   }
@@ -192,9 +189,10 @@ std::optional<Planner::TimerActions::Skipped> Planner::SkipLocalSlot(const TaskP
   const nanoseconds late = now - task->wake_at;
   if (task->manual_pending || !SlotMissed(task->def.catchup_window, late)) return std::nullopt;
   const WallTime slot = wall_now - std::chrono::duration_cast<WallTime::duration>(late);
-  if (task->local->cadence && task->local->cadence->count() > 0) {
+  const Cadence& cadence = task->def.schedule.settings.cadence;
+  if (cadence.is_duration() && cadence.period().count() > 0) {
     // The first point of the slot's grid after now: the task keeps its phase.
-    const nanoseconds step = *task->local->cadence;
+    const nanoseconds step = cadence.period();
     task->wake_at += (late / step + 1) * step;
   } else {
     task->wake_at = LocalNextWake(*task, now, now, wall_now);
@@ -212,7 +210,7 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
       if (task.wake_at <= now) {
         task.phase = Phase::kWaiting;
         if (local) {
-          const bool manual = task.def.schedule.settings.cadence_kind() == CadenceKind::kManual;
+          const bool manual = task.def.schedule.settings.cadence.is_manual();
           task.wake_at = manual ? kMonoInfinity : now + task.def.schedule.jitter_offset;
         } else {
           task.poll_requested = true;

@@ -8,8 +8,6 @@
 #include <optional>
 
 #include "stagehand/http/error_response.h"
-#include "stagehand/time/cron.h"
-#include "stagehand/time/duration.h"
 #include "stagehand/time/time_zone.h"
 
 namespace stagehand::http_internal {
@@ -35,47 +33,31 @@ constexpr std::chrono::hours kUpcomingWindow{24};
 std::string UpcomingJson(const TaskListing& listing, int count,
                          std::map<std::string, TimeZone, std::less<>>& zones) {
   std::vector<WallTime> starts;
-  const std::string& cadence = listing.descriptor.settings.cadence;
+  const Cadence& cadence = listing.descriptor.settings.cadence;
   std::optional<WallTime> next;
-  if (listing.task_state && listing.task_state->starts_at && !listing.pause) {
+  if (listing.task_state && listing.task_state->starts_at && !listing.pause &&
+      !cadence.is_manual()) {
     if (Result<WallTime> parsed = ParseIsoInstant(*listing.task_state->starts_at); parsed.ok()) {
       next = *parsed;
     }
   }
-  if (next) {
+  const std::string& zone_name = listing.descriptor.time_zone;
+  auto zone = zones.find(zone_name);
+  if (next && zone == zones.end()) {
+    Result<TimeZone> located =
+        zone_name.empty() ? Result<TimeZone>(TimeZone::Utc()) : TimeZone::Locate(zone_name);
+    if (located.ok()) zone = zones.emplace(zone_name, *located).first;
+  }
+  if (next && zone != zones.end()) {
     const WallTime until = *next + kUpcomingWindow;
-    switch (ClassifyCadence(cadence)) {
-      case CadenceKind::kManual:
-        break;
-      case CadenceKind::kDuration: {
-        const Result<HumanDuration> period = ParseIsoDuration(cadence);
-        const auto step =
-            period.ok() ? ToChronoMilliseconds(*period) : std::chrono::milliseconds(0);
-        for (WallTime at = *next; static_cast<int>(starts.size()) < count && at <= until;
-             at += step) {
-          starts.push_back(at);
-          if (step.count() <= 0) break;
-        }
-        break;
-      }
-      case CadenceKind::kCron: {
-        const Result<CronExpression> cron = CronExpression::Parse(cadence);
-        const std::string& zone_name = listing.descriptor.time_zone;
-        auto zone = zones.find(zone_name);
-        if (zone == zones.end()) {
-          Result<TimeZone> located =
-              zone_name.empty() ? Result<TimeZone>(TimeZone::Utc()) : TimeZone::Locate(zone_name);
-          if (located.ok()) zone = zones.emplace(zone_name, *located).first;
-        }
-        if (!cron.ok() || zone == zones.end()) break;
-        // A Backstage worker stores a cron task's next start one second before its fire time.
-        Result<WallTime> at = cron->NextAfter(*next - std::chrono::seconds(1), zone->second);
-        while (at.ok() && static_cast<int>(starts.size()) < count && *at <= until) {
-          starts.push_back(*at);
-          at = cron->NextAfter(*at, zone->second);
-        }
-        break;
-      }
+    // A Backstage worker stores a cron task's next start one second before its fire time.
+    Result<std::optional<WallTime>> at =
+        cadence.is_cron() ? cadence.NextAfter(*next - std::chrono::seconds(1), zone->second)
+                          : Result<std::optional<WallTime>>(next);
+    while (at.ok() && *at && static_cast<int>(starts.size()) < count && **at <= until) {
+      starts.push_back(**at);
+      if (cadence.is_duration() && cadence.period().count() <= 0) break;
+      at = cadence.NextAfter(**at, zone->second);
     }
   }
   std::string json = "[";

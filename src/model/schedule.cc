@@ -118,15 +118,25 @@ std::chrono::milliseconds ToMilliseconds(const DurationSpec& duration) {
   return std::get<std::chrono::milliseconds>(duration);
 }
 
-TaskSettingsV2 BuildTaskSettings(const ScheduleDefinition& schedule) {
+Result<Cadence> CadenceOf(const Frequency& frequency) {
   struct CadenceVisitor {
-    std::string operator()(const CronFrequency& cron) const { return cron.expression; }
-    std::string operator()(const HumanDuration& d) const { return FormatIsoDuration(d); }
-    std::string operator()(std::chrono::milliseconds d) const { return FormatIsoDuration(d); }
-    std::string operator()(const ManualFrequency&) const { return "manual"; }
+    Result<Cadence> operator()(const CronFrequency& cron) const {
+      if (cron.program != nullptr && cron.program->source() == cron.expression) {
+        return Cadence::Cron(cron.program);
+      }
+      STAGEHAND_ASSIGN_OR_RETURN(CronExpression program, CronExpression::Parse(cron.expression));
+      return Cadence::Cron(std::move(program));
+    }
+    Result<Cadence> operator()(const HumanDuration& d) const { return Cadence::Every(d); }
+    Result<Cadence> operator()(std::chrono::milliseconds d) const { return Cadence::Every(d); }
+    Result<Cadence> operator()(const ManualFrequency&) const { return Cadence::Manual(); }
   };
+  return std::visit(CadenceVisitor{}, frequency);
+}
+
+Result<TaskSettingsV2> BuildTaskSettings(const ScheduleDefinition& schedule) {
   TaskSettingsV2 settings;
-  settings.cadence = std::visit(CadenceVisitor{}, schedule.frequency);
+  STAGEHAND_ASSIGN_OR_RETURN(settings.cadence, CadenceOf(schedule.frequency));
   if (schedule.initial_delay) {
     settings.initial_delay_duration = FormatDurationSpec(*schedule.initial_delay);
   }

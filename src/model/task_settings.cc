@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "stagehand/base/json_string.h"
-#include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
 
 namespace stagehand {
@@ -14,23 +13,6 @@ namespace {
 
 constexpr std::string_view kInvalidCron = "Invalid cron";
 constexpr std::string_view kInvalidDuration = "Invalid duration, expecting ISO Period";
-
-// Returns zod's message for a cadence that none of the schema's alternatives accepts.
-// No text is both a cron expression (five or six fields, or an @alias) and "manual" or an ISO
-// duration (one word starting with P), so the cheap checks go first and only a cadence that can
-// be a cron expression is parsed as one.
-std::optional<std::string_view> CadenceIssue(std::string_view cadence) {
-  if (cadence.empty() || cadence == "manual" || IsValidIsoDuration(cadence)) {
-    return std::nullopt;
-  }
-  if (CronExpression::Parse(cadence).ok()) {
-    return std::nullopt;
-  }
-  if (ClassifyCadence(cadence) == CadenceKind::kDuration) {
-    return kInvalidDuration;
-  }
-  return kInvalidCron;
-}
 
 // Returns the name zod gives the JSON type of `value` in "received ..." messages.
 std::string_view ReceivedType(const nlohmann::json* value) {
@@ -70,12 +52,6 @@ class IssueList {
   std::vector<std::string> issues_;
 };
 
-void CheckCadence(std::string_view cadence, IssueList& issues) {
-  if (auto issue = CadenceIssue(cadence)) {
-    issues.Add("cadence", *issue);
-  }
-}
-
 void CheckDuration(const char* key, std::string_view duration, IssueList& issues) {
   if (!duration.empty() && !IsValidIsoDuration(duration)) {
     issues.Add(key, kInvalidDuration);
@@ -113,19 +89,9 @@ bool ReadString(const nlohmann::json& object, const char* key, bool required, Is
 
 }  // namespace
 
-CadenceKind ClassifyCadence(std::string_view cadence) {
-  if (cadence == "manual") {
-    return CadenceKind::kManual;
-  }
-  if (!cadence.empty() && cadence.front() == 'P') {
-    return CadenceKind::kDuration;
-  }
-  return CadenceKind::kCron;
-}
-
 std::string TaskSettingsV2::ToJson() const {
   std::string out = R"({"version":2,"cadence":)";
-  AppendJsonString(out, cadence);
+  AppendJsonString(out, cadence.text());
   if (initial_delay_duration) {
     out += R"(,"initialDelayDuration":)";
     AppendJsonString(out, *initial_delay_duration);
@@ -151,8 +117,14 @@ Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
     issues.Add("version", "Invalid input: expected 2");
   }
   TaskSettingsV2 settings;
-  if (ReadString(parsed, "cadence", true, issues, settings.cadence)) {
-    CheckCadence(settings.cadence, issues);
+  if (std::string cadence; ReadString(parsed, "cadence", true, issues, cadence)) {
+    if (Result<Cadence> typed = Cadence::Parse(cadence); typed.ok()) {
+      settings.cadence = *std::move(typed);
+    } else {
+      issues.Add("cadence", Cadence::Classify(cadence) == Cadence::Kind::kDuration
+                                ? kInvalidDuration
+                                : kInvalidCron);
+    }
   }
   std::string initial_delay;
   if (ReadString(parsed, "initialDelayDuration", false, issues, initial_delay)) {
@@ -167,13 +139,6 @@ Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
 }
 
 Status TaskSettingsV2::Validate() const {
-  IssueList issues;
-  CheckCadence(cadence, issues);
-  CheckDurations(*this, issues);
-  return issues.ToStatus();
-}
-
-Status TaskSettingsV2::ValidateDurations() const {
   IssueList issues;
   CheckDurations(*this, issues);
   return issues.ToStatus();

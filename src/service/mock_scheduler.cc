@@ -36,7 +36,7 @@ Status MockScheduler::ScheduleTask(TaskDefinition task) {
   schedule.catchup_window = task.catchup_window;
   schedule.jitter = task.jitter;
   schedule.scope = task.scope;
-  entry->settings = BuildTaskSettings(schedule);
+  STAGEHAND_ASSIGN_OR_RETURN(entry->settings, BuildTaskSettings(schedule));
   entry->task = std::move(task);
   MutexLock lock(mu_);
   const std::string id = entry->task.id;

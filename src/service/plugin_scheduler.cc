@@ -85,33 +85,16 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
   STAGEHAND_RETURN_IF_ERROR(ValidateTaskId(task.id));
   if (!task.fn) return InvalidArgumentError("Task " + task.id + " has no function to run");
   const ScheduleDefinition schedule = ScheduleOf(task);
-  TaskSchedule task_schedule{BuildTaskSettings(schedule)};
-  const TaskSettingsV2& settings = task_schedule.settings;
   // The one parse of a cron cadence, unless a config reader has parsed it: the engine and the
-  // store use this program. Checked before the generic validation, whose message does not quote
-  // the expression.
-  const auto* frequency = std::get_if<CronFrequency>(&task.frequency);
-  if (frequency != nullptr && frequency->program != nullptr &&
-      frequency->program->source() == settings.cadence) {
-    task_schedule.cron = frequency->program;  // parsed by the config reader
-  } else if (settings.cadence_kind() == CadenceKind::kCron) {
-    Result<CronExpression> cron = CronExpression::Parse(settings.cadence);
-    if (!cron.ok()) {
-      return InvalidArgumentError("Invalid cron expression '" + settings.cadence + "' for task " +
-                                  task.id + ": " + cron.status().message());
-    }
-    task_schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
-  } else if (settings.cadence_kind() == CadenceKind::kDuration) {
-    // The one parse of a duration cadence (as written, so exactly what a reader of the row gets).
-    Result<HumanDuration> length = ParseIsoDuration(settings.cadence);
-    if (!length.ok()) {
-      return InvalidArgumentError("Invalid schedule for task " + task.id + ": " +
-                                  length.status().message());
-    }
-    task_schedule.duration = std::make_shared<const TaskSchedule::DurationCadence>(
-        TaskSchedule::DurationCadence{settings.cadence, ToMillisecondsCasual(*length) / 1000.0});
+  // store use this program.
+  Result<TaskSettingsV2> settings = BuildTaskSettings(schedule);
+  if (!settings.ok()) {
+    return InvalidArgumentError("Invalid cron expression '" +
+                                std::get<CronFrequency>(task.frequency).expression + "' for task " +
+                                task.id + ": " + settings.status().message());
   }
-  if (Status valid = ValidateTaskSchedule(task_schedule); !valid.ok()) {
+  TaskSchedule task_schedule{*std::move(settings)};
+  if (Status valid = task_schedule.settings.Validate(); !valid.ok()) {
     return valid.WithPrefix("Invalid schedule for task " + task.id + ": ");
   }
   if (Status valid = ValidateScheduleDurations(schedule); !valid.ok()) {
@@ -139,9 +122,8 @@ Result<engine_internal::EngineTask> ToEngineTask(TaskDefinition task,
 
 TaskDescriptor DescriptorOf(const engine_internal::EngineTask& task) {
   const TaskSchedule& schedule = task.schedule;
-  return TaskDescriptor{
-      task.id, task.scope, schedule.settings,
-      schedule.settings.cadence_kind() == CadenceKind::kCron ? schedule.zone.name() : ""};
+  return TaskDescriptor{task.id, task.scope, schedule.settings,
+                        schedule.settings.cadence.is_cron() ? schedule.zone.name() : ""};
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ WallTime MemoryTaskStore::DatabaseTime() const {
 Status MemoryTaskStore::Migrate() { return BeginStatement(); }
 
 Result<UpsertResult> MemoryTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
-  STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
+  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
   const WallTime now = DatabaseTime();
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan insert_plan,
                              store_internal::PlanInsertStart(schedule, now));

@@ -15,21 +15,13 @@ namespace stagehand::store_internal {
 
 namespace {
 
-// Uses the schedule's compiled program; parses the cadence only for settings without one (read
-// from a row that another host wrote).
 Result<NextRunPlan> CronPlan(const TaskSchedule& schedule, WallTime db_now) {
-  std::optional<CronExpression> parsed;
-  const CronExpression* cron = CompiledCron(schedule);
-  if (cron == nullptr) {
-    STAGEHAND_ASSIGN_OR_RETURN(CronExpression result,
-                               CronExpression::Parse(schedule.settings.cadence));
-    cron = &parsed.emplace(std::move(result));
-  }
   // Shifting the grid by the offset: the fire after (now - offset), plus the offset, is the first
   // jittered slot after now.
   const auto offset = schedule.jitter_offset;
-  STAGEHAND_ASSIGN_OR_RETURN(WallTime next, cron->NextAfter(db_now - offset, schedule.zone));
-  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, next + offset};
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> next,
+                             schedule.settings.cadence.NextAfter(db_now - offset, schedule.zone));
+  return NextRunPlan{NextRunPlan::Kind::kInstant, 0, *next + offset};
 }
 
 // now + `seconds` + the schedule's jitter offset; now itself when both are zero.
@@ -39,10 +31,8 @@ NextRunPlan NowPlusJittered(const TaskSchedule& schedule, double seconds) {
   return NextRunPlan{NextRunPlan::Kind::kNowPlus, total};
 }
 
-// Uses the schedule's compiled length; parses the cadence only for settings without one.
-Result<double> CadenceSeconds(const TaskSchedule& schedule) {
-  if (std::optional<double> seconds = CompiledDurationSeconds(schedule)) return *seconds;
-  return IsoDurationSeconds(schedule.settings.cadence);
+double CadenceSeconds(const TaskSchedule& schedule) {
+  return schedule.settings.cadence.period_ms() / 1000.0;
 }
 
 }  // namespace
@@ -62,25 +52,25 @@ Result<NextRunPlan> PlanInsertStart(const TaskSchedule& schedule, WallTime db_no
     STAGEHAND_ASSIGN_OR_RETURN(double delay, IsoDurationSeconds(*settings.initial_delay_duration));
     return NowPlusJittered(schedule, delay);
   }
-  switch (settings.cadence_kind()) {
-    case CadenceKind::kCron:
+  switch (settings.cadence.kind()) {
+    case Cadence::Kind::kCron:
       return CronPlan(schedule, db_now);
-    case CadenceKind::kManual:
+    case Cadence::Kind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
-    case CadenceKind::kDuration:
+    case Cadence::Kind::kDuration:
       return NowPlusJittered(schedule, 0);
   }
   return InternalError("unknown cadence kind");
 }
 
 Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime db_now) {
-  switch (schedule.settings.cadence_kind()) {
-    case CadenceKind::kCron:
+  switch (schedule.settings.cadence.kind()) {
+    case Cadence::Kind::kCron:
       return CronPlan(schedule, db_now);
-    case CadenceKind::kManual:
+    case Cadence::Kind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
-    case CadenceKind::kDuration: {
-      STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+    case Cadence::Kind::kDuration: {
+      const double cadence = CadenceSeconds(schedule);
       return NowPlusJittered(schedule, cadence);
     }
   }
@@ -88,13 +78,13 @@ Result<NextRunPlan> PlanReregisterStart(const TaskSchedule& schedule, WallTime d
 }
 
 Result<NextRunPlan> PlanReleaseNext(const TaskSchedule& schedule, WallTime db_now) {
-  switch (schedule.settings.cadence_kind()) {
-    case CadenceKind::kCron:
+  switch (schedule.settings.cadence.kind()) {
+    case Cadence::Kind::kCron:
       return CronPlan(schedule, db_now);
-    case CadenceKind::kManual:
+    case Cadence::Kind::kManual:
       return NextRunPlan{NextRunPlan::Kind::kNull};
-    case CadenceKind::kDuration: {
-      STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+    case Cadence::Kind::kDuration: {
+      const double cadence = CadenceSeconds(schedule);
       return NextRunPlan{NextRunPlan::Kind::kScheduledPlusCadence, cadence};
     }
   }
@@ -109,10 +99,10 @@ Result<NextRunPlan> PlanRelease(const ReleaseRequest& release, WallTime db_now) 
 
 Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, WallTime db_now) {
   // Cron and manual tasks wait for their next slot after now, as a release writes it.
-  if (schedule.settings.cadence_kind() != CadenceKind::kDuration) {
+  if (!schedule.settings.cadence.is_duration()) {
     return PlanReleaseNext(schedule, db_now);
   }
-  STAGEHAND_ASSIGN_OR_RETURN(double cadence, CadenceSeconds(schedule));
+  const double cadence = CadenceSeconds(schedule);
   const auto step = std::chrono::milliseconds(std::llround(cadence * 1000));
   if (step <= std::chrono::milliseconds::zero() || slot > db_now) {
     return NextRunPlan{NextRunPlan::Kind::kInstant, 0, std::max(slot, db_now)};
@@ -153,7 +143,7 @@ Result<std::vector<PlannedUpsert>> PlanUpserts(std::span<const TaskUpsert> tasks
       planned.push_back(planned[same->second]);
       continue;
     }
-    if (Status valid = ValidateTaskSchedule(task.schedule); !valid.ok()) return fail(valid);
+    if (Status valid = task.schedule.settings.Validate(); !valid.ok()) return fail(valid);
     Result<NextRunPlan> insert = PlanInsertStart(task.schedule, db_now);
     if (!insert.ok()) return fail(insert.status());
     Result<NextRunPlan> reregister = PlanReregisterStart(task.schedule, db_now);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdint>
@@ -531,9 +532,16 @@ bool CronMatcher::GapFires(std::int64_t gap_begin, std::int64_t gap_end) const {
   return false;
 }
 
+namespace {
+std::atomic<std::uint64_t> parse_count{0};
+}  // namespace
+
 Result<CronExpression> CronExpression::Parse(std::string_view expression) {
+  parse_count.fetch_add(1, std::memory_order_relaxed);
   return CronParser::Parse(expression);
 }
+
+std::uint64_t CronExpression::ParseCount() { return parse_count.load(std::memory_order_relaxed); }
 
 Result<WallTime> CronExpression::NextAfter(WallTime after, const TimeZone& zone) const {
   const CronMatcher matcher(*this);

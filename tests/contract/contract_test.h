@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract/store_fixture.h"
+#include "fixtures/task_schedules.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/time_zone.h"
@@ -23,15 +24,10 @@ inline constexpr char kCancelledJson[] = R"({"name":"Error","message":"Task was 
 inline constexpr char kTimedOutJson[] = R"({"name":"Error","message":"Task timed out"})";
 
 // Returns a schedule in UTC with `cadence`, an optional initial delay and `timeout`.
-inline TaskSchedule Schedule(std::string cadence,
+inline TaskSchedule Schedule(std::string_view cadence,
                              std::optional<std::string> initial_delay = std::nullopt,
                              std::string timeout = "PT1M") {
-  TaskSchedule schedule;
-  schedule.settings.cadence = std::move(cadence);
-  schedule.settings.initial_delay_duration = std::move(initial_delay);
-  schedule.settings.timeout_after_duration = std::move(timeout);
-  schedule.zone = TimeZone::Utc();
-  return schedule;
+  return testing::ScheduleFrom(cadence, std::move(initial_delay), std::move(timeout));
 }
 
 // Returns `t` as ISO-8601 with its microseconds, or "NULL".

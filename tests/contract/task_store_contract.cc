@@ -397,7 +397,7 @@ TEST_F(TaskStoreContractTest, ManualTaskNeverGetsANextRun) {
   ASSERT_EQ(poll.entries.size(), 1u);
   EXPECT_EQ(poll.entries[0].readiness, Readiness::kNotReady);
   ASSERT_TRUE(poll.entries[0].settings.has_value());
-  EXPECT_EQ(poll.entries[0].settings->cadence, "manual");
+  EXPECT_TRUE(poll.entries[0].settings->cadence.is_manual());
   EXPECT_FALSE(poll.entries[0].next_run_start_at.has_value());
   EXPECT_FALSE(poll.earliest_next.has_value());
   EXPECT_FALSE(Claim("manual", "not-due"));
@@ -497,8 +497,10 @@ TEST_F(TaskStoreContractTest, UpsertRewritesTheSettings) {
 }
 
 TEST_F(TaskStoreContractTest, UpsertRejectsInvalidSettingsWithoutWriting) {
-  for (const TaskSchedule& bad : {Schedule("not a cron"), Schedule("PT10M", std::nullopt, "1 min"),
-                                  Schedule("PT10M", "soon"), Schedule("0 0 30 2 *")}) {
+  // A cadence that does not parse cannot be a Cadence at all; the durations are texts to check.
+  for (const TaskSchedule& bad :
+       {Schedule("PT10M", std::nullopt, "1 min"), Schedule("PT10M", "soon"),
+        Schedule("0 * * * *", std::nullopt, "PT1m")}) {
     Result<UpsertResult> result = store_->Upsert("bad", bad);
     ASSERT_THAT(result, StatusIs(StatusCode::kInvalidArgument)) << bad.settings.ToJson();
   }
@@ -1584,13 +1586,13 @@ TEST_F(TaskStoreContractTest, ReadsRowsInTheFormBackstageWrites) {
   ASSERT_EQ(poll.entries.size(), 5u);
   EXPECT_EQ(poll.entries[0].readiness, Readiness::kReady);
   ASSERT_TRUE(poll.entries[0].settings.has_value());
-  EXPECT_EQ(poll.entries[0].settings->cadence, "PT10M");
+  EXPECT_EQ(poll.entries[0].settings->cadence.text(), "PT10M");
   EXPECT_EQ(poll.entries[0].settings->timeout_after_duration, "PT1M");
   EXPECT_FALSE(poll.entries[0].settings->initial_delay_duration.has_value());
   EXPECT_EQ(poll.entries[1].readiness, Readiness::kNotReady);
   ASSERT_TRUE(poll.entries[1].settings.has_value());
   EXPECT_EQ(poll.entries[1].settings->initial_delay_duration, "PT3S");
-  EXPECT_EQ(poll.entries[1].settings->cadence, "*/2 * * * * *");
+  EXPECT_EQ(poll.entries[1].settings->cadence.text(), "*/2 * * * * *");
   EXPECT_EQ(poll.entries[2].readiness, Readiness::kNotReady);
   EXPECT_EQ(poll.entries[3].readiness, Readiness::kNotReady);
   EXPECT_EQ(poll.entries[4].readiness, Readiness::kNotReady);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/cadence.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/time/cron.h"
 #include "stagehand/time/duration.h"
@@ -26,8 +27,8 @@ struct CronFrequency {
   // the database: every host must be configured with the same zone.
   std::string time_zone;
   // `expression` already parsed, when a reader validated it (ReadScheduleDefinitionFromConfig), so
-  // that the scheduler does not parse it again. Optional; ignored unless its source() is
-  // `expression`. Not part of the value: equality compares the expression and the zone.
+  // that CadenceOf does not parse it again. Optional; ignored unless its source() is `expression`.
+  // Not part of the value: equality compares the expression and the zone.
   std::shared_ptr<const CronExpression> program = nullptr;
   friend bool operator==(const CronFrequency& a, const CronFrequency& b) {
     return a.expression == b.expression && a.time_zone == b.time_zone;
@@ -123,8 +124,15 @@ struct ScheduleDurationIssue {
 // can work. Config readers use it to name the full key of each field.
 std::vector<ScheduleDurationIssue> FindScheduleDurationIssues(const ScheduleDefinition& schedule);
 
-// Builds the stored settings for `schedule`: cadence = the cron text verbatim, "manual", or the ISO
-// duration; initialDelayDuration only when an initial delay was given. Does not validate.
-TaskSettingsV2 BuildTaskSettings(const ScheduleDefinition& schedule);
+// Returns the typed cadence of `frequency`: a cron frequency's program (parsed here unless a
+// config reader has parsed it), a period, or manual. Errors: kInvalidArgument from
+// CronExpression::Parse, its message unprefixed.
+Result<Cadence> CadenceOf(const Frequency& frequency);
+
+// Builds the stored settings for `schedule`: cadence = CadenceOf(frequency) (stored as the cron
+// text verbatim, "manual", or the ISO duration); initialDelayDuration only when an initial delay
+// was given. Validates nothing but the cron expression (ValidateScheduleDurations checks the
+// durations). Errors: as CadenceOf.
+Result<TaskSettingsV2> BuildTaskSettings(const ScheduleDefinition& schedule);
 
 }  // namespace stagehand

@@ -82,52 +82,17 @@ enum class LeaseStatus {
   kLost,             // the ticket no longer holds the row (swept, deleted, taken over)
 };
 
-// What the store needs to compute a task's next start: its settings and the zone its cron
-// cadence is evaluated in. PluginScheduler builds it once per registration, with the cron program
-// parsed and the settings validated; the engine and the store then use that program (see
-// CompiledCron) rather than parse the cadence again. Settings read from a row (another host's,
-// Backstage's) come without a program, and are parsed where they are used.
+// What the store needs to compute a task's next start: its settings (the cadence typed, parsed
+// where the settings entered: a registration, or the row they were decoded from) and the zone a
+// cron cadence is evaluated in.
 struct TaskSchedule {
   TaskSettingsV2 settings;
   TimeZone zone = TimeZone::Utc();
-  // settings.cadence parsed, when it is a cron expression; shared by every copy. Ignored unless
-  // its source() is settings.cadence, so replacing the settings never leaves a stale program.
-  std::shared_ptr<const CronExpression> cron = nullptr;
-  // settings.cadence's length, when it is a duration; ignored unless `source` is settings.cadence.
-  struct DurationCadence {
-    std::string source;
-    double seconds = 0;  // Backstage's casual conversion (a month is 30 days)
-  };
-  std::shared_ptr<const DurationCadence> duration = nullptr;
   // The task's fixed start offset (JitterOffset of its jitter; stagehand's extension, not in
   // settings): every scheduled next start the store computes is the unjittered one plus this.
   // Zero: none.
   std::chrono::milliseconds jitter_offset{0};
 };
-
-// Returns schedule.cron when it is the program of schedule.settings.cadence, else nullptr.
-inline const CronExpression* CompiledCron(const TaskSchedule& schedule) {
-  return schedule.cron != nullptr && schedule.cron->source() == schedule.settings.cadence
-             ? schedule.cron.get()
-             : nullptr;
-}
-
-// Returns the seconds of schedule.duration when it is that of schedule.settings.cadence, else
-// nullopt.
-inline std::optional<double> CompiledDurationSeconds(const TaskSchedule& schedule) {
-  if (schedule.duration == nullptr || schedule.duration->source != schedule.settings.cadence) {
-    return std::nullopt;
-  }
-  return schedule.duration->seconds;
-}
-
-// Returns schedule.settings.Validate(), without parsing the cadence again when CompiledCron has
-// its program (a CronExpression exists only once its text has parsed). Errors: kInvalidArgument
-// naming the key.
-inline Status ValidateTaskSchedule(const TaskSchedule& schedule) {
-  return CompiledCron(schedule) != nullptr ? schedule.settings.ValidateDurations()
-                                           : schedule.settings.Validate();
-}
 
 // The outcome of Upsert: the row's next start after the write, and the database's clock.
 struct UpsertResult {

@@ -24,6 +24,10 @@ class CronExpression {
   // with "Something went wrong. No execution date was found in the next 8 years."
   static Result<CronExpression> Parse(std::string_view expression);
 
+  // How many times Parse has run in this process: for tests that prove a layer does not parse a
+  // schedule again. Thread-safe.
+  static std::uint64_t ParseCount();
+
   // Returns the first whole second strictly after `after` that matches, evaluated in `zone`.
   // A local time skipped by a DST jump fires at the jump; a repeated local hour fires once (at
   // its first occurrence). As in the cron package, the jump fires only if the day after it

@@ -27,7 +27,6 @@
 #include "store/prune_rule.h"
 #include "store/row_rules.h"
 #include "store/run_history_support.h"
-#include "store/settings_cache.h"
 #include "store/task_pause.h"
 
 namespace stagehand::store_internal {
@@ -550,7 +549,6 @@ class MySqlTaskStore final : public TaskStore,
   const std::string where_;                       // "plugin X (MySQL database D)", for messages
   const Clock& clock_;
   DatabaseClock db_clock_;
-  store_internal::SettingsCache settings_cache_;
   MyPool pool_;
   std::atomic<ChangeLog> change_log_{ChangeLog::kUnknown};
   std::atomic<Table> history_table_{Table::kUnknown};

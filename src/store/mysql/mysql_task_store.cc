@@ -527,7 +527,7 @@ PollEntry MySqlTaskStore::Entry(const std::string& id, const std::map<std::strin
   entry.current_run_expires_at = row.current_run_expires_at;
   entry.running = row.current_run_ticket.has_value();
   entry.version = store_internal::RowVersion(row);
-  Result<TaskSettingsV2> settings = settings_cache_.Parse(row.settings_json);
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(row.settings_json);
   if (!settings.ok()) {
     entry.readiness = Readiness::kInvalidSettings;
     entry.settings_error = settings.status().message();

@@ -28,7 +28,6 @@
 #include "store/postgres/pg_time.h"
 #include "store/postgres/statements.h"
 #include "store/run_history_support.h"
-#include "store/settings_cache.h"
 #include "store/task_pause.h"
 
 namespace stagehand::store_internal {
@@ -264,7 +263,6 @@ class PostgresTaskStore final : public TaskStore,
   const std::string channel_;
   const Clock& clock_;
   DatabaseClock db_clock_;
-  store_internal::SettingsCache settings_cache_;
   const std::string schema_;  // the search_path of every session the store borrows
   // Before pool_: the pool is registered in its group until it is destroyed.
   const std::shared_ptr<PostgresConnections> connections_;

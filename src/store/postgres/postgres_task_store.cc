@@ -150,7 +150,7 @@ Status PostgresTaskStore::Migrate() {
 
 Result<UpsertResult> PostgresTaskStore::Upsert(const std::string& id,
                                                const TaskSchedule& schedule) {
-  STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
+  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
   const WallTime db_now = db_clock_.Now();
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan start, store_internal::PlanInsertStart(schedule, db_now));
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
@@ -322,7 +322,7 @@ Result<PollResult> PostgresTaskStore::ReadPoll(const Executed& executed,
         (!poll.earliest_next || *entry.next_run_start_at < *poll.earliest_next)) {
       poll.earliest_next = entry.next_run_start_at;
     }
-    Result<TaskSettingsV2> settings = settings_cache_.Parse(result.Get(row, 2));
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(result.Get(row, 2));
     if (!settings.ok()) {
       entry.readiness = Readiness::kInvalidSettings;
       entry.settings_error = settings.status().message();

@@ -17,7 +17,6 @@
 #include "store/prune_rule.h"
 #include "store/row_rules.h"
 #include "store/run_history_support.h"
-#include "store/settings_cache.h"
 #include "store/sqlite/sqlite_database.h"
 #include "store/sqlite/sqlite_history_sql.h"
 #include "store/sqlite/sqlite_migrations.h"
@@ -259,7 +258,6 @@ class SqliteTaskStore final : public TaskStore,
   const std::string plugin_id_;
   const Clock& clock_;
   DatabaseClock db_clock_;
-  store_internal::SettingsCache settings_cache_;
   store_internal::LimitsHolder limits_;
   std::recursive_mutex mu_;
   std::unique_ptr<SqliteDatabase> db_;                      // guarded by mu_

@@ -21,7 +21,7 @@ Status SqliteTaskStore::Migrate() {
 }
 
 Result<UpsertResult> SqliteTaskStore::Upsert(const std::string& id, const TaskSchedule& schedule) {
-  STAGEHAND_RETURN_IF_ERROR(ValidateTaskSchedule(schedule));
+  STAGEHAND_RETURN_IF_ERROR(schedule.settings.Validate());
   const WallTime db_now = db_clock_.Now();
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan start, store_internal::PlanInsertStart(schedule, db_now));
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan reregister,
@@ -464,7 +464,7 @@ Result<PollEntry> SqliteTaskStore::ReadPollEntry(const SqliteStatement& stmt) {
   entry.current_run_expires_at = expires;
   entry.running = !stmt.IsNull(4);
   entry.version = stmt.Int(8);
-  Result<TaskSettingsV2> settings = settings_cache_.Parse(stmt.Text(2));
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(stmt.Text(2));
   if (!settings.ok()) {
     entry.readiness = Readiness::kInvalidSettings;
     entry.settings_error = settings.status().message();

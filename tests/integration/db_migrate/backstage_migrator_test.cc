@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "integration/backstage_peer.h"
 #include "integration/postgres/test_server.h"
 #include "stagehand/store/postgres_task_store.h"
@@ -70,7 +71,7 @@ class BackstageMigratorTest : public pg_test::ServerTest {
     EXPECT_NE(history, nullptr);
     if (!migrated.ok() || history == nullptr) return nullptr;
     TaskSchedule schedule;
-    schedule.settings.cadence = "manual";
+    schedule.settings.cadence = testing::ParsedCadence("manual");
     schedule.settings.timeout_after_duration = "PT1M";
     const std::vector<TaskUpsert> upserts = {{"task", schedule, "host"}};
     EXPECT_THAT((*store)->UpsertMany(upserts), IsOk());

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/uuid.h"
 #include "stagehand/engine/engine_options.h"
@@ -226,7 +227,7 @@ class EngineIntegrationTest : public ::testing::Test {
   // renewed nor released). Returns how long after the claim B starts the task, or nullopt.
   std::optional<Steady::duration> TakeOverFromDeadOwner(EngineOptions options) {
     RunLog log;
-    const TaskSchedule schedule{TaskSettingsV2{"PT1H", std::nullopt, "PT1M"}, TimeZone::Utc()};
+    const TaskSchedule schedule = testing::ScheduleFrom("PT1H");
     Steady::time_point claimed;
     {
       std::shared_ptr<TaskStore> dead = OpenStore();

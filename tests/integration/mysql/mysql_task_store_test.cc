@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "fixtures/task_schedules.h"
 #include "integration/mysql/test_server.h"
 
 namespace stagehand {
@@ -38,7 +39,7 @@ class MySqlTaskStoreTest : public mysql_test::ServerTest {
 
   static TaskSchedule Schedule(std::string cadence, std::optional<std::string> initial_delay) {
     TaskSchedule schedule;
-    schedule.settings.cadence = std::move(cadence);
+    schedule.settings.cadence = testing::ParsedCadence(cadence);
     schedule.settings.initial_delay_duration = std::move(initial_delay);
     schedule.settings.timeout_after_duration = "PT1M";
     return schedule;

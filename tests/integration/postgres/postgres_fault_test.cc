@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "integration/postgres/test_server.h"
 #include "integration/tcp_proxy.h"
 #include "stagehand/store/postgres_task_store.h"
@@ -72,7 +73,7 @@ int PortOf(const std::string& url) {
 
 TaskSchedule Every10Minutes() {
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   return schedule;
 }
@@ -450,7 +451,7 @@ TEST_F(PostgresFaultTest, AStoreNotToldOfATransactionPoolerStillWorksThroughIt) 
   std::unique_ptr<TaskStore> store = std::move(*opened);
   ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT0S";
+  schedule.settings.cadence = testing::ParsedCadence("PT0S");
   schedule.settings.timeout_after_duration = "PT1M";
   for (int w = 0; w < kWorkers; ++w) {
     ASSERT_THAT(store->Upsert("pooled-" + std::to_string(w), schedule), IsOk());
@@ -495,7 +496,7 @@ TEST_F(PostgresFaultTest, RestartUnderLoadOnlyEverFailsUnavailable) {
   ASSERT_NE(store, nullptr);
   const TaskSchedule schedule = [] {
     TaskSchedule s;
-    s.settings.cadence = "PT0S";
+    s.settings.cadence = testing::ParsedCadence("PT0S");
     s.settings.timeout_after_duration = "PT1M";
     return s;
   }();

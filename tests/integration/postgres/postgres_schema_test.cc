@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "integration/postgres/test_server.h"
 #include "integration/trace_id_migration.h"
 #include "stagehand/model/task_state.h"
@@ -242,7 +243,7 @@ class PostgresSchemaTest : public pg_test::ServerTest {
     pg_test::RawConnection db(url(), database_);
     db.Exec(fmt::format("ALTER TABLE {} SET (autovacuum_enabled = false)", table));
     TaskSchedule schedule;
-    schedule.settings.cadence = "manual";
+    schedule.settings.cadence = testing::ParsedCadence("manual");
     schedule.settings.timeout_after_duration = "PT1M";
     ASSERT_THAT(store->Upsert("a", schedule), IsOk());
     ASSERT_THAT(store->Upsert("b", schedule), IsOk());
@@ -385,7 +386,7 @@ TEST_F(PostgresSchemaTest, DatabasePreparedByKnexIsUsedAsIs) {
             knex_times);
 
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(store->Upsert("on-knex", schedule), IsOk());
   Result<ClaimResult> claim = store->Claim("on-knex", "t", minutes(1), minutes(1));
@@ -538,7 +539,7 @@ TEST_F(PostgresSchemaTest, StoreOnADatabaseWithoutTheHistoryTablesWorksWithoutHi
   std::unique_ptr<TaskStore> store = Open();
   ASSERT_NE(store, nullptr);
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(store->Upsert("task", schedule), IsOk());
   const std::vector<ClaimRequest> claims = {
@@ -582,7 +583,7 @@ TEST_F(PostgresSchemaTest, SchemaDivisionKeepsPluginsApartAndNotifiesPerSchema) 
   std::unique_ptr<Notifications> on_b = b->Listen(listener("b"));
 
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(a->Upsert("only-in-a", schedule), IsOk());
   ASSERT_THAT(b->Upsert("only-in-b", schedule), IsOk());
@@ -628,7 +629,7 @@ TEST_F(PostgresSchemaTest, IdentifiersAndIdsNeedNoCareFromCallers) {
   std::unique_ptr<TaskStore> store = OpenMigrated("odd \"schema\"");
   ASSERT_NE(store, nullptr);
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   const std::vector<std::string> ids = {"a\"b", "c\\d", "e,f", "{g}", "h'); DROP TABLE x; --",
                                         "NULL", ""};
@@ -709,7 +710,7 @@ TEST_F(PostgresSchemaTest, BackstageStatementsAndOursInteroperate) {
   EXPECT_STREQ(PQcmdTuples(stolen.get()), "0");
 
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   const std::string error = R"({"name":"TypeError","message":"bad type"})";
   Result<bool> released = store->Release("bs-duration", "ours", schedule, error);
@@ -793,7 +794,7 @@ TEST_F(PostgresSchemaTest, RegistrationsAndReleasesOfTheSameRowsAtOnceNeverDeadl
   ASSERT_NE(registering, nullptr);
   ASSERT_NE(releasing, nullptr);
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   std::vector<TaskUpsert> upserts;
   std::vector<ReleaseRequest> releases;
@@ -895,7 +896,7 @@ TEST_F(PostgresSchemaTest, EachTaskKeepsARingOfRowsAndARunTakesTheRowOfTheOldest
   limits.max_runs_per_task = 4;
   store->history()->SetLimits(limits);
   TaskSchedule schedule;
-  schedule.settings.cadence = "manual";
+  schedule.settings.cadence = testing::ParsedCadence("manual");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(store->Upsert("a", schedule), IsOk());
   int ticket = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "sqlite_test_util.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/service/task_row_state.h"
@@ -41,12 +42,7 @@ WallTime At(const char* text) {
   return t.ok() ? *t : WallTime{};
 }
 
-TaskSchedule Schedule(std::string cadence) {
-  TaskSchedule schedule;
-  schedule.settings.cadence = std::move(cadence);
-  schedule.settings.timeout_after_duration = "PT1M";
-  return schedule;
-}
+TaskSchedule Schedule(std::string_view cadence) { return testing::ScheduleFrom(cadence); }
 
 // A migrated database with a store and a raw connection to it.
 class SqliteCompatTest : public ::testing::Test {

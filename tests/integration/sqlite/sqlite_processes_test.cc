@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
 #include "stagehand/testing/status_matchers.h"
@@ -81,7 +82,7 @@ TEST(SqliteProcessesTest, ExactlyOneProcessWinsEachClaimRace) {
   TempDir dir;
   const std::string path = dir.File("race.sqlite");
   TaskSchedule schedule;  // due again as soon as it is released
-  schedule.settings.cadence = "PT0S";
+  schedule.settings.cadence = testing::ParsedCadence("PT0S");
   schedule.settings.timeout_after_duration = "PT1M";
   {
     // The database exists, migrated and in WAL mode, before any child opens it. The connection is

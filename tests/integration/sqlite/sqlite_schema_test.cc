@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "integration/trace_id_migration.h"
 #include "sqlite_test_util.h"
 #include "stagehand/store/sqlite_task_store.h"
@@ -100,7 +101,7 @@ const Rows kStagehandMigrations = {
 
 TaskSchedule TenMinutes() {
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   return schedule;
 }
@@ -156,7 +157,7 @@ TEST(SqliteSchemaTest, MigrateIsIdempotentAcrossStoresAndKeepsRows) {
   std::unique_ptr<TaskStore> store = Open(path);
   ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(store->Upsert("kept", schedule), IsOk());
   RawDb db(path);
@@ -421,7 +422,7 @@ TEST(SqliteSchemaTest, InMemoryDatabaseMigratesAndWorks) {
   ASSERT_THAT(store->Migrate(), IsOk());
   ASSERT_THAT(store->Migrate(), IsOk());
   TaskSchedule schedule;
-  schedule.settings.cadence = "PT10M";
+  schedule.settings.cadence = testing::ParsedCadence("PT10M");
   schedule.settings.timeout_after_duration = "PT1M";
   ASSERT_THAT(store->Upsert("mem", schedule), IsOk());
   const std::vector<std::string> ids = {"mem"};

@@ -328,7 +328,7 @@ TEST(ReadScheduleDefinitionTest, ReadsCatchUpWindowAndJitterOutsideTheStoredSett
   // Backstage's settings_json is byte-identical with or without them.
   auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
   ASSERT_THAT(plain, IsOk());
-  EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
+  EXPECT_EQ(BuildTaskSettings(*schedule)->ToJson(), BuildTaskSettings(*plain)->ToJson());
 }
 
 TEST(ReadScheduleDefinitionTest, BadCatchUpWindowOrJitterNamesTheKey) {
@@ -358,7 +358,7 @@ retry: { attempts: 2, backoff: 1s, maxBackoff: { minutes: 5 } }
   EXPECT_EQ(ToMilliseconds(*schedule->retry->max_backoff), std::chrono::minutes(5));
   auto plain = ReadScheduleDefinitionFromConfig(Json(R"({"frequency": "10m", "timeout": "1m"})"));
   ASSERT_THAT(plain, IsOk());
-  EXPECT_EQ(BuildTaskSettings(*schedule).ToJson(), BuildTaskSettings(*plain).ToJson());
+  EXPECT_EQ(BuildTaskSettings(*schedule)->ToJson(), BuildTaskSettings(*plain)->ToJson());
 
   auto defaults = ReadScheduleDefinitionFromConfig(
       Json(R"({"frequency": "10m", "timeout": "1m", "retry": {"attempts": 3}})"));
@@ -471,7 +471,9 @@ initialDelay: 10s
 )");
   auto schedule = ReadScheduleDefinitionFromConfig(config);
   ASSERT_THAT(schedule, IsOk());
-  const TaskSettingsV2 settings = BuildTaskSettings(*schedule);
+  const Result<TaskSettingsV2> built = BuildTaskSettings(*schedule);
+  ASSERT_THAT(built, IsOk());
+  const TaskSettingsV2& settings = *built;
   EXPECT_THAT(settings.Validate(), IsOk());
   EXPECT_EQ(
       settings.ToJson(),

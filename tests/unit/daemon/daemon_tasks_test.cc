@@ -197,13 +197,13 @@ stagehand:
   EXPECT_EQ(tasks[0].id, "cron-zoned");
   EXPECT_EQ(std::get<CronFrequency>(tasks[0].schedule.frequency),
             (CronFrequency{"0 9 * * mon-fri", "Europe/Berlin"}));
-  EXPECT_EQ(BuildTaskSettings(tasks[0].schedule).timeout_after_duration, "PT5M");
-  EXPECT_EQ(BuildTaskSettings(tasks[1].schedule).cadence, "PT1M");
+  EXPECT_EQ(BuildTaskSettings(tasks[0].schedule)->timeout_after_duration, "PT5M");
+  EXPECT_EQ(BuildTaskSettings(tasks[1].schedule)->cadence.text(), "PT1M");
   EXPECT_EQ(tasks[1].schedule.scope, TaskScope::kLocal);
-  EXPECT_EQ(BuildTaskSettings(tasks[2].schedule).cadence, "PT1H");
+  EXPECT_EQ(BuildTaskSettings(tasks[2].schedule)->cadence.text(), "PT1H");
   EXPECT_EQ(ToMilliseconds(tasks[2].schedule.timeout), std::chrono::seconds(30));
   EXPECT_TRUE(std::holds_alternative<ManualFrequency>(tasks[3].schedule.frequency));
-  EXPECT_EQ(BuildTaskSettings(tasks[3].schedule).cadence, "manual");
+  EXPECT_EQ(BuildTaskSettings(tasks[3].schedule)->cadence.text(), "manual");
 }
 
 TEST(ReadDaemonPluginsTest, ReadsHttpTaskWithTimeoutsFromTheTaskTimeout) {
@@ -642,10 +642,10 @@ stagehand:
   ASSERT_EQ(tasks.size(), 2u);
   EXPECT_EQ(tasks[0].id, "ok");
   EXPECT_EQ(tasks[0].scope, TaskScope::kGlobal);
-  EXPECT_EQ(tasks[0].settings.cadence, "*/10 * * * * *");
+  EXPECT_EQ(tasks[0].settings.cadence.text(), "*/10 * * * * *");
   EXPECT_EQ(tasks[1].id, "fails");
   EXPECT_EQ(tasks[1].scope, TaskScope::kLocal);
-  EXPECT_EQ(tasks[1].settings.cadence, "manual");
+  EXPECT_EQ(tasks[1].settings.cadence.text(), "manual");
 
   std::shared_future<Status> ok_run = scheduler.WaitForTask("ok");
   ASSERT_THAT(scheduler.TriggerTask("ok"), IsOk());

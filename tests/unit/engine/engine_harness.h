@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/task_engine.h"
+#include "fixtures/task_schedules.h"
 #include "stagehand/store/memory_task_store.h"
 #include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
@@ -212,13 +213,9 @@ class Probe {
   Status result_;
 };
 
-inline TaskSchedule Schedule(std::string cadence, std::string timeout = "PT1M",
+inline TaskSchedule Schedule(std::string_view cadence, std::string timeout = "PT1M",
                              std::optional<std::string> initial_delay = std::nullopt) {
-  TaskSettingsV2 settings;
-  settings.cadence = std::move(cadence);
-  settings.timeout_after_duration = std::move(timeout);
-  settings.initial_delay_duration = std::move(initial_delay);
-  return TaskSchedule{settings, TimeZone::Utc()};
+  return testing::ScheduleFrom(cadence, std::move(initial_delay), std::move(timeout));
 }
 
 // The newest run of `task` in `store`'s history, with its output.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
@@ -60,7 +61,7 @@ EngineTask Def(std::string id, std::string cadence, TaskScope scope = TaskScope:
   EngineTask def;
   def.id = std::move(id);
   def.scope = scope;
-  def.schedule.settings.cadence = std::move(cadence);
+  def.schedule.settings.cadence = testing::ParsedCadence(cadence);
   def.schedule.settings.timeout_after_duration = "PT1M";
   def.timeout = timeout;
   return def;
@@ -272,7 +273,7 @@ TEST_F(PlannerTest, APolledReadyRowBecomesACandidateWithTheRowsSettings) {
   PollResult polled = QuietPoll(kT0);
   PollEntry entry = Entry("a", Readiness::kReady, 3, kWall0 - seconds(2));
   TaskSettingsV2 theirs;
-  theirs.cadence = "PT2M";
+  theirs.cadence = testing::ParsedCadence("PT2M");
   theirs.timeout_after_duration = "PT1M";
   entry.settings = theirs;
   polled.entries.push_back(entry);
@@ -281,13 +282,13 @@ TEST_F(PlannerTest, APolledReadyRowBecomesACandidateWithTheRowsSettings) {
   EXPECT_EQ(plan.candidates[0].version, 3);
   EXPECT_EQ(plan.candidates[0].due, kWall0 - seconds(2));
   ASSERT_TRUE(plan.candidates[0].settings.has_value());
-  EXPECT_EQ(plan.candidates[0].settings->cadence, "PT2M")
+  EXPECT_EQ(plan.candidates[0].settings->cadence.text(), "PT2M")
       << "another host registered it differently: the run uses (and releases with) the row's";
 
   std::vector<TaskPtr> lost;
   std::vector<Planner::Started> started = Claim(plan, kT0, {true}, &lost);
   ASSERT_EQ(started.size(), 1u);
-  EXPECT_EQ(started[0].run->schedule.settings.cadence, "PT2M");
+  EXPECT_EQ(started[0].run->schedule.settings.cadence.text(), "PT2M");
   EXPECT_EQ(started[0].run->lag, seconds(2));
 }
 

@@ -285,6 +285,38 @@ TEST_F(RunHistoryRouterTest, StagehandsTaskListingIsBackstagesWithTheZoneOfEachC
   EXPECT_EQ(without, expected->body);
 }
 
+// Issue 39: a schedule is parsed once, when it is registered; the REST listings, however often
+// they are asked for and whatever they compute from the cadence, never parse it again.
+TEST_F(RunHistoryRouterTest, ACronIsParsedOnceAtRegistrationAndNeverPerRequest) {
+  auto probe = std::make_shared<TaskProbe>();
+  TaskDefinition task;
+  task.id = "nightly";
+  // Local: no poll decodes the row (a row is decoded where the store reads it) while it counts.
+  task.scope = TaskScope::kLocal;
+  task.frequency = CronFrequency{"0 3 * * *", "Europe/Berlin"};
+  task.timeout = std::chrono::minutes(1);
+  task.fn = probe->Returning();
+  const std::uint64_t before = CronExpression::ParseCount();
+  ASSERT_THAT(scheduler_->ScheduleTask(std::move(task)), IsOk());
+  EXPECT_EQ(CronExpression::ParseCount(), before + 1);
+  SchedulerRestRouter backstage("jobs", *scheduler_);
+  HttpRequest backstage_listing;
+  backstage_listing.method = "GET";
+  backstage_listing.path = "/.backstage/scheduler/v1/tasks";
+  for (int i = 0; i < 3; ++i) {
+    for (const char* path :
+         {"/api/jobs/.stagehand/v1/tasks", "/api/jobs/.stagehand/v1/tasks?upcoming=5"}) {
+      const RawResponse listed = Fetch(path);
+      ASSERT_EQ(listed.status, 200) << path << ": " << listed.body;
+      EXPECT_THAT(listed.body, HasSubstr(R"("cadence":"0 3 * * *")")) << path;
+    }
+    const std::optional<HttpResponse> listed = backstage.Handle(backstage_listing);
+    ASSERT_TRUE(listed.has_value());
+    EXPECT_THAT(listed->body, HasSubstr(R"("cadence":"0 3 * * *")"));
+  }
+  EXPECT_EQ(CronExpression::ParseCount(), before + 1);
+}
+
 // Issue 19: the dashboard's timeline marks each task's next starts, which the listing gives on
 // request, computed as the scheduler computes them (the cron in its zone, the interval from the
 // next start).

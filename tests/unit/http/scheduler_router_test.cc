@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/http/error_response.h"
 #include "stagehand/service/mock_scheduler.h"
 #include "stagehand/testing/status_matchers.h"
@@ -107,7 +108,7 @@ std::string Field(const LogFields& fields, std::string_view key) {
 
 TaskSettingsV2 Settings(std::string cadence, std::optional<std::string> initial_delay = {}) {
   TaskSettingsV2 settings;
-  settings.cadence = std::move(cadence);
+  settings.cadence = testing::ParsedCadence(cadence);
   settings.initial_delay_duration = std::move(initial_delay);
   settings.timeout_after_duration = "PT1M";
   return settings;

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/base/hash.h"
 #include "stagehand/testing/status_matchers.h"
 
@@ -12,6 +14,8 @@ namespace stagehand {
 namespace {
 
 using ::stagehand::testing::IsOk;
+using ::stagehand::testing::IsOkAndHolds;
+using ::stagehand::testing::Settings;
 using ::stagehand::testing::StatusIs;
 
 using std::chrono::milliseconds;
@@ -53,8 +57,11 @@ TEST(BuildTaskSettingsTest, CronIsVerbatimAndInitialDelayOnlyWhenGiven) {
   HumanDuration three_seconds;
   three_seconds.seconds = 3;
   schedule.initial_delay = three_seconds;
-  const TaskSettingsV2 settings = BuildTaskSettings(schedule);
-  EXPECT_EQ(settings, (TaskSettingsV2{"*/2 * * * * *", "PT3S", "PT1M"}));
+  const Result<TaskSettingsV2> built = BuildTaskSettings(schedule);
+  ASSERT_THAT(built, IsOk());
+  const TaskSettingsV2& settings = *built;
+  EXPECT_EQ(settings, Settings("*/2 * * * * *", "PT3S", "PT1M"));
+  ASSERT_NE(settings.cadence.cron(), nullptr);
   EXPECT_EQ(
       settings.ToJson(),
       R"({"version":2,"cadence":"*/2 * * * * *","initialDelayDuration":"PT3S","timeoutAfterDuration":"PT1M"})");
@@ -64,7 +71,7 @@ TEST(BuildTaskSettingsTest, ManualAndDurationCadences) {
   ScheduleDefinition manual;
   manual.frequency = ManualFrequency{};
   manual.timeout = Minutes(1);
-  EXPECT_EQ(BuildTaskSettings(manual).ToJson(),
+  EXPECT_EQ(BuildTaskSettings(manual)->ToJson(),
             R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
 
   ScheduleDefinition every;
@@ -72,13 +79,37 @@ TEST(BuildTaskSettingsTest, ManualAndDurationCadences) {
   every.timeout = milliseconds(3'600'000);
   every.initial_delay = HumanDuration{};
   EXPECT_EQ(
-      BuildTaskSettings(every).ToJson(),
+      BuildTaskSettings(every)->ToJson(),
       R"({"version":2,"cadence":"PT90M","initialDelayDuration":"PT0S","timeoutAfterDuration":"PT3600S"})");
 
   ScheduleDefinition chrono;
   chrono.frequency = milliseconds(5500);
   chrono.timeout = milliseconds(0);
-  EXPECT_EQ(BuildTaskSettings(chrono), (TaskSettingsV2{"PT5.5S", std::nullopt, "PT0S"}));
+  EXPECT_THAT(BuildTaskSettings(chrono), IsOkAndHolds(Settings("PT5.5S", std::nullopt, "PT0S")));
+  EXPECT_EQ(BuildTaskSettings(chrono)->cadence.period(), milliseconds(5500));
+}
+
+TEST(BuildTaskSettingsTest, ParsesACronOnceAndKeepsAReadersProgram) {
+  ScheduleDefinition schedule;
+  schedule.frequency = CronFrequency{"0 * * * *", ""};
+  schedule.timeout = Minutes(1);
+  std::uint64_t parses = CronExpression::ParseCount();
+  ASSERT_THAT(BuildTaskSettings(schedule), IsOk());
+  EXPECT_EQ(CronExpression::ParseCount(), parses + 1);
+
+  Result<CronExpression> program = CronExpression::Parse("0 * * * *");
+  ASSERT_THAT(program, IsOk());
+  auto shared = std::make_shared<const CronExpression>(*program);
+  schedule.frequency = CronFrequency{"0 * * * *", "", shared};
+  parses = CronExpression::ParseCount();
+  const Result<TaskSettingsV2> built = BuildTaskSettings(schedule);
+  ASSERT_THAT(built, IsOk());
+  EXPECT_EQ(built->cadence.cron(), shared.get());
+  EXPECT_EQ(CronExpression::ParseCount(), parses);
+
+  schedule.frequency = CronFrequency{"0 * * *", ""};
+  EXPECT_THAT(BuildTaskSettings(schedule),
+              StatusIs(StatusCode::kInvalidArgument, "Too few fields"));
 }
 
 TEST(ValidateScheduleDurationsTest, NamesEachFieldThatCannotWork) {

@@ -5,57 +5,48 @@
 
 #include <string>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/testing/status_matchers.h"
 
 namespace stagehand {
 namespace {
 
 using ::stagehand::testing::IsOk;
+using ::stagehand::testing::Settings;
 using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-TEST(ClassifyCadenceTest, FollowsBackstageRule) {
-  EXPECT_EQ(ClassifyCadence("manual"), CadenceKind::kManual);
-  EXPECT_EQ(ClassifyCadence("PT1M"), CadenceKind::kDuration);
-  EXPECT_EQ(ClassifyCadence("P"), CadenceKind::kDuration);
-  EXPECT_EQ(ClassifyCadence("Pnot-a-duration"), CadenceKind::kDuration);
-  EXPECT_EQ(ClassifyCadence("pt1m"), CadenceKind::kCron);
-  EXPECT_EQ(ClassifyCadence("*/5 * * * *"), CadenceKind::kCron);
-  EXPECT_EQ(ClassifyCadence("Manual"), CadenceKind::kCron);
-  EXPECT_EQ(ClassifyCadence(""), CadenceKind::kCron);
-  EXPECT_EQ((TaskSettingsV2{"manual", std::nullopt, "PT1M"}.cadence_kind()), CadenceKind::kManual);
-}
-
 TEST(TaskSettingsToJsonTest, MatchesJsonStringifyByteForByte) {
   EXPECT_EQ(
-      (TaskSettingsV2{"*/2 * * * * *", "PT3S", "PT1M"}.ToJson()),
+      (Settings("*/2 * * * * *", "PT3S", "PT1M").ToJson()),
       R"({"version":2,"cadence":"*/2 * * * * *","initialDelayDuration":"PT3S","timeoutAfterDuration":"PT1M"})");
-  EXPECT_EQ((TaskSettingsV2{"manual", std::nullopt, "PT1M"}.ToJson()),
+  EXPECT_EQ((Settings("manual", std::nullopt, "PT1M").ToJson()),
             R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
-  EXPECT_EQ((TaskSettingsV2{"PT10M", std::nullopt, "PT3600S"}.ToJson()),
+  EXPECT_EQ((Settings("PT10M", std::nullopt, "PT3600S").ToJson()),
             R"({"version":2,"cadence":"PT10M","timeoutAfterDuration":"PT3600S"})");
   EXPECT_EQ(
-      (TaskSettingsV2{"P1D", "PT0S", "PT0.1S"}.ToJson()),
+      (Settings("P1D", "PT0S", "PT0.1S").ToJson()),
       R"({"version":2,"cadence":"P1D","initialDelayDuration":"PT0S","timeoutAfterDuration":"PT0.1S"})");
-  EXPECT_EQ((TaskSettingsV2{"", "", ""}.ToJson()),
+  EXPECT_EQ((Settings("", "", "").ToJson()),
             R"({"version":2,"cadence":"","initialDelayDuration":"","timeoutAfterDuration":""})");
 }
 
 TEST(TaskSettingsToJsonTest, EscapesLikeJsonStringify) {
-  const TaskSettingsV2 settings{"a\"b\\c\nd\te\rf\bg\fh\x01i\x1fj\x7f", std::nullopt,
-                                "\xc3\xa9\xe2\x80\xa8"};
+  const TaskSettingsV2 settings =
+      Settings("manual", "a\"b\\c\nd\te\rf\bg\fh\x01i\x1fj\x7f", "\xc3\xa9\xe2\x80\xa8");
   EXPECT_EQ(settings.ToJson(),
-            "{\"version\":2,\"cadence\":\"a\\\"b\\\\c\\nd\\te\\rf\\bg\\fh\\u0001i\\u001fj\x7f\","
+            "{\"version\":2,\"cadence\":\"manual\",\"initialDelayDuration\":"
+            "\"a\\\"b\\\\c\\nd\\te\\rf\\bg\\fh\\u0001i\\u001fj\x7f\","
             "\"timeoutAfterDuration\":\"\xc3\xa9\xe2\x80\xa8\"}");
 }
 
 TEST(TaskSettingsToJsonTest, RoundTripsThroughFromJson) {
   for (const TaskSettingsV2& settings : {
-           TaskSettingsV2{"*/2 * * * * *", "PT3S", "PT1M"},
-           TaskSettingsV2{"manual", std::nullopt, "PT1M"},
-           TaskSettingsV2{"P1Y2M3W4DT5H6M7.8S", "", ""},
+           Settings("*/2 * * * * *", "PT3S", "PT1M"),
+           Settings("manual", std::nullopt, "PT1M"),
+           Settings("P1Y2M3W4DT5H6M7.8S", "", ""),
        }) {
     auto parsed = TaskSettingsV2::FromJson(settings.ToJson());
     ASSERT_THAT(parsed, IsOk());
@@ -67,33 +58,33 @@ TEST(TaskSettingsFromJsonTest, ReadsRowsBackstageWrites) {
   auto cron = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"*/2 * * * * *","initialDelayDuration":"PT3S","timeoutAfterDuration":"PT1M"})");
   ASSERT_THAT(cron, IsOk());
-  EXPECT_EQ(*cron, (TaskSettingsV2{"*/2 * * * * *", "PT3S", "PT1M"}));
-  EXPECT_EQ(cron->cadence_kind(), CadenceKind::kCron);
+  EXPECT_EQ(*cron, (Settings("*/2 * * * * *", "PT3S", "PT1M")));
+  EXPECT_TRUE(cron->cadence.is_cron());
 
   auto manual =
       TaskSettingsV2::FromJson(R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
   ASSERT_THAT(manual, IsOk());
-  EXPECT_EQ(*manual, (TaskSettingsV2{"manual", std::nullopt, "PT1M"}));
+  EXPECT_EQ(*manual, (Settings("manual", std::nullopt, "PT1M")));
 
   auto duration = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"PT5M","initialDelayDuration":"PT0S","timeoutAfterDuration":"PT3600S"})");
   ASSERT_THAT(duration, IsOk());
-  EXPECT_EQ(*duration, (TaskSettingsV2{"PT5M", "PT0S", "PT3600S"}));
-  EXPECT_EQ(duration->cadence_kind(), CadenceKind::kDuration);
+  EXPECT_EQ(*duration, (Settings("PT5M", "PT0S", "PT3600S")));
+  EXPECT_TRUE(duration->cadence.is_duration());
 }
 
 TEST(TaskSettingsFromJsonTest, AcceptsWhitespaceReorderedKeysAndFloatVersion) {
   auto settings = TaskSettingsV2::FromJson(
       " {\"timeoutAfterDuration\": \"PT1M\", \"cadence\": \"0 * * * *\", \"version\": 2.0}\n");
   ASSERT_THAT(settings, IsOk());
-  EXPECT_EQ(*settings, (TaskSettingsV2{"0 * * * *", std::nullopt, "PT1M"}));
+  EXPECT_EQ(*settings, (Settings("0 * * * *", std::nullopt, "PT1M")));
 }
 
 TEST(TaskSettingsFromJsonTest, IgnoresUnknownKeys) {
   auto settings = TaskSettingsV2::FromJson(
       R"({"version":2,"cadence":"PT1H","timeoutAfterDuration":"PT1M","extra":{"x":[1]},"note":"hi"})");
   ASSERT_THAT(settings, IsOk());
-  EXPECT_EQ(*settings, (TaskSettingsV2{"PT1H", std::nullopt, "PT1M"}));
+  EXPECT_EQ(*settings, (Settings("PT1H", std::nullopt, "PT1M")));
 }
 
 TEST(TaskSettingsFromJsonTest, AcceptsSchemaQuirks) {
@@ -172,35 +163,32 @@ TEST(TaskSettingsFromJsonTest, RejectsCronThatNeverFires) {
   EXPECT_EQ(never.status().message(), "Invalid settings: cadence: Invalid cron");
 }
 
-TEST(TaskSettingsValidateTest, ValidateDurationsLeavesTheCadenceToItsParser) {
-  EXPECT_TRUE((TaskSettingsV2{"not checked here", "PT10S", "PT1M"}.ValidateDurations().ok()));
-  EXPECT_EQ((TaskSettingsV2{"*/5 * * * *", "soon", "PT1m"}.ValidateDurations()),
-            (TaskSettingsV2{"*/5 * * * *", "soon", "PT1m"}.Validate()));
-  EXPECT_EQ((TaskSettingsV2{"*/5 * * * *", std::nullopt, "PT1m"}.ValidateDurations()),
-            InvalidArgumentError(
-                "Invalid settings: timeoutAfterDuration: Invalid duration, expecting ISO Period"));
-}
-
-TEST(TaskSettingsValidateTest, UsesTheSchemaRules) {
-  EXPECT_TRUE((TaskSettingsV2{"*/5 * * * *", std::nullopt, "PT1M"}.Validate().ok()));
-  EXPECT_TRUE((TaskSettingsV2{"0 0 * * * *", "PT10S", "PT1M"}.Validate().ok()));
-  EXPECT_TRUE((TaskSettingsV2{"@daily", std::nullopt, "PT1M"}.Validate().ok()));
-  EXPECT_TRUE((TaskSettingsV2{"manual", std::nullopt, ""}.Validate().ok()));
-  EXPECT_TRUE((TaskSettingsV2{"P1W", "", "PT1M"}.Validate().ok()));
-  EXPECT_EQ((TaskSettingsV2{"every minute", std::nullopt, "PT1M"}.Validate()),
-            InvalidArgumentError("Invalid settings: cadence: Invalid cron"));
-  EXPECT_EQ((TaskSettingsV2{"manual", "soon", "PT1M"}.Validate()),
+TEST(TaskSettingsValidateTest, UsesTheSchemaRulesForTheDurations) {
+  EXPECT_TRUE((Settings("*/5 * * * *", std::nullopt, "PT1M").Validate().ok()));
+  EXPECT_TRUE((Settings("0 0 * * * *", "PT10S", "PT1M").Validate().ok()));
+  EXPECT_TRUE((Settings("manual", std::nullopt, "").Validate().ok()));
+  EXPECT_TRUE((Settings("P1W", "", "PT1M").Validate().ok()));
+  EXPECT_EQ((Settings("manual", "soon", "PT1M").Validate()),
             InvalidArgumentError(
                 "Invalid settings: initialDelayDuration: Invalid duration, expecting ISO Period"));
-  EXPECT_EQ((TaskSettingsV2{"manual", std::nullopt, "PT1m"}.Validate()),
+  EXPECT_EQ((Settings("manual", std::nullopt, "PT1m").Validate()),
             InvalidArgumentError(
                 "Invalid settings: timeoutAfterDuration: Invalid duration, expecting ISO Period"));
-  const TaskSettingsV2 all_bad{"P1X", "p1d", "x"};
-  EXPECT_THAT(all_bad.Validate().message(),
+  EXPECT_THAT(Settings("manual", "p1d", "x").Validate().message(),
+              StartsWith("Invalid settings: initialDelayDuration: "));
+}
+
+TEST(TaskSettingsFromJsonTest, NamesEveryKeyAtFault) {
+  auto all_bad = TaskSettingsV2::FromJson(
+      R"({"version":2,"cadence":"P1X","initialDelayDuration":"p1d","timeoutAfterDuration":"x"})");
+  EXPECT_THAT(all_bad.status().message(),
               StartsWith("Invalid settings: cadence: Invalid duration, expecting ISO Period; "
                          "initialDelayDuration: "));
-  EXPECT_THAT(all_bad.Validate().message(),
+  EXPECT_THAT(all_bad.status().message(),
               HasSubstr("; timeoutAfterDuration: Invalid duration, expecting ISO Period"));
+  EXPECT_THAT(TaskSettingsV2::FromJson(
+                  R"({"version":2,"cadence":"every minute","timeoutAfterDuration":"PT1M"})"),
+              StatusIs(StatusCode::kInvalidArgument, "Invalid settings: cadence: Invalid cron"));
 }
 
 }  // namespace

@@ -425,9 +425,9 @@ TEST(MockSchedulerTest, GetScheduledTasksListsEachIdOnceInRegistrationOrder) {
   const std::vector<TaskDescriptor> tasks = scheduler.GetScheduledTasks();
   EXPECT_THAT(IdsOf(tasks), ElementsAre("b", "a", "c"));
   EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
-  EXPECT_EQ(tasks[0].settings.cadence, "PT5S");
+  EXPECT_EQ(tasks[0].settings.cadence.text(), "PT5S");
   EXPECT_EQ(tasks[1].scope, TaskScope::kGlobal);
-  EXPECT_EQ(tasks[1].settings.cadence, "PT300S");
+  EXPECT_EQ(tasks[1].settings.cadence.text(), "PT300S");
 }
 
 TEST(MockSchedulerTest, ReRegistrationReplacesTheFunction) {
@@ -458,7 +458,7 @@ TEST(MockSchedulerTest, ScheduledTaskRunnerRegistersWithTheRunnersSchedule) {
   ASSERT_EQ(tasks.size(), 1U);
   EXPECT_EQ(tasks[0].id, "a");
   EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
-  EXPECT_EQ(tasks[0].settings.cadence, "*/5 * * * *");
+  EXPECT_EQ(tasks[0].settings.cadence.text(), "*/5 * * * *");
   EXPECT_EQ(tasks[0].settings.timeout_after_duration, "PT30S");
   ASSERT_THAT(scheduler.TriggerTask("a"), IsOk());
   EXPECT_EQ(probe->starts(), 1U);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/base/host_name.h"
 #include "stagehand/store/memory_task_store.h"
 #include "stagehand/testing/status_matchers.h"
@@ -615,7 +616,7 @@ TEST_F(PluginSchedulerTest, ScheduledTaskRunnerRunsTheHappyPath) {
   const std::vector<TaskDescriptor> tasks = scheduler_->GetScheduledTasks();
   ASSERT_EQ(tasks.size(), 1U);
   EXPECT_EQ(tasks[0].scope, TaskScope::kGlobal);
-  EXPECT_EQ(tasks[0].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+  EXPECT_EQ(tasks[0].settings, testing::Settings("PT5S", std::nullopt, "PT1M"));
 }
 
 // --- Global tasks -------------------------------------------------------------------------------
@@ -879,10 +880,10 @@ TEST_F(PluginSchedulerTest, GetScheduledTasksReturnsGlobalAndLocalTasksInOrder) 
   ASSERT_EQ(tasks.size(), 2U);
   EXPECT_EQ(tasks[0].id, "task2");
   EXPECT_EQ(tasks[0].scope, TaskScope::kLocal);
-  EXPECT_EQ(tasks[0].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+  EXPECT_EQ(tasks[0].settings, testing::Settings("PT5S", std::nullopt, "PT1M"));
   EXPECT_EQ(tasks[1].id, "task1");
   EXPECT_EQ(tasks[1].scope, TaskScope::kGlobal);
-  EXPECT_EQ(tasks[1].settings, (TaskSettingsV2{"PT5S", std::nullopt, "PT1M"}));
+  EXPECT_EQ(tasks[1].settings, testing::Settings("PT5S", std::nullopt, "PT1M"));
 }
 
 // --- Cancel -------------------------------------------------------------------------------------
@@ -997,7 +998,7 @@ TEST_F(PluginSchedulerTest, ListTasksShowsSettingsAndWaitingStates) {
   ASSERT_EQ(listing->size(), 3U);
   const TaskListing& g1 = (*listing)[0];
   EXPECT_EQ(g1.descriptor.id, "g1");
-  EXPECT_EQ(g1.descriptor.settings, (TaskSettingsV2{"PT10M", "PT1H", "PT1M"}));
+  EXPECT_EQ(g1.descriptor.settings, testing::Settings("PT10M", "PT1H", "PT1M"));
   ASSERT_TRUE(g1.task_state.has_value());
   EXPECT_EQ(g1.task_state->ToJson(),
             R"({"status":"idle","startsAt":"2026-01-01T01:00:00.000+00:00"})");
@@ -1011,7 +1012,7 @@ TEST_F(PluginSchedulerTest, ListTasksShowsSettingsAndWaitingStates) {
   EXPECT_EQ(l1.worker_state, WorkerStatus::kInitialWait);
 
   const TaskListing& man = (*listing)[2];
-  EXPECT_EQ(man.descriptor.settings, (TaskSettingsV2{"manual", std::nullopt, "PT1M"}));
+  EXPECT_EQ(man.descriptor.settings, testing::Settings("manual", std::nullopt, "PT1M"));
   ASSERT_TRUE(man.task_state.has_value());
   EXPECT_EQ(man.task_state->ToJson(), R"({"status":"idle"})");
   EXPECT_EQ(man.worker_state, WorkerStatus::kIdle);

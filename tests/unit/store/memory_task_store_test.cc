@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 
@@ -24,9 +25,7 @@ using ::testing::Not;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 
-TaskSchedule Schedule(std::string cadence) {
-  return TaskSchedule{TaskSettingsV2{std::move(cadence), std::nullopt, "PT1M"}, TimeZone::Utc()};
-}
+TaskSchedule Schedule(std::string_view cadence) { return testing::ScheduleFrom(cadence); }
 
 class MemoryTaskStoreTest : public ::testing::Test {
  protected:
@@ -51,7 +50,9 @@ TEST_F(MemoryTaskStoreTest, CountsOneStatementPerRoundTrip) {
 
   // Rejected before reaching the table.
   count = store_.statement_count();
-  EXPECT_THAT(store_.Upsert("c", Schedule("not a cron")), Not(IsOk()));
+  TaskSchedule bad = Schedule("PT1M");
+  bad.settings.timeout_after_duration = "1 minute";
+  EXPECT_THAT(store_.Upsert("c", bad), Not(IsOk()));
   // Written behind the store's back.
   TaskRow raw;
   raw.id = "raw";

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "fixtures/task_schedules.h"
 #include "stagehand/testing/status_matchers.h"
 #include "stagehand/time/manual_clock.h"
 #include "stagehand/time/time_zone.h"
@@ -29,9 +30,9 @@ WallTime At(std::string_view iso) {
   return t.ok() ? *t : WallTime{};
 }
 
-TaskSchedule Schedule(std::string cadence, std::optional<std::string> delay = std::nullopt,
+TaskSchedule Schedule(std::string_view cadence, std::optional<std::string> delay = std::nullopt,
                       TimeZone zone = TimeZone::Utc()) {
-  return TaskSchedule{TaskSettingsV2{std::move(cadence), std::move(delay), "PT1M"}, zone};
+  return testing::ScheduleFrom(cadence, std::move(delay), "PT1M", std::move(zone));
 }
 
 NextRunPlan Plan(Kind kind, double seconds = 0, WallTime instant = WallTime{}) {
@@ -76,9 +77,9 @@ TEST(PlanInsertStartTest, CronIsEvaluatedInTheScheduleZone) {
 
 TEST(PlanInsertStartTest, RejectsBadCadencesAndDelays) {
   const WallTime now = At("2026-03-01T10:00:00Z");
-  Result<NextRunPlan> bad_cron = PlanInsertStart(Schedule("not a cron"), now);
+  // The empty cadence zod lets through is a cron without a program.
+  Result<NextRunPlan> bad_cron = PlanInsertStart(Schedule(""), now);
   ASSERT_THAT(bad_cron, StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_THAT(PlanInsertStart(Schedule("0 0 30 2 *"), now), Not(IsOk()));
   Result<NextRunPlan> bad_delay = PlanInsertStart(Schedule("PT10M", "soon"), now);
   ASSERT_THAT(bad_delay, Not(IsOk()));
   EXPECT_THAT(bad_delay.status().message(), HasSubstr("soon"));
@@ -118,40 +119,28 @@ TEST(PlanReleaseNextTest, DurationIsAnchoredOnTheScheduledTime) {
   EXPECT_EQ(*PlanReleaseNext(Schedule("manual"), now), Plan(Kind::kNull));
 }
 
-// Returns `schedule` carrying the compiled program of `expression`, as PluginScheduler builds it.
-TaskSchedule WithProgram(TaskSchedule schedule, std::string_view expression) {
-  Result<CronExpression> cron = CronExpression::Parse(expression);
-  EXPECT_THAT(cron, IsOk()) << expression;
-  if (cron.ok()) schedule.cron = std::make_shared<const CronExpression>(*std::move(cron));
-  return schedule;
-}
-
-TEST(CompiledCronTest, IsUsedOnlyForItsOwnCadence) {
-  const TaskSchedule own = WithProgram(Schedule("0 * * * *"), "0 * * * *");
-  EXPECT_EQ(CompiledCron(own), own.cron.get());
+TEST(NextRunTest, UsesTheCadenceTheSettingsCarry) {
+  const TaskSchedule own = Schedule("0 * * * *");
   EXPECT_EQ(*PlanReleaseNext(own, At("2026-03-01T10:30:00Z")),
             Plan(Kind::kInstant, 0, At("2026-03-01T11:00:00Z")));
-  // Settings replaced by a row's (another host's): the program no longer applies; the row's
-  // cadence is parsed.
+  // Settings replaced by a row's (another host's): its cadence applies, parsed where it was read.
   TaskSchedule replaced = own;
-  replaced.settings.cadence = "*/5 * * * *";
-  EXPECT_EQ(CompiledCron(replaced), nullptr);
+  replaced.settings.cadence = testing::ParsedCadence("*/5 * * * *");
+  const std::uint64_t parses = CronExpression::ParseCount();
   EXPECT_EQ(*PlanReleaseNext(replaced, At("2026-03-01T10:30:00Z")),
             Plan(Kind::kInstant, 0, At("2026-03-01T10:35:00Z")));
-  EXPECT_EQ(CompiledCron(Schedule("0 * * * *")), nullptr);
+  EXPECT_EQ(CronExpression::ParseCount(), parses);
 }
 
-TEST(ValidateTaskScheduleTest, ChecksTheDurationsBesideACompiledCadence) {
-  EXPECT_THAT(ValidateTaskSchedule(WithProgram(Schedule("0 * * * *"), "0 * * * *")), IsOk());
-  TaskSchedule bad_timeout = WithProgram(Schedule("0 * * * *"), "0 * * * *");
+TEST(NextRunTest, ValidatesTheDurationsOfTheSettings) {
+  TaskSchedule bad_timeout = Schedule("0 * * * *");
   bad_timeout.settings.timeout_after_duration = "1 minute";
-  EXPECT_EQ(ValidateTaskSchedule(bad_timeout),
+  EXPECT_EQ(bad_timeout.settings.Validate(),
             InvalidArgumentError("Invalid settings: timeoutAfterDuration: Invalid duration, "
                                  "expecting ISO Period"));
-  EXPECT_EQ(ValidateTaskSchedule(bad_timeout), bad_timeout.settings.Validate());
-  // Without a program the cadence is checked as well.
-  EXPECT_EQ(ValidateTaskSchedule(Schedule("0 * * *")), Schedule("0 * * *").settings.Validate());
-  EXPECT_THAT(ValidateTaskSchedule(Schedule("0 * * *")), Not(IsOk()));
+  EXPECT_THAT(
+      PlanUpserts(std::vector<TaskUpsert>{{"t", bad_timeout}}, At("2026-03-01T10:30:00Z")),
+      StatusIs(StatusCode::kInvalidArgument, "task t: Invalid settings: timeoutAfterDuration"));
 }
 
 TEST(IsoDurationSecondsTest, ConvertsCasually) {
