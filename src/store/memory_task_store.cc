@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -36,7 +35,7 @@ class MemoryNotifications final : public Notifications {
 
   ~MemoryNotifications() override {
     table_->RemoveListener(listener_);
-    std::lock_guard call_lock(listener_->call_mu);
+    RecursiveMutexLock call_lock(listener_->call_mu);
     listener_->active = false;
   }
 
@@ -91,14 +90,14 @@ MemoryTaskStore::MemoryTaskStore(std::string plugin_id, const Clock& clock,
 MemoryTaskStore::~MemoryTaskStore() = default;
 
 void MemoryTaskStore::SetUnavailable(bool unavailable) {
-  std::lock_guard lock(health_mu_);
+  MutexLock lock(health_mu_);
   if (unavailable && !unavailable_) unavailable_since_ = clock_.MonoNow();
   if (!unavailable && unavailable_) ++reconnects_;
   unavailable_ = unavailable;
 }
 
 DatabaseHealth MemoryTaskStore::Health() const {
-  std::lock_guard lock(health_mu_);
+  MutexLock lock(health_mu_);
   DatabaseHealth health;
   health.reachable = !unavailable_;
   health.reconnects = reconnects_;

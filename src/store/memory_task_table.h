@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "stagehand/base/check.h"
+#include "stagehand/base/mutex.h"
+#include "stagehand/base/recursive_mutex.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/memory_task_store.h"
 #include "store/next_run.h"
@@ -132,34 +133,34 @@ class MemoryTaskTable {
     std::function<void(const StoreEvent&)> handler;
     // Held while the handler runs; recursive so that a handler whose own write notifies it again
     // does not deadlock on itself.
-    std::recursive_mutex call_mu;
-    bool active = true;  // guarded by call_mu
+    RecursiveMutex call_mu;
+    bool active STAGEHAND_GUARDED_BY(call_mu) = true;
   };
 
   // Runs `fn(rows)` under the table lock and returns its result.
   template <typename Fn>
   auto WithRows(Fn&& fn) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::forward<Fn>(fn)(rows_);
   }
 
   // Runs `fn(rows, runs)` under the table lock and returns its result.
   template <typename Fn>
   auto WithRowsAndRuns(Fn&& fn) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::forward<Fn>(fn)(rows_, runs_);
   }
 
   // Runs `fn(rows, runs, registrations)` under the table lock and returns its result.
   template <typename Fn>
   auto WithEverything(Fn&& fn) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return std::forward<Fn>(fn)(rows_, runs_, registrations_);
   }
 
   std::shared_ptr<const MemoryTaskStore::Snapshot> TakeSnapshot() {
-    std::lock_guard keys_lock(keys_mu_);
-    std::lock_guard lock(mu_);
+    MutexLock keys_lock(keys_mu_);
+    MutexLock lock(mu_);
     auto snapshot = std::make_shared<MemoryTaskStore::Snapshot>();
     snapshot->rows = rows_;
     snapshot->runs = runs_;
@@ -169,8 +170,8 @@ class MemoryTaskTable {
   }
 
   void RollBackTo(const MemoryTaskStore::Snapshot& snapshot) {
-    std::lock_guard keys_lock(keys_mu_);
-    std::lock_guard lock(mu_);
+    MutexLock keys_lock(keys_mu_);
+    MutexLock lock(mu_);
     rows_ = snapshot.rows;
     for (const auto& [run_id, run] : runs_) {
       if (!snapshot.runs.contains(run_id)) vanished_starts_.insert(run_id);
@@ -185,14 +186,14 @@ class MemoryTaskTable {
   // the table (a keyed request's `apply` runs under it, as under a row lock of its key).
   template <typename Fn>
   auto WithKeys(Fn&& fn) {
-    std::lock_guard lock(keys_mu_);
+    MutexLock lock(keys_mu_);
     return std::forward<Fn>(fn)(keys_);
   }
 
   // Which of `run_ids` had their record taken by a roll-back (a failover to a server that lacked
   // it), forgetting them: their releases write the record whole and say so.
   std::set<std::string, std::less<>> TakeVanishedStarts(std::span<const std::string> run_ids) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::set<std::string, std::less<>> taken;
     for (const std::string& run_id : run_ids) {
       if (vanished_starts_.erase(run_id) > 0) taken.insert(run_id);
@@ -201,17 +202,17 @@ class MemoryTaskTable {
   }
 
   std::int64_t server_changes() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return server_changes_;
   }
 
   void AddListener(std::shared_ptr<Listener> listener) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     listeners_.push_back(std::move(listener));
   }
 
   void RemoveListener(const std::shared_ptr<Listener>& listener) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::erase(listeners_, listener);
   }
 
@@ -221,27 +222,29 @@ class MemoryTaskTable {
     if (events.empty()) return;
     std::vector<std::shared_ptr<Listener>> targets;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       targets = listeners_;
     }
     for (const std::shared_ptr<Listener>& listener : targets) {
-      std::lock_guard call_lock(listener->call_mu);
+      RecursiveMutexLock call_lock(listener->call_mu);
       if (!listener->active) continue;
       for (const StoreEvent& event : events) listener->handler(event);
     }
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::string, TaskRow> rows_;  // by id, so States() is ordered
-  RunMap runs_;
-  std::set<std::string, std::less<>> vanished_starts_;  // see TakeVanishedStarts
-  RegistrationMap registrations_;
-  std::vector<std::shared_ptr<Listener>> listeners_;
-  std::int64_t server_changes_ = 0;
+  Mutex mu_;
+  // By id, so States() is ordered.
+  std::map<std::string, TaskRow> rows_ STAGEHAND_GUARDED_BY(mu_);
+  RunMap runs_ STAGEHAND_GUARDED_BY(mu_);
+  // See TakeVanishedStarts.
+  std::set<std::string, std::less<>> vanished_starts_ STAGEHAND_GUARDED_BY(mu_);
+  RegistrationMap registrations_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Listener>> listeners_ STAGEHAND_GUARDED_BY(mu_);
+  std::int64_t server_changes_ STAGEHAND_GUARDED_BY(mu_) = 0;
   // Taken before mu_ where both are held (a keyed request's `apply` writes rows under it).
-  std::mutex keys_mu_;
-  KeyMap keys_;  // guarded by keys_mu_
+  Mutex keys_mu_;
+  KeyMap keys_ STAGEHAND_GUARDED_BY(keys_mu_);
 };
 
 // One event of `kind` per id, in order.

@@ -113,13 +113,13 @@ Result<NextRunPlan> PlanSkipNext(const TaskSchedule& schedule, WallTime slot, Wa
 void DatabaseClock::Observe(WallTime sent, WallTime received, WallTime db_now) {
   const WallTime midpoint = sent + (received - sent) / 2;
   const auto offset = std::chrono::duration_cast<std::chrono::microseconds>(db_now - midpoint);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   offset_ = offset;
 }
 
 WallTime DatabaseClock::Now() const {
   const WallTime local = clock_.Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return offset_ ? local + *offset_ : local;
 }
 

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/store/task_store.h"
 
@@ -89,8 +89,8 @@ class DatabaseClock {
 
  private:
   const Clock& clock_;
-  mutable std::mutex mu_;
-  std::optional<std::chrono::microseconds> offset_;
+  mutable Mutex mu_;
+  std::optional<std::chrono::microseconds> offset_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::store_internal

@@ -80,12 +80,12 @@ Status UnknownNameError(std::string_view run_id, std::string_view column, std::s
 void LimitsHolder::Set(const RunHistoryLimits& limits) {
   STAGEHAND_CHECK(limits.max_runs_per_task >= 1);
   STAGEHAND_CHECK(limits.max_age.count() > 0);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   limits_ = limits;
 }
 
 RunHistoryLimits LimitsHolder::Get() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return limits_;
 }
 

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/store/run_history.h"
@@ -58,8 +58,8 @@ class LimitsHolder {
   RunHistoryLimits Get() const;
 
  private:
-  mutable std::mutex mu_;
-  RunHistoryLimits limits_;
+  mutable Mutex mu_;
+  RunHistoryLimits limits_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::store_internal

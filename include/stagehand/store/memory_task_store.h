@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/store/request_keys.h"
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_registrations.h"
@@ -148,9 +148,9 @@ class MemoryTaskStore final : public TaskStore,
   std::shared_ptr<MemoryTaskTable> table_;
   std::atomic<bool> unavailable_{false};
   std::atomic<bool> lose_next_claim_answer_{false};
-  mutable std::mutex health_mu_;
-  MonoTime unavailable_since_{};  // guarded by health_mu_
-  std::int64_t reconnects_ = 0;   // guarded by health_mu_
+  mutable Mutex health_mu_;
+  MonoTime unavailable_since_ STAGEHAND_GUARDED_BY(health_mu_){};
+  std::int64_t reconnects_ STAGEHAND_GUARDED_BY(health_mu_) = 0;
   std::atomic<std::uint64_t> statement_count_{0};
   std::unique_ptr<store_internal::LimitsHolder> limits_;
 };

@@ -50,7 +50,7 @@ MyChangeListener::MyChangeListener(MyConnectParams params, std::string name,
 
 MyChangeListener::~MyChangeListener() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   stop_cv_.notify_all();
@@ -60,7 +60,7 @@ MyChangeListener::~MyChangeListener() {
   while (true) {
     std::int64_t session = 0;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (waiting_session_ == 0) break;
       session = waiting_session_;
     }
@@ -70,15 +70,17 @@ MyChangeListener::~MyChangeListener() {
       stopper = std::move(*opened);
     }
     (void)Interrupt(*stopper, session);
-    std::unique_lock lock(mu_);
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return waiting_session_ == 0; });
+    MutexLock lock(mu_);
+    stop_cv_.wait_for(lock.unique_lock(), std::chrono::milliseconds(50),
+                      [&]() STAGEHAND_REQUIRES(mu_) { return waiting_session_ == 0; });
   }
   thread_.join();
 }
 
 bool MyChangeListener::PauseOrStop(std::chrono::milliseconds pause) {
-  std::unique_lock lock(mu_);
-  return stop_cv_.wait_for(lock, pause, [&] { return stopping_; });
+  MutexLock lock(mu_);
+  return stop_cv_.wait_for(lock.unique_lock(), pause,
+                           [&]() STAGEHAND_REQUIRES(mu_) { return stopping_; });
 }
 
 std::unique_ptr<ChangeWaiter> MyChangeListener::Connect(std::int64_t& latest) {
@@ -92,7 +94,7 @@ std::unique_ptr<ChangeWaiter> MyChangeListener::Connect(std::int64_t& latest) {
   auto waiter = std::make_unique<ChangeWaiter>(std::move(*session), std::move(*holder), name_);
   Result<std::int64_t> id = waiter->SessionId();
   if (!id.ok()) return nullptr;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return nullptr;
   waiting_session_ = *id;
   return waiter;
@@ -105,7 +107,7 @@ void MyChangeListener::Run() {
   bool seen_is_known = first_seen_.has_value();
   const auto drop = [&] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       waiting_session_ = 0;
     }
     stop_cv_.notify_all();
@@ -113,7 +115,7 @@ void MyChangeListener::Run() {
   };
   while (true) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) break;
     }
     if (waiter == nullptr) {

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/store/task_store.h"
 #include "store/mysql/my_connection.h"
 #include "store/mysql/my_wakeups.h"
@@ -52,10 +52,11 @@ class MyChangeListener final : public Notifications {
   const std::function<void(const ChangeRecord&)> on_change_;
   const std::function<void()> on_resync_;
   const std::optional<std::int64_t> first_seen_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable stop_cv_;
-  bool stopping_ = false;             // guarded by mu_
-  std::int64_t waiting_session_ = 0;  // the waiter's session id, 0 when none; guarded by mu_
+  bool stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // The waiter's session id, 0 when none.
+  std::int64_t waiting_session_ STAGEHAND_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -23,17 +23,18 @@ Result<MyPool::Lease> MyPool::Borrow() {
   MyConnectParams params;
   int generation = 0;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
-      returned_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+      returned_.wait(lock.unique_lock(),
+                     [&]() STAGEHAND_REQUIRES(mu_) { return !idle_.empty() || open_ < size_; });
       if (idle_.empty()) break;
       std::unique_ptr<MyConnection> connection = std::move(idle_.back());
       idle_.pop_back();
       generation = generation_;
-      lock.unlock();
+      lock.Unlock();
       if (connection->Healthy()) return Lease(this, std::move(connection), generation);
       connection.reset();
-      lock.lock();
+      lock.Lock();
       --open_;
     }
     ++open_;
@@ -61,7 +62,7 @@ Result<MyPool::Lease> MyPool::Borrow() {
 void MyPool::SetCallTimeout(std::chrono::milliseconds timeout) {
   std::vector<std::unique_ptr<MyConnection>> closing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     params_.call_timeout = timeout;
     ++generation_;
     open_ -= static_cast<int>(idle_.size());
@@ -74,7 +75,7 @@ void MyPool::SetCallTimeout(std::chrono::milliseconds timeout) {
 void MyPool::Return(std::unique_ptr<MyConnection> connection, int generation) {
   std::unique_ptr<MyConnection> closing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (connection != nullptr && generation == generation_ && !connection->lost()) {
       idle_.push_back(std::move(connection));
     } else {

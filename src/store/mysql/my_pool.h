@@ -7,10 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "store/mysql/my_connection.h"
 
@@ -61,12 +61,13 @@ class MyPool {
 
   const int size_;
   const std::vector<std::string> setup_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable returned_;
-  MyConnectParams params_;                           // guarded by mu_
-  std::vector<std::unique_ptr<MyConnection>> idle_;  // guarded by mu_
-  int open_ = 0;                                     // lent, idle or being opened; by mu_
-  int generation_ = 0;  // bumped by SetCallTimeout: older sessions are closed when returned; by mu_
+  MyConnectParams params_ STAGEHAND_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<MyConnection>> idle_ STAGEHAND_GUARDED_BY(mu_);
+  int open_ STAGEHAND_GUARDED_BY(mu_) = 0;  // lent, idle or being opened
+  // Bumped by SetCallTimeout: older sessions are closed when returned.
+  int generation_ STAGEHAND_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stagehand::store_internal

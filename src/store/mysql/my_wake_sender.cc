@@ -18,17 +18,19 @@ MyConnectParams WithWakeTimeout(MyConnectParams params) {
 WakeSender::WakeSender(MyConnectParams params) : params_(WithWakeTimeout(std::move(params))) {}
 
 WakeSender::~WakeSender() {
+  std::thread thread;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
+    thread = std::move(thread_);
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread.joinable()) thread.join();
 }
 
 void WakeSender::Send(std::int64_t change) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (change <= asked_) return;
     asked_ = change;
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
@@ -37,20 +39,22 @@ void WakeSender::Send(std::int64_t change) {
 }
 
 void WakeSender::Flush() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const std::int64_t wanted = asked_;
-  cv_.wait(lock, [&] { return sent_ >= wanted || stopping_; });
+  cv_.wait(lock.unique_lock(),
+           [&]() STAGEHAND_REQUIRES(mu_) { return sent_ >= wanted || stopping_; });
 }
 
 void WakeSender::Run() {
   WaiterWaker waker("");
   std::unique_ptr<MyConnection> session;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || asked_ > sent_; });
+    cv_.wait(lock.unique_lock(),
+             [&]() STAGEHAND_REQUIRES(mu_) { return stopping_ || asked_ > sent_; });
     if (stopping_) break;
     const std::int64_t change = asked_;
-    lock.unlock();
+    lock.Unlock();
     if (session == nullptr) {
       Result<std::unique_ptr<MyConnection>> opened = MyConnection::Open(params_);
       if (opened.ok()) session = std::move(*opened);
@@ -58,7 +62,7 @@ void WakeSender::Run() {
     if (session != nullptr && !waker.Wake(*session, change, [](const std::string&) {}).ok()) {
       session.reset();
     }
-    lock.lock();
+    lock.Lock();
     sent_ = change;
     cv_.notify_all();
   }

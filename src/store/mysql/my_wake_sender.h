@@ -7,9 +7,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "stagehand/base/mutex.h"
 #include "store/mysql/my_connection.h"
 #include "store/mysql/my_wakeups.h"
 
@@ -37,12 +37,12 @@ class WakeSender {
   void Run();
 
   const MyConnectParams params_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::int64_t asked_ = 0;  // the newest change asked for; guarded by mu_
-  std::int64_t sent_ = 0;   // the newest change whose wake has ended; guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
-  std::thread thread_;      // started by the first Send
+  std::int64_t asked_ STAGEHAND_GUARDED_BY(mu_) = 0;  // the newest change asked for
+  std::int64_t sent_ STAGEHAND_GUARDED_BY(mu_) = 0;   // the newest change whose wake has ended
+  bool stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
+  std::thread thread_ STAGEHAND_GUARDED_BY(mu_);  // started by the first Send
 };
 
 }  // namespace stagehand::store_internal

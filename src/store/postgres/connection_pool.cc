@@ -17,13 +17,13 @@ PgSessionGroup::~PgSessionGroup() {
     closer_.request_stop();
     closer_.join();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   STAGEHAND_CHECK(pools_.empty());  // pools hold the group by shared_ptr
 }
 
 void PgSessionGroup::StartCloser(Clock& clock) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closer_started_) return;
     closer_started_ = true;
   }
@@ -31,13 +31,13 @@ void PgSessionGroup::StartCloser(Clock& clock) {
 }
 
 int PgSessionGroup::open_sessions() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return open_;
 }
 
 MonoTime PgSessionGroup::CloseExpired() {
   std::vector<std::unique_ptr<PgConnection>> closing;  // closed after the lock is released
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return CollectExpiredLocked(clock_.MonoNow(), closing);
 }
 
@@ -76,18 +76,19 @@ std::unique_ptr<PgConnection> PgSessionGroup::EvictLocked(const ConnectionPool* 
 }
 
 void PgSessionGroup::RunCloser(std::stop_token stop, Clock& clock) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
     std::vector<std::unique_ptr<PgConnection>> closing;
     closer_deadline_ = CollectExpiredLocked(clock_.MonoNow(), closing);
     closer_recheck_ = false;
     if (!closing.empty()) {
-      lock.unlock();
+      lock.Unlock();
       closing.clear();  // PQfinish outside the lock
-      lock.lock();
+      lock.Lock();
       continue;
     }
-    clock.WaitUntil(lock, changed_, closer_deadline_, stop, [this] { return closer_recheck_; });
+    clock.WaitUntil(lock.unique_lock(), changed_, closer_deadline_, stop,
+                    [this]() STAGEHAND_REQUIRES(mu_) { return closer_recheck_; });
   }
 }
 
@@ -109,13 +110,13 @@ ConnectionPool::ConnectionPool(PgConnectParams params, PoolOptions options,
       call_timeout_ms_(params_.call_timeout.count()),
       jitter_state_(reinterpret_cast<std::uintptr_t>(this) | 1) {
   STAGEHAND_CHECK(group_ != nullptr);
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   group_->pools_.push_back(this);
 }
 
 ConnectionPool::~ConnectionPool() {
   std::vector<Idle> closing;
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   STAGEHAND_CHECK(open_ == static_cast<int>(idle_.size()));  // no lease outlives the pool
   closing.swap(idle_);
   for (size_t i = 0; i < closing.size(); ++i) ReleasePlaceLocked();
@@ -146,7 +147,7 @@ Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& sc
   params.search_path = schema;
   params.call_timeout = std::chrono::milliseconds(call_timeout_ms_.load());
   {
-    std::lock_guard lock(group_->mu_);
+    MutexLock lock(group_->mu_);
     const MonoTime now = group_->clock_.MonoNow();
     if (connect_failures_ > 0 && now < next_connect_at_) {
       return UnavailableError(fmt::format(
@@ -159,7 +160,7 @@ Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& sc
   Result<std::unique_ptr<PgConnection>> opened = PgConnection::Open(params);
   bool changed = false;
   {
-    std::lock_guard lock(group_->mu_);
+    MutexLock lock(group_->mu_);
     const MonoTime now = group_->clock_.MonoNow();
     if (!opened.ok()) {
       NoteFailureLocked(now, opened.status().message());
@@ -197,40 +198,40 @@ Result<std::unique_ptr<PgConnection>> ConnectionPool::Open(const std::string& sc
     server_known_ = true;
   }
   if (changed) {
-    std::lock_guard lock(observers_mu_);
+    MutexLock lock(observers_mu_);
     for (const auto& [handle, observer] : observers_) observer();
   }
   return opened;
 }
 
 PoolHealth ConnectionPool::Health() const {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   return health_;
 }
 
 void ConnectionPool::RetryNow() {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   next_connect_at_ = MonoTime{};
 }
 
 int ConnectionPool::AddServerChangeObserver(std::function<void()> observer) {
-  std::lock_guard lock(observers_mu_);
+  MutexLock lock(observers_mu_);
   observers_.emplace_back(next_observer_, std::move(observer));
   return next_observer_++;
 }
 
 void ConnectionPool::RemoveServerChangeObserver(int handle) {
-  std::lock_guard lock(observers_mu_);
+  MutexLock lock(observers_mu_);
   std::erase_if(observers_, [&](const auto& entry) { return entry.first == handle; });
 }
 
 int ConnectionPool::open_sessions() const {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   return open_;
 }
 
 int ConnectionPool::idle_sessions() const {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   return static_cast<int>(idle_.size());
 }
 
@@ -241,7 +242,7 @@ void ConnectionPool::ReleasePlaceLocked() {
 }
 
 void ConnectionPool::Adopt(std::unique_ptr<PgConnection> connection) {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   if (!server_known_) {
     server_ = connection->server();
     server_known_ = true;
@@ -255,8 +256,7 @@ void ConnectionPool::Adopt(std::unique_ptr<PgConnection> connection) {
 }
 
 Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& schema) {
-  PgSessionGroup& group = *group_;
-  std::unique_lock lock(group.mu_);
+  MutexLock lock(group_->mu_);
   while (true) {
     while (!idle_.empty()) {
       // The most recently returned session in `schema`, else the most recently returned one.
@@ -271,43 +271,43 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& schema)
       idle_.erase(chosen);
       if (idle.generation < generation_) {
         ReleasePlaceLocked();
-        lock.unlock();
+        lock.Unlock();
         idle.connection.reset();
-        lock.lock();
+        lock.Lock();
         continue;
       }
-      lock.unlock();
+      lock.Unlock();
       if (idle.connection->Healthy() && idle.connection->UseSearchPath(schema)) {
         idle.connection->set_call_timeout(std::chrono::milliseconds(call_timeout_ms_.load()));
-        lock.lock();
+        lock.Lock();
         return LendLocked(std::move(idle.connection), idle.generation);
       }
       idle.connection.reset();
-      lock.lock();
+      lock.Lock();
       ReleasePlaceLocked();
       ++generation_;
     }
     if (open_ < options_.max) {
       std::unique_ptr<PgConnection> evicted;
-      bool room = group.max_sessions_ == 0 || group.open_ < group.max_sessions_;
+      bool room = group_->max_sessions_ == 0 || group_->open_ < group_->max_sessions_;
       if (!room) {
-        evicted = group.EvictLocked(this);
+        evicted = group_->EvictLocked(this);
         room = evicted != nullptr;
       }
       if (room) {
         ++open_;
-        if (!evicted) ++group.open_;
+        if (!evicted) ++group_->open_;
         const std::uint64_t generation = generation_;
-        lock.unlock();
+        lock.Unlock();
         evicted.reset();
         Result<std::unique_ptr<PgConnection>> opened = Open(schema);
-        lock.lock();
+        lock.Lock();
         if (opened.ok()) return LendLocked(std::move(*opened), std::max(generation, generation_));
         ReleasePlaceLocked();
         return opened.status();
       }
     }
-    group.changed_.wait(lock);
+    group_->changed_.wait(lock.unique_lock());
   }
 }
 
@@ -315,7 +315,7 @@ Status ConnectionPool::WarmUp(const std::string& schema,
                               const std::function<Status(PgConnection&)>& prepare) {
   std::vector<Idle> idle;
   {
-    std::lock_guard lock(group_->mu_);
+    MutexLock lock(group_->mu_);
     idle.swap(idle_);  // still counted in open_: they are lent to this call
   }
   Status first_error;
@@ -331,7 +331,7 @@ Status ConnectionPool::WarmUp(const std::string& schema,
   while (true) {
     std::uint64_t generation = 0;
     {
-      std::lock_guard lock(group_->mu_);
+      MutexLock lock(group_->mu_);
       if (open_ >= target) return Status::Ok();
       if (group_->max_sessions_ != 0 && group_->open_ >= group_->max_sessions_) {
         return Status::Ok();
@@ -342,7 +342,7 @@ Status ConnectionPool::WarmUp(const std::string& schema,
     }
     Result<std::unique_ptr<PgConnection>> opened = Open(schema);
     if (!opened.ok()) {
-      std::lock_guard lock(group_->mu_);
+      MutexLock lock(group_->mu_);
       ReleasePlaceLocked();
       return opened.status();
     }
@@ -365,7 +365,7 @@ void ConnectionPool::SeverLentLocked(const std::function<bool(const PgConnection
 }
 
 void ConnectionPool::SeverLent(const std::string& reason) {
-  std::lock_guard lock(group_->mu_);
+  MutexLock lock(group_->mu_);
   SeverLentLocked([](const PgConnection&) { return false; });
   ++generation_;  // idle sessions are closed rather than lent
   NoteFailureLocked(group_->clock_.MonoNow(), reason);
@@ -373,24 +373,23 @@ void ConnectionPool::SeverLent(const std::string& reason) {
 
 void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation) {
   {
-    std::lock_guard lock(group_->mu_);
+    MutexLock lock(group_->mu_);
     std::erase(lent_, connection.get());
   }
   const bool usable = PQstatus(connection->raw()) == CONNECTION_OK &&
                       PQtransactionStatus(connection->raw()) == PQTRANS_IDLE;
   if (!usable) connection.reset();                     // closes it outside the lock
   std::vector<std::unique_ptr<PgConnection>> closing;  // closed after the lock is released
-  std::lock_guard lock(group_->mu_);
-  PgSessionGroup& group = *group_;
-  const MonoTime now = group.clock_.MonoNow();
+  MutexLock lock(group_->mu_);
+  const MonoTime now = group_->clock_.MonoNow();
   // Adopted sessions may put the group past its cap: those over it are closed when returned.
-  const bool over_cap = group.max_sessions_ != 0 && group.open_ > group.max_sessions_;
+  const bool over_cap = group_->max_sessions_ != 0 && group_->open_ > group_->max_sessions_;
   if (usable && over_cap) {
     closing.push_back(std::move(connection));
     ReleasePlaceLocked();
   } else if (usable) {
     idle_.push_back(Idle{std::move(connection), generation, now});
-    if (now + options_.idle_timeout < group.closer_deadline_) group.closer_recheck_ = true;
+    if (now + options_.idle_timeout < group_->closer_deadline_) group_->closer_recheck_ = true;
   } else {
     ReleasePlaceLocked();
     ++generation_;
@@ -401,8 +400,8 @@ void ConnectionPool::Return(std::unique_ptr<PgConnection> connection, std::uint6
   } else {
     NoteFailureLocked(now, "a session to the database broke");
   }
-  if (!group.closer_started_) group.CollectExpiredLocked(now, closing);
-  group.changed_.notify_all();
+  if (!group_->closer_started_) group_->CollectExpiredLocked(now, closing);
+  group_->changed_.notify_all();
 }
 
 }  // namespace stagehand::store_internal

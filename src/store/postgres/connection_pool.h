@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
 #include "stagehand/time/clock.h"
 #include "store/postgres/pg_connection.h"
@@ -64,25 +64,30 @@ class PgSessionGroup {
   friend class ConnectionPool;
 
   // Collects the expired idle sessions into `closing` (to be closed without the lock) and returns
-  // the next deadline. Requires mu_.
-  MonoTime CollectExpiredLocked(MonoTime now, std::vector<std::unique_ptr<PgConnection>>& closing);
+  // the next deadline. Not analysed: the pools' members are guarded by their group_->mu_, which
+  // the analysis cannot tell is this mu_.
+  MonoTime CollectExpiredLocked(MonoTime now, std::vector<std::unique_ptr<PgConnection>>& closing)
+      STAGEHAND_REQUIRES(mu_) STAGEHAND_NO_THREAD_SAFETY_ANALYSIS;
   // Takes the longest-idle session of any pool but `except` off its pool, moving its place under
-  // the cap to the caller. Returns nullptr when no pool has an idle session. Requires mu_.
-  std::unique_ptr<PgConnection> EvictLocked(const ConnectionPool* except);
+  // the cap to the caller. Returns nullptr when no pool has an idle session. Not analysed, as
+  // CollectExpiredLocked.
+  std::unique_ptr<PgConnection> EvictLocked(const ConnectionPool* except)
+      STAGEHAND_REQUIRES(mu_) STAGEHAND_NO_THREAD_SAFETY_ANALYSIS;
   void RunCloser(std::stop_token stop, Clock& clock);
 
   const Clock& clock_;
   const int max_sessions_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Signalled whenever a session is returned, closed or its place freed, and when the closer must
   // look at its deadline again.
   std::condition_variable_any changed_;
-  int open_ = 0;                              // guarded by mu_
-  std::vector<ConnectionPool*> pools_;        // guarded by mu_
-  bool closer_started_ = false;               // guarded by mu_
-  MonoTime closer_deadline_ = kMonoInfinity;  // what the closer waits for; guarded by mu_
-  bool closer_recheck_ = false;               // guarded by mu_
-  std::jthread closer_;                       // last: stopped before the members above go
+  int open_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  std::vector<ConnectionPool*> pools_ STAGEHAND_GUARDED_BY(mu_);
+  bool closer_started_ STAGEHAND_GUARDED_BY(mu_) = false;
+  // What the closer waits for.
+  MonoTime closer_deadline_ STAGEHAND_GUARDED_BY(mu_) = kMonoInfinity;
+  bool closer_recheck_ STAGEHAND_GUARDED_BY(mu_) = false;
+  std::jthread closer_;  // last: stopped before the members above go
 };
 
 // What a pool knows of its database's reachability. Plain value type.
@@ -189,43 +194,45 @@ class ConnectionPool {
   };
 
   void Return(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
-  // Returns a lease of `connection`, counted as lent. Requires group mu_.
-  Lease LendLocked(std::unique_ptr<PgConnection> connection, std::uint64_t generation);
-  // Cuts the connections of the lent sessions that `keep` rejects. Requires group mu_.
-  void SeverLentLocked(const std::function<bool(const PgConnection&)>& keep);
+  // Returns a lease of `connection`, counted as lent.
+  Lease LendLocked(std::unique_ptr<PgConnection> connection, std::uint64_t generation)
+      STAGEHAND_REQUIRES(group_->mu_);
+  // Cuts the connections of the lent sessions that `keep` rejects.
+  void SeverLentLocked(const std::function<bool(const PgConnection&)>& keep)
+      STAGEHAND_REQUIRES(group_->mu_);
   // Opens a session in `schema` with the current call timeout, trying the host that answered last
   // first; a failure puts off the next attempt (ConnectBackoff), and the session's server is
   // checked against the pool's (server change observers). Fails at once, without connecting,
   // until the next attempt is due.
   Result<std::unique_ptr<PgConnection>> Open(const std::string& schema);
-  // Records a connection that failed or broke (`reason`), at monotonic `now`. Requires group mu_.
-  void NoteFailureLocked(MonoTime now, const std::string& reason);
-  // Forgets a place under both caps (a session closed or never opened). Requires group mu_.
-  void ReleasePlaceLocked();
+  // Records a connection that failed or broke (`reason`), at monotonic `now`.
+  void NoteFailureLocked(MonoTime now, const std::string& reason) STAGEHAND_REQUIRES(group_->mu_);
+  // Forgets a place under both caps (a session closed or never opened).
+  void ReleasePlaceLocked() STAGEHAND_REQUIRES(group_->mu_);
 
   const PgConnectParams params_;
   const PoolOptions options_;
   const std::shared_ptr<PgSessionGroup> group_;
   std::atomic<long long> call_timeout_ms_;
-  // The members below are guarded by group_->mu_.
-  std::vector<Idle> idle_;           // oldest first; lent from the back
-  std::vector<PgConnection*> lent_;  // sessions lent out now
-  int open_ = 0;                     // sessions idle, lent or being opened
+  // Oldest first; lent from the back.
+  std::vector<Idle> idle_ STAGEHAND_GUARDED_BY(group_->mu_);
+  std::vector<PgConnection*> lent_ STAGEHAND_GUARDED_BY(group_->mu_);  // sessions lent out now
+  int open_ STAGEHAND_GUARDED_BY(group_->mu_) = 0;  // sessions idle, lent or being opened
   // Bumped whenever a session is found broken: idle sessions older than it are closed rather than
   // tried, so that after a server restart at most one operation per session in flight fails.
-  std::uint64_t generation_ = 0;
+  std::uint64_t generation_ STAGEHAND_GUARDED_BY(group_->mu_) = 0;
   // The server the pool's sessions reach, and where the last one went (tried first next time).
-  PgServerIdentity server_;
-  bool server_known_ = false;
+  PgServerIdentity server_ STAGEHAND_GUARDED_BY(group_->mu_);
+  bool server_known_ STAGEHAND_GUARDED_BY(group_->mu_) = false;
   // Connection attempts after failures wait: from 100 ms, doubling to 2 s, with jitter.
-  int connect_failures_ = 0;
-  MonoTime next_connect_at_{};
-  std::uint64_t jitter_state_;
-  PoolHealth health_;
+  int connect_failures_ STAGEHAND_GUARDED_BY(group_->mu_) = 0;
+  MonoTime next_connect_at_ STAGEHAND_GUARDED_BY(group_->mu_){};
+  std::uint64_t jitter_state_ STAGEHAND_GUARDED_BY(group_->mu_);
+  PoolHealth health_ STAGEHAND_GUARDED_BY(group_->mu_);
   // Server change observers. observers_mu_ is held while they are called; never with group mu_.
-  std::mutex observers_mu_;
-  std::vector<std::pair<int, std::function<void()>>> observers_;  // guarded by observers_mu_
-  int next_observer_ = 0;                                         // guarded by observers_mu_
+  Mutex observers_mu_;
+  std::vector<std::pair<int, std::function<void()>>> observers_ STAGEHAND_GUARDED_BY(observers_mu_);
+  int next_observer_ STAGEHAND_GUARDED_BY(observers_mu_) = 0;
 };
 
 }  // namespace stagehand::store_internal

@@ -123,8 +123,8 @@ bool ParseNotification(std::string_view payload, std::vector<StoreEvent>& events
 struct PgNotificationHub::Subscriber {
   Subscriber(std::function<void(const StoreEvent&)> h, std::function<void()> lost)
       : handler(std::move(h)), on_session_lost(std::move(lost)) {}
-  std::mutex mu;      // held while the handler runs, and by Unsubscribe
-  bool alive = true;  // guarded by mu
+  Mutex mu;  // held while the handler runs, and by Unsubscribe
+  bool alive STAGEHAND_GUARDED_BY(mu) = true;
   const std::function<void(const StoreEvent&)> handler;
   const std::function<void()> on_session_lost;  // may be empty
 };
@@ -133,27 +133,31 @@ struct PgNotificationHub::Listener {
   explicit Listener(PgConnectParams p) : params(std::move(p)) {}
   const PgConnectParams params;
   // Lock order: session_mu, then the hub's mu_.
-  std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;  // hub mu_
-  std::mutex session_mu;
-  std::unique_ptr<PgConnection> session;  // guarded by session_mu
-  std::set<std::string> listening;        // channels LISTENed on `session`; session_mu
-  bool resync_due = false;                // deliver kResync once subscribed; session_mu
+  // Guarded by the hub's mu_, which the analysis cannot name from here (it is another object's),
+  // so not annotated.
+  std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;
+  Mutex session_mu;
+  std::unique_ptr<PgConnection> session STAGEHAND_GUARDED_BY(session_mu);
+  // The channels LISTENed on `session`.
+  std::set<std::string> listening STAGEHAND_GUARDED_BY(session_mu);
+  // Deliver kResync once subscribed.
+  bool resync_due STAGEHAND_GUARDED_BY(session_mu) = false;
   // The hub thread's reconnection schedule (real monotonic time: it paces socket retries).
-  int retry_ms = kFirstRetryMs;  // guarded by session_mu
-  MonoTime retry_at{};           // guarded by session_mu
-  // Where the last session went, tried first by the next (session_mu).
-  PgServerIdentity server;
-  // The session's pings (session_mu): when the server last answered, and the ping in flight.
-  MonoTime last_answer{};
-  bool ping_in_flight = false;
-  MonoTime ping_sent{};
+  int retry_ms STAGEHAND_GUARDED_BY(session_mu) = kFirstRetryMs;
+  MonoTime retry_at STAGEHAND_GUARDED_BY(session_mu){};
+  // Where the last session went, tried first by the next.
+  PgServerIdentity server STAGEHAND_GUARDED_BY(session_mu);
+  // The session's pings: when the server last answered, and the ping in flight.
+  MonoTime last_answer STAGEHAND_GUARDED_BY(session_mu){};
+  bool ping_in_flight STAGEHAND_GUARDED_BY(session_mu) = false;
+  MonoTime ping_sent STAGEHAND_GUARDED_BY(session_mu){};
   // Whether the session is down, since when, and why: written under session_mu and health_mu,
-  // read under either (Health takes health_mu only, so a connect in progress cannot block it).
-  mutable std::mutex health_mu;
-  bool down = false;
-  MonoTime down_since{};
-  MonoTime down_noticed{};
-  std::string down_reason;
+  // read under health_mu (Health takes health_mu only, so a connect in progress cannot block it).
+  mutable Mutex health_mu;
+  bool down STAGEHAND_GUARDED_BY(health_mu) = false;
+  MonoTime down_since STAGEHAND_GUARDED_BY(health_mu){};
+  MonoTime down_noticed STAGEHAND_GUARDED_BY(health_mu){};
+  std::string down_reason STAGEHAND_GUARDED_BY(health_mu);
 };
 
 class PgNotificationHub::Subscription final : public Notifications {
@@ -252,12 +256,12 @@ void PgNotificationHub::Wake() {
 int PgNotificationHub::sessions() const {
   std::vector<std::shared_ptr<Listener>> listeners;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [key, listener] : listeners_) listeners.push_back(listener);
   }
   int open = 0;
   for (const std::shared_ptr<Listener>& listener : listeners) {
-    std::lock_guard lock(listener->session_mu);
+    MutexLock lock(listener->session_mu);
     if (listener->session) ++open;
   }
   return open;
@@ -269,7 +273,7 @@ std::unique_ptr<Notifications> PgNotificationHub::Subscribe(
   auto subscriber = std::make_shared<Subscriber>(std::move(handler), std::move(on_session_lost));
   std::shared_ptr<Listener> listener;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::shared_ptr<Listener>& slot = listeners_[DatabaseKey(params)];
     if (!slot) slot = std::make_shared<Listener>(ListenParams(params));
     listener = slot;
@@ -279,7 +283,7 @@ std::unique_ptr<Notifications> PgNotificationHub::Subscribe(
     }
   }
   {
-    std::lock_guard lock(listener->session_mu);
+    MutexLock lock(listener->session_mu);
     if (!listener->session) {
       // Connect() LISTENs on every channel with subscribers, this one included.
       if (!Connect(*listener)) listener->resync_due = true;
@@ -303,15 +307,15 @@ void PgNotificationHub::Unsubscribe(const std::shared_ptr<Listener>& listener,
                                     const std::string& channel,
                                     const std::shared_ptr<Subscriber>& subscriber) {
   {
-    std::lock_guard lock(subscriber->mu);  // waits for a handler call in progress
+    MutexLock lock(subscriber->mu);  // waits for a handler call in progress
     subscriber->alive = false;
   }
   std::unique_ptr<PgConnection> closing;
-  std::lock_guard session_lock(listener->session_mu);
+  MutexLock session_lock(listener->session_mu);
   bool channel_empty = false;
   bool listener_empty = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = listener->channels.find(channel);
     if (it != listener->channels.end()) {
       std::erase(it->second, subscriber);
@@ -339,10 +343,10 @@ void PgNotificationHub::Unsubscribe(const std::shared_ptr<Listener>& listener,
   }
 }
 
-bool PgNotificationHub::Connect(Listener& listener) {
+bool PgNotificationHub::Connect(Listener& listener) STAGEHAND_REQUIRES(listener.session_mu) {
   std::vector<std::string> channels;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [channel, subscribers] : listener.channels) channels.push_back(channel);
   }
   if (channels.empty()) return false;  // unsubscribed meanwhile: nothing to listen for
@@ -368,13 +372,14 @@ bool PgNotificationHub::Connect(Listener& listener) {
   listener.listening = std::move(listening);
   listener.last_answer = now;
   listener.ping_in_flight = false;
-  std::lock_guard health_lock(listener.health_mu);
+  MutexLock health_lock(listener.health_mu);
   listener.down = false;
   return true;
 }
 
-void PgNotificationHub::MarkDown(Listener& listener, MonoTime now, std::string reason) {
-  std::lock_guard health_lock(listener.health_mu);
+void PgNotificationHub::MarkDown(Listener& listener, MonoTime now, std::string reason)
+    STAGEHAND_REQUIRES(listener.session_mu) {
+  MutexLock health_lock(listener.health_mu);
   if (!listener.down) {
     listener.down = true;
     listener.down_noticed = now;
@@ -390,17 +395,18 @@ std::optional<PgNotificationHub::ListenHealth> PgNotificationHub::Health(
     const PgConnectParams& params) const {
   std::shared_ptr<Listener> listener;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto found = listeners_.find(DatabaseKey(params));
     if (found == listeners_.end()) return std::nullopt;
     listener = found->second;
   }
-  std::lock_guard lock(listener->health_mu);
+  MutexLock lock(listener->health_mu);
   return ListenHealth{!listener->down, listener->down_since, listener->down_noticed,
                       listener->down_reason};
 }
 
-std::string PgNotificationHub::Ping(Listener& listener, MonoTime now) {
+std::string PgNotificationHub::Ping(Listener& listener, MonoTime now)
+    STAGEHAND_REQUIRES(listener.session_mu) {
   PGconn* raw = listener.session->raw();
   if (listener.ping_in_flight && PQisBusy(raw) == 0) {
     while (PGresult* result = PQgetResult(raw)) PQclear(result);
@@ -425,7 +431,7 @@ void PgNotificationHub::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::vector<std::shared_ptr<Listener>> listeners;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [key, listener] : listeners_) listeners.push_back(listener);
     }
     std::vector<pollfd> fds = {pollfd{wake_read_, POLLIN, 0}};
@@ -435,7 +441,7 @@ void PgNotificationHub::Run(std::stop_token stop) {
       bool resync = false;
       bool lost = false;  // the session was found broken or silent just now
       {
-        std::lock_guard session_lock(listener->session_mu);
+        MutexLock session_lock(listener->session_mu);
         const MonoTime now = clock.MonoNow();
         if (!listener->session && now >= listener->retry_at) {
           if (Connect(*listener)) {
@@ -485,17 +491,17 @@ void PgNotificationHub::Run(std::stop_token stop) {
       if (!resync && !lost && notices.empty()) continue;
       std::map<std::string, std::vector<std::shared_ptr<Subscriber>>> channels;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         channels = listener->channels;
       }
       const auto deliver = [](Subscriber& subscriber, const StoreEvent& event) {
-        std::lock_guard lock(subscriber.mu);
+        MutexLock lock(subscriber.mu);
         if (subscriber.alive) subscriber.handler(event);
       };
       if (lost) {
         for (const auto& [channel, subscribers] : channels) {
           for (const auto& subscriber : subscribers) {
-            std::lock_guard lock(subscriber->mu);
+            MutexLock lock(subscriber->mu);
             if (subscriber->alive && subscriber->on_session_lost) subscriber->on_session_lost();
           }
         }

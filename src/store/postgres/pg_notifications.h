@@ -9,12 +9,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/store/task_store.h"
 #include "store/postgres/pg_connection.h"
 
@@ -85,10 +85,10 @@ class PgNotificationHub final : public std::enable_shared_from_this<PgNotificati
   void Run(std::stop_token stop);
   void Wake();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // By database (connection string and database name); entries without subscribers are removed.
-  std::map<std::string, std::shared_ptr<Listener>> listeners_;  // guarded by mu_
-  std::uint64_t jitter_ = 0x9e3779b97f4a7c15ULL;                // hub thread only
+  std::map<std::string, std::shared_ptr<Listener>> listeners_ STAGEHAND_GUARDED_BY(mu_);
+  std::uint64_t jitter_ = 0x9e3779b97f4a7c15ULL;  // hub thread only
   int wake_read_ = -1;
   int wake_write_ = -1;
   std::jthread thread_;  // started with the first subscription; last: joined first

@@ -7,7 +7,7 @@ namespace store_internal {
 std::shared_ptr<ConnectionPool> PgSharedConnections::PoolFor(const PgConnectParams& params,
                                                              const PoolOptions& options) {
   const std::string key = params.conninfo + '\n' + params.database;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::weak_ptr<ConnectionPool>& slot = pools_[key];
   std::shared_ptr<ConnectionPool> pool = slot.lock();
   if (!pool) {

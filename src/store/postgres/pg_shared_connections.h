@@ -4,9 +4,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "stagehand/base/mutex.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_notifications.h"
@@ -35,9 +35,9 @@ class PgSharedConnections final : public PostgresConnections {
  private:
   const std::shared_ptr<PgSessionGroup> group_;
   const std::shared_ptr<PgNotificationHub> hub_;
-  std::mutex mu_;
+  Mutex mu_;
   // By database (connection string and database name); entries expire with their last store.
-  std::map<std::string, std::weak_ptr<ConnectionPool>> pools_;  // guarded by mu_
+  std::map<std::string, std::weak_ptr<ConnectionPool>> pools_ STAGEHAND_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::store_internal

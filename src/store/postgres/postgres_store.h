@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "stagehand/base/check.h"
+#include "stagehand/base/mutex.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/postgres_task_store.h"
 #include "store/next_run.h"
@@ -271,12 +271,12 @@ class PostgresTaskStore final : public TaskStore,
   store_internal::LimitsHolder limits_;
   std::atomic<int> history_tables_{kUnknown};
   std::atomic<int> registrations_table_{kUnknown};
-  std::mutex recorded_mu_;
+  Mutex recorded_mu_;
   // The runs whose start this store recorded and whose end it has not: where each one is. Bounded
   // by kMaxRecordedPlaces; a run it forgets is ended through a scan (record_ends_by_id).
-  std::unordered_map<std::string, RingPlace> recorded_;  // guarded by recorded_mu_
+  std::unordered_map<std::string, RingPlace> recorded_ STAGEHAND_GUARDED_BY(recorded_mu_);
   // The runs whose start this store recorded on a server it no longer talks to. Same bound.
-  std::unordered_set<std::string> doubtful_;  // guarded by recorded_mu_
+  std::unordered_set<std::string> doubtful_ STAGEHAND_GUARDED_BY(recorded_mu_);
   static constexpr std::size_t kMaxRecordedPlaces = 1 << 16;
   // When the pool last reached another server (MonoTime's count), or the minimum for never.
   std::atomic<MonoTime::rep> server_changed_at_{MonoTime::min().time_since_epoch().count()};

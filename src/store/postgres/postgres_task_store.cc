@@ -5,7 +5,7 @@
 namespace stagehand::store_internal {
 
 std::optional<RingPlace> PostgresTaskStore::TakeRecordedPlace(const std::string& run_id) {
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   const auto found = recorded_.find(run_id);
   if (found == recorded_.end()) return std::nullopt;
   RingPlace place = std::move(found->second);
@@ -14,13 +14,13 @@ std::optional<RingPlace> PostgresTaskStore::TakeRecordedPlace(const std::string&
 }
 
 bool PostgresTaskStore::IsRecorded(const std::string& run_id) {
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   return recorded_.contains(run_id);
 }
 
 void PostgresTaskStore::OnServerChanged() {
   server_changed_at_.store(clock_.MonoNow().time_since_epoch().count());
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   for (auto& [run_id, place] : recorded_) {
     if (doubtful_.size() >= kMaxRecordedPlaces) break;
     doubtful_.insert(run_id);
@@ -34,17 +34,17 @@ bool PostgresTaskStore::SweepHeld() const {
 }
 
 bool PostgresTaskStore::IsDoubtful(const std::string& run_id) {
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   return doubtful_.contains(run_id);
 }
 
 void PostgresTaskStore::ForgetDoubt(const std::string& run_id) {
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   doubtful_.erase(run_id);
 }
 
 void PostgresTaskStore::RememberRecordedPlace(std::string run_id, RingPlace place) {
-  std::lock_guard lock(recorded_mu_);
+  MutexLock lock(recorded_mu_);
   if (recorded_.size() >= kMaxRecordedPlaces) recorded_.clear();
   recorded_.insert_or_assign(std::move(run_id), std::move(place));
 }

@@ -11,7 +11,7 @@ namespace history_sql = sqlite_history_sql;
 
 Result<KeyedOutcome> SqliteTaskStore::ApplyOnce(const KeyedRequest& request,
                                                 const std::function<Result<KeptAnswer>()>& apply) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   {
@@ -49,7 +49,7 @@ Result<KeyedOutcome> SqliteTaskStore::ApplyOnce(const KeyedRequest& request,
 Result<std::size_t> SqliteTaskStore::RefreshRegistrations(std::span<const std::string> task_ids,
                                                           const std::string& host) {
   if (task_ids.empty()) return std::size_t{0};
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(bool present, RegistrationsTableLocked(/*again_if_absent=*/true));
   if (!present) return std::size_t{0};
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt,
@@ -61,7 +61,7 @@ Result<std::size_t> SqliteTaskStore::RefreshRegistrations(std::span<const std::s
 }
 
 Result<std::vector<PruneCandidate>> SqliteTaskStore::ListPruneCandidates(WallTime cutoff) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_RETURN_IF_ERROR(RequireRegistrationsLocked());
   STAGEHAND_ASSIGN_OR_RETURN(WallTime now, NowLocked());
   STAGEHAND_ASSIGN_OR_RETURN(std::vector<PruneRow> rows, PruneRowsLocked(std::nullopt));
@@ -77,7 +77,7 @@ Result<std::vector<PruneCandidate>> SqliteTaskStore::ListPruneCandidates(WallTim
 
 Result<std::vector<std::string>> SqliteTaskStore::PruneTasks(std::span<const std::string> task_ids,
                                                              WallTime cutoff, PruneScope scope) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_RETURN_IF_ERROR(RequireRegistrationsLocked());
   if (task_ids.empty()) return std::vector<std::string>();
   SqliteTransaction transaction(*db_);
@@ -160,7 +160,7 @@ Status SqliteTaskStore::RecordRegistrationsLocked(std::span<const TaskUpsert> ta
 
 Status SqliteTaskStore::Pause(const std::string& id, const PauseRequest& request,
                               std::chrono::milliseconds hold) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(WallTime now, NowLocked());
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePause(request, now));
   {
@@ -174,29 +174,33 @@ Status SqliteTaskStore::Pause(const std::string& id, const PauseRequest& request
     STAGEHAND_RETURN_IF_ERROR(stmt.Run("pausing a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(id, "pausing a task", [&](const std::string& ticket) {
-    const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(ticket);
-    if (!held || held->run_ticket.empty()) {
-      return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-    }
-    return RewriteTicketLocked(id, ticket, store_internal::PausePendingTicket(*held, request),
-                               DurationModifier(hold), "pausing a task");
-  });
+  return UnchangedLocked(
+      id, "pausing a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+        const std::optional<store_internal::HeldTicket> held =
+            store_internal::ParseHeldTicket(ticket);
+        if (!held || held->run_ticket.empty()) {
+          return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+        }
+        return RewriteTicketLocked(id, ticket, store_internal::PausePendingTicket(*held, request),
+                                   DurationModifier(hold), "pausing a task");
+      });
 }
 
 Status SqliteTaskStore::Resume(const std::string& id) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   {
     STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kResume));
     STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, id).Run("resuming a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(id, "resuming a task", [&](const std::string& ticket) {
-    const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(ticket);
-    if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-    return RewriteTicketLocked(id, ticket, store_internal::WithoutPendingPause(*held), std::nullopt,
-                               "resuming a task");
-  });
+  return UnchangedLocked(
+      id, "resuming a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+        const std::optional<store_internal::HeldTicket> held =
+            store_internal::ParseHeldTicket(ticket);
+        if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
+        return RewriteTicketLocked(id, ticket, store_internal::WithoutPendingPause(*held),
+                                   std::nullopt, "resuming a task");
+      });
 }
 
 Result<std::optional<std::string>> SqliteTaskStore::PendingPauseTicketLocked(

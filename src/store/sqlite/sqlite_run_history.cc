@@ -12,7 +12,7 @@ namespace history_sql = sqlite_history_sql;
 Status SqliteTaskStore::RecordStarts(std::span<const RunStart> starts) {
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateStarts(starts));
   if (starts.empty()) return Status::Ok();
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   SqliteRunTable runs(*db_);
@@ -30,7 +30,7 @@ Result<std::size_t> SqliteTaskStore::RecordEnds(std::span<const RunEnd> ends) {
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidateEnds(ends));
   if (ends.empty()) return std::size_t{0};
   const RunHistoryLimits limits = limits_.Get();
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   SqliteRunTable runs(*db_);
@@ -57,19 +57,19 @@ Result<std::size_t> SqliteTaskStore::RecordEnds(std::span<const RunEnd> ends) {
 Result<RunPage> SqliteTaskStore::ListRuns(const std::string& task_id, int limit,
                                           const std::optional<std::string>& before) {
   STAGEHAND_RETURN_IF_ERROR(store_internal::ValidatePageSize(limit));
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return SqliteRunTable(*db_).List(task_id, limit, before);
 }
 
 Result<TaskRun> SqliteTaskStore::GetRun(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return SqliteRunTable(*db_).Get(run_id);
 }
 
 Result<std::size_t> SqliteTaskStore::MarkLost(std::span<const std::string> run_ids,
                                               const std::string& error_json) {
   if (run_ids.empty()) return std::size_t{0};
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   SqliteRunTable runs(*db_);
@@ -84,12 +84,12 @@ Result<std::size_t> SqliteTaskStore::MarkLost(std::span<const std::string> run_i
 
 Result<std::size_t> SqliteTaskStore::PruneExpired(std::size_t max_rows) {
   const std::chrono::hours max_age = limits_.Get().max_age;
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return SqliteRunTable(*db_).Prune(max_age, max_rows);
 }
 
 Result<bool> SqliteTaskStore::TablesExist() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return HistoryTablesLocked();
 }
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <utility>
 
+#include "stagehand/base/recursive_mutex.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/sqlite_task_store.h"
 #include "store/next_run.h"
@@ -156,80 +156,90 @@ class SqliteTaskStore final : public TaskStore,
   Result<ClaimResult> ClaimLocked(const std::string& id, const std::string& ticket,
                                   std::chrono::milliseconds timeout,
                                   std::chrono::milliseconds lease,
-                                  std::optional<std::int64_t> expected_version);
+                                  std::optional<std::int64_t> expected_version)
+      STAGEHAND_REQUIRES(mu_);
 
   // Reads a timestamp column of task `id`: NULL, our or Backstage's text, or integer epoch
   // milliseconds.
   Result<std::optional<WallTime>> ReadTime(const SqliteStatement& stmt, int column,
-                                           std::string_view id) const;
+                                           std::string_view id) const STAGEHAND_REQUIRES(mu_);
 
   // Reads the nullable time columns of task `id` into their targets.
   Status ReadTimes(const SqliteStatement& stmt, std::string_view id,
-                   std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const;
+                   std::initializer_list<std::pair<int, std::optional<WallTime>*>> columns) const
+      STAGEHAND_REQUIRES(mu_);
 
   // Reads the database's now from `column` and feeds the clock estimate.
-  Result<WallTime> ObserveNow(const SqliteStatement& stmt, int column, WallTime sent);
+  Result<WallTime> ObserveNow(const SqliteStatement& stmt, int column, WallTime sent)
+      STAGEHAND_REQUIRES(mu_);
 
-  Result<WallTime> NowLocked();
+  Result<WallTime> NowLocked() STAGEHAND_REQUIRES(mu_);
 
   // Runs a poll statement (kPoll or kPollChanged) with `argument` as ?1.
   Result<PollResult> PollWith(std::string_view poll_sql, const std::string& argument,
                               bool sweep_expired);
 
-  Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt);
+  Result<PollEntry> ReadPollEntry(const SqliteStatement& stmt) STAGEHAND_REQUIRES(mu_);
 
   // Whether the history tables exist, with mu_ held: known after Migrate, else looked up once.
-  Result<bool> HistoryTablesLocked();
+  Result<bool> HistoryTablesLocked() STAGEHAND_REQUIRES(mu_);
 
   // Trims the history of each of `tasks` (ids may repeat) to its newest `keep` runs, keeping the
   // runs in `closed` (just closed by the caller), with mu_ held.
-  Status TrimLocked(std::vector<std::string>& tasks, int keep, std::span<const std::string> closed);
+  Status TrimLocked(std::vector<std::string>& tasks, int keep, std::span<const std::string> closed)
+      STAGEHAND_REQUIRES(mu_);
 
   // Why a conditional update of task `id` (`what`, for errors) changed no row, with mu_ held:
   // kNotFound when the row does not exist, else `refusal` of the ticket it holds (empty: none).
   Status UnchangedLocked(const std::string& id, const char* what,
-                         const std::function<Status(const std::string& ticket)>& refusal);
+                         const std::function<Status(const std::string& ticket)>& refusal)
+      STAGEHAND_REQUIRES(mu_);
 
   // Extends the expiry of the run holding `id` with `ticket` (kHeld) or `marked`
   // (kCancelRequested), with mu_ held; nullopt when neither holds it.
   Result<std::optional<LeaseStatus>> RenewLocked(const std::string& id, const std::string& ticket,
                                                  const std::string& marked,
                                                  std::chrono::milliseconds timeout,
-                                                 std::chrono::milliseconds lease);
+                                                 std::chrono::milliseconds lease)
+      STAGEHAND_REQUIRES(mu_);
 
   // Replaces the ticket `stored` of `id`, bringing its expiry forward by the modifier `hold` when
   // given, with mu_ held. Errors: kConflict when another process changed it meanwhile.
   Status RewriteTicketLocked(const std::string& id, const std::string& stored,
                              const std::string& replacement, const std::optional<std::string>& hold,
-                             const char* what);
+                             const char* what) STAGEHAND_REQUIRES(mu_);
 
   // Returns the ticket of `id` when it holds the row for the run `ticket` with a pending pause
   // (ADR 0013), with mu_ held; nullopt otherwise.
   Result<std::optional<std::string>> PendingPauseTicketLocked(const std::string& id,
-                                                              const std::string& ticket);
+                                                              const std::string& ticket)
+      STAGEHAND_REQUIRES(mu_);
 
   // Resets the expired runs, with mu_ held; where the history tables exist, inside the caller's
   // transaction, also closes their runs as lost at the same now.
-  Result<std::vector<std::string>> SweepLocked();
+  Result<std::vector<std::string>> SweepLocked() STAGEHAND_REQUIRES(mu_);
 
   // Resets the expired runs whose tickets carry a pending pause, leaving their rows paused (and
   // closing their runs as lost when `history`), with mu_ held. Returns their ids.
-  Result<std::vector<std::string>> SweepIntoPausesLocked(bool history);
+  Result<std::vector<std::string>> SweepIntoPausesLocked(bool history) STAGEHAND_REQUIRES(mu_);
 
   // Release, with mu_ held. A result that is not released carries no db_now.
   Result<ReleaseResult> ReleaseLocked(const std::string& id, const std::string& ticket,
                                       const NextRunPlan& next,
-                                      const std::optional<std::string>& error_json);
+                                      const std::optional<std::string>& error_json)
+      STAGEHAND_REQUIRES(mu_);
 
   // Release of a run whose ticket carries a pending pause, with mu_ held: leaves the row paused.
   // Not released when the row holds no such ticket for the run.
   Result<ReleaseResult> ReleaseIntoPauseLocked(const std::string& id, const std::string& ticket,
                                                const NextRunPlan& next,
-                                               const std::optional<std::string>& error_json);
+                                               const std::optional<std::string>& error_json)
+      STAGEHAND_REQUIRES(mu_);
 
   // Steps a release statement (Release, ReleaseIntoPause) to its end. nullopt when it released
   // nothing (then it carries no db_now).
-  Result<std::optional<ReleaseResult>> StepRelease(SqliteStatement& stmt, const std::string& id);
+  Result<std::optional<ReleaseResult>> StepRelease(SqliteStatement& stmt, const std::string& id)
+      STAGEHAND_REQUIRES(mu_);
 
   // A task row with its registration, as the prune rule reads them.
   struct PruneRow {
@@ -239,19 +249,20 @@ class SqliteTaskStore final : public TaskStore,
   };
 
   // Reads kPruneRows (no `ids`) or kPruneRowsOf (`ids`: a JSON array), with mu_ held.
-  Result<std::vector<PruneRow>> PruneRowsLocked(const std::optional<std::string>& ids);
+  Result<std::vector<PruneRow>> PruneRowsLocked(const std::optional<std::string>& ids)
+      STAGEHAND_REQUIRES(mu_);
 
   // Whether stagehand_task_registrations exists, with mu_ held: known after Migrate, else looked
   // up once, or again when it was absent and `again_if_absent`.
-  Result<bool> RegistrationsTableLocked(bool again_if_absent);
+  Result<bool> RegistrationsTableLocked(bool again_if_absent) STAGEHAND_REQUIRES(mu_);
 
   // Errors: kFailedPrecondition when stagehand_task_registrations is missing (looked for again if
   // it was before), with mu_ held.
-  Status RequireRegistrationsLocked();
+  Status RequireRegistrationsLocked() STAGEHAND_REQUIRES(mu_);
 
   // Records the registrations `tasks` carry, inside the caller's transaction, with mu_ held;
   // nothing when none carries one or the table is missing.
-  Status RecordRegistrationsLocked(std::span<const TaskUpsert> tasks);
+  Status RecordRegistrationsLocked(std::span<const TaskUpsert> tasks) STAGEHAND_REQUIRES(mu_);
 
   enum class HistoryTables { kUnknown, kPresent, kAbsent };
 
@@ -259,11 +270,11 @@ class SqliteTaskStore final : public TaskStore,
   const Clock& clock_;
   DatabaseClock db_clock_;
   store_internal::LimitsHolder limits_;
-  std::recursive_mutex mu_;
-  std::unique_ptr<SqliteDatabase> db_;                      // guarded by mu_
-  HistoryTables history_tables_ = HistoryTables::kUnknown;  // guarded by mu_
-  // Whether stagehand_task_registrations exists. Guarded by mu_.
-  HistoryTables registrations_table_ = HistoryTables::kUnknown;
+  RecursiveMutex mu_;
+  std::unique_ptr<SqliteDatabase> db_ STAGEHAND_GUARDED_BY(mu_);
+  HistoryTables history_tables_ STAGEHAND_GUARDED_BY(mu_) = HistoryTables::kUnknown;
+  // Whether stagehand_task_registrations exists.
+  HistoryTables registrations_table_ STAGEHAND_GUARDED_BY(mu_) = HistoryTables::kUnknown;
 };
 
 }  // namespace stagehand::store_internal

@@ -12,7 +12,7 @@ namespace history_sql = sqlite_history_sql;
 }  // namespace
 
 Status SqliteTaskStore::Migrate() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqlite(*db_, clock_));
   STAGEHAND_RETURN_IF_ERROR(store_internal::MigrateSqliteHistory(*db_));
   history_tables_ = HistoryTables::kPresent;
@@ -26,7 +26,7 @@ Result<UpsertResult> SqliteTaskStore::Upsert(const std::string& id, const TaskSc
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan start, store_internal::PlanInsertStart(schedule, db_now));
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan reregister,
                              store_internal::PlanReregisterStart(schedule, db_now));
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt,
                              db_->Prepare(sql::Upsert(start.kind, reregister.kind)));
   stmt.Bind(1, id).Bind(2, schedule.settings.ToJson());
@@ -44,7 +44,7 @@ Result<std::vector<UpsertResult>> SqliteTaskStore::UpsertMany(std::span<const Ta
   if (tasks.empty()) return std::vector<UpsertResult>();
   STAGEHAND_ASSIGN_OR_RETURN(std::vector<store_internal::PlannedUpsert> planned,
                              store_internal::PlanUpserts(tasks, db_clock_.Now()));
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   std::vector<UpsertResult> results;
@@ -94,7 +94,7 @@ Result<PollResult> SqliteTaskStore::PollChanged(
 }
 
 Status SqliteTaskStore::WarmUp() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   const std::string_view statements[] = {
       sql::kPoll,          sql::kPollChanged, sql::kSweepExpired, sql::kClaim,
       sql::kClaimVersion,  sql::kRenewLease,  sql::kTrigger,      sql::kReadTicket,
@@ -109,14 +109,14 @@ Status SqliteTaskStore::WarmUp() {
 Result<ClaimResult> SqliteTaskStore::Claim(const std::string& id, const std::string& ticket,
                                            std::chrono::milliseconds timeout,
                                            std::chrono::milliseconds lease) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return ClaimLocked(id, ticket, timeout, lease, std::nullopt);
 }
 
 Result<std::vector<ClaimResult>> SqliteTaskStore::ClaimMany(std::span<const ClaimRequest> claims,
                                                             std::chrono::milliseconds lease) {
   if (claims.empty()) return std::vector<ClaimResult>();
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   std::vector<ClaimResult> results;
@@ -149,7 +149,7 @@ Result<std::vector<ReleaseResult>> SqliteTaskStore::ReleaseMany(
     STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next, store_internal::PlanRelease(release, db_now));
     plans.push_back(next);
   }
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   SqliteTransaction transaction(*db_);
   STAGEHAND_RETURN_IF_ERROR(transaction.Begin());
   std::vector<ReleaseResult> results;
@@ -202,7 +202,7 @@ Result<std::vector<ReleaseResult>> SqliteTaskStore::ReleaseMany(
 Result<LeaseStatus> SqliteTaskStore::RenewLease(const std::string& id, const std::string& ticket,
                                                 std::chrono::milliseconds timeout,
                                                 std::chrono::milliseconds lease) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(
       std::optional<LeaseStatus> renewed,
       RenewLocked(id, ticket, CancelRequestedTicket(ticket), timeout, lease));
@@ -224,7 +224,7 @@ Result<bool> SqliteTaskStore::Release(const std::string& id, const std::string& 
                                       const std::optional<std::string>& error_json) {
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
                              store_internal::PlanReleaseNext(schedule, db_clock_.Now()));
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(ReleaseResult released, ReleaseLocked(id, ticket, next, error_json));
   return released.released;
 }
@@ -233,7 +233,7 @@ Result<SkipResult> SqliteTaskStore::SkipSlot(const std::string& id, std::int64_t
                                              WallTime slot, const TaskSchedule& schedule) {
   STAGEHAND_ASSIGN_OR_RETURN(NextRunPlan next,
                              store_internal::PlanSkipNext(schedule, slot, db_clock_.Now()));
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kSkipSlot));
   stmt.Bind(1, id).Bind(2, expected_version);
   BindPlan(stmt, 3, next);
@@ -255,7 +255,7 @@ Result<SkipResult> SqliteTaskStore::SkipSlot(const std::string& id, std::int64_t
 }
 
 Status SqliteTaskStore::Trigger(const std::string& id) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   {
     STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kTrigger));
     STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, id).Run("triggering a task"));
@@ -269,7 +269,7 @@ Status SqliteTaskStore::Trigger(const std::string& id) {
 }
 
 Status SqliteTaskStore::Cancel(const std::string& id, std::chrono::milliseconds hold) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   std::string settings_json;
   std::string ticket;
   {
@@ -300,7 +300,7 @@ Status SqliteTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
 }
 
 Result<std::vector<std::string>> SqliteTaskStore::SweepExpired() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryTablesLocked());
   if (!history) return SweepLocked();
   SqliteTransaction transaction(*db_);
@@ -311,7 +311,7 @@ Result<std::vector<std::string>> SqliteTaskStore::SweepExpired() {
 }
 
 Result<std::vector<TaskRow>> SqliteTaskStore::States() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kStates));
   std::vector<TaskRow> rows;
   while (true) {
@@ -332,13 +332,13 @@ Result<std::vector<TaskRow>> SqliteTaskStore::States() {
 }
 
 Status SqliteTaskStore::Delete(const std::string& id) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kDelete));
   return stmt.Bind(1, id).Run("deleting a task");
 }
 
 Result<WallTime> SqliteTaskStore::DatabaseNow() {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   return NowLocked();
 }
 
@@ -417,7 +417,7 @@ Result<WallTime> SqliteTaskStore::NowLocked() {
 
 Result<PollResult> SqliteTaskStore::PollWith(std::string_view poll_sql, const std::string& argument,
                                              bool sweep_expired) {
-  std::lock_guard lock(mu_);
+  RecursiveMutexLock lock(mu_);
   PollResult result;
   SqliteTransaction transaction(*db_);
   if (sweep_expired) {

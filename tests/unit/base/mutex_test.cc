@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "stagehand/base/recursive_mutex.h"
+
 namespace stagehand {
 namespace {
 
@@ -72,6 +74,40 @@ TEST(MutexTest, DestructorReleasesALockThatWasUnlocked) {
   }
   MutexLock again(counter.mu);
   EXPECT_TRUE(again.unique_lock().owns_lock());
+}
+
+struct RecursiveCounter {
+  RecursiveMutex mu;
+  int value STAGEHAND_GUARDED_BY(mu) = 0;
+};
+
+// Locks `counter.mu` again while the caller holds it, as a callback re-entering its owner does.
+void IncrementAgain(RecursiveCounter& counter) {
+  RecursiveMutexLock lock(counter.mu);
+  ++counter.value;
+}
+
+TEST(RecursiveMutexTest, TheHolderMayLockAgain) {
+  RecursiveCounter counter;
+  RecursiveMutexLock lock(counter.mu);
+  IncrementAgain(counter);
+  EXPECT_EQ(counter.value, 1);
+}
+
+TEST(RecursiveMutexTest, RecursiveMutexLockExcludesOtherThreads) {
+  RecursiveCounter counter;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&counter] {
+      for (int i = 0; i < 10000; ++i) {
+        RecursiveMutexLock lock(counter.mu);
+        IncrementAgain(counter);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  RecursiveMutexLock lock(counter.mu);
+  EXPECT_EQ(counter.value, 40000);
 }
 
 }  // namespace
