@@ -7,12 +7,6 @@ Status TaskStore::Trigger(const std::string& id, const TraceContext& /*caller*/)
   return Trigger(id);
 }
 
-std::string CancelRequestedTicket(std::string_view ticket) {
-  std::string marked(kCancelRequestedPrefix);
-  marked += ticket;
-  return marked;
-}
-
 Result<std::optional<std::string>> TaskStore::LastRunError(const std::string& id) {
   STAGEHAND_ASSIGN_OR_RETURN(std::vector<TaskRow> rows, States());
   for (TaskRow& row : rows) {

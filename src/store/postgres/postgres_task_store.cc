@@ -471,7 +471,7 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
   if (read.result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
   STAGEHAND_RETURN_IF_ERROR(ObserveNow(read, 0, 2));
   const std::optional<std::string> ticket = read.result.GetOptional(0, 1);
-  if (!ticket || ticket->empty() || store_internal::IsPausedTicket(*ticket)) {
+  if (!ticket || ticket->empty() || RowTicket::Decode(*ticket).paused()) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read.result.Get(0, 0));
@@ -479,7 +479,7 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
     return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,
                                             settings.status().message()));
   }
-  if (ticket->starts_with(kCancelRequestedPrefix)) return Status::Ok();
+  if (RowTicket::Decode(*ticket).cancel_requested) return Status::Ok();
 
   PgParams params;
   params.Add(id)
