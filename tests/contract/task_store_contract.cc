@@ -623,9 +623,10 @@ TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAt
       Within(row.next_run_start_at, before + milliseconds(1500), after + milliseconds(1500)));
   EXPECT_EQ((*released)[0].next_run_start_at, row.next_run_start_at);
   EXPECT_EQ(row.last_run_error_json, ErrorJson("boom"));
-  Result<std::optional<std::string>> error = store_->LastRunError("retried");
+  Result<std::optional<RunError>> error = store_->LastRunError("retried");
   ASSERT_THAT(error, IsOk());
-  EXPECT_EQ(*error, ErrorJson("boom"));
+  ASSERT_TRUE(error->has_value());
+  EXPECT_EQ((*error)->Encode(), ErrorJson("boom"));
   error = store_->LastRunError("nope");
   ASSERT_THAT(error, IsOk());
   EXPECT_FALSE(error->has_value());

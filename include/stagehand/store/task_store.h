@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/run_error.h"
 #include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
@@ -445,9 +446,9 @@ class TaskStore {
   // Returns every row, ordered by id. Errors: kUnavailable.
   virtual Result<std::vector<TaskRow>> States() = 0;
 
-  // Returns the row's last_run_error_json: nullopt when it has none or the row does not exist.
-  // The default reads States(). Errors: kUnavailable.
-  virtual Result<std::optional<std::string>> LastRunError(const std::string& id);
+  // Returns the row's last_run_error_json, decoded: nullopt when it has none or the row does not
+  // exist. The default reads States(). Errors: kUnavailable.
+  virtual Result<std::optional<RunError>> LastRunError(const std::string& id);
 
   // Deletes a task's row. Deleting a missing row is not an error. Errors: kUnavailable.
   virtual Status Delete(const std::string& id) = 0;

@@ -440,8 +440,10 @@ Result<std::optional<std::string>> PostgresTaskStore::ReadColumn(const std::stri
   return read.result.GetOptional(0, column);
 }
 
-Result<std::optional<std::string>> PostgresTaskStore::LastRunError(const std::string& id) {
-  return ReadColumn(id, 3);
+Result<std::optional<RunError>> PostgresTaskStore::LastRunError(const std::string& id) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadColumn(id, 3));
+  if (!stored) return std::optional<RunError>();
+  return std::optional(RunError::Decode(std::move(*stored)));
 }
 
 Status PostgresTaskStore::Trigger(const std::string& id) { return Trigger(id, TraceContext{}); }
