@@ -1,10 +1,7 @@
 #include "engine/planner.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -49,23 +46,6 @@ std::optional<milliseconds> RetryAfter(const std::optional<RetryPolicy>& policy,
     return std::nullopt;
   }
   return RetryDelay(*policy, attempt, seed);
-}
-
-int RetriedAttemptOf(const std::optional<std::string>& error_json) {
-  if (!error_json) return 0;
-  const nlohmann::json parsed =
-      nlohmann::json::parse(*error_json, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object()) return 0;
-  const auto attempt = parsed.find("attempt");
-  if (attempt == parsed.end() || !attempt->is_number_integer()) return 0;
-  return std::clamp(attempt->get<int>(), 0, kMaxRetryAttempts + 1);
-}
-
-std::string RecordRetriedAttempt(const std::string& error_json, int attempt) {
-  if (!error_json.ends_with('}') || error_json.size() < 2) return error_json;
-  std::string recorded = error_json.substr(0, error_json.size() - 1);
-  recorded += fmt::format(R"(,"attempt":{}}})", attempt);
-  return recorded;
 }
 
 RunOutcome OutcomeOf(StopReason reason, bool failed) {

@@ -213,14 +213,6 @@ std::optional<std::chrono::milliseconds> RetryAfter(const std::optional<RetryPol
                                                     StopReason reason, int attempt,
                                                     std::uint64_t seed);
 
-// Returns the attempt that a global task's last run error records as failed and retried
-// (RecordRetriedAttempt), or 0: the next run of the task is then its attempt that plus one.
-int RetriedAttemptOf(const std::optional<std::string>& error_json);
-
-// Returns `error_json` (an error object) with the failed attempt recorded, as a stagehand-only
-// "attempt" key that Backstage ignores: the host that runs the retry reads it from the row.
-std::string RecordRetriedAttempt(const std::string& error_json, int attempt);
-
 // How long the trace context of a trigger waits for the manual run it asked for on this host.
 inline constexpr std::chrono::minutes kTriggerCallerLifetime{1};
 
@@ -500,8 +492,8 @@ class Planner {
   // ticket (so the run is to be released).
   bool GlobalRunReturned(PlannedRun& run);
   // Whether the end of the global run `run` (failed when `failed`) waits for the attempt its
-  // predecessor recorded in the row (RetriedAttemptOf), which the shell reads for PlanGlobalRunEnd:
-  // the run failed and its task retries such a failure.
+  // predecessor recorded in the row (RunError::retried_attempt), which the shell reads for
+  // PlanGlobalRunEnd: the run failed and its task retries such a failure.
   bool RetryNeedsRecordedAttempt(const PlannedTask& task, const PlannedRun& run, bool failed) const;
   // What follows the end of a global run: when its release makes the task due again, and the
   // error it releases with.
@@ -509,7 +501,7 @@ class Planner {
     // The release's next start is now + this: the slot of a run that never started because the
     // host shut down (at once), a retry, or a duration slot after the slots the run outlasted.
     std::optional<std::chrono::milliseconds> next_in;
-    std::optional<std::string> error;  // with the retried attempt recorded (RecordRetriedAttempt)
+    std::optional<std::string> error;  // with the retried attempt recorded (RunError::Retried)
     int retried_attempt = 0;           // a retry is scheduled: this attempt failed (else 0)
     // The first slot the run outlasted beyond the catch-up window: skipped, how late it was, and
     // the slot the task waits for instead.

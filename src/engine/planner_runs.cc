@@ -10,6 +10,7 @@
 
 #include "engine/planner.h"
 #include "engine/planner_internal.h"
+#include "stagehand/model/run_error.h"
 #include "stagehand/time/duration.h"
 #include "stagehand/time/time_zone.h"
 
@@ -54,7 +55,7 @@ Planner::GlobalRunEnd Planner::PlanGlobalRunEnd(PlannedTask& task, const Planned
     if (const std::optional<milliseconds> delay =
             RetryAfter(task.def.retry, run.reason, attempt, std::hash<std::string>{}(run.run_id))) {
       end.next_in = delay;
-      end.error = RecordRetriedAttempt(*end.error, attempt);
+      end.error = RunError::Retried(std::move(*end.error), attempt).Encode();
       end.retried_attempt = attempt;
       task.retry_attempt = attempt + 1;
       return end;

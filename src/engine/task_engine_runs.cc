@@ -119,7 +119,7 @@ bool TaskEngine::PlanGlobalRunEnd(PendingRelease& ended, bool started) {
   }
   int recorded_attempt = 0;
   if (needs_attempt) {
-    Result<std::optional<std::string>> previous = context_.store->LastRunError(task.def.id);
+    Result<std::optional<RunError>> previous = context_.store->LastRunError(task.def.id);
     if (!previous.ok()) {
       // Decided again before the release is sent, once the database answers.
       if (debug_logs_) {
@@ -131,7 +131,7 @@ bool TaskEngine::PlanGlobalRunEnd(PendingRelease& ended, bool started) {
       ended.started = started;
       return false;
     }
-    recorded_attempt = RetriedAttemptOf(*previous);
+    if (*previous) recorded_attempt = (*previous)->retried_attempt();
   }
   ended.end_undecided = false;
   Planner::GlobalRunEnd end;

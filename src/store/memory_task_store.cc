@@ -426,7 +426,7 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
       });
   if (!read) return NotFoundError(fmt::format("Task {} does not exist", id));
   if (!read->current_run_ticket || read->current_run_ticket->empty() ||
-      store_internal::IsPausedTicket(*read->current_run_ticket)) {
+      RowTicket::Decode(*read->current_run_ticket).paused()) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read->settings_json);
@@ -435,7 +435,7 @@ Status MemoryTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
                                             plugin_id_, id, settings.status().message()));
   }
   const std::string& ticket = *read->current_run_ticket;
-  if (ticket.starts_with(kCancelRequestedPrefix)) return Status::Ok();
+  if (RowTicket::Decode(ticket).cancel_requested) return Status::Ok();
 
   STAGEHAND_RETURN_IF_ERROR(BeginStatement());
   const WallTime now = DatabaseTime();

@@ -24,7 +24,7 @@ std::chrono::milliseconds OffsetOf(double seconds) {
 // Ends the run holding the row with `held`: the row is free, or paused when a pause waited for
 // the run.
 void EndRun(TaskRow& row, WallTime now, std::optional<std::string> error_json,
-            const std::optional<HeldTicket>& held) {
+            const std::optional<RowTicket>& held) {
   std::optional<PauseAfterRun> pause;
   if (held) pause = PauseLeftBy(*held, now);
   if (pause) {
@@ -84,10 +84,10 @@ std::int64_t RowVersion(const TaskRow& row) {
   return static_cast<std::int64_t>(hash >> 1);
 }
 
-std::optional<HeldTicket> HeldFor(const TaskRow& row, const std::string& ticket) {
+std::optional<RowTicket> HeldFor(const TaskRow& row, const std::string& ticket) {
   if (!row.current_run_ticket) return std::nullopt;
-  std::optional<HeldTicket> held = ParseHeldTicket(*row.current_run_ticket);
-  if (!held || held->run_ticket != ticket) return std::nullopt;
+  const RowTicket held = RowTicket::Decode(*row.current_run_ticket);
+  if (!held.HeldBy(ticket)) return std::nullopt;
   return held;
 }
 
@@ -125,7 +125,7 @@ bool ClaimRow(TaskRow& row, const std::string& ticket, std::chrono::milliseconds
 
 LeaseStatus RenewRow(TaskRow& row, const std::string& ticket, std::chrono::milliseconds timeout,
                      std::chrono::milliseconds lease, WallTime now) {
-  const std::optional<HeldTicket> held = HeldFor(row, ticket);
+  const std::optional<RowTicket> held = HeldFor(row, ticket);
   if (!held) return LeaseStatus::kLost;
   const WallTime started = row.current_run_started_at.value_or(now);
   row.current_run_expires_at = std::min(started + timeout, now + lease);
@@ -135,7 +135,7 @@ LeaseStatus RenewRow(TaskRow& row, const std::string& ticket, std::chrono::milli
 bool ReleaseRow(TaskRow& row, const std::string& ticket, const NextRunPlan& plan,
                 const std::optional<std::string>& error_json, WallTime now,
                 std::optional<std::int64_t> claimed_version) {
-  const std::optional<HeldTicket> held = HeldFor(row, ticket);
+  const std::optional<RowTicket> held = HeldFor(row, ticket);
   if (!held && !(claimed_version && IsUnclaimedAt(row, *claimed_version))) return false;
   row.next_run_start_at = EvaluatePlan(plan, now, row.next_run_start_at);
   EndRun(row, now, held && held->cancel_requested ? ErrorJson("Task was cancelled") : error_json,
@@ -163,7 +163,7 @@ bool SkipRow(TaskRow& row, std::int64_t expected_version, const NextRunPlan& pla
 }
 
 Status TriggerRow(TaskRow& row, WallTime now) {
-  if (row.current_run_ticket && IsPausedTicket(*row.current_run_ticket)) {
+  if (row.current_run_ticket && RowTicket::Decode(*row.current_run_ticket).paused()) {
     return PausedError(row.id);
   }
   if (row.current_run_ticket) {
@@ -174,11 +174,12 @@ Status TriggerRow(TaskRow& row, WallTime now) {
 }
 
 Status CancelRow(TaskRow& row, std::chrono::milliseconds hold, WallTime now) {
-  if (!row.current_run_ticket || row.current_run_ticket->empty() ||
-      IsPausedTicket(*row.current_run_ticket)) {
+  if (!row.current_run_ticket || row.current_run_ticket->empty()) {
     return ConflictError(fmt::format("Task {} is not running", row.id));
   }
-  if (row.current_run_ticket->starts_with(kCancelRequestedPrefix)) return Status::Ok();
+  const RowTicket stored = RowTicket::Decode(*row.current_run_ticket);
+  if (stored.paused()) return ConflictError(fmt::format("Task {} is not running", row.id));
+  if (stored.cancel_requested) return Status::Ok();
   row.current_run_ticket = CancelRequestedTicket(*row.current_run_ticket);
   HoldExpiry(row, hold, now);
   return Status::Ok();
@@ -186,12 +187,13 @@ Status CancelRow(TaskRow& row, std::chrono::milliseconds hold, WallTime now) {
 
 void PauseRow(TaskRow& row, const PauseRequest& request, std::chrono::milliseconds hold,
               WallTime now) {
-  if (row.current_run_ticket && !IsPausedTicket(*row.current_run_ticket)) {
-    const std::optional<HeldTicket> held = ParseHeldTicket(*row.current_run_ticket);
-    STAGEHAND_CHECK(held.has_value());
-    row.current_run_ticket = PausePendingTicket(*held, request);
-    HoldExpiry(row, hold, now);
-    return;
+  if (row.current_run_ticket) {
+    const RowTicket stored = RowTicket::Decode(*row.current_run_ticket);
+    if (!stored.paused()) {
+      row.current_run_ticket = stored.WithPendingPause(request);
+      HoldExpiry(row, hold, now);
+      return;
+    }
   }
   row.current_run_ticket = PausedTicket(request);
   row.current_run_started_at = now;
@@ -201,13 +203,13 @@ void PauseRow(TaskRow& row, const PauseRequest& request, std::chrono::millisecon
 
 Status ResumeRow(TaskRow& row) {
   if (!row.current_run_ticket) return NotPausedError(row.id);
-  if (IsPausedTicket(*row.current_run_ticket)) {
+  const RowTicket stored = RowTicket::Decode(*row.current_run_ticket);
+  if (stored.paused()) {
     ClearTicket(row);
     return Status::Ok();
   }
-  const std::optional<HeldTicket> held = ParseHeldTicket(*row.current_run_ticket);
-  if (!held || !held->pending_pause) return NotPausedError(row.id);
-  row.current_run_ticket = WithoutPendingPause(*held);
+  if (stored.kind != RowTicket::Kind::kRun || !stored.pause_json) return NotPausedError(row.id);
+  row.current_run_ticket = stored.WithoutPendingPause();
   return Status::Ok();
 }
 
@@ -226,12 +228,12 @@ SweepOutcome SweepRow(TaskRow& row, WallTime now) {
   if (!row.current_run_expires_at || *row.current_run_expires_at >= now) {
     return SweepOutcome::kUntouched;
   }
-  if (row.current_run_ticket && IsPausedTicket(*row.current_run_ticket)) {
+  std::optional<RowTicket> held;
+  if (row.current_run_ticket) held = RowTicket::Decode(*row.current_run_ticket);
+  if (held && held->paused()) {
     ClearTicket(row);
     return SweepOutcome::kResumed;
   }
-  std::optional<HeldTicket> held;
-  if (row.current_run_ticket) held = ParseHeldTicket(*row.current_run_ticket);
   EndRun(row, now, ErrorJson("Task timed out"), held);
   return SweepOutcome::kSwept;
 }

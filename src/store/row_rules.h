@@ -28,9 +28,9 @@ std::optional<WallTime> EvaluatePlan(const NextRunPlan& plan, WallTime now,
 // microseconds since the epoch (a NULL next start has a seed of its own).
 std::int64_t RowVersion(const TaskRow& row);
 
-// What the row's ticket says of the run `ticket`, when it holds the row for that run in any form
-// (plain, marked by a cancel, with a pending pause). Views into row.current_run_ticket.
-std::optional<HeldTicket> HeldFor(const TaskRow& row, const std::string& ticket);
+// The row's ticket decoded, when it holds the row for the run `ticket` in any form (plain, marked
+// by a cancel, with a pending pause). Views into row.current_run_ticket.
+std::optional<RowTicket> HeldFor(const TaskRow& row, const std::string& ticket);
 
 // Clears a row's ticket and run times, recording nothing (a resumed pause).
 void ClearTicket(TaskRow& row);

@@ -5,8 +5,8 @@
 #include <charconv>
 
 #include "stagehand/base/check.h"
+#include "stagehand/store/row_ticket.h"
 #include "stagehand/store/task_store.h"
-#include "store/task_pause.h"
 
 namespace stagehand::store_internal {
 
@@ -32,8 +32,8 @@ std::string_view OutputTail(std::string_view output, std::size_t max_bytes) {
 }
 
 std::string_view RunIdOfTicket(std::string_view ticket) {
-  const std::optional<HeldTicket> held = ParseHeldTicket(ticket);
-  return held ? held->run_ticket : ticket;
+  const RowTicket held = RowTicket::Decode(ticket);
+  return held.kind == RowTicket::Kind::kRun ? held.run : ticket;
 }
 
 WallTime ToMillis(WallTime instant) {

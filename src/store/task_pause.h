@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "stagehand/base/status.h"
+#include "stagehand/store/row_ticket.h"
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
 
@@ -23,37 +24,15 @@ Status ValidatePause(const PauseRequest& request, WallTime now);
 // past `until`, for stores whose statement compares it with the database's clock).
 Status PauseUntilPassedError();
 
-// Whether `ticket` is a pause's (kPausedPrefix).
-bool IsPausedTicket(const std::string& ticket);
-
-// A ticket that holds a row for a run: the run's own ticket, possibly marked by a cancel and by a
-// pause that waits for the run to end (kPausePendingPrefix). Views into the stored ticket.
-struct HeldTicket {
-  std::string_view run_ticket;
-  bool cancel_requested = false;
-  std::optional<std::string_view> pending_pause;  // the pause's JSON
-};
-
-// Returns what a stored ticket says of its run; nullopt for a pause's ticket.
-std::optional<HeldTicket> ParseHeldTicket(std::string_view stored);
-
-// Returns the ticket a pause writes on a row a run holds with `held`: its pending form, keeping a
-// cancel's mark; a pending pause is replaced.
-std::string PausePendingTicket(const HeldTicket& held, const PauseRequest& request);
-
-// Returns the ticket a resume writes on a row a run holds with a pending pause: the run's ticket,
-// keeping a cancel's mark.
-std::string WithoutPendingPause(const HeldTicket& held);
-
 // The pause a row is left with when the run that holds it with a pending pause ends.
 struct PauseAfterRun {
   std::string ticket;             // the paused ticket
   std::optional<WallTime> until;  // its expiry
 };
 
-// Returns the pause that `held` leaves when its run ends at `now`: nullopt without a pending
-// pause, or when its until has passed.
-std::optional<PauseAfterRun> PauseLeftBy(const HeldTicket& held, WallTime now);
+// Returns the pause that the run's ticket `held` leaves when its run ends at `now`: nullopt
+// without a pending pause, or when its until has passed.
+std::optional<PauseAfterRun> PauseLeftBy(const RowTicket& held, WallTime now);
 
 // kConflict "Task {id} is paused" (Trigger of a paused task).
 Status PausedError(const std::string& id);

@@ -7,18 +7,14 @@ Status TaskStore::Trigger(const std::string& id, const TraceContext& /*caller*/)
   return Trigger(id);
 }
 
-std::string CancelRequestedTicket(std::string_view ticket) {
-  std::string marked(kCancelRequestedPrefix);
-  marked += ticket;
-  return marked;
-}
-
-Result<std::optional<std::string>> TaskStore::LastRunError(const std::string& id) {
+Result<std::optional<RunError>> TaskStore::LastRunError(const std::string& id) {
   STAGEHAND_ASSIGN_OR_RETURN(std::vector<TaskRow> rows, States());
   for (TaskRow& row : rows) {
-    if (row.id == id) return std::move(row.last_run_error_json);
+    if (row.id == id && row.last_run_error_json) {
+      return std::optional(RunError::Decode(std::move(*row.last_run_error_json)));
+    }
   }
-  return std::optional<std::string>();
+  return std::optional<RunError>();
 }
 
 Result<std::vector<UpsertResult>> TaskStore::UpsertMany(std::span<const TaskUpsert> tasks) {

@@ -625,9 +625,10 @@ TEST_F(TaskStoreContractTest, AReleaseThatRetriesStartsTheTaskAfterTheDelayNotAt
       Within(row.next_run_start_at, before + milliseconds(1500), after + milliseconds(1500)));
   EXPECT_EQ((*released)[0].next_run_start_at, row.next_run_start_at);
   EXPECT_EQ(row.last_run_error_json, ErrorJson("boom"));
-  Result<std::optional<std::string>> error = store_->LastRunError("retried");
+  Result<std::optional<RunError>> error = store_->LastRunError("retried");
   ASSERT_THAT(error, IsOk());
-  EXPECT_EQ(*error, ErrorJson("boom"));
+  ASSERT_TRUE(error->has_value());
+  EXPECT_EQ((*error)->Encode(), ErrorJson("boom"));
   error = store_->LastRunError("nope");
   ASSERT_THAT(error, IsOk());
   EXPECT_FALSE(error->has_value());
@@ -895,7 +896,7 @@ TEST_F(TaskStoreContractTest, APausedTaskHoldsATicketNoWorkerClaims) {
 
   const TaskRow row = Row("paused");
   ASSERT_TRUE(row.current_run_ticket.has_value());
-  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausedPrefix)) << *row.current_run_ticket;
+  EXPECT_TRUE(RowTicket::Decode(*row.current_run_ticket).paused()) << *row.current_run_ticket;
   EXPECT_TRUE(Within(row.current_run_started_at, before, after));
   EXPECT_FALSE(row.current_run_expires_at.has_value()) << "no janitor may clear it";
   EXPECT_EQ(row.next_run_start_at, idle.next_run_start_at);
@@ -1025,7 +1026,10 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
 
   TaskRow row = Row("busy");
   ASSERT_TRUE(row.current_run_ticket.has_value());
-  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausePendingPrefix)) << *row.current_run_ticket;
+  const RowTicket pausing = RowTicket::Decode(*row.current_run_ticket);
+  EXPECT_TRUE(pausing.HeldBy(*running.current_run_ticket) && pausing.pause_json &&
+              !pausing.cancel_requested)
+      << *row.current_run_ticket;
   EXPECT_EQ(row.current_run_started_at, running.current_run_started_at);
   EXPECT_EQ(row.current_run_expires_at, running.current_run_expires_at) << "the run's own expiry";
   std::optional<TaskPause> pause = PauseOf(row);
@@ -1045,7 +1049,7 @@ TEST_F(TaskStoreContractTest, APauseOfARunningTaskWaitsForTheRunAndItsReleaseLea
   const WallTime after = Now();
   row = Row("busy");
   ASSERT_TRUE(row.current_run_ticket.has_value());
-  EXPECT_TRUE(row.current_run_ticket->starts_with(kPausedPrefix)) << *row.current_run_ticket;
+  EXPECT_TRUE(RowTicket::Decode(*row.current_run_ticket).paused()) << *row.current_run_ticket;
   EXPECT_TRUE(Within(row.current_run_started_at, before, after));
   EXPECT_EQ(row.current_run_expires_at, until);
   EXPECT_TRUE(Within(row.last_run_ended_at, before, after));
@@ -1076,7 +1080,7 @@ TEST_F(TaskStoreContractTest, APendingPauseAndACancelInEitherOrderStopTheRunAndP
     if (!cancel_first) {
       ASSERT_THAT(store_->Cancel(id, minutes(1)), IsOk());
     }
-    EXPECT_TRUE(Row(id).current_run_ticket->starts_with(kCancelRequestedPrefix)) << id;
+    EXPECT_TRUE(RowTicket::Decode(*Row(id).current_run_ticket).cancel_requested) << id;
     EXPECT_TRUE(PauseOf(Row(id)).has_value()) << id;
     Result<LeaseStatus> lease = store_->RenewLease(id, "t1", minutes(1), minutes(1));
     ASSERT_THAT(lease, IsOk());

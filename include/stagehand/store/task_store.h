@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "stagehand/base/status.h"
+#include "stagehand/model/run_error.h"
 #include "stagehand/model/task_pause.h"
 #include "stagehand/model/task_run.h"
 #include "stagehand/model/task_settings.h"
 #include "stagehand/model/task_state.h"
 #include "stagehand/store/request_keys.h"
+#include "stagehand/store/row_ticket.h"
 #include "stagehand/store/run_history.h"
 #include "stagehand/store/task_registrations.h"
 #include "stagehand/time/clock.h"
@@ -45,35 +47,6 @@ struct TaskRow {
 
   friend bool operator==(const TaskRow&, const TaskRow&) = default;
 };
-
-// A run that a cancel asked to stop keeps its row, with its ticket rewritten to this prefix
-// followed by the ticket, until its owner releases it (or the janitor sweeps it). Every statement
-// that treats a NULL ticket as free (claim, trigger, readiness; Backstage's too) sees the row as
-// running, so no other run can start while the cancelled one is still stopping.
-inline constexpr std::string_view kCancelRequestedPrefix = "cancel:";
-
-// Returns the ticket a cancel writes for the run holding `ticket`.
-std::string CancelRequestedTicket(std::string_view ticket);
-
-// A task paused by an operator (docs/adr/0013-pausing-a-task-in-backstages-row.md) holds this
-// prefix followed by the pause as JSON ({"by":…,"reason":…}) as its ticket, current_run_started_at
-// = when it was paused and current_run_expires_at = when it resumes by itself (NULL: when resumed).
-// No worker, stagehand's or Backstage's, claims a row that holds a ticket; no janitor clears one
-// without an expiry; stagehand's sweep clears an expired pause without recording a run's end.
-inline constexpr std::string_view kPausedPrefix = "paused:";
-
-// Returns the ticket a pause writes.
-std::string PausedTicket(const PauseRequest& request);
-
-// A pause asked while a run holds the row (ADR 0013) rewrites the run's ticket `T` (or its
-// cancel-marked form) to this prefix, `T`, ':' and the pause as JSON ({"by":…,"reason":…,
-// "until":…}), keeping a cancel's mark in front. The run goes on (RenewLease still holds it, as
-// kCancelRequested when marked); its release, or the sweep of its expiry, leaves the row paused.
-// Run tickets never contain ':'.
-inline constexpr std::string_view kPausePendingPrefix = "pausing:";
-// Returns the pause `row` holds, or nullopt if it is neither paused nor pausing when its run
-// ends (then TaskPause::pending, `since` the run's start).
-std::optional<TaskPause> PauseOf(const TaskRow& row);
 
 // The outcome of RenewLease.
 enum class LeaseStatus {
@@ -401,9 +374,9 @@ class TaskStore {
 
   // Pauses a task that has no run, or changes the pause of a paused one (ADR 0013): its ticket
   // becomes PausedTicket(request), started = now, expires = request.until. A task whose run is in
-  // progress keeps it: its ticket takes the pending form (kPausePendingPrefix) and its expiry
-  // comes forward to at most now + `hold`, as a cancel's does, so that a run whose owner no longer
-  // renews it (a Backstage worker, which stops a run whose ticket changed) is swept into the
+  // progress keeps it: its ticket takes the pending form (RowTicket::WithPendingPause) and its
+  // expiry comes forward to at most now + `hold`, as a cancel's does, so that a run whose owner no
+  // longer renews it (a Backstage worker, which stops a run whose ticket changed) is swept into the
   // pause within `hold`. Announced as an upsert. Errors: kNotFound "Task {id} does not exist";
   // kConflict when the row changed meanwhile; kInvalidArgument (a text too long, `until` not after
   // the database's now); kUnavailable. The default is kUnimplemented.
@@ -438,9 +411,9 @@ class TaskStore {
   // Returns every row, ordered by id. Errors: kUnavailable.
   virtual Result<std::vector<TaskRow>> States() = 0;
 
-  // Returns the row's last_run_error_json: nullopt when it has none or the row does not exist.
-  // The default reads States(). Errors: kUnavailable.
-  virtual Result<std::optional<std::string>> LastRunError(const std::string& id);
+  // Returns the row's last_run_error_json, decoded: nullopt when it has none or the row does not
+  // exist. The default reads States(). Errors: kUnavailable.
+  virtual Result<std::optional<RunError>> LastRunError(const std::string& id);
 
   // Deletes a task's row. Deleting a missing row is not an error. Errors: kUnavailable.
   virtual Status Delete(const std::string& id) = 0;

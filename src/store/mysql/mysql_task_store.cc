@@ -209,7 +209,7 @@ Status MySqlTaskStore::Cancel(const std::string& id, std::chrono::milliseconds h
                          [&](TaskRow* row, WallTime now) -> Result<bool> {
                            if (row == nullptr) return Missing(id);
                            if (!row->current_run_ticket || row->current_run_ticket->empty() ||
-                               store_internal::IsPausedTicket(*row->current_run_ticket)) {
+                               RowTicket::Decode(*row->current_run_ticket).paused()) {
                              return ConflictError(fmt::format("Task {} is not running", id));
                            }
                            Result<TaskSettingsV2> settings =

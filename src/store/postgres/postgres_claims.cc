@@ -102,7 +102,7 @@ Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const s
         .Add(stored)
         .Add(static_cast<long long>(timeout.count()))
         .Add(static_cast<long long>(lease.count()))
-        .Add(stored.starts_with(kCancelRequestedPrefix) ? stored : CancelRequestedTicket(stored));
+        .Add(RowTicket::Decode(stored).cancel_requested ? stored : CancelRequestedTicket(stored));
     STAGEHAND_ASSIGN_OR_RETURN(executed,
                                Run("renew lease", sql::TaskStatements().renew_lease, again));
     if (executed.result.rows() == 0) return LeaseStatus::kLost;

@@ -6,10 +6,8 @@ Result<std::optional<std::string>> PostgresTaskStore::PendingPauseTicket(
     const std::string& id, const std::string& ticket) {
   Result<std::optional<std::string>> stored = StoredTicket(id);
   if (!stored.ok() || !*stored) return stored;
-  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(**stored);
-  if (!held || held->run_ticket != ticket || !held->pending_pause) {
-    return std::optional<std::string>();
-  }
+  const RowTicket held = RowTicket::Decode(**stored);
+  if (!held.HeldBy(ticket) || !held.pause_json) return std::optional<std::string>();
   return stored;
 }
 
@@ -20,13 +18,13 @@ Result<ReleaseResult> PostgresTaskStore::ReleaseIntoPause(
   ReleaseResult result;
   result.db_now = db_clock_.Now();
   if (!stored) return result;
-  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(*stored);
+  const RowTicket held = RowTicket::Decode(*stored);
   const std::optional<store_internal::PauseAfterRun> pause =
-      store_internal::PauseLeftBy(*held, result.db_now);
+      store_internal::PauseLeftBy(held, result.db_now);
   PgParams params;
   params.Add(id).Add(*stored);
   AddPlan(params, next);
-  params.Add(held->cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json)
+  params.Add(held.cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json)
       .Add(channel_)
       .Add("release")
       .Add(pause ? std::optional(pause->ticket) : std::nullopt);
@@ -157,11 +155,12 @@ Status PostgresTaskStore::Pause(const std::string& id, const PauseRequest& reque
   if (executed.result.GetBool(0, 3)) return store_internal::PauseUntilPassedError();
   if (executed.result.GetBool(0, 1)) return Status::Ok();
   STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredTicket(id));
-  const std::optional<store_internal::HeldTicket> held =
-      stored ? store_internal::ParseHeldTicket(*stored) : std::nullopt;
-  if (!held) return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-  return RewriteTicket(id, *stored, store_internal::PausePendingTicket(*held, request), hold,
-                       "pause");
+  const std::optional<RowTicket> held =
+      stored ? std::optional(RowTicket::Decode(*stored)) : std::nullopt;
+  if (!held || held->kind != RowTicket::Kind::kRun) {
+    return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+  }
+  return RewriteTicket(id, *stored, held->WithPendingPause(request), hold, "pause");
 }
 
 Status PostgresTaskStore::Resume(const std::string& id) {
@@ -175,11 +174,12 @@ Status PostgresTaskStore::Resume(const std::string& id) {
   }
   if (executed.result.GetBool(0, 1)) return Status::Ok();
   STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredTicket(id));
-  const std::optional<store_internal::HeldTicket> held =
-      stored ? store_internal::ParseHeldTicket(*stored) : std::nullopt;
-  if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-  return RewriteTicket(id, *stored, store_internal::WithoutPendingPause(*held), std::nullopt,
-                       "resume");
+  const std::optional<RowTicket> held =
+      stored ? std::optional(RowTicket::Decode(*stored)) : std::nullopt;
+  if (!held || held->kind != RowTicket::Kind::kRun || !held->pause_json) {
+    return store_internal::NotPausedError(id);
+  }
+  return RewriteTicket(id, *stored, held->WithoutPendingPause(), std::nullopt, "resume");
 }
 
 Result<bool> PostgresTaskStore::RegistrationsTableExists(bool again_if_absent) {

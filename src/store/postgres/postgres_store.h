@@ -140,7 +140,7 @@ class PostgresTaskStore final : public TaskStore,
   }
   Result<std::vector<std::string>> SweepExpired() override;
   Result<std::vector<TaskRow>> States() override;
-  Result<std::optional<std::string>> LastRunError(const std::string& id) override;
+  Result<std::optional<RunError>> LastRunError(const std::string& id) override;
   Status Delete(const std::string& id) override;
   Result<WallTime> DatabaseNow() override;
   std::unique_ptr<Notifications> Listen(std::function<void(const StoreEvent&)> handler) override;

@@ -440,8 +440,10 @@ Result<std::optional<std::string>> PostgresTaskStore::ReadColumn(const std::stri
   return read.result.GetOptional(0, column);
 }
 
-Result<std::optional<std::string>> PostgresTaskStore::LastRunError(const std::string& id) {
-  return ReadColumn(id, 3);
+Result<std::optional<RunError>> PostgresTaskStore::LastRunError(const std::string& id) {
+  STAGEHAND_ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadColumn(id, 3));
+  if (!stored) return std::optional<RunError>();
+  return std::optional(RunError::Decode(std::move(*stored)));
 }
 
 Status PostgresTaskStore::Trigger(const std::string& id) { return Trigger(id, TraceContext{}); }
@@ -471,7 +473,7 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
   if (read.result.rows() == 0) return NotFoundError(fmt::format("Task {} does not exist", id));
   STAGEHAND_RETURN_IF_ERROR(ObserveNow(read, 0, 2));
   const std::optional<std::string> ticket = read.result.GetOptional(0, 1);
-  if (!ticket || ticket->empty() || store_internal::IsPausedTicket(*ticket)) {
+  if (!ticket || ticket->empty() || RowTicket::Decode(*ticket).paused()) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(read.result.Get(0, 0));
@@ -479,7 +481,7 @@ Status PostgresTaskStore::Cancel(const std::string& id, std::chrono::millisecond
     return InvalidArgumentError(fmt::format("{}: task {} has invalid settings_json: {}", where_, id,
                                             settings.status().message()));
   }
-  if (ticket->starts_with(kCancelRequestedPrefix)) return Status::Ok();
+  if (RowTicket::Decode(*ticket).cancel_requested) return Status::Ok();
 
   PgParams params;
   params.Add(id)

@@ -7,13 +7,14 @@
 #include <string_view>
 
 #include "stagehand/store/task_store.h"
+#include "store/ticket_sql.h"
 
 namespace stagehand::store_internal::pg_sql {
 
-// The history statements strip a cancel's mark from a ticket with this literal.
-static_assert(kCancelRequestedPrefix == "cancel:");
-static_assert(kPausedPrefix == "paused:");
-static_assert(kPausePendingPrefix == "pausing:");
+// The statements below spell the ticket forms with these literals (and their lengths).
+static_assert(ticket_sql::kCancelRequested == "cancel:");
+static_assert(ticket_sql::kPaused == "paused:");
+static_assert(ticket_sql::kPausePending == "pausing:");
 
 // The next-run expression of a plan bound at parameters $kind, $kind+1, $kind+2. Only an UPDATE
 // can use 'scheduled_plus', which reads the row's own next_run_start_at.

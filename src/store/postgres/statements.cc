@@ -8,8 +8,12 @@
 
 #include "stagehand/store/task_store.h"
 #include "store/postgres/statement_parts.h"
+#include "store/ticket_sql.h"
 
 namespace stagehand::store_internal::pg_sql {
+
+// The pause statements recognise a pause's ticket with this literal.
+static_assert(ticket_sql::kPaused == "paused:");
 
 namespace {
 

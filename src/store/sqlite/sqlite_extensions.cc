@@ -174,16 +174,14 @@ Status SqliteTaskStore::Pause(const std::string& id, const PauseRequest& request
     STAGEHAND_RETURN_IF_ERROR(stmt.Run("pausing a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(
-      id, "pausing a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
-        const std::optional<store_internal::HeldTicket> held =
-            store_internal::ParseHeldTicket(ticket);
-        if (!held || held->run_ticket.empty()) {
-          return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-        }
-        return RewriteTicketLocked(id, ticket, store_internal::PausePendingTicket(*held, request),
-                                   DurationModifier(hold), "pausing a task");
-      });
+  return UnchangedLocked(id, "pausing a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+    const RowTicket held = RowTicket::Decode(ticket);
+    if (held.kind != RowTicket::Kind::kRun || held.run.empty()) {
+      return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+    }
+    return RewriteTicketLocked(id, ticket, held.WithPendingPause(request), DurationModifier(hold),
+                               "pausing a task");
+  });
 }
 
 Status SqliteTaskStore::Resume(const std::string& id) {
@@ -193,14 +191,14 @@ Status SqliteTaskStore::Resume(const std::string& id) {
     STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, id).Run("resuming a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(
-      id, "resuming a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
-        const std::optional<store_internal::HeldTicket> held =
-            store_internal::ParseHeldTicket(ticket);
-        if (!held || !held->pending_pause) return store_internal::NotPausedError(id);
-        return RewriteTicketLocked(id, ticket, store_internal::WithoutPendingPause(*held),
-                                   std::nullopt, "resuming a task");
-      });
+  return UnchangedLocked(id, "resuming a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+    const RowTicket held = RowTicket::Decode(ticket);
+    if (held.kind != RowTicket::Kind::kRun || !held.pause_json) {
+      return store_internal::NotPausedError(id);
+    }
+    return RewriteTicketLocked(id, ticket, held.WithoutPendingPause(), std::nullopt,
+                               "resuming a task");
+  });
 }
 
 Result<std::optional<std::string>> SqliteTaskStore::PendingPauseTicketLocked(
@@ -209,9 +207,8 @@ Result<std::optional<std::string>> SqliteTaskStore::PendingPauseTicketLocked(
   STAGEHAND_ASSIGN_OR_RETURN(bool row, read.Bind(1, id).Step("reading a ticket"));
   std::optional<std::string> stored = row ? read.OptionalText(0) : std::nullopt;
   if (!stored) return stored;
-  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(*stored);
-  if (!held || held->run_ticket != ticket || !held->pending_pause)
-    return std::optional<std::string>();
+  const RowTicket held = RowTicket::Decode(*stored);
+  if (!held.HeldBy(ticket) || !held.pause_json) return std::optional<std::string>();
   return stored;
 }
 
@@ -233,18 +230,17 @@ Result<std::vector<std::string>> SqliteTaskStore::SweepIntoPausesLocked(bool his
   std::vector<std::string> ids;
   const std::string timed_out = ErrorJson("Task timed out");
   for (const Expired& run : expired) {
-    const std::optional<store_internal::HeldTicket> held =
-        store_internal::ParseHeldTicket(run.ticket);
+    const RowTicket held = RowTicket::Decode(run.ticket);
     Result<WallTime> now = store_internal::ParseSqliteTime(run.now);
-    if (!held || !now.ok()) continue;
+    if (held.kind != RowTicket::Kind::kRun || !now.ok()) continue;
     if (history) {
       RunFinish lost;
       lost.outcome = RunOutcome::kLost;
       lost.error_json = timed_out;
-      STAGEHAND_RETURN_IF_ERROR(SqliteRunTable(*db_).CloseRun(held->run_ticket, lost, run.now, 0));
+      STAGEHAND_RETURN_IF_ERROR(SqliteRunTable(*db_).CloseRun(held.run, lost, run.now, 0));
     }
     const std::optional<store_internal::PauseAfterRun> pause =
-        store_internal::PauseLeftBy(*held, *now);
+        store_internal::PauseLeftBy(held, *now);
     STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kSweepIntoPause));
     stmt.Bind(1, run.id).Bind(2, run.ticket).Bind(3, timed_out);
     stmt.BindOptional(4, pause ? std::optional(pause->ticket) : std::nullopt);
@@ -265,14 +261,13 @@ Result<ReleaseResult> SqliteTaskStore::ReleaseIntoPauseLocked(
                              PendingPauseTicketLocked(id, ticket));
   if (!stored) return ReleaseResult{};
   STAGEHAND_ASSIGN_OR_RETURN(WallTime now, NowLocked());
-  const std::optional<store_internal::HeldTicket> held = store_internal::ParseHeldTicket(*stored);
-  const std::optional<store_internal::PauseAfterRun> pause =
-      store_internal::PauseLeftBy(*held, now);
+  const RowTicket held = RowTicket::Decode(*stored);
+  const std::optional<store_internal::PauseAfterRun> pause = store_internal::PauseLeftBy(held, now);
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::ReleaseIntoPause(next.kind)));
   stmt.Bind(1, id)
       .Bind(2, *stored)
       .BindOptional(
-          3, held->cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json);
+          3, held.cancel_requested ? std::optional(ErrorJson("Task was cancelled")) : error_json);
   BindPlan(stmt, 4, next);
   stmt.BindOptional(5, pause ? std::optional(pause->ticket) : std::nullopt);
   stmt.BindOptional(6, pause && pause->until ? std::optional(store_internal::FormatSqliteTime(

@@ -10,11 +10,14 @@
 #include <string_view>
 
 #include "stagehand/store/task_store.h"
+#include "store/ticket_sql.h"
 
 namespace stagehand::store_internal::sqlite_history_sql {
 
-// The statements below strip a cancel's mark from a ticket with this literal.
-static_assert(kCancelRequestedPrefix == "cancel:");
+// The statements below strip a cancel's mark from a ticket, and recognise a pause's ticket, with
+// these literals (and their lengths).
+static_assert(ticket_sql::kCancelRequested == "cancel:");
+static_assert(ticket_sql::kPaused == "paused:");
 
 // ---- stagehand's own bookkeeping (never knex's tables) ----
 

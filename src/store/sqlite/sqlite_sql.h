@@ -11,12 +11,15 @@
 
 #include "stagehand/store/task_store.h"
 #include "store/next_run.h"
+#include "store/ticket_sql.h"
 
 namespace stagehand::store_internal::sqlite_sql {
 
-// The pause statements and sweeps recognise a pause's ticket (ADR 0013) with this literal.
-static_assert(kPausedPrefix == "paused:");
-static_assert(kPausePendingPrefix == "pausing:");
+// The pause statements and sweeps recognise a pause's ticket (ADR 0013) with these literals (and
+// their lengths).
+static_assert(ticket_sql::kPaused == "paused:");
+static_assert(ticket_sql::kPausePending == "pausing:");
+static_assert(ticket_sql::kCancelRequested == "cancel:");
 
 // ---- connection ----
 

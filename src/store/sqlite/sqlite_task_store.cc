@@ -212,7 +212,7 @@ Result<LeaseStatus> SqliteTaskStore::RenewLease(const std::string& id, const std
   if (!pending) return LeaseStatus::kLost;
   const std::string& stored = *pending;
   STAGEHAND_ASSIGN_OR_RETURN(renewed, RenewLocked(id, stored,
-                                                  stored.starts_with(kCancelRequestedPrefix)
+                                                  RowTicket::Decode(stored).cancel_requested
                                                       ? stored
                                                       : CancelRequestedTicket(stored),
                                                   timeout, lease));
@@ -262,7 +262,7 @@ Status SqliteTaskStore::Trigger(const std::string& id) {
     if (db_->Changes() == 1) return Status::Ok();
   }
   return UnchangedLocked(id, "triggering a task", [&](const std::string& ticket) {
-    return store_internal::IsPausedTicket(ticket)
+    return RowTicket::Decode(ticket).paused()
                ? store_internal::PausedError(id)
                : ConflictError(fmt::format("Task {} is currently running", id));
   });
@@ -279,7 +279,7 @@ Status SqliteTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
     settings_json = stmt.Text(0);
     ticket = stmt.OptionalText(1).value_or("");
   }
-  if (ticket.empty() || store_internal::IsPausedTicket(ticket)) {
+  if (ticket.empty() || RowTicket::Decode(ticket).paused()) {
     return ConflictError(fmt::format("Task {} is not running", id));
   }
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(settings_json);
@@ -288,7 +288,7 @@ Status SqliteTaskStore::Cancel(const std::string& id, std::chrono::milliseconds 
         StatusCode::kInvalidArgument,
         fmt::format("task '{}' has unparsable settings: {}", id, settings.status().message()));
   }
-  if (ticket.starts_with(kCancelRequestedPrefix)) return Status::Ok();
+  if (RowTicket::Decode(ticket).cancel_requested) return Status::Ok();
   STAGEHAND_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql::kMarkCancelled));
   stmt.Bind(1, id)
       .Bind(2, ticket)

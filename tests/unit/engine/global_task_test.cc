@@ -205,7 +205,7 @@ TEST_F(EngineTest, APauseOfARunningTaskLetsTheRunEndThenHoldsTheTask) {
   ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
   Settle();
   ASSERT_TRUE(Row("busy")->current_run_ticket.has_value());
-  EXPECT_TRUE(Row("busy")->current_run_ticket->starts_with(kPausedPrefix));
+  EXPECT_TRUE(RowTicket::Decode(*Row("busy")->current_run_ticket).paused());
   for (int minute = 0; minute < 3; ++minute) {
     clock_.Advance(std::chrono::minutes(1));
     Settle();
@@ -228,9 +228,9 @@ TEST_F(EngineTest, APauseThatCancelsStopsTheRunAndHoldsTheTask) {
   ASSERT_TRUE(recorder_->WaitFor("completed", "busy", 1));
   Settle();
   EXPECT_EQ(probe.stopped_by_token(), 1);
-  EXPECT_TRUE(Row("busy")->current_run_ticket->starts_with(kPausedPrefix));
+  EXPECT_TRUE(RowTicket::Decode(*Row("busy")->current_run_ticket).paused());
   EXPECT_THAT(engine.Pause("idle", pause), IsOk()) << "nothing to cancel is not an error";
-  EXPECT_TRUE(Row("idle")->current_run_ticket->starts_with(kPausedPrefix));
+  EXPECT_TRUE(RowTicket::Decode(*Row("idle")->current_run_ticket).paused());
 }
 
 TEST_F(EngineTest, OnlyGlobalTasksCanBePaused) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fixtures/task_schedules.h"
+#include "stagehand/model/run_error.h"
 #include "stagehand/testing/status_matchers.h"
 
 namespace stagehand::engine_internal {
@@ -882,7 +883,7 @@ TEST_F(PlannerTest, AFailedGlobalRunIsRetriedCountingFromTheAttemptItsRowRecords
   EXPECT_GE(*end.next_in, milliseconds(1000)) << "the second retry waits a doubled backoff";
   EXPECT_LE(*end.next_in, milliseconds(2000));
   ASSERT_TRUE(end.error.has_value());
-  EXPECT_EQ(RetriedAttemptOf(end.error), 2);
+  EXPECT_EQ(RunError::Decode(*end.error).retried_attempt(), 2);
   EXPECT_EQ(task->retry_attempt, 3);
 }
 

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 
 #include "engine_harness.h"
+#include "stagehand/model/run_error.h"
 #include "stagehand/model/schedule.h"
 #include "stagehand/testing/status_matchers.h"
 
@@ -18,6 +20,11 @@ using ::stagehand::testing::IsOk;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+
+// The attempt a row's last_run_error_json records as retried (0: none, or no error).
+int RetriedAttempt(const std::optional<std::string>& error_json) {
+  return error_json ? RunError::Decode(*error_json).retried_attempt() : 0;
+}
 
 EngineTask WithRetry(EngineTask task, int attempts, milliseconds backoff) {
   RetryPolicy policy;
@@ -43,13 +50,13 @@ TEST_F(EngineTest, AFailingGlobalTaskRunsThreeTimesThenWaitsForItsSlot) {
   EXPECT_GE(*row->next_run_start_at, *row->last_run_ended_at + milliseconds(500))
       << "the first retry's delay";
   EXPECT_LE(*row->next_run_start_at, *row->last_run_ended_at + seconds(1));
-  EXPECT_EQ(RetriedAttemptOf(row->last_run_error_json), 1) << *row->last_run_error_json;
+  EXPECT_EQ(RetriedAttempt(row->last_run_error_json), 1) << *row->last_run_error_json;
 
   AdvanceBy(seconds(1));
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 2));
   Settle();
   row = Row("r");
-  EXPECT_EQ(RetriedAttemptOf(row->last_run_error_json), 2);
+  EXPECT_EQ(RetriedAttempt(row->last_run_error_json), 2);
   EXPECT_GE(*row->next_run_start_at, *row->last_run_ended_at + seconds(1)) << "the delay doubles";
   EXPECT_LE(*row->next_run_start_at, *row->last_run_ended_at + seconds(2));
 
@@ -59,7 +66,7 @@ TEST_F(EngineTest, AFailingGlobalTaskRunsThreeTimesThenWaitsForItsSlot) {
   EXPECT_EQ(probe.calls(), 3);
   EXPECT_EQ(recorder_->Count("retry", "r"), 2) << "retries are used up";
   row = Row("r");
-  EXPECT_EQ(RetriedAttemptOf(row->last_run_error_json), 0) << *row->last_run_error_json;
+  EXPECT_EQ(RetriedAttempt(row->last_run_error_json), 0) << *row->last_run_error_json;
   EXPECT_GT(*row->next_run_start_at, clock_.Now() + minutes(50)) << "back to its cadence";
 
   AdvanceBy(minutes(10));
@@ -114,7 +121,7 @@ TEST_F(EngineTest, ASuccessEndsTheRetriesAndTheNextFailureStartsCountingAgain) {
   AdvanceBy(minutes(1));
   ASSERT_TRUE(recorder_->WaitFor("failed", "r", 2));
   Settle();
-  EXPECT_EQ(RetriedAttemptOf(Row("r")->last_run_error_json), 1) << "a fresh first attempt";
+  EXPECT_EQ(RetriedAttempt(Row("r")->last_run_error_json), 1) << "a fresh first attempt";
 }
 
 TEST_F(EngineTest, AnotherHostRunsTheRetryAndKeepsCounting) {
@@ -187,16 +194,6 @@ TEST(RetryPolicyTest, DelaysDoubleWithinTheirJitteredRangeUpToTheMaximum) {
   EXPECT_EQ(RetryAfter(policy, StopReason::kCancel, 1, 0), std::nullopt);
   EXPECT_EQ(RetryAfter(policy, StopReason::kShutdown, 1, 0), std::nullopt);
   EXPECT_EQ(RetryAfter(std::nullopt, StopReason::kNone, 1, 0), std::nullopt);
-}
-
-TEST(RetryPolicyTest, TheAttemptIsRecordedInTheErrorAndReadBack) {
-  const std::string error = R"({"name":"Error","message":"boom"})";
-  EXPECT_EQ(RecordRetriedAttempt(error, 2), R"({"name":"Error","message":"boom","attempt":2})");
-  EXPECT_EQ(RetriedAttemptOf(RecordRetriedAttempt(error, 2)), 2);
-  EXPECT_EQ(RetriedAttemptOf(error), 0);
-  EXPECT_EQ(RetriedAttemptOf(std::nullopt), 0);
-  EXPECT_EQ(RetriedAttemptOf("not json"), 0);
-  EXPECT_EQ(RetriedAttemptOf(R"({"attempt":"2"})"), 0);
 }
 
 }  // namespace
