@@ -174,14 +174,15 @@ Status SqliteTaskStore::Pause(const std::string& id, const PauseRequest& request
     STAGEHAND_RETURN_IF_ERROR(stmt.Run("pausing a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(id, "pausing a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
-    const RowTicket held = RowTicket::Decode(ticket);
-    if (held.kind != RowTicket::Kind::kRun || held.run.empty()) {
-      return ConflictError(fmt::format("Task {} changed while it was being paused", id));
-    }
-    return RewriteTicketLocked(id, ticket, held.WithPendingPause(request), DurationModifier(hold),
-                               "pausing a task");
-  });
+  return UnchangedLocked(
+      id, "pausing a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+        const RowTicket held = RowTicket::Decode(ticket);
+        if (held.kind != RowTicket::Kind::kRun || held.run.empty()) {
+          return ConflictError(fmt::format("Task {} changed while it was being paused", id));
+        }
+        return RewriteTicketLocked(id, ticket, held.WithPendingPause(request),
+                                   DurationModifier(hold), "pausing a task");
+      });
 }
 
 Status SqliteTaskStore::Resume(const std::string& id) {
@@ -191,14 +192,15 @@ Status SqliteTaskStore::Resume(const std::string& id) {
     STAGEHAND_RETURN_IF_ERROR(stmt.Bind(1, id).Run("resuming a task"));
     if (db_->Changes() == 1) return Status::Ok();
   }
-  return UnchangedLocked(id, "resuming a task", [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
-    const RowTicket held = RowTicket::Decode(ticket);
-    if (held.kind != RowTicket::Kind::kRun || !held.pause_json) {
-      return store_internal::NotPausedError(id);
-    }
-    return RewriteTicketLocked(id, ticket, held.WithoutPendingPause(), std::nullopt,
-                               "resuming a task");
-  });
+  return UnchangedLocked(id, "resuming a task",
+                         [&](const std::string& ticket) STAGEHAND_REQUIRES(mu_) {
+                           const RowTicket held = RowTicket::Decode(ticket);
+                           if (held.kind != RowTicket::Kind::kRun || !held.pause_json) {
+                             return store_internal::NotPausedError(id);
+                           }
+                           return RewriteTicketLocked(id, ticket, held.WithoutPendingPause(),
+                                                      std::nullopt, "resuming a task");
+                         });
 }
 
 Result<std::optional<std::string>> SqliteTaskStore::PendingPauseTicketLocked(
