@@ -19,7 +19,10 @@ void DispatchRounds::SignalStop(PlannedRun& run, bool kill) {
 }
 
 void DispatchRounds::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due) {
-  for (const auto& [task, run] : due) {
+  for (const auto& due_run : due) {
+    // Named, not bound: lambdas capture them (clang before 16 cannot capture bindings).
+    const TaskPtr& task = due_run.first;
+    const RunPtr& run = due_run.second;
     const std::string& id = task->def.id;
     const MonoTime sent = clock_.MonoNow();
     milliseconds hold{0};
