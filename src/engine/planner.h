@@ -358,6 +358,11 @@ class Planner {
   // held again, else kLost (kill it at once: another host may run the task now).
   RenewalOutcome ApplyReclaim(PlannedRun& run, const Result<bool>& reclaimed, MonoTime sent,
                               MonoTime now);
+  // The signals a run gets after a renewal came to `outcome`, `stop_requested` whether it was
+  // asked to stop before: a lost claim kills it at once, without grace (another host may run the
+  // task now); a noticed cancel stops it, and kills it when it was asked to stop already.
+  enum class RunSignal { kNone, kStop, kKill };
+  static RunSignal SignalAfterRenewal(RenewalOutcome outcome, bool stop_requested);
   // The `timeout` to pass to RenewLease: the task's own while the run is well within it, and past
   // (or near) it long enough that the renewal extends the claim by a whole lease.
   std::chrono::milliseconds RenewalHold(const PlannedTask& task, const PlannedRun& run,
@@ -403,6 +408,13 @@ class Planner {
                                        std::vector<std::string>* tickets);
   // The claim statement failed: gives the slots back and retries after the backoff.
   void ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now);
+  // Whether a ClaimMany that failed with `status` may have been committed with its answer lost
+  // (the database did not answer): its rows are then given back (GiveBackOf).
+  static bool ClaimMayHaveCommitted(const Status& status);
+  // The release that gives back the row of `task` that a claim with `ticket` may have taken
+  // without its answer coming back: due again at once, so that the slot, trigger or retry it was
+  // claimed for is not lost (ticket-guarded: a claim that was not committed changes nothing).
+  static ReleaseRequest GiveBackOf(const PlannedTask& task, const std::string& ticket);
   // A run the planner started (a claim won, a local task due), with its task.
   struct Started {
     TaskPtr task;
@@ -487,6 +499,15 @@ class Planner {
   // run whose start a busy host delayed still gets all of it.
   enum class StartVerdict { kStart, kClaimAtRisk, kShuttingDown };
   StartVerdict StartRun(const PlannedTask& task, PlannedRun& run, MonoTime now);
+  // Returns why a run with `verdict` is not started, as its error message; nullopt for kStart.
+  static std::optional<std::string> NotStartedWhy(StartVerdict verdict);
+  // Returns the error JSON of a run whose function (or its not being started) said `message`
+  // (`name`: the error's), named first by why it was stopped ("timed out after 2s: ...").
+  static std::string RunErrorJson(StopReason reason, std::chrono::milliseconds timeout,
+                                  const std::string& message, const std::string& name);
+  // Whether a run stopped for `reason` was stopped by shutdown or an operator (a cancel, an
+  // unschedule): its failure is then no error to alert on.
+  static bool StoppedByOperator(StopReason reason);
 
   // A global run's function returned: no more renewals. Returns whether this host still held the
   // ticket (so the run is to be released).
@@ -537,6 +558,22 @@ class Planner {
   bool FinishGlobalRun(PlannedTask& task, const RunPtr& run,
                        std::optional<std::int64_t> row_version, std::optional<WallTime> row_next,
                        MonoTime row_wake_at);
+  // Whether the release of a run guards on its claim's version as well as its ticket, so that it
+  // still releases a row nobody has claimed or changed since: from its second attempt (an earlier
+  // answer may have been lost after it was written), and when this host no longer knew the claim
+  // to hold when the run returned (`held` false: it lapsed, or a new server lacks it).
+  static bool ReleaseGuardsOnVersion(int attempts, bool held);
+  // What the database's answer to a release (a run's, one written again after a server change, or
+  // a claim given back) says: released; not released because it had been already; or not
+  // released while neither it nor its run's record had been written and the row has changed
+  // since (the run may be done twice or go unrecorded: it is at risk).
+  enum class ReleaseVerdict { kReleased, kAlreadyReleased, kAtRisk };
+  static ReleaseVerdict JudgeRelease(const ReleaseResult& result);
+  // What becomes of writes sent again (replays, claims given back) that failed with `status`:
+  // sent again at the next step when the database did not answer, else dropped for good (sending
+  // them again would only stop the dispatcher).
+  enum class FailedWrite { kSendAgain, kDrop };
+  static FailedWrite OnFailedWrite(const Status& status);
   // A local run ended at `now` / `wall_now`; a failed run that its task retries (RetryAfter) is
   // started again after the retry's delay rather than at its next slot.
   struct LocalRunEnd {

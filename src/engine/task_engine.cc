@@ -30,9 +30,9 @@ bool TaskEngine::RuntimeSlots::Available() {
 TaskEngine::TaskEngine(EngineContext context)
     : context_(std::move(context)),
       clock_(*context_.clock),
-      logger_(context_.logger ? context_.logger : NullLogger()),
-      observer_(context_.observer ? context_.observer : std::make_shared<SchedulerObserver>()),
-      debug_logs_(logger_->Enabled(LogLevel::kDebug)) {
+      reporter_(context_.logger ? context_.logger : NullLogger(),
+                context_.observer ? context_.observer : std::make_shared<SchedulerObserver>(),
+                context_.plugin_id) {
   runtime_ = context_.runtime != nullptr
                  ? context_.runtime
                  : std::make_shared<EngineRuntime>(clock_, 1, context_.options.max_concurrency);
@@ -52,22 +52,26 @@ TaskEngine::TaskEngine(EngineContext context)
         context_.store->Listen([this](const StoreEvent& event) { OnStoreEvent(event); });
     options.store_notifies = notifications_ != nullptr && notifications_->announces_writes();
     history_ = context_.options.record_history ? context_.store->history() : nullptr;
-    registrations_ = context_.store->registrations();
     if (history_ != nullptr) options.max_output_bytes = history_->limits().max_output_bytes;
   }
   options.report_runs = history_ != nullptr;
-  history_queue_ = std::make_unique<HistoryQueue>(history_, logger_);
+  history_queue_ = std::make_unique<HistoryQueue>(history_, reporter_.shared_log());
+  ReleaseEngine& self = *this;
+  releaser_ = std::make_unique<Releaser>(
+      self, ReleaserContext{context_.store, &clock_, &reporter_, context_.options.replay_window,
+                            history_ != nullptr, host_, pid_});
+  rounds_ = std::make_unique<DispatchRounds>(
+      self, DispatchRoundsContext{context_.store, &clock_, &reporter_, releaser_.get(),
+                                  context_.options.lease, host_, pid_});
+  registrar_ = std::make_unique<Registrar>(
+      self, context_.store, context_.store ? context_.store->registrations() : nullptr, clock_,
+      reporter_, host_);
   MutexLock lock(mu_);
   planner_ = std::make_unique<Planner>(std::move(options), slots_, clock_.MonoNow());
   handle_ = runtime_->Add(this);
 }
 
 TaskEngine::~TaskEngine() { Shutdown(); }
-
-void TaskEngine::SignalStop(PlannedRun& run, bool kill) {
-  run.stop.request_stop();
-  if (kill) run.kill.request_stop();
-}
 
 void TaskEngine::KickLocked(bool timer, bool dispatcher) {
   kicked_timer_ = kicked_timer_ || timer;
@@ -76,20 +80,6 @@ void TaskEngine::KickLocked(bool timer, bool dispatcher) {
 }
 
 MonoTime TaskEngine::Step(Lane lane) { return lane == kTimer ? TimerStep() : DispatcherStep(); }
-
-RunInfo TaskEngine::InfoOf(const PlannedTask& task, const PlannedRun& run) const {
-  return RunInfo{context_.plugin_id,
-                 task.def.id,
-                 task.def.scope,
-                 run.ticket,
-                 run.run_id,
-                 run.trigger,
-                 run.attempt,
-                 run.slot,
-                 run.lag,
-                 run.trace.valid() ? &run.trace : nullptr,
-                 run.caller.valid() ? &run.caller : nullptr};
-}
 
 TraceContext TaskEngine::TraceOf(const TraceContext& caller) const {
   const std::optional<SamplerConfig>& sampler = context_.options.trace_runs;
@@ -101,27 +91,6 @@ TraceContext TaskEngine::TraceOf(const TraceContext& caller) const {
   trace.flags = ShouldSample(*sampler, trace.trace_id, parent) ? 0x01 : 0x00;
   if (parent != nullptr) trace.trace_state = parent->trace_state;
   return trace;
-}
-
-std::optional<std::string> TaskEngine::HistoryTraceId(const TraceContext& trace) {
-  if (!trace.valid() || !trace.sampled()) return std::nullopt;
-  return HexOf(trace.trace_id);
-}
-
-LogFields TaskEngine::RunFields(const std::string& task_id, const TraceContext& trace) {
-  LogFields fields = {{"task", task_id}};
-  AddTraceFields(trace, fields);
-  return fields;
-}
-
-RunOrigin TaskEngine::OriginOf(const PlannedRun& run) const {
-  return RunOrigin{host_, pid_, run.trigger, run.slot, run.attempt, HistoryTraceId(run.trace)};
-}
-
-std::optional<RunStart> TaskEngine::UnrecordedStart(const PlannedTask& task,
-                                                    const PlannedRun& run) const {
-  if (run.start_recorded) return std::nullopt;
-  return RunStart{run.run_id, task.def.id, OriginOf(run), run.claimed_at};
 }
 
 RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
@@ -149,16 +118,6 @@ bool TaskEngine::FlushHistory(bool prune) {
   MutexLock lock(mu_);
   planner_->DatabaseFailed(clock_.MonoNow());
   return false;
-}
-
-void TaskEngine::RefreshRegistrations(const std::vector<std::string>& ids) {
-  Result<std::size_t> refreshed = registrations_->RefreshRegistrations(ids, host_);
-  if (!refreshed.ok()) {
-    logger_->Warn("Failed to refresh the registrations of " + std::to_string(ids.size()) +
-                  " task(s), " + refreshed.status().message());
-  } else if (debug_logs_) {
-    logger_->Debug("Refreshed the registrations of " + std::to_string(*refreshed) + " task(s)");
-  }
 }
 
 std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& run_id) const {
@@ -204,34 +163,15 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     planner_->Unreserve(tasks);
   };
 
-  std::vector<TaskUpsert> upserts;
-  std::vector<std::size_t> upserted_task;  // index in `tasks` of each upsert
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    if (!tasks[i]->global()) continue;
-    upserts.push_back(TaskUpsert{tasks[i]->def.id, tasks[i]->def.schedule, host_});
-    upserted_task.push_back(i);
-  }
-  std::vector<std::optional<WallTime>> row_next(tasks.size());
-  std::vector<std::optional<std::int64_t>> row_version(tasks.size());
-  WallTime db_now{};
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
-  if (!upserts.empty()) {
-    // UpsertMany even for one task: it records the registration in the same round trip.
-    Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany(upserts);
-    if (!upserted.ok()) {
-      unreserve();
-      return upserted.status().WithPrefix(upserts.size() == 1 ? "Failed to persist task, "
-                                                              : "Failed to persist tasks, ");
-    }
-    for (std::size_t j = 0; j < upserted->size(); ++j) {
-      row_next[upserted_task[j]] = (*upserted)[j].next_run_start_at;
-      row_version[upserted_task[j]] = (*upserted)[j].version;
-      db_now = (*upserted)[j].db_now;
-    }
+  Result<Registrar::Rows> rows = registrar_->Upsert(tasks);
+  if (!rows.ok()) {
+    unreserve();
+    return rows.status();
   }
   for (const TaskPtr& task : tasks) {
-    logger_->Info(
+    reporter_.log().Info(
         "Registered scheduled task: " + task->def.id + ", " + task->def.schedule.settings.ToJson(),
         {{"task", task->def.id}});
   }
@@ -240,7 +180,8 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     const MonoTime now = clock_.MonoNow();
     const WallTime wall_now = clock_.Now();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-      planner_->Activate(*tasks[i], row_next[i], row_version[i], db_now, mono_ref, now, wall_now);
+      planner_->Activate(*tasks[i], rows->next[i], rows->version[i], rows->db_now, mono_ref, now,
+                         wall_now);
     }
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
@@ -259,7 +200,7 @@ void TaskEngine::StopRecurrence(const std::string& id) {
   }
   cv_.notify_all();
   if (run) run->stop.request_stop();
-  if (finished_now) logger_->Info("Task worker finished: " + id, {{"task", id}});
+  if (finished_now) reporter_.TaskFinished(id);
 }
 
 Status TaskEngine::Redefine(EngineTask def) {
@@ -283,18 +224,8 @@ Status TaskEngine::Redefine(EngineTask def) {
     }
     STAGEHAND_ASSIGN_OR_RETURN(successor, planner_->MakeTask(std::move(def), context_.plugin_id));
   }
-  std::optional<WallTime> row_next;
-  std::optional<std::int64_t> row_version;
-  WallTime db_now{};
   const MonoTime mono_ref = clock_.MonoNow();
-  if (successor->global()) {
-    const TaskUpsert upsert{id, successor->def.schedule, host_};
-    Result<std::vector<UpsertResult>> upserted = context_.store->UpsertMany({&upsert, 1});
-    if (!upserted.ok()) return upserted.status().WithPrefix("Failed to persist task, ");
-    row_next = upserted->front().next_run_start_at;
-    row_version = upserted->front().version;
-    db_now = upserted->front().db_now;
-  }
+  STAGEHAND_ASSIGN_OR_RETURN(const Registrar::Rows rows, registrar_->Upsert({successor}));
   const std::string settings = successor->def.schedule.settings.ToJson();
   {
     MutexLock lock(mu_);
@@ -304,12 +235,12 @@ Status TaskEngine::Redefine(EngineTask def) {
     if (current == nullptr || current->phase == PlannedTask::Phase::kFinished) {
       return NotFoundError("Task " + id + " is not scheduled in this process");
     }
-    planner_->Redefine(*current, std::move(successor), row_next, row_version, db_now, mono_ref,
-                       clock_.MonoNow(), clock_.Now());
+    planner_->Redefine(*current, std::move(successor), rows.next[0], rows.version[0], rows.db_now,
+                       mono_ref, clock_.MonoNow(), clock_.Now());
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  logger_->Info("Redefined scheduled task: " + id + ", " + settings, {{"task", id}});
+  reporter_.log().Info("Redefined scheduled task: " + id + ", " + settings, {{"task", id}});
   return Status::Ok();
 }
 
@@ -323,9 +254,9 @@ Status TaskEngine::Retire(const std::string& id) {
   }
   cv_.notify_all();
   if (!found) return NotFoundError("Task " + id + " is not scheduled in this process");
-  logger_->Info(finished_now ? "Task worker finished: " + id
-                             : "Task " + id + " unscheduled; its run in progress goes on",
-                {{"task", id}});
+  reporter_.log().Info(finished_now ? "Task worker finished: " + id
+                                    : "Task " + id + " unscheduled; its run in progress goes on",
+                       {{"task", id}});
   return Status::Ok();
 }
 
@@ -383,17 +314,8 @@ Status TaskEngine::ChangeInStore(const std::string& id, const std::function<Stat
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
   STAGEHAND_RETURN_IF_ERROR(change());
-  {
-    // The row changed under what this host knows of it: it is polled before any claim.
-    MutexLock lock(mu_);
-    const std::optional<MonoTime> parked =
-        dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
-    if (planner_->OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id}, clock_.MonoNow(),
-                               parked)) {
-      KickLocked(/*timer=*/false, /*dispatcher=*/true);
-    }
-  }
-  cv_.notify_all();
+  // The row changed under what this host knows of it: it is polled before any claim.
+  OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id});
   return Status::Ok();
 }
 
@@ -413,7 +335,7 @@ Status TaskEngine::Cancel(const std::string& id) {
     }
   }
   if (run) {
-    SignalStop(*run, kill);
+    DispatchRounds::SignalStop(*run, kill);
     return Status::Ok();
   }
   if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
@@ -422,7 +344,7 @@ Status TaskEngine::Cancel(const std::string& id) {
     MutexLock lock(mu_);
     run = planner_->CancelledInStore(id, &kill);
   }
-  if (run) SignalStop(*run, kill);
+  if (run) DispatchRounds::SignalStop(*run, kill);
   return Status::Ok();
 }
 
@@ -493,10 +415,11 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
   }
   cv_.notify_all();
   if (event.kind == StoreEvent::Kind::kServerChanged) {
-    logger_->Warn("The database of plugin '" + context_.plugin_id +
-                  "' is served by another server than before (a failover): every claim of this "
-                  "host is confirmed again there, and its last releases are written again where "
-                  "they are missing");
+    reporter_.log().Warn(
+        "The database of plugin '" + context_.plugin_id +
+        "' is served by another server than before (a failover): every claim of this "
+        "host is confirmed again there, and its last releases are written again where "
+        "they are missing");
   }
 }
 
@@ -540,7 +463,7 @@ void TaskEngine::DeliverBeforeExit() {
   // a lease (the claims lapse then anyway).
   const MonoTime give_up = clock_.MonoNow() + context_.options.lease;
   while (true) {
-    bool done = ReleasePending();
+    bool done = releaser_->ReleasePending();
     if (history_ != nullptr) done = FlushHistory(/*prune=*/false) && done;
     if (done) return;
     MutexLock lock(mu_);
@@ -548,18 +471,7 @@ void TaskEngine::DeliverBeforeExit() {
     if (retry_at >= give_up) break;
     clock_.WaitUntil(lock.unique_lock(), cv_, retry_at, {}, [] { return false; });
   }
-  int left = 0;
-  {
-    const std::vector<PendingRelease> pending = releases_.TakePending();
-    for (const PendingRelease& ended : pending) {
-      logger_->Error("The end of run " + ended.run->run_id + " of task \"" + ended.task->def.id +
-                         "\" (" + std::string(RunOutcomeName(ended.finish.outcome)) +
-                         ") could not be written to the database before exit; its claim lapses "
-                         "and the janitor records the run as lost",
-                     {{"task", ended.task->def.id}});
-    }
-    left += static_cast<int>(pending.size());
-  }
+  int left = releaser_->DropPending();
   left += history_queue_->DropQueued();
   undelivered_ += left;
 }
@@ -577,7 +489,7 @@ void TaskEngine::Shutdown() {
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  for (const RunPtr& run : to_signal) SignalStop(*run, /*kill=*/false);
+  for (const RunPtr& run : to_signal) DispatchRounds::SignalStop(*run, /*kill=*/false);
   // Runs still going after the grace are killed, and their leases renewed a little longer, so
   // that a command's processes are gone before another host may take the task over.
   std::vector<std::pair<TaskPtr, RunPtr>> to_kill;
@@ -590,7 +502,7 @@ void TaskEngine::Shutdown() {
       to_kill = planner_->Runs();
     }
   }
-  for (const auto& [task, run] : to_kill) SignalStop(*run, /*kill=*/true);
+  for (const auto& [task, run] : to_kill) DispatchRounds::SignalStop(*run, /*kill=*/true);
   if (!to_kill.empty()) {
     MutexLock lock(mu_);
     const MonoTime deadline = clock_.MonoNow() + context_.options.lease / 5;
@@ -599,12 +511,7 @@ void TaskEngine::Shutdown() {
       abandoned = planner_->Runs();
     }
   }
-  for (const auto& [task, run] : abandoned) {
-    logger_->Warn("Task \"" + task->def.id +
-                      "\" did not return after the shutdown grace period and a kill; its lease "
-                      "will lapse",
-                  RunFields(task->def.id, run->trace));
-  }
+  for (const auto& [task, run] : abandoned) reporter_.RunAbandoned(*task, *run);
   {
     MutexLock lock(mu_);
     threads_stopping_ = true;
@@ -619,12 +526,8 @@ void TaskEngine::Shutdown() {
   if (runtime != nullptr) runtime->Remove(handle_);
   // The runs' jobs use this engine until they return (an abandoned one, with the process).
   {
-    MutexLock lock(jobs_->mu);
-    jobs_->cv.wait(lock.unique_lock(),
-                   [&]() STAGEHAND_REQUIRES(jobs_->mu) { return jobs_->active == 0; });
-  }
-  {
     MutexLock lock(mu_);
+    cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return jobs_active_ == 0; });
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
   DeliverBeforeExit();

@@ -1,8 +1,9 @@
 // The scheduling engine of one plugin: every task of the plugin, global and local, driven by two
 // lanes of an EngineRuntime (engine_runtime.h) instead of one loop per task. A runtime's threads
 // are shared by every engine of the process, so threads do not grow with plugins. Every decision
-// below is the Planner's (planner.h); this class is its shell: the lock, the store calls, the
-// executor, the logs and the observer.
+// below is the Planner's (planner.h); this class is its shell: the lock, the threads and the
+// executor's jobs. Its round trips to the store are its Releaser, DispatchRounds and Registrar;
+// its logs and observer calls, its EngineReporter.
 //
 // - The dispatcher lane does all database work for global tasks. It releases the runs that ended
 //   since its last step, in one statement, before anything else, so the slots they free are claimed
@@ -51,10 +52,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/dispatch_rounds.h"
+#include "engine/engine_reporter.h"
 #include "engine/engine_runtime.h"
 #include "engine/history_queue.h"
 #include "engine/planner.h"
-#include "engine/release_queue.h"
+#include "engine/registrar.h"
+#include "engine/releaser.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
@@ -88,7 +92,7 @@ struct EngineContext {
 
 // Thread-safe. Its dispatcher and timer are the two lanes of an EngineRuntime (shared with the
 // process's other engines, or its own).
-class TaskEngine final : public DrivenEngine {
+class TaskEngine final : public DrivenEngine, private ReleaseEngine {
  public:
   explicit TaskEngine(EngineContext context);
 
@@ -165,82 +169,22 @@ class TaskEngine final : public DrivenEngine {
   bool WaitIdleForTesting(std::chrono::milliseconds real_timeout = std::chrono::seconds(10));
 
  private:
-  // Registration steps (RegisterMany).
   void WatchCallerStop(const TaskPtr& task);
 
   // The runtime's steps (DrivenEngine): each does what is due and returns when it is next due.
   MonoTime Step(Lane lane) override;
   MonoTime DispatcherStep();
   MonoTime TimerStep();
-
-  // Dispatcher steps. Each does its I/O without holding mu_.
-  void RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due);
-  // Polls the plan's rows when it says so, then claims its candidates. Returns false when the
-  // poll failed.
-  bool Poll(Planner::DispatchPlan& plan);
-  // Claims every candidate in one ClaimMany and starts the runs it won.
-  // Skips the slots of plan.candidates missed beyond their catch-up window (ADR 0014): one
-  // SkipSlot each, logged and counted; a candidate whose store cannot skip stays to be claimed.
-  void SkipMissedSlots(Planner::DispatchPlan& plan);
-  // Logs a skipped slot at info and reports it to the observer.
-  void LogSkippedSlot(const PlannedTask& task, WallTime slot, std::chrono::nanoseconds late,
-                      const std::optional<WallTime>& next) const;
+  // Dispatcher: reserves `candidates` in the planner, claims them in one ClaimMany and starts
+  // the runs it won.
   void ClaimAndStart(std::vector<Planner::Candidate> candidates);
   // Pause and Resume: `change` writes the row of global task `id`; then the dispatcher re-reads
   // it. Errors: kConflict for a local task; kNotFound without a store; `change`'s.
   Status ChangeInStore(const std::string& id, const std::function<Status()>& change);
-  void ExecuteGlobalRun(TaskPtr task, RunPtr run);
-  // Queues `release` for the dispatcher and wakes it (any thread).
-  void EnqueueRelease(PendingRelease release);
-  // Releases every queued run in one ReleaseMany (the dispatcher, or Shutdown once it stopped).
-  // A batch the database did not answer stays queued, in order, to be sent again once the
-  // backoff allows. Returns whether nothing is left queued.
-  bool ReleasePending();
-  // Sends `batch`; returns it when the database did not answer (to be queued again), else
-  // finishes its runs and returns nothing.
-  std::vector<PendingRelease> ReleaseBatch(std::vector<PendingRelease> batch);
-  // The ReleaseRequest of a finished run (retried from its second attempt).
-  ReleaseRequest RequestOf(const PendingRelease& ended) const;
-  // Dispatcher, after a server change: sends every release delivered within the replay window
-  // again; one the new server lacked is written there (OnWriteReplayed), one it lacked whose row
-  // another host has changed since is a run at risk (OnRunAtRisk). Kept for the next step when
-  // the database does not answer; dropped, with their runs at risk, when it refuses them.
-  void ReplayReleases();
-  // Dispatcher: releases the rows that claims without an answer took (ticket-guarded: a claim
-  // that was not committed changes nothing), due again at once, so that the slot, trigger or
-  // retry they were claimed for runs; kept for the next step when the database does not answer.
-  void GiveBackDoubtfulClaims();
-  // Reports what the new server made of one replayed batch.
-  void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
-                             const std::vector<ReleaseResult>& replayed);
-  // Logs and reports that run `run_id` of `task_id` is at risk (see OnRunAtRisk), once per run
-  // (its renewal and its release may both find its claim gone). Not under mu_.
-  void ReportAtRisk(const std::string& task_id, const std::string& run_id,
-                    std::optional<WallTime> slot, const std::string& why);
-  // Dispatcher, after a server change: registers every global task again, in case the new server
-  // lacks the last registrations.
-  void Reregister(const std::vector<TaskPtr>& tasks);
-  // Shutdown, once the dispatcher has stopped: delivers the queued releases and history records,
-  // sending again after the backoff for up to a lease; logs and counts what is left.
-  void DeliverBeforeExit();
-  // Marks the released runs ended in the planner, under one lock and with one wake-up of the
-  // dispatcher (which then sees every freed slot at once and claims them in one statement), and
-  // reports those not reported yet.
-  void FinishGlobalRuns(std::span<PendingRelease> ended);
-  // Reports the ends of the runs not reported yet (the observer's, the engine's run counts): at
-  // their release, or at its first attempt the database did not answer.
-  void ReportGlobalRunEnds(std::span<PendingRelease> ended);
-  void ExecuteLocalRun(TaskPtr task, RunPtr run);
-  // Decides what follows the global run `ended` (Planner::PlanGlobalRunEnd: a retry, skipped
-  // slots, a slot given back at shutdown), after reading the attempt its predecessor recorded in
-  // the row when a retry depends on it. Runs on the run's thread, and again on the dispatcher's
-  // when the row could not be read (ended.end_undecided); returns false then.
-  bool PlanGlobalRunEnd(PendingRelease& ended, bool started);
-  // Logs and reports a retry of `run` (attempt `attempt` failed) in `delay`.
-  void ReportRetry(const PlannedTask& task, const RunInfo& run, int attempt,
-                   std::chrono::milliseconds delay);
-  // Runs `body` (a run's job) on the runtime's executor, counted in jobs_.
+  // Runs `body` (a run's job) on the runtime's executor, counted in jobs_active_.
   void SubmitRun(std::function<void()> body);
+  void ExecuteGlobalRun(TaskPtr task, RunPtr run);
+  void ExecuteLocalRun(TaskPtr task, RunPtr run);
   // How a run's function ended: the error JSON (nullopt on success) and why it was stopped.
   struct Outcome {
     std::optional<std::string> error;
@@ -252,40 +196,35 @@ class TaskEngine final : public DrivenEngine {
   // started (nor reported as started). A stopped run's error message starts with the reason
   // ("timed out after 2s: ...").
   Outcome Invoke(const PlannedTask& task, PlannedRun& run, const RunInfo& info);
-  // Logs a failed run: at error, or at warn when shutdown, a cancel or an unschedule stopped it.
-  void LogFailure(const PlannedTask& task, const PlannedRun& run, const Outcome& outcome) const;
-  void ReportRunEnd(const RunInfo& info, std::chrono::nanoseconds duration,
-                    const RunFinish& finish);
   // The history's account of how `run` ended.
   static RunFinish FinishOf(const PlannedRun& run, const Outcome& outcome);
-  RunOrigin OriginOf(const PlannedRun& run) const;
-  // The start of a global run whose claim did not record it, for a history write that no release
-  // carries; nullopt when the claim recorded it.
-  std::optional<RunStart> UnrecordedStart(const PlannedTask& task, const PlannedRun& run) const;
   // Queues history writes that no claim or release carries (HistoryQueue) and wakes the
   // dispatcher.
   void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
   // Dispatcher: HistoryQueue::Flush, counting a database that did not answer as failing.
   bool FlushHistory(bool prune);
-  // Dispatcher: records that this host still runs the global tasks `ids` (the registrations'
-  // heartbeat, about once an hour).
-  void RefreshRegistrations(const std::vector<std::string>& ids);
+  // Shutdown, once the dispatcher has stopped: delivers the queued releases and history records,
+  // sending again after the backoff for up to a lease; logs and counts what is left.
+  void DeliverBeforeExit();
+
+  // ReleaseEngine (and PlannerAccess, for the Releaser, DispatchRounds and Registrar).
+  void WithPlanner(const std::function<void(Planner&)>& step, Wake wake) override;
+  // Marks the released runs ended in the planner, under one lock and with one wake-up of the
+  // dispatcher (which then sees every freed slot at once and claims them in one statement), and
+  // reports those not reported yet.
+  void RunsReleased(std::span<PendingRelease> ended) override;
+  // Reports the ends of the runs not reported yet (the observer's, the engine's run counts): at
+  // their release, or at its first attempt the database did not answer.
+  void RunsEnded(std::span<PendingRelease> ended) override;
+
   void StopRecurrence(const std::string& id);
   void OnStoreEvent(const StoreEvent& event);
   // Marks lanes as kicked and wakes the runtime for them.
   void KickLocked(bool timer, bool dispatcher) STAGEHAND_REQUIRES(mu_);
-  RunInfo InfoOf(const PlannedTask& task, const PlannedRun& run) const;
   // Returns a starting run's span context when runs are traced (EngineOptions::trace_runs): a
   // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
   // context.
   TraceContext TraceOf(const TraceContext& caller) const;
-  // The trace id the run history keeps: only a sampled trace's, whose spans a collector has.
-  static std::optional<std::string> HistoryTraceId(const TraceContext& trace);
-  // The fields of a log line about one run: its task, and its trace and span ids when traced.
-  static LogFields RunFields(const std::string& task_id, const TraceContext& trace);
-  // Requests the run's stop token and, with `kill`, its kill token too. Not under mu_ (the
-  // tokens' callbacks are the task function's).
-  static void SignalStop(PlannedRun& run, bool kill);
 
   // The planner's run slots: the runtime's executor, for this engine.
   class RuntimeSlots final : public RunSlots {
@@ -298,20 +237,12 @@ class TaskEngine final : public DrivenEngine {
    private:
     TaskEngine& engine_;
   };
-  // The run jobs of this engine on the shared executor; Shutdown waits for them. Shared with the
-  // jobs, so that the last one's count outlives the engine's wait.
-  struct Jobs {
-    Mutex mu;
-    std::condition_variable cv;
-    int active STAGEHAND_GUARDED_BY(mu) = 0;
-  };
 
   EngineContext context_;
   Clock& clock_;
-  std::shared_ptr<Logger> logger_;
-  std::shared_ptr<SchedulerObserver> observer_;
-  const bool debug_logs_;  // whether debug records are kept (skip building them otherwise)
+  EngineReporter reporter_;
 
+  // The engine's one lock: the planner, the lanes' state and the counts of runs and jobs.
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   RuntimeSlots slots_{*this};
@@ -331,20 +262,20 @@ class TaskEngine final : public DrivenEngine {
   int runs_in_flight_ STAGEHAND_GUARDED_BY(mu_) = 0;
   // Runs starting or finishing (not inside the task function).
   int runs_outside_fn_ STAGEHAND_GUARDED_BY(mu_) = 0;
-
-  ReleaseQueue releases_{context_.options.replay_window};
-  // Set by a server change (under mu_): the dispatcher replays the delivered releases.
+  // The run jobs of this engine on the shared executor; Shutdown waits for them.
+  int jobs_active_ STAGEHAND_GUARDED_BY(mu_) = 0;
+  // Set by a server change: the dispatcher replays the delivered releases.
   bool replay_due_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Writes given up on: what Shutdown could not deliver (with history_queue_'s dropped records).
   std::atomic<int> undelivered_{0};
 
-  std::shared_ptr<Jobs> jobs_ = std::make_shared<Jobs>();
   RunHistory* history_ = nullptr;  // the store's; null without a store or history
-  // The store's; null without a store, or when it keeps no registrations.
-  TaskRegistrations* registrations_ = nullptr;
   std::string host_;
   std::int64_t pid_ = 0;
   std::unique_ptr<HistoryQueue> history_queue_;
+  std::unique_ptr<Releaser> releaser_;
+  std::unique_ptr<DispatchRounds> rounds_;
+  std::unique_ptr<Registrar> registrar_;
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;
