@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "stagehand/base/uuid.h"
+
 namespace stagehand::engine_internal {
 
 using std::chrono::milliseconds;
@@ -16,6 +18,15 @@ DispatchRounds::DispatchRounds(PlannerAccess& engine, DispatchRoundsContext cont
 void DispatchRounds::SignalStop(PlannedRun& run, bool kill) {
   run.stop.request_stop();
   if (kill) run.kill.request_stop();
+}
+
+void DispatchRounds::WarmUp() {
+  (void)NewUuidV4();
+  if (context_.store == nullptr) return;
+  if (Status warmed = store().WarmUp(); !warmed.ok() && reporter_.debug()) {
+    reporter_.log().Debug("Store warm-up failed (statements prepare on first use), " +
+                          warmed.message());
+  }
 }
 
 void DispatchRounds::RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due) {

@@ -36,6 +36,9 @@ class DispatchRounds {
  public:
   DispatchRounds(PlannerAccess& engine, DispatchRoundsContext context);
 
+  // Pays for the slow first uses (connections, prepared statements, the ticket generator) before
+  // the first trigger does. Once, on the dispatcher's first step.
+  void WarmUp();
   // Renews the lease of each run in `due`, one statement each, and signals the runs the answers
   // say to stop or kill (Planner::SignalAfterRenewal).
   void RenewLeases(const std::vector<std::pair<TaskPtr, RunPtr>>& due);

@@ -214,6 +214,46 @@ void EngineReporter::ClaimAnswered(const std::vector<ClaimRequest>& claims,
   }
 }
 
+void EngineReporter::TasksRegistered(const std::vector<TaskPtr>& tasks) const {
+  for (const TaskPtr& task : tasks) {
+    logger_->Info(
+        "Registered scheduled task: " + task->def.id + ", " + task->def.schedule.settings.ToJson(),
+        {{"task", task->def.id}});
+  }
+}
+
+void EngineReporter::TaskRedefined(const std::string& id, const std::string& settings_json) const {
+  logger_->Info("Redefined scheduled task: " + id + ", " + settings_json, {{"task", id}});
+}
+
+void EngineReporter::TaskRetired(const std::string& id, bool finished) const {
+  logger_->Info(finished ? "Task worker finished: " + id
+                         : "Task " + id + " unscheduled; its run in progress goes on",
+                {{"task", id}});
+}
+
+void EngineReporter::ServerChanged() const {
+  logger_->Warn("The database of plugin '" + plugin_id_ +
+                "' is served by another server than before (a failover): every claim of this "
+                "host is confirmed again there, and its last releases are written again where "
+                "they are missing");
+}
+
+std::string EngineReporter::NotReadyWhy(const Planner::DatabaseReadiness& readiness) const {
+  using State = Planner::DatabaseReadiness::State;
+  const std::string database = "the database of plugin '" + plugin_id_ + "'";
+  switch (readiness.state) {
+    case State::kUnreachable:
+      return database + " has been unreachable for " +
+             FormatShortDuration(std::chrono::duration_cast<milliseconds>(readiness.down)) +
+             (readiness.health.reason.empty() ? "" : ": " + readiness.health.reason);
+    case State::kConfirmingClaims:
+      return database + " is back; this host is confirming its claims there";
+    default:
+      return "";
+  }
+}
+
 void EngineReporter::RunAbandoned(const PlannedTask& task, const PlannedRun& run) const {
   logger_->Warn("Task \"" + task.def.id +
                     "\" did not return after the shutdown grace period and a kill; its lease "

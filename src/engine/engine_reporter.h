@@ -70,6 +70,15 @@ class EngineReporter {
   // A ClaimMany of `claims` answered `claimed`.
   void ClaimAnswered(const std::vector<ClaimRequest>& claims,
                      const Result<std::vector<ClaimResult>>& claimed) const;
+  // Tasks were registered, or one redefined.
+  void TasksRegistered(const std::vector<TaskPtr>& tasks) const;
+  void TaskRedefined(const std::string& id, const std::string& settings_json) const;
+  // Task `id` was unscheduled; `finished`: it had no run in progress.
+  void TaskRetired(const std::string& id, bool finished) const;
+  // The database is served by another server than before (a failover).
+  void ServerChanged() const;
+  // Why the plugin is not ready (empty when it is).
+  std::string NotReadyWhy(const Planner::DatabaseReadiness& readiness) const;
   // `run` of `task` did not return after the shutdown grace and a kill.
   void RunAbandoned(const PlannedTask& task, const PlannedRun& run) const;
 

@@ -107,6 +107,23 @@ Result<TaskPtr> Planner::MakeTask(EngineTask def, const std::string& plugin_id) 
   return task;
 }
 
+Result<TaskPtr> Planner::MakeSuccessor(EngineTask def, const std::string& plugin_id) const {
+  if (shutting_down_) {
+    return UnavailableError("the scheduler of plugin '" + plugin_id + "' is shutting down");
+  }
+  const PlannedTask* current = Find(def.id);
+  if (current == nullptr || current->phase == Phase::kRegistering ||
+      current->phase == Phase::kFinished) {
+    return NotFoundError("Task " + def.id + " is not scheduled in this process");
+  }
+  if (current->def.scope != def.scope) {
+    return FailedPreconditionError("Task " + def.id + " is " +
+                                   std::string(TaskScopeName(current->def.scope)) +
+                                   "; its scope cannot change while it is scheduled");
+  }
+  return MakeTask(std::move(def), plugin_id);
+}
+
 Status Planner::Reserve(const std::vector<TaskPtr>& tasks, const std::string& plugin_id) {
   if (shutting_down_) {
     return UnavailableError("the scheduler of plugin '" + plugin_id + "' is shutting down");
@@ -166,12 +183,48 @@ PlannedTask* Planner::Find(const std::string& id) const {
   return it == tasks_.end() ? nullptr : it->second.get();
 }
 
+bool Planner::IsLocal(const std::string& id) const {
+  const PlannedTask* task = Find(id);
+  return task != nullptr && !task->global();
+}
+
+std::optional<TaskState> Planner::LocalTaskState(const std::string& id) const {
+  const PlannedTask* task = Find(id);
+  if (task == nullptr || task->global()) return std::nullopt;
+  return task->local->state;
+}
+
+std::optional<WorkerStatus> Planner::WorkerState(const std::string& id) const {
+  const PlannedTask* task = Find(id);
+  if (task == nullptr) return std::nullopt;
+  if (task->phase == Phase::kInitialWait) return WorkerStatus::kInitialWait;
+  return task->phase == Phase::kRunning || task->run ? WorkerStatus::kRunning : WorkerStatus::kIdle;
+}
+
+std::shared_ptr<RunReport> Planner::ReportOf(const std::string& run_id) const {
+  for (const auto& [id, task] : tasks_) {
+    if (task->run && task->run->run_id == run_id) return task->run->report;
+  }
+  return nullptr;
+}
+
 std::vector<std::pair<TaskPtr, RunPtr>> Planner::Runs() const {
   std::vector<std::pair<TaskPtr, RunPtr>> runs;
   for (const auto& [id, task] : tasks_) {
     if (task->run) runs.emplace_back(task, task->run);
   }
   return runs;
+}
+
+TraceContext NewRunTrace(const std::optional<SamplerConfig>& sampler, const TraceContext& caller) {
+  if (!sampler) return {};
+  const TraceContext* parent = caller.valid() ? &caller : nullptr;
+  TraceContext trace;
+  trace.trace_id = parent != nullptr ? parent->trace_id : NewTraceId();
+  trace.span_id = NewSpanId();
+  trace.flags = ShouldSample(*sampler, trace.trace_id, parent) ? 0x01 : 0x00;
+  if (parent != nullptr) trace.trace_state = parent->trace_state;
+  return trace;
 }
 
 TraceContext Planner::TriggerCaller(const PlannedTask& task, MonoTime now) {

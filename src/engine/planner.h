@@ -33,6 +33,7 @@
 #include "stagehand/store/task_store.h"
 #include "stagehand/time/clock.h"
 #include "stagehand/time/cron.h"
+#include "stagehand/trace/sampler.h"
 
 namespace stagehand::engine_internal {
 
@@ -202,6 +203,10 @@ using ClaimOrderGrain = std::chrono::duration<std::int64_t, std::deci>;  // 100 
 // Returns the task function's view of a stopped run's end ("timed out after 2s"); empty for kNone.
 std::string StopOutcome(StopReason reason, std::chrono::milliseconds timeout);
 
+// Returns a starting run's span context when runs are traced (`sampler`): a child of `caller`'s
+// when that is valid, else the root of a new trace; without a sampler, an invalid context.
+TraceContext NewRunTrace(const std::optional<SamplerConfig>& sampler, const TraceContext& caller);
+
 // Returns how a run ended, for the history: why it was stopped, if it failed.
 RunOutcome OutcomeOf(StopReason reason, bool failed);
 
@@ -250,10 +255,12 @@ class Planner {
 
   // --- Registration ---------------------------------------------------------------------------
 
-  // Builds a task from its definition: compiles a cron cadence the schedule does not carry
-  // compiled, and a local task's duration cadence. Errors: kUnavailable (a global task without a
-  // store), kInvalidArgument.
+  // Builds a task from its definition. Errors: kUnavailable (a global task without a store).
   Result<TaskPtr> MakeTask(EngineTask def, const std::string& plugin_id) const;
+  // Builds the successor of registered task `def.id` for Redefine. Errors: kUnavailable while
+  // shutting down (or as MakeTask); kNotFound when no such task is scheduled (still registering,
+  // or finished); kFailedPrecondition when the scope differs.
+  Result<TaskPtr> MakeSuccessor(EngineTask def, const std::string& plugin_id) const;
   // Enters the tasks in the table (phase kRegistering), all or none. Errors: kUnavailable while
   // shutting down; kConflict if an id is active or appears twice.
   Status Reserve(const std::vector<TaskPtr>& tasks, const std::string& plugin_id);
@@ -267,6 +274,14 @@ class Planner {
   // --- Queries --------------------------------------------------------------------------------
 
   PlannedTask* Find(const std::string& id) const;
+  // Whether `id` is a local task of this process.
+  bool IsLocal(const std::string& id) const;
+  // The state of local task `id` (nullopt when it is not one).
+  std::optional<TaskState> LocalTaskState(const std::string& id) const;
+  // This process's worker state for task `id` (nullopt when it has none).
+  std::optional<WorkerStatus> WorkerState(const std::string& id) const;
+  // The report of the run with `run_id` still going here (null when none is).
+  std::shared_ptr<RunReport> ReportOf(const std::string& run_id) const;
   // Every task that has a run, and its run.
   std::vector<std::pair<TaskPtr, RunPtr>> Runs() const;
 
@@ -320,8 +335,8 @@ class Planner {
     // The row's next_run_start_at as stored, and how late the task was when found due.
     std::optional<WallTime> row_next = std::nullopt;
     std::chrono::nanoseconds late{0};
-    // The run's span context, chosen by the shell before the claim (which records its trace id);
-    // invalid when runs are not traced.
+    // The run's span context, chosen by ReserveClaims (the claim records its trace id); invalid
+    // when runs are not traced.
     TraceContext trace{};
     // Whether the claim records the run's start in the history (set by ReserveClaims): with a
     // history, unless the task's last run here was short (kShortRun).
@@ -404,7 +419,7 @@ class Planner {
   // each in `tickets` (same order), recorded as this host's claims. The others stay due: a slot
   // freeing wakes the dispatcher. Nothing is reserved while shutting down.
   std::vector<Candidate> ReserveClaims(std::vector<Candidate> candidates,
-                                       const std::function<std::string()>& new_ticket,
+                                       const std::function<std::string()>& new_ticket, MonoTime now,
                                        std::vector<std::string>* tickets);
   // The claim statement failed: gives the slots back and retries after the backoff.
   void ClaimFailed(const std::vector<Candidate>& reserved, MonoTime now);

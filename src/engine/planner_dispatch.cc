@@ -195,6 +195,10 @@ Planner::DispatchPlan Planner::PlanDispatch(MonoTime now) {
     for (const auto& [task, run] : plan.start_records) run->record_start_at = db_retry_at_;
     return DispatchPlan{};
   }
+  // Recorded once: a start the claim did not record, for a history write no release carries.
+  std::erase_if(plan.start_records, [](const auto& entry) {
+    return std::exchange(entry.second->start_recorded, true);
+  });
   if (!DispatcherHasWork(now)) return plan;
   plan.poll = true;
   plan.sweep = (now >= next_sweep_ || now >= next_safety_poll_) && now >= no_sweep_before_;
@@ -451,7 +455,7 @@ std::optional<Planner::Candidate> Planner::ApplySkip(const Skip& skip,
 }
 
 std::vector<Planner::Candidate> Planner::ReserveClaims(
-    std::vector<Candidate> candidates, const std::function<std::string()>& new_ticket,
+    std::vector<Candidate> candidates, const std::function<std::string()>& new_ticket, MonoTime now,
     std::vector<std::string>* tickets) {
   std::vector<Candidate> reserved;
   tickets->clear();
@@ -488,6 +492,10 @@ std::vector<Planner::Candidate> Planner::ReserveClaims(
                                                 : RunTrigger::kSchedule;
     candidates[i].attempt = candidates[i].trigger == RunTrigger::kRetry ? task.retry_attempt : 1;
     candidates[i].record_start = options_.report_runs && !task.short_runs;
+    // Chosen before the claim, which records the run's start with its trace id.
+    candidates[i].trace = NewRunTrace(
+        options_.engine.trace_runs,
+        candidates[i].trigger == RunTrigger::kManual ? TriggerCaller(task, now) : TraceContext{});
     tickets->push_back(std::move(ticket));
     reserved.push_back(std::move(candidates[i]));
   }

@@ -10,6 +10,7 @@
 
 #include "engine/planner.h"
 #include "engine/planner_internal.h"
+#include "stagehand/base/uuid.h"
 #include "stagehand/model/run_error.h"
 #include "stagehand/time/duration.h"
 #include "stagehand/time/time_zone.h"
@@ -259,6 +260,8 @@ MonoTime Planner::TimerStep(MonoTime now, WallTime wall_now, TimerActions* actio
         state.last_run_ended_at = task.local->state.last_run_ended_at;
         state.last_run_error = task.local->state.last_run_error;
         task.local->state = std::move(state);
+        run->trace = NewRunTrace(options_.engine.trace_runs, run->caller);
+        run->run_id = NewUuidV4();
         actions->to_start.push_back({task_ptr, std::move(run)});
       }
     }

@@ -14,8 +14,6 @@
 namespace stagehand::engine_internal {
 
 using std::chrono::milliseconds;
-using std::chrono::nanoseconds;
-using Phase = PlannedTask::Phase;
 
 bool TaskEngine::RuntimeSlots::TryTake() {
   return engine_.runtime_->TryTakeRunSlot(engine_.handle_);
@@ -63,6 +61,13 @@ TaskEngine::TaskEngine(EngineContext context)
   rounds_ = std::make_unique<DispatchRounds>(
       self, DispatchRoundsContext{context_.store, &clock_, &reporter_, releaser_.get(),
                                   context_.options.lease, host_, pid_});
+  RunJobsEngine& jobs_side = *this;
+  run_jobs_ = std::make_unique<RunJobs>(
+      jobs_side, RunJobsContext{&clock_, &reporter_, releaser_.get(), context_.options.span_sink});
+  TaskRequestsEngine& requests_side = *this;
+  requests_ = std::make_unique<TaskRequests>(
+      requests_side,
+      TaskRequestsContext{context_.store, &clock_, context_.plugin_id, context_.options.lease});
   registrar_ = std::make_unique<Registrar>(
       self, context_.store, context_.store ? context_.store->registrations() : nullptr, clock_,
       reporter_, host_);
@@ -74,43 +79,26 @@ TaskEngine::TaskEngine(EngineContext context)
 TaskEngine::~TaskEngine() { Shutdown(); }
 
 void TaskEngine::KickLocked(bool timer, bool dispatcher) {
-  kicked_timer_ = kicked_timer_ || timer;
-  kicked_dispatcher_ = kicked_dispatcher_ || dispatcher;
+  timer_.kicked = timer_.kicked || timer;
+  dispatcher_.kicked = dispatcher_.kicked || dispatcher;
   if (runtime_ != nullptr) runtime_->Wake(handle_, timer, dispatcher);
 }
 
 MonoTime TaskEngine::Step(Lane lane) { return lane == kTimer ? TimerStep() : DispatcherStep(); }
 
-TraceContext TaskEngine::TraceOf(const TraceContext& caller) const {
-  const std::optional<SamplerConfig>& sampler = context_.options.trace_runs;
-  if (!sampler) return {};
-  const TraceContext* parent = caller.valid() ? &caller : nullptr;
-  TraceContext trace;
-  trace.trace_id = parent != nullptr ? parent->trace_id : NewTraceId();
-  trace.span_id = NewSpanId();
-  trace.flags = ShouldSample(*sampler, trace.trace_id, parent) ? 0x01 : 0x00;
-  if (parent != nullptr) trace.trace_state = parent->trace_state;
-  return trace;
-}
-
-RunFinish TaskEngine::FinishOf(const PlannedRun& run, const Outcome& outcome) {
-  RunFinish finish;
-  finish.outcome = OutcomeOf(outcome.reason, outcome.error.has_value());
-  finish.error_json = outcome.error;
-  if (run.report != nullptr) {
-    RunReport::Snapshot report = run.report->Read();
-    finish.exit_code = report.exit_code;
-    finish.signal = report.signal;
-    finish.http_status = report.http_status;
-    finish.output_tail = std::move(report.output_tail);
-  }
-  return finish;
-}
-
 void TaskEngine::QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) {
   if (!history_queue_->Queue(std::move(start), std::move(end))) return;
   MutexLock lock(mu_);
   KickLocked(/*timer=*/false, /*dispatcher=*/true);
+}
+
+void TaskEngine::CountRuns(int in_flight, int outside_function) {
+  {
+    MutexLock lock(mu_);
+    runs_in_flight_ += in_flight;
+    runs_outside_fn_ += outside_function;
+  }
+  cv_.notify_all();
 }
 
 bool TaskEngine::FlushHistory(bool prune) {
@@ -124,9 +112,7 @@ std::optional<RunReport::Snapshot> TaskEngine::LiveRunReport(const std::string& 
   std::shared_ptr<RunReport> report;
   {
     MutexLock lock(mu_);
-    for (const auto& [task, run] : planner_->Runs()) {
-      if (run->run_id == run_id) report = run->report;
-    }
+    report = planner_->ReportOf(run_id);
   }
   if (report == nullptr) return std::nullopt;
   return report->Read();
@@ -170,11 +156,7 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     unreserve();
     return rows.status();
   }
-  for (const TaskPtr& task : tasks) {
-    reporter_.log().Info(
-        "Registered scheduled task: " + task->def.id + ", " + task->def.schedule.settings.ToJson(),
-        {{"task", task->def.id}});
-  }
+  reporter_.TasksRegistered(tasks);
   {
     MutexLock lock(mu_);
     const MonoTime now = clock_.MonoNow();
@@ -208,21 +190,8 @@ Status TaskEngine::Redefine(EngineTask def) {
   TaskPtr successor;
   {
     MutexLock lock(mu_);
-    if (planner_->shutting_down()) {
-      return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
-                              "' is shutting down");
-    }
-    const PlannedTask* current = planner_->Find(id);
-    if (current == nullptr || current->phase == PlannedTask::Phase::kRegistering ||
-        current->phase == PlannedTask::Phase::kFinished) {
-      return NotFoundError("Task " + id + " is not scheduled in this process");
-    }
-    if (current->def.scope != def.scope) {
-      return FailedPreconditionError("Task " + id + " is " +
-                                     std::string(TaskScopeName(current->def.scope)) +
-                                     "; its scope cannot change while it is scheduled");
-    }
-    STAGEHAND_ASSIGN_OR_RETURN(successor, planner_->MakeTask(std::move(def), context_.plugin_id));
+    STAGEHAND_ASSIGN_OR_RETURN(successor,
+                               planner_->MakeSuccessor(std::move(def), context_.plugin_id));
   }
   const MonoTime mono_ref = clock_.MonoNow();
   STAGEHAND_ASSIGN_OR_RETURN(const Registrar::Rows rows, registrar_->Upsert({successor}));
@@ -240,7 +209,7 @@ Status TaskEngine::Redefine(EngineTask def) {
     KickLocked(/*timer=*/true, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  reporter_.log().Info("Redefined scheduled task: " + id + ", " + settings, {{"task", id}});
+  reporter_.TaskRedefined(id, settings);
   return Status::Ok();
 }
 
@@ -254,125 +223,39 @@ Status TaskEngine::Retire(const std::string& id) {
   }
   cv_.notify_all();
   if (!found) return NotFoundError("Task " + id + " is not scheduled in this process");
-  reporter_.log().Info(finished_now ? "Task worker finished: " + id
-                                    : "Task " + id + " unscheduled; its run in progress goes on",
-                       {{"task", id}});
+  reporter_.TaskRetired(id, finished_now);
   return Status::Ok();
 }
 
 Status TaskEngine::Trigger(const std::string& id, const TraceContext& caller) {
-  {
-    MutexLock lock(mu_);
-    switch (planner_->TriggerLocal(id, clock_.MonoNow(), caller)) {
-      case Planner::LocalRequest::kShuttingDown:
-        return UnavailableError("the scheduler of plugin '" + context_.plugin_id +
-                                "' is shutting down");
-      case Planner::LocalRequest::kRunning:
-        return ConflictError("Task " + id + " is currently running");
-      case Planner::LocalRequest::kDone:
-        KickLocked(/*timer=*/true, /*dispatcher=*/false);
-        cv_.notify_all();
-        return Status::Ok();
-      default:
-        break;
-    }
-  }
-  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
-  {
-    // Before the store's trigger: this host may claim the run before Trigger returns. An
-    // untraced trigger clears an earlier caller whose run another host took.
-    MutexLock lock(mu_);
-    planner_->NoteTriggerCaller(id, caller, clock_.MonoNow());
-  }
-  STAGEHAND_RETURN_IF_ERROR(context_.store->Trigger(id, caller));
-  {
-    MutexLock lock(mu_);
-    if (planner_->TriggeredInStore(id)) KickLocked(/*timer=*/false, /*dispatcher=*/true);
-  }
-  cv_.notify_all();
-  return Status::Ok();
+  return requests_->Trigger(id, caller);
 }
+
+Status TaskEngine::Cancel(const std::string& id) { return requests_->Cancel(id); }
 
 Status TaskEngine::Pause(const std::string& id, const PauseRequest& request) {
-  STAGEHAND_RETURN_IF_ERROR(ChangeInStore(
-      id, [&] { return context_.store->Pause(id, request, context_.options.lease); }));
-  if (!request.cancel_run) return Status::Ok();
-  const Status cancelled = Cancel(id);
-  // No run in progress (or it ended meanwhile): the task is paused, which is all that is left.
-  return cancelled.code() == StatusCode::kConflict ? Status::Ok() : cancelled;
+  return requests_->Pause(id, request);
 }
 
-Status TaskEngine::Resume(const std::string& id) {
-  return ChangeInStore(id, [&] { return context_.store->Resume(id); });
-}
+Status TaskEngine::Resume(const std::string& id) { return requests_->Resume(id); }
 
-Status TaskEngine::ChangeInStore(const std::string& id, const std::function<Status()>& change) {
-  if (HasLocalTask(id)) {
-    return ConflictError("Task " + id +
-                         " is local: it runs on every host by itself, so only global tasks can "
-                         "be paused and resumed");
-  }
-  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
-  STAGEHAND_RETURN_IF_ERROR(change());
-  // The row changed under what this host knows of it: it is polled before any claim.
+void TaskEngine::RowChanged(const std::string& id) {
   OnStoreEvent(StoreEvent{StoreEvent::Kind::kUpsert, id});
-  return Status::Ok();
-}
-
-Status TaskEngine::Cancel(const std::string& id) {
-  RunPtr run;
-  bool kill = false;
-  {
-    MutexLock lock(mu_);
-    switch (planner_->CancelLocal(id, &run, &kill)) {
-      case Planner::LocalRequest::kNotRunning:
-        return ConflictError("Task " + id + " is not running");
-      case Planner::LocalRequest::kDone:
-        break;
-      default:
-        run = nullptr;
-        break;
-    }
-  }
-  if (run) {
-    DispatchRounds::SignalStop(*run, kill);
-    return Status::Ok();
-  }
-  if (context_.store == nullptr) return NotFoundError("Task " + id + " does not exist");
-  STAGEHAND_RETURN_IF_ERROR(context_.store->Cancel(id, context_.options.lease));
-  {
-    MutexLock lock(mu_);
-    run = planner_->CancelledInStore(id, &kill);
-  }
-  if (run) DispatchRounds::SignalStop(*run, kill);
-  return Status::Ok();
 }
 
 bool TaskEngine::HasLocalTask(const std::string& id) const {
   MutexLock lock(mu_);
-  const PlannedTask* task = planner_->Find(id);
-  return task != nullptr && !task->global();
+  return planner_->IsLocal(id);
 }
 
 std::optional<TaskState> TaskEngine::LocalTaskState(const std::string& id) const {
   MutexLock lock(mu_);
-  const PlannedTask* task = planner_->Find(id);
-  if (task == nullptr || task->global()) return std::nullopt;
-  return task->local->state;
+  return planner_->LocalTaskState(id);
 }
 
 std::optional<WorkerStatus> TaskEngine::WorkerState(const std::string& id) const {
   MutexLock lock(mu_);
-  const PlannedTask* task = planner_->Find(id);
-  if (task == nullptr) return std::nullopt;
-  switch (task->phase) {
-    case Phase::kInitialWait:
-      return WorkerStatus::kInitialWait;
-    case Phase::kRunning:
-      return WorkerStatus::kRunning;
-    default:
-      return task->run ? WorkerStatus::kRunning : WorkerStatus::kIdle;
-  }
+  return planner_->WorkerState(id);
 }
 
 bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
@@ -381,8 +264,7 @@ bool TaskEngine::WaitIdleForTesting(std::chrono::milliseconds real_timeout) {
   const auto engine_idle = [&]() STAGEHAND_REQUIRES(mu_) {
     if (threads_stopping_) return true;
     const MonoTime now = clock_.MonoNow();
-    return dispatcher_parked_ && timer_parked_ && !kicked_dispatcher_ && !kicked_timer_ &&
-           runs_outside_fn_ == 0 && dispatcher_deadline_ > now && timer_deadline_ > now;
+    return dispatcher_.Idle(now) && timer_.Idle(now) && runs_outside_fn_ == 0;
   };
   // The engine is idle when its lanes are parked and the runtime's threads wait on the clock for
   // their deadlines (so that a manual clock knows them); checked in turn until both hold at once.
@@ -408,19 +290,13 @@ void TaskEngine::OnStoreEvent(const StoreEvent& event) {
     // other hosts' notifications at once); no task is registered yet, so none concerns this host.
     if (planner_ == nullptr) return;
     const std::optional<MonoTime> parked =
-        dispatcher_parked_ ? std::optional(dispatcher_deadline_) : std::nullopt;
+        dispatcher_.parked ? std::optional(dispatcher_.deadline) : std::nullopt;
     if (event.kind == StoreEvent::Kind::kServerChanged) replay_due_ = true;
     if (!planner_->OnStoreEvent(event, clock_.MonoNow(), parked)) return;
     KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
   cv_.notify_all();
-  if (event.kind == StoreEvent::Kind::kServerChanged) {
-    reporter_.log().Warn(
-        "The database of plugin '" + context_.plugin_id +
-        "' is served by another server than before (a failover): every claim of this "
-        "host is confirmed again there, and its last releases are written again where "
-        "they are missing");
-  }
+  if (event.kind == StoreEvent::Kind::kServerChanged) reporter_.ServerChanged();
 }
 
 DatabaseHealth TaskEngine::Database() const {
@@ -431,7 +307,6 @@ DatabaseHealth TaskEngine::Database() const {
 }
 
 TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
-  using State = Planner::DatabaseReadiness::State;
   if (context_.store == nullptr) return {};
   DatabaseHealth store_health = context_.store->Health();
   const MonoTime now = clock_.MonoNow();
@@ -441,16 +316,8 @@ TaskEngine::DatabaseStatus TaskEngine::Readiness(milliseconds grace) {
     readiness = planner_->Readiness(std::move(store_health), now, grace);
     if (readiness.step_dispatcher) KickLocked(/*timer=*/false, /*dispatcher=*/true);
   }
-  DatabaseStatus status{readiness.state == State::kReady, "", std::move(readiness.health)};
-  const std::string database = "the database of plugin '" + context_.plugin_id + "'";
-  if (readiness.state == State::kUnreachable) {
-    status.reason = database + " has been unreachable for " +
-                    FormatShortDuration(std::chrono::duration_cast<milliseconds>(readiness.down)) +
-                    (status.health.reason.empty() ? "" : ": " + status.health.reason);
-  } else if (readiness.state == State::kConfirmingClaims) {
-    status.reason = database + " is back; this host is confirming its claims there";
-  }
-  return status;
+  return DatabaseStatus{readiness.state == Planner::DatabaseReadiness::State::kReady,
+                        reporter_.NotReadyWhy(readiness), std::move(readiness.health)};
 }
 
 int TaskEngine::UndeliveredWrites() const {
@@ -476,6 +343,15 @@ void TaskEngine::DeliverBeforeExit() {
   undelivered_ += left;
 }
 
+std::vector<std::pair<TaskPtr, RunPtr>> TaskEngine::RunsLeftAfter(milliseconds wait) {
+  MutexLock lock(mu_);
+  if (clock_.WaitUntil(lock.unique_lock(), cv_, clock_.MonoNow() + wait, {},
+                       [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
+    return {};
+  }
+  return planner_->Runs();
+}
+
 void TaskEngine::Shutdown() {
   std::vector<RunPtr> to_signal;
   {
@@ -492,26 +368,14 @@ void TaskEngine::Shutdown() {
   for (const RunPtr& run : to_signal) DispatchRounds::SignalStop(*run, /*kill=*/false);
   // Runs still going after the grace are killed, and their leases renewed a little longer, so
   // that a command's processes are gone before another host may take the task over.
-  std::vector<std::pair<TaskPtr, RunPtr>> to_kill;
-  std::vector<std::pair<TaskPtr, RunPtr>> abandoned;
-  {
-    MutexLock lock(mu_);
-    const MonoTime deadline = clock_.MonoNow() + context_.options.shutdown_grace;
-    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
-                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
-      to_kill = planner_->Runs();
-    }
-  }
+  const std::vector<std::pair<TaskPtr, RunPtr>> to_kill =
+      RunsLeftAfter(context_.options.shutdown_grace);
   for (const auto& [task, run] : to_kill) DispatchRounds::SignalStop(*run, /*kill=*/true);
   if (!to_kill.empty()) {
-    MutexLock lock(mu_);
-    const MonoTime deadline = clock_.MonoNow() + context_.options.lease / 5;
-    if (!clock_.WaitUntil(lock.unique_lock(), cv_, deadline, {},
-                          [&]() STAGEHAND_REQUIRES(mu_) { return runs_in_flight_ == 0; })) {
-      abandoned = planner_->Runs();
+    for (const auto& [task, run] : RunsLeftAfter(context_.options.lease / 5)) {
+      reporter_.RunAbandoned(*task, *run);
     }
   }
-  for (const auto& [task, run] : abandoned) reporter_.RunAbandoned(*task, *run);
   {
     MutexLock lock(mu_);
     threads_stopping_ = true;

@@ -2,8 +2,8 @@
 // lanes of an EngineRuntime (engine_runtime.h) instead of one loop per task. A runtime's threads
 // are shared by every engine of the process, so threads do not grow with plugins. Every decision
 // below is the Planner's (planner.h); this class is its shell: the lock, the threads and the
-// executor's jobs. Its round trips to the store are its Releaser, DispatchRounds and Registrar;
-// its logs and observer calls, its EngineReporter.
+// executor's jobs. Its round trips to the store are its Releaser, DispatchRounds, Registrar and
+// TaskRequests; its runs' jobs, RunJobs; its logs and observer calls, its EngineReporter.
 //
 // - The dispatcher lane does all database work for global tasks. It releases the runs that ended
 //   since its last step, in one statement, before anything else, so the slots they free are claimed
@@ -59,6 +59,8 @@
 #include "engine/planner.h"
 #include "engine/registrar.h"
 #include "engine/releaser.h"
+#include "engine/run_jobs.h"
+#include "engine/task_requests.h"
 #include "stagehand/base/logger.h"
 #include "stagehand/base/mutex.h"
 #include "stagehand/base/status.h"
@@ -92,7 +94,10 @@ struct EngineContext {
 
 // Thread-safe. Its dispatcher and timer are the two lanes of an EngineRuntime (shared with the
 // process's other engines, or its own).
-class TaskEngine final : public DrivenEngine, private ReleaseEngine {
+class TaskEngine final : public DrivenEngine,
+                         private ReleaseEngine,
+                         private RunJobsEngine,
+                         private TaskRequestsEngine {
  public:
   explicit TaskEngine(EngineContext context);
 
@@ -178,36 +183,22 @@ class TaskEngine final : public DrivenEngine, private ReleaseEngine {
   // Dispatcher: reserves `candidates` in the planner, claims them in one ClaimMany and starts
   // the runs it won.
   void ClaimAndStart(std::vector<Planner::Candidate> candidates);
-  // Pause and Resume: `change` writes the row of global task `id`; then the dispatcher re-reads
-  // it. Errors: kConflict for a local task; kNotFound without a store; `change`'s.
-  Status ChangeInStore(const std::string& id, const std::function<Status()>& change);
   // Runs `body` (a run's job) on the runtime's executor, counted in jobs_active_.
   void SubmitRun(std::function<void()> body);
-  void ExecuteGlobalRun(TaskPtr task, RunPtr run);
-  void ExecuteLocalRun(TaskPtr task, RunPtr run);
-  // How a run's function ended: the error JSON (nullopt on success) and why it was stopped.
-  struct Outcome {
-    std::optional<std::string> error;
-    StopReason reason{};
-    bool started = true;  // false: the function was never called
-  };
-  // Calls the task function with the run's tokens, catching exceptions, and reports the start
-  // (`info`) just before; a run whose claim is at risk, or whose host began to shut down, is not
-  // started (nor reported as started). A stopped run's error message starts with the reason
-  // ("timed out after 2s: ...").
-  Outcome Invoke(const PlannedTask& task, PlannedRun& run, const RunInfo& info);
-  // The history's account of how `run` ended.
-  static RunFinish FinishOf(const PlannedRun& run, const Outcome& outcome);
-  // Queues history writes that no claim or release carries (HistoryQueue) and wakes the
-  // dispatcher.
-  void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end);
+  // TaskRequestsEngine: OnStoreEvent, as if the store had announced the change.
+  void RowChanged(const std::string& id) override;
+  // RunJobsEngine.
+  void CountRuns(int in_flight, int outside_function) override;
+  void QueueHistory(std::optional<RunStart> start, std::optional<RunEnd> end) override;
   // Dispatcher: HistoryQueue::Flush, counting a database that did not answer as failing.
   bool FlushHistory(bool prune);
+  // Shutdown: waits up to `wait` for every run to end; returns those still going.
+  std::vector<std::pair<TaskPtr, RunPtr>> RunsLeftAfter(std::chrono::milliseconds wait);
   // Shutdown, once the dispatcher has stopped: delivers the queued releases and history records,
   // sending again after the backoff for up to a lease; logs and counts what is left.
   void DeliverBeforeExit();
 
-  // ReleaseEngine (and PlannerAccess, for the Releaser, DispatchRounds and Registrar).
+  // PlannerAccess, for the Releaser, DispatchRounds, Registrar and RunJobs.
   void WithPlanner(const std::function<void(Planner&)>& step, Wake wake) override;
   // Marks the released runs ended in the planner, under one lock and with one wake-up of the
   // dispatcher (which then sees every freed slot at once and claims them in one statement), and
@@ -221,10 +212,6 @@ class TaskEngine final : public DrivenEngine, private ReleaseEngine {
   void OnStoreEvent(const StoreEvent& event);
   // Marks lanes as kicked and wakes the runtime for them.
   void KickLocked(bool timer, bool dispatcher) STAGEHAND_REQUIRES(mu_);
-  // Returns a starting run's span context when runs are traced (EngineOptions::trace_runs): a
-  // child of `caller`'s when that is valid, else the root of a new trace; otherwise an invalid
-  // context.
-  TraceContext TraceOf(const TraceContext& caller) const;
 
   // The planner's run slots: the runtime's executor, for this engine.
   class RuntimeSlots final : public RunSlots {
@@ -247,13 +234,23 @@ class TaskEngine final : public DrivenEngine, private ReleaseEngine {
   std::condition_variable_any cv_;
   RuntimeSlots slots_{*this};
   std::unique_ptr<Planner> planner_ STAGEHAND_GUARDED_BY(mu_);
-  bool kicked_dispatcher_ STAGEHAND_GUARDED_BY(mu_) = false;
-  bool kicked_timer_ STAGEHAND_GUARDED_BY(mu_) = false;
-  // Each lane's next due time while it is parked (not stepping); for wake-ups and the test hook.
-  bool dispatcher_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
-  bool timer_parked_ STAGEHAND_GUARDED_BY(mu_) = false;
-  MonoTime dispatcher_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
-  MonoTime timer_deadline_ STAGEHAND_GUARDED_BY(mu_) = {};
+  // A lane's state, for wake-ups and the test hook: kicked (a step is asked for), and parked (not
+  // stepping) until its next due time.
+  struct LaneState {
+    bool kicked = false;
+    bool parked = false;
+    MonoTime deadline = {};
+    void Unpark() { parked = kicked = false; }
+    // Parks until `next`; returns when the lane is next due (now, when it was kicked meanwhile).
+    MonoTime Park(MonoTime next, MonoTime now) {
+      deadline = next;
+      parked = true;
+      return kicked ? now : next;
+    }
+    bool Idle(MonoTime now) const { return parked && !kicked && deadline > now; }
+  };
+  LaneState dispatcher_ STAGEHAND_GUARDED_BY(mu_);
+  LaneState timer_ STAGEHAND_GUARDED_BY(mu_);
   bool stopped_ STAGEHAND_GUARDED_BY(mu_) = false;
   // Shutdown is stopping the dispatcher and the timer.
   bool threads_stopping_ STAGEHAND_GUARDED_BY(mu_) = false;
@@ -276,6 +273,8 @@ class TaskEngine final : public DrivenEngine, private ReleaseEngine {
   std::unique_ptr<Releaser> releaser_;
   std::unique_ptr<DispatchRounds> rounds_;
   std::unique_ptr<Registrar> registrar_;
+  std::unique_ptr<RunJobs> run_jobs_;
+  std::unique_ptr<TaskRequests> requests_;
   std::unique_ptr<Notifications> notifications_;  // reset by Shutdown while the dispatcher runs
   // Null once Shutdown has left it; guarded by mu_ from then on.
   std::shared_ptr<EngineRuntime> runtime_;

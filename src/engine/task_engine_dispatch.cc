@@ -8,18 +8,7 @@
 namespace stagehand::engine_internal {
 
 MonoTime TaskEngine::DispatcherStep() {
-  if (!warmed_up_) {
-    // First uses are slow (connections, prepared statements, the ticket generator): pay for them
-    // now rather than on the first trigger.
-    warmed_up_ = true;
-    (void)NewUuidV4();
-    if (context_.store != nullptr) {
-      if (Status warmed = context_.store->WarmUp(); !warmed.ok() && reporter_.debug()) {
-        reporter_.log().Debug("Store warm-up failed (statements prepare on first use), " +
-                              warmed.message());
-      }
-    }
-  }
+  if (!std::exchange(warmed_up_, true)) rounds_->WarmUp();
   bool replay = false;
   bool backing_off = false;
   std::vector<TaskPtr> reregister;
@@ -46,15 +35,10 @@ MonoTime TaskEngine::DispatcherStep() {
   {
     MutexLock lock(mu_);
     if (threads_stopping_) return kMonoInfinity;
-    dispatcher_parked_ = false;
-    kicked_dispatcher_ = false;
+    dispatcher_.Unpark();
     const MonoTime now = clock_.MonoNow();
     plan = planner_->PlanDispatch(now);
     for (const auto& [task, run] : plan.start_records) {
-      if (run->start_recorded) continue;
-      // The start of a global run whose claim did not record it, for a history write that no
-      // release carries.
-      run->start_recorded = true;
       (void)history_queue_->Queue(
           RunStart{run->run_id, task->def.id, OriginOf(*run, host_, pid_), run->claimed_at},
           std::nullopt);
@@ -72,15 +56,12 @@ MonoTime TaskEngine::DispatcherStep() {
     if (!plan.candidates.empty()) ClaimAndStart(std::move(plan.candidates));
   }
   MutexLock lock(mu_);
-  dispatcher_deadline_ = planner_->NextDispatcherWake();
-  if (releases_left || history_left) {
-    // Writes the database did not take are sent again once the backoff allows.
-    dispatcher_deadline_ =
-        std::min(dispatcher_deadline_, planner_->DatabaseRetryAt(clock_.MonoNow()));
-  }
-  dispatcher_parked_ = true;
+  const MonoTime now = clock_.MonoNow();
+  MonoTime next = planner_->NextDispatcherWake();
+  // Writes the database did not take are sent again once the backoff allows.
+  if (releases_left || history_left) next = std::min(next, planner_->DatabaseRetryAt(now));
   cv_.notify_all();
-  return kicked_dispatcher_ ? clock_.MonoNow() : dispatcher_deadline_;
+  return dispatcher_.Park(next, now);
 }
 
 void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
@@ -88,15 +69,9 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
   std::vector<Planner::Candidate> reserved;
   {
     MutexLock lock(mu_);
-    reserved = planner_->ReserveClaims(std::move(candidates), NewUuidV4, &tickets);
+    reserved =
+        planner_->ReserveClaims(std::move(candidates), NewUuidV4, clock_.MonoNow(), &tickets);
     if (reserved.empty()) return;
-    // Chosen before the claim, which records the run's start with its trace id.
-    const MonoTime now = clock_.MonoNow();
-    for (Planner::Candidate& candidate : reserved) {
-      candidate.trace = TraceOf(candidate.trigger == RunTrigger::kManual
-                                    ? Planner::TriggerCaller(*candidate.task, now)
-                                    : TraceContext{});
-    }
     claiming_ = true;  // Shutdown waits for this claim, so it signals the runs it starts
   }
   struct ClaimDone {
@@ -126,7 +101,7 @@ void TaskEngine::ClaimAndStart(std::vector<Planner::Candidate> candidates) {
     reporter_.observer().OnClaimLost(context_.plugin_id, task->def.id);
   for (Planner::Started& run : started) {
     SubmitRun([this, task = std::move(run.task), run = std::move(run.run)] {
-      ExecuteGlobalRun(task, run);
+      run_jobs_->RunGlobal(task, run);
     });
   }
 }

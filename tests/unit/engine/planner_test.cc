@@ -123,7 +123,7 @@ class PlannerTest : public ::testing::Test {
                                       std::vector<bool> won, std::vector<TaskPtr>* lost) {
     std::vector<std::string> tickets;
     std::vector<Planner::Candidate> reserved = planner_->ReserveClaims(
-        std::move(plan.candidates), [&] { return "ticket-" + std::to_string(next_ticket_++); },
+        std::move(plan.candidates), [&] { return "ticket-" + std::to_string(next_ticket_++); }, now,
         &tickets);
     std::vector<ClaimResult> results;
     for (std::size_t i = 0; i < reserved.size(); ++i) {
@@ -752,7 +752,7 @@ TEST_F(PlannerTest, ShutdownSignalsEveryRunAndStartsNothingMore) {
   EXPECT_EQ(run->reason, StopReason::kShutdown);
   std::vector<std::string> tickets = {"t"};
   EXPECT_THAT(planner_->ReserveClaims(
-                  later, [] { return std::string("t"); }, &tickets),
+                  later, [] { return std::string("t"); }, kT0, &tickets),
               IsEmpty());
   Planner::TimerActions actions;
   bool kick = false;
