@@ -12,7 +12,7 @@ namespace stagehand::engine_internal {
 class PlannerAccess {
  public:
   // Which lane of the engine a step wakes once it is done.
-  enum class Wake { kNone, kTimer, kDispatcher };
+  enum class Wake { kNone, kTimer, kDispatcher, kBoth };
 
   virtual ~PlannerAccess() = default;
   // Runs `step` on the planner under the engine's lock, then wakes `wake`.

@@ -313,6 +313,22 @@ void Releaser::ReportAtRisk(const std::string& task_id, const std::string& run_i
   reporter_.observer().OnRunAtRisk(reporter_.plugin_id(), task_id, run_id, slot, why);
 }
 
+int Releaser::DeliverBeforeExit(const std::function<bool()>& flush_history,
+                                std::chrono::milliseconds patience) {
+  const MonoTime give_up = clock_.MonoNow() + patience;
+  while (true) {
+    bool done = ReleasePending();
+    done = flush_history() && done;
+    if (done) return 0;
+    MonoTime retry_at{};
+    engine_.WithPlanner(
+        [&](Planner& planner) { retry_at = planner.DatabaseRetryAt(clock_.MonoNow()); },
+        PlannerAccess::Wake::kNone);
+    if (retry_at >= give_up) return DropPending();
+    clock_.SleepUntil(retry_at, {});
+  }
+}
+
 int Releaser::DropPending() {
   const std::vector<PendingRelease> pending = queue_.TakePending();
   for (const PendingRelease& ended : pending) {

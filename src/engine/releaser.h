@@ -92,9 +92,12 @@ class Releaser {
   // (its renewal and its release may both find its claim gone). Any thread.
   void ReportAtRisk(const std::string& task_id, const std::string& run_id,
                     std::optional<WallTime> slot, const std::string& why);
-  // Shutdown, after its last attempts: logs the releases still queued as undelivered and drops
+  // Shutdown, once the dispatcher has stopped: sends the queued releases, and with
+  // `flush_history` the queued history records, again after the backoff for up to `patience`
+  // (the claims lapse then anyway); then logs the releases still queued as undelivered and drops
   // them. Returns how many there were.
-  int DropPending();
+  int DeliverBeforeExit(const std::function<bool()>& flush_history,
+                        std::chrono::milliseconds patience);
 
  private:
   // Sends `batch`; returns it when the database did not answer (to be queued again), else
@@ -106,6 +109,7 @@ class Releaser {
   void ApplyReplayedReleases(const std::vector<ReleaseRequest>& batch,
                              const std::vector<ReleaseResult>& replayed);
   void DatabaseFailed();
+  int DropPending();
 
   ReleaseEngine& engine_;
   ReleaserContext context_;

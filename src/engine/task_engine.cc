@@ -144,30 +144,24 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
     }
     STAGEHAND_RETURN_IF_ERROR(planner_->Reserve(tasks, context_.plugin_id));
   }
-  const auto unreserve = [&] {
-    MutexLock lock(mu_);
-    planner_->Unreserve(tasks);
-  };
-
   // Read before the statement: a wake-up computed from it can only be early, never late.
   const MonoTime mono_ref = clock_.MonoNow();
   Result<Registrar::Rows> rows = registrar_->Upsert(tasks);
   if (!rows.ok()) {
-    unreserve();
+    WithPlanner([&](Planner& planner) { planner.Unreserve(tasks); }, Wake::kNone);
     return rows.status();
   }
   reporter_.TasksRegistered(tasks);
-  {
-    MutexLock lock(mu_);
-    const MonoTime now = clock_.MonoNow();
-    const WallTime wall_now = clock_.Now();
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      planner_->Activate(*tasks[i], rows->next[i], rows->version[i], rows->db_now, mono_ref, now,
-                         wall_now);
-    }
-    KickLocked(/*timer=*/true, /*dispatcher=*/true);
-  }
-  cv_.notify_all();
+  WithPlanner(
+      [&](Planner& planner) {
+        const MonoTime now = clock_.MonoNow();
+        const WallTime wall_now = clock_.Now();
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+          planner.Activate(*tasks[i], rows->next[i], rows->version[i], rows->db_now, mono_ref, now,
+                           wall_now);
+        }
+      },
+      Wake::kBoth);
   for (const TaskPtr& task : tasks) WatchCallerStop(task);
   return Status::Ok();
 }
@@ -175,12 +169,8 @@ Status TaskEngine::RegisterMany(std::vector<EngineTask> defs) {
 void TaskEngine::StopRecurrence(const std::string& id) {
   RunPtr run;
   bool finished_now = false;
-  {
-    MutexLock lock(mu_);
-    run = planner_->StopRecurrence(id, &finished_now);
-    KickLocked(/*timer=*/true, /*dispatcher=*/true);
-  }
-  cv_.notify_all();
+  WithPlanner([&](Planner& planner) { run = planner.StopRecurrence(id, &finished_now); },
+              Wake::kBoth);
   if (run) run->stop.request_stop();
   if (finished_now) reporter_.TaskFinished(id);
 }
@@ -216,12 +206,7 @@ Status TaskEngine::Redefine(EngineTask def) {
 Status TaskEngine::Retire(const std::string& id) {
   bool found = false;
   bool finished_now = false;
-  {
-    MutexLock lock(mu_);
-    found = planner_->Retire(id, &finished_now);
-    KickLocked(/*timer=*/true, /*dispatcher=*/true);
-  }
-  cv_.notify_all();
+  WithPlanner([&](Planner& planner) { found = planner.Retire(id, &finished_now); }, Wake::kBoth);
   if (!found) return NotFoundError("Task " + id + " is not scheduled in this process");
   reporter_.TaskRetired(id, finished_now);
   return Status::Ok();
@@ -324,25 +309,6 @@ int TaskEngine::UndeliveredWrites() const {
   return undelivered_.load() + history_queue_->dropped();
 }
 
-void TaskEngine::DeliverBeforeExit() {
-  // The releases of the runs that returned after the dispatcher stopped, the ends of the last
-  // runs, and whatever the database did not take before: sent again, after the backoff, for up to
-  // a lease (the claims lapse then anyway).
-  const MonoTime give_up = clock_.MonoNow() + context_.options.lease;
-  while (true) {
-    bool done = releaser_->ReleasePending();
-    if (history_ != nullptr) done = FlushHistory(/*prune=*/false) && done;
-    if (done) return;
-    MutexLock lock(mu_);
-    const MonoTime retry_at = planner_->DatabaseRetryAt(clock_.MonoNow());
-    if (retry_at >= give_up) break;
-    clock_.WaitUntil(lock.unique_lock(), cv_, retry_at, {}, [] { return false; });
-  }
-  int left = releaser_->DropPending();
-  left += history_queue_->DropQueued();
-  undelivered_ += left;
-}
-
 std::vector<std::pair<TaskPtr, RunPtr>> TaskEngine::RunsLeftAfter(milliseconds wait) {
   MutexLock lock(mu_);
   if (clock_.WaitUntil(lock.unique_lock(), cv_, clock_.MonoNow() + wait, {},
@@ -394,7 +360,10 @@ void TaskEngine::Shutdown() {
     cv_.wait(lock.unique_lock(), [&]() STAGEHAND_REQUIRES(mu_) { return jobs_active_ == 0; });
     runtime_ = nullptr;  // runs that end from here on wake nothing
   }
-  DeliverBeforeExit();
+  // The releases and history records of the last runs, and what the database did not take.
+  const int dropped = releaser_->DeliverBeforeExit(
+      [&] { return history_ == nullptr || FlushHistory(/*prune=*/false); }, context_.options.lease);
+  undelivered_ += dropped + history_queue_->DropQueued();
   runtime.reset();  // an engine's own runtime joins its threads here
   MutexLock lock(mu_);
   stopped_ = true;

@@ -194,9 +194,6 @@ class TaskEngine final : public DrivenEngine,
   bool FlushHistory(bool prune);
   // Shutdown: waits up to `wait` for every run to end; returns those still going.
   std::vector<std::pair<TaskPtr, RunPtr>> RunsLeftAfter(std::chrono::milliseconds wait);
-  // Shutdown, once the dispatcher has stopped: delivers the queued releases and history records,
-  // sending again after the backoff for up to a lease; logs and counts what is left.
-  void DeliverBeforeExit();
 
   // PlannerAccess, for the Releaser, DispatchRounds, Registrar and RunJobs.
   void WithPlanner(const std::function<void(Planner&)>& step, Wake wake) override;

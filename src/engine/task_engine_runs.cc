@@ -10,7 +10,10 @@ void TaskEngine::WithPlanner(const std::function<void(Planner&)>& step, Wake wak
   {
     MutexLock lock(mu_);
     step(*planner_);
-    if (wake != Wake::kNone) KickLocked(wake == Wake::kTimer, wake == Wake::kDispatcher);
+    if (wake != Wake::kNone) {
+      KickLocked(wake == Wake::kTimer || wake == Wake::kBoth,
+                 wake == Wake::kDispatcher || wake == Wake::kBoth);
+    }
   }
   if (wake != Wake::kNone) cv_.notify_all();
 }
