@@ -416,19 +416,20 @@ class Runner:
         raise DocError(f"{where}: not ready on {url} after {READY_TIMEOUT:.0f} s\n--- log\n"
                        f"{open(log).read()}")
 
-    def group_members(self, pgid, exclude):
-        members = []
+    @staticmethod
+    def children_of(parent):
+        children = []
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == exclude:
+            if not entry.isdigit():
                 continue
             try:
                 stat = open(f"/proc/{entry}/stat").read()
             except OSError:
                 continue
             fields = stat[stat.rfind(")") + 2:].split()
-            if int(fields[2]) == pgid:
-                members.append(int(entry))
-        return members
+            if int(fields[1]) == parent:
+                children.append(int(entry))
+        return children
 
     def stop_background(self, doc_port, where):
         proc, log = self.background.pop(doc_port)
@@ -436,14 +437,19 @@ class Runner:
             raise DocError(f"{where}: the background command on port {doc_port} had already "
                            f"exited with {proc.returncode}\n--- log\n{open(log).read()}")
         # SIGTERM to what bash runs (the daemon), not to bash itself, so that bash exits with the
-        # daemon's exit code.
-        for pid in self.group_members(proc.pid, exclude=proc.pid):
+        # daemon's exit code. Bash runs the script's last command in its own process (exec), and
+        # then that process is the daemon; a daemon's own children (the shims of its command
+        # runs) are never signalled, as a supervisor signals only the daemon.
+        try:
+            shell = os.path.basename(os.readlink(f"/proc/{proc.pid}/exe")) == "bash"
+        except OSError:
+            shell = False
+        targets = self.children_of(proc.pid) if shell else [proc.pid]
+        for pid in targets or [proc.pid]:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        if not self.group_members(proc.pid, exclude=proc.pid):
-            proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
