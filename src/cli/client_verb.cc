@@ -240,14 +240,19 @@ std::optional<ClientFailure> PostTaskAction(const RestClient& client, std::strin
   return std::nullopt;
 }
 
-int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
-                  const Context& context, std::string_view api, std::string_view json_body) {
+std::optional<int> RejectInvalidIds(const TaskActionOptions& options, const Context& context) {
   if (Status valid = ValidatePluginId(options.plugin_id); !valid.ok()) {
     return UsageError(context, valid.message());
   }
   if (Status valid = ValidateTaskId(options.task_id); !valid.ok()) {
     return UsageError(context, valid.message());
   }
+  return std::nullopt;
+}
+
+int RunTaskAction(std::string_view verb, std::string_view done, const TaskActionOptions& options,
+                  const Context& context, std::string_view api, std::string_view json_body) {
+  if (std::optional<int> rejected = RejectInvalidIds(options, context)) return *rejected;
   ClientOrFailure made = MakeClient(options.client, context);
   if (!made.client) {
     return Report(context, made.failure);

@@ -77,6 +77,10 @@ struct TaskActionOptions {
 // Adds the PLUGIN and TASK arguments and the client flags to `command`.
 void AddTaskActionArguments(CLI::App& command, TaskActionOptions& options);
 
+// Checks the PLUGIN and TASK ids of `options`: nullopt when both are valid, else the usage
+// error's exit code, with one line on context.err.
+std::optional<int> RejectInvalidIds(const TaskActionOptions& options, const Context& context);
+
 // The REST APIs a task action goes to, under /api/<plugin>/.
 inline constexpr std::string_view kBackstageTasksApi = ".backstage/scheduler/v1/tasks";
 inline constexpr std::string_view kStagehandTasksApi = ".stagehand/v1/tasks";

@@ -26,12 +26,7 @@ struct LogsOptions {
 int RunLogs(const LogsOptions& options, const Context& context) {
   const std::string& plugin_id = options.task.plugin_id;
   const std::string& task_id = options.task.task_id;
-  if (Status valid = ValidatePluginId(plugin_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
-  if (Status valid = ValidateTaskId(task_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
+  if (std::optional<int> rejected = RejectInvalidIds(options.task, context)) return *rejected;
   if (options.run_id && options.run_id->empty()) {
     return UsageError(context, "RUN is empty; give a run id from 'stagehand runs'");
   }

@@ -31,12 +31,7 @@ struct RunsOptions {
 int RunRuns(const RunsOptions& options, const Context& context) {
   const std::string& plugin_id = options.task.plugin_id;
   const std::string& task_id = options.task.task_id;
-  if (Status valid = ValidatePluginId(plugin_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
-  if (Status valid = ValidateTaskId(task_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
+  if (std::optional<int> rejected = RejectInvalidIds(options.task, context)) return *rejected;
   Result<TimeZone> zone = ResolveZone(options.tz, context);
   if (!zone.ok()) {
     return UsageError(context, zone.status().message());

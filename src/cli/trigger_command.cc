@@ -130,12 +130,7 @@ Fetched<RunRecord> WaitForTriggeredRun(const RestClient& client, const Context& 
 int TriggerAndWait(const TriggerOptions& options, const Context& context) {
   const std::string& plugin_id = options.task.plugin_id;
   const std::string& task_id = options.task.task_id;
-  if (Status valid = ValidatePluginId(plugin_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
-  if (Status valid = ValidateTaskId(task_id); !valid.ok()) {
-    return UsageError(context, valid.message());
-  }
+  if (std::optional<int> rejected = RejectInvalidIds(options.task, context)) return *rejected;
   MonoTime deadline = kMonoInfinity;
   std::string waited_for;
   if (options.timeout) {

@@ -29,14 +29,7 @@ MockScheduler::~MockScheduler() = default;
 
 Status MockScheduler::ScheduleTask(TaskDefinition task) {
   auto entry = std::make_shared<Entry>();
-  ScheduleDefinition schedule;
-  schedule.frequency = task.frequency;
-  schedule.timeout = task.timeout;
-  schedule.initial_delay = task.initial_delay;
-  schedule.catchup_window = task.catchup_window;
-  schedule.jitter = task.jitter;
-  schedule.scope = task.scope;
-  STAGEHAND_ASSIGN_OR_RETURN(entry->settings, BuildTaskSettings(schedule));
+  STAGEHAND_ASSIGN_OR_RETURN(entry->settings, BuildTaskSettings(ScheduleOf(task)));
   entry->task = std::move(task);
   MutexLock lock(mu_);
   const std::string id = entry->task.id;

@@ -15,18 +15,6 @@ namespace stagehand {
 
 namespace {
 
-ScheduleDefinition ScheduleOf(const TaskDefinition& task) {
-  ScheduleDefinition schedule;
-  schedule.frequency = task.frequency;
-  schedule.timeout = task.timeout;
-  schedule.initial_delay = task.initial_delay;
-  schedule.catchup_window = task.catchup_window;
-  schedule.jitter = task.jitter;
-  schedule.retry = task.retry;
-  schedule.scope = task.scope;
-  return schedule;
-}
-
 // Resolves the zone a task's cron cadence is evaluated in.
 Result<TimeZone> ZoneOf(const TaskDefinition& task, const TimeZone& fallback) {
   const auto* cron = std::get_if<CronFrequency>(&task.frequency);

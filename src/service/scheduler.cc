@@ -20,6 +20,18 @@ TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvoca
   return task;
 }
 
+ScheduleDefinition ScheduleOf(const TaskDefinition& task) {
+  ScheduleDefinition schedule;
+  schedule.frequency = task.frequency;
+  schedule.timeout = task.timeout;
+  schedule.initial_delay = task.initial_delay;
+  schedule.catchup_window = task.catchup_window;
+  schedule.jitter = task.jitter;
+  schedule.retry = task.retry;
+  schedule.scope = task.scope;
+  return schedule;
+}
+
 Status SchedulerService::ScheduleTasks(std::vector<TaskDefinition> tasks) {
   for (TaskDefinition& task : tasks) STAGEHAND_RETURN_IF_ERROR(ScheduleTask(std::move(task)));
   return Status::Ok();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,45 @@ Status ValidatePageSize(int limit);
 // Returns kFailedPrecondition for a stored trigger or outcome name this version does not know
 // (a newer stagehand wrote the run).
 Status UnknownNameError(std::string_view run_id, std::string_view column, std::string_view name);
+
+// Decodes one run of the history, from the columns every dialect selects in this order: run_id,
+// task_id, host, pid, trigger, slot, started_at, ended_at, outcome, error_json, exit_code, signal,
+// http_status, attempt, trace_id. `row` reads column i of one result row of the dialect:
+// Text(i) -> std::string, Int(i) -> std::int64_t, OptionalText(i), OptionalInt(i), and
+// Time(i) -> Result<std::optional<WallTime>> (nullopt for NULL). Errors: UnknownNameError for a
+// trigger or outcome this version does not know, and the row's own for a time it cannot read.
+template <class Row>
+Result<TaskRun> DecodeRunRow(const Row& row) {
+  TaskRun run;
+  run.run_id = row.Text(0);
+  run.task_id = row.Text(1);
+  run.origin.host = row.Text(2);
+  run.origin.pid = row.Int(3);
+  const std::string trigger = row.Text(4);
+  const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
+  if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
+  run.origin.trigger = *parsed_trigger;
+  STAGEHAND_ASSIGN_OR_RETURN(run.origin.slot, row.Time(5));
+  STAGEHAND_ASSIGN_OR_RETURN(const std::optional<WallTime> started, row.Time(6));
+  run.started_at = started.value_or(WallTime{});
+  STAGEHAND_ASSIGN_OR_RETURN(run.ended_at, row.Time(7));
+  const std::string outcome = row.Text(8);
+  const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
+  if (!parsed_outcome) return UnknownNameError(run.run_id, "outcome", outcome);
+  run.finish.outcome = *parsed_outcome;
+  run.finish.error_json = row.OptionalText(9);
+  const auto optional_int = [&row](int column) -> std::optional<int> {
+    const std::optional<std::int64_t> value = row.OptionalInt(column);
+    if (!value) return std::nullopt;
+    return static_cast<int>(*value);
+  };
+  run.finish.exit_code = optional_int(10);
+  run.finish.signal = optional_int(11);
+  run.finish.http_status = optional_int(12);
+  run.origin.attempt = static_cast<int>(row.Int(13));
+  run.origin.trace_id = row.OptionalText(14);
+  return run;
+}
 
 // The limits of one store, set by any thread and read by every operation. Thread-safe.
 class LimitsHolder {

@@ -74,10 +74,10 @@ std::string FormatLocalMillis(std::int64_t local_millis) {
                      millis_of_day % 1000);
 }
 
-// A cursor over the text of an ISO instant.
-class IsoScanner {
+// A cursor over a text, one character at a time: what the scanners below read with.
+class TextCursor {
  public:
-  explicit IsoScanner(std::string_view text) : text_(text) {}
+  explicit TextCursor(std::string_view text) : text_(text) {}
 
   bool AtEnd() const { return pos_ == text_.size(); }
   char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
@@ -89,6 +89,16 @@ class IsoScanner {
     ++pos_;
     return true;
   }
+
+ protected:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+// A cursor over the text of an ISO instant.
+class IsoScanner : public TextCursor {
+ public:
+  using TextCursor::TextCursor;
 
   // Reads exactly `width` decimal digits.
   std::optional<int> Digits(int width) {
@@ -123,26 +133,12 @@ class IsoScanner {
     }
     return nanos;
   }
-
- private:
-  std::string_view text_;
-  std::size_t pos_ = 0;
 };
 
 // A cursor over a POSIX TZ string.
-class PosixScanner {
+class PosixScanner : public TextCursor {
  public:
-  explicit PosixScanner(std::string_view text) : text_(text) {}
-
-  bool AtEnd() const { return pos_ == text_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
-  bool Consume(char c) {
-    if (Peek() != c) {
-      return false;
-    }
-    ++pos_;
-    return true;
-  }
+  using TextCursor::TextCursor;
 
   // A zone abbreviation: letters, or anything between '<' and '>'.
   bool Name() {
@@ -249,10 +245,6 @@ class PosixScanner {
     }
     return date;
   }
-
- private:
-  std::string_view text_;
-  std::size_t pos_ = 0;
 };
 
 // Returns the day (counted from 1970-01-01) on which `date` falls in `year`.

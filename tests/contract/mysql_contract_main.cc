@@ -52,7 +52,7 @@ void AddSeconds(store_internal::MyParams& params, const std::optional<WallTime>&
   params.Add(std::chrono::floor<std::chrono::seconds>(time->time_since_epoch()).count());
 }
 
-class MySqlStoreFixture final : public StoreFixture {
+class MySqlStoreFixture final : public SqlStoreFixture {
  public:
   MySqlStoreFixture() : database_(mysql_test::UniqueDatabaseName()) {
     params_.port = mysql_test::ServerPort().value_or(0);
@@ -83,21 +83,7 @@ class MySqlStoreFixture final : public StoreFixture {
     options.password = params_.password;
     options.database = database_;
     options.pool_size = 2;
-    Result<std::unique_ptr<TaskStore>> store =
-        OpenMySqlTaskStore(kPluginId, options, SystemClock::Instance());
-    if (!store.ok()) {
-      ADD_FAILURE() << store.status().ToString();
-      return nullptr;
-    }
-    if (Status migrated = (*store)->Migrate(); !migrated.ok()) {
-      ADD_FAILURE() << migrated.ToString();
-      return nullptr;
-    }
-    return std::move(*store);
-  }
-
-  void LetTimePass(std::chrono::milliseconds duration) override {
-    std::this_thread::sleep_for(duration);
+    return Migrated(OpenMySqlTaskStore(kPluginId, options, SystemClock::Instance()));
   }
 
   void PutRawRow(const TaskRow& row) override {
@@ -144,8 +130,6 @@ class MySqlStoreFixture final : public StoreFixture {
     row.last_run_ended_at = time(7);
     return row;
   }
-
-  const Clock& clock() override { return SystemClock::Instance(); }
 
   bool supports_notifications() const override { return true; }
 

@@ -59,7 +59,7 @@ std::string PoolerMode() {
   return mode == nullptr ? "" : mode;
 }
 
-class PostgresStoreFixture final : public StoreFixture {
+class PostgresStoreFixture final : public SqlStoreFixture {
  public:
   PostgresStoreFixture()
       : url_(pg_test::ServerUrl().value_or("")),
@@ -85,21 +85,7 @@ class PostgresStoreFixture final : public StoreFixture {
       options.notify_connection = url_;
     }
     options.pool_size = 2;
-    Result<std::unique_ptr<TaskStore>> store =
-        OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance());
-    if (!store.ok()) {
-      ADD_FAILURE() << store.status().ToString();
-      return nullptr;
-    }
-    if (Status migrated = (*store)->Migrate(); !migrated.ok()) {
-      ADD_FAILURE() << migrated.ToString();
-      return nullptr;
-    }
-    return std::move(*store);
-  }
-
-  void LetTimePass(std::chrono::milliseconds duration) override {
-    std::this_thread::sleep_for(duration);
+    return Migrated(OpenPostgresTaskStore(kPluginId, options, SystemClock::Instance()));
   }
 
   void PutRawRow(const TaskRow& row) override {
@@ -151,8 +137,6 @@ class PostgresStoreFixture final : public StoreFixture {
     row.last_run_ended_at = time(7);
     return row;
   }
-
-  const Clock& clock() override { return SystemClock::Instance(); }
 
   bool supports_notifications() const override { return true; }
   bool tells_recorded_runs() const override { return true; }

@@ -56,7 +56,7 @@ std::optional<WallTime> ParseSqlTime(const unsigned char* raw) {
          milliseconds(ms);
 }
 
-class SqliteStoreFixture final : public StoreFixture {
+class SqliteStoreFixture final : public SqlStoreFixture {
  public:
   SqliteStoreFixture() {
     std::string pattern = (std::filesystem::temp_directory_path() / "stagehand-contract-XXXXXX");
@@ -76,21 +76,8 @@ class SqliteStoreFixture final : public StoreFixture {
   }
 
   std::unique_ptr<TaskStore> OpenStore() override {
-    Result<std::unique_ptr<TaskStore>> store =
-        OpenSqliteTaskStore(kPluginId, SqliteStoreOptions{path_}, SystemClock::Instance());
-    if (!store.ok()) {
-      ADD_FAILURE() << store.status().ToString();
-      return nullptr;
-    }
-    if (Status migrated = (*store)->Migrate(); !migrated.ok()) {
-      ADD_FAILURE() << migrated.ToString();
-      return nullptr;
-    }
-    return std::move(*store);
-  }
-
-  void LetTimePass(std::chrono::milliseconds duration) override {
-    std::this_thread::sleep_for(duration);
+    return Migrated(
+        OpenSqliteTaskStore(kPluginId, SqliteStoreOptions{path_}, SystemClock::Instance()));
   }
 
   void PutRawRow(const TaskRow& row) override {
@@ -144,8 +131,6 @@ class SqliteStoreFixture final : public StoreFixture {
     sqlite3_finalize(stmt);
     return row;
   }
-
-  const Clock& clock() override { return SystemClock::Instance(); }
 
   bool supports_notifications() const override { return false; }
 

@@ -3,11 +3,16 @@
 // task_store_contract.cc only talks to this interface.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "stagehand/base/status.h"
 #include "stagehand/store/task_store.h"
+#include "stagehand/time/clock.h"
 
 namespace stagehand::contract {
 
@@ -50,6 +55,31 @@ class StoreFixture {
 
   // How many rounds the claim race runs (8 stores claiming one due row per round).
   virtual int claim_race_rounds() const { return 200; }
+};
+
+// The base of the SQL stores' fixtures: their databases keep real time, on the host's clock.
+class SqlStoreFixture : public StoreFixture {
+ public:
+  void LetTimePass(std::chrono::milliseconds duration) override {
+    std::this_thread::sleep_for(duration);
+  }
+
+  const Clock& clock() override { return SystemClock::Instance(); }
+
+ protected:
+  // Returns the store `opened` once it has migrated; nullptr, with the test failed, when opening
+  // or migrating failed.
+  static std::unique_ptr<TaskStore> Migrated(Result<std::unique_ptr<TaskStore>> opened) {
+    if (!opened.ok()) {
+      ADD_FAILURE() << opened.status().ToString();
+      return nullptr;
+    }
+    if (Status migrated = (*opened)->Migrate(); !migrated.ok()) {
+      ADD_FAILURE() << migrated.ToString();
+      return nullptr;
+    }
+    return std::move(*opened);
+  }
 };
 
 // Defined once per contract binary.

@@ -52,6 +52,9 @@ struct TaskDefinition {
 // Returns the task made of `schedule` and `invocation`; the schedule's fields win, as in Backstage.
 TaskDefinition MakeTaskDefinition(const ScheduleDefinition& schedule, TaskInvocation invocation);
 
+// Returns the schedule of `task`, every field of it (MakeTaskDefinition's inverse).
+ScheduleDefinition ScheduleOf(const TaskDefinition& task);
+
 // A registered task as GetScheduledTasks reports it.
 struct TaskDescriptor {
   std::string id;

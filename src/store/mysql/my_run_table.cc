@@ -316,38 +316,25 @@ Status MyRunTable::DeleteTask(const std::string& task_id) {
 }
 
 Result<TaskRun> MyRunTable::ReadRun(const MyResult& result, int row) {
-  TaskRun run;
-  run.run_id = std::string(result.Get(row, 0));
-  run.task_id = std::string(result.Get(row, 1));
-  run.origin.host = std::string(result.Get(row, 2));
-  run.origin.pid = result.GetInt(row, 3);
-  const std::string_view trigger = result.Get(row, 4);
-  const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
-  if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
-  run.origin.trigger = *parsed_trigger;
-  if (std::optional<std::int64_t> slot = OptionalInt(result, row, 5)) {
-    run.origin.slot = FromMicros(*slot);
-  }
-  run.started_at = FromMicros(result.GetInt(row, 6));
-  if (std::optional<std::int64_t> ended = OptionalInt(result, row, 7)) {
-    run.ended_at = FromMicros(*ended);
-  }
-  const std::string_view outcome = result.Get(row, 8);
-  const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
-  if (!parsed_outcome) return UnknownNameError(run.run_id, "outcome", outcome);
-  run.finish.outcome = *parsed_outcome;
-  run.finish.error_json = result.GetOptional(row, 9);
-  const auto optional_int = [&](int column) -> std::optional<int> {
-    std::optional<std::int64_t> value = OptionalInt(result, row, column);
-    if (!value) return std::nullopt;
-    return static_cast<int>(*value);
+  // Row `row` of `result`, as DecodeRunRow reads it (times as epoch microseconds).
+  struct Row {
+    const MyResult& result;
+    int row;
+    std::string Text(int column) const { return std::string(result.Get(row, column)); }
+    std::int64_t Int(int column) const { return result.GetInt(row, column); }
+    std::optional<std::string> OptionalText(int column) const {
+      return result.GetOptional(row, column);
+    }
+    std::optional<std::int64_t> OptionalInt(int column) const {
+      return store_internal::OptionalInt(result, row, column);
+    }
+    Result<std::optional<WallTime>> Time(int column) const {
+      const std::optional<std::int64_t> micros = OptionalInt(column);
+      if (!micros) return std::optional<WallTime>();
+      return std::optional<WallTime>(FromMicros(*micros));
+    }
   };
-  run.finish.exit_code = optional_int(10);
-  run.finish.signal = optional_int(11);
-  run.finish.http_status = optional_int(12);
-  run.origin.attempt = static_cast<int>(result.GetInt(row, 13));
-  run.origin.trace_id = result.GetOptional(row, 14);
-  return run;
+  return DecodeRunRow(Row{result, row});
 }
 
 }  // namespace stagehand::store_internal

@@ -1,16 +1,27 @@
 #include "store/postgres/postgres_store.h"
 
 namespace stagehand::store_internal {
+namespace {
 
-Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::string& ticket,
-                                             std::chrono::milliseconds timeout,
-                                             std::chrono::milliseconds lease) {
+// The parameters a claim and a renewal of `id` start with: $1 id, $2 ticket, $3 the run's timeout
+// and $4 the lease, both in milliseconds.
+PgParams HoldParams(const std::string& id, const std::string& ticket,
+                    std::chrono::milliseconds timeout, std::chrono::milliseconds lease) {
   PgParams params;
   params.Add(id)
       .Add(ticket)
       .Add(static_cast<long long>(timeout.count()))
       .Add(static_cast<long long>(lease.count()));
-  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("claim", sql::TaskStatements().claim, params));
+  return params;
+}
+
+}  // namespace
+
+Result<ClaimResult> PostgresTaskStore::Claim(const std::string& id, const std::string& ticket,
+                                             std::chrono::milliseconds timeout,
+                                             std::chrono::milliseconds lease) {
+  STAGEHAND_ASSIGN_OR_RETURN(Executed executed, Run("claim", sql::TaskStatements().claim,
+                                                    HoldParams(id, ticket, timeout, lease)));
   STAGEHAND_ASSIGN_OR_RETURN(WallTime now, ObserveNow(executed, 0, 0));
   STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> expires, TimeAt(executed.result, 0, 1));
   return ClaimResult{expires.has_value(), now, expires};
@@ -85,12 +96,8 @@ Result<std::vector<ClaimResult>> PostgresTaskStore::ClaimMany(std::span<const Cl
 Result<LeaseStatus> PostgresTaskStore::RenewLease(const std::string& id, const std::string& ticket,
                                                   std::chrono::milliseconds timeout,
                                                   std::chrono::milliseconds lease) {
-  PgParams params;
-  params.Add(id)
-      .Add(ticket)
-      .Add(static_cast<long long>(timeout.count()))
-      .Add(static_cast<long long>(lease.count()))
-      .Add(CancelRequestedTicket(ticket));
+  PgParams params = HoldParams(id, ticket, timeout, lease);
+  params.Add(CancelRequestedTicket(ticket));
   STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
                              Run("renew lease", sql::TaskStatements().renew_lease, params));
   if (executed.result.rows() == 0) {

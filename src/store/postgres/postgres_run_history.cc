@@ -104,36 +104,25 @@ Result<std::size_t> PostgresTaskStore::RecordEnds(std::span<const RunEnd> ends) 
 }
 
 Result<TaskRun> PostgresTaskStore::ReadRun(const PgResult& result, int row) const {
-  TaskRun run;
-  run.run_id = result.Get(row, 0);
-  run.task_id = result.Get(row, 1);
-  run.origin.host = result.Get(row, 2);
-  run.origin.pid = result.GetInt(row, 3);
-  const std::string_view trigger = result.Get(row, 4);
-  const std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
-  if (!parsed_trigger) return store_internal::UnknownNameError(run.run_id, "trigger", trigger);
-  run.origin.trigger = *parsed_trigger;
-  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> slot, TimeAt(result, row, 5));
-  run.origin.slot = slot;
-  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> started, TimeAt(result, row, 6));
-  run.started_at = started.value_or(WallTime{});
-  STAGEHAND_ASSIGN_OR_RETURN(std::optional<WallTime> ended, TimeAt(result, row, 7));
-  run.ended_at = ended;
-  const std::string_view outcome = result.Get(row, 8);
-  const std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
-  if (!parsed_outcome) return store_internal::UnknownNameError(run.run_id, "outcome", outcome);
-  run.finish.outcome = *parsed_outcome;
-  run.finish.error_json = result.GetOptional(row, 9);
-  const auto optional_int = [&](int column) -> std::optional<int> {
-    if (result.IsNull(row, column)) return std::nullopt;
-    return static_cast<int>(result.GetInt(row, column));
+  // Row `row` of `result`, as DecodeRunRow reads it.
+  struct Row {
+    const PostgresTaskStore& store;
+    const PgResult& result;
+    int row;
+    std::string Text(int column) const { return std::string(result.Get(row, column)); }
+    std::int64_t Int(int column) const { return result.GetInt(row, column); }
+    std::optional<std::string> OptionalText(int column) const {
+      return result.GetOptional(row, column);
+    }
+    std::optional<std::int64_t> OptionalInt(int column) const {
+      if (result.IsNull(row, column)) return std::nullopt;
+      return result.GetInt(row, column);
+    }
+    Result<std::optional<WallTime>> Time(int column) const {
+      return store.TimeAt(result, row, column);
+    }
   };
-  run.finish.exit_code = optional_int(10);
-  run.finish.signal = optional_int(11);
-  run.finish.http_status = optional_int(12);
-  run.origin.attempt = static_cast<int>(result.GetInt(row, 13));
-  run.origin.trace_id = result.GetOptional(row, 14);
-  return run;
+  return DecodeRunRow(Row{*this, result, row});
 }
 
 Result<RunPage> PostgresTaskStore::ListRuns(const std::string& task_id, int limit,

@@ -239,10 +239,12 @@ class PostgresTaskStore final : public TaskStore,
   // planned with a sweep before its host learnt of the change must not sweep there, where the
   // hosts have not confirmed their claims yet (the engine holds its sweeps a lease from then on).
   bool SweepHeld() const;
-  // Runs the poll `plain`, or `sweeping` (with its parameters) when `sweep` is set and no server
-  // change holds sweeps back once the session is acquired. Errors: see ErrorOf.
-  Result<Executed> RunPoll(bool sweep, const PgStatement& plain, const PgParams& plain_params,
-                           const PgStatement& sweeping, const PgParams& sweeping_params);
+  // Runs the poll `plain` with `params`, or, when `sweep` is set and no server change holds
+  // sweeps back once the session is acquired, its sweeping form: `sweeping`, or
+  // `sweeping_with_history` once the history tables exist, with the timed-out error and the
+  // channel after `params`. Errors: see ErrorOf.
+  Result<Executed> RunPoll(bool sweep, const PgParams& params, const PgStatement& plain,
+                           const PgStatement& sweeping, const PgStatement& sweeping_with_history);
   // Whether `run_id`'s start was recorded before a server change (and its end not written since).
   bool IsDoubtful(const std::string& run_id);
   void ForgetDoubt(const std::string& run_id);

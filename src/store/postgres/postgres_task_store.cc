@@ -229,29 +229,27 @@ Result<std::vector<UpsertResult>> PostgresTaskStore::UpsertMany(std::span<const 
 Result<PollResult> PostgresTaskStore::Poll(std::span<const std::string> ids, bool sweep_expired) {
   PgParams params;
   params.Add(TextArray(ids));
-  PgParams sweeping = params;
-  bool history = false;
-  if (sweep_expired) {
-    sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
-    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
-    history = exists;
-  }
   const sql::Statements& statements = sql::TaskStatements();
   STAGEHAND_ASSIGN_OR_RETURN(
-      Executed executed,
-      RunPoll(sweep_expired, statements.poll, params,
-              history ? sql::RunStatements().poll_and_sweep : statements.poll_and_sweep, sweeping));
+      Executed executed, RunPoll(sweep_expired, params, statements.poll, statements.poll_and_sweep,
+                                 sql::RunStatements().poll_and_sweep));
   return ReadPoll(executed, ids, /*only_listed=*/false);
 }
 
-Result<Executed> PostgresTaskStore::RunPoll(bool sweep, const PgStatement& plain,
-                                            const PgParams& plain_params,
-                                            const PgStatement& sweeping,
-                                            const PgParams& sweeping_params) {
+Result<Executed> PostgresTaskStore::RunPoll(bool sweep, const PgParams& params,
+                                            const PgStatement& plain, const PgStatement& sweeping,
+                                            const PgStatement& sweeping_with_history) {
+  PgParams sweeping_params = params;
+  const PgStatement* sweep_statement = &sweeping;
+  if (sweep) {
+    sweeping_params.Add(ErrorJson("Task timed out")).Add(channel_);
+    STAGEHAND_ASSIGN_OR_RETURN(bool history, HistoryTablesExist());
+    if (history) sweep_statement = &sweeping_with_history;
+  }
   // Decided once the session is there: acquiring it is what finds a new server.
   return RunPicked("poll", [&] {
-    return sweep && !SweepHeld() ? std::pair(&sweeping, &sweeping_params)
-                                 : std::pair(&plain, &plain_params);
+    return sweep && !SweepHeld() ? std::pair(sweep_statement, &sweeping_params)
+                                 : std::pair(&plain, &params);
   });
 }
 
@@ -263,19 +261,11 @@ Result<PollResult> PostgresTaskStore::PollChanged(
   for (const std::optional<std::int64_t>& version : known_versions) versions.AddInt(version);
   PgParams params;
   params.Add(TextArray(ids)).Add(std::move(versions).Finish());
-  PgParams sweeping = params;
-  bool history = false;
-  if (sweep_expired) {
-    sweeping.Add(ErrorJson("Task timed out")).Add(channel_);
-    STAGEHAND_ASSIGN_OR_RETURN(bool exists, HistoryTablesExist());
-    history = exists;
-  }
   const sql::Statements& statements = sql::TaskStatements();
-  STAGEHAND_ASSIGN_OR_RETURN(Executed executed,
-                             RunPoll(sweep_expired, statements.poll_changed, params,
-                                     history ? sql::RunStatements().poll_changed_and_sweep
-                                             : statements.poll_changed_and_sweep,
-                                     sweeping));
+  STAGEHAND_ASSIGN_OR_RETURN(
+      Executed executed,
+      RunPoll(sweep_expired, params, statements.poll_changed, statements.poll_changed_and_sweep,
+              sql::RunStatements().poll_changed_and_sweep));
   return ReadPoll(executed, ids, /*only_listed=*/true);
 }
 

@@ -143,41 +143,21 @@ Result<WallTime> SqliteRunTable::ReadTime(const SqliteStatement& stmt, int colum
 }
 
 Result<TaskRun> SqliteRunTable::ReadRun(const SqliteStatement& stmt) const {
-  TaskRun run;
-  run.run_id = stmt.Text(0);
-  run.task_id = stmt.Text(1);
-  run.origin.host = stmt.Text(2);
-  run.origin.pid = stmt.Int(3);
-  const std::string trigger = stmt.Text(4);
-  std::optional<RunTrigger> parsed_trigger = ParseRunTrigger(trigger);
-  if (!parsed_trigger) return UnknownNameError(run.run_id, "trigger", trigger);
-  run.origin.trigger = *parsed_trigger;
-  if (!stmt.IsNull(5)) {
-    STAGEHAND_ASSIGN_OR_RETURN(WallTime slot, ReadTime(stmt, 5, run.run_id));
-    run.origin.slot = slot;
-  }
-  STAGEHAND_ASSIGN_OR_RETURN(WallTime started, ReadTime(stmt, 6, run.run_id));
-  run.started_at = started;
-  if (!stmt.IsNull(7)) {
-    STAGEHAND_ASSIGN_OR_RETURN(WallTime ended, ReadTime(stmt, 7, run.run_id));
-    run.ended_at = ended;
-  }
-  const std::string outcome = stmt.Text(8);
-  std::optional<RunOutcome> parsed_outcome = ParseRunOutcome(outcome);
-  if (!parsed_outcome) return UnknownNameError(run.run_id, "outcome", outcome);
-  run.finish.outcome = *parsed_outcome;
-  run.finish.error_json = stmt.OptionalText(9);
-  const auto optional_int = [&stmt](int column) -> std::optional<int> {
-    std::optional<std::int64_t> value = stmt.OptionalInt(column);
-    if (!value) return std::nullopt;
-    return static_cast<int>(*value);
+  // The current row of `stmt`, as DecodeRunRow reads it.
+  struct Row {
+    const SqliteRunTable& table;
+    const SqliteStatement& stmt;
+    std::string Text(int column) const { return stmt.Text(column); }
+    std::int64_t Int(int column) const { return stmt.Int(column); }
+    std::optional<std::string> OptionalText(int column) const { return stmt.OptionalText(column); }
+    std::optional<std::int64_t> OptionalInt(int column) const { return stmt.OptionalInt(column); }
+    Result<std::optional<WallTime>> Time(int column) const {
+      if (stmt.IsNull(column)) return std::optional<WallTime>();
+      STAGEHAND_ASSIGN_OR_RETURN(const WallTime time, table.ReadTime(stmt, column, stmt.Text(0)));
+      return std::optional<WallTime>(time);
+    }
   };
-  run.finish.exit_code = optional_int(10);
-  run.finish.signal = optional_int(11);
-  run.finish.http_status = optional_int(12);
-  run.origin.attempt = static_cast<int>(stmt.Int(13));
-  run.origin.trace_id = stmt.OptionalText(14);
-  return run;
+  return DecodeRunRow(Row{*this, stmt});
 }
 
 }  // namespace stagehand::store_internal
